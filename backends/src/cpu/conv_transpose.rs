@@ -1,0 +1,8 @@
+//! ConvTranspose (stub).
+use dynaspa_runtime::backend::TensorSpec;
+use dynaspa_runtime::graph::*;
+use dynaspa_runtime::{DType, Error, Result, Tensor};
+#[allow(unused_imports)]
+use super::input;
+
+pub(crate) fn conv_transpose(_p: &ConvTranspose, _ins: &[Option<&Tensor>], _out: &TensorSpec) -> Result<Tensor> { Err(Error::Other("ConvTranspose: not implemented yet".into())) }

@@ -1,0 +1,122 @@
+//! Runs a graph node by node on the CPU, freeing each intermediate after its last reader.
+
+use super::eval_op;
+use dynaspa_runtime::backend::{Backend, Executable, OpEvaluator, TensorSpec};
+use dynaspa_runtime::graph::{Graph, Op};
+use dynaspa_runtime::{Error, Result, Tensor};
+use std::sync::Arc;
+
+pub struct CpuBackend {
+    pool: Arc<rayon::ThreadPool>,
+}
+
+impl CpuBackend {
+    /// `threads`: worker count; `None` uses every core.
+    pub fn new(threads: Option<usize>) -> Result<CpuBackend> {
+        let mut b = rayon::ThreadPoolBuilder::new().thread_name(|i| format!("dynaspa-cpu-{i}"));
+        if let Some(n) = threads {
+            b = b.num_threads(n.max(1));
+        }
+        let pool = b.build().map_err(|e| Error::Backend { backend: "cpu".into(), msg: e.to_string() })?;
+        Ok(CpuBackend { pool: Arc::new(pool) })
+    }
+    pub fn threads(&self) -> usize {
+        self.pool.current_num_threads()
+    }
+}
+
+impl Backend for CpuBackend {
+    fn name(&self) -> &str {
+        "cpu"
+    }
+    fn compile(&self, graph: Arc<Graph>) -> Result<Box<dyn Executable>> {
+        let consumers = graph.consumers();
+        // Index of the last node reading each value, so it can be dropped right after.
+        let mut last_use = vec![None; graph.values.len()];
+        for (v, c) in consumers.iter().enumerate() {
+            last_use[v] = c.iter().copied().max();
+        }
+        let specs = graph
+            .nodes
+            .iter()
+            .map(|n| {
+                n.outputs
+                    .iter()
+                    .map(|&o| TensorSpec { dtype: graph.values[o].dtype, shape: graph.values[o].shape.clone() })
+                    .collect()
+            })
+            .collect();
+        Ok(Box::new(CpuExecutable { graph, pool: self.pool.clone(), last_use, specs }))
+    }
+}
+
+struct CpuExecutable {
+    graph: Arc<Graph>,
+    pool: Arc<rayon::ThreadPool>,
+    last_use: Vec<Option<usize>>,
+    specs: Vec<Vec<TensorSpec>>,
+}
+
+impl Executable for CpuExecutable {
+    fn run(&mut self, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
+        let g = &self.graph;
+        let mut vals: Vec<Option<Arc<Tensor>>> = g.values.iter().map(|v| v.constant.clone()).collect();
+        for (&id, t) in g.inputs.iter().zip(inputs) {
+            vals[id] = Some(Arc::new(t.clone()));
+        }
+        self.pool.install(|| -> Result<()> {
+            for (ni, node) in g.nodes.iter().enumerate() {
+                let _span = tracing::trace_span!("node", name = %node.name, op = node.op.name()).entered();
+                let ins: Vec<Option<&Tensor>> =
+                    node.inputs.iter().map(|i| i.and_then(|i| vals[i].as_deref())).collect();
+                let outs = eval_op(&node.op, &ins, &self.specs[ni])
+                    .map_err(|e| Error::node(&node.name, node.op.name(), e.to_string()))?;
+                check_outputs(&node.name, &node.op, &outs, &self.specs[ni])?;
+                for (&o, t) in node.outputs.iter().zip(outs) {
+                    vals[o] = Some(Arc::new(t));
+                }
+                for i in node.inputs.iter().flatten() {
+                    if self.last_use[*i] == Some(ni) && g.values[*i].constant.is_none() && !g.is_graph_output(*i) {
+                        vals[*i] = None;
+                    }
+                }
+            }
+            Ok(())
+        })?;
+        g.outputs
+            .iter()
+            .map(|&o| {
+                let t = vals[o].take().ok_or_else(|| {
+                    Error::Other(format!("graph output '{}' was not computed", g.values[o].name))
+                })?;
+                Ok(Arc::try_unwrap(t).unwrap_or_else(|a| (*a).clone()))
+            })
+            .collect()
+    }
+}
+
+/// A kernel that returns the wrong shape or type is a bug; catch it where it happens.
+fn check_outputs(node: &str, op: &Op, outs: &[Tensor], specs: &[TensorSpec]) -> Result<()> {
+    if outs.len() != specs.len() {
+        return Err(Error::node(node, op.name(), format!("kernel returned {} outputs, expected {}", outs.len(), specs.len())));
+    }
+    for (t, s) in outs.iter().zip(specs) {
+        if t.shape() != s.shape.as_slice() || t.dtype() != s.dtype {
+            return Err(Error::node(
+                node,
+                op.name(),
+                format!("kernel produced {} {:?}, shape inference said {} {:?}", t.dtype(), t.shape(), s.dtype, s.shape),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Constant folding at load time runs ops through the CPU kernels.
+pub struct CpuEvaluator;
+
+impl OpEvaluator for CpuEvaluator {
+    fn eval(&self, op: &Op, inputs: &[Option<&Tensor>], outputs: &[TensorSpec]) -> Result<Vec<Tensor>> {
+        eval_op(op, inputs, outputs)
+    }
+}

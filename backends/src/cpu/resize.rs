@@ -1,0 +1,8 @@
+//! Resize (stub).
+use dynaspa_runtime::backend::TensorSpec;
+use dynaspa_runtime::graph::*;
+use dynaspa_runtime::{DType, Error, Result, Tensor};
+#[allow(unused_imports)]
+use super::input;
+
+pub(crate) fn resize(_p: &Resize, _ins: &[Option<&Tensor>], _out: &TensorSpec) -> Result<Tensor> { Err(Error::Other("Resize: not implemented yet".into())) }

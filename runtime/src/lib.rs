@@ -1,0 +1,13 @@
+//! dynaspa-runtime: ONNX import, the IR and its passes, sparsity, dispatch, planning.
+//! No GPU dependencies live here; backends implement [`backend::Backend`].
+
+pub mod backend;
+pub mod error;
+pub mod graph;
+pub mod onnx;
+pub mod plan;
+pub mod session;
+pub mod tensor;
+
+pub use error::{Error, Result};
+pub use tensor::{DType, Tensor, TensorData};

@@ -1,0 +1,1 @@
+Boutput_meanJ™õÂ¾uØ?N2?

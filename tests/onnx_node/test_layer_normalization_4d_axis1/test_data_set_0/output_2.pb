@@ -1,0 +1,1 @@
+B	InvStdDevJm‹q?„6y?
