@@ -2,6 +2,8 @@
 
 pub mod op;
 pub mod shape;
+pub mod shape_move;
+pub mod window;
 pub mod fold;
 pub mod fuse;
 
@@ -44,6 +46,8 @@ pub struct Graph {
     /// Opset of the default domain the model was written for.
     pub opset: i64,
     pub metadata: HashMap<String, String>,
+    /// Elements of the float initializers as the ONNX file stores them (before any folding).
+    pub onnx_parameters: usize,
 }
 
 impl Graph {

@@ -1,0 +1,47 @@
+//! Image file -> model input: RGB, resized to the input's H x W, scaled to [0, 1], NCHW,
+//! then normalised per channel.
+
+use dynaspa_runtime::{Error, Result, Tensor};
+use std::path::Path;
+
+/// Decodes and lays out an image for an input of shape [N, 3, H, W]; every batch item gets
+/// the same image.
+pub fn load_for_input(path: &Path, shape: &[usize], mean: &[f32], std: &[f32]) -> Result<Tensor> {
+    let [n, c, h, w] = *shape else {
+        return Err(Error::Other(format!("an image can only feed an N x 3 x H x W input, this one is {shape:?}")));
+    };
+    if c != 3 {
+        return Err(Error::Other(format!("an image gives 3 channels, the input wants {c}")));
+    }
+    if mean.len() != 3 || std.len() != 3 || std.iter().any(|&s| s == 0.0 || !s.is_finite()) {
+        return Err(Error::Other(format!("mean {mean:?} / std {std:?} must be 3 finite values, std non-zero")));
+    }
+    let img = image::open(path)
+        .map_err(|e| Error::Other(format!("cannot decode image {}: {e}", path.display())))?
+        .to_rgb8();
+    let img = if img.dimensions() != (w as u32, h as u32) {
+        image::imageops::resize(&img, w as u32, h as u32, image::imageops::FilterType::Triangle)
+    } else {
+        img
+    };
+    let plane = h * w;
+    let mut one = vec![0f32; 3 * plane];
+    for (i, px) in img.pixels().enumerate() {
+        for ch in 0..3 {
+            one[ch * plane + i] = (px[ch] as f32 / 255.0 - mean[ch]) / std[ch];
+        }
+    }
+    let mut all = Vec::with_capacity(n * one.len());
+    for _ in 0..n {
+        all.extend_from_slice(&one);
+    }
+    Tensor::from_f32(shape.to_vec(), all)
+}
+
+/// True for file names the image decoder handles.
+pub fn is_image(path: &Path) -> bool {
+    matches!(
+        path.extension().and_then(|e| e.to_str()).map(|e| e.to_ascii_lowercase()).as_deref(),
+        Some("png" | "jpg" | "jpeg" | "bmp")
+    )
+}

@@ -1,0 +1,41 @@
+//! dynaspa: load an ONNX vision model and run it on a chosen backend.
+//!
+//! ```no_run
+//! let mut s = dynaspa::open("models/cnn_small.onnx", "cpu", &Default::default()).unwrap();
+//! ```
+
+pub mod io;
+
+pub use dynaspa_backends as backends;
+pub use dynaspa_runtime as runtime;
+pub use dynaspa_runtime::onnx::LoadOptions;
+pub use dynaspa_runtime::session::Session;
+pub use dynaspa_runtime::{DType, Error, Result, Tensor, TensorData};
+
+use dynaspa_runtime::graph::Graph;
+use std::path::Path;
+
+/// Options for opening a model.
+#[derive(Clone, Debug, Default)]
+pub struct OpenOptions {
+    pub load: LoadOptions,
+    /// CPU worker threads (`None`: all cores).
+    pub threads: Option<usize>,
+}
+
+/// Loads and optimises a model file (constant folding runs on the CPU kernels).
+pub fn load_graph(path: impl AsRef<Path>, opts: &LoadOptions) -> Result<Graph> {
+    let bytes = dynaspa_runtime::session::read_model(path.as_ref())?;
+    load_graph_bytes(&bytes, opts)
+}
+
+pub fn load_graph_bytes(bytes: &[u8], opts: &LoadOptions) -> Result<Graph> {
+    dynaspa_runtime::session::load_graph(bytes, opts, &backends::cpu::CpuEvaluator)
+}
+
+/// Loads a model and compiles it for `backend` ("auto", "cpu", ...).
+pub fn open(path: impl AsRef<Path>, backend: &str, opts: &OpenOptions) -> Result<Session> {
+    let g = load_graph(path, &opts.load)?;
+    let b = backends::create(backend, opts.threads)?;
+    Session::new(g, b.as_ref())
+}

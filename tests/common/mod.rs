@@ -1,0 +1,57 @@
+//! Shared helpers of the whole-system tests.
+#![allow(dead_code)]
+
+use dynaspa::Tensor;
+
+/// Backends the tests run on: every backend this build has. `DYNASPA_REQUIRE_BACKENDS`
+/// (comma-separated) names backends that must be present: a missing one fails the test run
+/// instead of being skipped silently.
+pub fn backends() -> Vec<String> {
+    let have: Vec<String> = dynaspa::backends::available().into_iter().map(String::from).collect();
+    if let Ok(req) = std::env::var("DYNASPA_REQUIRE_BACKENDS") {
+        for b in req.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+            assert!(
+                have.iter().any(|h| h == b),
+                "DYNASPA_REQUIRE_BACKENDS names '{b}', but this build/machine only has {have:?}"
+            );
+        }
+    }
+    have
+}
+
+pub fn repo_path(rel: &str) -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(rel)
+}
+
+/// Relative L2 error ||a - b|| / ||b||.
+pub fn rel_l2(a: &[f32], b: &[f32]) -> f64 {
+    let num: f64 = a.iter().zip(b).map(|(x, y)| ((*x as f64) - (*y as f64)).powi(2)).sum();
+    let den: f64 = b.iter().map(|y| (*y as f64).powi(2)).sum();
+    (num / den.max(1e-30)).sqrt()
+}
+
+/// Element-wise closeness as the ONNX backend tests define it (NaNs equal).
+pub fn close(a: &Tensor, b: &Tensor, rtol: f64, atol: f64) -> Result<(), String> {
+    if a.dtype() != b.dtype() || a.shape() != b.shape() {
+        return Err(format!("got {} {:?}, expected {} {:?}", a.dtype(), a.shape(), b.dtype(), b.shape()));
+    }
+    use dynaspa::TensorData as D;
+    match (a.data(), b.data()) {
+        (D::F32(_), _) | (D::F64(_), _) => {
+            let (x, y) = (a.to_f64_vec(), b.to_f64_vec());
+            for (i, (p, q)) in x.iter().zip(&y).enumerate() {
+                let ok = (p.is_nan() && q.is_nan()) || p == q || (p - q).abs() <= atol + rtol * q.abs();
+                if !ok {
+                    return Err(format!("element {i}: got {p}, expected {q}"));
+                }
+            }
+            Ok(())
+        }
+        _ if a == b => Ok(()),
+        _ => {
+            let (x, y) = (a.to_f64_vec(), b.to_f64_vec());
+            let i = x.iter().zip(&y).position(|(p, q)| p != q).unwrap_or(0);
+            Err(format!("element {i}: got {:?}, expected {:?}", x.get(i), y.get(i)))
+        }
+    }
+}
