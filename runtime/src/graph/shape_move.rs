@@ -214,3 +214,29 @@ pub fn slice_axes(shape: &[usize], starts: &[i64], ends: &[i64], axes: &[i64], s
     }
     Ok(plan)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reshape_copies_zeros_and_infers_minus_one() {
+        assert_eq!(reshape(&[2, 3, 4], &[0, -1], false).unwrap(), vec![2, 12]);
+        assert_eq!(reshape(&[2, 3, 4], &[4, 0, -1], false).unwrap(), vec![4, 3, 2]);
+        assert_eq!(reshape(&[0, 3], &[3, 0], true).unwrap(), vec![3, 0]);
+        assert!(reshape(&[2, 3], &[4, -1], false).is_err());
+        assert!(reshape(&[2, 3], &[-1, -1], false).is_err());
+    }
+
+    #[test]
+    fn slice_clamps_like_onnx() {
+        let p = slice_axes(&[10], &[-3], &[i64::MAX], &[0], &[1]).unwrap();
+        assert_eq!((p[0].start, p[0].len), (7, 3));
+        let p = slice_axes(&[10], &[20], &[-20], &[0], &[-3]).unwrap();
+        assert_eq!((p[0].start, p[0].step, p[0].len), (9, -3, 4)); // 9, 6, 3, 0
+        let p = slice_axes(&[4, 5], &[1], &[1000], &[-1], &[2]).unwrap();
+        assert_eq!((p[0].len, p[1].start, p[1].len), (4, 1, 2));
+        assert!(slice_axes(&[4], &[0], &[4], &[0], &[0]).is_err());
+        assert!(slice_axes(&[4], &[0, 0], &[4, 4], &[0, 0], &[1, 1]).is_err());
+    }
+}

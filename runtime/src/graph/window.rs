@@ -290,3 +290,59 @@ pub fn pad(ins: &[Option<In>]) -> Result<Vec<TensorSpec>> {
     }
     Ok(vec![TensorSpec { dtype: x.dtype, shape: out }])
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tensor::DType;
+
+    fn input(shape: &[usize]) -> Option<In<'_>> {
+        Some(In { dtype: DType::F32, shape, value: None })
+    }
+
+    fn conv_op(auto_pad: AutoPad, strides: Vec<usize>) -> Conv {
+        Conv {
+            window: Window { kernel_shape: vec![], strides, pads: vec![], dilations: vec![], auto_pad },
+            group: 1,
+            fused_add: false,
+            activation: None,
+        }
+    }
+
+    #[test]
+    fn same_upper_and_lower_split_odd_padding_differently() {
+        let (x, w) = ([1usize, 2, 7, 7], [4usize, 2, 4, 4]);
+        let mut up = conv_op(AutoPad::SameUpper, vec![2, 2]);
+        let s = conv(&mut up, &[input(&x), input(&w)]).unwrap();
+        assert_eq!(s[0].shape, vec![1, 4, 4, 4]);
+        // out 4, eff 4: total = 3*2 + 4 - 7 = 3 -> upper puts the extra at the end.
+        assert_eq!(up.window.pads, vec![1, 1, 2, 2]);
+        let mut lo = conv_op(AutoPad::SameLower, vec![2, 2]);
+        conv(&mut lo, &[input(&x), input(&w)]).unwrap();
+        assert_eq!(lo.window.pads, vec![2, 2, 1, 1]);
+        assert_eq!(up.window.auto_pad, AutoPad::NotSet);
+    }
+
+    #[test]
+    fn conv_rejects_channel_mismatch() {
+        let mut c = conv_op(AutoPad::NotSet, vec![]);
+        c.group = 2;
+        assert!(conv(&mut c, &[input(&[1, 6, 8, 8]), input(&[4, 2, 3, 3])]).is_err());
+        assert!(conv(&mut c, &[input(&[1, 4, 8, 8]), input(&[4, 2, 3, 3])]).is_ok());
+    }
+
+    #[test]
+    fn ceil_mode_pool_drops_window_starting_in_padding() {
+        let mut p = Pool {
+            window: Window { kernel_shape: vec![3], strides: vec![2], pads: vec![0, 1], dilations: vec![], auto_pad: AutoPad::NotSet },
+            ceil_mode: true,
+            count_include_pad: false,
+        };
+        // in 6, pad end 1: span 4 -> ceil(4/2)+1 = 3 windows starting at 0, 2, 4: all inside.
+        assert_eq!(pool(&mut p, &[input(&[1, 1, 6])]).unwrap()[0].shape, vec![1, 1, 3]);
+        p.window.pads = vec![0, 0];
+        p.window.kernel_shape = vec![2];
+        // in 5, k 2, s 2: span 3 -> ceil(1.5)+1 = 3 windows at 0, 2, 4 (the last partial).
+        assert_eq!(pool(&mut p, &[input(&[1, 1, 5])]).unwrap()[0].shape, vec![1, 1, 3]);
+    }
+}
