@@ -28,12 +28,13 @@ fn numbered(dir: &Path, prefix: &str) -> Vec<std::path::PathBuf> {
 
 /// Loads the case's model. Many cases feed shape-deciding values (Reshape's shape, axes, sizes,
 /// scales) as graph inputs; dynaspa needs static shapes, so on that error every input but the
-/// first (the data) is frozen to this data set's values and the model is loaded again.
+/// first float one (the data) is frozen to this data set's values and the model is loaded again.
 fn open(bytes: &[u8], inputs: &[(String, Tensor)], backend: &str) -> Result<(Session, Vec<String>), String> {
     let mut opts = LoadOptions::default();
     let graph = match dynaspa::load_graph_bytes(bytes, &opts) {
         Err(e) if e.to_string().contains("computed at run time") => {
-            for (n, t) in inputs.iter().skip(1) {
+            let data = inputs.iter().position(|(_, t)| t.dtype().is_float());
+            for (_, (n, t)) in inputs.iter().enumerate().filter(|(i, _)| Some(*i) != data) {
                 opts.constants.insert(n.clone(), t.clone());
             }
             dynaspa::load_graph_bytes(bytes, &opts)

@@ -7,6 +7,7 @@ pub mod graph;
 pub mod onnx;
 pub mod plan;
 pub mod session;
+pub mod sparsity;
 pub mod tensor;
 
 pub use error::{Error, Result};

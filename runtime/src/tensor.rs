@@ -60,6 +60,9 @@ impl DType {
             16 => "BFLOAT16",
             17..=20 => "FLOAT8",
             21 | 22 => "INT4/UINT4",
+            23 => "FLOAT4E2M1",
+            24 => "FLOAT8E8M0",
+            25 | 26 => "INT2/UINT2",
             _ => "unknown",
         }
     }
