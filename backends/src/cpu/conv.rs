@@ -1,8 +1,657 @@
-//! Conv (stub until the kernel lands).
+//! Conv: im2col + GEMM with a fused bias/add/activation epilogue, and a direct kernel for
+//! depthwise convs (one input channel per output channel) where GEMM would have K = kernel size.
+
+use super::gemm_util::{sgemm, threads, with_scratch, Layout, SendPtr};
+use super::im2col::{im2col, par_im2col, Geom};
+use super::input;
+use super::kernel_util::{epilogue, err, f32_data, per_axis, split_pads};
 use dynaspa_runtime::backend::TensorSpec;
 use dynaspa_runtime::graph::*;
-use dynaspa_runtime::{DType, Error, Result, Tensor};
-#[allow(unused_imports)]
-use super::input;
+use dynaspa_runtime::{Result, Tensor};
+use rayon::prelude::*;
 
-pub(crate) fn conv(_p: &Conv, _ins: &[Option<&Tensor>], _out: &TensorSpec) -> Result<Tensor> { Err(Error::Other("Conv: not implemented yet".into())) }
+const OP: &str = "Conv";
+
+/// Bytes of im2col tile a task keeps hot: half of the 2 MiB per-core L2, leaving room for the
+/// GEMM's own packed panels.
+const COL_TILE_BYTES: usize = 1 << 20;
+/// Narrower column tiles make the GEMM microkernel mostly edge handling.
+const MIN_TILE_COLS: usize = 32;
+
+/// Validated dimensions of one Conv call.
+struct Dims {
+    n: usize,
+    c: usize,
+    m: usize,
+    groups: usize,
+    geom: Geom,
+}
+
+fn check(p: &Conv, xs: &[usize], ws: &[usize], out: &[usize]) -> Result<Dims> {
+    let r = xs.len();
+    if !(3..=5).contains(&r) {
+        return err(format!("{OP}: input X must be (N, C, spatial...) with 1 to 3 spatial axes, got shape {xs:?}"));
+    }
+    if ws.len() != r {
+        return err(format!("{OP}: weight shape {ws:?} must have rank {r} like X {xs:?}"));
+    }
+    let sp = r - 2;
+    let (n, c, m, cg, groups) = (xs[0], xs[1], ws[0], ws[1], p.group);
+    if groups == 0 || cg * groups != c || m % groups != 0 {
+        return err(format!(
+            "{OP}: group {groups} does not fit X channels {c}, weight {ws:?} (need C = W[1]*group and W[0] divisible by group)"
+        ));
+    }
+    let kernel = &ws[2..];
+    let kshape = &p.window.kernel_shape;
+    if !kshape.is_empty() && kshape.as_slice() != kernel {
+        return err(format!("{OP}: kernel_shape {kshape:?} disagrees with weight shape {ws:?}"));
+    }
+    let stride = per_axis(OP, "strides", &p.window.strides, sp)?;
+    let dil = per_axis(OP, "dilations", &p.window.dilations, sp)?;
+    let (pb, pe) = split_pads(OP, &p.window.pads, sp)?;
+    let mut osp = Vec::with_capacity(sp);
+    for a in 0..sp {
+        let span = xs[2 + a].checked_add(pb[a]).and_then(|v| v.checked_add(pe[a]));
+        let eff = kernel[a].checked_sub(1).and_then(|k| k.checked_mul(dil[a])).map(|v| v + 1);
+        match (span, eff) {
+            (Some(s), Some(e)) if kernel[a] > 0 && s >= e => osp.push((s - e) / stride[a] + 1),
+            _ => {
+                return err(format!(
+                    "{OP}: kernel {kernel:?} (dilations {dil:?}) does not fit input {xs:?} with pads {:?}",
+                    p.window.pads
+                ))
+            }
+        }
+    }
+    let want: Vec<usize> = [n, m].into_iter().chain(osp.iter().copied()).collect();
+    if out != want.as_slice() {
+        return err(format!("{OP}: output shape {out:?} does not match the computed {want:?}"));
+    }
+    let geom = Geom::new(&xs[2..], &osp, kernel, &stride, &dil, &pb);
+    Ok(Dims { n, c, m, groups, geom })
+}
+
+pub(crate) fn conv(p: &Conv, ins: &[Option<&Tensor>], out: &TensorSpec) -> Result<Tensor> {
+    conv_with(p, ins, out, simd_available())
+}
+
+#[cfg(target_arch = "x86_64")]
+fn simd_available() -> bool {
+    super::conv_simd::available()
+}
+#[cfg(not(target_arch = "x86_64"))]
+fn simd_available() -> bool {
+    false
+}
+
+/// `simd`: use the AVX-512 kernel (the caller checked the CPU has it) instead of the portable
+/// im2col + `gemm` crate path; tests run both.
+fn conv_with(p: &Conv, ins: &[Option<&Tensor>], out: &TensorSpec, simd: bool) -> Result<Tensor> {
+    let x = input(ins, 0, OP)?;
+    let w = input(ins, 1, OP)?;
+    let xd = f32_data(x, OP, "X")?;
+    let wd = f32_data(w, OP, "W")?;
+    let d = check(p, x.shape(), w.shape(), &out.shape)?;
+    let bias = match ins.get(2).copied().flatten() {
+        Some(b) => {
+            let bd = f32_data(b, OP, "B")?;
+            if bd.len() != d.m || b.rank() != 1 {
+                return err(format!("{OP}: bias shape {:?} must be [{}]", b.shape(), d.m));
+            }
+            Some(bd)
+        }
+        None => None,
+    };
+    let add = if p.fused_add {
+        let a = input(ins, 3, OP)?;
+        if a.shape() != out.shape.as_slice() {
+            return err(format!("{OP}: fused addend shape {:?} must equal the output shape {:?}", a.shape(), out.shape));
+        }
+        Some(f32_data(a, OP, "fused addend")?)
+    } else {
+        None
+    };
+    let len = d.n * d.m * d.geom.out_len();
+    let ep = Epilogue { bias, add, act: p.activation };
+    let y = if len == 0 {
+        vec![]
+    } else if d.c / d.groups == 1 {
+        let mut y = vec![0.0f32; len];
+        depthwise(&d, xd, wd, &ep, &mut y);
+        y
+    } else {
+        // The GEMM writes every element, so skip zeroing a buffer that is overwritten anyway.
+        let mut y = Vec::<f32>::with_capacity(len);
+        let yp = SendPtr::raw(y.as_mut_ptr());
+        #[cfg(target_arch = "x86_64")]
+        if simd {
+            let j = super::conv_simd::Job {
+                n: d.n,
+                c: d.c,
+                m: d.m,
+                groups: d.groups,
+                geom: &d.geom,
+                x: xd,
+                w: wd,
+                bias,
+                add,
+                act: p.activation,
+            };
+            // SAFETY: `simd` is only set when the CPU has AVX-512; y has room for len elements.
+            unsafe { super::conv_simd::conv(&j, yp) };
+        } else {
+            gemm_conv(&d, xd, wd, &ep, yp);
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            let _ = simd;
+            gemm_conv(&d, xd, wd, &ep, yp);
+        }
+        // SAFETY: the tasks of gemm_conv together wrote all `len` elements.
+        unsafe { y.set_len(len) };
+        y
+    };
+    Tensor::from_f32(out.shape.clone(), y)
+}
+
+struct Epilogue<'a> {
+    bias: Option<&'a [f32]>,
+    add: Option<&'a [f32]>,
+    act: Option<Activation>,
+}
+
+impl Epilogue<'_> {
+    /// Finishes `row`, which holds output channel `m` of `y` starting at flat index `at`.
+    fn run(&self, row: &mut [f32], m: usize, at: usize) {
+        let b = self.bias.map_or(0.0, |b| b[m]);
+        epilogue(row, b, self.add.map(|a| &a[at..at + row.len()]), self.act);
+    }
+}
+
+/// Tasks are (image, group, column tile): column tiles keep the im2col tile in L2 and give both
+/// cores work at batch 1. Maps too small to split by columns (7x7) split by rows instead.
+fn gemm_conv(d: &Dims, x: &[f32], w: &[f32], ep: &Epilogue, yp: SendPtr) {
+    let g = &d.geom;
+    let p_n = g.out_len();
+    let kdim = d.c / d.groups * g.kernel_len();
+    let t = threads();
+    let jobs = d.n * d.groups;
+    let budget = (COL_TILE_BYTES / (4 * kdim.max(1))).max(MIN_TILE_COLS);
+    let mut p_tiles = p_n.div_ceil(budget);
+    if jobs < 4 * t {
+        // A task count that is a multiple of the thread count leaves no core idle at the end.
+        let want = (jobs * p_tiles).next_multiple_of(t).div_ceil(jobs);
+        if p_n / want >= MIN_TILE_COLS {
+            p_tiles = want;
+        } else if jobs * p_tiles < t && d.m / d.groups >= 32 {
+            return row_split_conv(d, x, w, ep, yp);
+        }
+    }
+    let pt = p_n.div_ceil(p_tiles);
+    let p_tiles = p_n.div_ceil(pt);
+    (0..jobs * p_tiles).into_par_iter().for_each(|task| {
+        let (job, pi) = (task / p_tiles, task % p_tiles);
+        let (p0, p1) = (pi * pt, ((pi + 1) * pt).min(p_n));
+        // SAFETY: this task alone owns columns p0..p1 of its image and group.
+        unsafe { conv_block(d, x, w, ep, yp, job, 0, d.m / d.groups, p0, p1, None) };
+    });
+}
+
+/// Few output columns: lower the whole map once (in parallel over channels) and give each
+/// thread a block of output channels, instead of every thread lowering the same columns.
+fn row_split_conv(d: &Dims, x: &[f32], w: &[f32], ep: &Epilogue, yp: SendPtr) {
+    let g = &d.geom;
+    let (cg, mg) = (d.c / d.groups, d.m / d.groups);
+    let (img, p_n, klen) = (g.image_len(), g.out_len(), g.kernel_len());
+    let blocks = threads().min(mg.div_ceil(16));
+    let mb = mg.div_ceil(blocks).next_multiple_of(16).min(mg);
+    with_scratch(cg * klen * p_n, |col| {
+        for job in 0..d.n * d.groups {
+            let xg = &x[((job / d.groups) * d.c + (job % d.groups) * cg) * img..][..cg * img];
+            if !g.is_identity() {
+                par_im2col(xg, cg, g, col);
+            }
+            let col: &[f32] = col;
+            (0..mg.div_ceil(mb)).into_par_iter().for_each(|bi| {
+                let (m0, m1) = (bi * mb, ((bi + 1) * mb).min(mg));
+                // SAFETY: this task alone owns output channels m0..m1 of its image and group.
+                unsafe { conv_block(d, x, w, ep, yp, job, m0, m1, 0, p_n, Some(col)) };
+            });
+        }
+    });
+}
+
+/// Output channels `m0..m1` (within the group) x columns `p0..p1` of one (image, group) job:
+/// lower the input unless `col` already holds it, GEMM, then the epilogue while it is in cache.
+///
+/// # Safety
+/// No other thread may touch that block of `y` during the call.
+#[allow(clippy::too_many_arguments)]
+unsafe fn conv_block(
+    d: &Dims,
+    x: &[f32],
+    w: &[f32],
+    ep: &Epilogue,
+    y: SendPtr,
+    job: usize,
+    m0: usize,
+    m1: usize,
+    p0: usize,
+    p1: usize,
+    col: Option<&[f32]>,
+) {
+    let g = &d.geom;
+    let (cg, mg) = (d.c / d.groups, d.m / d.groups);
+    let (img, p_n) = (g.image_len(), g.out_len());
+    let kdim = cg * g.kernel_len();
+    let (n, gi) = (job / d.groups, job % d.groups);
+    let (m0, m1) = (gi * mg + m0, gi * mg + m1);
+    let xg = &x[(n * d.c + gi * cg) * img..][..cg * img];
+    let wb = &w[m0 * kdim..m1 * kdim];
+    let run = |b: &[f32], lb: Layout| {
+        let base = (n * d.m + m0) * p_n + p0;
+        sgemm(m1 - m0, p1 - p0, kdim, 1.0, wb, Layout::row_major(kdim), b, lb, y.get().add(base), p_n, false);
+        for m in m0..m1 {
+            let at = (n * d.m + m) * p_n + p0;
+            ep.run(std::slice::from_raw_parts_mut(y.get().add(at), p1 - p0), m, at);
+        }
+    };
+    match col {
+        _ if g.is_identity() => run(&xg[p0..], Layout::row_major(img)),
+        Some(col) => run(&col[p0..], Layout::row_major(p_n)),
+        None => with_scratch(kdim * (p1 - p0), |col| {
+            im2col(xg, cg, g, p0, p1, col, p1 - p0);
+            run(col, Layout::row_major(p1 - p0));
+        }),
+    }
+}
+
+/// One input channel per output channel: accumulate each tap as a scaled, shifted input row,
+/// which vectorises for stride 1; parallel over (image, channel) planes.
+fn depthwise(d: &Dims, x: &[f32], w: &[f32], ep: &Epilogue, y: &mut [f32]) {
+    let g = &d.geom;
+    let (img, p_n, klen) = (g.image_len(), g.out_len(), g.kernel_len());
+    let mult = d.m / d.groups;
+    let [_, ih_n, iw_n] = g.image;
+    let [od_n, oh_n, ow_n] = g.out;
+    let [kd_n, kh_n, kw_n] = g.kernel;
+    let sw = g.stride[2];
+    let vt = g.valid_table();
+    y.par_chunks_mut(p_n).enumerate().for_each(|(nm, plane)| {
+        let (n, m) = (nm / d.m, nm % d.m);
+        let xc = &x[(n * d.c + m / mult) * img..][..img];
+        let wm = &w[m * klen..][..klen];
+        for od in 0..od_n {
+            for oh in 0..oh_n {
+                let r0 = (od * oh_n + oh) * ow_n;
+                let row = &mut plane[r0..r0 + ow_n];
+                row.fill(0.0);
+                for kd in 0..kd_n {
+                    let (d_lo, d_hi, d_base) = vt[0][kd];
+                    if od < d_lo || od >= d_hi {
+                        continue;
+                    }
+                    let id = (d_base + (od * g.stride[0]) as isize) as usize;
+                    for kh in 0..kh_n {
+                        let (h_lo, h_hi, h_base) = vt[1][kh];
+                        if oh < h_lo || oh >= h_hi {
+                            continue;
+                        }
+                        let ih = (h_base + (oh * g.stride[1]) as isize) as usize;
+                        let src = &xc[(id * ih_n + ih) * iw_n..][..iw_n];
+                        for kw in 0..kw_n {
+                            let wv = wm[(kd * kh_n + kh) * kw_n + kw];
+                            let (lo, hi, base) = vt[2][kw];
+                            if lo >= hi {
+                                continue;
+                            }
+                            let start = (base + (lo * sw) as isize) as usize;
+                            if sw == 1 {
+                                for (o, &i) in row[lo..hi].iter_mut().zip(&src[start..]) {
+                                    *o += wv * i;
+                                }
+                            } else {
+                                for (j, o) in row[lo..hi].iter_mut().enumerate() {
+                                    *o += wv * src[start + j * sw];
+                                }
+                            }
+                        }
+                    }
+                }
+                ep.run(row, m, nm * p_n + r0);
+            }
+        }
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cpu::test_util::*;
+
+    pub(crate) struct Case {
+        pub x: Vec<usize>,
+        pub m: usize,
+        pub group: usize,
+        pub k: Vec<usize>,
+        pub s: Vec<usize>,
+        pub d: Vec<usize>,
+        pub pads: Vec<usize>,
+        pub bias: bool,
+        pub add: bool,
+        pub act: Option<Activation>,
+    }
+
+    fn out_shape(c: &Case) -> Vec<usize> {
+        let sp = c.k.len();
+        let mut o = vec![c.x[0], c.m];
+        for a in 0..sp {
+            o.push((c.x[2 + a] + c.pads[a] + c.pads[sp + a] - (c.k[a] - 1) * c.d[a] - 1) / c.s[a] + 1);
+        }
+        o
+    }
+
+    /// Direct definition, in f64, over N-D positions.
+    fn reference(c: &Case, x: &[f32], w: &[f32], b: Option<&[f32]>, add: Option<&[f32]>) -> Vec<f32> {
+        let sp = c.k.len();
+        let os = out_shape(c);
+        let (cin, cg, mg) = (c.x[1], c.x[1] / c.group, c.m / c.group);
+        let isz: usize = c.x[2..].iter().product();
+        let osz: usize = os[2..].iter().product();
+        let ksz: usize = c.k.iter().product();
+        let unravel = |mut i: usize, dims: &[usize]| {
+            let mut v = vec![0; dims.len()];
+            for a in (0..dims.len()).rev() {
+                v[a] = i % dims[a];
+                i /= dims[a];
+            }
+            v
+        };
+        let mut y = vec![0.0; c.x[0] * c.m * osz];
+        for n in 0..c.x[0] {
+            for m in 0..c.m {
+                let gi = m / mg;
+                for o in 0..osz {
+                    let oi = unravel(o, &os[2..]);
+                    let mut s = b.map_or(0.0, |b| b[m] as f64);
+                    for ci in 0..cg {
+                        for kk in 0..ksz {
+                            let ki = unravel(kk, &c.k);
+                            let mut idx = 0usize;
+                            let mut ok = true;
+                            for a in 0..sp {
+                                let p = (oi[a] * c.s[a] + ki[a] * c.d[a]) as isize - c.pads[a] as isize;
+                                ok &= p >= 0 && p < c.x[2 + a] as isize;
+                                idx = idx * c.x[2 + a] + p.max(0) as usize;
+                            }
+                            if ok {
+                                let xv = x[(n * cin + gi * cg + ci) * isz + idx] as f64;
+                                s += xv * w[(m * cg + ci) * ksz + kk] as f64;
+                            }
+                        }
+                    }
+                    let at = (n * c.m + m) * osz + o;
+                    let mut v = s as f32;
+                    if let Some(a) = add {
+                        v += a[at];
+                    }
+                    y[at] = c.act.map_or(v, |f| f.apply(v));
+                }
+            }
+        }
+        y
+    }
+
+    pub(crate) fn run_case(c: &Case, seed: u64) {
+        let mut rng = Rng::new(seed);
+        let sp = c.k.len();
+        let os = out_shape(c);
+        let x = rng.tensor(&c.x);
+        let mut wshape = vec![c.m, c.x[1] / c.group];
+        wshape.extend(&c.k);
+        let w = rng.tensor(&wshape);
+        let b = rng.tensor(&[c.m]);
+        let a = rng.tensor(&os);
+        let p = Conv {
+            window: Window {
+                kernel_shape: c.k.clone(),
+                strides: c.s.clone(),
+                pads: c.pads.clone(),
+                dilations: c.d.clone(),
+                auto_pad: AutoPad::NotSet,
+            },
+            group: c.group,
+            fused_add: c.add,
+            activation: c.act,
+        };
+        assert_eq!(c.pads.len(), 2 * sp);
+        let ins = [Some(&x), Some(&w), c.bias.then_some(&b), c.add.then_some(&a)];
+        let got = conv_with(&p, &ins, &spec(&os), false).unwrap();
+        let got_simd = simd_available().then(|| conv_with(&p, &ins, &spec(&os), true).unwrap());
+        let want = reference(
+            c,
+            x.as_f32().unwrap(),
+            w.as_f32().unwrap(),
+            c.bias.then(|| b.as_f32().unwrap()),
+            c.add.then(|| a.as_f32().unwrap()),
+        );
+        assert_eq!(got.shape(), os.as_slice());
+        let what = format!("conv x={:?} m={} g={} k={:?} s={:?} d={:?} p={:?}", c.x, c.m, c.group, c.k, c.s, c.d, c.pads);
+        assert_close(got.as_f32().unwrap(), &want, 1e-4, &what);
+        if let Some(g) = got_simd {
+            assert_close(g.as_f32().unwrap(), &want, 1e-4, &format!("{what} (avx512)"));
+        }
+    }
+
+    fn case(x: &[usize], m: usize, group: usize, k: &[usize], s: &[usize], d: &[usize], pads: &[usize]) -> Case {
+        Case { x: x.into(), m, group, k: k.into(), s: s.into(), d: d.into(), pads: pads.into(), bias: true, add: false, act: None }
+    }
+
+    #[test]
+    fn conv2d_basic_shapes() {
+        run_case(&case(&[1, 3, 8, 9], 4, 1, &[3, 3], &[1, 1], &[1, 1], &[1, 1, 1, 1]), 1);
+        run_case(&case(&[2, 5, 11, 7], 6, 1, &[3, 2], &[2, 1], &[1, 1], &[0, 1, 2, 0]), 2);
+        run_case(&case(&[1, 16, 9, 9], 8, 1, &[1, 1], &[1, 1], &[1, 1], &[0, 0, 0, 0]), 3);
+        run_case(&case(&[2, 16, 9, 9], 8, 1, &[1, 1], &[2, 2], &[1, 1], &[0, 0, 0, 0]), 4);
+        run_case(&case(&[1, 4, 10, 12], 6, 1, &[3, 3], &[1, 2], &[2, 3], &[2, 1, 3, 2]), 5);
+        run_case(&case(&[1, 3, 23, 23], 8, 1, &[7, 7], &[2, 2], &[1, 1], &[3, 3, 3, 3]), 6);
+        // 1x1 with padding is not the identity lowering
+        run_case(&case(&[1, 4, 5, 5], 3, 1, &[1, 1], &[1, 1], &[1, 1], &[1, 0, 0, 1]), 7);
+    }
+
+    #[test]
+    fn conv_groups_and_depthwise() {
+        run_case(&case(&[2, 8, 7, 9], 12, 4, &[3, 3], &[1, 1], &[1, 1], &[1, 1, 1, 1]), 11);
+        run_case(&case(&[1, 6, 10, 10], 6, 6, &[3, 3], &[1, 1], &[1, 1], &[1, 1, 1, 1]), 12);
+        run_case(&case(&[2, 6, 11, 10], 6, 6, &[3, 3], &[2, 2], &[1, 1], &[1, 1, 1, 1]), 13);
+        // channel multiplier 2, dilation, asymmetric pads
+        run_case(&case(&[1, 4, 12, 9], 8, 4, &[3, 5], &[1, 2], &[2, 1], &[2, 0, 1, 3]), 14);
+        run_case(&case(&[1, 1, 9, 9], 5, 1, &[3, 3], &[1, 1], &[1, 1], &[0, 0, 0, 0]), 15);
+    }
+
+    #[test]
+    fn conv_1d_and_3d() {
+        run_case(&case(&[2, 3, 17], 5, 1, &[4], &[3], &[2], &[2, 1]), 21);
+        run_case(&case(&[1, 4, 20], 4, 4, &[5], &[1], &[1], &[2, 2]), 22);
+        run_case(&case(&[1, 3, 5, 6, 7], 4, 1, &[3, 3, 3], &[1, 2, 1], &[1, 1, 2], &[1, 1, 1, 1, 0, 2]), 23);
+        run_case(&case(&[2, 4, 4, 5, 6], 6, 2, &[2, 1, 3], &[2, 1, 1], &[1, 1, 1], &[0, 0, 1, 1, 0, 1]), 24);
+        run_case(&case(&[1, 3, 4, 5, 6], 3, 3, &[3, 3, 3], &[1, 1, 1], &[1, 1, 1], &[1, 1, 1, 1, 1, 1]), 25);
+    }
+
+    #[test]
+    fn conv_fused_add_and_activations() {
+        let acts = [
+            None,
+            Some(Activation::Relu),
+            Some(Activation::LeakyRelu(0.1)),
+            Some(Activation::Clip(-0.2, 0.3)),
+            Some(Activation::Sigmoid),
+            Some(Activation::HardSwish),
+            Some(Activation::Tanh),
+            Some(Activation::HardSigmoid(0.2, 0.5)),
+        ];
+        for (i, act) in acts.into_iter().enumerate() {
+            for (add, bias) in [(true, true), (true, false), (false, true)] {
+                let mut c = case(&[1, 8, 9, 9], 8, 1, &[3, 3], &[1, 1], &[1, 1], &[1, 1, 1, 1]);
+                c.add = add;
+                c.bias = bias;
+                c.act = act;
+                run_case(&c, 100 + i as u64);
+                c.group = 8;
+                run_case(&c, 200 + i as u64);
+                c.group = 1;
+                c.k = vec![1, 1];
+                c.pads = vec![0; 4];
+                run_case(&c, 300 + i as u64);
+            }
+        }
+    }
+
+    #[test]
+    fn conv_tiling_paths() {
+        // Big enough to be split into column tiles and row blocks across threads.
+        run_case(&case(&[1, 32, 40, 40], 24, 1, &[3, 3], &[1, 1], &[1, 1], &[1, 1, 1, 1]), 31);
+        run_case(&case(&[1, 64, 5, 5], 70, 1, &[3, 3], &[1, 1], &[1, 1], &[1, 1, 1, 1]), 32);
+        run_case(&case(&[3, 16, 20, 20], 32, 2, &[1, 1], &[1, 1], &[1, 1], &[0, 0, 0, 0]), 33);
+        run_case(&case(&[1, 600, 6, 6], 20, 1, &[3, 3], &[1, 1], &[1, 1], &[1, 1, 1, 1]), 34);
+        run_case(&case(&[1, 64, 4, 4], 96, 1, &[1, 1], &[1, 1], &[1, 1], &[0, 0, 0, 0]), 35);
+        run_case(&case(&[2, 64, 4, 4], 96, 2, &[3, 3], &[1, 1], &[1, 1], &[1, 1, 1, 1]), 36);
+        // Other thread counts change how the work is split.
+        for t in [1, 3] {
+            rayon::ThreadPoolBuilder::new().num_threads(t).build().unwrap().install(|| {
+                run_case(&case(&[1, 64, 5, 5], 70, 1, &[3, 3], &[1, 1], &[1, 1], &[1, 1, 1, 1]), 37);
+                run_case(&case(&[1, 16, 30, 30], 24, 1, &[3, 3], &[2, 2], &[1, 1], &[1, 1, 1, 1]), 38);
+                run_case(&case(&[1, 8, 30, 30], 8, 8, &[3, 3], &[1, 1], &[1, 1], &[1, 1, 1, 1]), 39);
+            });
+        }
+    }
+
+    #[test]
+    fn conv_random_configs() {
+        let mut rng = Rng::new(99);
+        for i in 0..40 {
+            let sp = 1 + rng.below(3);
+            let group = [1, 1, 2, 3][rng.below(4)];
+            let cin = group * (1 + rng.below(3));
+            let m = group * (1 + rng.below(3));
+            let k: Vec<usize> = (0..sp).map(|_| 1 + rng.below(3)).collect();
+            let s: Vec<usize> = (0..sp).map(|_| 1 + rng.below(2)).collect();
+            let d: Vec<usize> = (0..sp).map(|_| 1 + rng.below(2)).collect();
+            let pads: Vec<usize> = (0..2 * sp).map(|_| rng.below(2)).collect();
+            let mut x = vec![1 + rng.below(2), cin];
+            for a in 0..sp {
+                x.push((k[a] - 1) * d[a] + 1 + rng.below(6));
+            }
+            let mut c = case(&x, m, group, &k, &s, &d, &pads);
+            c.bias = rng.below(2) == 0;
+            c.add = rng.below(2) == 0;
+            c.act = [None, Some(Activation::Relu)][rng.below(2)];
+            run_case(&c, 1000 + i);
+        }
+    }
+
+    #[test]
+    fn conv_rejects_bad_inputs() {
+        let mut rng = Rng::new(5);
+        let x = rng.tensor(&[1, 4, 5, 5]);
+        let w = rng.tensor(&[2, 4, 3, 3]);
+        let p = Conv {
+            window: Window { kernel_shape: vec![3, 3], strides: vec![], pads: vec![], dilations: vec![], auto_pad: AutoPad::NotSet },
+            group: 1,
+            fused_add: false,
+            activation: None,
+        };
+        assert!(conv(&p, &[Some(&x), Some(&w)], &spec(&[1, 2, 3, 3])).is_ok());
+        assert!(conv(&p, &[Some(&x), Some(&w)], &spec(&[1, 2, 4, 3])).is_err());
+        let wbad = rng.tensor(&[2, 3, 3, 3]);
+        assert!(conv(&p, &[Some(&x), Some(&wbad)], &spec(&[1, 2, 3, 3])).is_err());
+        let xi = Tensor::from_i64(vec![1, 4, 5, 5], vec![1; 100]).unwrap();
+        let e = conv(&p, &[Some(&xi), Some(&w)], &spec(&[1, 2, 3, 3])).unwrap_err().to_string();
+        assert!(e.contains("INT64"), "{e}");
+        let bbad = rng.tensor(&[3]);
+        assert!(conv(&p, &[Some(&x), Some(&w), Some(&bbad)], &spec(&[1, 2, 3, 3])).is_err());
+        assert!(conv(&p, &[Some(&x)], &spec(&[1, 2, 3, 3])).is_err());
+        let big = Conv { group: 0, ..p.clone() };
+        assert!(conv(&big, &[Some(&x), Some(&w)], &spec(&[1, 2, 3, 3])).is_err());
+        let k9 = rng.tensor(&[2, 4, 9, 9]);
+        let p9 = Conv { window: Window { kernel_shape: vec![], ..p.window.clone() }, ..p.clone() };
+        assert!(conv(&p9, &[Some(&x), Some(&k9)], &spec(&[1, 2, 1, 1])).is_err());
+        let fused = Conv { fused_add: true, ..p.clone() };
+        assert!(conv(&fused, &[Some(&x), Some(&w), None], &spec(&[1, 2, 3, 3])).is_err());
+        // empty batch
+        let x0 = rng.tensor(&[0, 4, 5, 5]);
+        assert_eq!(conv(&p, &[Some(&x0), Some(&w)], &spec(&[0, 2, 3, 3])).unwrap().len(), 0);
+    }
+
+    /// ResNet-18 (batch 1, 224x224) conv shapes: `cargo test --release -p dynaspa-backends --lib
+    /// bench_resnet18_convs -- --ignored --nocapture`.
+    #[test]
+    #[ignore]
+    fn bench_resnet18_convs() {
+        // (name, C, H, M, k, stride, pad, count in the network)
+        let shapes = [
+            ("stem 7x7 s2", 3, 224, 64, 7, 2, 3, 1),
+            ("64@56 3x3", 64, 56, 64, 3, 1, 1, 4),
+            ("64->128 3x3 s2", 64, 56, 128, 3, 2, 1, 1),
+            ("128@28 3x3", 128, 28, 128, 3, 1, 1, 3),
+            ("64->128 1x1 s2", 64, 56, 128, 1, 2, 0, 1),
+            ("128->256 3x3 s2", 128, 28, 256, 3, 2, 1, 1),
+            ("256@14 3x3", 256, 14, 256, 3, 1, 1, 3),
+            ("128->256 1x1 s2", 128, 28, 256, 1, 2, 0, 1),
+            ("256->512 3x3 s2", 256, 14, 512, 3, 2, 1, 1),
+            ("512@7 3x3", 512, 7, 512, 3, 1, 1, 3),
+            ("256->512 1x1 s2", 256, 14, 512, 1, 2, 0, 1),
+        ];
+        let nt: usize = std::env::var("BENCH_THREADS").ok().and_then(|v| v.parse().ok()).unwrap_or(2);
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(nt).build().unwrap();
+        pool.install(|| bench_shapes(&shapes));
+    }
+
+    #[allow(clippy::type_complexity)]
+    fn bench_shapes(shapes: &[(&str, usize, usize, usize, usize, usize, usize, usize)]) {
+        let mut rng = Rng::new(3);
+        let mut total = 0.0;
+        for &(name, c, h, m, k, s, pad, count) in shapes {
+            let o = (h + 2 * pad - k) / s + 1;
+            let x = rng.tensor(&[1, c, h, h]);
+            let w = rng.tensor(&[m, c, k, k]);
+            let b = rng.tensor(&[m]);
+            let p = Conv {
+                window: Window { kernel_shape: vec![k, k], strides: vec![s, s], pads: vec![pad; 4], dilations: vec![], auto_pad: AutoPad::NotSet },
+                group: 1,
+                fused_add: false,
+                activation: Some(Activation::Relu),
+            };
+            let sp = spec(&[1, m, o, o]);
+            let ins = [Some(&x), Some(&w), Some(&b)];
+            // BENCH_COLD: evict caches before each call, as a whole network run leaves them.
+            let cold = std::env::var("BENCH_COLD").is_ok();
+            let mut junk = vec![0u8; if cold { 256 << 20 } else { 0 }];
+            let dt = time_with_setup(
+                30,
+                || junk.iter_mut().step_by(64).for_each(|v| *v = v.wrapping_add(1)),
+                || drop(std::hint::black_box(conv(&p, &ins, &sp).unwrap())),
+            );
+            // The bare GEMM of the same size (inputs already lowered), for the overhead split.
+            let (kd, pn) = (c * k * k, o * o);
+            let a = rng.vec(m * kd);
+            let bm = rng.vec(kd * pn);
+            let mut cm = vec![0.0; m * pn];
+            let bare = std::env::var("BENCH_NO_BARE").is_err();
+            let dg = time_it(if bare { 30 } else { 0 }, || {
+                crate::cpu::gemm_util::par_sgemm(m, pn, kd, 1.0, &a, Layout::row_major(kd), &bm, Layout::row_major(pn), &mut cm, pn, false)
+            });
+            let flops = 2.0 * (m * c * k * k * o * o) as f64;
+            total += dt * count as f64;
+            println!(
+                "{name:>18}: {:7.3} ms {:6.1} GFLOP/s (x{count})   bare GEMM {:7.3} ms {:6.1} GFLOP/s",
+                dt * 1e3,
+                flops / dt / 1e9,
+                dg * 1e3,
+                flops / dg / 1e9
+            );
+        }
+        println!("sum over ResNet-18 convs: {:.2} ms on {} threads", total * 1e3, threads());
+    }
+}

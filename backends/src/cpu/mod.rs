@@ -1,17 +1,33 @@
 //! The CPU backend: dense reference kernels on host tensors, multi-threaded with rayon.
 
+mod binary;
+mod broadcast;
 mod conv;
+#[cfg(target_arch = "x86_64")]
+mod conv_simd;
 mod conv_transpose;
+mod elem;
 mod elementwise;
 mod executor;
+mod gemm_util;
+mod im2col;
+mod index;
+mod kernel_util;
+mod mathf;
 mod matmul;
 mod movement;
 mod norm;
 mod pad;
+mod par;
 mod pool;
 mod reduce;
 mod resize;
 mod softmax;
+mod strided;
+#[cfg(test)]
+mod ops_testkit;
+#[cfg(test)]
+mod test_util;
 
 pub use executor::{CpuBackend, CpuEvaluator};
 

@@ -272,8 +272,8 @@ pub fn infer(op: &mut Op, ins: &[Option<In>], n_out: usize) -> Result<Vec<Tensor
                     return Err(err("ReduceMax over an empty axis"));
                 }
             }
-            if x.dtype == DType::Bool {
-                return Err(err("reductions do not take BOOL"));
+            if x.dtype == DType::Bool && r.kind != ReduceKind::Max {
+                return Err(err("ReduceMean and ReduceSum do not take BOOL"));
             }
             one(x.dtype, s)
         }

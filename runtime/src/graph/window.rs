@@ -207,8 +207,8 @@ pub fn pool(p: &mut Pool, ins: &[Option<In>]) -> Result<Vec<TensorSpec>> {
 
 pub fn resize(p: &mut Resize, ins: &[Option<In>]) -> Result<Vec<TensorSpec>> {
     let x = req(ins, 0)?;
-    if x.dtype != DType::F32 {
-        return Err(err(format!("element type {} is not supported (FLOAT only)", x.dtype)));
+    if x.dtype == DType::Bool && p.mode != ResizeMode::Nearest {
+        return Err(err("linear resize of BOOL is not defined"));
     }
     let rank = x.shape.len();
     let axes: Vec<usize> = match &p.axes {

@@ -1,0 +1,297 @@
+#![allow(clippy::excessive_precision)]
+
+use crate::cpu::ops_testkit::*;
+use dynaspa_runtime::graph::{BinaryKind, Op, UnaryKind};
+use dynaspa_runtime::{DType, Tensor, TensorData};
+
+fn un(k: UnaryKind, x: &Tensor) -> dynaspa_runtime::Result<Tensor> {
+    run(&Op::Unary(k), &[Some(x)], spec(x.dtype(), x.shape()))
+}
+
+#[test]
+fn unary_f32_hand_values() {
+    let x = f32t(&[5], vec![-2.0, -0.5, 0.0, 0.5, 3.0]);
+    let cases: Vec<(UnaryKind, Vec<f32>)> = vec![
+        (UnaryKind::Relu, vec![0.0, 0.0, 0.0, 0.5, 3.0]),
+        (UnaryKind::LeakyRelu(0.1), vec![-0.2, -0.05, 0.0, 0.5, 3.0]),
+        (UnaryKind::Sigmoid, vec![0.11920292, 0.37754067, 0.5, 0.62245933, 0.95257413]),
+        (UnaryKind::HardSigmoid(0.2, 0.5), vec![0.1, 0.4, 0.5, 0.6, 1.0]),
+        (UnaryKind::HardSwish, vec![-0.33333333, -0.20833333, 0.0, 0.29166667, 3.0]),
+        (UnaryKind::Tanh, vec![-0.96402758, -0.46211716, 0.0, 0.46211716, 0.99505475]),
+        (UnaryKind::Erf, vec![-0.99532227, -0.52049988, 0.0, 0.52049988, 0.99997791]),
+        (UnaryKind::Gelu(false), vec![-0.04550026, -0.15426877, 0.0, 0.34573123, 2.99595031]),
+        (UnaryKind::Gelu(true), vec![-0.04540231, -0.15428599, 0.0, 0.34571401, 2.99636261]),
+        (UnaryKind::Exp, vec![0.13533528, 0.60653066, 1.0, 1.64872127, 20.08553692]),
+        (UnaryKind::Neg, vec![2.0, 0.5, -0.0, -0.5, -3.0]),
+        (UnaryKind::Abs, vec![2.0, 0.5, 0.0, 0.5, 3.0]),
+    ];
+    for (k, want) in cases {
+        let got = f32s(&un(k, &x).unwrap());
+        assert_close(&got, &want, 2e-6);
+    }
+    let s = un(UnaryKind::Sqrt, &f32t(&[3], vec![4.0, 2.0, -1.0])).unwrap();
+    let s = f32s(&s);
+    assert_eq!(&s[..2], &[2.0, std::f32::consts::SQRT_2]);
+    assert!(s[2].is_nan());
+}
+
+#[test]
+fn unary_keeps_nan_and_handles_f64_and_ints() {
+    let x = f32t(&[2], vec![f32::NAN, 1.0]);
+    assert!(f32s(&un(UnaryKind::Relu, &x).unwrap())[0].is_nan());
+    let d = data(&[3], TensorData::F64(vec![-1.0, 0.25, 2.0]));
+    let TensorData::F64(g) = un(UnaryKind::Gelu(false), &d).unwrap().into_data() else { panic!() };
+    let want = [-0.15865525393145705, 0.14967658142073093, 1.9544997361036416];
+    for (a, b) in g.iter().zip(want) {
+        assert!((a - b).abs() < 1e-14, "{a} vs {b}");
+    }
+    let i = data(&[3], TensorData::I32(vec![-3, 0, i32::MIN]));
+    assert_eq!(un(UnaryKind::Relu, &i).unwrap().into_data(), TensorData::I32(vec![0, 0, 0]));
+    assert_eq!(un(UnaryKind::Abs, &i).unwrap().into_data(), TensorData::I32(vec![3, 0, i32::MIN]));
+    assert_eq!(un(UnaryKind::Neg, &i).unwrap().into_data(), TensorData::I32(vec![3, 0, i32::MIN]));
+    let b = data(&[2], TensorData::Bool(vec![true, false]));
+    assert_eq!(un(UnaryKind::Not, &b).unwrap().into_data(), TensorData::Bool(vec![false, true]));
+    assert!(un(UnaryKind::Sigmoid, &i).unwrap_err().to_string().contains("INT32"));
+    assert!(un(UnaryKind::Not, &x).is_err());
+    assert!(run(&Op::Unary(UnaryKind::Relu), &[Some(&x)], spec(DType::F32, &[3])).is_err());
+    assert!(run(&Op::Unary(UnaryKind::Relu), &[None], spec(DType::F32, &[2])).is_err());
+}
+
+#[test]
+fn unary_large_parallel_matches_scalar() {
+    let mut rng = Rng::new(7);
+    let n = 300_001;
+    let v = rng.vec_f32(n, -5.0, 5.0);
+    let x = f32t(&[n], v.clone());
+    let got = f32s(&un(UnaryKind::Gelu(false), &x).unwrap());
+    for (g, &x) in got.iter().zip(&v) {
+        let want = 0.5 * x as f64 * (1.0 + crate::cpu::mathf::erf_f64(x as f64 / 2f64.sqrt()));
+        assert!((*g as f64 - want).abs() < 2e-6, "gelu({x}) = {g}, want {want}");
+    }
+}
+
+#[test]
+fn clip_bounds() {
+    let x = f32t(&[5], vec![-3.0, -1.0, 0.0, 2.0, f32::NAN]);
+    let (lo, hi) = (Tensor::scalar_f32(-1.5), Tensor::scalar_f32(1.0));
+    let o = spec(DType::F32, &[5]);
+    let got = f32s(&run(&Op::Clip, &[Some(&x), Some(&lo), Some(&hi)], o.clone()).unwrap());
+    assert_eq!(&got[..4], &[-1.5, -1.0, 0.0, 1.0]);
+    assert!(got[4].is_nan());
+    let got = f32s(&run(&Op::Clip, &[Some(&x), None, Some(&hi)], o.clone()).unwrap());
+    assert_eq!(&got[..4], &[-3.0, -1.0, 0.0, 1.0]);
+    let got = f32s(&run(&Op::Clip, &[Some(&x)], o.clone()).unwrap());
+    assert_eq!(&got[..4], &[-3.0, -1.0, 0.0, 2.0]);
+    // min > max: everything becomes max.
+    let (lo, hi) = (Tensor::scalar_f32(2.0), Tensor::scalar_f32(1.0));
+    let got = f32s(&run(&Op::Clip, &[Some(&x), Some(&lo), Some(&hi)], o).unwrap());
+    assert_eq!(&got[..4], &[1.0, 1.0, 1.0, 1.0]);
+    let xi = data(&[4], TensorData::I8(vec![-128, -5, 5, 127]));
+    let lo = data(&[], TensorData::I8(vec![-6]));
+    let got = run(&Op::Clip, &[Some(&xi), Some(&lo)], spec(DType::I8, &[4])).unwrap();
+    assert_eq!(got.into_data(), TensorData::I8(vec![-6, -5, 5, 127]));
+    let bad = f32t(&[2], vec![0.0, 1.0]);
+    assert!(run(&Op::Clip, &[Some(&x), Some(&bad)], spec(DType::F32, &[5])).is_err());
+}
+
+fn bin(k: BinaryKind, a: &Tensor, b: &Tensor, dt: DType, shape: &[usize]) -> dynaspa_runtime::Result<Tensor> {
+    run(&Op::Binary(k), &[Some(a), Some(b)], spec(dt, shape))
+}
+
+/// Naive broadcast of `f` over two f32 inputs.
+fn naive2(a: &[f32], ash: &[usize], b: &[f32], bsh: &[usize], osh: &[usize], f: impl Fn(f32, f32) -> f32) -> Vec<f32> {
+    (0..count(osh))
+        .map(|i| {
+            let idx = unravel(i, osh);
+            f(a[bcast_index(&idx, ash)], b[bcast_index(&idx, bsh)])
+        })
+        .collect()
+}
+
+#[test]
+fn binary_broadcast_random_vs_naive() {
+    let mut rng = Rng::new(3);
+    let cases: [(&[usize], &[usize], &[usize]); 9] = [
+        (&[2, 3, 4], &[2, 3, 4], &[2, 3, 4]),
+        (&[2, 3, 4], &[], &[2, 3, 4]),
+        (&[1], &[2, 3, 4], &[2, 3, 4]),
+        (&[2, 8, 5, 5], &[1, 8, 1, 1], &[2, 8, 5, 5]),
+        (&[2, 5, 5, 8], &[8], &[2, 5, 5, 8]),
+        (&[3, 1, 4], &[5, 1], &[3, 5, 4]),
+        (&[1, 6], &[7, 1], &[7, 6]),
+        (&[4, 1, 3, 1], &[1, 5, 1, 2], &[4, 5, 3, 2]),
+        (&[2, 64, 40, 40], &[1, 64, 1, 1], &[2, 64, 40, 40]),
+    ];
+    type F = fn(f32, f32) -> f32;
+    let kinds: [(BinaryKind, F); 5] = [
+        (BinaryKind::Add, |x, y| x + y),
+        (BinaryKind::Sub, |x, y| x - y),
+        (BinaryKind::Mul, |x, y| x * y),
+        (BinaryKind::Div, |x, y| x / y),
+        (BinaryKind::Pow, |x, y| x.powf(y)),
+    ];
+    for (ash, bsh, osh) in cases {
+        let a = rng.vec_f32(count(ash), 0.5, 2.0);
+        let b = rng.vec_f32(count(bsh), -2.0, 2.0);
+        let (ta, tb) = (f32t(ash, a.clone()), f32t(bsh, b.clone()));
+        for (k, f) in kinds {
+            let got = f32s(&bin(k, &ta, &tb, DType::F32, osh).unwrap());
+            assert_close(&got, &naive2(&a, ash, &b, bsh, osh, f), 1e-6);
+            // Swapped operands exercise the other broadcast side.
+            let got = f32s(&bin(k, &tb, &ta, DType::F32, osh).unwrap());
+            assert_close(&got, &naive2(&b, bsh, &a, ash, osh, f), 1e-6);
+        }
+        let got = bin(BinaryKind::Greater, &ta, &tb, DType::Bool, osh).unwrap();
+        let want: Vec<bool> =
+            naive2(&a, ash, &b, bsh, osh, |x, y| (x > y) as u8 as f32).iter().map(|&v| v == 1.0).collect();
+        assert_eq!(got.into_data(), TensorData::Bool(want));
+    }
+}
+
+#[test]
+fn binary_integer_semantics() {
+    let a = data(&[4], TensorData::I32(vec![-7, 7, -7, i32::MIN]));
+    let b = data(&[4], TensorData::I32(vec![2, -2, -2, -1]));
+    assert_eq!(
+        bin(BinaryKind::Div, &a, &b, DType::I32, &[4]).unwrap().into_data(),
+        TensorData::I32(vec![-3, -3, 3, i32::MIN])
+    );
+    assert_eq!(
+        bin(BinaryKind::Add, &a, &b, DType::I32, &[4]).unwrap().into_data(),
+        TensorData::I32(vec![-5, 5, -9, i32::MAX])
+    );
+    let z = data(&[1], TensorData::I32(vec![0]));
+    assert!(bin(BinaryKind::Div, &a, &z, DType::I32, &[4]).unwrap_err().to_string().contains("division by zero"));
+    let u = data(&[2], TensorData::U8(vec![250, 3]));
+    let v = data(&[], TensorData::U8(vec![10]));
+    assert_eq!(bin(BinaryKind::Add, &u, &v, DType::U8, &[2]).unwrap().into_data(), TensorData::U8(vec![4, 13]));
+    assert_eq!(bin(BinaryKind::Sub, &u, &v, DType::U8, &[2]).unwrap().into_data(), TensorData::U8(vec![240, 249]));
+    let l = data(&[3], TensorData::I64(vec![1, 5, 9]));
+    let r = data(&[1], TensorData::I64(vec![5]));
+    assert_eq!(
+        bin(BinaryKind::Equal, &l, &r, DType::Bool, &[3]).unwrap().into_data(),
+        TensorData::Bool(vec![false, true, false])
+    );
+    assert_eq!(
+        bin(BinaryKind::Less, &l, &r, DType::Bool, &[3]).unwrap().into_data(),
+        TensorData::Bool(vec![true, false, false])
+    );
+    let p = data(&[2], TensorData::Bool(vec![true, true]));
+    let q = data(&[2, 1], TensorData::Bool(vec![true, false]));
+    assert_eq!(
+        bin(BinaryKind::And, &p, &q, DType::Bool, &[2, 2]).unwrap().into_data(),
+        TensorData::Bool(vec![true, true, false, false])
+    );
+    assert_eq!(
+        bin(BinaryKind::Equal, &p, &q, DType::Bool, &[2, 2]).unwrap().into_data(),
+        TensorData::Bool(vec![true, true, false, false])
+    );
+    // Mixed types, bool arithmetic, bad shapes and bad declared outputs are errors.
+    assert!(bin(BinaryKind::Add, &a, &l, DType::I32, &[4]).is_err());
+    assert!(bin(BinaryKind::Add, &p, &p, DType::Bool, &[2]).is_err());
+    assert!(bin(BinaryKind::Add, &a, &l, DType::I32, &[3]).is_err());
+    assert!(bin(BinaryKind::Add, &a, &a, DType::I32, &[5]).is_err());
+    assert!(bin(BinaryKind::Greater, &a, &a, DType::I32, &[4]).is_err());
+}
+
+#[test]
+fn pow_type_combinations() {
+    let x = f32t(&[3], vec![1.0, 2.0, 3.0]);
+    let e = data(&[3], TensorData::I64(vec![4, 5, 6]));
+    assert_eq!(f32s(&bin(BinaryKind::Pow, &x, &e, DType::F32, &[3]).unwrap()), vec![1.0, 32.0, 729.0]);
+    let two = data(&[], TensorData::I32(vec![2]));
+    assert_eq!(f32s(&bin(BinaryKind::Pow, &x, &two, DType::F32, &[3]).unwrap()), vec![1.0, 4.0, 9.0]);
+    let xi = data(&[3], TensorData::I32(vec![1, 2, 3]));
+    let ef = f32t(&[3], vec![4.0, 5.0, 0.5]);
+    assert_eq!(bin(BinaryKind::Pow, &xi, &ef, DType::I32, &[3]).unwrap().into_data(), TensorData::I32(vec![1, 32, 1]));
+    let xl = data(&[4], TensorData::I64(vec![2, -3, 2, 1]));
+    let el = data(&[4], TensorData::I64(vec![10, 3, -1, -5]));
+    assert_eq!(
+        bin(BinaryKind::Pow, &xl, &el, DType::I64, &[4]).unwrap().into_data(),
+        TensorData::I64(vec![1024, -27, 0, 1])
+    );
+    let b = data(&[1], TensorData::Bool(vec![true]));
+    assert!(bin(BinaryKind::Pow, &x, &b, DType::F32, &[3]).is_err());
+}
+
+#[test]
+fn cast_semantics() {
+    let x = f32t(&[6], vec![-2.7, -0.0, 0.5, 2.7, 300.0, f32::NAN]);
+    let c = |to: DType| run(&Op::Cast { to }, &[Some(&x)], spec(to, &[6])).unwrap().into_data();
+    assert_eq!(c(DType::I32), TensorData::I32(vec![-2, 0, 0, 2, 300, 0]));
+    assert_eq!(c(DType::I64), TensorData::I64(vec![-2, 0, 0, 2, 300, 0]));
+    assert_eq!(c(DType::Bool), TensorData::Bool(vec![true, false, true, true, true, true]));
+    let TensorData::F64(d) = c(DType::F64) else { panic!() };
+    assert_eq!(d[0], -2.7f32 as f64);
+    let i = data(&[4], TensorData::I64(vec![300, -1, 0, 1 << 40]));
+    let ci = |to: DType| run(&Op::Cast { to }, &[Some(&i)], spec(to, &[4])).unwrap().into_data();
+    assert_eq!(ci(DType::U8), TensorData::U8(vec![44, 255, 0, 0]));
+    assert_eq!(ci(DType::I8), TensorData::I8(vec![44, -1, 0, 0]));
+    assert_eq!(ci(DType::F32), TensorData::F32(vec![300.0, -1.0, 0.0, (1u64 << 40) as f32]));
+    assert_eq!(ci(DType::Bool), TensorData::Bool(vec![true, true, false, true]));
+    let b = data(&[2], TensorData::Bool(vec![true, false]));
+    let cb = |to: DType| run(&Op::Cast { to }, &[Some(&b)], spec(to, &[2])).unwrap().into_data();
+    assert_eq!(cb(DType::F32), TensorData::F32(vec![1.0, 0.0]));
+    assert_eq!(cb(DType::U8), TensorData::U8(vec![1, 0]));
+    // Every pair converts and round-trips small integers.
+    let all = [DType::F32, DType::F64, DType::I64, DType::I32, DType::I8, DType::U8, DType::Bool];
+    let small = data(&[3], TensorData::U8(vec![0, 1, 7]));
+    for &from in &all {
+        let s = run(&Op::Cast { to: from }, &[Some(&small)], spec(from, &[3])).unwrap();
+        for &to in &all {
+            let t = run(&Op::Cast { to }, &[Some(&s)], spec(to, &[3])).unwrap();
+            let back = run(&Op::Cast { to: DType::U8 }, &[Some(&t)], spec(DType::U8, &[3])).unwrap();
+            let want = if from == DType::Bool || to == DType::Bool { vec![0, 1, 1] } else { vec![0, 1, 7] };
+            assert_eq!(back.into_data(), TensorData::U8(want), "{from} -> {to}");
+        }
+    }
+    assert!(run(&Op::Cast { to: DType::I32 }, &[Some(&x)], spec(DType::I64, &[6])).is_err());
+}
+
+#[test]
+fn where_broadcasts_three_ways() {
+    let c = data(&[2, 1], TensorData::Bool(vec![true, false]));
+    let x = f32t(&[3], vec![1.0, 2.0, 3.0]);
+    let y = f32t(&[], vec![-1.0]);
+    let got = run(&Op::Where, &[Some(&c), Some(&x), Some(&y)], spec(DType::F32, &[2, 3])).unwrap();
+    assert_eq!(f32s(&got), vec![1.0, 2.0, 3.0, -1.0, -1.0, -1.0]);
+    let mut rng = Rng::new(11);
+    let (csh, xsh, ysh, osh) = ([4usize, 1, 6], [3usize, 1], [1usize, 5, 6], [4usize, 5, 6]);
+    let cv: Vec<bool> = (0..count(&csh)).map(|_| rng.below(2) == 1).collect();
+    let xv = rng.vec_i64(3, -9, 9);
+    let yv = rng.vec_i64(30, -9, 9);
+    let got = run(
+        &Op::Where,
+        &[
+            Some(&data(&csh, TensorData::Bool(cv.clone()))),
+            Some(&i64t(&xsh[..1], xv.clone())),
+            Some(&i64t(&ysh, yv.clone())),
+        ],
+        spec(DType::I64, &osh),
+    );
+    // X of shape [3] does not broadcast with [.., 6].
+    assert!(got.is_err());
+    let xv = rng.vec_i64(6, -9, 9);
+    let got = run(
+        &Op::Where,
+        &[
+            Some(&data(&csh, TensorData::Bool(cv.clone()))),
+            Some(&i64t(&[6], xv.clone())),
+            Some(&i64t(&ysh, yv.clone())),
+        ],
+        spec(DType::I64, &osh),
+    )
+    .unwrap();
+    let want: Vec<i64> = (0..count(&osh))
+        .map(|i| {
+            let idx = unravel(i, &osh);
+            if cv[bcast_index(&idx, &csh)] {
+                xv[bcast_index(&idx, &[6])]
+            } else {
+                yv[bcast_index(&idx, &ysh)]
+            }
+        })
+        .collect();
+    assert_eq!(got.into_data(), TensorData::I64(want));
+    let _ = xsh;
+}
