@@ -379,17 +379,7 @@ def write_dataset(path, tag, size, density, map_names, ops, out_dir, gh, gw):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--density", type=float, default=0.3)
-    ap.add_argument("--sizes", nargs="+", default=["small", "full"], choices=sorted(CONFIGS))
-    ap.add_argument("--out", default=os.path.join(common.ROOT, "models"))
-    ap.add_argument("--no-dataset", action="store_true")
-    args = ap.parse_args()
-    torch.set_num_threads(max(1, os.cpu_count() or 1))
-    for size in args.sizes:
-        build(size, args.density, args.out, dataset=not args.no_dataset)
-    return 0
-
+    return common.family_main(__doc__, CONFIGS, build)
 
 if __name__ == "__main__":
     sys.exit(main())

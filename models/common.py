@@ -436,3 +436,19 @@ def op_mask(m, reduce, dilate):
         m = maximum_filter(m, size=dilate, mode="constant", cval=False)
     return m
 
+
+
+def family_main(doc, configs, build):
+    """The command line every family exporter shares: sizes, density, output folder."""
+    import argparse
+    import torch
+    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--density", type=float, default=0.3)
+    ap.add_argument("--sizes", nargs="+", default=["small", "full"], choices=sorted(configs))
+    ap.add_argument("--out", default=os.path.join(ROOT, "models"))
+    ap.add_argument("--no-dataset", action="store_true")
+    args = ap.parse_args()
+    torch.set_num_threads(max(1, os.cpu_count() or 1))
+    for size in args.sizes:
+        build(size, args.density, args.out, dataset=not args.no_dataset)
+    return 0
