@@ -1,8 +1,11 @@
-//! Conv: im2col + GEMM with a fused bias/add/activation epilogue, and a direct kernel for
-//! depthwise convs (one input channel per output channel) where GEMM would have K = kernel size.
+//! Conv: validation and dispatch. Dense convs lower to GEMM with the bias, fused add and
+//! activation applied in the same pass (AVX-512 kernel in `conv_simd`, portable `gemm` crate
+//! path in `conv_gemm`); depthwise convs run the direct kernel in `conv_dw`.
 
-use super::gemm_util::{sgemm, threads, with_scratch, Layout, SendPtr};
-use super::im2col::{im2col, par_im2col, Geom};
+use super::conv_dw::depthwise;
+use super::conv_gemm::gemm_conv;
+use super::gemm_util::SendPtr;
+use super::im2col::Geom;
 use super::input;
 use super::kernel_util::{epilogue, err, f32_data, per_axis, split_pads};
 use dynaspa_runtime::backend::TensorSpec;
@@ -12,19 +15,13 @@ use rayon::prelude::*;
 
 const OP: &str = "Conv";
 
-/// Bytes of im2col tile a task keeps hot: half of the 2 MiB per-core L2, leaving room for the
-/// GEMM's own packed panels.
-const COL_TILE_BYTES: usize = 1 << 20;
-/// Narrower column tiles make the GEMM microkernel mostly edge handling.
-const MIN_TILE_COLS: usize = 32;
-
 /// Validated dimensions of one Conv call.
-struct Dims {
-    n: usize,
-    c: usize,
-    m: usize,
-    groups: usize,
-    geom: Geom,
+pub(crate) struct Dims {
+    pub n: usize,
+    pub c: usize,
+    pub m: usize,
+    pub groups: usize,
+    pub geom: Geom,
 }
 
 fn check(p: &Conv, xs: &[usize], ws: &[usize], out: &[usize]) -> Result<Dims> {
@@ -106,7 +103,11 @@ fn conv_with(p: &Conv, ins: &[Option<&Tensor>], out: &TensorSpec, simd: bool) ->
     let add = if p.fused_add {
         let a = input(ins, 3, OP)?;
         if a.shape() != out.shape.as_slice() {
-            return err(format!("{OP}: fused addend shape {:?} must equal the output shape {:?}", a.shape(), out.shape));
+            return err(format!(
+                "{OP}: fused addend shape {:?} must equal the output shape {:?}",
+                a.shape(),
+                out.shape
+            ));
         }
         Some(f32_data(a, OP, "fused addend")?)
     } else {
@@ -137,6 +138,7 @@ fn conv_with(p: &Conv, ins: &[Option<&Tensor>], out: &TensorSpec, simd: bool) ->
                 bias,
                 add,
                 act: p.activation,
+                split: None,
             };
             // SAFETY: `simd` is only set when the CPU has AVX-512; y has room for len elements.
             unsafe { super::conv_simd::conv(&j, yp) };
@@ -155,7 +157,8 @@ fn conv_with(p: &Conv, ins: &[Option<&Tensor>], out: &TensorSpec, simd: bool) ->
     Tensor::from_f32(out.shape.clone(), y)
 }
 
-struct Epilogue<'a> {
+/// The bias, fused addend and activation of one call.
+pub(crate) struct Epilogue<'a> {
     bias: Option<&'a [f32]>,
     add: Option<&'a [f32]>,
     act: Option<Activation>,
@@ -163,171 +166,16 @@ struct Epilogue<'a> {
 
 impl Epilogue<'_> {
     /// Finishes `row`, which holds output channel `m` of `y` starting at flat index `at`.
-    fn run(&self, row: &mut [f32], m: usize, at: usize) {
+    pub fn run(&self, row: &mut [f32], m: usize, at: usize) {
         let b = self.bias.map_or(0.0, |b| b[m]);
         epilogue(row, b, self.add.map(|a| &a[at..at + row.len()]), self.act);
     }
 }
 
-/// Tasks are (image, group, column tile): column tiles keep the im2col tile in L2 and give both
-/// cores work at batch 1. Maps too small to split by columns (7x7) split by rows instead.
-fn gemm_conv(d: &Dims, x: &[f32], w: &[f32], ep: &Epilogue, yp: SendPtr) {
-    let g = &d.geom;
-    let p_n = g.out_len();
-    let kdim = d.c / d.groups * g.kernel_len();
-    let t = threads();
-    let jobs = d.n * d.groups;
-    let budget = (COL_TILE_BYTES / (4 * kdim.max(1))).max(MIN_TILE_COLS);
-    let mut p_tiles = p_n.div_ceil(budget);
-    if jobs < 4 * t {
-        // A task count that is a multiple of the thread count leaves no core idle at the end.
-        let want = (jobs * p_tiles).next_multiple_of(t).div_ceil(jobs);
-        if p_n / want >= MIN_TILE_COLS {
-            p_tiles = want;
-        } else if jobs * p_tiles < t && d.m / d.groups >= 32 {
-            return row_split_conv(d, x, w, ep, yp);
-        }
-    }
-    let pt = p_n.div_ceil(p_tiles);
-    let p_tiles = p_n.div_ceil(pt);
-    (0..jobs * p_tiles).into_par_iter().for_each(|task| {
-        let (job, pi) = (task / p_tiles, task % p_tiles);
-        let (p0, p1) = (pi * pt, ((pi + 1) * pt).min(p_n));
-        // SAFETY: this task alone owns columns p0..p1 of its image and group.
-        unsafe { conv_block(d, x, w, ep, yp, job, 0, d.m / d.groups, p0, p1, None) };
-    });
-}
-
-/// Few output columns: lower the whole map once (in parallel over channels) and give each
-/// thread a block of output channels, instead of every thread lowering the same columns.
-fn row_split_conv(d: &Dims, x: &[f32], w: &[f32], ep: &Epilogue, yp: SendPtr) {
-    let g = &d.geom;
-    let (cg, mg) = (d.c / d.groups, d.m / d.groups);
-    let (img, p_n, klen) = (g.image_len(), g.out_len(), g.kernel_len());
-    let blocks = threads().min(mg.div_ceil(16));
-    let mb = mg.div_ceil(blocks).next_multiple_of(16).min(mg);
-    with_scratch(cg * klen * p_n, |col| {
-        for job in 0..d.n * d.groups {
-            let xg = &x[((job / d.groups) * d.c + (job % d.groups) * cg) * img..][..cg * img];
-            if !g.is_identity() {
-                par_im2col(xg, cg, g, col);
-            }
-            let col: &[f32] = col;
-            (0..mg.div_ceil(mb)).into_par_iter().for_each(|bi| {
-                let (m0, m1) = (bi * mb, ((bi + 1) * mb).min(mg));
-                // SAFETY: this task alone owns output channels m0..m1 of its image and group.
-                unsafe { conv_block(d, x, w, ep, yp, job, m0, m1, 0, p_n, Some(col)) };
-            });
-        }
-    });
-}
-
-/// Output channels `m0..m1` (within the group) x columns `p0..p1` of one (image, group) job:
-/// lower the input unless `col` already holds it, GEMM, then the epilogue while it is in cache.
-///
-/// # Safety
-/// No other thread may touch that block of `y` during the call.
-#[allow(clippy::too_many_arguments)]
-unsafe fn conv_block(
-    d: &Dims,
-    x: &[f32],
-    w: &[f32],
-    ep: &Epilogue,
-    y: SendPtr,
-    job: usize,
-    m0: usize,
-    m1: usize,
-    p0: usize,
-    p1: usize,
-    col: Option<&[f32]>,
-) {
-    let g = &d.geom;
-    let (cg, mg) = (d.c / d.groups, d.m / d.groups);
-    let (img, p_n) = (g.image_len(), g.out_len());
-    let kdim = cg * g.kernel_len();
-    let (n, gi) = (job / d.groups, job % d.groups);
-    let (m0, m1) = (gi * mg + m0, gi * mg + m1);
-    let xg = &x[(n * d.c + gi * cg) * img..][..cg * img];
-    let wb = &w[m0 * kdim..m1 * kdim];
-    let run = |b: &[f32], lb: Layout| {
-        let base = (n * d.m + m0) * p_n + p0;
-        sgemm(m1 - m0, p1 - p0, kdim, 1.0, wb, Layout::row_major(kdim), b, lb, y.get().add(base), p_n, false);
-        for m in m0..m1 {
-            let at = (n * d.m + m) * p_n + p0;
-            ep.run(std::slice::from_raw_parts_mut(y.get().add(at), p1 - p0), m, at);
-        }
-    };
-    match col {
-        _ if g.is_identity() => run(&xg[p0..], Layout::row_major(img)),
-        Some(col) => run(&col[p0..], Layout::row_major(p_n)),
-        None => with_scratch(kdim * (p1 - p0), |col| {
-            im2col(xg, cg, g, p0, p1, col, p1 - p0);
-            run(col, Layout::row_major(p1 - p0));
-        }),
-    }
-}
-
-/// One input channel per output channel: accumulate each tap as a scaled, shifted input row,
-/// which vectorises for stride 1; parallel over (image, channel) planes.
-fn depthwise(d: &Dims, x: &[f32], w: &[f32], ep: &Epilogue, y: &mut [f32]) {
-    let g = &d.geom;
-    let (img, p_n, klen) = (g.image_len(), g.out_len(), g.kernel_len());
-    let mult = d.m / d.groups;
-    let [_, ih_n, iw_n] = g.image;
-    let [od_n, oh_n, ow_n] = g.out;
-    let [kd_n, kh_n, kw_n] = g.kernel;
-    let sw = g.stride[2];
-    let vt = g.valid_table();
-    y.par_chunks_mut(p_n).enumerate().for_each(|(nm, plane)| {
-        let (n, m) = (nm / d.m, nm % d.m);
-        let xc = &x[(n * d.c + m / mult) * img..][..img];
-        let wm = &w[m * klen..][..klen];
-        for od in 0..od_n {
-            for oh in 0..oh_n {
-                let r0 = (od * oh_n + oh) * ow_n;
-                let row = &mut plane[r0..r0 + ow_n];
-                row.fill(0.0);
-                for kd in 0..kd_n {
-                    let (d_lo, d_hi, d_base) = vt[0][kd];
-                    if od < d_lo || od >= d_hi {
-                        continue;
-                    }
-                    let id = (d_base + (od * g.stride[0]) as isize) as usize;
-                    for kh in 0..kh_n {
-                        let (h_lo, h_hi, h_base) = vt[1][kh];
-                        if oh < h_lo || oh >= h_hi {
-                            continue;
-                        }
-                        let ih = (h_base + (oh * g.stride[1]) as isize) as usize;
-                        let src = &xc[(id * ih_n + ih) * iw_n..][..iw_n];
-                        for kw in 0..kw_n {
-                            let wv = wm[(kd * kh_n + kh) * kw_n + kw];
-                            let (lo, hi, base) = vt[2][kw];
-                            if lo >= hi {
-                                continue;
-                            }
-                            let start = (base + (lo * sw) as isize) as usize;
-                            if sw == 1 {
-                                for (o, &i) in row[lo..hi].iter_mut().zip(&src[start..]) {
-                                    *o += wv * i;
-                                }
-                            } else {
-                                for (j, o) in row[lo..hi].iter_mut().enumerate() {
-                                    *o += wv * src[start + j * sw];
-                                }
-                            }
-                        }
-                    }
-                }
-                ep.run(row, m, nm * p_n + r0);
-            }
-        }
-    });
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cpu::gemm_util::{threads, Layout};
     use crate::cpu::test_util::*;
 
     pub(crate) struct Case {
@@ -437,7 +285,8 @@ mod tests {
             c.add.then(|| a.as_f32().unwrap()),
         );
         assert_eq!(got.shape(), os.as_slice());
-        let what = format!("conv x={:?} m={} g={} k={:?} s={:?} d={:?} p={:?}", c.x, c.m, c.group, c.k, c.s, c.d, c.pads);
+        let what =
+            format!("conv x={:?} m={} g={} k={:?} s={:?} d={:?} p={:?}", c.x, c.m, c.group, c.k, c.s, c.d, c.pads);
         assert_close(got.as_f32().unwrap(), &want, 1e-4, &what);
         if let Some(g) = got_simd {
             assert_close(g.as_f32().unwrap(), &want, 1e-4, &format!("{what} (avx512)"));
@@ -445,7 +294,18 @@ mod tests {
     }
 
     fn case(x: &[usize], m: usize, group: usize, k: &[usize], s: &[usize], d: &[usize], pads: &[usize]) -> Case {
-        Case { x: x.into(), m, group, k: k.into(), s: s.into(), d: d.into(), pads: pads.into(), bias: true, add: false, act: None }
+        Case {
+            x: x.into(),
+            m,
+            group,
+            k: k.into(),
+            s: s.into(),
+            d: d.into(),
+            pads: pads.into(),
+            bias: true,
+            add: false,
+            act: None,
+        }
     }
 
     #[test]
@@ -504,6 +364,10 @@ mod tests {
                 c.k = vec![1, 1];
                 c.pads = vec![0; 4];
                 run_case(&c, 300 + i as u64);
+                // K = 40 * 9 spans several K blocks: the add and activation apply once, at the end.
+                let mut c = case(&[1, 40, 9, 11], 13, 1, &[3, 3], &[1, 1], &[1, 1], &[1, 1, 1, 1]);
+                (c.add, c.bias, c.act) = (add, bias, act);
+                run_case(&c, 400 + i as u64);
             }
         }
     }
@@ -530,18 +394,19 @@ mod tests {
     #[test]
     fn conv_random_configs() {
         let mut rng = Rng::new(99);
-        for i in 0..40 {
+        for i in 0..150 {
             let sp = 1 + rng.below(3);
             let group = [1, 1, 2, 3][rng.below(4)];
-            let cin = group * (1 + rng.below(3));
-            let m = group * (1 + rng.below(3));
+            // Sometimes enough channels for the vectorised panel packing (>= 8 per group).
+            let cin = group * (1 + rng.below(3) + [0, 0, 9][rng.below(3)]);
+            let m = group * (1 + rng.below(3) + [0, 7][rng.below(2)]);
             let k: Vec<usize> = (0..sp).map(|_| 1 + rng.below(3)).collect();
-            let s: Vec<usize> = (0..sp).map(|_| 1 + rng.below(2)).collect();
+            let s: Vec<usize> = (0..sp).map(|_| 1 + rng.below(3)).collect();
             let d: Vec<usize> = (0..sp).map(|_| 1 + rng.below(2)).collect();
-            let pads: Vec<usize> = (0..2 * sp).map(|_| rng.below(2)).collect();
+            let pads: Vec<usize> = (0..2 * sp).map(|_| rng.below(3)).collect();
             let mut x = vec![1 + rng.below(2), cin];
             for a in 0..sp {
-                x.push((k[a] - 1) * d[a] + 1 + rng.below(6));
+                x.push((k[a] - 1) * d[a] + 1 + rng.below(if a + 1 == sp { 40 } else { 6 }));
             }
             let mut c = case(&x, m, group, &k, &s, &d, &pads);
             c.bias = rng.below(2) == 0;
@@ -557,7 +422,13 @@ mod tests {
         let x = rng.tensor(&[1, 4, 5, 5]);
         let w = rng.tensor(&[2, 4, 3, 3]);
         let p = Conv {
-            window: Window { kernel_shape: vec![3, 3], strides: vec![], pads: vec![], dilations: vec![], auto_pad: AutoPad::NotSet },
+            window: Window {
+                kernel_shape: vec![3, 3],
+                strides: vec![],
+                pads: vec![],
+                dilations: vec![],
+                auto_pad: AutoPad::NotSet,
+            },
             group: 1,
             fused_add: false,
             activation: None,
@@ -618,7 +489,13 @@ mod tests {
             let w = rng.tensor(&[m, c, k, k]);
             let b = rng.tensor(&[m]);
             let p = Conv {
-                window: Window { kernel_shape: vec![k, k], strides: vec![s, s], pads: vec![pad; 4], dilations: vec![], auto_pad: AutoPad::NotSet },
+                window: Window {
+                    kernel_shape: vec![k, k],
+                    strides: vec![s, s],
+                    pads: vec![pad; 4],
+                    dilations: vec![],
+                    auto_pad: AutoPad::NotSet,
+                },
                 group: 1,
                 fused_add: false,
                 activation: Some(Activation::Relu),
@@ -640,7 +517,19 @@ mod tests {
             let mut cm = vec![0.0; m * pn];
             let bare = std::env::var("BENCH_NO_BARE").is_err();
             let dg = time_it(if bare { 30 } else { 0 }, || {
-                crate::cpu::gemm_util::par_sgemm(m, pn, kd, 1.0, &a, Layout::row_major(kd), &bm, Layout::row_major(pn), &mut cm, pn, false)
+                crate::cpu::gemm_util::par_sgemm(
+                    m,
+                    pn,
+                    kd,
+                    1.0,
+                    &a,
+                    Layout::row_major(kd),
+                    &bm,
+                    Layout::row_major(pn),
+                    &mut cm,
+                    pn,
+                    false,
+                )
             });
             let flops = 2.0 * (m * c * k * k * o * o) as f64;
             total += dt * count as f64;

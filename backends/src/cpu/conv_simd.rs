@@ -2,14 +2,16 @@
 //! tiles (6 output channels x 64 output positions, vectors along positions so stores land
 //! straight in NCHW rows).
 //!
-//! Why not the `gemm` crate here: measured on the 2-core Xeon, it reaches ~140 GFLOP/s per core
-//! on ResNet shapes and needs a separate im2col pass before its own packing. This path packs
-//! im2col directly into the 64-wide panels the microkernel reads, streams the weights unpacked
-//! (6 rows broadcast per k), starts the accumulators at the bias and finishes the fused add and
-//! activation while the tile is still in L1.
+//! Why not the `gemm` crate here: on the 2-core Xeon it reaches ~140 GFLOP/s per core on ResNet
+//! shapes and needs a separate im2col pass before its own packing. This path packs im2col
+//! directly into the 64-wide panels the microkernel reads, streams the weights unpacked (6 rows
+//! broadcast per k, the next tile's rows prefetched: in a network run they come cold from
+//! memory), starts the accumulators at the bias and applies the fused add and activation in
+//! registers before the only store.
 
-use super::gemm_util::{threads, with_scratch, SendPtr};
-use super::im2col::{im2col, Geom};
+use super::conv_pack::{pack, PanelPlan};
+use super::gemm_util::{threads, with_scratch, with_scratch2, SendPtr};
+use super::im2col::{im2col, split_rows, Geom};
 use super::kernel_util::epilogue;
 use dynaspa_runtime::graph::Activation;
 use rayon::prelude::*;
@@ -28,6 +30,7 @@ pub(crate) fn available() -> bool {
 }
 
 /// One Conv call, already validated: shapes, and the operands of the fused epilogue.
+#[derive(Clone, Copy)]
 pub(crate) struct Job<'a> {
     pub n: usize,
     pub c: usize,
@@ -39,6 +42,49 @@ pub(crate) struct Job<'a> {
     pub bias: Option<&'a [f32]>,
     pub add: Option<&'a [f32]>,
     pub act: Option<Activation>,
+    /// `x` with rows phase-split for a strided window (set by `conv`).
+    pub split: Option<&'a [f32]>,
+}
+
+impl Job<'_> {
+    fn cg(&self) -> usize {
+        self.c / self.groups
+    }
+    fn mg(&self) -> usize {
+        self.m / self.groups
+    }
+    fn kdim(&self) -> usize {
+        self.cg() * self.geom.kernel_len()
+    }
+    fn panels(&self) -> usize {
+        self.geom.out_len().div_ceil(NR)
+    }
+    /// The input channels of one (image, group) job, phase-split or not.
+    fn xg(&self, job: usize, split: bool) -> &[f32] {
+        let img = self.geom.image_len();
+        let (n, gi) = (job / self.groups, job % self.groups);
+        let x = if split { self.split.unwrap_or(self.x) } else { self.x };
+        &x[(n * self.c + gi * self.cg()) * img..][..self.cg() * img]
+    }
+    /// Packs channels `c0..` (as many as `buf` holds rows for) of panel `pi` of `job`: im2col
+    /// at row stride NR.
+    fn pack(&self, job: usize, pi: usize, c0: usize, buf: &mut [f32]) {
+        let g = self.geom;
+        let (p_n, img, klen) = (g.out_len(), g.image_len(), g.kernel_len());
+        let nch = buf.len() / (klen * NR).max(1);
+        let split = self.split.is_some();
+        let (p0, p1) = (pi * NR, ((pi + 1) * NR).min(p_n));
+        let x = &self.xg(job, split)[c0 * img..];
+        // The masked-load plan costs about as much as lowering a few channels with it, so
+        // inputs with few channels (RGB stems) keep the run-copying lowering.
+        if nch >= 8 && (split || g.stride[2] == 1) {
+            let plan = PanelPlan::new(g, p0, p1, split);
+            // SAFETY: AVX-512 is present on this path; the plan was built for this geometry.
+            unsafe { pack(x, img, nch, &plan, buf) };
+        } else {
+            im2col(x, nch, g, p0, p1, buf, NR, split);
+        }
+    }
 }
 
 /// Computes all of `y` (`n * m * out_len` elements, every one written).
@@ -47,123 +93,221 @@ pub(crate) struct Job<'a> {
 /// `y` must be valid for writes of that many elements and not accessed elsewhere meanwhile;
 /// `available()` must be true.
 pub(crate) unsafe fn conv(j: &Job, y: SendPtr) {
-    let g = j.geom;
-    let p_n = g.out_len();
-    let mg = j.m / j.groups;
-    let units = j.n * j.groups * p_n.div_ceil(NR);
-    // Few panels (7x7 maps): split output channels too, each task packing its own panel copy.
-    let m_blocks = threads().div_ceil(units).min(mg.div_ceil(4 * MR)).max(1);
+    let (g, w) = (j.geom, j.geom.image[2]);
+    if g.stride[2] == 1 || g.kernel[2] == 1 || w == 0 {
+        return run(j, y);
+    }
+    // Strided windows wider than 1 (stems, downsampling 3x3): split each input row into its
+    // column phases once, so lowering copies contiguous runs instead of gathering every s-th
+    // value kw times. A 1-wide window reads each value at most once; gathering is cheaper.
+    with_scratch2(j.x.len(), |xs| {
+        xs.par_chunks_mut(w * 64).zip(j.x.par_chunks(w * 64)).for_each(|(d, s)| split_rows(s, w, g.stride[2], d));
+        run(&Job { split: Some(xs), ..*j }, y)
+    })
+}
+
+unsafe fn run(j: &Job, y: SendPtr) {
+    let (t, panels, mg) = (threads(), j.panels(), j.mg());
+    let units = j.n * j.groups * panels;
+    if units >= 4 * t || mg <= MR {
+        // Plenty of panels: one task per panel, each packing its own while it is hot.
+        (0..units).into_par_iter().for_each(|u| {
+            // SAFETY: panels partition y; each task writes only its own.
+            with_scratch(j.kdim() * NR, |buf| unsafe { own_panel(j, y, u / panels, u % panels, buf) });
+        });
+        return;
+    }
+    // Few panels (14x14, 7x7 maps): pack them once, then split output channels too so both
+    // cores get equal work even when the last panel is narrow.
+    let m_blocks = (8 * t).div_ceil(panels).min(mg.div_ceil(MR));
     let mb = mg.div_ceil(m_blocks).next_multiple_of(MR);
     let m_blocks = mg.div_ceil(mb);
-    (0..units * m_blocks).into_par_iter().for_each(|task| {
-        let (unit, mi) = (task / m_blocks, task % m_blocks);
-        // SAFETY: units and row blocks partition y; each task writes only its own.
-        unsafe { panel(j, y, unit, mi * mb, ((mi + 1) * mb).min(mg)) };
+    let kn = j.kdim() * NR;
+    with_scratch(panels * kn, |buf| {
+        for job in 0..j.n * j.groups {
+            if !j.geom.is_identity() {
+                // Packing is parallel over channel blocks too: a 7x7 map is a single panel.
+                let cb = j.cg().div_ceil(2 * t).max(1);
+                let chunk = cb * j.geom.kernel_len() * NR;
+                buf.par_chunks_mut(kn).enumerate().for_each(|(pi, b)| {
+                    b.par_chunks_mut(chunk).enumerate().for_each(|(ci, c)| j.pack(job, pi, ci * cb, c));
+                });
+            }
+            let buf: &[f32] = buf;
+            // Row-block major: consecutive tasks (one thread's share) reuse a block of weights
+            // from L2 across the panels.
+            (0..panels * m_blocks).into_par_iter().for_each(|task| {
+                let (mi, pi) = (task / panels, task % panels);
+                let b = if j.geom.is_identity() { None } else { Some(&buf[pi * kn..][..kn]) };
+                // SAFETY: (panel, row block) pairs partition y; each task writes only its own.
+                unsafe { rows(j, y, job, pi, mi * mb, ((mi + 1) * mb).min(mg), b) };
+            });
+        }
     });
 }
 
-/// Output channels `m0..m1` (within the group) of one 64-column panel of one (image, group).
-unsafe fn panel(j: &Job, y: SendPtr, unit: usize, m0: usize, m1: usize) {
+unsafe fn own_panel(j: &Job, y: SendPtr, job: usize, pi: usize, buf: &mut [f32]) {
+    if j.geom.is_identity() {
+        rows(j, y, job, pi, 0, j.mg(), None);
+    } else {
+        j.pack(job, pi, 0, buf);
+        rows(j, y, job, pi, 0, j.mg(), Some(buf));
+    }
+}
+
+/// Output channels `m0..m1` (within the group) of panel `pi` of `job`, reading the packed
+/// panel `b` (`None`: a 1x1 stride-1 conv, whose input rows already are the panel).
+unsafe fn rows(j: &Job, y: SendPtr, job: usize, pi: usize, m0: usize, m1: usize, b: Option<&[f32]>) {
     let g = j.geom;
-    let (p_n, img) = (g.out_len(), g.image_len());
-    let panels = p_n.div_ceil(NR);
-    let (job, pi) = (unit / panels, unit % panels);
-    let (n, gi) = (job / j.groups, job % j.groups);
-    let (cg, mg) = (j.c / j.groups, j.m / j.groups);
-    let kdim = cg * g.kernel_len();
+    let p_n = g.out_len();
+    let (n, gi, mg, kdim) = (job / j.groups, job % j.groups, j.mg(), j.kdim());
     let (p0, p1) = (pi * NR, ((pi + 1) * NR).min(p_n));
-    let xg = &j.x[(n * j.c + gi * cg) * img..][..cg * img];
+    let (b, ldb) = match b {
+        Some(b) => (b, NR),
+        None => (&j.xg(job, false)[p0..], g.image_len()),
+    };
+    let fin = Finish::new(j.act);
     // K in blocks whose slice of the panel (KC x 64 floats) stays in L1 across all row tiles.
     let kc = kdim.div_ceil(kdim.div_ceil(KC_MAX).max(1)).max(1);
-    let run = |b: &[f32], ldb: usize| {
-        for k0 in (0..kdim.max(1)).step_by(kc) {
-            let k1 = (k0 + kc).min(kdim);
-            for mt in (m0..m1).step_by(MR) {
-                let rows = MR.min(m1 - mt);
-                let m = gi * mg + mt;
-                let at = (n * j.m + m) * p_n + p0;
-                let bias = if k0 == 0 { Some(j.bias.map_or(&ZEROS[..rows], |b| &b[m..m + rows])) } else { None };
-                // Weights are read once per panel and come cold from memory in a network run;
-                // the tile ahead pulls in the next tile's (or the next K block's) rows.
-                let next = if mt + MR < m1 { (m + MR) * kdim + k0 } else { (gi * mg + m0) * kdim + k1 % kdim.max(1) };
-                let pf = j.w.as_ptr().wrapping_add(next);
-                // SAFETY: bounds follow from the validated shapes; rows m..m+rows, columns
-                // p0..p1 of image n belong to this task.
-                unsafe {
-                    tile(rows, p1 - p0, k1 - k0, &j.w[m * kdim + k0..], kdim, &b[k0 * ldb..], ldb, bias, y.get().add(at), p_n, pf)
-                };
-                if k1 == kdim && (j.add.is_some() || j.act.is_some()) {
-                    for r in 0..rows {
-                        let at = at + r * p_n;
-                        let row = unsafe { std::slice::from_raw_parts_mut(y.get().add(at), p1 - p0) };
-                        epilogue(row, 0.0, j.add.map(|a| &a[at..at + row.len()]), j.act);
-                    }
+    for k0 in (0..kdim.max(1)).step_by(kc) {
+        let k1 = (k0 + kc).min(kdim);
+        let last = k1 == kdim;
+        for mt in (m0..m1).step_by(MR) {
+            let rows = MR.min(m1 - mt);
+            let m = gi * mg + mt;
+            let at = (n * j.m + m) * p_n + p0;
+            let bias = (k0 == 0).then(|| j.bias.map_or(&ZEROS[..rows], |b| &b[m..m + rows]));
+            let next = if mt + MR < m1 { (m + MR) * kdim + k0 } else { (gi * mg + m0) * kdim + k1 % kdim.max(1) };
+            let add = match (last, j.add) {
+                (true, Some(a)) => Some(&a[at..]),
+                _ => None,
+            };
+            let t = Tile {
+                rows,
+                cols: p1 - p0,
+                k: k1 - k0,
+                w: &j.w[m * kdim + k0..],
+                ldw: kdim,
+                b: &b[k0 * ldb..],
+                ldb,
+                bias,
+                add,
+                fin: if last { fin } else { Finish::None },
+                y: y.get().add(at),
+                ldy: p_n,
+                prefetch: j.w.as_ptr().wrapping_add(next),
+            };
+            t.run();
+            if last && fin == Finish::Scalar {
+                for r in 0..rows {
+                    let row = std::slice::from_raw_parts_mut(y.get().add(at + r * p_n), p1 - p0);
+                    epilogue(row, 0.0, None, j.act);
                 }
             }
         }
-    };
-    if g.is_identity() {
-        run(&xg[p0..], img);
-    } else {
-        with_scratch(kdim * NR, |panel| {
-            im2col(xg, cg, g, p0, p1, panel, NR);
-            run(panel, NR);
-        });
     }
 }
 
-/// Dispatches the register tile for `rows` (1..=6) x `cols` (1..=64).
-///
-/// `w` holds `rows` weight rows of length `k` at stride `ldw`; `b` holds `k` rows of at least
-/// `cols` values at stride `ldb`; `y` receives `rows` rows of `cols` at stride `ldy`, starting
-/// from `bias` (one per row) or, when that is `None`, adding to what `y` holds.
-#[allow(clippy::too_many_arguments)]
-unsafe fn tile(
+/// What the register tile does after the last K block, before its store.
+#[derive(Clone, Copy, PartialEq, Debug)]
+enum Finish {
+    None,
+    Relu,
+    Leaky(f32),
+    Clip(f32, f32),
+    HardSigmoid(f32, f32),
+    HardSwish,
+    /// Activations with exp/tanh: stored first, then finished by the scalar epilogue.
+    Scalar,
+}
+
+impl Finish {
+    fn new(act: Option<Activation>) -> Finish {
+        match act {
+            None => Finish::None,
+            Some(Activation::Relu) => Finish::Relu,
+            Some(Activation::LeakyRelu(a)) => Finish::Leaky(a),
+            Some(Activation::Clip(lo, hi)) => Finish::Clip(lo, hi),
+            Some(Activation::HardSigmoid(a, b)) => Finish::HardSigmoid(a, b),
+            Some(Activation::HardSwish) => Finish::HardSwish,
+            Some(Activation::Sigmoid | Activation::Tanh) => Finish::Scalar,
+        }
+    }
+}
+
+/// One register tile: `rows` (1..=6) weight rows of length `k` at stride `ldw`, `k` panel rows
+/// of at least `cols` (1..=64) values at stride `ldb`, output rows at stride `ldy`. Starts from
+/// `bias` (one per row) or, when `None`, adds to what `y` holds; `add` (same layout as `y`) is
+/// added before `fin`. `prefetch` points at the weight rows the next tile will read.
+struct Tile<'a> {
     rows: usize,
     cols: usize,
     k: usize,
-    w: &[f32],
+    w: &'a [f32],
     ldw: usize,
-    b: &[f32],
+    b: &'a [f32],
     ldb: usize,
-    bias: Option<&[f32]>,
+    bias: Option<&'a [f32]>,
+    add: Option<&'a [f32]>,
+    fin: Finish,
     y: *mut f32,
     ldy: usize,
-    pf: *const f32,
-) {
-    debug_assert!((1..=MR).contains(&rows) && (1..=NR).contains(&cols));
-    assert!(k == 0 || ((rows - 1) * ldw + k <= w.len() && (k - 1) * ldb + cols <= b.len()), "conv tile out of bounds");
-    let mut bv = [0.0f32; MR];
-    let init = bias.is_some();
-    if let Some(bias) = bias {
-        bv[..rows].copy_from_slice(&bias[..rows]);
-    }
-    let vecs = cols.div_ceil(16);
-    let tail = cols - 16 * (vecs - 1);
-    let mask: __mmask16 = if tail == 16 { 0xffff } else { (1u16 << tail) - 1 };
-    let (w, b) = (w.as_ptr(), b.as_ptr());
-    macro_rules! go {
-        ($($r:literal)*) => {
-            match (rows, vecs) {
-                $(
-                    ($r, 1) => kernel::<$r, 1>(k, w, ldw, b, ldb, mask, init, &bv, y, ldy, pf),
-                    ($r, 2) => kernel::<$r, 2>(k, w, ldw, b, ldb, mask, init, &bv, y, ldy, pf),
-                    ($r, 3) => kernel::<$r, 3>(k, w, ldw, b, ldb, mask, init, &bv, y, ldy, pf),
-                    ($r, 4) => kernel::<$r, 4>(k, w, ldw, b, ldb, mask, init, &bv, y, ldy, pf),
-                )*
-                _ => unreachable!(),
-            }
-        };
-    }
-    go!(1 2 3 4 5 6);
+    prefetch: *const f32,
 }
 
-/// `y[r][..] = (init ? bias[r] : y[r][..]) + sum_k w[r][k] * b[k][..]` for an `R` x `16 V`
-/// tile; the last vector of each row is loaded and stored under `mask`. Meanwhile the 6 rows
-/// at `pf` (stride `ldw`, `k` long) are prefetched, one cache line per 16 steps.
-#[target_feature(enable = "avx512f")]
-#[allow(clippy::too_many_arguments)]
-unsafe fn kernel<const R: usize, const V: usize>(
+impl Tile<'_> {
+    /// # Safety
+    /// `y` must be writable for the tile; AVX-512 must be available.
+    unsafe fn run(&self) {
+        let (rows, cols, k) = (self.rows, self.cols, self.k);
+        debug_assert!((1..=MR).contains(&rows) && (1..=NR).contains(&cols));
+        // The kernel reads through raw pointers; these bounds are what keeps that sound.
+        assert!(
+            k == 0 || ((rows - 1) * self.ldw + k <= self.w.len() && (k - 1) * self.ldb + cols <= self.b.len()),
+            "conv tile out of bounds"
+        );
+        assert!(self.add.is_none_or(|a| (rows - 1) * self.ldy + cols <= a.len()), "conv tile addend out of bounds");
+        let mut bias = [0.0f32; MR];
+        if let Some(b) = self.bias {
+            bias[..rows].copy_from_slice(&b[..rows]);
+        }
+        let vecs = cols.div_ceil(16);
+        let tail = cols - 16 * (vecs - 1);
+        let mask: __mmask16 = if tail == 16 { 0xffff } else { (1u16 << tail) - 1 };
+        let args = Args {
+            k,
+            w: self.w.as_ptr(),
+            ldw: self.ldw,
+            b: self.b.as_ptr(),
+            ldb: self.ldb,
+            mask,
+            init: self.bias.is_some(),
+            bias,
+            add: self.add.map_or(std::ptr::null(), |a| a.as_ptr()),
+            fin: self.fin,
+            y: self.y,
+            ldy: self.ldy,
+            pf: self.prefetch,
+        };
+        macro_rules! go {
+            ($($r:literal)*) => {
+                match (rows, vecs) {
+                    $(
+                        ($r, 1) => kernel::<$r, 1>(&args),
+                        ($r, 2) => kernel::<$r, 2>(&args),
+                        ($r, 3) => kernel::<$r, 3>(&args),
+                        ($r, 4) => kernel::<$r, 4>(&args),
+                    )*
+                    _ => unreachable!(),
+                }
+            };
+        }
+        go!(1 2 3 4 5 6);
+    }
+}
+
+/// The checked `Tile`, as raw pointers for the kernel.
+struct Args {
     k: usize,
     w: *const f32,
     ldw: usize,
@@ -171,28 +315,41 @@ unsafe fn kernel<const R: usize, const V: usize>(
     ldb: usize,
     mask: __mmask16,
     init: bool,
-    bias: &[f32; MR],
+    bias: [f32; MR],
+    add: *const f32,
+    fin: Finish,
     y: *mut f32,
     ldy: usize,
     pf: *const f32,
-) {
+}
+
+/// `y[r][..] = fin((init ? bias[r] : y[r][..]) + sum_k w[r][k] * b[k][..] (+ add[r][..]))` for
+/// an `R` x `16 V` tile; the last vector of each row is loaded and stored under `mask`.
+#[target_feature(enable = "avx512f")]
+#[allow(clippy::needless_range_loop)] // constant indices are what keep the tile in registers
+unsafe fn kernel<const R: usize, const V: usize>(a: &Args) {
+    // Plain locals: the accumulators only stay in registers when nothing in the loop reads
+    // through `a`.
+    let (k, ldw, ldb, mask, pf) = (a.k, a.ldw, a.ldb, a.mask, a.pf);
     let mut acc = [[_mm512_setzero_ps(); V]; R];
     for r in 0..R {
-        let bv = _mm512_set1_ps(bias[r]);
-        let yr = y.add(r * ldy);
+        let bv = _mm512_set1_ps(a.bias[r]);
+        let yr = a.y.add(r * a.ldy);
         for v in 0..V {
-            acc[r][v] = match (init, v + 1 == V) {
-                (true, _) => bv,
-                (false, false) => _mm512_loadu_ps(yr.add(16 * v)),
-                (false, true) => _mm512_maskz_loadu_ps(mask, yr.add(16 * v)),
+            acc[r][v] = if a.init {
+                bv
+            } else if v + 1 == V {
+                _mm512_maskz_loadu_ps(mask, yr.add(16 * v))
+            } else {
+                _mm512_loadu_ps(yr.add(16 * v))
             };
         }
     }
-    let mut wr = [w; R];
+    let mut wr = [a.w; R];
     for (r, p) in wr.iter_mut().enumerate() {
-        *p = w.add(r * ldw);
+        *p = a.w.add(r * ldw);
     }
-    let mut bp = b;
+    let mut bp = a.b;
     let mut k0 = 0;
     while k0 < k {
         for r in 0..MR {
@@ -203,12 +360,16 @@ unsafe fn kernel<const R: usize, const V: usize>(
         for kk in k0..k1 {
             let mut x = [_mm512_setzero_ps(); V];
             for v in 0..V {
-                x[v] = if v + 1 == V { _mm512_maskz_loadu_ps(mask, bp.add(16 * v)) } else { _mm512_loadu_ps(bp.add(16 * v)) };
+                x[v] = if v + 1 == V {
+                    _mm512_maskz_loadu_ps(mask, bp.add(16 * v))
+                } else {
+                    _mm512_loadu_ps(bp.add(16 * v))
+                };
             }
             for r in 0..R {
-                let a = _mm512_set1_ps(*wr[r].add(kk));
+                let w = _mm512_set1_ps(*wr[r].add(kk));
                 for v in 0..V {
-                    acc[r][v] = _mm512_fmadd_ps(a, x[v], acc[r][v]);
+                    acc[r][v] = _mm512_fmadd_ps(w, x[v], acc[r][v]);
                 }
             }
             bp = bp.add(ldb);
@@ -216,12 +377,56 @@ unsafe fn kernel<const R: usize, const V: usize>(
         k0 = k1;
     }
     for r in 0..R {
-        let yr = y.add(r * ldy);
+        let yr = a.y.add(r * a.ldy);
         for v in 0..V {
             if v + 1 == V {
                 _mm512_mask_storeu_ps(yr.add(16 * v), mask, acc[r][v]);
             } else {
                 _mm512_storeu_ps(yr.add(16 * v), acc[r][v]);
+            }
+        }
+    }
+    if !a.add.is_null() || a.fin != Finish::None {
+        finish::<R, V>(a);
+    }
+}
+
+/// Adds `add` to the stored tile and applies `fin`, while the tile is in L1. Out of line and
+/// after the store: fused into the kernel, its constants were hoisted above the k loop and
+/// pushed the 24 accumulators out of registers.
+#[inline(never)]
+#[target_feature(enable = "avx512f")]
+unsafe fn finish<const R: usize, const V: usize>(a: &Args) {
+    let load = |p: *const f32, v: usize| if v + 1 == V { _mm512_maskz_loadu_ps(a.mask, p) } else { _mm512_loadu_ps(p) };
+    let zero = _mm512_setzero_ps();
+    for r in 0..R {
+        let yr = a.y.add(r * a.ldy);
+        for v in 0..V {
+            let mut s = load(yr.add(16 * v), v);
+            if !a.add.is_null() {
+                s = _mm512_add_ps(s, load(a.add.add(r * a.ldy + 16 * v), v));
+            }
+            s = match a.fin {
+                Finish::None | Finish::Scalar => s,
+                Finish::Relu => _mm512_max_ps(s, zero),
+                Finish::Leaky(al) => {
+                    let neg = _mm512_cmp_ps_mask::<_CMP_LT_OQ>(s, zero);
+                    _mm512_mask_mul_ps(s, neg, s, _mm512_set1_ps(al))
+                }
+                Finish::Clip(lo, hi) => _mm512_min_ps(_mm512_max_ps(s, _mm512_set1_ps(lo)), _mm512_set1_ps(hi)),
+                Finish::HardSigmoid(al, be) => {
+                    let t = _mm512_fmadd_ps(s, _mm512_set1_ps(al), _mm512_set1_ps(be));
+                    _mm512_min_ps(_mm512_max_ps(t, zero), _mm512_set1_ps(1.0))
+                }
+                Finish::HardSwish => {
+                    let t = _mm512_fmadd_ps(s, _mm512_set1_ps(1.0 / 6.0), _mm512_set1_ps(0.5));
+                    _mm512_mul_ps(s, _mm512_min_ps(_mm512_max_ps(t, zero), _mm512_set1_ps(1.0)))
+                }
+            };
+            if v + 1 == V {
+                _mm512_mask_storeu_ps(yr.add(16 * v), a.mask, s);
+            } else {
+                _mm512_storeu_ps(yr.add(16 * v), s);
             }
         }
     }
@@ -232,6 +437,26 @@ mod tests {
     use super::*;
     use crate::cpu::test_util::*;
 
+    #[allow(clippy::too_many_arguments)]
+    fn tile(rows: usize, cols: usize, k: usize, w: &[f32], ldw: usize, b: &[f32], bias: Option<&[f32]>, y: &mut [f32]) {
+        let t = Tile {
+            rows,
+            cols,
+            k,
+            w,
+            ldw,
+            b,
+            ldb: NR,
+            bias,
+            add: None,
+            fin: Finish::None,
+            y: y.as_mut_ptr(),
+            ldy: NR,
+            prefetch: w.as_ptr(),
+        };
+        unsafe { t.run() };
+    }
+
     /// Register-tile throughput on cache-resident operands (the ceiling for the conv path).
     #[test]
     #[ignore]
@@ -240,32 +465,33 @@ mod tests {
             return;
         }
         let mut rng = Rng::new(1);
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(1).build().unwrap();
         for k in [64usize, 128, 256, 576] {
             let w = rng.vec(MR * k);
             let b = rng.vec(k * NR);
             let mut y = vec![0.0f32; MR * NR];
             let reps = 2000;
-            let dt = rayon::ThreadPoolBuilder::new().num_threads(1).build().unwrap().install(|| {
+            let dt = pool.install(|| {
                 time_it(5, || {
                     for _ in 0..reps {
-                        unsafe { tile(MR, NR, k, &w, k, &b, NR, Some(&ZEROS), y.as_mut_ptr(), NR, w.as_ptr()) };
+                        tile(MR, NR, k, &w, k, &b, Some(&ZEROS), &mut y);
                     }
                 })
             });
             println!("tile 6x64 k={k}: {:.1} GFLOP/s", 2.0 * (MR * NR * k * reps) as f64 / dt / 1e9);
         }
-        // A 128-row sweep over one 128-deep panel block with weights at a conv's row stride.
+        // A 126-row sweep over one 128-deep panel block with weights at a conv's row stride.
         let (m, kd) = (126usize, 1152usize);
         let w = rng.vec(m * kd);
         let b = rng.vec(128 * NR);
         let mut y = vec![0.0f32; m * NR];
         let reps = 200;
-        let dt = rayon::ThreadPoolBuilder::new().num_threads(1).build().unwrap().install(|| {
+        let dt = pool.install(|| {
             time_it(5, || {
                 for rep in 0..reps {
                     let k0 = (rep % 9) * 128;
                     for mt in (0..m).step_by(MR) {
-                        unsafe { tile(MR, NR, 128, &w[mt * kd + k0..], kd, &b, NR, None, y.as_mut_ptr().add(mt * NR), NR, w.as_ptr()) };
+                        tile(MR, NR, 128, &w[mt * kd + k0..], kd, &b, None, &mut y[mt * NR..]);
                     }
                 }
             })

@@ -31,7 +31,9 @@ pub(crate) fn conv_transpose(p: &ConvTranspose, ins: &[Option<&Tensor>], out: &T
     let sp = r - 2;
     let (n, c, groups) = (xs[0], xs[1], p.group);
     if groups == 0 || c % groups != 0 || ws[0] != c {
-        return err(format!("{OP}: group {groups} and weight {ws:?} do not fit X channels {c} (need W[0] = C, C divisible by group)"));
+        return err(format!(
+            "{OP}: group {groups} and weight {ws:?} do not fit X channels {c} (need W[0] = C, C divisible by group)"
+        ));
     }
     let (cg, mg) = (c / groups, ws[1]);
     let m = mg * groups;
@@ -80,7 +82,19 @@ pub(crate) fn conv_transpose(p: &ConvTranspose, ins: &[Option<&Tensor>], out: &T
                 for p0 in (0..p_in).step_by(pt) {
                     let p1 = (p0 + pt).min(p_in);
                     let colt = &mut col[..rows * (p1 - p0)];
-                    par_sgemm(rows, p1 - p0, cg, 1.0, wg, Layout::col_major(rows), &xg[p0..], Layout::row_major(p_in), colt, p1 - p0, false);
+                    par_sgemm(
+                        rows,
+                        p1 - p0,
+                        cg,
+                        1.0,
+                        wg,
+                        Layout::col_major(rows),
+                        &xg[p0..],
+                        Layout::row_major(p_in),
+                        colt,
+                        p1 - p0,
+                        false,
+                    );
                     col2im(colt, &g, p0, p1, yg);
                 }
             }
@@ -187,7 +201,12 @@ mod tests {
         };
         let got = conv_transpose(&p, &[Some(&x), Some(&w), Some(&b)], &spec(&os)).unwrap();
         let want = reference(c, x.as_f32().unwrap(), w.as_f32().unwrap(), b.as_f32().unwrap());
-        assert_close(got.as_f32().unwrap(), &want, 1e-4, &format!("convT x={:?} k={:?} s={:?} d={:?} p={:?}", c.x, c.k, c.s, c.d, c.pads));
+        assert_close(
+            got.as_f32().unwrap(),
+            &want,
+            1e-4,
+            &format!("convT x={:?} k={:?} s={:?} d={:?} p={:?}", c.x, c.k, c.s, c.d, c.pads),
+        );
     }
 
     #[test]
@@ -218,7 +237,13 @@ mod tests {
         let x = rng.tensor(&[1, 4, 5, 5]);
         let w = rng.tensor(&[4, 2, 3, 3]);
         let p = ConvTranspose {
-            window: Window { kernel_shape: vec![], strides: vec![], pads: vec![], dilations: vec![], auto_pad: AutoPad::NotSet },
+            window: Window {
+                kernel_shape: vec![],
+                strides: vec![],
+                pads: vec![],
+                dilations: vec![],
+                auto_pad: AutoPad::NotSet,
+            },
             group: 1,
             output_padding: vec![],
             output_shape: None,

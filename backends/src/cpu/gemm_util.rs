@@ -159,12 +159,27 @@ pub(crate) fn par_sgemm(
 
 thread_local! {
     static SCRATCH: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
+    static SCRATCH2: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
 }
 
 /// Runs `f` on a per-thread buffer of `len` floats with unspecified contents, reused across
 /// calls so large im2col tiles do not page-fault in fresh memory every time.
 pub(crate) fn with_scratch<R>(len: usize, f: impl FnOnce(&mut [f32]) -> R) -> R {
-    SCRATCH.with(|s| match s.try_borrow_mut() {
+    scratch(&SCRATCH, len, f)
+}
+
+/// A second per-thread buffer, for a caller that holds one while its parallel tasks use
+/// `with_scratch`.
+pub(crate) fn with_scratch2<R>(len: usize, f: impl FnOnce(&mut [f32]) -> R) -> R {
+    scratch(&SCRATCH2, len, f)
+}
+
+fn scratch<R>(
+    key: &'static std::thread::LocalKey<RefCell<Vec<f32>>>,
+    len: usize,
+    f: impl FnOnce(&mut [f32]) -> R,
+) -> R {
+    key.with(|s| match s.try_borrow_mut() {
         Ok(mut v) => {
             if v.len() < len {
                 v.resize(len, 0.0);

@@ -3,6 +3,7 @@
 //! Every geometry is padded to 3-D by prepending unit axes, so 1-D, 2-D and 3-D share one code
 //! path; the extra loops over unit axes cost nothing measurable.
 
+use super::kernel_util::multiversion;
 use rayon::prelude::*;
 
 /// Forward-conv geometry: `image` is the padded side read by the window, `out` the positions the
@@ -18,6 +19,10 @@ pub(crate) struct Geom {
     pub pad: [usize; 3],
 }
 
+/// Per axis and kernel offset: the output range whose input is inside the image, and the input
+/// index of output 0 (see `Geom::valid`).
+pub(crate) type ValidTable = [Vec<(usize, usize, isize)>; 3];
+
 fn to3(v: &[usize], fill: usize) -> [usize; 3] {
     let mut a = [fill; 3];
     a[3 - v.len()..].copy_from_slice(v);
@@ -26,7 +31,14 @@ fn to3(v: &[usize], fill: usize) -> [usize; 3] {
 
 impl Geom {
     /// All slices have the same length, 1 to 3.
-    pub fn new(image: &[usize], out: &[usize], kernel: &[usize], stride: &[usize], dilation: &[usize], pad: &[usize]) -> Geom {
+    pub fn new(
+        image: &[usize],
+        out: &[usize],
+        kernel: &[usize],
+        stride: &[usize],
+        dilation: &[usize],
+        pad: &[usize],
+    ) -> Geom {
         Geom {
             image: to3(image, 1),
             out: to3(out, 1),
@@ -67,13 +79,13 @@ impl Geom {
     }
 
     /// `valid(axis, k)` for every axis and kernel offset, so per-row loops do not divide.
-    pub fn valid_table(&self) -> [Vec<(usize, usize, isize)>; 3] {
+    pub fn valid_table(&self) -> ValidTable {
         std::array::from_fn(|a| (0..self.kernel[a]).map(|k| self.valid(a, k)).collect())
     }
 
     /// The runs of output positions in `[p0, p1)` that lie on one output row, as
     /// `(od, oh, ow0, ow1)`: the only place im2col divides, once per tile.
-    fn rows(&self, p0: usize, p1: usize) -> Vec<[usize; 4]> {
+    pub fn rows(&self, p0: usize, p1: usize) -> Vec<[usize; 4]> {
         let [_, oh_n, ow_n] = self.out;
         let mut v = Vec::with_capacity((p1 - p0) / ow_n.max(1) + 2);
         let mut p = p0;
@@ -90,7 +102,11 @@ impl Geom {
     /// How one kernel offset maps the tile `[p0, p1)` onto a channel plane: per output-row run,
     /// the span read from the plane and the zeros around it. The same for every channel, so
     /// built once per (tile, kernel offset) and replayed per channel.
-    pub fn plan(&self, p0: usize, p1: usize) -> Vec<Run> {
+    /// With `split`, rows of the image are phase-split (see `split_row`) and every run reads
+    /// contiguously.
+    pub fn plan(&self, p0: usize, p1: usize, split: bool) -> Vec<Run> {
+        let sw = self.stride[2];
+        let offs: Vec<usize> = (0..sw).map(|r| phase_offset(self.image[2], sw, r)).collect();
         let runs = self.rows(p0, p1);
         let [kd_n, kh_n, kw_n] = self.kernel;
         let [_, ih_n, iw_n] = self.image;
@@ -111,7 +127,8 @@ impl Geom {
                             let id = (d_base + (od * self.stride[0]) as isize) as usize;
                             let ih = (h_base + (oh * self.stride[1]) as isize) as usize;
                             let iw = (w_base + (a * self.stride[2]) as isize) as usize;
-                            Run { dst, zl: a - ow0, n: b - a, zr: ow1 - b, src: (id * ih_n + ih) * iw_n + iw }
+                            let col = if split { offs[iw % sw] + iw / sw } else { iw };
+                            Run { dst, zl: a - ow0, n: b - a, zr: ow1 - b, src: (id * ih_n + ih) * iw_n + col }
                         };
                         plan.push(run);
                         dst += len;
@@ -136,16 +153,63 @@ pub(crate) struct Run {
 
 /// Writes rows `(c, kd, kh, kw)` x columns `[p0, p1)` of the im2col matrix of `x`
 /// (`channels` x image) into `col`, row-major with row stride `ld >= p1 - p0` (columns past
-/// `p1 - p0` are left alone). Padding reads as 0.
-pub(crate) fn im2col(x: &[f32], channels: usize, g: &Geom, p0: usize, p1: usize, col: &mut [f32], ld: usize) {
+/// `p1 - p0` are left alone). Padding reads as 0. `split`: the rows of `x` are phase-split
+/// (`split_row`), which turns strided gathers into copies.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn im2col(
+    x: &[f32],
+    channels: usize,
+    g: &Geom,
+    p0: usize,
+    p1: usize,
+    col: &mut [f32],
+    ld: usize,
+    split: bool,
+) {
     let (pt, img, klen) = (p1 - p0, g.image_len(), g.kernel_len());
     if pt == 0 || img == 0 || klen == 0 {
         return;
     }
-    let plan = g.plan(p0, p1);
+    let plan = g.plan(p0, p1, split);
+    let step = if split { 1 } else { g.stride[2] };
     for (xc, rows) in x.chunks_exact(img).zip(col.chunks_mut(klen * ld)).take(channels) {
-        lower_channel(xc, g, &plan, ld, rows);
+        lower_channel(xc, g.kernel_len(), step, &plan, ld, rows);
     }
+}
+
+/// Start of phase `r` (columns r, r + s, ...) in a phase-split row of `w` columns.
+pub(crate) fn phase_offset(w: usize, s: usize, r: usize) -> usize {
+    (0..r).map(|q| (w + s - 1 - q) / s).sum()
+}
+
+/// Splits one image row into its `s` column phases, phase r at `offs[r]`
+/// (= `phase_offset(.., r)`).
+#[inline(always)]
+pub(crate) fn split_row(src: &[f32], s: usize, offs: &[usize], dst: &mut [f32]) {
+    if s == 2 {
+        let (even, odd) = dst.split_at_mut(src.len().div_ceil(2));
+        for ((e, o), c) in even.iter_mut().zip(odd.iter_mut()).zip(src.chunks_exact(2)) {
+            *e = c[0];
+            *o = c[1];
+        }
+        if src.len() % 2 == 1 {
+            even[src.len() / 2] = src[src.len() - 1];
+        }
+    } else {
+        for (i, &v) in src.iter().enumerate() {
+            dst[offs[i % s] + i / s] = v;
+        }
+    }
+}
+
+multiversion! {
+/// Phase-splits every row (of length `w`) of `x` into `out`, for a stride of `s` along rows.
+pub(crate) fn split_rows(x: &[f32], w: usize, s: usize, out: &mut [f32]) {
+    let offs: Vec<usize> = (0..s).map(|r| phase_offset(w, s, r)).collect();
+    for (src, dst) in x.chunks_exact(w).zip(out.chunks_exact_mut(w)) {
+        split_row(src, s, &offs, dst);
+    }
+}
 }
 
 /// `im2col` of the whole map, parallel over channels with one shared plan.
@@ -154,17 +218,17 @@ pub(crate) fn par_im2col(x: &[f32], channels: usize, g: &Geom, col: &mut [f32]) 
     if pt == 0 || img == 0 || klen == 0 {
         return;
     }
-    let plan = g.plan(0, pt);
+    let plan = g.plan(0, pt, false);
     let x = &x[..channels * img];
     x.par_chunks_exact(img).zip(col.par_chunks_exact_mut(klen * pt)).for_each(|(xc, rows)| {
-        lower_channel(xc, g, &plan, pt, rows);
+        lower_channel(xc, klen, g.stride[2], &plan, pt, rows);
     });
 }
 
-/// The `kernel_len` rows (stride `ld`) of one channel plane `xc`.
-fn lower_channel(xc: &[f32], g: &Geom, plan: &[Run], ld: usize, rows: &mut [f32]) {
-    let per_k = plan.len() / g.kernel_len();
-    let sw = g.stride[2];
+multiversion! {
+/// The `klen` rows (stride `ld`) of one channel plane `xc`, read with column step `sw`.
+fn lower_channel(xc: &[f32], klen: usize, sw: usize, plan: &[Run], ld: usize, rows: &mut [f32]) {
+    let per_k = plan.len() / klen;
     for (row, runs) in rows.chunks_mut(ld).zip(plan.chunks_exact(per_k.max(1))) {
         for run in runs {
             let span = &mut row[run.dst..][..run.zl + run.n + run.zr];
@@ -177,6 +241,7 @@ fn lower_channel(xc: &[f32], g: &Geom, plan: &[Run], ld: usize, rows: &mut [f32]
             }
         }
     }
+}
 }
 
 /// Padding spans are mostly 0 or 1 long; a memset call each would cost more than the stores.
@@ -214,7 +279,7 @@ pub(crate) fn col2im(col: &[f32], g: &Geom, p0: usize, p1: usize, x: &mut [f32])
     if pt == 0 || img == 0 || klen == 0 {
         return;
     }
-    let plan = g.plan(p0, p1);
+    let plan = g.plan(p0, p1, false);
     let per_k = plan.len() / klen;
     let sw = g.stride[2];
     x.par_chunks_mut(img).zip(col.par_chunks(klen * pt)).for_each(|(xc, cc)| {
@@ -255,10 +320,13 @@ mod tests {
                                     let i = [od, oh, ow];
                                     let k = [kd, kh, kw];
                                     let pos: Vec<isize> = (0..3)
-                                        .map(|a| (i[a] * g.stride[a] + k[a] * g.dilation[a]) as isize - g.pad[a] as isize)
+                                        .map(|a| {
+                                            (i[a] * g.stride[a] + k[a] * g.dilation[a]) as isize - g.pad[a] as isize
+                                        })
                                         .collect();
                                     if (0..3).all(|a| pos[a] >= 0 && pos[a] < g.image[a] as isize) {
-                                        let idx = ((pos[0] as usize * g.image[1]) + pos[1] as usize) * g.image[2] + pos[2] as usize;
+                                        let idx = ((pos[0] as usize * g.image[1]) + pos[1] as usize) * g.image[2]
+                                            + pos[2] as usize;
                                         col[r * p_n + p] = x[c * g.image_len() + idx];
                                     }
                                     p += 1;
@@ -286,7 +354,11 @@ mod tests {
                 .map(|a| {
                     let span = image[a] + 2 * pad[a];
                     let eff = (k[a] - 1) * d[a] + 1;
-                    if span >= eff { (span - eff) / s[a] + 1 } else { 0 }
+                    if span >= eff {
+                        (span - eff) / s[a] + 1
+                    } else {
+                        0
+                    }
                 })
                 .collect();
             if out.contains(&0) {
@@ -303,9 +375,18 @@ mod tests {
             while p0 < p_n {
                 let p1 = (p0 + tile).min(p_n);
                 let mut col = vec![f32::NAN; rows * (p1 - p0)];
-                im2col(&x, c_n, &g, p0, p1, &mut col, p1 - p0);
+                im2col(&x, c_n, &g, p0, p1, &mut col, p1 - p0, false);
+                let mut xs = vec![0.0; x.len()];
+                split_rows(&x, g.image[2], g.stride[2], &mut xs);
+                let mut col2 = vec![f32::NAN; rows * (p1 - p0)];
+                im2col(&xs, c_n, &g, p0, p1, &mut col2, p1 - p0, true);
+                assert_eq!(col, col2, "split case {case}");
                 for r in 0..rows {
-                    assert_eq!(&col[r * (p1 - p0)..(r + 1) * (p1 - p0)], &want[r * p_n + p0..r * p_n + p1], "case {case} {g:?}");
+                    assert_eq!(
+                        &col[r * (p1 - p0)..(r + 1) * (p1 - p0)],
+                        &want[r * p_n + p0..r * p_n + p1],
+                        "case {case} {g:?}"
+                    );
                 }
                 p0 = p1;
             }

@@ -106,7 +106,14 @@ fn batch_offsets(dims: &[usize], batch: &[usize], mat: usize) -> Vec<usize> {
         .collect()
 }
 
-pub(crate) fn gemm(alpha: f32, beta: f32, ta: bool, tb: bool, ins: &[Option<&Tensor>], out: &TensorSpec) -> Result<Tensor> {
+pub(crate) fn gemm(
+    alpha: f32,
+    beta: f32,
+    ta: bool,
+    tb: bool,
+    ins: &[Option<&Tensor>],
+    out: &TensorSpec,
+) -> Result<Tensor> {
     const OP: &str = "Gemm";
     let (a, b) = (input(ins, 0, OP)?, input(ins, 1, OP)?);
     let (ad, bd) = (f32_data(a, OP, "A")?, f32_data(b, OP, "B")?);
@@ -235,7 +242,8 @@ mod tests {
     fn gemm_transposes_alpha_beta_and_c_broadcast() {
         let mut rng = Rng::new(8);
         let (m, k, n) = (13, 29, 17);
-        let c_shapes: &[Option<&[usize]>] = &[None, Some(&[]), Some(&[1]), Some(&[n]), Some(&[1, n]), Some(&[m, 1]), Some(&[m, n])];
+        let c_shapes: &[Option<&[usize]>] =
+            &[None, Some(&[]), Some(&[1]), Some(&[n]), Some(&[1, n]), Some(&[m, 1]), Some(&[m, n])];
         for &(ta, tb) in &[(false, false), (true, false), (false, true), (true, true)] {
             for cs in c_shapes {
                 for &(alpha, beta) in &[(1.0, 1.0), (0.5, -2.0), (1.5, 0.0)] {
@@ -258,7 +266,13 @@ mod tests {
                                 let sh = c.shape();
                                 let ci = match sh.len() {
                                     0 => 0,
-                                    1 => if sh[0] == 1 { 0 } else { j },
+                                    1 => {
+                                        if sh[0] == 1 {
+                                            0
+                                        } else {
+                                            j
+                                        }
+                                    }
                                     _ => (if sh[0] == 1 { 0 } else { i }) * sh[1] + if sh[1] == 1 { 0 } else { j },
                                 };
                                 v += beta as f64 * cd[ci] as f64;

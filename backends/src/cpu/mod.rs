@@ -3,6 +3,10 @@
 mod binary;
 mod broadcast;
 mod conv;
+mod conv_dw;
+mod conv_gemm;
+#[cfg(target_arch = "x86_64")]
+mod conv_pack;
 #[cfg(target_arch = "x86_64")]
 mod conv_simd;
 mod conv_transpose;

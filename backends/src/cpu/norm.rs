@@ -4,7 +4,7 @@
 //! of E[x^2] - E[x]^2 in f32 loses everything on activations with a large mean.
 
 use super::input;
-use super::kernel_util::{err, f32_data, norm_axis};
+use super::kernel_util::{err, f32_data, multiversion, norm_axis};
 use dynaspa_runtime::backend::TensorSpec;
 use dynaspa_runtime::{Result, Tensor};
 use rayon::prelude::*;
@@ -25,12 +25,31 @@ fn check_out(op: &str, x: &Tensor, out: &TensorSpec) -> Result<()> {
     Ok(())
 }
 
+multiversion! {
 /// Mean and 1/sqrt(var + eps) of `v`.
 fn stats(v: &[f32], eps: f32) -> (f32, f32) {
     let n = v.len().max(1) as f64;
     let mean = v.iter().map(|&a| a as f64).sum::<f64>() / n;
     let var = v.iter().map(|&a| (a as f64 - mean).powi(2)).sum::<f64>() / n;
     (mean as f32, (1.0 / (var + eps as f64).sqrt()) as f32)
+}
+}
+
+multiversion! {
+/// `row = row * a + b`.
+fn affine(row: &mut [f32], a: f32, b: f32) {
+    row.iter_mut().for_each(|v| *v = *v * a + b);
+}
+}
+
+multiversion! {
+/// `row = (row - mean) * inv * scale (+ bias)`, elementwise over the normalised block.
+fn normalize(row: &mut [f32], mean: f32, inv: f32, scale: &[f32], bias: Option<&[f32]>) {
+    match bias {
+        Some(b) => row.iter_mut().zip(scale).zip(b).for_each(|((v, &s), &b)| *v = (*v - mean) * inv * s + b),
+        None => row.iter_mut().zip(scale).for_each(|(v, &s)| *v = (*v - mean) * inv * s),
+    }
+}
 }
 
 pub(crate) fn batch_norm(eps: f32, ins: &[Option<&Tensor>], out: &TensorSpec) -> Result<Tensor> {
@@ -58,10 +77,7 @@ pub(crate) fn batch_norm(eps: f32, ins: &[Option<&Tensor>], out: &TensorSpec) ->
     let plane: usize = xs[2..].iter().product();
     let mut y = xd.to_vec();
     if plane > 0 && c > 0 {
-        y.par_chunks_mut(plane).enumerate().for_each(|(i, row)| {
-            let (a, b) = (a[i % c], b[i % c]);
-            row.iter_mut().for_each(|v| *v = *v * a + b);
-        });
+        y.par_chunks_mut(plane).enumerate().for_each(|(i, row)| affine(row, a[i % c], b[i % c]));
     }
     Tensor::from_f32(xs.to_vec(), y)
 }
@@ -84,10 +100,7 @@ pub(crate) fn layer_norm(axis: i64, eps: f32, ins: &[Option<&Tensor>], out: &Ten
     if block > 0 {
         y.par_chunks_mut(block).for_each(|row| {
             let (mean, inv) = stats(row, eps);
-            match &bias {
-                Some(b) => row.iter_mut().zip(&scale).zip(b).for_each(|((v, &s), &b)| *v = (*v - mean) * inv * s + b),
-                None => row.iter_mut().zip(&scale).for_each(|(v, &s)| *v = (*v - mean) * inv * s),
-            }
+            normalize(row, mean, inv, &scale, bias.as_deref());
         });
     }
     Tensor::from_f32(xs.to_vec(), y)
@@ -140,7 +153,13 @@ pub(crate) fn instance_norm(eps: f32, ins: &[Option<&Tensor>], out: &TensorSpec)
     grouped_norm(OP, x, c, eps, |ch| (scale[ch], bias[ch]))
 }
 
-pub(crate) fn group_norm(groups: usize, eps: f32, per_channel: bool, ins: &[Option<&Tensor>], out: &TensorSpec) -> Result<Tensor> {
+pub(crate) fn group_norm(
+    groups: usize,
+    eps: f32,
+    per_channel: bool,
+    ins: &[Option<&Tensor>],
+    out: &TensorSpec,
+) -> Result<Tensor> {
     const OP: &str = "GroupNormalization";
     let x = input(ins, 0, OP)?;
     check_out(OP, x, out)?;
@@ -163,8 +182,14 @@ pub(crate) fn group_norm(groups: usize, eps: f32, per_channel: bool, ins: &[Opti
 }
 
 /// Normalises each of the `groups` contiguous channel blocks of every image on its own, then
-/// applies the affine of each channel (`affine(channel)` = (scale, bias)).
-fn grouped_norm(op: &str, x: &Tensor, groups: usize, eps: f32, affine: impl Fn(usize) -> (f32, f32) + Sync) -> Result<Tensor> {
+/// applies the affine of each channel (`affine_of(channel)` = (scale, bias)).
+fn grouped_norm(
+    op: &str,
+    x: &Tensor,
+    groups: usize,
+    eps: f32,
+    affine_of: impl Fn(usize) -> (f32, f32) + Sync,
+) -> Result<Tensor> {
     let xd = f32_data(x, op, "X")?;
     let xs = x.shape();
     let c = xs[1];
@@ -176,9 +201,8 @@ fn grouped_norm(op: &str, x: &Tensor, groups: usize, eps: f32, affine: impl Fn(u
             let (mean, inv) = stats(blk, eps);
             let ch0 = (i % groups) * (c / groups);
             for (j, row) in blk.chunks_mut(plane).enumerate() {
-                let (s, b) = affine(ch0 + j);
-                let (a, b) = (inv * s, b - mean * inv * s);
-                row.iter_mut().for_each(|v| *v = *v * a + b);
+                let (s, b) = affine_of(ch0 + j);
+                affine(row, inv * s, b - mean * inv * s);
             }
         });
     }
@@ -239,7 +263,8 @@ mod tests {
         for &(xs, axis, ps) in cases {
             for with_bias in [true, false] {
                 // Offset the data so a one-pass variance would visibly lose precision.
-                let x = Tensor::from_f32(xs.to_vec(), rng.vec(xs.iter().product()).iter().map(|v| v + 300.0).collect()).unwrap();
+                let x = Tensor::from_f32(xs.to_vec(), rng.vec(xs.iter().product()).iter().map(|v| v + 300.0).collect())
+                    .unwrap();
                 let (s, b) = (rng.tensor(ps), rng.tensor(ps));
                 let ax = if axis < 0 { (axis + xs.len() as i64) as usize } else { axis as usize };
                 let inner = &xs[ax..];

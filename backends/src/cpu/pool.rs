@@ -4,7 +4,7 @@
 //! clipped to the input, so any extent is safe to compute.
 
 use super::gemm_util::with_scratch;
-use super::im2col::Geom;
+use super::im2col::{phase_offset, split_row, Geom, ValidTable};
 use super::input;
 use super::kernel_util::{err, f32_data, multiversion, per_axis, split_pads};
 use dynaspa_runtime::backend::TensorSpec;
@@ -32,7 +32,9 @@ fn pool(op: &str, kind: Kind, p: &Pool, ins: &[Option<&Tensor>], out: &TensorSpe
     let (xs, os) = (x.shape(), out.shape.as_slice());
     let r = xs.len();
     if !(3..=5).contains(&r) || os.len() != r || os[..2] != xs[..2] {
-        return err(format!("{op}: X {xs:?} and output {os:?} must both be (N, C, spatial...) with 1 to 3 spatial axes"));
+        return err(format!(
+            "{op}: X {xs:?} and output {os:?} must both be (N, C, spatial...) with 1 to 3 spatial axes"
+        ));
     }
     let sp = r - 2;
     let kernel = &p.window.kernel_shape;
@@ -74,29 +76,27 @@ fn axis_counts(g: &Geom, axis: usize, pad_end: usize, kind: Kind) -> Vec<f32> {
 /// Row at a time: each window tap folds an input row into the output row, which vectorises
 /// the way a per-output loop over taps does not. Strided windows first split every input row
 /// into its `stride` phases (even/odd columns for stride 2), so each tap reads contiguously.
-fn pool_plane(g: &Geom, vt: &Valid, kind: Kind, counts: &[Vec<f32>], xc: &[f32], yc: &mut [f32]) {
+fn pool_plane(g: &Geom, vt: &ValidTable, kind: Kind, counts: &[Vec<f32>], xc: &[f32], yc: &mut [f32]) {
     let (sw, iw_n) = (g.stride[2], g.image[2]);
     if sw == 1 || iw_n == 0 {
         return pool_rows(g, vt, kind, counts, xc, None, yc);
     }
     // Phase r of a row holds columns r, r + s, ...; it starts at phase_off[r].
-    let phase_off: Vec<usize> = (0..sw).map(|r| (0..r).map(|q| (iw_n + sw - 1 - q) / sw).sum()).collect();
+    let phase_off: Vec<usize> = (0..sw).map(|r| phase_offset(iw_n, sw, r)).collect();
     with_scratch(xc.len(), |split| pool_rows(g, vt, kind, counts, xc, Some((&phase_off, split)), yc));
 }
-
-type Valid = [Vec<(usize, usize, isize)>; 3];
 
 multiversion! {
 /// The pooling loop over one plane. With `split` = (phase offsets, buffer), rows are first
 /// phase-split into the buffer and read from there.
-fn pool_rows(g: &Geom, vt: &Valid, kind: Kind, counts: &[Vec<f32>], xc: &[f32], split: Option<(&[usize], &mut [f32])>, yc: &mut [f32]) {
+fn pool_rows(g: &Geom, vt: &ValidTable, kind: Kind, counts: &[Vec<f32>], xc: &[f32], split: Option<(&[usize], &mut [f32])>, yc: &mut [f32]) {
     let [_, ih_n, iw_n] = g.image;
     let [od_n, oh_n, ow_n] = g.out;
     let sw = g.stride[2];
     let (xc, off): (&[f32], &[usize]) = match split {
         Some((off, buf)) => {
             for (src, dst) in xc.chunks_exact(iw_n).zip(buf.chunks_exact_mut(iw_n)) {
-                deinterleave(src, sw, off, dst);
+                split_row(src, sw, off, dst);
             }
             (buf, off)
         }
@@ -143,28 +143,16 @@ fn pool_rows(g: &Geom, vt: &Valid, kind: Kind, counts: &[Vec<f32>], xc: &[f32], 
 }
 }
 
-/// Splits `src` into its `s` column phases, phase r at `off[r]` of `dst`.
-#[inline(always)]
-fn deinterleave(src: &[f32], s: usize, off: &[usize], dst: &mut [f32]) {
-    if s == 2 {
-        let (even, odd) = dst.split_at_mut(off[1]);
-        for ((e, o), c) in even.iter_mut().zip(odd.iter_mut()).zip(src.chunks_exact(2)) {
-            *e = c[0];
-            *o = c[1];
-        }
-        if src.len() % 2 == 1 {
-            even[src.len() / 2] = src[src.len() - 1];
-        }
-    } else {
-        for (i, &v) in src.iter().enumerate() {
-            dst[off[i % s] + i / s] = v;
-        }
-    }
-}
-
 #[inline(always)]
 fn fold(dst: &mut [f32], src: &[f32], f: impl Fn(f32, f32) -> f32) {
     dst.iter_mut().zip(src).for_each(|(d, &s)| *d = f(*d, s));
+}
+
+multiversion! {
+/// Mean of `v`, accumulated in f64.
+fn mean(v: &[f32]) -> f32 {
+    (v.iter().map(|&a| a as f64).sum::<f64>() / v.len() as f64) as f32
+}
 }
 
 pub(crate) fn global_average_pool(ins: &[Option<&Tensor>], out: &TensorSpec) -> Result<Tensor> {
@@ -179,9 +167,7 @@ pub(crate) fn global_average_pool(ins: &[Option<&Tensor>], out: &TensorSpec) -> 
     let plane: usize = xs[2..].iter().product();
     let mut y = vec![0.0f32; xs[0] * xs[1]];
     if plane > 0 {
-        y.par_iter_mut().zip(xd.par_chunks(plane)).for_each(|(v, c)| {
-            *v = (c.iter().map(|&a| a as f64).sum::<f64>() / plane as f64) as f32;
-        });
+        y.par_iter_mut().zip(xd.par_chunks(plane)).for_each(|(v, c)| *v = mean(c));
     } else {
         y.fill(f32::NAN);
     }
@@ -194,7 +180,17 @@ mod tests {
     use crate::cpu::test_util::*;
 
     /// Per-output definition over N-D windows, following the ONNX reference's counting.
-    fn reference(kind: Kind, xs: &[usize], x: &[f32], os: &[usize], k: &[usize], s: &[usize], d: &[usize], pads: &[usize]) -> Vec<f32> {
+    #[allow(clippy::too_many_arguments)]
+    fn reference(
+        kind: Kind,
+        xs: &[usize],
+        x: &[f32],
+        os: &[usize],
+        k: &[usize],
+        s: &[usize],
+        d: &[usize],
+        pads: &[usize],
+    ) -> Vec<f32> {
         let sp = k.len();
         let isz: usize = xs[2..].iter().product();
         let osz: usize = os[2..].iter().product();
@@ -214,9 +210,11 @@ mod tests {
                 let (mut mx, mut sum, mut cnt_valid, mut cnt_pad) = (f32::NEG_INFINITY, 0.0f64, 0, 0);
                 for kk in 0..ksz {
                     let ki = unravel(kk, k);
-                    let pos: Vec<i64> = (0..sp).map(|a| (oi[a] * s[a] + ki[a] * d[a]) as i64 - pads[a] as i64).collect();
+                    let pos: Vec<i64> =
+                        (0..sp).map(|a| (oi[a] * s[a] + ki[a] * d[a]) as i64 - pads[a] as i64).collect();
                     let inside = (0..sp).all(|a| pos[a] >= 0 && pos[a] < xs[2 + a] as i64);
-                    let in_pad = (0..sp).all(|a| pos[a] >= -(pads[a] as i64) && pos[a] < (xs[2 + a] + pads[sp + a]) as i64);
+                    let in_pad =
+                        (0..sp).all(|a| pos[a] >= -(pads[a] as i64) && pos[a] < (xs[2 + a] + pads[sp + a]) as i64);
                     if in_pad {
                         cnt_pad += 1;
                     }
@@ -230,7 +228,9 @@ mod tests {
                 }
                 y.push(match kind {
                     Kind::Max => mx,
-                    Kind::Avg { count_include_pad } => (sum / if count_include_pad { cnt_pad } else { cnt_valid } as f64) as f32,
+                    Kind::Avg { count_include_pad } => {
+                        (sum / if count_include_pad { cnt_pad } else { cnt_valid } as f64) as f32
+                    }
                 });
             }
         }
@@ -247,6 +247,7 @@ mod tests {
         o
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn run(kind: Kind, xs: &[usize], k: &[usize], s: &[usize], d: &[usize], pads: &[usize], ceil: bool, seed: u64) {
         let mut rng = Rng::new(seed);
         let sp = k.len();
@@ -256,7 +257,13 @@ mod tests {
         }
         let x = rng.tensor(xs);
         let p = Pool {
-            window: Window { kernel_shape: k.into(), strides: s.into(), pads: pads.into(), dilations: d.into(), auto_pad: AutoPad::NotSet },
+            window: Window {
+                kernel_shape: k.into(),
+                strides: s.into(),
+                pads: pads.into(),
+                dilations: d.into(),
+                auto_pad: AutoPad::NotSet,
+            },
             ceil_mode: ceil,
             count_include_pad: matches!(kind, Kind::Avg { count_include_pad: true }),
         };
@@ -266,7 +273,12 @@ mod tests {
         }
         .unwrap();
         let want = reference(kind, xs, x.as_f32().unwrap(), &os, k, s, d, pads);
-        assert_close(got.as_f32().unwrap(), &want, 1e-5, &format!("pool x={xs:?} k={k:?} s={s:?} d={d:?} p={pads:?} ceil={ceil}"));
+        assert_close(
+            got.as_f32().unwrap(),
+            &want,
+            1e-5,
+            &format!("pool x={xs:?} k={k:?} s={s:?} d={d:?} p={pads:?} ceil={ceil}"),
+        );
     }
 
     #[test]
@@ -291,7 +303,8 @@ mod tests {
         for xs in [vec![2, 3, 4, 5], vec![1, 4, 7], vec![1, 2, 2, 3, 4]] {
             let x = rng.tensor(&xs);
             let plane: usize = xs[2..].iter().product();
-            let want: Vec<f32> = x.as_f32().unwrap().chunks(plane).map(|c| c.iter().sum::<f32>() / plane as f32).collect();
+            let want: Vec<f32> =
+                x.as_f32().unwrap().chunks(plane).map(|c| c.iter().sum::<f32>() / plane as f32).collect();
             let os: Vec<usize> = xs.iter().enumerate().map(|(i, &d)| if i < 2 { d } else { 1 }).collect();
             let got = global_average_pool(&[Some(&x)], &spec(&os)).unwrap();
             assert_close(got.as_f32().unwrap(), &want, 1e-5, "gap");
@@ -305,7 +318,13 @@ mod tests {
         let mut rng = Rng::new(6);
         let x = rng.tensor(&[1, 2, 5, 5]);
         let p = Pool {
-            window: Window { kernel_shape: vec![2, 2], strides: vec![], pads: vec![], dilations: vec![], auto_pad: AutoPad::NotSet },
+            window: Window {
+                kernel_shape: vec![2, 2],
+                strides: vec![],
+                pads: vec![],
+                dilations: vec![],
+                auto_pad: AutoPad::NotSet,
+            },
             ceil_mode: false,
             count_include_pad: false,
         };
@@ -331,7 +350,13 @@ mod tests {
             let mut rng = Rng::new(1);
             let x = rng.tensor(&[1, 64, 112, 112]);
             let p = Pool {
-                window: Window { kernel_shape: vec![3, 3], strides: vec![2, 2], pads: vec![1; 4], dilations: vec![], auto_pad: AutoPad::NotSet },
+                window: Window {
+                    kernel_shape: vec![3, 3],
+                    strides: vec![2, 2],
+                    pads: vec![1; 4],
+                    dilations: vec![],
+                    auto_pad: AutoPad::NotSet,
+                },
                 ceil_mode: false,
                 count_include_pad: false,
             };
@@ -343,7 +368,12 @@ mod tests {
             let a = rng.tensor(&[1, 512]);
             let b = rng.tensor(&[1000, 512]);
             let c = rng.tensor(&[1000]);
-            let dt = time_it(30, || drop(crate::cpu::matmul::gemm(1.0, 1.0, false, true, &[Some(&a), Some(&b), Some(&c)], &spec(&[1, 1000])).unwrap()));
+            let dt = time_it(30, || {
+                drop(
+                    crate::cpu::matmul::gemm(1.0, 1.0, false, true, &[Some(&a), Some(&b), Some(&c)], &spec(&[1, 1000]))
+                        .unwrap(),
+                )
+            });
             println!("gemm 1x512 x 512x1000: {:.3} ms", dt * 1e3);
         });
     }

@@ -61,14 +61,15 @@ pub(crate) fn thread_cpu_secs() -> Option<f64> {
     let mut ts = Timespec { sec: 0, nsec: 0 };
     // SAFETY: plain libc call writing into a properly laid out timespec.
     let rc = unsafe { clock_gettime(CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    (rc == 0).then(|| ts.sec as f64 + ts.nsec as f64 * 1e-9)
+    (rc == 0).then_some(ts.sec as f64 + ts.nsec as f64 * 1e-9)
 }
 #[cfg(not(all(target_os = "linux", target_pointer_width = "64")))]
 pub(crate) fn thread_cpu_secs() -> Option<f64> {
     None
 }
 
-/// Best of `iters` runs: the box is shared, and the minimum is the least disturbed run.
+/// Best of `iters` runs: the box is shared, and the minimum is the least disturbed run
+/// (BENCH_MEDIAN=1: the median instead).
 pub(crate) fn time_it(iters: usize, f: impl FnMut()) -> f64 {
     time_with_setup(iters, || {}, f)
 }
@@ -79,7 +80,8 @@ pub(crate) fn time_with_setup(iters: usize, mut setup: impl FnMut(), mut f: impl
         f();
     }
     let cpu = rayon::current_num_threads() == 1 && thread_cpu_secs().is_some();
-    (0..iters)
+    let median = std::env::var("BENCH_MEDIAN").is_ok();
+    let mut ts: Vec<f64> = (0..iters)
         .map(|_| {
             setup();
             let (c0, t0) = (thread_cpu_secs(), std::time::Instant::now());
@@ -90,5 +92,11 @@ pub(crate) fn time_with_setup(iters: usize, mut setup: impl FnMut(), mut f: impl
                 t0.elapsed().as_secs_f64()
             }
         })
-        .fold(f64::INFINITY, f64::min)
+        .collect();
+    ts.sort_by(f64::total_cmp);
+    match ts.len() {
+        0 => 0.0,
+        n if median => ts[n / 2],
+        _ => ts[0],
+    }
 }
