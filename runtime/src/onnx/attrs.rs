@@ -20,9 +20,6 @@ impl<'a> Attrs<'a> {
     fn get(&self, key: &str) -> Option<&'a AttributeProto> {
         self.node.attribute.iter().find(|a| a.name() == key)
     }
-    pub fn has(&self, key: &str) -> bool {
-        self.get(key).is_some()
-    }
     fn typed(&self, key: &str, want: AttributeType) -> Result<Option<&'a AttributeProto>> {
         match self.get(key) {
             None => Ok(None),
