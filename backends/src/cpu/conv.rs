@@ -11,7 +11,6 @@ use super::kernel_util::{epilogue, err, f32_data, per_axis, split_pads};
 use dynaspa_runtime::backend::TensorSpec;
 use dynaspa_runtime::graph::*;
 use dynaspa_runtime::{Result, Tensor};
-use rayon::prelude::*;
 
 const OP: &str = "Conv";
 
@@ -70,7 +69,26 @@ fn check(p: &Conv, xs: &[usize], ws: &[usize], out: &[usize]) -> Result<Dims> {
 }
 
 pub(crate) fn conv(p: &Conv, ins: &[Option<&Tensor>], out: &TensorSpec) -> Result<Tensor> {
-    conv_with(p, ins, out, simd_available())
+    conv_with(p, ins, out, Path::Auto)
+}
+
+/// Which GEMM lowering a dense conv takes. Tests force each one.
+#[derive(Clone, Copy, PartialEq, Debug)]
+#[cfg_attr(not(test), allow(dead_code))]
+enum Path {
+    Auto,
+    Portable,
+    Simd,
+}
+
+/// Measured per ResNet-18 shape on the 2-core Xeon: the AVX-512 path wins where there are many
+/// 64-column panels to spread over the cores (56x56, 28x28 maps, by 5-15%); with few panels
+/// (14x14, 7x7) or a shallow K with few outputs (the RGB stem) the `gemm` crate path, which
+/// packs the weights once and splits rows, is 15-25% faster.
+fn prefer_simd(d: &Dims) -> bool {
+    let panels = d.n * d.groups * d.geom.out_len().div_ceil(64);
+    let kdim = d.c / d.groups * d.geom.kernel_len();
+    panels >= 4 * super::gemm_util::threads() && !(kdim < 256 && d.m / d.groups <= 64)
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -82,9 +100,8 @@ fn simd_available() -> bool {
     false
 }
 
-/// `simd`: use the AVX-512 kernel (the caller checked the CPU has it) instead of the portable
-/// im2col + `gemm` crate path; tests run both.
-fn conv_with(p: &Conv, ins: &[Option<&Tensor>], out: &TensorSpec, simd: bool) -> Result<Tensor> {
+/// `Path::Simd` must only be asked for where `simd_available()`.
+fn conv_with(p: &Conv, ins: &[Option<&Tensor>], out: &TensorSpec, path: Path) -> Result<Tensor> {
     let x = input(ins, 0, OP)?;
     let w = input(ins, 1, OP)?;
     let xd = f32_data(x, OP, "X")?;
@@ -115,6 +132,11 @@ fn conv_with(p: &Conv, ins: &[Option<&Tensor>], out: &TensorSpec, simd: bool) ->
     };
     let len = d.n * d.m * d.geom.out_len();
     let ep = Epilogue { bias, add, act: p.activation };
+    let simd = match path {
+        Path::Auto => simd_available() && prefer_simd(&d),
+        Path::Portable => false,
+        Path::Simd => true,
+    };
     let y = if len == 0 {
         vec![]
     } else if d.c / d.groups == 1 {
@@ -275,8 +297,8 @@ mod tests {
         };
         assert_eq!(c.pads.len(), 2 * sp);
         let ins = [Some(&x), Some(&w), c.bias.then_some(&b), c.add.then_some(&a)];
-        let got = conv_with(&p, &ins, &spec(&os), false).unwrap();
-        let got_simd = simd_available().then(|| conv_with(&p, &ins, &spec(&os), true).unwrap());
+        let got = conv_with(&p, &ins, &spec(&os), Path::Portable).unwrap();
+        let got_simd = simd_available().then(|| conv_with(&p, &ins, &spec(&os), Path::Simd).unwrap());
         let want = reference(
             c,
             x.as_f32().unwrap(),
@@ -453,10 +475,20 @@ mod tests {
         // empty batch
         let x0 = rng.tensor(&[0, 4, 5, 5]);
         assert_eq!(conv(&p, &[Some(&x0), Some(&w)], &spec(&[0, 2, 3, 3])).unwrap().len(), 0);
+        // no input channels: the output is the bias
+        let (xc0, wc0, b) = (rng.tensor(&[1, 0, 5, 5]), rng.tensor(&[2, 0, 3, 3]), rng.tensor(&[2]));
+        for path in [Path::Portable, if simd_available() { Path::Simd } else { Path::Auto }] {
+            let y = conv_with(&p, &[Some(&xc0), Some(&wc0), Some(&b)], &spec(&[1, 2, 3, 3]), path).unwrap();
+            let bd = b.as_f32().unwrap();
+            assert!(y.as_f32().unwrap().chunks(9).zip(bd).all(|(r, &bv)| r.iter().all(|&v| v == bv)));
+        }
     }
 
     /// ResNet-18 (batch 1, 224x224) conv shapes: `cargo test --release -p dynaspa-backends --lib
-    /// bench_resnet18_convs -- --ignored --nocapture`.
+    /// bench_resnet18_convs -- --ignored --nocapture`. Environment: BENCH_THREADS (default 2;
+    /// 1 times on-CPU time, robust to other load), BENCH_PATHS (time both lowerings too),
+    /// BENCH_COLD (evict caches before each call), BENCH_NO_BARE (skip the bare-GEMM column),
+    /// BENCH_MEDIAN (median instead of best of 30).
     #[test]
     #[ignore]
     fn bench_resnet18_convs() {
@@ -510,6 +542,13 @@ mod tests {
                 || junk.iter_mut().step_by(64).for_each(|v| *v = v.wrapping_add(1)),
                 || drop(std::hint::black_box(conv(&p, &ins, &sp).unwrap())),
             );
+            // BENCH_PATHS: also time each path on its own (the line below is what `conv` picks).
+            if std::env::var("BENCH_PATHS").is_ok() {
+                for (path, label) in [(Path::Portable, "portable"), (Path::Simd, "avx512")] {
+                    let dp = time_it(30, || drop(std::hint::black_box(conv_with(&p, &ins, &sp, path).unwrap())));
+                    println!("{name:>18}: {label:>8} {:7.3} ms", dp * 1e3);
+                }
+            }
             // The bare GEMM of the same size (inputs already lowered), for the overhead split.
             let (kd, pn) = (c * k * k, o * o);
             let a = rng.vec(m * kd);

@@ -16,7 +16,7 @@ pub(crate) fn depthwise(d: &Dims, x: &[f32], w: &[f32], ep: &Epilogue, y: &mut [
     let (mult, sw, iw_n) = (d.m / d.groups, g.stride[2], g.image[2]);
     let vt = g.valid_table();
     let offs: Vec<usize> = (0..sw).map(|r| phase_offset(iw_n, sw, r)).collect();
-    y.par_chunks_mut(p_n).enumerate().for_each(|(nm, plane)| {
+    y.par_chunks_mut(p_n).enumerate().with_max_len(1).for_each(|(nm, plane)| {
         let (n, m) = (nm / d.m, nm % d.m);
         let xc = &x[(n * d.c + m / mult) * img..][..img];
         let wm = &w[m * klen..][..klen];

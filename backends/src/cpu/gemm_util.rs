@@ -144,7 +144,7 @@ pub(crate) fn par_sgemm(
     let pieces = t.min(len.div_ceil(16)).max(1);
     let step = len.div_ceil(pieces).next_multiple_of(16).min(len);
     let count = len.div_ceil(step);
-    (0..count).into_par_iter().for_each(|i| {
+    (0..count).into_par_iter().with_max_len(1).for_each(|i| {
         let lo = i * step;
         let hi = (lo + step).min(len);
         unsafe {

@@ -31,6 +31,8 @@ mod strided;
 #[cfg(test)]
 mod ops_testkit;
 #[cfg(test)]
+mod dense_fuzz;
+#[cfg(test)]
 mod test_util;
 
 pub use executor::{CpuBackend, CpuEvaluator};

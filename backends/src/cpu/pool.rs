@@ -56,7 +56,7 @@ fn pool(op: &str, kind: Kind, p: &Pool, ins: &[Option<&Tensor>], out: &TensorSpe
         // Averages divide by a count that factorises over axes.
         let counts: Vec<Vec<f32>> = (0..3).map(|a| axis_counts(&g, a, pad_end[a], kind)).collect();
         let vt = g.valid_table();
-        y.par_chunks_mut(o_len).zip(xd.par_chunks(img.max(1))).for_each(|(yc, xc)| {
+        y.par_chunks_mut(o_len).zip(xd.par_chunks(img.max(1))).with_max_len(1).for_each(|(yc, xc)| {
             pool_plane(&g, &vt, kind, &counts, xc, yc);
         });
     }
