@@ -171,7 +171,8 @@ fn remove_dead(g: &mut Graph) {
     for i in (0..g.nodes.len()).rev() {
         if g.nodes[i].outputs.iter().any(|&o| needed[o]) {
             dead[i] = false;
-            for v in g.nodes[i].inputs.iter().flatten() {
+            let node = &g.nodes[i];
+            for v in node.inputs.iter().flatten().chain(node.sparse.as_ref().map(|s| &s.mask)) {
                 needed[*v] = true;
             }
         }

@@ -6,8 +6,10 @@ pub mod shape_move;
 pub mod window;
 pub mod fold;
 pub mod fuse;
+pub mod sparse;
 
 pub use op::*;
+pub use sparse::{FillPolicy, MaskKind, MaskSource, SparseSpec};
 
 use crate::tensor::{DType, Tensor};
 use std::collections::HashMap;
@@ -32,6 +34,8 @@ pub struct Node {
     /// `None` for an omitted optional input.
     pub inputs: Vec<Option<ValueId>>,
     pub outputs: Vec<ValueId>,
+    /// Set by `detect_sparse_regions` when the node computes only where a mask is 1.
+    pub sparse: Option<SparseSpec>,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -60,11 +64,12 @@ impl Graph {
     pub fn input_names(&self) -> Vec<&str> {
         self.inputs.iter().map(|&i| self.values[i].name.as_str()).collect()
     }
-    /// For each value, the indices of the nodes that read it.
+    /// For each value, the indices of the nodes that read it (as an op input or as a sparse mask).
     pub fn consumers(&self) -> Vec<Vec<usize>> {
         let mut c = vec![Vec::new(); self.values.len()];
         for (n, node) in self.nodes.iter().enumerate() {
-            for v in node.inputs.iter().flatten() {
+            // A sparse node also reads its mask, which is not one of its op inputs.
+            for v in node.inputs.iter().flatten().chain(node.sparse.as_ref().map(|s| &s.mask)) {
                 if !c[*v].contains(&n) {
                     c[*v].push(n);
                 }
@@ -97,6 +102,9 @@ impl Graph {
             for v in node.inputs.iter().flatten().chain(node.outputs.iter()) {
                 live[*v] = true;
             }
+            if let Some(sp) = &node.sparse {
+                live[sp.mask] = true;
+            }
         }
         for &v in self.inputs.iter().chain(self.outputs.iter()) {
             live[v] = true;
@@ -116,6 +124,9 @@ impl Graph {
             }
             for v in node.outputs.iter_mut() {
                 *v = remap[*v];
+            }
+            if let Some(sp) = &mut node.sparse {
+                sp.mask = remap[sp.mask];
             }
         }
         for v in self.inputs.iter_mut().chain(self.outputs.iter_mut()) {

@@ -147,7 +147,7 @@ pub fn import(m: &ModelProto, opts: &LoadOptions) -> Result<Graph> {
             }
             outs.push(b.add(Value { name: o.clone(), dtype: DType::F32, shape: vec![], constant: None }));
         }
-        ir_nodes.push(Node { name: name.clone(), op: op.clone(), inputs: Vec::new(), outputs: outs });
+        ir_nodes.push(Node { name: name.clone(), op: op.clone(), inputs: Vec::new(), outputs: outs, sparse: None });
     }
     // Inputs resolve after every output is known, so out-of-order node lists still import.
     for (node, (name, op, n)) in ir_nodes.iter_mut().zip(&nodes) {
