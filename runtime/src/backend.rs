@@ -29,4 +29,8 @@ pub trait Executable: Send {
     /// `inputs` in the order of `graph.inputs`, already checked against their specs;
     /// returns the graph outputs in order.
     fn run(&mut self, inputs: &[Tensor]) -> Result<Vec<Tensor>>;
+    /// What the last `run` did; `None` before the first run or where a backend keeps no report.
+    fn last_report(&self) -> Option<&crate::report::FrameReport> {
+        None
+    }
 }

@@ -6,6 +6,7 @@ pub mod error;
 pub mod graph;
 pub mod onnx;
 pub mod plan;
+pub mod report;
 pub mod session;
 pub mod sparsity;
 pub mod tensor;

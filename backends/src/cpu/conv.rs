@@ -69,8 +69,50 @@ fn check(p: &Conv, xs: &[usize], ws: &[usize], out: &[usize]) -> Result<Dims> {
 }
 
 pub(crate) fn conv(p: &Conv, ins: &[Option<&Tensor>], out: &TensorSpec) -> Result<Tensor> {
-    conv_with(p, ins, out, Path::Auto)
+    conv_with(p, ins, out, Path::Auto, None)
 }
+
+/// Weights transformed for Winograd when `p` with weight shape `ws` takes that path: a 2-D 3x3
+/// stride-1 undilated ungrouped conv, wide enough that the GEMM dominates the transforms.
+#[cfg(target_arch = "x86_64")]
+pub(crate) fn prepare_winograd(p: &Conv, w: &Tensor) -> Option<super::conv_winograd::WinoWeights> {
+    let ws = w.shape();
+    let win = &p.window;
+    let fits = ws.len() == 4
+        && ws[2..] == [3, 3]
+        && p.group == 1
+        && win.strides.iter().all(|&s| s == 1)
+        && win.dilations.iter().all(|&d| d == 1)
+        && ws[0] >= 16
+        && ws[1] >= 16
+        && simd_available();
+    let wd = w.as_f32().ok()?;
+    fits.then(|| super::conv_winograd::WinoWeights::new(wd, ws[0], ws[1]))
+}
+
+/// Conv with weights prepared at compile time (`prepare_winograd`).
+#[cfg(target_arch = "x86_64")]
+pub(crate) fn conv_winograd(
+    p: &Conv,
+    ins: &[Option<&Tensor>],
+    out: &TensorSpec,
+    wt: &super::conv_winograd::WinoWeights,
+) -> Result<Tensor> {
+    conv_with(p, ins, out, Path::Auto, Some(wt))
+}
+
+/// Measured on ResNet-18's layers (2-core Xeon): Winograd wins from 14x14 maps up (1.3-1.5x);
+/// a 7x7 map has 16 tiles, too few columns for the register tile, and loses.
+#[cfg(target_arch = "x86_64")]
+fn winograd_pays(d: &Dims) -> bool {
+    let g = &d.geom;
+    g.kernel == [1, 3, 3] && g.out[1].div_ceil(2) * g.out[2].div_ceil(2) >= 32
+}
+
+#[cfg(target_arch = "x86_64")]
+type Prepared<'a> = Option<&'a super::conv_winograd::WinoWeights>;
+#[cfg(not(target_arch = "x86_64"))]
+type Prepared<'a> = Option<&'a ()>;
 
 /// Which GEMM lowering a dense conv takes. Tests force each one.
 #[derive(Clone, Copy, PartialEq, Debug)]
@@ -101,7 +143,7 @@ fn simd_available() -> bool {
 }
 
 /// `Path::Simd` must only be asked for where `simd_available()`.
-fn conv_with(p: &Conv, ins: &[Option<&Tensor>], out: &TensorSpec, path: Path) -> Result<Tensor> {
+fn conv_with(p: &Conv, ins: &[Option<&Tensor>], out: &TensorSpec, path: Path, wino: Prepared) -> Result<Tensor> {
     let x = input(ins, 0, OP)?;
     let w = input(ins, 1, OP)?;
     let xd = f32_data(x, OP, "X")?;
@@ -148,7 +190,24 @@ fn conv_with(p: &Conv, ins: &[Option<&Tensor>], out: &TensorSpec, path: Path) ->
         let mut y = Vec::<f32>::with_capacity(len);
         let yp = SendPtr::raw(y.as_mut_ptr());
         #[cfg(target_arch = "x86_64")]
-        if simd {
+        if let Some(wt) = wino.filter(|wt| (wt.m, wt.c) == (d.m, d.c) && winograd_pays(&d) && simd_available()) {
+            let g = &d.geom;
+            let j = super::conv_winograd::WinoJob {
+                n: d.n,
+                h: g.image[1],
+                w: g.image[2],
+                ho: g.out[1],
+                wo: g.out[2],
+                pad: (g.pad[1], g.pad[2]),
+                x: xd,
+                wt,
+                bias,
+                add,
+                act: p.activation,
+            };
+            // SAFETY: AVX-512 checked; y has room for len = n*m*ho*wo elements.
+            unsafe { super::conv_winograd::conv(&j, yp) };
+        } else if simd {
             let j = super::conv_simd::Job {
                 n: d.n,
                 c: d.c,
@@ -169,7 +228,7 @@ fn conv_with(p: &Conv, ins: &[Option<&Tensor>], out: &TensorSpec, path: Path) ->
         }
         #[cfg(not(target_arch = "x86_64"))]
         {
-            let _ = simd;
+            let _ = (simd, wino);
             gemm_conv(&d, xd, wd, &ep, yp);
         }
         // SAFETY: the tasks of gemm_conv together wrote all `len` elements.
@@ -297,8 +356,12 @@ mod tests {
         };
         assert_eq!(c.pads.len(), 2 * sp);
         let ins = [Some(&x), Some(&w), c.bias.then_some(&b), c.add.then_some(&a)];
-        let got = conv_with(&p, &ins, &spec(&os), Path::Portable).unwrap();
-        let got_simd = simd_available().then(|| conv_with(&p, &ins, &spec(&os), Path::Simd).unwrap());
+        let got = conv_with(&p, &ins, &spec(&os), Path::Portable, None).unwrap();
+        let got_simd = simd_available().then(|| conv_with(&p, &ins, &spec(&os), Path::Simd, None).unwrap());
+        #[cfg(target_arch = "x86_64")]
+        let got_wino = prepare_winograd(&p, &w).map(|wt| conv_winograd(&p, &ins, &spec(&os), &wt).unwrap());
+        #[cfg(not(target_arch = "x86_64"))]
+        let got_wino: Option<Tensor> = None;
         let want = reference(
             c,
             x.as_f32().unwrap(),
@@ -312,6 +375,9 @@ mod tests {
         assert_close(got.as_f32().unwrap(), &want, 1e-4, &what);
         if let Some(g) = got_simd {
             assert_close(g.as_f32().unwrap(), &want, 1e-4, &format!("{what} (avx512)"));
+        }
+        if let Some(g) = got_wino {
+            assert_close(g.as_f32().unwrap(), &want, 1e-4, &format!("{what} (winograd)"));
         }
     }
 
@@ -478,7 +544,7 @@ mod tests {
         // no input channels: the output is the bias
         let (xc0, wc0, b) = (rng.tensor(&[1, 0, 5, 5]), rng.tensor(&[2, 0, 3, 3]), rng.tensor(&[2]));
         for path in [Path::Portable, if simd_available() { Path::Simd } else { Path::Auto }] {
-            let y = conv_with(&p, &[Some(&xc0), Some(&wc0), Some(&b)], &spec(&[1, 2, 3, 3]), path).unwrap();
+            let y = conv_with(&p, &[Some(&xc0), Some(&wc0), Some(&b)], &spec(&[1, 2, 3, 3]), path, None).unwrap();
             let bd = b.as_f32().unwrap();
             assert!(y.as_f32().unwrap().chunks(9).zip(bd).all(|(r, &bv)| r.iter().all(|&v| v == bv)));
         }
@@ -545,8 +611,13 @@ mod tests {
             // BENCH_PATHS: also time each path on its own (the line below is what `conv` picks).
             if std::env::var("BENCH_PATHS").is_ok() {
                 for (path, label) in [(Path::Portable, "portable"), (Path::Simd, "avx512")] {
-                    let dp = time_it(30, || drop(std::hint::black_box(conv_with(&p, &ins, &sp, path).unwrap())));
+                    let dp = time_it(30, || drop(std::hint::black_box(conv_with(&p, &ins, &sp, path, None).unwrap())));
                     println!("{name:>18}: {label:>8} {:7.3} ms", dp * 1e3);
+                }
+                #[cfg(target_arch = "x86_64")]
+                if let Some(wt) = prepare_winograd(&p, &w) {
+                    let dp = time_it(30, || drop(std::hint::black_box(conv_winograd(&p, &ins, &sp, &wt).unwrap())));
+                    println!("{name:>18}: winograd {:7.3} ms", dp * 1e3);
                 }
             }
             // The bare GEMM of the same size (inputs already lowered), for the overhead split.

@@ -18,11 +18,11 @@ use rayon::prelude::*;
 use std::arch::x86_64::*;
 
 /// Output channels per register tile.
-const MR: usize = 6;
+pub(crate) const MR: usize = 6;
 /// Output positions per register tile and per packed panel (4 vectors of 16).
-const NR: usize = 64;
+pub(crate) const NR: usize = 64;
 /// Longest K block: 128 rows of a panel are 32 KiB, inside the 48 KiB L1.
-const KC_MAX: usize = 128;
+pub(crate) const KC_MAX: usize = 128;
 const ZEROS: [f32; MR] = [0.0; MR];
 
 pub(crate) fn available() -> bool {
@@ -181,7 +181,7 @@ unsafe fn rows(j: &Job, y: SendPtr, job: usize, pi: usize, m0: usize, m1: usize,
 
 /// What the register tile does after the last K block, before its store.
 #[derive(Clone, Copy, PartialEq, Debug)]
-enum Finish {
+pub(crate) enum Finish {
     None,
     Relu,
     Leaky(f32),
@@ -210,26 +210,26 @@ impl Finish {
 /// of at least `cols` (1..=64) values at stride `ldb`, output rows at stride `ldy`. Starts from
 /// `bias` (one per row) or, when `None`, adds to what `y` holds; `add` (same layout as `y`) is
 /// added before `fin`. `prefetch` points at the weight rows the next tile will read.
-struct Tile<'a> {
-    rows: usize,
-    cols: usize,
-    k: usize,
-    w: &'a [f32],
-    ldw: usize,
-    b: &'a [f32],
-    ldb: usize,
-    bias: Option<&'a [f32]>,
-    add: Option<&'a [f32]>,
-    fin: Finish,
-    y: *mut f32,
-    ldy: usize,
-    prefetch: *const f32,
+pub(crate) struct Tile<'a> {
+    pub rows: usize,
+    pub cols: usize,
+    pub k: usize,
+    pub w: &'a [f32],
+    pub ldw: usize,
+    pub b: &'a [f32],
+    pub ldb: usize,
+    pub bias: Option<&'a [f32]>,
+    pub add: Option<&'a [f32]>,
+    pub fin: Finish,
+    pub y: *mut f32,
+    pub ldy: usize,
+    pub prefetch: *const f32,
 }
 
 impl Tile<'_> {
     /// # Safety
     /// `y` must be writable for the tile; AVX-512 must be available.
-    unsafe fn run(&self) {
+    pub unsafe fn run(&self) {
         let (rows, cols, k) = (self.rows, self.cols, self.k);
         debug_assert!((1..=MR).contains(&rows) && (1..=NR).contains(&cols));
         // The kernel reads through raw pointers; these bounds are what keeps that sound.

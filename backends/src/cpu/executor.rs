@@ -46,7 +46,8 @@ impl Backend for CpuBackend {
                     .collect()
             })
             .collect();
-        Ok(Box::new(CpuExecutable { graph, pool: self.pool.clone(), last_use, specs }))
+        let prepared = graph.nodes.iter().map(|n| prepare(&graph, n)).collect();
+        Ok(Box::new(CpuExecutable { graph, pool: self.pool.clone(), last_use, specs, prepared }))
     }
 }
 
@@ -55,6 +56,34 @@ struct CpuExecutable {
     pool: Arc<rayon::ThreadPool>,
     last_use: Vec<Option<usize>>,
     specs: Vec<Vec<TensorSpec>>,
+    /// Per node: weights rearranged once for the kernel that will run them.
+    prepared: Vec<Option<Prepared>>,
+}
+
+/// Kernel-specific forms of constant weights, made when the graph is compiled rather than on
+/// every frame.
+enum Prepared {
+    #[cfg(target_arch = "x86_64")]
+    Winograd(super::conv_winograd::WinoWeights),
+}
+
+fn prepare(g: &Graph, n: &dynaspa_runtime::graph::Node) -> Option<Prepared> {
+    match &n.op {
+        #[cfg(target_arch = "x86_64")]
+        Op::Conv(p) => {
+            let w = g.values[(*n.inputs.get(1)?)?].constant.as_ref()?;
+            super::conv::prepare_winograd(p, w).map(Prepared::Winograd)
+        }
+        _ => None,
+    }
+}
+
+fn eval_node(op: &Op, prepared: Option<&Prepared>, ins: &[Option<&Tensor>], specs: &[TensorSpec]) -> Result<Vec<Tensor>> {
+    match (op, prepared) {
+        #[cfg(target_arch = "x86_64")]
+        (Op::Conv(p), Some(Prepared::Winograd(wt))) => Ok(vec![super::conv::conv_winograd(p, ins, &specs[0], wt)?]),
+        _ => eval_op(op, ins, specs),
+    }
 }
 
 impl Executable for CpuExecutable {
@@ -69,7 +98,7 @@ impl Executable for CpuExecutable {
                 let _span = tracing::trace_span!("node", name = %node.name, op = node.op.name()).entered();
                 let ins: Vec<Option<&Tensor>> =
                     node.inputs.iter().map(|i| i.and_then(|i| vals[i].as_deref())).collect();
-                let outs = eval_op(&node.op, &ins, &self.specs[ni])
+                let outs = eval_node(&node.op, self.prepared[ni].as_ref(), &ins, &self.specs[ni])
                     .map_err(|e| Error::node(&node.name, node.op.name(), e.to_string()))?;
                 check_outputs(&node.name, &node.op, &outs, &self.specs[ni])?;
                 for (&o, t) in node.outputs.iter().zip(outs) {

@@ -9,6 +9,8 @@ mod conv_gemm;
 mod conv_pack;
 #[cfg(target_arch = "x86_64")]
 mod conv_simd;
+#[cfg(target_arch = "x86_64")]
+mod conv_winograd;
 mod conv_transpose;
 mod elem;
 mod elementwise;
@@ -27,6 +29,7 @@ mod pool;
 mod reduce;
 mod resize;
 mod softmax;
+mod zero_pool;
 mod strided;
 #[cfg(test)]
 mod ops_testkit;

@@ -1,0 +1,60 @@
+//! What one frame did, for `dynaspa run --frames`, `profile` and `bench`: per sparse op the mask
+//! density, the chosen PolyKernel member and the time of each phase (DynaSpa's Table 4 rows).
+
+use crate::sparsity::Granularity;
+use serde::Serialize;
+use std::time::Duration;
+
+/// Phases of one sparse op, in the order they run. `mask` (evaluating the mask source) is not
+/// here: the mask is an ordinary graph value computed by earlier nodes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct PhaseTimes {
+    /// Mask tensor -> `BitMask` (includes the binary check).
+    pub bitmask: Duration,
+    /// DISTile counts for every granularity, and the chosen granularity's index list.
+    pub tiles: Duration,
+    /// Argmin of the dispatch tables.
+    pub select: Duration,
+    /// Waiting for or doing the zeroing of the output buffer.
+    pub zero_fill: Duration,
+    /// The kernel itself (for the dense member: dense kernel and the mask multiplication).
+    pub compute: Duration,
+}
+
+impl PhaseTimes {
+    pub fn total(&self) -> Duration {
+        self.bitmask + self.tiles + self.select + self.zero_fill + self.compute
+    }
+    /// Everything that is not the kernel: what the runtime adds to a sparse op.
+    pub fn overhead(&self) -> Duration {
+        self.bitmask + self.tiles + self.select
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct SparseOpRecord {
+    pub node: String,
+    pub op: String,
+    /// Active fraction of the op's mask (mean over the batch).
+    pub density: f64,
+    /// The chosen member: its schedule name, and its granularity (`None`: the dense member).
+    pub member: String,
+    pub granularity: Option<Granularity>,
+    /// DISTiles launched (summed over the batch); 0 for the dense member.
+    pub tiles: usize,
+    pub phases: PhaseTimes,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct FrameReport {
+    /// Wall time of the whole graph.
+    pub total: Duration,
+    pub sparse_ops: Vec<SparseOpRecord>,
+}
+
+impl FrameReport {
+    /// Time spent in sparse ops (all phases).
+    pub fn sparse_time(&self) -> Duration {
+        self.sparse_ops.iter().map(|r| r.phases.total()).sum()
+    }
+}
