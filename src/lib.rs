@@ -21,6 +21,9 @@ pub struct OpenOptions {
     pub load: LoadOptions,
     /// CPU worker threads (`None`: all cores).
     pub threads: Option<usize>,
+    /// Run the ops `detect_sparse_regions` finds sparsely (the default); `false` runs the same
+    /// graph densely, the baseline of `dynaspa bench`.
+    pub dense: bool,
 }
 
 /// Loads and optimises a model file (constant folding runs on the CPU kernels).

@@ -49,6 +49,10 @@ impl Session {
     pub fn backend_name(&self) -> &str {
         &self.backend
     }
+    /// Per sparse op: density, chosen kernel and phase times of the last `run`.
+    pub fn last_report(&self) -> Option<&crate::report::FrameReport> {
+        self.exec.last_report()
+    }
     /// Runs one frame. `inputs` are (name, tensor) pairs covering every graph input.
     pub fn run(&mut self, inputs: Vec<(String, Tensor)>) -> Result<Vec<(String, Tensor)>> {
         let g = &self.graph;
