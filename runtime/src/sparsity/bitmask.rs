@@ -42,14 +42,22 @@ fn f32_is_binary(bits: u32) -> bool {
 }
 
 /// Packs up to 64 mask values into one word; the flag is false if any value is not binary.
-/// Branch-free over the values so the loop vectorises.
+/// Branch-free over the values: one flag byte per value (a compare the compiler vectorises),
+/// then eight bytes at a time gathered into eight bits by one multiplication (byte `i`'s low bit
+/// lands on bit `56 + i`, and no two partial products meet there).
 #[inline]
-fn pack_f32(values: &[f32]) -> (u64, bool) {
-    let (mut word, mut bad) = (0u64, 0u32);
-    for (i, v) in values.iter().enumerate() {
+fn pack_f32(values: &[f32; 64]) -> (u64, bool) {
+    let mut flags = [0u8; 64];
+    let mut bad = 0u32;
+    for (f, v) in flags.iter_mut().zip(values) {
         let b = v.to_bits();
-        word |= ((b == F32_ONE) as u64) << i;
+        *f = (b == F32_ONE) as u8;
         bad |= ((b != F32_ONE) & (b << 1 != 0)) as u32;
+    }
+    let mut word = 0u64;
+    for (k, c) in flags.chunks_exact(8).enumerate() {
+        let bytes = u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]);
+        word |= (bytes.wrapping_mul(0x0102_0408_1020_4080) >> 56) << (8 * k);
     }
     (word, bad == 0)
 }
@@ -130,12 +138,15 @@ impl BitMask {
         let chunks = values.chunks_exact(64);
         let tail = chunks.remainder();
         for (w, c) in raw.iter_mut().zip(chunks) {
-            let (word, good) = pack_f32(c);
+            let (word, good) = pack_f32(c.try_into().expect("chunks_exact(64) yields 64 values"));
             *w = word;
             ok &= good;
         }
         if !tail.is_empty() {
-            let (word, good) = pack_f32(tail);
+            // Zeros are valid mask values and set no bit, so padding the tail with them is neutral.
+            let mut last = [0.0f32; 64];
+            last[..tail.len()].copy_from_slice(tail);
+            let (word, good) = pack_f32(&last);
             raw[values.len() / 64] = word;
             ok &= good;
         }
@@ -263,15 +274,18 @@ impl BitMask {
     /// the mask of a layer `r` times coarser. `r` must divide both sides.
     pub fn max_pool(&self, r: usize) -> Result<BitMask> {
         if r == 0 || self.height % r != 0 || self.width % r != 0 {
-            return Err(Error::Other(format!("BitMask {}x{}: cannot max-pool by {r}", self.height, self.width)));
+            return Err(Error::Other(format!(
+                "BitMask {}x{}: cannot max-pool by {r}",
+                self.height, self.width
+            )));
         }
         if r == 1 {
             return Ok(self.clone());
         }
         // A pooled cell is set exactly when the aligned r×r DISTile at its block exists.
-        let g = u16::try_from(r)
-            .map(|r| super::Granularity::new(r, r))
-            .map_err(|_| Error::Other(format!("BitMask: max-pool factor {r} is larger than a tile side can be")))?;
+        let g = u16::try_from(r).map(|r| super::Granularity::new(r, r)).map_err(|_| {
+            Error::Other(format!("BitMask: max-pool factor {r} is larger than a tile side can be"))
+        })?;
         let mut out = BitMask::zeros(self.height / r, self.width / r);
         for t in &self.aligned_tiles(g).tiles {
             out.set(t.y as usize / r, t.x as usize / r, true);

@@ -157,15 +157,15 @@ fn grouped(runs: &[Run], comp: &[u32], n: usize) -> (Vec<Run>, Vec<usize>) {
 /// Bounding box and size of each component.
 fn boxes(runs: &[Run], comp: &[u32], n: usize) -> Vec<Component> {
     let mut out = vec![Component { y0: usize::MAX, y1: 0, x0: usize::MAX, x1: 0, size: 0 }; n];
-        for (r, &c) in runs.iter().zip(comp) {
-            let b = &mut out[c as usize];
-            b.y0 = b.y0.min(r.y);
-            b.y1 = b.y1.max(r.y + 1);
-            b.x0 = b.x0.min(r.x0);
-            b.x1 = b.x1.max(r.x1);
-            b.size += r.x1 - r.x0;
-        }
-        out
+    for (r, &c) in runs.iter().zip(comp) {
+        let b = &mut out[c as usize];
+        b.y0 = b.y0.min(r.y);
+        b.y1 = b.y1.max(r.y + 1);
+        b.x0 = b.x0.min(r.x0);
+        b.x1 = b.x1.max(r.x1);
+        b.size += r.x1 - r.x0;
+    }
+    out
 }
 
 impl BitMask {

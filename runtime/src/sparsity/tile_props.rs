@@ -17,7 +17,11 @@ fn check_tiles(m: &BitMask, t: &TileSet, what: &str) {
     assert_eq!((t.height, t.width), (h, w), "{what}: size");
     for &tile in &t.tiles {
         let (y0, y1, x0, x1) = t.extent(tile);
-        assert!(y0 < y1 && y1 <= h && x0 < x1 && x1 <= w, "{what}: tile {tile:?} extent {:?}", (y0, y1, x0, x1));
+        assert!(
+            y0 < y1 && y1 <= h && x0 < x1 && x1 <= w,
+            "{what}: tile {tile:?} extent {:?}",
+            (y0, y1, x0, x1)
+        );
         for dy in 0..gh {
             for dx in 0..gw {
                 let (y, x) = (y0 + dy, x0 + dx);
@@ -144,7 +148,10 @@ fn aligned_tiles_equal_the_reference_at_every_granularity_up_to_16() {
                 assert_eq!(t, naive, "{what}\n{m:?}");
                 assert_eq!(m.count_aligned_tiles(g), t.len(), "{what}");
                 for tile in &t.tiles {
-                    assert!(tile.y % gh as u32 == 0 && tile.x % gw as u32 == 0, "{what}: {tile:?} not aligned");
+                    assert!(
+                        tile.y % gh as u32 == 0 && tile.x % gw as u32 == 0,
+                        "{what}: {tile:?} not aligned"
+                    );
                 }
                 check_tiles(&m, &t, &what);
                 if (gh + gw) % 5 == 0 {
@@ -280,13 +287,25 @@ fn max_pool_equals_the_reference() {
         let r = rng.range(1, 9);
         let (a, b) = (rng.side(20), rng.side(20));
         let m = rng.mask(a * r, b * r);
-        let want = BitMask::from_fn(a, b, |y, x| (0..r).any(|dy| (0..r).any(|dx| m.get(y * r + dy, x * r + dx))));
+        let want =
+            BitMask::from_fn(a, b, |y, x| (0..r).any(|dy| (0..r).any(|dx| m.get(y * r + dy, x * r + dx))));
         assert_eq!(m.max_pool(r).unwrap(), want, "case {case} r {r}\n{m:?}");
     }
 }
 
 fn as_f32(m: &BitMask, rng: &mut TestRng) -> Vec<f32> {
-    m.to_bools().iter().map(|&b| if b { 1.0 } else if rng.range(0, 4) == 0 { -0.0 } else { 0.0 }).collect()
+    m.to_bools()
+        .iter()
+        .map(|&b| {
+            if b {
+                1.0
+            } else if rng.range(0, 4) == 0 {
+                -0.0
+            } else {
+                0.0
+            }
+        })
+        .collect()
 }
 
 #[test]
@@ -332,7 +351,10 @@ fn from_f32_rejects_non_binary_values_naming_the_first() {
         }
         let e = BitMask::from_f32(m.height(), m.width(), &v).unwrap_err().to_string();
         let (y, x) = (i / m.width(), i % m.width());
-        assert!(e.contains(&format!("(y {y}, x {x})")) && e.contains(&format!("is {value:?}")), "case {case}: {e}");
+        assert!(
+            e.contains(&format!("(y {y}, x {x})")) && e.contains(&format!("is {value:?}")),
+            "case {case}: {e}"
+        );
     }
     let e = BitMask::from_f32(3, 4, &[0.0; 11]).unwrap_err().to_string();
     assert!(e.contains("3x4") && e.contains("11"), "{e}");

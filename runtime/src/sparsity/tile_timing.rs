@@ -83,6 +83,22 @@ fn tile_timing() {
             black_box(black_box(&m).count_tiles_many(&gs));
         });
         println!("  4 granularities: count_tiles_many {many:.0} ns, 4 x count_aligned_tiles {single:.0} ns");
+        // Equal heights: the case where count_tiles_many shares the row pass.
+        let same_h = [Granularity::new(4, 2), Granularity::new(4, 4), Granularity::new(4, 8), Granularity::new(4, 16)];
+        let many_same = ns_per_call(|| {
+            black_box(black_box(&m).count_tiles_many(&same_h));
+        });
+        let singles_same: f64 = same_h
+            .iter()
+            .map(|&g| {
+                ns_per_call(|| {
+                    black_box(black_box(&m).count_aligned_tiles(g));
+                })
+            })
+            .sum();
+        println!(
+            "  4x2, 4x4, 4x8, 4x16: count_tiles_many {many_same:.0} ns, 4 x count_aligned_tiles {singles_same:.0} ns"
+        );
         let v: Vec<f32> = m.to_bools().iter().map(|&b| b as u8 as f32).collect();
         let f = ns_per_call(|| {
             black_box(BitMask::from_f32(h, w, black_box(&v)).unwrap());
@@ -91,5 +107,37 @@ fn tile_timing() {
             black_box(black_box(&m).dilate_xy(1, 1));
         });
         println!("  from_f32 {f:.0} ns ({:.2} ns/value), dilate_xy(1, 1) {d:.0} ns", f / (h * w) as f64);
+    }
+}
+
+/// Runs one operation a fixed number of times, for counting instructions and cycles with
+/// `perf stat` (stable on a loaded machine, unlike wall time):
+/// `DYNASPA_OP=count DYNASPA_SIZE=112 perf stat -e instructions:u,cycles:u <test binary>
+///  tile_ops_fixed --ignored`; ops: count, many, count_same_h, many_same_h, aligned, component,
+/// from_f32, dilate.
+#[test]
+#[ignore]
+fn tile_ops_fixed() {
+    let op = std::env::var("DYNASPA_OP").unwrap_or_else(|_| "count".into());
+    let side: usize = std::env::var("DYNASPA_SIZE").ok().and_then(|s| s.parse().ok()).unwrap_or(56);
+    let n: usize = std::env::var("DYNASPA_ITERS").ok().and_then(|s| s.parse().ok()).unwrap_or(100_000);
+    let (mut rng, _seed) = TestRng::fresh();
+    let m = blobby(&mut rng, side, side);
+    let gs = [Granularity::new(2, 2), Granularity::new(4, 4), Granularity::new(8, 8), Granularity::new(3, 5)];
+    let same_h = [Granularity::new(4, 2), Granularity::new(4, 4), Granularity::new(4, 8), Granularity::new(4, 16)];
+    let v: Vec<f32> = m.to_bools().iter().map(|&b| b as u8 as f32).collect();
+    for i in 0..n {
+        let g = gs[i % 4];
+        match op.as_str() {
+            "count" => drop(black_box(black_box(&m).count_aligned_tiles(g))),
+            "many" => drop(black_box(black_box(&m).count_tiles_many(&gs))),
+            "many_same_h" => drop(black_box(black_box(&m).count_tiles_many(&same_h))),
+            "count_same_h" => drop(black_box(black_box(&m).count_aligned_tiles(same_h[i % 4]))),
+            "aligned" => drop(black_box(black_box(&m).aligned_tiles(g))),
+            "component" => drop(black_box(black_box(&m).component_tiles(g))),
+            "from_f32" => drop(black_box(BitMask::from_f32(side, side, black_box(&v)))),
+            "dilate" => drop(black_box(black_box(&m).dilate_xy(1, 1))),
+            _ => panic!("unknown DYNASPA_OP {op}"),
+        }
     }
 }

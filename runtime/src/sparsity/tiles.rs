@@ -16,7 +16,7 @@
 //! in columns x..x+w" at bit x, and the bits at multiples of `w` are the tiles. Counting is a
 //! popcount of the same words, so dispatch can count every frame without building tile lists.
 
-use super::words::{self, with_scratch};
+use super::words;
 use super::BitMask;
 use serde::{Deserialize, Serialize};
 
@@ -143,124 +143,179 @@ pub fn aligned_tiles_naive(mask: &BitMask, g: Granularity) -> TileSet {
     TileSet { granularity: g, height: mask.height(), width: mask.width(), tiles }
 }
 
-impl BitMask {
-    /// Calls `f(y0, hits)` for every row of aligned tiles at granularity `g` (already
-    /// effective): bit `x` of the row words `hits` is set iff the tile with origin `(y0, x)`
-    /// holds a set bit. Rows of tiles without any are skipped.
-    #[inline]
-    fn for_each_tile_row(&self, g: Granularity, mut f: impl FnMut(usize, &[u64])) {
-        let (h, w) = (self.height(), self.width());
-        if h == 0 || w == 0 {
-            return;
+/// A row's words: a fixed-size array for rows up to 256 columns (so every loop over a row
+/// unrolls), a `Vec` beyond.
+trait RowBuf: AsRef<[u64]> + AsMut<[u64]> {}
+impl<T: AsRef<[u64]> + AsMut<[u64]>> RowBuf for T {}
+
+/// Runs `$f(args..., make)` where `make()` returns zeroed row words for `$nw` words per row.
+macro_rules! by_row_words {
+    ($nw:expr, $f:ident($($arg:expr),*)) => {
+        match $nw {
+            1 => $f($($arg,)* || [0u64; 1]),
+            2 => $f($($arg,)* || [0u64; 2]),
+            3 => $f($($arg,)* || [0u64; 3]),
+            4 => $f($($arg,)* || [0u64; 4]),
+            n => $f($($arg,)* || vec![0u64; n]),
         }
-        let (gh, gw) = (g.h as usize, g.w as usize);
-        let nw = w.div_ceil(64);
-        let raw = self.words();
-        with_scratch(2 * nw, |s| {
-            let (acc, starts) = s.split_at_mut(nw);
-            words::group_starts(w, gw, starts);
-            for y0 in (0..h).step_by(gh) {
-                acc.fill(0);
-                for y in y0..(y0 + gh).min(h) {
-                    words::or_bits(raw, y * w, w, acc);
-                }
-                if acc.iter().all(|&a| a == 0) {
-                    continue;
-                }
-                words::widen_down(acc, 1, gw);
-                for (a, s) in acc.iter_mut().zip(starts.iter()) {
-                    *a &= s;
-                }
-                f(y0, acc);
+    };
+}
+
+/// Calls `f(y0, acc)` for every row of tiles `gh` rows high (rows `y0..y0 + gh`) that holds a
+/// set bit, `acc` being the OR of its rows as row words.
+#[inline(always)]
+fn tile_rows<B: RowBuf>(m: &BitMask, gh: usize, bufs: (&mut B, &mut B), mut f: impl FnMut(usize, &B)) {
+    let (h, w) = (m.height(), m.width());
+    let raw = m.words();
+    let (acc, mask) = bufs;
+    words::row_mask(w, mask.as_mut());
+    let mut y0 = 0;
+    while y0 < h {
+        let a = acc.as_mut();
+        a.fill(0);
+        let y1 = (y0 + gh).min(h);
+        let mut offset = y0 * w;
+        while offset < y1 * w {
+            words::or_row(raw, offset, mask.as_ref(), a);
+            offset += w;
+        }
+        if a.iter().any(|&x| x != 0) {
+            f(y0, acc);
+        }
+        y0 = y1;
+    }
+}
+
+/// `hits` gets bit `x` set iff the tile at column `x` exists: the window OR of `acc` over `gw`
+/// columns, kept at the group starts `starts`.
+#[inline(always)]
+fn tile_hits<B: RowBuf>(acc: &B, gw: usize, starts: &B, hits: &mut B) {
+    let h = hits.as_mut();
+    h.copy_from_slice(acc.as_ref());
+    words::widen_down(h, 1, gw);
+    for (x, s) in h.iter_mut().zip(starts.as_ref()) {
+        *x &= s;
+    }
+}
+
+fn popcount(ws: &[u64]) -> usize {
+    ws.iter().map(|w| w.count_ones() as usize).sum()
+}
+
+fn aligned_impl<B: RowBuf>(m: &BitMask, g: Granularity, make: impl Fn() -> B) -> Vec<DisTile> {
+    let (mut acc, mut starts, mut hits) = (make(), make(), make());
+    words::group_starts(m.width(), g.w as usize, starts.as_mut());
+    let mut tiles = Vec::new();
+    tile_rows(m, g.h as usize, (&mut acc, &mut make()), |y0, acc| {
+        tile_hits(acc, g.w as usize, &starts, &mut hits);
+        for (i, &word) in hits.as_ref().iter().enumerate() {
+            let mut b = word;
+            while b != 0 {
+                let x = 64 * i + b.trailing_zeros() as usize;
+                tiles.push(DisTile { y: y0 as u32, x: x as u32 });
+                b &= b - 1;
+            }
+        }
+    });
+    tiles
+}
+
+fn count_impl<B: RowBuf>(m: &BitMask, g: Granularity, make: impl Fn() -> B) -> usize {
+    let (mut acc, mut starts, mut hits) = (make(), make(), make());
+    words::group_starts(m.width(), g.w as usize, starts.as_mut());
+    let mut n = 0;
+    tile_rows(m, g.h as usize, (&mut acc, &mut make()), |_, acc| {
+        tile_hits(acc, g.w as usize, &starts, &mut hits);
+        n += popcount(hits.as_ref());
+    });
+    n
+}
+
+/// Counts for `order` (effective granularities sorted by height then width, each with the
+/// index in `out` its count goes to). Granularities of equal height share one pass over the
+/// rows, and their window ORs widen from one width to the next. (Keeping every row copied out
+/// once and ORing tile rows of a height from those of a divisor of it was tried: it ran no
+/// fewer instructions than re-reading the packed rows, so it is not done.)
+fn count_sorted_impl<B: RowBuf>(
+    m: &BitMask,
+    order: &[(Granularity, usize)],
+    out: &mut [usize],
+    make: impl Fn() -> B,
+) {
+    let (mut acc, mut mask, mut win) = (make(), make(), make());
+    let mut starts: Vec<B> = order.iter().map(|_| make()).collect();
+    for (s, (g, _)) in starts.iter_mut().zip(order) {
+        words::group_starts(m.width(), g.w as usize, s.as_mut());
+    }
+    let mut k = 0;
+    while k < order.len() {
+        let gh = order[k].0.h as usize;
+        let end = k + order[k..].iter().take_while(|(g, _)| g.h as usize == gh).count();
+        let (same_h, same_starts) = (&order[k..end], &starts[k..end]);
+        tile_rows(m, gh, (&mut acc, &mut mask), |_, acc| {
+            let win = win.as_mut();
+            win.copy_from_slice(acc.as_ref());
+            let mut cur = 1;
+            for (&(g, i), s) in same_h.iter().zip(same_starts) {
+                let gw = g.w as usize;
+                words::widen_down(win, cur, gw);
+                cur = gw;
+                out[i] += popcount_and(win, s.as_ref());
             }
         });
+        k = end;
     }
+}
 
+fn popcount_and(a: &[u64], b: &[u64]) -> usize {
+    a.iter().zip(b).map(|(x, y)| (x & y).count_ones() as usize).sum()
+}
+
+impl BitMask {
     /// Aligned DISTiles at any granularity (a zero side counts as 1): a tile at every origin
     /// `(y, x)` with `y % g.h == 0` and `x % g.w == 0` whose block holds a set bit, in row-major
     /// order. Sides that do not divide the mask leave a last row/column of tiles that reaches
     /// past the edge (phantom). Same result as [`aligned_tiles_naive`], by word operations.
     pub fn aligned_tiles(&self, g: Granularity) -> TileSet {
         let g = g.effective();
-        let mut tiles = Vec::new();
-        self.for_each_tile_row(g, |y0, hits| {
-            for (i, &word) in hits.iter().enumerate() {
-                let mut m = word;
-                while m != 0 {
-                    let x = 64 * i + m.trailing_zeros() as usize;
-                    tiles.push(DisTile { y: y0 as u32, x: x as u32 });
-                    m &= m - 1;
-                }
-            }
-        });
+        let tiles = if self.is_empty() {
+            Vec::new()
+        } else {
+            by_row_words!(self.width().div_ceil(64), aligned_impl(self, g))
+        };
         TileSet { granularity: g, height: self.height(), width: self.width(), tiles }
     }
 
-    /// `aligned_tiles(g).len()` without building the list (and, for rows up to 1536 columns,
+    /// `aligned_tiles(g).len()` without building the list (and, for rows up to 256 columns,
     /// without allocating): what dispatch needs per frame.
     pub fn count_aligned_tiles(&self, g: Granularity) -> usize {
-        let mut n = 0;
-        self.for_each_tile_row(g.effective(), |_, hits| {
-            n += hits.iter().map(|w| w.count_ones() as usize).sum::<usize>();
-        });
-        n
+        if self.is_empty() {
+            return 0;
+        }
+        by_row_words!(self.width().div_ceil(64), count_impl(self, g.effective()))
     }
 
-    /// `count_aligned_tiles` for each of `gs` (same order; repeats allowed), sharing the work:
-    /// rows are copied out of the packed mask once, granularities of equal height share the
-    /// OR of each tile row, and their window ORs are widened from the narrowest to the widest.
+    /// `count_aligned_tiles` for each of `gs` (same order; repeats allowed), sharing the work
+    /// where it pays: granularities of equal height share the pass over the rows (the OR of
+    /// each row of tiles), and their window ORs widen from the narrowest to the widest.
     pub fn count_tiles_many(&self, gs: &[Granularity]) -> Vec<usize> {
         let mut out = vec![0usize; gs.len()];
-        let (h, w) = (self.height(), self.width());
-        if h == 0 || w == 0 || gs.is_empty() {
+        if self.is_empty() || gs.is_empty() {
             return out;
         }
-        if gs.len() == 1 {
-            out[0] = self.count_aligned_tiles(gs[0]);
-            return out;
-        }
-        let eff: Vec<Granularity> = gs.iter().map(|g| g.effective()).collect();
-        let mut order: Vec<usize> = (0..gs.len()).collect();
-        order.sort_unstable_by_key(|&i| (eff[i].h, eff[i].w));
-        let nw = w.div_ceil(64);
-        let raw = self.words();
-        let mut rows = vec![0u64; h * nw];
-        for (y, row) in rows.chunks_exact_mut(nw).enumerate() {
-            words::or_bits(raw, y * w, w, row);
-        }
-        let mut starts = vec![0u64; order.len() * nw];
-        for (s, &i) in starts.chunks_exact_mut(nw).zip(&order) {
-            words::group_starts(w, eff[i].w as usize, s);
-        }
-        let mut acc = vec![0u64; nw];
-        let mut win = vec![0u64; nw];
-        let mut k = 0;
-        while k < order.len() {
-            let gh = eff[order[k]].h;
-            let end = k + order[k..].iter().take_while(|&&i| eff[i].h == gh).count();
-            for y0 in (0..h).step_by(gh as usize) {
-                acc.fill(0);
-                for row in rows[y0 * nw..((y0 + gh as usize).min(h)) * nw].chunks_exact(nw) {
-                    for (a, r) in acc.iter_mut().zip(row) {
-                        *a |= r;
-                    }
-                }
-                if acc.iter().all(|&a| a == 0) {
-                    continue;
-                }
-                win.copy_from_slice(&acc);
-                let mut cur = 1;
-                for j in k..end {
-                    let i = order[j];
-                    let gw = eff[i].w as usize;
-                    words::widen_down(&mut win, cur, gw);
-                    cur = gw;
-                    let s = &starts[j * nw..(j + 1) * nw];
-                    out[i] += win.iter().zip(s).map(|(a, b)| (a & b).count_ones() as usize).sum::<usize>();
-                }
+        let shared_height =
+            gs.iter().enumerate().any(|(i, a)| gs[..i].iter().any(|b| b.effective().h == a.effective().h));
+        if !shared_height {
+            // Nothing to share: skip the bookkeeping (and its allocations).
+            for (o, &g) in out.iter_mut().zip(gs) {
+                *o = self.count_aligned_tiles(g);
             }
-            k = end;
+            return out;
         }
+        let mut order: Vec<(Granularity, usize)> =
+            gs.iter().enumerate().map(|(i, g)| (g.effective(), i)).collect();
+        order.sort_unstable_by_key(|&(g, _)| (g.h, g.w));
+        by_row_words!(self.width().div_ceil(64), count_sorted_impl(self, &order, &mut out));
         out
     }
 }

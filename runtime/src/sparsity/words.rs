@@ -16,14 +16,29 @@ pub(crate) fn low_bits(n: usize) -> u64 {
 }
 
 /// The 64 bits of `raw` starting at bit `offset`; bits past the end of `raw` read as 0.
-#[inline]
+/// Without branches: this is the inner step of every row-wise operation.
+#[inline(always)]
 pub(crate) fn load64(raw: &[u64], offset: usize) -> u64 {
     let (q, s) = (offset / 64, offset % 64);
-    let lo = raw.get(q).copied().unwrap_or(0) >> s;
-    if s == 0 {
-        lo
-    } else {
-        lo | raw.get(q + 1).copied().unwrap_or(0) << (64 - s)
+    let lo = raw.get(q).map_or(0, |w| w >> s);
+    // Two shifts so that s = 0 shifts the next word out entirely instead of by 64.
+    let hi = raw.get(q + 1).map_or(0, |w| (w << 1) << (63 - s));
+    lo | hi
+}
+
+/// Words that keep the first `len` bits of a row (all ones, then the partial last word).
+pub(crate) fn row_mask(len: usize, out: &mut [u64]) {
+    for (k, m) in out.iter_mut().enumerate() {
+        *m = low_bits(len.saturating_sub(64 * k));
+    }
+}
+
+/// [`or_bits`] for a row of `mask.len()` words, `mask` from [`row_mask`]: one load, AND and OR
+/// per word, unrolled when the caller's row words have a fixed size.
+#[inline(always)]
+pub(crate) fn or_row(raw: &[u64], offset: usize, mask: &[u64], acc: &mut [u64]) {
+    for (k, (a, m)) in acc.iter_mut().zip(mask).enumerate() {
+        *a |= load64(raw, offset + 64 * k) & m;
     }
 }
 
@@ -130,31 +145,18 @@ pub(crate) fn widen_up(r: &mut [u64], from: usize, to: usize) {
 /// of every `step`-wide group) and clears the others.
 pub(crate) fn group_starts(len: usize, step: usize, out: &mut [u64]) {
     out.fill(0);
-    if step == 1 {
-        let full = len / 64;
-        out[..full].fill(!0);
-        if len % 64 != 0 {
-            out[full] = low_bits(len % 64);
-        }
+    if out.is_empty() {
         return;
     }
-    let mut p = 0;
-    while p < len {
-        out[p / 64] |= 1 << (p % 64);
-        p += step;
+    // Doubling: the pattern below `span` shifted up by `span` is the pattern below 2 * span.
+    out[0] = 1;
+    let mut span = step.max(1);
+    while span < 64 * out.len() {
+        shl_or(out, span);
+        span *= 2;
     }
-}
-
-/// Runs `f` on `n` zeroed scratch words: on the stack when small (the common case: rows up to
-/// a few hundred columns), so per-frame counting does not allocate.
-#[inline]
-pub(crate) fn with_scratch<R>(n: usize, f: impl FnOnce(&mut [u64]) -> R) -> R {
-    const STACK: usize = 48;
-    if n <= STACK {
-        let mut a = [0u64; STACK];
-        f(&mut a[..n])
-    } else {
-        f(&mut vec![0; n])
+    for (k, o) in out.iter_mut().enumerate() {
+        *o &= low_bits(len.saturating_sub(64 * k));
     }
 }
 
@@ -179,13 +181,8 @@ mod tests {
             let win = |len: usize, down: bool| -> Vec<u64> {
                 let mut o = vec![0u64; nw];
                 for p in 0..nw * 64 {
-                    let any = (0..len).any(|d| {
-                        if down {
-                            bit(&row, p + d)
-                        } else {
-                            p >= d && bit(&row, p - d)
-                        }
-                    });
+                    let any =
+                        (0..len).any(|d| if down { bit(&row, p + d) } else { p >= d && bit(&row, p - d) });
                     if any {
                         o[p / 64] |= 1 << (p % 64);
                     }
