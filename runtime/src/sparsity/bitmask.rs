@@ -68,9 +68,10 @@ impl BitMask {
     pub(crate) fn from_words(height: usize, width: usize, mut raw: Vec<u64>) -> BitMask {
         let n = height * width;
         raw.resize(n.div_ceil(64), 0);
-        if n % 64 != 0 {
+        let tail = n % 64;
+        if tail != 0 {
             if let Some(last) = raw.last_mut() {
-                *last &= low_bits(n % 64);
+                *last &= low_bits(tail);
             }
         }
         let mut bits = BitVec::from_vec(raw);
@@ -273,7 +274,7 @@ impl BitMask {
     /// Max-pool with kernel = stride = `r` (a cell is set if any position in its r×r block is):
     /// the mask of a layer `r` times coarser. `r` must divide both sides.
     pub fn max_pool(&self, r: usize) -> Result<BitMask> {
-        if r == 0 || self.height % r != 0 || self.width % r != 0 {
+        if r == 0 || (self.height % r, self.width % r) != (0, 0) {
             return Err(Error::Other(format!(
                 "BitMask {}x{}: cannot max-pool by {r}",
                 self.height, self.width
@@ -296,7 +297,7 @@ impl BitMask {
     /// Dilate with a k×k square (k odd; stride 1, positions outside the map count as unset):
     /// the positions whose k×k neighbourhood holds a set bit, i.e. the halo a k×k conv reads.
     pub fn dilate(&self, k: usize) -> Result<BitMask> {
-        if k == 0 || k % 2 == 0 {
+        if k & 1 == 0 {
             return Err(Error::Other(format!("BitMask: dilation size must be odd, got {k}")));
         }
         Ok(self.dilate_xy(k / 2, k / 2))

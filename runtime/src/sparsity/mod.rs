@@ -11,7 +11,7 @@ mod words;
 pub mod writes;
 
 #[cfg(test)]
-mod test_rng;
+pub(crate) mod test_rng;
 #[cfg(test)]
 mod tile_props;
 #[cfg(test)]

@@ -367,9 +367,9 @@ fn packed_words_keep_zero_padding_and_match_bits() {
     let (mut rng, _seed) = TestRng::fresh();
     for _ in 0..200 {
         let m = random_mask(&mut rng, 70);
-        let n = m.len();
-        if n % 64 != 0 {
-            assert_eq!(m.words()[n / 64] >> (n % 64), 0);
+        let (n, tail) = (m.len(), m.len() % 64);
+        if tail != 0 {
+            assert_eq!(m.words()[n / 64] >> tail, 0);
         }
         let u32s = m.to_u32_words();
         for (i, b) in m.bits().iter().by_vals().enumerate() {

@@ -84,7 +84,8 @@ fn tile_timing() {
         });
         println!("  4 granularities: count_tiles_many {many:.0} ns, 4 x count_aligned_tiles {single:.0} ns");
         // Equal heights: the case where count_tiles_many shares the row pass.
-        let same_h = [Granularity::new(4, 2), Granularity::new(4, 4), Granularity::new(4, 8), Granularity::new(4, 16)];
+        let same_h =
+            [Granularity::new(4, 2), Granularity::new(4, 4), Granularity::new(4, 8), Granularity::new(4, 16)];
         let many_same = ns_per_call(|| {
             black_box(black_box(&m).count_tiles_many(&same_h));
         });
@@ -124,7 +125,8 @@ fn tile_ops_fixed() {
     let (mut rng, _seed) = TestRng::fresh();
     let m = blobby(&mut rng, side, side);
     let gs = [Granularity::new(2, 2), Granularity::new(4, 4), Granularity::new(8, 8), Granularity::new(3, 5)];
-    let same_h = [Granularity::new(4, 2), Granularity::new(4, 4), Granularity::new(4, 8), Granularity::new(4, 16)];
+    let same_h =
+        [Granularity::new(4, 2), Granularity::new(4, 4), Granularity::new(4, 8), Granularity::new(4, 16)];
     let v: Vec<f32> = m.to_bools().iter().map(|&b| b as u8 as f32).collect();
     for i in 0..n {
         let g = gs[i % 4];
