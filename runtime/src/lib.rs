@@ -2,6 +2,7 @@
 //! No GPU dependencies live here; backends implement [`backend::Backend`].
 
 pub mod backend;
+pub mod dispatch;
 pub mod error;
 pub mod graph;
 pub mod onnx;

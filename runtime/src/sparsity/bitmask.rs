@@ -1,14 +1,20 @@
 //! `BitMask`: a binary map over the output positions of an op (H×W for convs, the token grid for
-//! attention), packed row-major into `u64` words, least significant bit first: position
-//! `i = y * width + x` is bit `i % 64` of `words[i / 64]`. Bits past `height * width` are zero.
+//! attention), a `bitvec` bit vector packed row-major into `u64` words, least significant bit
+//! first: position `i = y * width + x` is bit `i % 64` of `words[i / 64]`. Bits past
+//! `height * width` in the last word are always zero (every constructor and operation keeps them
+//! so), which lets word-level code (counts, tiles, the device upload) skip masking the tail.
+//!
+//! DISTiles made from a mask live in [`super::tiles`] and [`super::components`].
 
+use super::words::{self, low_bits};
 use crate::error::{Error, Result};
+use bitvec::prelude::{BitSlice, BitVec, Lsb0};
 
 #[derive(Clone, PartialEq, Eq, Hash)]
 pub struct BitMask {
     height: usize,
     width: usize,
-    words: Vec<u64>,
+    bits: BitVec<u64, Lsb0>,
 }
 
 impl std::fmt::Debug for BitMask {
@@ -26,31 +32,76 @@ impl std::fmt::Debug for BitMask {
     }
 }
 
-fn n_words(bits: usize) -> usize {
-    bits.div_ceil(64)
+/// The f32 bit patterns a mask value may have: 1.0, and 0.0 of either sign (both compare equal
+/// to 0, and a `Mul` by either leaves a zero).
+const F32_ONE: u32 = 0x3f80_0000;
+
+#[inline]
+fn f32_is_binary(bits: u32) -> bool {
+    bits == F32_ONE || bits << 1 == 0
+}
+
+/// Packs up to 64 mask values into one word; the flag is false if any value is not binary.
+/// Branch-free over the values: one flag byte per value (a compare the compiler vectorises),
+/// then eight bytes at a time gathered into eight bits by one multiplication (byte `i`'s low bit
+/// lands on bit `56 + i`, and no two partial products meet there).
+#[inline]
+fn pack_f32(values: &[f32; 64]) -> (u64, bool) {
+    let mut flags = [0u8; 64];
+    let mut bad = 0u32;
+    for (f, v) in flags.iter_mut().zip(values) {
+        let b = v.to_bits();
+        *f = (b == F32_ONE) as u8;
+        bad |= ((b != F32_ONE) & (b << 1 != 0)) as u32;
+    }
+    let mut word = 0u64;
+    for (k, c) in flags.chunks_exact(8).enumerate() {
+        let bytes = u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]);
+        word |= (bytes.wrapping_mul(0x0102_0408_1020_4080) >> 56) << (8 * k);
+    }
+    (word, bad == 0)
 }
 
 impl BitMask {
+    /// Takes ownership of packed words (missing ones read as zero, extra ones are dropped) and
+    /// clears the bits past the last position.
+    pub(crate) fn from_words(height: usize, width: usize, mut raw: Vec<u64>) -> BitMask {
+        let n = height * width;
+        raw.resize(n.div_ceil(64), 0);
+        let tail = n % 64;
+        if tail != 0 {
+            if let Some(last) = raw.last_mut() {
+                *last &= low_bits(tail);
+            }
+        }
+        let mut bits = BitVec::from_vec(raw);
+        bits.truncate(n);
+        BitMask { height, width, bits }
+    }
+
     /// An all-zero mask. Panics only if `height * width` overflows `usize`.
     pub fn zeros(height: usize, width: usize) -> BitMask {
         let n = height.checked_mul(width).expect("mask size overflows usize");
-        BitMask { height, width, words: vec![0; n_words(n)] }
+        BitMask { height, width, bits: BitVec::repeat(false, n) }
     }
 
     pub fn ones(height: usize, width: usize) -> BitMask {
-        BitMask::from_fn(height, width, |_, _| true)
+        let n = height.checked_mul(width).expect("mask size overflows usize");
+        BitMask::from_words(height, width, vec![!0; n.div_ceil(64)])
     }
 
     pub fn from_fn(height: usize, width: usize, mut f: impl FnMut(usize, usize) -> bool) -> BitMask {
-        let mut m = BitMask::zeros(height, width);
+        let n = height.checked_mul(width).expect("mask size overflows usize");
+        let mut raw = vec![0u64; n.div_ceil(64)];
         for y in 0..height {
             for x in 0..width {
                 if f(y, x) {
-                    m.set(y, x, true);
+                    let i = y * width + x;
+                    raw[i / 64] |= 1 << (i % 64);
                 }
             }
         }
-        m
+        BitMask::from_words(height, width, raw)
     }
 
     /// From row-major booleans; `values.len()` must be `height * width`.
@@ -59,6 +110,59 @@ impl BitMask {
             return Err(Error::Other(format!("BitMask {height}x{width}: got {} values", values.len())));
         }
         Ok(BitMask::from_fn(height, width, |y, x| values[y * width + x]))
+    }
+
+    /// From a row-major bit vector of exactly `height * width` bits.
+    pub fn from_bitvec(height: usize, width: usize, mut bits: BitVec<u64, Lsb0>) -> Result<BitMask> {
+        if height.checked_mul(width) != Some(bits.len()) {
+            return Err(Error::Other(format!("BitMask {height}x{width}: got {} bits", bits.len())));
+        }
+        bits.force_align();
+        bits.set_uninitialized(false);
+        Ok(BitMask { height, width, bits })
+    }
+
+    /// From row-major f32 values as a model computes a mask (`Cast`, `Greater`, a halting
+    /// score thresholded in-graph): each must be exactly 1.0 or 0.0 (-0.0 counts as 0.0).
+    /// Anything else (NaN, 0.5, 2.0, ...) is an error naming the first such position, since
+    /// a `Mul` by it would not be a mask. Called per frame per sparse op: values are checked
+    /// and packed 64 at a time by their bit patterns, without branches per value.
+    pub fn from_f32(height: usize, width: usize, values: &[f32]) -> Result<BitMask> {
+        if height.checked_mul(width) != Some(values.len()) {
+            return Err(Error::Other(format!(
+                "BitMask {height}x{width} from f32: got {} values",
+                values.len()
+            )));
+        }
+        let mut raw = vec![0u64; values.len().div_ceil(64)];
+        let mut ok = true;
+        let chunks = values.chunks_exact(64);
+        let tail = chunks.remainder();
+        for (w, c) in raw.iter_mut().zip(chunks) {
+            let (word, good) = pack_f32(c.try_into().expect("chunks_exact(64) yields 64 values"));
+            *w = word;
+            ok &= good;
+        }
+        if !tail.is_empty() {
+            // Zeros are valid mask values and set no bit, so padding the tail with them is neutral.
+            let mut last = [0.0f32; 64];
+            last[..tail.len()].copy_from_slice(tail);
+            let (word, good) = pack_f32(&last);
+            raw[values.len() / 64] = word;
+            ok &= good;
+        }
+        if !ok {
+            // Only on the error path: find the first offender for the message.
+            if let Some(i) = values.iter().position(|v| !f32_is_binary(v.to_bits())) {
+                let (y, x) = (i / width, i % width);
+                return Err(Error::Other(format!(
+                    "BitMask {height}x{width} from f32: value at (y {y}, x {x}) (index {i}) is {:?}; \
+                     a mask holds only 0.0 and 1.0",
+                    values[i]
+                )));
+            }
+        }
+        Ok(BitMask::from_words(height, width, raw))
     }
 
     /// From bytes packed least significant bit first (bit `i` in byte `i / 8`, bit `i % 8`), as
@@ -83,20 +187,22 @@ impl BitMask {
                 )));
             }
         }
-        let mut words = vec![0u64; n_words(n)];
-        for (i, chunk) in bytes.chunks(8).enumerate() {
-            let mut b = [0u8; 8];
-            b[..chunk.len()].copy_from_slice(chunk);
-            words[i] = u64::from_le_bytes(b);
-        }
-        Ok(BitMask { height, width, words })
+        let raw = bytes
+            .chunks(8)
+            .map(|chunk| {
+                let mut b = [0u8; 8];
+                b[..chunk.len()].copy_from_slice(chunk);
+                u64::from_le_bytes(b)
+            })
+            .collect();
+        Ok(BitMask::from_words(height, width, raw))
     }
 
     /// The inverse of [`BitMask::from_packed_bytes`].
     pub fn to_packed_bytes(&self) -> Vec<u8> {
         let nb = self.len().div_ceil(8);
-        let mut out = Vec::with_capacity(nb);
-        for w in &self.words {
+        let mut out = Vec::with_capacity(nb + 8);
+        for w in self.words() {
             out.extend_from_slice(&w.to_le_bytes());
         }
         out.truncate(nb);
@@ -116,15 +222,19 @@ impl BitMask {
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
+    /// The bits, row-major (position `y * width + x`).
+    pub fn bits(&self) -> &BitSlice<u64, Lsb0> {
+        &self.bits
+    }
     /// The packed words (see the module docs for the bit order).
     pub fn words(&self) -> &[u64] {
-        &self.words
+        self.bits.as_raw_slice()
     }
     /// The same bits as `u32` words (the device layout).
     pub fn to_u32_words(&self) -> Vec<u32> {
         let n = self.len().div_ceil(32);
-        let mut out = Vec::with_capacity(n);
-        for w in &self.words {
+        let mut out = Vec::with_capacity(n + 1);
+        for w in self.words() {
             out.push(*w as u32);
             out.push((*w >> 32) as u32);
         }
@@ -135,22 +245,16 @@ impl BitMask {
     /// Bit at row `y`, column `x`. Panics when out of range, like slice indexing.
     pub fn get(&self, y: usize, x: usize) -> bool {
         assert!(y < self.height && x < self.width, "({y}, {x}) outside {}x{}", self.height, self.width);
-        let i = y * self.width + x;
-        (self.words[i / 64] >> (i % 64)) & 1 == 1
+        self.bits[y * self.width + x]
     }
 
     pub fn set(&mut self, y: usize, x: usize, v: bool) {
         assert!(y < self.height && x < self.width, "({y}, {x}) outside {}x{}", self.height, self.width);
-        let i = y * self.width + x;
-        if v {
-            self.words[i / 64] |= 1 << (i % 64);
-        } else {
-            self.words[i / 64] &= !(1 << (i % 64));
-        }
+        self.bits.set(y * self.width + x, v);
     }
 
     pub fn count_ones(&self) -> usize {
-        self.words.iter().map(|w| w.count_ones() as usize).sum()
+        self.words().iter().map(|w| w.count_ones() as usize).sum()
     }
 
     /// Fraction of positions set (0 for an empty mask).
@@ -164,25 +268,28 @@ impl BitMask {
 
     /// Row-major booleans.
     pub fn to_bools(&self) -> Vec<bool> {
-        (0..self.len()).map(|i| (self.words[i / 64] >> (i % 64)) & 1 == 1).collect()
+        self.bits.iter().by_vals().collect()
     }
 
     /// Max-pool with kernel = stride = `r` (a cell is set if any position in its r×r block is):
     /// the mask of a layer `r` times coarser. `r` must divide both sides.
     pub fn max_pool(&self, r: usize) -> Result<BitMask> {
-        if r == 0 || self.height % r != 0 || self.width % r != 0 {
-            return Err(Error::Other(format!("BitMask {}x{}: cannot max-pool by {r}", self.height, self.width)));
+        if r == 0 || (self.height % r, self.width % r) != (0, 0) {
+            return Err(Error::Other(format!(
+                "BitMask {}x{}: cannot max-pool by {r}",
+                self.height, self.width
+            )));
         }
         if r == 1 {
             return Ok(self.clone());
         }
+        // A pooled cell is set exactly when the aligned r×r DISTile at its block exists.
+        let g = u16::try_from(r).map(|r| super::Granularity::new(r, r)).map_err(|_| {
+            Error::Other(format!("BitMask: max-pool factor {r} is larger than a tile side can be"))
+        })?;
         let mut out = BitMask::zeros(self.height / r, self.width / r);
-        for y in 0..self.height {
-            for x in 0..self.width {
-                if self.get(y, x) {
-                    out.set(y / r, x / r, true);
-                }
-            }
+        for t in &self.aligned_tiles(g).tiles {
+            out.set(t.y as usize / r, t.x as usize / r, true);
         }
         Ok(out)
     }
@@ -190,26 +297,62 @@ impl BitMask {
     /// Dilate with a k×k square (k odd; stride 1, positions outside the map count as unset):
     /// the positions whose k×k neighbourhood holds a set bit, i.e. the halo a k×k conv reads.
     pub fn dilate(&self, k: usize) -> Result<BitMask> {
-        if k == 0 || k % 2 == 0 {
+        if k & 1 == 0 {
             return Err(Error::Other(format!("BitMask: dilation size must be odd, got {k}")));
         }
-        if k == 1 {
-            return Ok(self.clone());
+        Ok(self.dilate_xy(k / 2, k / 2))
+    }
+
+    /// Dilate with a (2·ry+1)×(2·rx+1) rectangle (positions outside the map count as unset):
+    /// the halo a conv with that kernel reads around the set positions. Whole rows at a time:
+    /// each row is widened by shifted ORs, then rows are ORed with their neighbours, both by
+    /// doubling, so the cost is O(rows · words per row · log r) rather than per bit.
+    pub fn dilate_xy(&self, ry: usize, rx: usize) -> BitMask {
+        let (h, w) = (self.height, self.width);
+        if self.is_empty() || (ry == 0 && rx == 0) {
+            return self.clone();
         }
-        let r = k / 2;
-        let mut out = BitMask::zeros(self.height, self.width);
-        for y in 0..self.height {
-            for x in 0..self.width {
-                if self.get(y, x) {
-                    for yy in y.saturating_sub(r)..(y + r + 1).min(self.height) {
-                        for xx in x.saturating_sub(r)..(x + r + 1).min(self.width) {
-                            out.set(yy, xx, true);
-                        }
-                    }
-                }
+        let nw = w.div_ceil(64);
+        let mut rows = vec![0u64; h * nw];
+        let raw = self.words();
+        // Radii past the map's size change nothing; capping keeps the doubling short.
+        let (wx, wy) = (rx.min(w) + 1, ry.min(h) + 1);
+        for (y, row) in rows.chunks_exact_mut(nw).enumerate() {
+            words::or_bits(raw, y * w, w, row);
+            if rx > 0 {
+                words::widen_down(row, 1, wx);
+                words::widen_up(row, 1, wx);
+                row[nw - 1] &= low_bits(w - 64 * (nw - 1));
             }
         }
-        Ok(out)
+        // Rows: row y becomes the OR of rows y-ry..=y+ry, by the same doubling over rows.
+        let mut cur = 1;
+        while cur < wy {
+            let step = cur.min(wy - cur);
+            for y in 0..h.saturating_sub(step) {
+                let (a, b) = rows.split_at_mut((y + step) * nw);
+                for (d, s) in a[y * nw..(y + 1) * nw].iter_mut().zip(&b[..nw]) {
+                    *d |= *s;
+                }
+            }
+            cur += step;
+        }
+        let mut cur = 1;
+        while cur < wy {
+            let step = cur.min(wy - cur);
+            for y in (step..h).rev() {
+                let (a, b) = rows.split_at_mut(y * nw);
+                for (d, s) in b[..nw].iter_mut().zip(&a[(y - step) * nw..(y - step + 1) * nw]) {
+                    *d |= *s;
+                }
+            }
+            cur += step;
+        }
+        let mut out = vec![0u64; (h * w).div_ceil(64)];
+        for (y, row) in rows.chunks_exact(nw).enumerate() {
+            words::or_store(&mut out, y * w, w, row);
+        }
+        BitMask::from_words(h, w, out)
     }
 }
 
