@@ -345,3 +345,18 @@ fn sum_of_sigmoids(g: &Graph, links: &Links, x: ValueId) -> bool {
     }
     sigmoids > 0
 }
+
+#[cfg(test)]
+mod tests {
+    use super::every_window_hits_input;
+
+    #[test]
+    fn windows_that_see_only_padding_are_found() {
+        // 3x3, pad 1 over 8 cells: every window overlaps the input.
+        assert!(every_window_hits_input(8, 8, 3, 1, 1, 1));
+        // k = 2 with dilation 3 and pad 2 over one cell: taps at -2 and 1, both outside.
+        assert!(!every_window_hits_input(1, 2, 2, 1, 3, 2));
+        // Stride 2, k = s: a plain resampling.
+        assert!(every_window_hits_input(8, 4, 2, 2, 1, 0));
+    }
+}

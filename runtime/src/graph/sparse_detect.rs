@@ -330,3 +330,7 @@ fn apply(g: &mut Graph, links: &Links, m: usize, region: Region, opts: &SparseOp
     tracing::debug!(node = %name, ?kind, ?source, fused_mul, "sparse");
     g.nodes[p].sparse = Some(SparseSpec { mask, kind, source, dilation: trace.halo, fill, fused_mul });
 }
+
+#[cfg(test)]
+#[path = "sparse_detect_tests.rs"]
+mod tests;
