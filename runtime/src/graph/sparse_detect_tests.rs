@@ -24,7 +24,7 @@ impl B {
         v
     }
     fn konst(&mut self, name: &str, t: Tensor) -> ValueId {
-        let v = self.value(name, t.dtype(), &t.shape().to_vec());
+        let v = self.value(name, t.dtype(), t.shape());
         self.g.values[v].constant = Some(Arc::new(t));
         v
     }
@@ -357,8 +357,8 @@ fn random_op(rng: &mut Rng) -> Op {
         1 => Op::ConvTranspose(ConvTranspose { window: w, group: 1, output_padding: vec![], output_shape: None }),
         2 => Op::MatMul,
         3 => Op::Gemm { alpha: 1.0, beta: 1.0, trans_a: rng.chance(30), trans_b: rng.chance(50) },
-        4 | 5 | 6 => Op::Binary(binary[rng.below(binary.len())]),
-        7 | 8 => Op::Unary(unary[rng.below(unary.len())]),
+        4..=6 => Op::Binary(binary[rng.below(binary.len())]),
+        7..=8 => Op::Unary(unary[rng.below(unary.len())]),
         9 => Op::Cast { to: [DType::F32, DType::Bool, DType::I64][rng.below(3)] },
         10 => Op::MaxPool(Pool { window: w, ceil_mode: rng.chance(30), count_include_pad: false }),
         11 => Op::Transpose { perm: vec![0, 2, 1] },
