@@ -1,6 +1,8 @@
 //! `dynaspa inspect`: what a model is made of and what it will need.
 
 use super::InspectArgs;
+use dynaspa::runtime::graph::sparse_detect::{self, SparseOptions, SparseRegionInfo};
+use dynaspa::runtime::graph::{FillPolicy, MaskKind, MaskSource};
 use dynaspa::runtime::plan;
 use dynaspa::LoadOptions;
 
@@ -11,6 +13,10 @@ fn mib(b: usize) -> String {
 pub fn inspect(a: InspectArgs) -> dynaspa::Result<()> {
     let opts = LoadOptions { batch: a.batch, ..Default::default() };
     let g = dynaspa::load_graph(&a.model, &opts)?;
+    // Loading does not run the pass yet (the executor does not honour annotations): the rest of
+    // the report describes the graph that runs, this part what the pass would make sparse.
+    let sparse = sparse_detect::detect_sparse_regions(&mut g.clone(), &SparseOptions::default());
+    let compute_ops = g.nodes.iter().filter(|n| sparse_detect::is_compute_op(&n.op)).count();
     let mem = plan::plan(&g);
     let io = |ids: &[usize]| -> Vec<serde_json::Value> {
         ids.iter()
@@ -38,6 +44,8 @@ pub fn inspect(a: InspectArgs) -> dynaspa::Result<()> {
                 "peak_at_node": mem.peak_at_node,
             },
             "metadata": g.metadata,
+            "compute_ops": compute_ops,
+            "sparse_ops": sparse.iter().map(sparse_json).collect::<Vec<_>>(),
         });
         println!("{}", serde_json::to_string_pretty(&j).unwrap_or_default());
         return Ok(());
@@ -60,5 +68,62 @@ pub fn inspect(a: InspectArgs) -> dynaspa::Result<()> {
         mib(mem.peak_activation_bytes),
         mib(mem.total_peak_bytes())
     );
+    println!("sparse ops: {} of {} compute ops", sparse.len(), compute_ops);
+    for s in &sparse {
+        println!(
+            "  {}  {}  {}  mask {}  source {}  dilation {}x{}  fill {}  {}  {:?}",
+            s.node,
+            s.op,
+            kind_name(s.kind),
+            s.mask,
+            source_text(&s.source),
+            s.dilation[0],
+            s.dilation[1],
+            fill_name(s.fill),
+            if s.fused_mul { "fused" } else { "mul kept" },
+            s.output_shape
+        );
+    }
     Ok(())
+}
+
+fn kind_name(k: MaskKind) -> &'static str {
+    match k {
+        MaskKind::Spatial => "spatial",
+        MaskKind::Token => "token",
+    }
+}
+
+fn fill_name(f: FillPolicy) -> &'static str {
+    match f {
+        FillPolicy::Zero => "zero",
+        FillPolicy::Cached => "cached",
+    }
+}
+
+fn source_text(s: &MaskSource) -> String {
+    match s {
+        MaskSource::InGraph { node } => format!("in-graph ({node})"),
+        MaskSource::Halting { node } => format!("halting ({node})"),
+        MaskSource::ModelInput { name } => format!("input ({name})"),
+    }
+}
+
+fn sparse_json(s: &SparseRegionInfo) -> serde_json::Value {
+    let source = match &s.source {
+        MaskSource::InGraph { node } => serde_json::json!({"type": "in_graph", "node": node}),
+        MaskSource::Halting { node } => serde_json::json!({"type": "halting", "node": node}),
+        MaskSource::ModelInput { name } => serde_json::json!({"type": "model_input", "name": name}),
+    };
+    serde_json::json!({
+        "node": s.node,
+        "op": s.op,
+        "kind": kind_name(s.kind),
+        "mask": s.mask,
+        "source": source,
+        "dilation": s.dilation,
+        "fill": fill_name(s.fill),
+        "fused_mul": s.fused_mul,
+        "output_shape": s.output_shape,
+    })
 }

@@ -7,6 +7,9 @@ pub mod window;
 pub mod fold;
 pub mod fuse;
 pub mod sparse;
+pub mod sparse_detect;
+pub mod sparse_lower;
+mod mask_trace;
 
 pub use op::*;
 pub use sparse::{FillPolicy, MaskKind, MaskSource, SparseSpec};

@@ -9,18 +9,22 @@ use serde::Serialize;
 pub enum MaskKind {
     /// `[N, 1, H, W]` over the output positions of a Conv/ConvTranspose.
     Spatial,
-    /// One bit per token, `[N, T]` or `[N, T, 1]`, over the rows of a MatMul/Gemm output `[N, T, C]`.
+    /// One bit per token, `[N or 1, T, 1]`, over the rows of a MatMul output `[N, T, C]` (or
+    /// `[T, 1]` over a 2-D MatMul/Gemm output `[T, C]`).
     Token,
 }
 
 /// Where the map comes from, for `inspect` and for deciding the fill policy.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub enum MaskSource {
-    /// Thresholded output of a mask unit inside the graph (DynConv); `node` makes the binary map.
+    /// A threshold computed inside the graph: a mask unit's logit compared with a constant
+    /// (DynConv), or any other in-graph comparison / Cast to bool; `node` makes the binary map.
     InGraph { node: String },
-    /// Cumulative halting scores compared with a threshold (A-ViT).
+    /// Cumulative halting scores (a sum of Sigmoid terms) kept while below a limit (A-ViT);
+    /// `node` is the comparison.
     Halting { node: String },
-    /// A model input (SIGE: the edit mask given by the caller).
+    /// A model input (SIGE: the edit mask given by the caller). Its values cannot be proven
+    /// binary at load time; the executor checks the mask on every frame.
     ModelInput { name: String },
 }
 
@@ -40,11 +44,15 @@ pub struct SparseSpec {
     pub kind: MaskKind,
     pub source: MaskSource,
     /// Halo between the source mask and `mask`, in output positions along (y, x): a 3x3 max-pool
-    /// of the source gives (1, 1).
+    /// of the source gives (1, 1). A resampling max-pool (kernel = stride) adds none and divides
+    /// an earlier halo by its stride, rounded up; an asymmetric window counts its longer side, so
+    /// the value is an upper bound there.
     pub dilation: [usize; 2],
     pub fill: FillPolicy,
     /// The multiplication by `mask` was folded into this node: its output is the product and the
     /// kernel writes only active positions. When false the Mul stays in the graph (an epilogue
-    /// the kernel cannot fuse sits between them) and the node's inactive outputs are don't-care.
+    /// the kernel cannot fuse sits between them) and the node's inactive outputs are don't-care
+    /// as long as the epilogue `f` keeps them finite: the Mul turns them into `f(x) * 0`, and
+    /// `0 * inf` is NaN (zeros are the safe choice; uninitialised memory is not).
     pub fused_mul: bool,
 }

@@ -1,0 +1,63 @@
+//! The reference meaning of a sparse annotation in dense ops: the producer computes everywhere
+//! and is multiplied by its mask. A backend without sparse kernels can run a lowered graph, and
+//! tests compare a rewritten model with the original through it.
+
+use super::op::{BinaryKind, Op};
+use super::{Graph, Node, Value, ValueId};
+use crate::tensor::{DType, Tensor};
+use std::sync::Arc;
+
+/// Returns `g` with every annotation replaced by dense ops. With `poison`, the producer's raw
+/// result is first overwritten with that value wherever the mask is 0: it stands for whatever a
+/// sparse kernel leaves at skipped positions, which the graph's results must not depend on.
+pub fn lower_to_dense(g: &Graph, poison: Option<f32>) -> Graph {
+    let mut out = Graph { nodes: Vec::with_capacity(g.nodes.len()), ..g.clone() };
+    for node in &g.nodes {
+        let mut node = node.clone();
+        let Some(spec) = node.sparse.take() else {
+            out.nodes.push(node);
+            continue;
+        };
+        let Some(&target) = node.outputs.first() else {
+            out.nodes.push(node);
+            continue;
+        };
+        if !spec.fused_mul && poison.is_none() {
+            out.nodes.push(node);
+            continue;
+        }
+        let base = node.name.clone();
+        let shape = out.values[target].shape.clone();
+        let mask_shape = out.values.get(spec.mask).map_or_else(Vec::new, |v| v.shape.clone());
+        let raw = fresh(&mut out, format!("{base}/dense"), shape.clone(), None);
+        node.outputs[0] = raw;
+        out.nodes.push(node);
+        let mut cur = raw;
+        if let Some(pz) = poison {
+            let one = fresh(&mut out, format!("{base}/one"), vec![], Some(Tensor::scalar_f32(1.0)));
+            let pzc = fresh(&mut out, format!("{base}/poison"), vec![], Some(Tensor::scalar_f32(pz)));
+            let kept = fresh(&mut out, format!("{base}/kept"), shape.clone(), None);
+            let inv = fresh(&mut out, format!("{base}/inactive"), mask_shape.clone(), None);
+            let junk = fresh(&mut out, format!("{base}/junk"), mask_shape, None);
+            let next = if spec.fused_mul { fresh(&mut out, format!("{base}/poisoned"), shape, None) } else { target };
+            push(&mut out, format!("{base}/keep"), BinaryKind::Mul, cur, spec.mask, kept);
+            push(&mut out, format!("{base}/invert"), BinaryKind::Sub, one, spec.mask, inv);
+            push(&mut out, format!("{base}/junk"), BinaryKind::Mul, inv, pzc, junk);
+            push(&mut out, format!("{base}/poison"), BinaryKind::Add, kept, junk, next);
+            cur = next;
+        }
+        if spec.fused_mul {
+            push(&mut out, format!("{base}/mask"), BinaryKind::Mul, cur, spec.mask, target);
+        }
+    }
+    out
+}
+
+fn fresh(g: &mut Graph, name: String, shape: Vec<usize>, constant: Option<Tensor>) -> ValueId {
+    g.values.push(Value { name, dtype: DType::F32, shape, constant: constant.map(Arc::new) });
+    g.values.len() - 1
+}
+
+fn push(g: &mut Graph, name: String, op: BinaryKind, a: ValueId, b: ValueId, y: ValueId) {
+    g.nodes.push(Node { name, op: Op::Binary(op), inputs: vec![Some(a), Some(b)], outputs: vec![y], sparse: None });
+}
