@@ -28,6 +28,7 @@ mod reduce;
 mod resize;
 mod softmax;
 mod strided;
+pub mod sparse;
 #[cfg(test)]
 mod ops_testkit;
 #[cfg(test)]
