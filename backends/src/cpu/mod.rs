@@ -31,6 +31,7 @@ mod resize;
 mod softmax;
 mod zero_pool;
 mod strided;
+pub mod sparse;
 #[cfg(test)]
 mod ops_testkit;
 #[cfg(test)]

@@ -1,0 +1,390 @@
+//! `SparseConv`: a 2-D NCHW Conv prepared once (weights packed), then run per image on the
+//! output positions of a DISTile list, writing only the positions whose mask bit is set.
+
+use super::columns::{self, with_columns, Columns};
+use super::depthwise;
+use super::gather::{Geo2, PanelPlan};
+use super::scratch::{self, Slot};
+use super::{Clock, PhaseTimes};
+use crate::cpu::gemm_util::{sgemm, threads, Layout, SendPtr};
+use crate::cpu::kernel_util::{epilogue, per_axis, split_pads};
+use dynaspa_runtime::graph::{Activation, Conv};
+use dynaspa_runtime::sparsity::{BitMask, TileSet};
+use dynaspa_runtime::{Error, Result, Tensor};
+use rayon::prelude::*;
+use std::cell::RefCell;
+
+const OP: &str = "SparseConv";
+/// Output columns per panel (the register tile's width).
+const NR: usize = 64;
+/// Rows of weights per tile: output-channel splits happen at multiples of this.
+const MR: usize = 6;
+
+fn bad<T>(msg: String) -> Result<T> {
+    Err(Error::Other(format!("{OP}: {msg}")))
+}
+
+/// How a prepared conv computes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ConvKind {
+    /// Gathered im2col panels times packed weights (every conv with more than one input
+    /// channel per group).
+    Gemm,
+    /// One input channel per group (depthwise, any channel multiplier): a direct kernel, since
+    /// as a GEMM its K would be just the window size.
+    Depthwise,
+}
+
+/// A Conv with 2 spatial axes, NCHW, prepared for sparse execution (see the module docs of
+/// `cpu::sparse` for the write rule).
+#[derive(Debug)]
+pub struct SparseConv {
+    pub(super) c: usize,
+    m: usize,
+    pub(super) groups: usize,
+    pub(super) g: Geo2,
+    pub(super) kind: ConvKind,
+    /// AVX-512 path: weights packed into register-tile order (`micro::pack_rows`) per group.
+    /// Otherwise the weights as given, `[M, C / group * kh * kw]`.
+    pub(super) simd: bool,
+    w: Vec<f32>,
+    bias: Option<Vec<f32>>,
+    act: Option<Activation>,
+    fused_add: bool,
+}
+
+impl SparseConv {
+    /// Prepares `p` for inputs of shape `input` (`[N, C, H, W]`, N ignored, or `[C, H, W]`) with
+    /// weight `[M, C / group, kh, kw]` and an optional bias `[M]`. With `p.fused_add`, every run
+    /// takes a residual (output-shaped); the epilogue is bias, then residual, then activation.
+    pub fn new(p: &Conv, input: &[usize], weight: &Tensor, bias: Option<&Tensor>) -> Result<SparseConv> {
+        SparseConv::build(p, input, weight, bias, simd_available())
+    }
+
+    /// `new` with the path chosen by the caller (`simd` only where AVX-512 is present).
+    pub(crate) fn build(
+        p: &Conv,
+        input: &[usize],
+        weight: &Tensor,
+        bias: Option<&Tensor>,
+        simd: bool,
+    ) -> Result<SparseConv> {
+        let chw = match input {
+            [_, c, h, w] | [c, h, w] => [*c, *h, *w],
+            _ => return bad(format!("input shape {input:?} must be [N, C, H, W] or [C, H, W]")),
+        };
+        let [c, h, w] = chw;
+        let ws = weight.shape();
+        let wd = weight.as_f32().map_err(|_| Error::Other(format!("{OP}: weight must be FLOAT, got {}", weight.dtype())))?;
+        let &[m, cg, kh, kw] = ws else {
+            return bad(format!("weight shape {ws:?} must be [M, C / group, kh, kw] (2 spatial axes)"));
+        };
+        let groups = p.group;
+        if groups == 0 || cg * groups != c || m % groups != 0 {
+            return bad(format!("group {groups} does not fit input channels {c} and weight {ws:?}"));
+        }
+        if !p.window.kernel_shape.is_empty() && p.window.kernel_shape != [kh, kw] {
+            return bad(format!("kernel_shape {:?} disagrees with weight {ws:?}", p.window.kernel_shape));
+        }
+        let s = per_axis(OP, "strides", &p.window.strides, 2)?;
+        let d = per_axis(OP, "dilations", &p.window.dilations, 2)?;
+        let (pb, pe) = split_pads(OP, &p.window.pads, 2)?;
+        let out_side = |i: usize, n: usize, k: usize| {
+            let span = n.checked_add(pb[i])?.checked_add(pe[i])?;
+            let eff = k.checked_sub(1)?.checked_mul(d[i])?.checked_add(1)?;
+            (span >= eff).then(|| (span - eff) / s[i] + 1)
+        };
+        let (Some(ho), Some(wo)) = (out_side(0, h, kh), out_side(1, w, kw)) else {
+            return bad(format!("kernel {kh}x{kw} (dilations {d:?}) does not fit a {h}x{w} input with pads {:?}", p.window.pads));
+        };
+        // Gather/scatter offsets are 32-bit lanes.
+        let lim = i32::MAX as usize;
+        if h.checked_mul(w).is_none_or(|v| v >= lim) || ho.checked_mul(wo).is_none_or(|v| v >= lim) {
+            return bad(format!("planes of {h}x{w} in / {ho}x{wo} out are too large (2^31 positions at most)"));
+        }
+        let kdim = cg * kh * kw;
+        if wd.len() != m * kdim {
+            return bad(format!("weight holds {} values, shape {ws:?} needs {}", wd.len(), m * kdim));
+        }
+        let bias = match bias {
+            Some(b) => {
+                let bd = b.as_f32().map_err(|_| Error::Other(format!("{OP}: bias must be FLOAT, got {}", b.dtype())))?;
+                if b.shape() != [m] {
+                    return bad(format!("bias shape {:?} must be [{m}]", b.shape()));
+                }
+                Some(bd.to_vec())
+            }
+            None => None,
+        };
+        let g = Geo2 { h, w, ho, wo, kh, kw, sh: s[0], sw: s[1], dh: d[0], dw: d[1], ph: pb[0], pw: pb[1] };
+        let kind = if cg == 1 { ConvKind::Depthwise } else { ConvKind::Gemm };
+        let simd = simd && kind == ConvKind::Gemm;
+        let w = if simd { pack_weights(wd, groups, m / groups, kdim) } else { wd.to_vec() };
+        Ok(SparseConv { c, m, groups, g, kind, simd, w, bias, act: p.activation, fused_add: p.fused_add })
+    }
+
+    pub fn kind(&self) -> ConvKind {
+        self.kind
+    }
+    /// Output plane size `(Ho, Wo)`: the size masks and tile sets must have.
+    pub fn output_hw(&self) -> (usize, usize) {
+        (self.g.ho, self.g.wo)
+    }
+    /// Floats of one input image (`C * H * W`).
+    pub fn input_len(&self) -> usize {
+        self.c * self.g.plane()
+    }
+    /// Floats of one output image (`M * Ho * Wo`).
+    pub fn output_len(&self) -> usize {
+        self.m * self.g.out_plane()
+    }
+
+    /// Computes the conv of one image `x` (`C x H x W`) at the positions of `tiles` and writes
+    /// `out` (`M x Ho x Wo`) where `mask` is set. `residual` (output-shaped) is required exactly
+    /// when the conv was prepared with `fused_add`.
+    pub fn run(&self, x: &[f32], out: &mut [f32], tiles: &TileSet, mask: &BitMask, residual: Option<&[f32]>) -> Result<()> {
+        self.run_timed(x, out, tiles, mask, residual, None)
+    }
+
+    /// `run`, adding the time of each phase to `times`.
+    pub fn run_timed(
+        &self,
+        x: &[f32],
+        out: &mut [f32],
+        tiles: &TileSet,
+        mask: &BitMask,
+        residual: Option<&[f32]>,
+        times: Option<&PhaseTimes>,
+    ) -> Result<()> {
+        if x.len() != self.input_len() {
+            return bad(format!("input has {} values, expected C*H*W = {}", x.len(), self.input_len()));
+        }
+        if out.len() != self.output_len() {
+            return bad(format!("output has {} values, expected M*Ho*Wo = {}", out.len(), self.output_len()));
+        }
+        match (self.fused_add, residual) {
+            (true, None) => return bad("prepared with a fused add, but no residual was given".into()),
+            (false, Some(_)) => return bad("a residual was given, but the conv was prepared without fused_add".into()),
+            (_, Some(r)) if r.len() != out.len() => {
+                return bad(format!("residual has {} values, the output {}", r.len(), out.len()));
+            }
+            _ => {}
+        }
+        columns::check(OP, tiles, mask, self.g.ho, self.g.wo)?;
+        with_columns(|cols| {
+            {
+                let _t = Clock::start(times, |t| &t.plan);
+                cols.build(tiles, mask);
+            }
+            if !cols.active.contains(&true) {
+                return;
+            }
+            match self.kind {
+                ConvKind::Gemm => self.gemm(x, out, residual, cols, times),
+                ConvKind::Depthwise => {
+                    let _t = Clock::start(times, |t| &t.gemm);
+                    let d = depthwise::Job {
+                        g: &self.g,
+                        mult: self.m / self.groups,
+                        w: &self.w,
+                        bias: self.bias.as_deref(),
+                        act: self.act,
+                        residual,
+                    };
+                    d.run(x, out, cols);
+                }
+            }
+        });
+        Ok(())
+    }
+
+    fn mg(&self) -> usize {
+        self.m / self.groups
+    }
+    fn cg(&self) -> usize {
+        self.c / self.groups
+    }
+    fn kdim(&self) -> usize {
+        self.cg() * self.g.taps()
+    }
+
+    /// Tasks are (64-column panel, block of output channels); each gathers its panel, multiplies
+    /// and writes back while the panel and results are in cache.
+    fn gemm(&self, x: &[f32], out: &mut [f32], residual: Option<&[f32]>, cols: &Columns, times: Option<&PhaseTimes>) {
+        let p_n = cols.len();
+        let panels = p_n.div_ceil(NR);
+        let mtiles = self.mg().div_ceil(MR);
+        // Few panels (sparse masks): also split output channels so every thread has work, at
+        // the price of each channel block gathering its panel again.
+        let want = 2 * threads();
+        let chunks = if panels >= want { 1 } else { want.div_ceil(panels).min(mtiles) };
+        let per = mtiles.div_ceil(chunks);
+        let chunks = mtiles.div_ceil(per);
+        let y = SendPtr::new(out);
+        (0..panels * chunks).into_par_iter().with_max_len(1).for_each(|task| {
+            let (pi, ci) = (task / chunks, task % chunks);
+            let (t0, t1) = (ci * per, ((ci + 1) * per).min(mtiles));
+            let j0 = pi * NR;
+            with_plan(|plan| {
+                {
+                    let _t = Clock::start(times, |t| &t.plan);
+                    plan.build(&self.g, cols, j0, NR.min(p_n - j0));
+                }
+                scratch::with(Slot::Panel, self.kdim() * NR, |panel| {
+                    scratch::with(Slot::Acc, (t1 - t0) * MR * NR, |acc| {
+                        for gi in 0..self.groups {
+                            // SAFETY: tasks own disjoint (channel block, positions) sets of `out`.
+                            unsafe { self.block(x, y, residual, plan, gi, t0, t1, panel, acc, times) };
+                        }
+                    })
+                })
+            })
+        });
+    }
+
+    /// Output channels of tiles `t0..t1` of group `gi` at the panel's positions.
+    ///
+    /// # Safety
+    /// No other thread writes those outputs meanwhile.
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn block(
+        &self,
+        x: &[f32],
+        y: SendPtr,
+        residual: Option<&[f32]>,
+        plan: &PanelPlan,
+        gi: usize,
+        t0: usize,
+        t1: usize,
+        panel: &mut [f32],
+        acc: &mut [f32],
+        times: Option<&PhaseTimes>,
+    ) {
+        let (cg, mg, kdim, plane) = (self.cg(), self.mg(), self.kdim(), self.g.plane());
+        let xg = &x[gi * cg * plane..(gi + 1) * cg * plane];
+        {
+            let _t = Clock::start(times, |t| &t.gather);
+            if self.simd {
+                simd_gather(plan, xg, plane, cg, panel);
+            } else {
+                plan.gather(xg, plane, cg, panel);
+            }
+        }
+        let (r0, r1) = (t0 * MR, (t1 * MR).min(mg));
+        let m0 = gi * mg;
+        {
+            let _t = Clock::start(times, |t| &t.gemm);
+            if self.simd {
+                simd_gemm(&self.w, gi, mg, kdim, t0, t1, panel, plan.cols, self.bias.as_deref().map(|b| &b[m0..m0 + mg]), acc);
+            } else {
+                let wg = &self.w[(m0 + r0) * kdim..(m0 + r1) * kdim];
+                sgemm(r1 - r0, plan.cols, kdim, 1.0, wg, Layout::row_major(kdim), panel, Layout::row_major(NR), acc.as_mut_ptr(), NR, false);
+            }
+        }
+        let _t = Clock::start(times, |t| &t.scatter);
+        let op = self.g.out_plane();
+        let mut tmp = [0.0f32; NR];
+        for r in r0..r1 {
+            let m = m0 + r;
+            let row = &mut acc[(r - r0) * NR..(r - r0 + 1) * NR];
+            // The AVX-512 tile started from the bias already.
+            let b = if self.simd { 0.0 } else { self.bias.as_ref().map_or(0.0, |b| b[m]) };
+            let res = residual.map(|res| &res[m * op..(m + 1) * op]);
+            if let Some(rp) = res {
+                read_out(self.simd, plan, rp, &mut tmp);
+            }
+            if b != 0.0 || res.is_some() || self.act.is_some() {
+                let n = 16 * plan.vecs;
+                epilogue(&mut row[..n], b, res.map(|_| &tmp[..n]), self.act);
+            }
+            write_out(self.simd, plan, row, y.get().add(m * op));
+        }
+    }
+}
+
+fn simd_available() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        super::micro::available()
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+fn pack_weights(w: &[f32], groups: usize, mg: usize, kdim: usize) -> Vec<f32> {
+    use super::micro::{pack_rows, packed_len};
+    let per = packed_len(mg, kdim);
+    let mut out = vec![0.0; groups * per];
+    for gi in 0..groups {
+        pack_rows(&w[gi * mg * kdim..], mg, kdim, kdim, &mut out[gi * per..(gi + 1) * per]);
+    }
+    out
+}
+#[cfg(not(target_arch = "x86_64"))]
+fn pack_weights(w: &[f32], _: usize, _: usize, _: usize) -> Vec<f32> {
+    w.to_vec()
+}
+
+#[cfg(target_arch = "x86_64")]
+pub(super) fn simd_gather(plan: &PanelPlan, x: &[f32], plane: usize, channels: usize, panel: &mut [f32]) {
+    // SAFETY: only reached on the AVX-512 path; the plan was built for this geometry.
+    unsafe { super::gather::simd::gather(plan, x, plane, channels, panel) }
+}
+#[cfg(not(target_arch = "x86_64"))]
+pub(super) fn simd_gather(plan: &PanelPlan, x: &[f32], plane: usize, channels: usize, panel: &mut [f32]) {
+    plan.gather(x, plane, channels, panel)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[allow(clippy::too_many_arguments)]
+fn simd_gemm(w: &[f32], gi: usize, mg: usize, kdim: usize, t0: usize, t1: usize, panel: &[f32], cols: usize, bias: Option<&[f32]>, acc: &mut [f32]) {
+    let per = super::micro::packed_len(mg, kdim);
+    let g = super::micro::PanelGemm { a: &w[gi * per..(gi + 1) * per], kdim, rows: mg, t0, t1, b: panel, cols, bias };
+    // SAFETY: only reached on the AVX-512 path.
+    unsafe { g.run(acc) }
+}
+#[cfg(not(target_arch = "x86_64"))]
+#[allow(clippy::too_many_arguments)]
+fn simd_gemm(_: &[f32], _: usize, _: usize, _: usize, _: usize, _: usize, _: &[f32], _: usize, _: Option<&[f32]>, _: &mut [f32]) {
+    unreachable!("the AVX-512 path is never chosen off x86-64")
+}
+
+fn read_out(simd: bool, plan: &PanelPlan, plane: &[f32], dst: &mut [f32; NR]) {
+    #[cfg(target_arch = "x86_64")]
+    if simd {
+        // SAFETY: `simd` is only set where AVX-512 is present; `plane` is a whole output plane.
+        return unsafe { super::gather::simd::read_out(plan, plane, dst) };
+    }
+    let _ = simd;
+    dst.fill(0.0);
+    for v in 0..plan.vecs {
+        plan.each_lane(plan.writes[v], |l, at| dst[16 * v + l] = plane[at]);
+    }
+}
+
+/// # Safety
+/// `plane` points at a whole output plane no other thread writes at these positions.
+unsafe fn write_out(simd: bool, plan: &PanelPlan, row: &[f32], plane: *mut f32) {
+    #[cfg(target_arch = "x86_64")]
+    if simd {
+        return super::gather::simd::write_out(plan, row, plane);
+    }
+    let _ = simd;
+    for v in 0..plan.vecs {
+        plan.each_lane(plan.writes[v], |l, at| *plane.add(at) = row[16 * v + l]);
+    }
+}
+
+thread_local! {
+    static PLAN: RefCell<PanelPlan> = RefCell::new(PanelPlan::default());
+}
+
+pub(super) fn with_plan<R>(f: impl FnOnce(&mut PanelPlan) -> R) -> R {
+    PLAN.with(|p| match p.try_borrow_mut() {
+        Ok(mut p) => f(&mut p),
+        Err(_) => f(&mut PanelPlan::default()),
+    })
+}

@@ -1,0 +1,79 @@
+//! CPU kernels that compute an op only at the output positions of a DISTile list and write only
+//! the positions whose mask bit is set (everything else in the output buffer is left as it was,
+//! so a zero-filled buffer ends up holding `mask * dense_op(x)` and a cached one keeps its values).
+//!
+//! How the convs run: the output positions of the tiles become GEMM columns (row runs, see
+//! [`columns`]); 64 of them at a time are gathered into an im2col panel ([`gather`]), multiplied
+//! by weights packed once at preparation ([`micro`]), and scattered back with the bias, residual
+//! and activation, testing the mask per position. Depthwise convs run directly ([`depthwise`]).
+//! The granularity of the `TileSet` a caller passes is the schedule knob: 1x1 tiles are the
+//! "positions" schedule (only active positions are computed); larger tiles also compute their
+//! inactive positions, trading wasted work for fewer, longer runs.
+
+mod columns;
+mod conv;
+mod depthwise;
+mod gather;
+mod linear;
+#[cfg(target_arch = "x86_64")]
+mod micro;
+mod nhwc;
+mod scratch;
+#[cfg(test)]
+mod conv_tests;
+#[cfg(test)]
+mod linear_tests;
+#[cfg(test)]
+mod testkit;
+
+pub use conv::{ConvKind, SparseConv};
+pub use linear::SparseLinear;
+pub use nhwc::NhwcGatherProbe;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Nanoseconds spent in each phase of sparse calls, summed over all threads (so with 2 threads
+/// the total is about twice the wall time). Pass one to the `*_timed` entry points to see where
+/// the time goes; the untimed entry points do not read the clock.
+#[derive(Debug, Default)]
+pub struct PhaseTimes {
+    /// Building run lists and per-panel gather/scatter plans.
+    pub plan: AtomicU64,
+    /// Lowering inputs into GEMM panels.
+    pub gather: AtomicU64,
+    /// Multiply-adds (for depthwise: the direct kernel).
+    pub gemm: AtomicU64,
+    /// Epilogue and masked writes of results.
+    pub scatter: AtomicU64,
+}
+
+impl PhaseTimes {
+    /// `[plan, gather, gemm, scatter]` in seconds.
+    pub fn secs(&self) -> [f64; 4] {
+        [&self.plan, &self.gather, &self.gemm, &self.scatter].map(|a| a.load(Ordering::Relaxed) as f64 * 1e-9)
+    }
+    pub fn reset(&self) {
+        for a in [&self.plan, &self.gather, &self.gemm, &self.scatter] {
+            a.store(0, Ordering::Relaxed);
+        }
+    }
+}
+
+/// Times a phase only when a `PhaseTimes` was given.
+pub(crate) struct Clock<'a>(Option<(&'a AtomicU64, std::time::Instant)>);
+
+impl<'a> Clock<'a> {
+    #[inline]
+    pub fn start(t: Option<&'a PhaseTimes>, pick: fn(&PhaseTimes) -> &AtomicU64) -> Clock<'a> {
+        Clock(t.map(|t| (pick(t), std::time::Instant::now())))
+    }
+}
+
+impl Drop for Clock<'_> {
+    #[inline]
+    fn drop(&mut self) {
+        if let Some((a, t0)) = self.0.take() {
+            a.fetch_add(t0.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        }
+    }
+}
