@@ -1,5 +1,9 @@
 //! The CPU backend: dense reference kernels on host tensors, multi-threaded with rayon.
 
+mod attention;
+mod attention_active;
+#[cfg(test)]
+mod attention_tests;
 mod binary;
 mod broadcast;
 mod conv;
@@ -39,6 +43,8 @@ mod dense_fuzz;
 #[cfg(test)]
 mod test_util;
 
+pub use attention::{attention_dense, AttnShape, ScoreBias};
+pub use attention_active::{active_tokens, attention_active, attention_node_active};
 pub use executor::{CpuBackend, CpuEvaluator};
 
 use dynaspa_runtime::backend::TensorSpec;
@@ -96,5 +102,6 @@ pub fn eval_op(op: &Op, ins: &[Option<&Tensor>], outs: &[TensorSpec]) -> Result<
         Op::Pad { mode } => one(pad::pad(*mode, ins, &outs[0])),
         Op::Where => one(elementwise::where_(ins, &outs[0])),
         Op::CumSum { exclusive, reverse } => one(reduce::cumsum(*exclusive, *reverse, ins, &outs[0])),
+        Op::Attention(a) => one(attention::attention(a, ins, &outs[0])),
     }
 }

@@ -10,6 +10,7 @@ pub fn optimise(g: &mut Graph) {
     fold_batch_norm(g);
     fuse_conv_add(g);
     fuse_conv_activation(g);
+    super::fuse_attention::fuse_attention(g);
     remove_dead(g);
     g.compact();
 }

@@ -3,9 +3,11 @@
 pub mod op;
 pub mod shape;
 pub mod shape_move;
+pub mod shape_attention;
 pub mod window;
 pub mod fold;
 pub mod fuse;
+pub mod fuse_attention;
 pub mod sparse;
 pub mod sparse_detect;
 pub mod sparse_lower;

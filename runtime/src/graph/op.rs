@@ -183,6 +183,60 @@ pub enum PadMode {
     Wrap,
 }
 
+/// How the raw scores `q . k^T` are scaled before the key bias, kept in the graph's own form:
+/// `x / d` and `x * (1 / d)` round differently, and fusion must not change results.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub enum ScoreScale {
+    /// `scores * s`; `Mul(1.0)` when the graph has no scale node (already folded into q).
+    Mul(f32),
+    /// `scores / d`.
+    Div(f32),
+}
+
+impl ScoreScale {
+    #[inline(always)]
+    pub fn apply(self, x: f32) -> f32 {
+        match self {
+            ScoreScale::Mul(s) => x * s,
+            ScoreScale::Div(d) => x / d,
+        }
+    }
+    /// |factor| the scores are multiplied by, for bounds on the scaled scores.
+    pub fn magnitude(self) -> f64 {
+        match self {
+            ScoreScale::Mul(s) => (s as f64).abs(),
+            ScoreScale::Div(d) => 1.0 / (d as f64).abs(),
+        }
+    }
+}
+
+/// Scaled dot-product attention, made by `fuse_attention` from
+/// `MatMul(Softmax(Add?(scale?(MatMul(q, k^T)), bias), axis=-1), v)`.
+///
+/// Inputs: `q [B, H, Tq, dk]`, `k [B, H, Tk, dk]` (`[B, H, dk, Tk]` when `k_transposed`),
+/// `v [B, H, Tk, dv]`, optional `bias` (input 3) broadcastable to `[B, H, Tq, Tk]` without
+/// growing it, and, only when `key_mask` is set, the token mask `M` (input 4).
+/// Output `[B, H, Tq, dv]` = `softmax(scale(q . k^T) + bias, last axis) . v`.
+///
+/// `key_mask`: the pass proved that `bias` is `(M - 1) * c` laid out as `[B, 1, 1, Tk]`, with
+/// `M` `[B, Tk]` or `[B, Tk, 1]` (row-major order equal to the bias's) and binary because it is
+/// a `Cast` of a BOOL value. The bias input stays, so the dense kernel needs nothing else; `M`
+/// rides along as input 4 so an executor can list the active tokens (M = 1) and run the
+/// active-token kernel instead (see `dynaspa_backends::cpu::attention_active`).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Attention {
+    pub heads: usize,
+    pub scale: ScoreScale,
+    pub k_transposed: bool,
+    pub key_mask: Option<KeyMaskBias>,
+}
+
+/// `bias = (M - 1) * c`: 0 on active keys, `-c` on inactive ones.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct KeyMaskBias {
+    pub c: f32,
+}
+
 /// One IR operator. Input order is ONNX's for the op; optional inputs may be absent.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Op {
@@ -246,6 +300,8 @@ pub enum Op {
     Where,
     /// x, axis
     CumSum { exclusive: bool, reverse: bool },
+    /// q, k, v, [bias], [mask]: not an ONNX op, made by `fuse_attention`.
+    Attention(Attention),
 }
 
 impl Op {
@@ -315,6 +371,7 @@ impl Op {
             Op::Pad { .. } => "Pad",
             Op::Where => "Where",
             Op::CumSum { .. } => "CumSum",
+            Op::Attention(_) => "Attention",
         }
     }
 }

@@ -302,6 +302,7 @@ pub fn infer(op: &mut Op, ins: &[Option<In>], n_out: usize) -> Result<Vec<Tensor
             let (s, e) = (clamp(*start), clamp(end.unwrap_or(r)));
             one(DType::I64, vec![(e - s).max(0) as usize])
         }
+        Op::Attention(a) => super::shape_attention::infer(a, ins),
         _ => super::shape_move::infer(op, ins, n_out),
     }
 }
