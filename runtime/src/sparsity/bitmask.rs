@@ -32,7 +32,7 @@ impl std::fmt::Debug for BitMask {
     }
 }
 
-/// The f32 bit patterns a mask value may have: 1.0, and 0.0 of either sign (both compare equal
+/// Bit pattern of 1.0f32. A mask value must be this or 0.0 of either sign (both compare equal
 /// to 0, and a `Mul` by either leaves a zero).
 const F32_ONE: u32 = 0x3f80_0000;
 
