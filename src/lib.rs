@@ -12,6 +12,7 @@ pub use dynaspa_runtime::onnx::LoadOptions;
 pub use dynaspa_runtime::session::Session;
 pub use dynaspa_runtime::{DType, Error, Result, Tensor, TensorData};
 
+use dynaspa_runtime::graph::sparse_detect::{detect_sparse_regions, SparseOptions};
 use dynaspa_runtime::graph::Graph;
 use std::path::Path;
 
@@ -24,6 +25,11 @@ pub struct OpenOptions {
     /// Run the ops `detect_sparse_regions` finds sparsely (the default); `false` runs the same
     /// graph densely, the baseline of `dynaspa bench`.
     pub dense: bool,
+    /// Keep the last frame's activations where a model-input mask is 0 (SIGE's cached mode)
+    /// instead of the zeros the graph multiplies in.
+    pub cached: bool,
+    /// Calibration cache and forced members for sparse ops (`None`: from the environment).
+    pub sparse: Option<backends::cpu::SparseConfig>,
 }
 
 /// Loads and optimises a model file (constant folding runs on the CPU kernels).
@@ -38,7 +44,13 @@ pub fn load_graph_bytes(bytes: &[u8], opts: &LoadOptions) -> Result<Graph> {
 
 /// Loads a model and compiles it for `backend` ("auto", "cpu", ...).
 pub fn open(path: impl AsRef<Path>, backend: &str, opts: &OpenOptions) -> Result<Session> {
-    let g = load_graph(path, &opts.load)?;
-    let b = backends::create(backend, opts.threads)?;
+    let mut g = load_graph(path, &opts.load)?;
+    if !opts.dense {
+        let so = SparseOptions { cached_model_input_masks: opts.cached };
+        let found = detect_sparse_regions(&mut g, &so);
+        tracing::debug!(sparse_ops = found.len(), "sparse regions");
+    }
+    let cfg = opts.sparse.clone().unwrap_or_else(backends::cpu::SparseConfig::from_env);
+    let b = backends::create_with(backend, opts.threads, cfg)?;
     Session::new(g, b.as_ref())
 }

@@ -164,11 +164,7 @@ fn i64_init(name: &str, data: &[i64]) -> TensorProto {
 }
 
 fn perm_attr(perm: &[i64]) -> dynaspa::runtime::onnx::proto::onnx::AttributeProto {
-    let mut a = int_attr("perm", 0);
-    a.clear_i();
-    a.ints = perm.to_vec();
-    a.set_type(dynaspa::runtime::onnx::proto::onnx::attribute_proto::AttributeType::INTS);
-    a
+    onnx_build::ints_attr("perm", perm)
 }
 
 const B: i64 = 2;

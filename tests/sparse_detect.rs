@@ -236,23 +236,10 @@ fn rewritten_models_compute_the_same_function() {
 
 // ---------------------------------------------------------------- hand-built graphs
 
-use onnx_build::{f32_init, int_attr, model, node, value_info};
+use onnx_build::{f32_init, int_attr, ints_attr, model, node, value_info, with_attrs};
 
 const F32: i32 = 1;
 
-fn ints_attr(name: &str, v: &[i64]) -> dynaspa::runtime::onnx::proto::onnx::AttributeProto {
-    use dynaspa::runtime::onnx::proto::onnx::{attribute_proto::AttributeType, AttributeProto};
-    let mut a = AttributeProto::new();
-    a.set_name(name.into());
-    a.ints = v.to_vec();
-    a.set_type(AttributeType::INTS);
-    a
-}
-
-fn with_attrs(mut n: dynaspa::runtime::onnx::proto::onnx::NodeProto, attrs: Vec<dynaspa::runtime::onnx::proto::onnx::AttributeProto>) -> dynaspa::runtime::onnx::proto::onnx::NodeProto {
-    n.attribute = attrs;
-    n
-}
 
 /// Deterministic, varied weights.
 fn weights(name: &str, dims: &[i64]) -> dynaspa::runtime::onnx::proto::onnx::TensorProto {

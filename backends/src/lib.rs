@@ -13,8 +13,13 @@ pub fn available() -> Vec<&'static str> {
 
 /// `auto` picks the best backend present; today that is the CPU.
 pub fn create(name: &str, threads: Option<usize>) -> Result<Box<dyn Backend>> {
+    create_with(name, threads, cpu::SparseConfig::from_env())
+}
+
+/// `create` with explicit settings for sparse ops (calibration cache, forced member).
+pub fn create_with(name: &str, threads: Option<usize>, sparse: cpu::SparseConfig) -> Result<Box<dyn Backend>> {
     match name {
-        "auto" | "cpu" => Ok(Box::new(cpu::CpuBackend::new(threads)?)),
+        "auto" | "cpu" => Ok(Box::new(cpu::CpuBackend::new(threads)?.with_sparse_config(sparse))),
         other => Err(Error::Other(format!(
             "unknown backend '{other}'; this build has: auto, {}",
             available().join(", ")

@@ -129,6 +129,13 @@ impl TensorData {
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
+    /// The float buffer, for reuse; a tensor of another type comes back unchanged as the error.
+    pub fn into_f32(self) -> std::result::Result<Vec<f32>, TensorData> {
+        match self {
+            TensorData::F32(v) => Ok(v),
+            other => Err(other),
+        }
+    }
     pub fn zeros(dtype: DType, n: usize) -> TensorData {
         match dtype {
             DType::F32 => TensorData::F32(vec![0.0; n]),

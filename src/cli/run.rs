@@ -53,7 +53,7 @@ fn parse_floats(s: &str) -> Option<Vec<f32>> {
 
 pub fn run(a: RunArgs) -> Result<()> {
     let t0 = Instant::now();
-    let opts = OpenOptions { load: LoadOptions { batch: a.batch, ..Default::default() }, threads: a.threads, dense: false };
+    let opts = OpenOptions { load: LoadOptions { batch: a.batch, ..Default::default() }, threads: a.threads, ..Default::default() };
     let mut session = dynaspa::open(&a.model, &a.backend, &opts)?;
     let load_ms = t0.elapsed().as_secs_f64() * 1e3;
     let g = session.graph();

@@ -41,6 +41,19 @@ pub fn int_attr(name: &str, v: i64) -> AttributeProto {
     a
 }
 
+pub fn ints_attr(name: &str, v: &[i64]) -> AttributeProto {
+    let mut a = AttributeProto::new();
+    a.set_name(name.into());
+    a.ints = v.to_vec();
+    a.set_type(dynaspa::runtime::onnx::proto::onnx::attribute_proto::AttributeType::INTS);
+    a
+}
+
+pub fn with_attrs(mut n: NodeProto, attrs: Vec<AttributeProto>) -> NodeProto {
+    n.attribute = attrs;
+    n
+}
+
 pub fn f32_init(name: &str, dims: &[i64], data: &[f32]) -> TensorProto {
     let mut t = TensorProto::new();
     t.set_name(name.into());

@@ -1,13 +1,19 @@
-//! Runs a graph node by node on the CPU, freeing each intermediate after its last reader.
+//! Runs a graph node by node on the CPU, freeing each intermediate after its last reader;
+//! sparse nodes go through `sparse_exec`, and their buffers return to the zero-fill pool.
 
 use super::eval_op;
+use super::sparse_exec::{build_steps, SparseConfig, SparseStep};
+use super::zero_pool::{Dirty, ZeroPool};
 use dynaspa_runtime::backend::{Backend, Executable, OpEvaluator, TensorSpec};
 use dynaspa_runtime::graph::{Graph, Op};
+use dynaspa_runtime::report::FrameReport;
 use dynaspa_runtime::{Error, Result, Tensor};
 use std::sync::Arc;
+use std::time::Instant;
 
 pub struct CpuBackend {
     pool: Arc<rayon::ThreadPool>,
+    sparse: SparseConfig,
 }
 
 impl CpuBackend {
@@ -18,7 +24,12 @@ impl CpuBackend {
             b = b.num_threads(n.max(1));
         }
         let pool = b.build().map_err(|e| Error::Backend { backend: "cpu".into(), msg: e.to_string() })?;
-        Ok(CpuBackend { pool: Arc::new(pool) })
+        Ok(CpuBackend { pool: Arc::new(pool), sparse: SparseConfig::from_env() })
+    }
+    /// How sparse ops are calibrated, cached and (for tests) pinned to one member.
+    pub fn with_sparse_config(mut self, cfg: SparseConfig) -> CpuBackend {
+        self.sparse = cfg;
+        self
     }
     pub fn threads(&self) -> usize {
         self.pool.current_num_threads()
@@ -36,7 +47,7 @@ impl Backend for CpuBackend {
         for (v, c) in consumers.iter().enumerate() {
             last_use[v] = c.iter().copied().max();
         }
-        let specs = graph
+        let specs: Vec<Vec<TensorSpec>> = graph
             .nodes
             .iter()
             .map(|n| {
@@ -46,8 +57,23 @@ impl Backend for CpuBackend {
                     .collect()
             })
             .collect();
-        let prepared = graph.nodes.iter().map(|n| prepare(&graph, n)).collect();
-        Ok(Box::new(CpuExecutable { graph, pool: self.pool.clone(), last_use, specs, prepared }))
+        let prepared: Vec<Option<Prepared>> = graph.nodes.iter().map(|n| prepare(&graph, n)).collect();
+        let dense = |ni: usize, ins: &[Option<&Tensor>]| -> Result<Tensor> {
+            let mut outs = eval_node(&graph.nodes[ni].op, prepared[ni].as_ref(), ins, &specs[ni])?;
+            Ok(outs.swap_remove(0))
+        };
+        let threads = self.threads();
+        let steps = self.pool.install(|| build_steps(&graph, &self.sparse, threads, &dense))?;
+        Ok(Box::new(CpuExecutable {
+            graph,
+            pool: self.pool.clone(),
+            last_use,
+            specs,
+            prepared,
+            steps,
+            zero: ZeroPool::new(),
+            report: None,
+        }))
     }
 }
 
@@ -58,6 +84,10 @@ struct CpuExecutable {
     specs: Vec<Vec<TensorSpec>>,
     /// Per node: weights rearranged once for the kernel that will run them.
     prepared: Vec<Option<Prepared>>,
+    /// Per node: how it runs sparsely, if it does.
+    steps: Vec<Option<SparseStep>>,
+    zero: ZeroPool,
+    report: Option<FrameReport>,
 }
 
 /// Kernel-specific forms of constant weights, made when the graph is compiled rather than on
@@ -88,30 +118,60 @@ fn eval_node(op: &Op, prepared: Option<&Prepared>, ins: &[Option<&Tensor>], spec
 
 impl Executable for CpuExecutable {
     fn run(&mut self, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
-        let g = &self.graph;
+        let t_frame = Instant::now();
+        let CpuExecutable { graph, pool, last_use, specs, prepared, steps, zero, report } = self;
+        let g = &**graph;
         let mut vals: Vec<Option<Arc<Tensor>>> = g.values.iter().map(|v| v.constant.clone()).collect();
+        // How each sparse output's buffer may be recycled once its last reader is done.
+        let mut dirty: Vec<Option<Dirty>> = (0..g.values.len()).map(|_| None).collect();
         for (&id, t) in g.inputs.iter().zip(inputs) {
             vals[id] = Some(Arc::new(t.clone()));
         }
-        self.pool.install(|| -> Result<()> {
+        let mut frame = FrameReport::default();
+        pool.install(|| -> Result<()> {
             for (ni, node) in g.nodes.iter().enumerate() {
                 let _span = tracing::trace_span!("node", name = %node.name, op = node.op.name()).entered();
                 let ins: Vec<Option<&Tensor>> =
                     node.inputs.iter().map(|i| i.and_then(|i| vals[i].as_deref())).collect();
-                let outs = eval_node(&node.op, self.prepared[ni].as_ref(), &ins, &self.specs[ni])
-                    .map_err(|e| Error::node(&node.name, node.op.name(), e.to_string()))?;
-                check_outputs(&node.name, &node.op, &outs, &self.specs[ni])?;
+                let wrap = |e: Error| Error::node(&node.name, node.op.name(), e.to_string());
+                let outs = match steps[ni].as_mut() {
+                    Some(step) => {
+                        let mask = vals[step.spec.mask].as_deref().ok_or_else(|| {
+                            wrap(Error::Other(format!("mask '{}' was not computed before the op", step.mask_name)))
+                        })?;
+                        let dense = |ins: &[Option<&Tensor>]| -> Result<Tensor> {
+                            let mut o = eval_node(&node.op, prepared[ni].as_ref(), ins, &specs[ni])?;
+                            Ok(o.swap_remove(0))
+                        };
+                        let out = step.run(&node.name, &node.op, &ins, mask, &specs[ni][0], zero, &dense).map_err(wrap)?;
+                        dirty[node.outputs[0]] = out.dirty;
+                        frame.sparse_ops.push(out.record);
+                        vec![out.tensor]
+                    }
+                    None => eval_node(&node.op, prepared[ni].as_ref(), &ins, &specs[ni]).map_err(wrap)?,
+                };
+                check_outputs(&node.name, &node.op, &outs, &specs[ni])?;
                 for (&o, t) in node.outputs.iter().zip(outs) {
                     vals[o] = Some(Arc::new(t));
                 }
-                for i in node.inputs.iter().flatten() {
-                    if self.last_use[*i] == Some(ni) && g.values[*i].constant.is_none() && !g.is_graph_output(*i) {
-                        vals[*i] = None;
+                let reads = node.inputs.iter().flatten().chain(steps[ni].as_ref().map(|s| &s.spec.mask));
+                for &i in reads {
+                    if last_use[i] == Some(ni) && g.values[i].constant.is_none() && !g.is_graph_output(i) {
+                        let v = vals[i].take();
+                        if let (Some(d), Some(t)) = (dirty[i].take(), v) {
+                            if let Ok(t) = Arc::try_unwrap(t) {
+                                if let Ok(buf) = t.into_data().into_f32() {
+                                    zero.give_back(buf, d);
+                                }
+                            }
+                        }
                     }
                 }
             }
             Ok(())
         })?;
+        frame.total = t_frame.elapsed();
+        *report = Some(frame);
         g.outputs
             .iter()
             .map(|&o| {
@@ -121,6 +181,9 @@ impl Executable for CpuExecutable {
                 Ok(Arc::try_unwrap(t).unwrap_or_else(|a| (*a).clone()))
             })
             .collect()
+    }
+    fn last_report(&self) -> Option<&FrameReport> {
+        self.report.as_ref()
     }
 }
 

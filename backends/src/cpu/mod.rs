@@ -33,6 +33,7 @@ mod pool;
 mod reduce;
 mod resize;
 mod softmax;
+mod sparse_exec;
 mod zero_pool;
 mod strided;
 pub mod sparse;
@@ -46,6 +47,7 @@ mod test_util;
 pub use attention::{attention_dense, AttnShape, ScoreBias};
 pub use attention_active::{active_tokens, attention_active, attention_node_active};
 pub use executor::{CpuBackend, CpuEvaluator};
+pub use sparse_exec::{ForceMember, SparseConfig};
 
 use dynaspa_runtime::backend::TensorSpec;
 use dynaspa_runtime::graph::Op;

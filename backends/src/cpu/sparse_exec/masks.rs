@@ -1,0 +1,59 @@
+//! A sparse op's mask value -> one `BitMask` per image of the batch.
+
+use dynaspa_runtime::graph::MaskKind;
+use dynaspa_runtime::sparsity::BitMask;
+use dynaspa_runtime::{Error, Result, Tensor};
+
+/// `mask` is `[N or 1, 1, h, w]` (spatial) or `[N or 1, t]` / `[N or 1, t, 1]` (token, returned as
+/// 1 x t masks); a batch of 1 is broadcast to `images`. Values must be exactly 0 or 1.
+pub(crate) fn bitmasks(mask: &Tensor, name: &str, kind: MaskKind, images: usize, h: usize, w: usize) -> Result<Vec<BitMask>> {
+    let s = mask.shape();
+    let shape_ok = match kind {
+        MaskKind::Spatial => s.len() == 4 && s[1] == 1 && s[2] == h && s[3] == w,
+        MaskKind::Token => (s.len() == 2 && s[1] == w) || (s.len() == 3 && s[1] == w && s[2] == 1),
+    } && (s[0] == images || s[0] == 1);
+    if !shape_ok {
+        let want = match kind {
+            MaskKind::Spatial => format!("[{images}, 1, {h}, {w}]"),
+            MaskKind::Token => format!("[{images}, {w}] or [{images}, {w}, 1]"),
+        };
+        return Err(Error::Other(format!("mask '{name}' has shape {s:?}, the sparse op needs {want}")));
+    }
+    let v = mask.as_f32().map_err(|_| Error::Other(format!("mask '{name}' must be FLOAT, got {}", mask.dtype())))?;
+    let (mh, plane) = match kind {
+        MaskKind::Spatial => (h, h * w),
+        MaskKind::Token => (1, w),
+    };
+    let mut out = Vec::with_capacity(images);
+    for img in 0..s[0] {
+        let m = BitMask::from_f32(mh, w, &v[img * plane..][..plane])
+            .map_err(|e| Error::Other(format!("mask '{name}', image {img}: {e}")))?;
+        out.push(m);
+    }
+    while out.len() < images {
+        out.push(out[0].clone());
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spatial_and_token_masks_with_broadcast_and_errors() {
+        let v: Vec<f32> = (0..2 * 6).map(|i| (i % 3 == 0) as u8 as f32).collect();
+        let t = Tensor::from_f32(vec![2, 1, 2, 3], v).unwrap();
+        let m = bitmasks(&t, "m", MaskKind::Spatial, 2, 2, 3).unwrap();
+        assert_eq!(m.len(), 2);
+        assert!(m[0].get(0, 0) && !m[0].get(0, 1) && m[0].get(1, 0));
+        assert!(bitmasks(&t, "m", MaskKind::Spatial, 2, 3, 2).is_err());
+        let one = Tensor::from_f32(vec![1, 5, 1], vec![1.0, 0.0, 0.0, 1.0, 1.0]).unwrap();
+        let m = bitmasks(&one, "tok", MaskKind::Token, 3, 1, 5).unwrap();
+        assert_eq!(m.len(), 3);
+        assert_eq!(m[2].count_ones(), 3);
+        let bad = Tensor::from_f32(vec![1, 5], vec![1.0, 0.5, 0.0, 1.0, 1.0]).unwrap();
+        let e = bitmasks(&bad, "tok", MaskKind::Token, 1, 1, 5).unwrap_err().to_string();
+        assert!(e.contains("tok"), "{e}");
+    }
+}

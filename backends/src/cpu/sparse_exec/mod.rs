@@ -1,0 +1,309 @@
+//! Runs the nodes `detect_sparse_regions` annotated (runtime/src/graph/sparse.rs) and the
+//! attentions whose keys carry a token mask: per frame and op, mask -> `BitMask` per image ->
+//! DISTile counts at every member's granularity -> the PolyKernel's choice -> that kernel over
+//! the tiles, into a zero-filled buffer from the pool or the op's cached activations.
+
+mod calibrate;
+pub(crate) mod masks;
+mod step_build;
+
+pub(crate) use step_build::build_steps;
+
+use super::sparse::{SparseConv, SparseLinear};
+use super::zero_pool::{Dirty, ZeroPool};
+use dynaspa_runtime::backend::TensorSpec;
+use dynaspa_runtime::dispatch::PolyKernel;
+use dynaspa_runtime::graph::{Attention, FillPolicy, MaskKind, Op, SparseSpec};
+use dynaspa_runtime::report::{PhaseTimes, SparseOpRecord};
+use dynaspa_runtime::sparsity::{BitMask, Granularity};
+use dynaspa_runtime::{Error, Result, Tensor};
+use std::sync::Arc;
+use std::time::Instant;
+
+/// Pins every sparse op to one member, for tests and for measuring members one by one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ForceMember {
+    Dense,
+    /// The sparse member at this granularity, or the closest the op's PolyKernel has.
+    Tiles(Granularity),
+}
+
+/// How the CPU backend runs sparse ops.
+#[derive(Clone, Debug, Default)]
+pub struct SparseConfig {
+    /// Where calibrated PolyKernels are cached (`None`: calibrate on every start).
+    pub cache_dir: Option<std::path::PathBuf>,
+    pub force: Option<ForceMember>,
+}
+
+impl SparseConfig {
+    /// The cache under `$DYNASPA_CACHE_DIR`, `$XDG_CACHE_HOME/dynaspa` or `~/.cache/dynaspa`.
+    pub fn from_env() -> SparseConfig {
+        SparseConfig { cache_dir: calibrate::cache_root(), force: None }
+    }
+}
+
+pub(crate) enum Kernel {
+    Conv(SparseConv),
+    /// Token rows of `x [images, tokens, K]` times a constant `[K, N]`.
+    Linear(SparseLinear),
+    Attention(Attention),
+    /// No sparse kernel for this op (yet): the dense member only, with the mask applied.
+    DenseOnly,
+}
+
+pub(crate) struct SparseStep {
+    pub spec: SparseSpec,
+    pub mask_name: String,
+    pub kernel: Kernel,
+    pub poly: PolyKernel,
+    pub images: usize,
+    /// Mask plane: h x w positions (token ops: 1 x tokens).
+    pub h: usize,
+    pub w: usize,
+    pub force: Option<ForceMember>,
+    /// `Cached` fill: the last output, reused as the next frame's buffer.
+    cache: Option<Tensor>,
+}
+
+/// What one sparse op produced.
+pub(crate) struct StepOutput {
+    pub tensor: Tensor,
+    pub record: SparseOpRecord,
+    /// How the buffer may be recycled once the value dies (`None`: not at all).
+    pub dirty: Option<Dirty>,
+}
+
+/// Evaluates the op densely (the dense member), with the executor's prepared kernels.
+pub(crate) type DenseEval<'a> = &'a dyn Fn(&[Option<&Tensor>]) -> Result<Tensor>;
+
+impl SparseStep {
+    pub fn run(
+        &mut self,
+        node: &str,
+        op: &Op,
+        ins: &[Option<&Tensor>],
+        mask: &Tensor,
+        spec_out: &TensorSpec,
+        pool: &mut ZeroPool,
+        dense: DenseEval,
+    ) -> Result<StepOutput> {
+        let mut ph = PhaseTimes::default();
+        let t = Instant::now();
+        let masks = {
+            let _s = tracing::trace_span!("bitmask").entered();
+            masks::bitmasks(mask, &self.mask_name, self.spec.kind, self.images, self.h, self.w)?
+        };
+        ph.bitmask = t.elapsed();
+        let density = masks.iter().map(BitMask::density).sum::<f64>() / masks.len().max(1) as f64;
+
+        let t = Instant::now();
+        let grans = self.poly.granularities();
+        let mut counts = vec![0usize; grans.len()];
+        {
+            let _s = tracing::trace_span!("tiles").entered();
+            for m in &masks {
+                for (c, n) in counts.iter_mut().zip(m.count_tiles_many(&grans)) {
+                    *c += n;
+                }
+            }
+        }
+        ph.tiles = t.elapsed();
+        let t = Instant::now();
+        let member = {
+            let _s = tracing::trace_span!("select").entered();
+            self.choose(&grans, &counts)?
+        };
+        ph.select = t.elapsed();
+        let schedule = &self.poly.members()[member].schedule;
+        let (member_name, gran) = (schedule.name.clone(), schedule.granularity);
+        let first_cached_frame = self.spec.fill == FillPolicy::Cached && self.cache.is_none();
+
+        let (tensor, tiles, dirty) = match gran {
+            Some(g) if !first_cached_frame && !matches!(self.kernel, Kernel::DenseOnly) => {
+                self.run_sparse(op, ins, &masks, g, spec_out, pool, &mut ph)?
+            }
+            _ => {
+                let t = Instant::now();
+                let _s = tracing::trace_span!("kernel").entered();
+                let mut out = dense(ins)?;
+                // A cached op's dense run refreshes every position; a zero-filled one must
+                // still zero what the mask drops when the multiplication was folded in.
+                if self.spec.fused_mul && self.spec.fill == FillPolicy::Zero {
+                    apply_mask(&mut out, &masks, self.spec.kind)?;
+                }
+                ph.compute = t.elapsed();
+                let dirty = (self.spec.fill == FillPolicy::Zero).then_some(Dirty::All);
+                (out, 0, dirty)
+            }
+        };
+        let tensor = if self.spec.fill == FillPolicy::Cached {
+            self.cache = Some(tensor.clone());
+            tensor
+        } else {
+            tensor
+        };
+        let record = SparseOpRecord {
+            node: node.to_string(),
+            op: op.name().to_string(),
+            density,
+            member: if gran.is_some() && tiles == 0 && first_cached_frame { "dense (first cached frame)".into() } else { member_name },
+            granularity: gran.filter(|_| tiles > 0 || !first_cached_frame),
+            tiles,
+            phases: ph,
+        };
+        Ok(StepOutput { tensor, record, dirty })
+    }
+
+    fn choose(&self, grans: &[Granularity], counts: &[usize]) -> Result<usize> {
+        let members = self.poly.members();
+        match self.force {
+            Some(ForceMember::Dense) => Ok(self.poly.dense_index()),
+            Some(ForceMember::Tiles(g)) => {
+                // The member whose granularity is closest to the forced one.
+                let dist = |h: Granularity| (h.h as i32 - g.h as i32).abs() + (h.w as i32 - g.w as i32).abs();
+                Ok(members
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(i, m)| m.schedule.granularity.map(|h| (dist(h), i)))
+                    .min()
+                    .map_or(self.poly.dense_index(), |(_, i)| i))
+            }
+            None => {
+                let per_member = self.poly.member_counts(counts)?;
+                let _ = grans;
+                self.poly.try_select(&per_member)
+            }
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn run_sparse(
+        &mut self,
+        op: &Op,
+        ins: &[Option<&Tensor>],
+        masks: &[BitMask],
+        g: Granularity,
+        spec_out: &TensorSpec,
+        pool: &mut ZeroPool,
+        ph: &mut PhaseTimes,
+    ) -> Result<(Tensor, usize, Option<Dirty>)> {
+        let len: usize = spec_out.shape.iter().product();
+        let t = Instant::now();
+        let (mut buf, from_cache) = {
+            let _s = tracing::trace_span!("zero_fill").entered();
+            match self.cache.take() {
+                Some(c) => (c.into_data().into_f32().map_err(|_| Error::Other("cached activations are not FLOAT".into()))?, true),
+                None => (pool.take(len).0, false),
+            }
+        };
+        ph.zero_fill = t.elapsed();
+        if buf.len() != len {
+            return Err(Error::Other(format!("sparse output buffer has {} values, expected {len}", buf.len())));
+        }
+        let x = ins.first().copied().flatten().ok_or_else(|| Error::Other("sparse op without its input".into()))?;
+        let xd = x.as_f32()?;
+        let images = self.images;
+        let mut tiles_total = 0usize;
+        let t = Instant::now();
+        match &self.kernel {
+            Kernel::Conv(conv) => {
+                let residual = match ins.get(3).copied().flatten() {
+                    Some(r) => Some(r.as_f32()?),
+                    None => None,
+                };
+                let (xi, oi) = (xd.len() / images, len / images);
+                for (img, m) in masks.iter().enumerate() {
+                    let ts = {
+                        let t0 = Instant::now();
+                        let _s = tracing::trace_span!("tiles").entered();
+                        let ts = m.aligned_tiles(g);
+                        ph.tiles += t0.elapsed();
+                        ts
+                    };
+                    tiles_total += ts.len();
+                    let _s = tracing::trace_span!("kernel").entered();
+                    conv.run(&xd[img * xi..][..xi], &mut buf[img * oi..][..oi], &ts, m, residual.map(|r| &r[img * oi..][..oi]))?;
+                }
+            }
+            Kernel::Linear(lin) => {
+                let (k, n) = lin.dims();
+                let tokens = self.w;
+                for (img, m) in masks.iter().enumerate() {
+                    let rows: Vec<u32> = (0..tokens).filter(|&t| m.get(0, t)).map(|t| t as u32).collect();
+                    tiles_total += rows.len();
+                    let _s = tracing::trace_span!("kernel").entered();
+                    lin.run(&xd[img * tokens * k..][..tokens * k], tokens, &mut buf[img * tokens * n..][..tokens * n], &rows)?;
+                }
+            }
+            Kernel::Attention(a) => {
+                let _s = tracing::trace_span!("kernel").entered();
+                let (out, _) = super::attention_node_active(a, ins, spec_out)?;
+                tiles_total = masks.iter().map(BitMask::count_ones).sum();
+                buf = out.into_data().into_f32().map_err(|_| Error::Other("attention output is not FLOAT".into()))?;
+            }
+            Kernel::DenseOnly => unreachable!("run_sparse is not called for dense-only ops"),
+        }
+        ph.compute = t.elapsed().saturating_sub(ph.tiles);
+        let dirty = match (&self.kernel, from_cache) {
+            (_, true) => None,
+            (Kernel::Conv(_), false) => match self.spec.kind {
+                MaskKind::Spatial => {
+                    Some(Dirty::Positions { masks: masks.to_vec(), channels: len / (images * self.h * self.w) })
+                }
+                MaskKind::Token => Some(Dirty::All),
+            },
+            (_, false) => Some(Dirty::All),
+        };
+        let _ = op;
+        Ok((Tensor::from_f32(spec_out.shape.clone(), buf)?, tiles_total, dirty))
+    }
+}
+
+/// `out *= mask`, the mask broadcast over channels (spatial: `[N, C, h, w]`; token:
+/// `[N, t, C]`).
+fn apply_mask(out: &mut Tensor, masks: &[BitMask], kind: MaskKind) -> Result<()> {
+    let images = masks.len().max(1);
+    let v = out.as_f32_mut()?;
+    let per = v.len() / images;
+    for (img, m) in masks.iter().enumerate() {
+        let o = &mut v[img * per..][..per];
+        match kind {
+            MaskKind::Spatial => {
+                let plane = m.len();
+                for ch in o.chunks_mut(plane.max(1)) {
+                    for (i, x) in ch.iter_mut().enumerate() {
+                        if !m.get(i / m.width(), i % m.width()) {
+                            *x *= 0.0;
+                        }
+                    }
+                }
+            }
+            MaskKind::Token => {
+                let feat = per / m.width().max(1);
+                for (t, row) in o.chunks_mut(feat.max(1)).enumerate() {
+                    if !m.get(0, t) {
+                        row.iter_mut().for_each(|x| *x *= 0.0);
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+pub(crate) fn new_step(
+    spec: SparseSpec,
+    mask_name: String,
+    kernel: Kernel,
+    poly: PolyKernel,
+    (images, h, w): (usize, usize, usize),
+    force: Option<ForceMember>,
+) -> SparseStep {
+    SparseStep { spec, mask_name, kernel, poly, images, h, w, force, cache: None }
+}
+
+#[allow(dead_code)]
+fn _assert_send(s: SparseStep) -> Arc<std::sync::Mutex<SparseStep>> {
+    Arc::new(std::sync::Mutex::new(s))
+}

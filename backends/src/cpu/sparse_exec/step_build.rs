@@ -1,0 +1,203 @@
+//! Compile time: a `SparseStep` for every sparse node, with its kernel prepared and its
+//! PolyKernel calibrated (or read from the cache).
+
+use super::calibrate::{self, Subject};
+use super::{new_step, Kernel, SparseConfig, SparseStep};
+use crate::cpu::sparse::{SparseConv, SparseLinear};
+use super::calibrate::random_tensor;
+use dynaspa_runtime::dispatch::{DispatchTable, Member, PolyKernel, Schedule};
+use dynaspa_runtime::graph::{FillPolicy, Graph, MaskKind, Node, Op, SparseSpec};
+use dynaspa_runtime::sparsity::{BitMask, Granularity};
+use dynaspa_runtime::{Error, Result, Tensor};
+
+/// Granularities the CPU conv members use. Row runs of 8 positions keep the NCHW gather
+/// contiguous; taller tiles trade wasted positions for fewer runs.
+const CONV_GRANULARITIES: [Granularity; 3] = [Granularity::new(1, 8), Granularity::new(2, 8), Granularity::new(4, 8)];
+/// Token ops gather single rows: a token is the unit of work.
+const TOKEN_GRANULARITY: Granularity = Granularity::new(1, 1);
+
+/// Evaluates one node densely on given inputs, as the executor would.
+pub(crate) type NodeEval<'a> = &'a dyn Fn(usize, &[Option<&Tensor>]) -> Result<Tensor>;
+
+pub(crate) fn build_steps(g: &Graph, cfg: &SparseConfig, threads: usize, dense: NodeEval) -> Result<Vec<Option<SparseStep>>> {
+    let mut steps = Vec::with_capacity(g.nodes.len());
+    let n_sparse = g.nodes.iter().filter(|n| n.sparse.is_some() || attention_spec(g, n).is_some()).count();
+    if n_sparse > 0 {
+        tracing::info!("preparing {n_sparse} sparse ops");
+    }
+    for (ni, n) in g.nodes.iter().enumerate() {
+        let spec = n.sparse.clone().or_else(|| attention_spec(g, n));
+        let step = match spec {
+            Some(spec) => Some(build(g, ni, n, spec, cfg, threads, dense).map_err(|e| Error::node(&n.name, n.op.name(), e.to_string()))?),
+            None => None,
+        };
+        steps.push(step);
+    }
+    Ok(steps)
+}
+
+fn constant<'a>(g: &'a Graph, n: &Node, i: usize) -> Option<&'a Tensor> {
+    n.inputs.get(i).copied().flatten().and_then(|v| g.values[v].constant.as_deref())
+}
+
+fn build(g: &Graph, ni: usize, n: &Node, spec: SparseSpec, cfg: &SparseConfig, threads: usize, dense: NodeEval) -> Result<SparseStep> {
+    let out = &g.values[n.outputs[0]].shape;
+    let in_shape = |i: usize| n.inputs.get(i).copied().flatten().map(|v| g.values[v].shape.clone());
+    let x_shape = in_shape(0).ok_or_else(|| Error::Other("sparse op without an input".into()))?;
+    let (kernel, geom) = match (&n.op, spec.kind) {
+        (Op::Conv(p), MaskKind::Spatial) if out.len() == 4 => {
+            let k = match constant(g, n, 1) {
+                Some(w) => SparseConv::new(p, &x_shape, w, constant(g, n, 2)).map(Kernel::Conv).unwrap_or_else(|e| {
+                    tracing::debug!(node = %n.name, "no sparse kernel: {e}");
+                    Kernel::DenseOnly
+                }),
+                None => Kernel::DenseOnly,
+            };
+            (k, (out[0], out[2], out[3]))
+        }
+        (Op::MatMul, MaskKind::Token) if (2..=3).contains(&out.len()) && x_shape.len() == out.len() => {
+            let k = match constant(g, n, 1) {
+                Some(w) if w.rank() == 2 => SparseLinear::new(w, None, None).map(Kernel::Linear).unwrap_or(Kernel::DenseOnly),
+                _ => Kernel::DenseOnly,
+            };
+            let images = if out.len() == 3 { out[0] } else { 1 };
+            (k, (images, 1, out[out.len() - 2]))
+        }
+        (Op::Attention(a), MaskKind::Token) if out.len() == 4 => (Kernel::Attention(a.clone()), (out[0], 1, out[2])),
+        (_, MaskKind::Spatial) if out.len() == 4 => (Kernel::DenseOnly, (out[0], out[2], out[3])),
+        (_, MaskKind::Token) if out.len() >= 2 => {
+            (Kernel::DenseOnly, (if out.len() == 3 { out[0] } else { 1 }, 1, out[out.len() - 2]))
+        }
+        _ => return Err(Error::Other(format!("sparse annotation on an output of shape {out:?} is not supported"))),
+    };
+    let mask_name = g.values[spec.mask].name.clone();
+    let poly = poly_for(g, ni, n, &kernel, geom, cfg, threads, dense)?;
+    Ok(new_step(spec, mask_name, kernel, poly, geom, cfg.force))
+}
+
+/// An Attention whose key bias is a token mask runs sparse only where its rows of inactive
+/// tokens are don't-care: its output must reach, through shape-only ops with no other readers,
+/// a token-sparse MatMul (which reads only active rows, and whose own output the mask zeroes).
+fn attention_spec(g: &Graph, n: &Node) -> Option<SparseSpec> {
+    let Op::Attention(a) = &n.op else { return None };
+    a.key_mask?;
+    let mask = n.inputs.get(4).copied().flatten()?;
+    let consumers = g.consumers();
+    let mut v = n.outputs[0];
+    loop {
+        if g.is_graph_output(v) {
+            return None;
+        }
+        let [c] = consumers[v].as_slice() else { return None };
+        let next = &g.nodes[*c];
+        match &next.op {
+            Op::Transpose { .. } | Op::Reshape { .. } => v = next.outputs[0],
+            Op::MatMul if next.inputs.first() == Some(&Some(v)) => {
+                return next.sparse.as_ref().filter(|s| s.kind == MaskKind::Token).map(|s| SparseSpec {
+                    mask,
+                    kind: MaskKind::Token,
+                    source: s.source.clone(),
+                    dilation: [0, 0],
+                    fill: FillPolicy::Zero,
+                    fused_mul: false,
+                });
+            }
+            _ => return None,
+        }
+    }
+}
+
+/// The op's signature for the calibration cache: kind, attributes and every input shape.
+fn signature(g: &Graph, n: &Node) -> String {
+    let shapes: Vec<String> = n.inputs.iter().map(|i| i.map_or("-".into(), |v| format!("{:?}", g.values[v].shape))).collect();
+    format!("{:?}|{}", n.op, shapes.join(","))
+}
+
+#[allow(clippy::too_many_arguments)]
+fn poly_for(
+    g: &Graph,
+    ni: usize,
+    n: &Node,
+    kernel: &Kernel,
+    (images, h, w): (usize, usize, usize),
+    cfg: &SparseConfig,
+    threads: usize,
+    dense: NodeEval,
+) -> Result<PolyKernel> {
+    let granularities = match kernel {
+        Kernel::Conv(_) => CONV_GRANULARITIES.to_vec(),
+        Kernel::Linear(_) | Kernel::Attention(_) => vec![TOKEN_GRANULARITY],
+        Kernel::DenseOnly => {
+            return PolyKernel::new(vec![Member { schedule: Schedule::dense("dense"), table: DispatchTable::constant(1.0)? }]);
+        }
+    };
+    // With a member forced, the tables are never read: skip the measuring.
+    if cfg.force.is_some() {
+        let mut members = vec![Member { schedule: Schedule::dense("dense"), table: DispatchTable::constant(1.0)? }];
+        for gr in granularities {
+            members.push(Member { schedule: Schedule::sparse(format!("tiles{gr}"), gr), table: DispatchTable::new(vec![(1, 1.0)])? });
+        }
+        return PolyKernel::new(members);
+    }
+    // Random operands of the op's shapes: constants as they are, everything else drawn fresh
+    // (timing on zeros would flatter nothing, but denormal-free random data is what frames give).
+    let owned: Vec<Option<Tensor>> = n
+        .inputs
+        .iter()
+        .enumerate()
+        .map(|(i, v)| {
+            let val = &g.values[(*v)?];
+            val.constant.is_none().then(|| random_tensor(val.dtype, &val.shape, 0x51ed + i as u64))
+        })
+        .collect();
+    let ins: Vec<Option<&Tensor>> = n
+        .inputs
+        .iter()
+        .zip(&owned)
+        .map(|(v, o)| o.as_ref().or_else(|| v.and_then(|v| g.values[v].constant.as_deref())))
+        .collect();
+    let out_len: usize = g.values[n.outputs[0]].shape.iter().product();
+    let mut buf = std::cell::RefCell::new(vec![0.0f32; out_len]);
+    let time_dense = || dense(ni, &ins).map(drop);
+    let time_sparse = |m: &BitMask, gr: Granularity| -> Result<()> {
+        let mut out = buf.borrow_mut();
+        let x = ins[0].ok_or_else(|| Error::Other("no input".into()))?.as_f32()?;
+        match kernel {
+            Kernel::Conv(c) => {
+                let ts = m.aligned_tiles(gr);
+                let res = match ins.get(3).copied().flatten() {
+                    Some(r) => Some(r.as_f32()?),
+                    None => None,
+                };
+                let (xi, oi) = (x.len() / images, out_len / images);
+                for img in 0..images {
+                    c.run(&x[img * xi..][..xi], &mut out[img * oi..][..oi], &ts, m, res.map(|r| &r[img * oi..][..oi]))?;
+                }
+            }
+            Kernel::Linear(l) => {
+                let (k, nn) = l.dims();
+                let rows: Vec<u32> = (0..w).filter(|&t| m.get(0, t)).map(|t| t as u32).collect();
+                for img in 0..images {
+                    l.run(&x[img * w * k..][..w * k], w, &mut out[img * w * nn..][..w * nn], &rows)?;
+                }
+            }
+            Kernel::Attention(a) => {
+                let mt = Tensor::from_f32(vec![images, w], (0..images * w).map(|i| m.get(0, i % w) as u8 as f32).collect())?;
+                let c = a.key_mask.map_or(1e4, |k| k.c);
+                let bias = Tensor::from_f32(vec![images, 1, 1, w], mt.as_f32()?.iter().map(|&v| (v - 1.0) * c).collect())?;
+                let mut ai = ins.clone();
+                ai.resize(5, None);
+                ai[3] = Some(&bias);
+                ai[4] = Some(&mt);
+                let spec = dynaspa_runtime::backend::TensorSpec { dtype: dynaspa_runtime::DType::F32, shape: g.values[n.outputs[0]].shape.clone() };
+                crate::cpu::attention_node_active(a, &ai, &spec)?;
+            }
+            Kernel::DenseOnly => {}
+        }
+        Ok(())
+    };
+    let subject = Subject { signature: signature(g, n), height: h, width: w, granularities, time_dense: &time_dense, time_sparse: &time_sparse };
+    let poly = calibrate::poly_kernel(&subject, threads, cfg.cache_dir.as_deref());
+    let _ = buf.get_mut();
+    poly
+}

@@ -1,0 +1,238 @@
+//! The sparse executor end to end: sparse output equals the dense computation of the same
+//! graph, for every PolyKernel member, on the three model families (against the ONNX Runtime
+//! goldens) and on single sparse ops under random masks of density 0.02-1.0, frame after frame
+//! on one session (so recycled, re-zeroed buffers are exercised).
+
+mod common;
+#[path = "common/onnx_build.rs"]
+#[allow(dead_code)]
+mod onnx_build;
+
+use dynaspa::backends::cpu::{ForceMember, SparseConfig};
+use dynaspa::io::npy;
+use dynaspa::runtime::sparsity::Granularity;
+use dynaspa::{OpenOptions, Session, Tensor};
+use onnx_build::{f32_init, int_attr, ints_attr, model, node, value_info, with_attrs};
+
+fn forced(force: Option<ForceMember>, cache: &std::path::Path) -> OpenOptions {
+    OpenOptions { sparse: Some(SparseConfig { cache_dir: Some(cache.to_path_buf()), force }), ..Default::default() }
+}
+
+fn members() -> Vec<Option<ForceMember>> {
+    vec![
+        None,
+        Some(ForceMember::Dense),
+        Some(ForceMember::Tiles(Granularity::new(1, 8))),
+        Some(ForceMember::Tiles(Granularity::new(2, 8))),
+        Some(ForceMember::Tiles(Granularity::new(4, 8))),
+    ]
+}
+
+fn tmp(tag: &str) -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("dynaspa-sparse-exec-{tag}-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> f64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        (self.0 >> 11) as f64 / (1u64 << 53) as f64
+    }
+    fn vec(&mut self, n: usize) -> Vec<f32> {
+        (0..n).map(|_| (self.next() * 2.0 - 1.0) as f32).collect()
+    }
+    /// Blobs covering about `d` of an h x w map, as 0/1 floats.
+    fn blobs(&mut self, h: usize, w: usize, d: f64) -> Vec<f32> {
+        let mut m = vec![0f32; h * w];
+        let target = (d * (h * w) as f64).ceil() as usize;
+        while m.iter().filter(|&&v| v == 1.0).count() < target {
+            let (cy, cx, r) = (self.next() * h as f64, self.next() * w as f64, 0.5 + self.next() * h.min(w) as f64 / 5.0);
+            for y in 0..h {
+                for x in 0..w {
+                    let (dy, dx) = (y as f64 + 0.5 - cy, x as f64 + 0.5 - cx);
+                    if dy * dy + dx * dx <= r * r {
+                        m[y * w + x] = 1.0;
+                    }
+                }
+            }
+        }
+        m
+    }
+}
+
+fn seed() -> u64 {
+    let s = std::env::var("DYNASPA_TEST_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| {
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64
+    });
+    eprintln!("seed {s} (replay with DYNASPA_TEST_SEED={s})");
+    s | 1
+}
+
+/// Runs the golden cases of one family and returns the worst relative L2 error over its
+/// non-mask outputs, with the number of sparse-op records that used a sparse member.
+fn golden_run(s: &mut Session, family: &str) -> (f64, usize) {
+    let dir = common::repo_path(&format!("tests/goldens/{family}"));
+    let meta: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(dir.join("meta.json")).unwrap()).unwrap();
+    let list = |k: &str| -> Vec<String> { meta[k].as_array().unwrap().iter().map(|v| v.as_str().unwrap().to_string()).collect() };
+    let (inputs, outputs, masks) = (list("inputs"), list("outputs"), list("masks"));
+    let (mut worst, mut sparse_runs) = (0f64, 0);
+    for i in 0..meta["cases"].as_array().unwrap().len() {
+        let feeds = inputs.iter().map(|n| (n.clone(), npy::read(&dir.join(format!("{n}_{i}.npy"))).unwrap())).collect();
+        let outs = s.run(feeds).unwrap_or_else(|e| panic!("{family} case {i}: {e}"));
+        for o in outputs.iter().filter(|o| !masks.contains(o)) {
+            let got = &outs.iter().find(|(n, _)| n == o).unwrap().1;
+            let want = npy::read(&dir.join(format!("{o}_{i}.npy"))).unwrap();
+            worst = worst.max(common::rel_l2(got.as_f32().unwrap(), want.as_f32().unwrap()));
+        }
+        sparse_runs += s.last_report().map_or(0, |r| r.sparse_ops.iter().filter(|o| o.granularity.is_some() && o.tiles > 0).count());
+    }
+    (worst, sparse_runs)
+}
+
+#[test]
+fn families_match_the_goldens_on_every_member() {
+    let cache = tmp("families");
+    // (family, model, sparse ops the executor must report per frame)
+    for (family, path, ops) in [
+        ("dynconv_small_d30", "models/dynconv_small_d30.onnx", 12),
+        ("avit_small_d30", "models/avit_small_d30.onnx", 25),
+        ("sige_small", "models/sige_small.onnx", 10),
+    ] {
+        for m in members() {
+            let mut s = dynaspa::open(common::repo_path(path), "cpu", &forced(m, &cache)).unwrap();
+            let (worst, sparse_runs) = golden_run(&mut s, family);
+            let report = s.last_report().expect("a report after a run");
+            assert_eq!(report.sparse_ops.len(), ops, "{family} {m:?}: sparse ops in the report");
+            assert!(worst <= 1e-4, "{family} with {m:?}: relative L2 {worst:.2e} against ONNX Runtime");
+            match m {
+                Some(ForceMember::Dense) => assert_eq!(sparse_runs, 0, "{family}: forced dense ran a sparse member"),
+                Some(ForceMember::Tiles(_)) => assert!(sparse_runs > 0, "{family} {m:?}: no sparse member ran"),
+                None => {}
+            }
+            eprintln!("{family} {m:?}: rel L2 {worst:.1e}, {sparse_runs} sparse launches");
+        }
+    }
+    let _ = std::fs::remove_dir_all(&cache);
+}
+
+/// One op `Mul(act(op(x)), m)` with `m` a model input, built in memory.
+fn single_op_model(kind: &str, rng: &mut Rng) -> (Vec<u8>, Vec<usize>, Vec<usize>) {
+    let (c, m, h, w) = (12usize, 20usize, 19usize, 23usize);
+    let mut conv = |k: i64, s: i64, p: i64, group: i64, cin: usize, cout: usize| {
+        let ho = (h as i64 + 2 * p - k) / s + 1;
+        let wo = (w as i64 + 2 * p - k) / s + 1;
+        let wt = rng.vec(cout * cin / group as usize * (k * k) as usize);
+        let nodes = vec![
+            with_attrs(
+                node("Conv", "op", &["x", "w", "b"], &["y"]),
+                vec![ints_attr("kernel_shape", &[k, k]), ints_attr("strides", &[s, s]), ints_attr("pads", &[p, p, p, p]), int_attr("group", group)],
+            ),
+            node("Relu", "act", &["y"], &["r"]),
+            node("Mul", "mask", &["r", "m"], &["out"]),
+        ];
+        let inits = vec![
+            f32_init("w", &[cout as i64, (cin / group as usize) as i64, k, k], &wt),
+            f32_init("b", &[cout as i64], &(0..cout).map(|i| i as f32 * 0.01 - 0.05).collect::<Vec<_>>()),
+        ];
+        let xs = vec![1, cin, h, w];
+        let ms = vec![1, 1, ho as usize, wo as usize];
+        let bytes = model(
+            nodes,
+            vec![value_info("x", 1, &[1, cin as i64, h as i64, w as i64]), value_info("m", 1, &[1, 1, ho, wo])],
+            vec![value_info("out", 1, &[1, cout as i64, ho, wo])],
+            inits,
+        );
+        (bytes, xs, ms)
+    };
+    match kind {
+        "conv3x3" => conv(3, 1, 1, 1, c, m),
+        "conv3x3s2" => conv(3, 2, 1, 1, c, m),
+        "conv1x1" => conv(1, 1, 0, 1, c, m),
+        "dw3x3" => conv(3, 1, 1, c as i64, c, c),
+        "conv7x7" => conv(7, 1, 3, 1, c, m),
+        "linear" => {
+            let (t, k, n) = (37usize, 24usize, 40usize);
+            let nodes = vec![node("MatMul", "op", &["x", "w"], &["y"]), node("Mul", "mask", &["y", "m"], &["out"])];
+            let bytes = model(
+                nodes,
+                vec![value_info("x", 1, &[1, t as i64, k as i64]), value_info("m", 1, &[1, t as i64, 1])],
+                vec![value_info("out", 1, &[1, t as i64, n as i64])],
+                vec![f32_init("w", &[k as i64, n as i64], &rng.vec(k * n))],
+            );
+            (bytes, vec![1, t, k], vec![1, t, 1])
+        }
+        _ => unreachable!(),
+    }
+}
+
+#[test]
+fn single_ops_equal_dense_under_random_masks_frame_after_frame() {
+    let mut rng = Rng(seed());
+    let cache = tmp("ops");
+    for kind in ["conv3x3", "conv3x3s2", "conv1x1", "dw3x3", "conv7x7", "linear"] {
+        let (bytes, xs, ms) = single_op_model(kind, &mut rng);
+        let path = cache.join(format!("{kind}.onnx"));
+        std::fs::write(&path, &bytes).unwrap();
+        let mut dense = dynaspa::open(&path, "cpu", &OpenOptions { dense: true, ..Default::default() }).unwrap();
+        for m in members() {
+            let mut s = dynaspa::open(&path, "cpu", &forced(m, &cache)).unwrap();
+            // Densities spread over 0.02..1, in a shuffled order so a dense frame follows a
+            // sparse one and the other way round.
+            for &d in &[0.3, 0.02, 1.0, 0.1, 0.6, 0.05] {
+                let (h, w) = if ms.len() == 4 { (ms[2], ms[3]) } else { (ms[1], 1) };
+                let mv = rng.blobs(h, w, d);
+                let x = Tensor::from_f32(xs.clone(), rng.vec(xs.iter().product())).unwrap();
+                let mt = Tensor::from_f32(ms.clone(), mv.clone()).unwrap();
+                let feeds = vec![("x".to_string(), x), ("m".to_string(), mt)];
+                let want = dense.run(feeds.clone()).unwrap().remove(0).1;
+                let got = s.run(feeds).unwrap().remove(0).1;
+                let (g, wv) = (got.as_f32().unwrap(), want.as_f32().unwrap());
+                let err = common::rel_l2(g, wv);
+                assert!(err <= 1e-5, "{kind} {m:?} density {d}: relative L2 {err:.2e}");
+                // Inactive positions hold exact zeros (recycled buffers were re-zeroed).
+                let plane = mv.len();
+                let per = g.len() / plane;
+                for (i, &v) in g.iter().enumerate() {
+                    let pos = if ms.len() == 4 { i % plane } else { i / per };
+                    if mv[pos] == 0.0 {
+                        assert_eq!(v, 0.0, "{kind} {m:?} density {d}: inactive element {i} is {v}");
+                    }
+                }
+                let r = s.last_report().unwrap();
+                assert_eq!(r.sparse_ops.len(), 1, "{kind}: the op must be sparse");
+                let rec = &r.sparse_ops[0];
+                assert!((rec.density - mv.iter().sum::<f32>() as f64 / plane as f64).abs() < 1e-9);
+                if let Some(ForceMember::Tiles(_)) = m {
+                    assert!(rec.granularity.is_some() && rec.tiles > 0, "{kind}: forced tiles did not run sparse: {rec:?}");
+                }
+            }
+        }
+    }
+    let _ = std::fs::remove_dir_all(&cache);
+}
+
+#[test]
+fn non_binary_and_misshaped_masks_are_errors() {
+    let mut rng = Rng(seed());
+    let cache = tmp("bad");
+    let (bytes, xs, ms) = single_op_model("conv3x3", &mut rng);
+    let path = cache.join("m.onnx");
+    std::fs::write(&path, &bytes).unwrap();
+    let mut s = dynaspa::open(&path, "cpu", &forced(Some(ForceMember::Tiles(Granularity::new(2, 8))), &cache)).unwrap();
+    let x = Tensor::from_f32(xs.clone(), rng.vec(xs.iter().product())).unwrap();
+    let mut mv = vec![1.0f32; ms.iter().product()];
+    mv[7] = 0.5;
+    let e = s
+        .run(vec![("x".into(), x.clone()), ("m".into(), Tensor::from_f32(ms.clone(), mv).unwrap())])
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("0.5") && e.contains("'m'"), "{e}");
+    // The session still works after the error.
+    let ok = s.run(vec![("x".into(), x), ("m".into(), Tensor::from_f32(ms.clone(), vec![1.0; ms.iter().product()]).unwrap())]);
+    assert!(ok.is_ok());
+    let _ = std::fs::remove_dir_all(&cache);
+}
