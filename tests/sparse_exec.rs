@@ -236,3 +236,35 @@ fn non_binary_and_misshaped_masks_are_errors() {
     assert!(ok.is_ok());
     let _ = std::fs::remove_dir_all(&cache);
 }
+
+/// SIGE's Cached fill: a session's first frame (the original image) fills the caches; the next
+/// (the edit, with its mask) recomputes only the masked positions and takes the rest from the
+/// caches. The golden `output_cached` is that semantics computed by ONNX Runtime on a rewritten
+/// graph (tests/goldens/make_family_goldens.py).
+#[test]
+fn sige_cached_fill_matches_its_golden_on_every_member() {
+    let dir = common::repo_path("tests/goldens/sige_small");
+    let cache = tmp("sige-cached");
+    for m in members() {
+        for i in 0..4 {
+            let opts = OpenOptions { cached: true, ..forced(m, &cache) };
+            let mut s = dynaspa::open(common::repo_path("models/sige_small.onnx"), "cpu", &opts).unwrap();
+            let read = |n: &str| npy::read(&dir.join(format!("{n}_{i}.npy"))).unwrap();
+            let mask = read("mask");
+            let ones = Tensor::from_f32(mask.shape().to_vec(), vec![1.0; mask.len()]).unwrap();
+            s.run(vec![("input".into(), read("original")), ("mask".into(), ones)]).unwrap();
+            let outs = s.run(vec![("input".into(), read("input")), ("mask".into(), mask)]).unwrap();
+            let got = &outs.iter().find(|(n, _)| n == "output").unwrap().1;
+            let err = common::rel_l2(got.as_f32().unwrap(), read("output_cached").as_f32().unwrap());
+            assert!(err <= 1e-4, "case {i} {m:?}: cached output relative L2 {err:.2e}");
+            let r = s.last_report().unwrap();
+            if let Some(ForceMember::Tiles(_)) = m {
+                assert!(r.sparse_ops.iter().any(|o| o.tiles > 0), "case {i} {m:?}: nothing ran sparse");
+            }
+            // And it is not the zero-fill result (the cache matters).
+            let zero = common::rel_l2(got.as_f32().unwrap(), read("output").as_f32().unwrap());
+            assert!(zero > 10.0 * err.max(1e-6), "case {i} {m:?}: cached equals zero fill ({zero:.2e})");
+        }
+    }
+    let _ = std::fs::remove_dir_all(&cache);
+}

@@ -119,18 +119,22 @@ impl SparseStep {
         let (member_name, gran) = (schedule.name.clone(), schedule.granularity);
         let first_cached_frame = self.spec.fill == FillPolicy::Cached && self.cache.is_none();
 
+        let ran_sparse = gran.is_some() && !first_cached_frame && !matches!(self.kernel, Kernel::DenseOnly);
         let (tensor, tiles, dirty) = match gran {
-            Some(g) if !first_cached_frame && !matches!(self.kernel, Kernel::DenseOnly) => {
+            Some(g) if ran_sparse => {
                 self.run_sparse(op, ins, &masks, g, spec_out, pool, &mut ph)?
             }
             _ => {
                 let t = Instant::now();
                 let _s = tracing::trace_span!("kernel").entered();
                 let mut out = dense(ins)?;
-                // A cached op's dense run refreshes every position; a zero-filled one must
-                // still zero what the mask drops when the multiplication was folded in.
-                if self.spec.fused_mul && self.spec.fill == FillPolicy::Zero {
-                    apply_mask(&mut out, &masks, self.spec.kind)?;
+                // Whatever member runs, inactive outputs are what the fill policy says: zeros
+                // where the multiplication was folded in, the cache where the op is cached (the
+                // first cached frame has none yet and computes everything).
+                match (self.spec.fill, self.cache.take()) {
+                    (FillPolicy::Zero, _) if self.spec.fused_mul => apply_mask(&mut out, &masks, self.spec.kind, None)?,
+                    (FillPolicy::Cached, Some(c)) => apply_mask(&mut out, &masks, self.spec.kind, Some(&c))?,
+                    _ => {}
                 }
                 ph.compute = t.elapsed();
                 let dirty = (self.spec.fill == FillPolicy::Zero).then_some(Dirty::All);
@@ -147,8 +151,12 @@ impl SparseStep {
             node: node.to_string(),
             op: op.name().to_string(),
             density,
-            member: if gran.is_some() && tiles == 0 && first_cached_frame { "dense (first cached frame)".into() } else { member_name },
-            granularity: gran.filter(|_| tiles > 0 || !first_cached_frame),
+            member: match (ran_sparse, first_cached_frame) {
+                (true, _) => member_name,
+                (false, true) => "dense (first cached frame)".into(),
+                (false, false) => self.poly.members()[self.poly.dense_index()].schedule.name.clone(),
+            },
+            granularity: gran.filter(|_| ran_sparse),
             tiles,
             phases: ph,
         };
@@ -260,30 +268,36 @@ impl SparseStep {
     }
 }
 
-/// `out *= mask`, the mask broadcast over channels (spatial: `[N, C, h, w]`; token:
-/// `[N, t, C]`).
-fn apply_mask(out: &mut Tensor, masks: &[BitMask], kind: MaskKind) -> Result<()> {
+/// Inactive outputs (mask 0, broadcast over channels) become 0, or `keep`'s values when given.
+/// Spatial outputs are `[N, C, h, w]`, token outputs `[N, t, C]`.
+fn apply_mask(out: &mut Tensor, masks: &[BitMask], kind: MaskKind, keep: Option<&Tensor>) -> Result<()> {
     let images = masks.len().max(1);
+    let keep = match keep {
+        Some(k) if k.shape() == out.shape() => Some(k.as_f32()?),
+        Some(k) => return Err(Error::Other(format!("cached activations {:?} do not match the output {:?}", k.shape(), out.shape()))),
+        None => None,
+    };
     let v = out.as_f32_mut()?;
     let per = v.len() / images;
+    let fill = |x: &mut f32, i: usize| *x = keep.map_or(*x * 0.0, |k| k[i]);
     for (img, m) in masks.iter().enumerate() {
-        let o = &mut v[img * per..][..per];
+        let base = img * per;
+        let o = &mut v[base..][..per];
         match kind {
             MaskKind::Spatial => {
-                let plane = m.len();
-                for ch in o.chunks_mut(plane.max(1)) {
-                    for (i, x) in ch.iter_mut().enumerate() {
-                        if !m.get(i / m.width(), i % m.width()) {
-                            *x *= 0.0;
-                        }
+                let plane = m.len().max(1);
+                for (i, x) in o.iter_mut().enumerate() {
+                    let p = i % plane;
+                    if !m.get(p / m.width(), p % m.width()) {
+                        fill(x, base + i);
                     }
                 }
             }
             MaskKind::Token => {
-                let feat = per / m.width().max(1);
-                for (t, row) in o.chunks_mut(feat.max(1)).enumerate() {
-                    if !m.get(0, t) {
-                        row.iter_mut().for_each(|x| *x *= 0.0);
+                let feat = (per / m.width().max(1)).max(1);
+                for (i, x) in o.iter_mut().enumerate() {
+                    if !m.get(0, i / feat) {
+                        fill(x, base + i);
                     }
                 }
             }
