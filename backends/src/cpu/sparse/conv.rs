@@ -40,7 +40,7 @@ pub enum ConvKind {
 #[derive(Debug)]
 pub struct SparseConv {
     pub(super) c: usize,
-    m: usize,
+    pub(super) m: usize,
     pub(super) groups: usize,
     pub(super) g: Geo2,
     pub(super) kind: ConvKind,
@@ -48,9 +48,9 @@ pub struct SparseConv {
     /// Otherwise the weights as given, `[M, C / group * kh * kw]`.
     pub(super) simd: bool,
     w: Vec<f32>,
-    bias: Option<Vec<f32>>,
-    act: Option<Activation>,
-    fused_add: bool,
+    pub(super) bias: Option<Vec<f32>>,
+    pub(super) act: Option<Activation>,
+    pub(super) fused_add: bool,
 }
 
 impl SparseConv {
