@@ -8,7 +8,8 @@
 //! layout a GEMM with vectors along output channels would read).
 
 use super::columns::{self, with_columns};
-use super::conv::{simd_gather, with_plan, ConvKind, SparseConv};
+use super::conv::{simd_gather, ConvKind, SparseConv};
+use super::gather::with_plan;
 use super::scratch::{self, Slot};
 use dynaspa_runtime::sparsity::{BitMask, TileSet};
 use dynaspa_runtime::{Error, Result};
