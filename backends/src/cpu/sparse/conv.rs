@@ -3,7 +3,7 @@
 
 use super::columns::{self, with_columns, Columns};
 use super::depthwise;
-use super::gather::{Geo2, PanelPlan};
+use super::gather::{with_plan, Geo2, PanelPlan};
 use super::scratch::{self, Slot};
 use super::{Clock, PhaseTimes};
 use crate::cpu::gemm_util::{sgemm, threads, Layout, SendPtr};
@@ -12,7 +12,6 @@ use dynaspa_runtime::graph::{Activation, Conv};
 use dynaspa_runtime::sparsity::{BitMask, TileSet};
 use dynaspa_runtime::{Error, Result, Tensor};
 use rayon::prelude::*;
-use std::cell::RefCell;
 
 const OP: &str = "SparseConv";
 /// Output columns per panel (the register tile's width).
@@ -40,17 +39,17 @@ pub enum ConvKind {
 #[derive(Debug)]
 pub struct SparseConv {
     pub(super) c: usize,
-    m: usize,
+    pub(super) m: usize,
     pub(super) groups: usize,
     pub(super) g: Geo2,
     pub(super) kind: ConvKind,
-    /// AVX-512 path: weights packed into register-tile order (`micro::pack_rows`) per group.
-    /// Otherwise the weights as given, `[M, C / group * kh * kw]`.
+    /// AVX-512 path; for GEMM convs the weights are then packed into register-tile order
+    /// (`micro::pack_rows`) per group, otherwise they are kept as given, `[M, C / group * kh * kw]`.
     pub(super) simd: bool,
     w: Vec<f32>,
-    bias: Option<Vec<f32>>,
-    act: Option<Activation>,
-    fused_add: bool,
+    pub(super) bias: Option<Vec<f32>>,
+    pub(super) act: Option<Activation>,
+    pub(super) fused_add: bool,
 }
 
 impl SparseConv {
@@ -118,8 +117,7 @@ impl SparseConv {
         };
         let g = Geo2 { h, w, ho, wo, kh, kw, sh: s[0], sw: s[1], dh: d[0], dw: d[1], ph: pb[0], pw: pb[1] };
         let kind = if cg == 1 { ConvKind::Depthwise } else { ConvKind::Gemm };
-        let simd = simd && kind == ConvKind::Gemm;
-        let w = if simd { pack_weights(wd, groups, m / groups, kdim) } else { wd.to_vec() };
+        let w = if simd && kind == ConvKind::Gemm { pack_weights(wd, groups, m / groups, kdim) } else { wd.to_vec() };
         Ok(SparseConv { c, m, groups, g, kind, simd, w, bias, act: p.activation, fused_add: p.fused_add })
     }
 
@@ -191,7 +189,7 @@ impl SparseConv {
                         act: self.act,
                         residual,
                     };
-                    d.run(x, out, cols);
+                    d.run(x, out, cols, self.simd);
                 }
             }
         });
@@ -376,15 +374,4 @@ unsafe fn write_out(simd: bool, plan: &PanelPlan, row: &[f32], plane: *mut f32) 
     for v in 0..plan.vecs {
         plan.each_lane(plan.writes[v], |l, at| *plane.add(at) = row[16 * v + l]);
     }
-}
-
-thread_local! {
-    static PLAN: RefCell<PanelPlan> = RefCell::new(PanelPlan::default());
-}
-
-pub(super) fn with_plan<R>(f: impl FnOnce(&mut PanelPlan) -> R) -> R {
-    PLAN.with(|p| match p.try_borrow_mut() {
-        Ok(mut p) => f(&mut p),
-        Err(_) => f(&mut PanelPlan::default()),
-    })
 }

@@ -1,10 +1,16 @@
-//! Depthwise conv (one input channel per group) over the runs of a column list, computed
-//! directly: per channel and run, each tap adds a scaled, shifted input row segment.
+//! Depthwise conv (one input channel per group), computed directly: as a GEMM its K would be
+//! just the window size.
+//!
+//! AVX-512: per 64-position panel one gather plan (the conv's) serves every channel, and each
+//! channel's 16-lane vectors accumulate their taps from masked loads or gathers of its plane,
+//! so the cost per position is the taps' loads and FMAs whatever the run lengths. Portable: per
+//! channel and run of positions, each tap adds a scaled, shifted input row segment (per-run
+//! overhead dominates when runs are short, which is why the AVX-512 path does not use it).
 
 use super::columns::Columns;
-use super::gather::Geo2;
+use super::gather::{with_plan, Geo2, PanelPlan};
 use super::scratch::{self, Slot};
-use crate::cpu::gemm_util::threads;
+use crate::cpu::gemm_util::{threads, SendPtr};
 use crate::cpu::kernel_util::{epilogue, multiversion};
 use dynaspa_runtime::graph::Activation;
 use rayon::prelude::*;
@@ -21,8 +27,44 @@ pub(crate) struct Job<'a> {
 }
 
 impl Job<'_> {
+    pub fn run(&self, x: &[f32], out: &mut [f32], cols: &Columns, simd: bool) {
+        #[cfg(target_arch = "x86_64")]
+        if simd {
+            return self.run_simd(x, out, cols);
+        }
+        let _ = simd;
+        self.run_portable(x, out, cols)
+    }
+
+    /// Tasks are (64-position panel, block of channels), each building the panel's plan once.
+    #[cfg(target_arch = "x86_64")]
+    fn run_simd(&self, x: &[f32], out: &mut [f32], cols: &Columns) {
+        const NR: usize = 64;
+        let (plane, op, taps) = (self.g.plane(), self.g.out_plane(), self.g.taps());
+        let m_n = out.len() / op.max(1);
+        let panels = cols.len().div_ceil(NR);
+        let chunks = (4 * threads()).div_ceil(panels).min(m_n).max(1);
+        let per = m_n.div_ceil(chunks);
+        let chunks = m_n.div_ceil(per);
+        let y = SendPtr::new(out);
+        (0..panels * chunks).into_par_iter().with_max_len(1).for_each(|task| {
+            let (pi, ci) = (task / chunks, task % chunks);
+            with_plan(|plan| {
+                plan.build(self.g, cols, pi * NR, NR.min(cols.len() - pi * NR));
+                for m in ci * per..((ci + 1) * per).min(m_n) {
+                    let xc = &x[(m / self.mult) * plane..][..plane];
+                    let res = self.residual.map(|r| &r[m * op..(m + 1) * op]);
+                    let b = self.bias.map_or(0.0, |b| b[m]);
+                    // SAFETY: AVX-512 was detected at preparation; the plan is for these planes;
+                    // this task alone writes channel m at the panel's positions.
+                    unsafe { channel_simd(plan, xc, &self.w[m * taps..(m + 1) * taps], b, res, self.act, y.get().add(m * op)) };
+                }
+            })
+        });
+    }
+
     /// Parallel over blocks of output channels: each owns whole planes of `out`.
-    pub fn run(&self, x: &[f32], out: &mut [f32], cols: &Columns) {
+    fn run_portable(&self, x: &[f32], out: &mut [f32], cols: &Columns) {
         let (plane, op) = (self.g.plane(), self.g.out_plane());
         let m_n = out.len() / op.max(1);
         let per = m_n.div_ceil(4 * threads()).max(1);
@@ -93,4 +135,48 @@ fn run_taps(g: &Geo2, xc: &[f32], wm: &[f32], y: usize, x0: usize, acc: &mut [f3
         }
     }
 }
+}
+
+/// One channel at one panel's positions: taps accumulated per 16-lane vector, then bias,
+/// residual and activation, then the masked write.
+///
+/// # Safety
+/// AVX-512F; `plan` built for planes like `xc` (input) and `y` (output, whole plane).
+#[cfg(target_arch = "x86_64")]
+unsafe fn channel_simd(plan: &PanelPlan, xc: &[f32], wm: &[f32], bias: f32, res: Option<&[f32]>, act: Option<Activation>, y: *mut f32) {
+    use super::gather::simd::{read_out, write_out};
+    let mut v = [0.0f32; 64];
+    match plan.vecs {
+        1 => taps_simd::<1>(plan, xc, wm, &mut v),
+        2 => taps_simd::<2>(plan, xc, wm, &mut v),
+        3 => taps_simd::<3>(plan, xc, wm, &mut v),
+        _ => taps_simd::<4>(plan, xc, wm, &mut v),
+    }
+    let n = 16 * plan.vecs;
+    let mut tmp = [0.0f32; 64];
+    if let Some(r) = res {
+        read_out(plan, r, &mut tmp);
+    }
+    epilogue(&mut v[..n], bias, res.map(|_| &tmp[..n]), act);
+    write_out(plan, &v, y);
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+#[allow(clippy::needless_range_loop)] // constant trip counts keep the accumulators in registers
+unsafe fn taps_simd<const V: usize>(plan: &PanelPlan, xc: &[f32], wm: &[f32], out: &mut [f32; 64]) {
+    use super::gather::simd::read;
+    use std::arch::x86_64::*;
+    assert!(wm.len() >= plan.taps, "depthwise weights out of bounds");
+    let mut acc = [_mm512_setzero_ps(); V];
+    for t in 0..plan.taps {
+        let w = _mm512_set1_ps(wm[t]);
+        for v in 0..V {
+            let x = read(plan, *plan.reads.get_unchecked(t * 4 + v), xc.as_ptr());
+            acc[v] = _mm512_fmadd_ps(w, x, acc[v]);
+        }
+    }
+    for v in 0..V {
+        _mm512_storeu_ps(out.as_mut_ptr().add(16 * v), acc[v]);
+    }
 }

@@ -11,6 +11,7 @@
 //! positions are never stored to.
 
 use super::columns::Columns;
+use std::cell::RefCell;
 
 /// 2-D conv geometry of one group (NCHW planes).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -196,6 +197,18 @@ impl PanelPlan {
     }
 }
 
+thread_local! {
+    static PLAN: RefCell<PanelPlan> = RefCell::new(PanelPlan::default());
+}
+
+/// Runs `f` on this thread's reusable plan (a fresh one if it is in use).
+pub(crate) fn with_plan<R>(f: impl FnOnce(&mut PanelPlan) -> R) -> R {
+    PLAN.with(|p| match p.try_borrow_mut() {
+        Ok(mut p) => f(&mut p),
+        Err(_) => f(&mut PanelPlan::default()),
+    })
+}
+
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod simd {
     use super::{PanelPlan, VecOp};
@@ -223,8 +236,12 @@ pub(crate) mod simd {
         }
     }
 
+    /// One vector per `op`, lanes it does not touch zero.
+    ///
+    /// # Safety
+    /// AVX-512F; `base` is the start of a plane the plan was built for.
     #[inline(always)]
-    unsafe fn read(plan: &PanelPlan, op: VecOp, base: *const f32) -> __m512 {
+    pub unsafe fn read(plan: &PanelPlan, op: VecOp, base: *const f32) -> __m512 {
         match op {
             VecOp::Zero => _mm512_setzero_ps(),
             VecOp::Segs { s0, s1 } => {

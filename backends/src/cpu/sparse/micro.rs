@@ -183,6 +183,67 @@ unsafe fn tile<const R: usize, const V: usize>(g: &Args) {
     }
 }
 
+/// `C[R x 16V] (+)= A * B[k x 64]` where row `r` of A is `k` contiguous floats at `a[r]` (for the
+/// NHWC conv, whose rows are runs of one input pixel's channels, read in place).
+///
+/// # Safety
+/// AVX-512F; `a[r]` readable for `k` floats (`r < R`), `b` for `k` rows of 64, `c` for R rows
+/// of 64.
+#[target_feature(enable = "avx512f")]
+#[allow(clippy::needless_range_loop)]
+pub(crate) unsafe fn tile_rows<const R: usize, const V: usize>(k: usize, a: &[*const f32; MR], b: *const f32, c: *mut f32, load: bool) {
+    let mut acc = [[_mm512_setzero_ps(); V]; R];
+    if load {
+        for r in 0..R {
+            for v in 0..V {
+                acc[r][v] = _mm512_loadu_ps(c.add(r * NR + 16 * v));
+            }
+        }
+    }
+    let mut ap = [std::ptr::null::<f32>(); R];
+    ap.copy_from_slice(&a[..R]);
+    let mut bp = b;
+    for kk in 0..k {
+        let mut x = [_mm512_setzero_ps(); V];
+        for v in 0..V {
+            x[v] = _mm512_loadu_ps(bp.add(16 * v));
+        }
+        for r in 0..R {
+            let w = _mm512_set1_ps(*ap[r].add(kk));
+            for v in 0..V {
+                acc[r][v] = _mm512_fmadd_ps(w, x[v], acc[r][v]);
+            }
+        }
+        bp = bp.add(NR);
+    }
+    for r in 0..R {
+        for v in 0..V {
+            _mm512_storeu_ps(c.add(r * NR + 16 * v), acc[r][v]);
+        }
+    }
+}
+
+/// [`tile_rows`] for run-time `rows` (1..=6) and `vecs` (1..=4).
+///
+/// # Safety
+/// As for [`tile_rows`].
+pub(crate) unsafe fn tile_rows_dyn(rows: usize, vecs: usize, k: usize, a: &[*const f32; MR], b: *const f32, c: *mut f32, load: bool) {
+    macro_rules! go {
+        ($($r:literal)*) => {
+            match (rows, vecs) {
+                $(
+                    ($r, 1) => tile_rows::<$r, 1>(k, a, b, c, load),
+                    ($r, 2) => tile_rows::<$r, 2>(k, a, b, c, load),
+                    ($r, 3) => tile_rows::<$r, 3>(k, a, b, c, load),
+                    ($r, 4) => tile_rows::<$r, 4>(k, a, b, c, load),
+                )*
+                _ => unreachable!(),
+            }
+        };
+    }
+    go!(1 2 3 4 5 6)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -17,6 +17,8 @@ mod gather;
 mod linear;
 #[cfg(target_arch = "x86_64")]
 mod micro;
+mod layout_probe;
+#[cfg(target_arch = "x86_64")]
 mod nhwc;
 mod scratch;
 #[cfg(test)]
@@ -28,7 +30,9 @@ mod testkit;
 
 pub use conv::{ConvKind, SparseConv};
 pub use linear::SparseLinear;
-pub use nhwc::NhwcGatherProbe;
+pub use layout_probe::NhwcGatherProbe;
+#[cfg(target_arch = "x86_64")]
+pub use nhwc::NhwcConv;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 

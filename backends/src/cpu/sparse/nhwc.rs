@@ -1,100 +1,220 @@
-//! Measuring the layout decision (DESIGN.md: "internal activation layout is a decision to make
-//! once, measured"): the gather phase of a sparse conv from the NCHW input the runtime uses
-//! today versus from the same input in NHWC, over the same positions and panels.
+//! The layout alternative, measured: a sparse conv on NHWC activations (`H x W x C` per image).
 //!
-//! NCHW: every im2col row `(channel, tap)` of a panel is assembled from the 64 positions'
-//! scattered reads (masked loads or hardware gathers) of one channel plane. NHWC: every
-//! position's column is `taps` contiguous copies of `C` floats, written position-major (the
-//! layout a GEMM with vectors along output channels would read).
+//! With channels innermost, one output position's im2col column is `taps` contiguous runs of
+//! `C` floats already in the input, so there is no gather at all: the register tile broadcasts
+//! straight from 6 positions' pixel runs (zero rows stand in for padding) against 64-channel
+//! weight panels, and each active position's 64 results are one contiguous store. Same register
+//! tile and K blocking as the NCHW kernel, so the difference between the two is the layout.
+//! One group, AVX-512 only, no fused add: enough to decide the layout (see the bench).
 
-use super::columns::{self, with_columns};
-use super::conv::{simd_gather, with_plan, ConvKind, SparseConv};
+use super::columns::{self, with_columns, Columns};
+use super::conv::{ConvKind, SparseConv};
+use super::gather::Geo2;
+use super::micro::{tile_rows_dyn, MR, NR};
 use super::scratch::{self, Slot};
+use super::{Clock, PhaseTimes};
+use crate::cpu::gemm_util::{threads, SendPtr};
+use crate::cpu::kernel_util::epilogue;
+use dynaspa_runtime::graph::{Activation, Conv};
 use dynaspa_runtime::sparsity::{BitMask, TileSet};
-use dynaspa_runtime::{Error, Result};
+use dynaspa_runtime::{Error, Result, Tensor};
 use rayon::prelude::*;
+use std::cell::RefCell;
 
-const NR: usize = 64;
+const OP: &str = "NhwcConv";
+/// Channels per K block: 128 rows of a weight panel are 32 KiB, inside L1.
+const CB: usize = 128;
+/// Position tiles per task: the accumulators (48 x 64 floats) stay in L1 too.
+const TILES_PER_TASK: usize = 8;
 
-/// Gather-only runs of a prepared `SparseConv` (groups = 1, GEMM kind) in both layouts.
-pub struct NhwcGatherProbe<'a> {
-    conv: &'a SparseConv,
+#[derive(Debug)]
+pub struct NhwcConv {
+    c: usize,
+    m: usize,
+    g: Geo2,
+    /// `[M / 64][taps * C][64]`, K ordered (tap, channel) like an NHWC column.
+    w: Vec<f32>,
+    bias: Option<Vec<f32>>,
+    act: Option<Activation>,
+    zeros: Vec<f32>,
 }
 
-impl<'a> NhwcGatherProbe<'a> {
-    pub fn new(conv: &'a SparseConv) -> Result<NhwcGatherProbe<'a>> {
-        if conv.groups != 1 || conv.kind != ConvKind::Gemm {
-            return Err(Error::Other("NhwcGatherProbe: only for GEMM convs with one group".into()));
+impl NhwcConv {
+    /// As [`SparseConv::new`] (input shape given NCHW), for one group and no fused add.
+    pub fn new(p: &Conv, input: &[usize], weight: &Tensor, bias: Option<&Tensor>) -> Result<NhwcConv> {
+        if !super::micro::available() {
+            return Err(Error::Other(format!("{OP}: needs AVX-512")));
         }
-        Ok(NhwcGatherProbe { conv })
+        let sc = SparseConv::build(p, input, weight, bias, false)?;
+        if sc.groups != 1 || sc.kind != ConvKind::Gemm || sc.fused_add {
+            return Err(Error::Other(format!("{OP}: only one group, more than one input channel, no fused add")));
+        }
+        let (c, m, g) = (sc.c, sc.m, sc.g);
+        let wd = weight.as_f32()?;
+        let (taps, kdim) = (g.taps(), c * g.taps());
+        let panels = m.div_ceil(NR);
+        let mut w = vec![0.0f32; panels * kdim * NR];
+        for o in 0..m {
+            for ci in 0..c {
+                for t in 0..taps {
+                    w[(o / NR * kdim + t * c + ci) * NR + o % NR] = wd[(o * c + ci) * taps + t];
+                }
+            }
+        }
+        Ok(NhwcConv { c, m, g, w, bias: sc.bias, act: sc.act, zeros: vec![0.0; c] })
     }
 
-    /// Gathers every panel of the positions of `tiles` from the NCHW image `x`, as
-    /// `SparseConv::run` does (plans included); returns the number of floats written.
-    pub fn nchw(&self, x: &[f32], tiles: &TileSet, mask: &BitMask) -> Result<usize> {
-        let (cv, g) = (self.conv, &self.conv.g);
-        self.check(x, tiles, mask)?;
-        let kdim = cv.c * g.taps();
-        Ok(with_columns(|cols| {
-            cols.build(tiles, mask);
-            let panels = cols.len().div_ceil(NR);
-            (0..panels).into_par_iter().with_max_len(1).for_each(|pi| {
-                with_plan(|plan| {
-                    plan.build(g, cols, pi * NR, NR.min(cols.len() - pi * NR));
-                    scratch::with(Slot::Panel, kdim * NR, |panel| {
-                        if cv.simd {
-                            simd_gather(plan, x, g.plane(), cv.c, panel);
-                        } else {
-                            plan.gather(x, g.plane(), cv.c, panel);
-                        }
-                        std::hint::black_box(&panel[0]);
-                    })
-                })
-            });
-            panels * kdim * NR
-        }))
+    /// `x` is one image `H x W x C`, `out` `Ho x Wo x M`; writes where `mask` is set.
+    pub fn run_timed(&self, x: &[f32], out: &mut [f32], tiles: &TileSet, mask: &BitMask, times: Option<&PhaseTimes>) -> Result<()> {
+        let g = &self.g;
+        if x.len() != self.c * g.plane() || out.len() != self.m * g.out_plane() {
+            return Err(Error::Other(format!("{OP}: input {} / output {} values do not fit the prepared shapes", x.len(), out.len())));
+        }
+        columns::check(OP, tiles, mask, g.ho, g.wo)?;
+        with_columns(|cols| {
+            with_offsets(|offs| {
+                {
+                    let _t = Clock::start(times, |t| &t.plan);
+                    cols.build(tiles, mask);
+                    self.offsets(cols, offs);
+                }
+                self.multiply(x, out, cols, offs, times);
+            })
+        });
+        Ok(())
     }
 
-    /// The same panels from `x` in NHWC (`H x W x C`), position-major: row `j` of a panel is
-    /// position `j`'s column, `taps` runs of `C` floats.
-    pub fn nhwc(&self, x: &[f32], tiles: &TileSet, mask: &BitMask) -> Result<usize> {
-        let (cv, g) = (self.conv, &self.conv.g);
-        self.check(x, tiles, mask)?;
-        let (c, kdim) = (cv.c, cv.c * g.taps());
-        Ok(with_columns(|cols| {
-            cols.build(tiles, mask);
-            let panels = cols.len().div_ceil(NR);
-            (0..panels).into_par_iter().with_max_len(1).for_each(|pi| {
-                scratch::with(Slot::Panel, kdim * NR, |panel| {
-                    let j0 = pi * NR;
-                    for (j, dst) in panel.chunks_exact_mut(kdim).take(NR.min(cols.len() - j0)).enumerate() {
-                        let (oy, ox) = (cols.ys[j0 + j] as usize, cols.xs[j0 + j] as usize);
-                        for a in 0..g.kh {
-                            let iy = (oy * g.sh + a * g.dh) as isize - g.ph as isize;
-                            for b in 0..g.kw {
-                                let ix = (ox * g.sw + b * g.dw) as isize - g.pw as isize;
-                                let d = &mut dst[(a * g.kw + b) * c..][..c];
-                                if iy >= 0 && iy < g.h as isize && ix >= 0 && ix < g.w as isize {
-                                    let at = (iy as usize * g.w + ix as usize) * c;
-                                    d.copy_from_slice(&x[at..at + c]);
-                                } else {
-                                    d.fill(0.0);
+    /// Per (position tile, tap, row): where that position's pixel run starts in `x`, or -1.
+    fn offsets(&self, cols: &Columns, offs: &mut Vec<isize>) {
+        let (g, taps) = (&self.g, self.g.taps());
+        offs.clear();
+        offs.resize(cols.len().div_ceil(MR) * taps * MR, -1);
+        for j in 0..cols.len() {
+            let (oy, ox) = (cols.ys[j] as usize, cols.xs[j] as usize);
+            for a in 0..g.kh {
+                let iy = (oy * g.sh + a * g.dh) as isize - g.ph as isize;
+                for b in 0..g.kw {
+                    let ix = (ox * g.sw + b * g.dw) as isize - g.pw as isize;
+                    if iy >= 0 && iy < g.h as isize && ix >= 0 && ix < g.w as isize {
+                        offs[(j / MR * taps + a * g.kw + b) * MR + j % MR] = (iy * g.w as isize + ix) * self.c as isize;
+                    }
+                }
+            }
+        }
+    }
+
+    fn multiply(&self, x: &[f32], out: &mut [f32], cols: &Columns, offs: &[isize], times: Option<&PhaseTimes>) {
+        let (c, m, taps) = (self.c, self.m, self.g.taps());
+        let p = cols.len();
+        let ptiles = p.div_ceil(MR);
+        let panels = m.div_ceil(NR);
+        let per = TILES_PER_TASK.min(ptiles.div_ceil((2 * threads()).div_ceil(panels)).max(1));
+        let blocks = ptiles.div_ceil(per);
+        let y = SendPtr::new(out);
+        (0..panels * blocks).into_par_iter().with_max_len(1).for_each(|task| {
+            let (pi, bi) = (task % panels, task / panels);
+            let (t0, t1) = (bi * per, ((bi + 1) * per).min(ptiles));
+            let (n0, ncols) = (pi * NR, NR.min(m - pi * NR));
+            let wp = &self.w[pi * c * taps * NR..(pi + 1) * c * taps * NR];
+            scratch::with(Slot::Acc, (t1 - t0) * MR * NR, |acc| {
+                {
+                    let _t = Clock::start(times, |t| &t.gemm);
+                    for t in 0..taps {
+                        for c0 in (0..c).step_by(CB) {
+                            let c1 = (c0 + CB).min(c);
+                            for pt in t0..t1 {
+                                let rows = MR.min(p - pt * MR);
+                                let mut a = [self.zeros.as_ptr(); MR];
+                                for (r, ar) in a.iter_mut().enumerate().take(rows) {
+                                    let o = offs[(pt * taps + t) * MR + r];
+                                    *ar = if o >= 0 { x[o as usize..].as_ptr() } else { self.zeros.as_ptr() };
+                                    *ar = ar.wrapping_add(c0);
                                 }
+                                // SAFETY: AVX-512 was checked at preparation; every row pointer has
+                                // c - c0 >= c1 - c0 floats (pixel runs and `zeros` are C long), the
+                                // panel rows (t * c + c0..) exist, `acc` holds this tile.
+                                unsafe {
+                                    tile_rows_dyn(
+                                        rows,
+                                        ncols.div_ceil(16),
+                                        c1 - c0,
+                                        &a,
+                                        wp[(t * c + c0) * NR..].as_ptr(),
+                                        acc[(pt - t0) * MR * NR..].as_mut_ptr(),
+                                        t > 0 || c0 > 0,
+                                    )
+                                };
                             }
                         }
                     }
-                    std::hint::black_box(&panel[0]);
-                })
+                }
+                let _t = Clock::start(times, |t| &t.scatter);
+                let bias = self.bias.as_ref().map(|b| &b[n0..n0 + ncols]);
+                for j in t0 * MR..(t1 * MR).min(p) {
+                    if !cols.active[j] {
+                        continue;
+                    }
+                    let row = &mut acc[(j - t0 * MR) * NR..][..ncols];
+                    if bias.is_some() || self.act.is_some() {
+                        epilogue(row, 0.0, bias, self.act);
+                    }
+                    let at = (cols.ys[j] as usize * self.g.wo + cols.xs[j] as usize) * m + n0;
+                    // SAFETY: positions are distinct; this task alone owns channels n0..n0 + ncols.
+                    unsafe { std::ptr::copy_nonoverlapping(row.as_ptr(), y.get().add(at), ncols) };
+                }
             });
-            panels * kdim * NR
-        }))
+        });
     }
+}
 
-    fn check(&self, x: &[f32], tiles: &TileSet, mask: &BitMask) -> Result<()> {
-        let g = &self.conv.g;
-        if x.len() != self.conv.input_len() {
-            return Err(Error::Other(format!("NhwcGatherProbe: input has {} values, expected {}", x.len(), self.conv.input_len())));
+thread_local! {
+    static OFFS: RefCell<Vec<isize>> = const { RefCell::new(Vec::new()) };
+}
+
+fn with_offsets<R>(f: impl FnOnce(&mut Vec<isize>) -> R) -> R {
+    OFFS.with(|o| match o.try_borrow_mut() {
+        Ok(mut o) => f(&mut o),
+        Err(_) => f(&mut Vec::new()),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cpu::eval_op;
+    use crate::cpu::sparse::testkit::{blob_mask, check_masked};
+    use crate::cpu::test_util::{spec, Rng};
+    use dynaspa_runtime::graph::{AutoPad, Op, Window};
+    use dynaspa_runtime::sparsity::tiles::aligned_tiles_naive;
+    use dynaspa_runtime::sparsity::Granularity;
+
+    #[test]
+    fn nhwc_conv_matches_dense() {
+        if !super::super::micro::available() {
+            return;
         }
-        columns::check("NhwcGatherProbe", tiles, mask, g.ho, g.wo)
+        let mut rng = Rng::new(77);
+        for &(c, h, m, k, s) in &[(20, 17, 70, 3, 1), (130, 12, 64, 3, 2), (16, 9, 5, 1, 1), (3, 15, 8, 7, 2)] {
+            let p = Conv {
+                window: Window { kernel_shape: vec![k, k], strides: vec![s, s], pads: vec![k / 2; 4], dilations: vec![], auto_pad: AutoPad::NotSet },
+                group: 1,
+                fused_add: false,
+                activation: Some(Activation::Relu),
+            };
+            let ho = (h + 2 * (k / 2) - k) / s + 1;
+            let (x, w, b) = (rng.tensor(&[1, c, h, h]), rng.tensor(&[m, c, k, k]), rng.tensor(&[m]));
+            let dense = eval_op(&Op::Conv(p.clone()), &[Some(&x), Some(&w), Some(&b)], &[spec(&[1, m, ho, ho])]).unwrap().remove(0);
+            let nc = NhwcConv::new(&p, x.shape(), &w, Some(&b)).unwrap();
+            let xd = x.as_f32().unwrap();
+            let xh: Vec<f32> = (0..c * h * h).map(|i| xd[(i % c) * h * h + i / c]).collect();
+            for d in [0.05, 0.4, 1.0] {
+                let mask = blob_mask(&mut rng, ho, ho, d);
+                let mut out = vec![f32::NAN; m * ho * ho];
+                nc.run_timed(&xh, &mut out, &aligned_tiles_naive(&mask, Granularity::new(1, 1)), &mask, None).unwrap();
+                // Back to planes for the check.
+                let planes: Vec<f32> = (0..m * ho * ho).map(|i| out[(i % (ho * ho)) * m + i / (ho * ho)]).collect();
+                check_masked(&planes, dense.as_f32().unwrap(), &mask, f32::NAN, 1e-5, &format!("nhwc c {c} k {k} s {s} d {d}"));
+            }
+        }
     }
 }

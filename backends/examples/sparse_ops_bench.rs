@@ -1,0 +1,438 @@
+//! Sparse CPU kernels against the dense ones on real DynConv / A-ViT masks.
+//!
+//!     cargo run --release -p dynaspa-backends --example sparse_ops_bench
+//!
+//! For each op and mask density: the dense kernel (`eval_op`, what the runtime runs today) and
+//! the sparse kernel at several granularities, interleaved round by round, medians of
+//! `BENCH_ROUNDS` (default 21) rounds after warm-up, on a rayon pool of `BENCH_THREADS`
+//! (default 2) threads, random non-zero inputs, bias + ReLU epilogue on both sides. Then the
+//! phase split of the best granularity and the NCHW-vs-NHWC gather experiment. BENCH_ONLY=text
+//! runs the cases whose name contains it; BENCH_THREADS=1 BENCH_CPU=1 times on-CPU time of the
+//! one worker, which other processes on a shared box barely disturb.
+//!
+//! Masks (40x40 outputs): the 56x56 block masks of DynConv's layer1 (`mask_layer1_*`),
+//! nearest-resampled to 40x40, frames whose density is nearest the target. Density 0.3 comes
+//! from the committed `models/masks/dynconv_full_d30.dsm`; 0.1 and 0.5 from datasets
+//! regenerated with `python3 models/dynconv.py --density 0.1 --sizes full --out /tmp/d10` (and
+//! 0.5 into /tmp/d50), paths overridable with SPARSE_MASKS_D10 / SPARSE_MASKS_D50. Where a file
+//! is missing, the d30 masks are grown or shrunk to the density by thresholding their signed
+//! distance to the mask boundary (printed as the source). The token linear uses A-ViT's
+//! per-block token masks from `models/masks/avit_full_d30.dsm` (class token always active).
+
+use dynaspa_backends::cpu::eval_op;
+use dynaspa_backends::cpu::sparse::{NhwcConv, NhwcGatherProbe, PhaseTimes, SparseConv, SparseLinear};
+use dynaspa_runtime::backend::TensorSpec;
+use dynaspa_runtime::graph::{Activation, AutoPad, Conv, Op, Window};
+use dynaspa_runtime::sparsity::tiles::aligned_tiles_naive;
+use dynaspa_runtime::sparsity::{BitMask, Granularity, MaskDataset, TileSet};
+use dynaspa_runtime::{DType, Tensor};
+use std::time::Instant;
+
+struct Rng(u64);
+impl Rng {
+    fn vec(&mut self, n: usize) -> Vec<f32> {
+        (0..n)
+            .map(|_| {
+                self.0 ^= self.0 << 13;
+                self.0 ^= self.0 >> 7;
+                self.0 ^= self.0 << 17;
+                (self.0 >> 40) as f32 / (1u64 << 23) as f32 - 1.0
+            })
+            .collect()
+    }
+    fn tensor(&mut self, shape: &[usize]) -> Tensor {
+        Tensor::from_f32(shape.to_vec(), self.vec(shape.iter().product())).unwrap()
+    }
+}
+
+/// Seconds on the clock the bench reads: wall time, or with BENCH_CPU=1 (and BENCH_THREADS=1)
+/// the on-CPU time of the calling thread, which other processes on the box do not inflate.
+fn now() -> f64 {
+    thread_local!(static CPU: bool = std::env::var("BENCH_CPU").is_ok());
+    if CPU.with(|c| *c) {
+        #[repr(C)]
+        struct Timespec {
+            sec: i64,
+            nsec: i64,
+        }
+        extern "C" {
+            fn clock_gettime(clock: i32, ts: *mut Timespec) -> i32;
+        }
+        let mut ts = Timespec { sec: 0, nsec: 0 };
+        // SAFETY: plain libc call writing a properly laid out timespec (3 = CLOCK_THREAD_CPUTIME_ID).
+        unsafe { clock_gettime(3, &mut ts) };
+        return ts.sec as f64 + ts.nsec as f64 * 1e-9;
+    }
+    thread_local!(static T0: Instant = Instant::now());
+    T0.with(|t| t.elapsed().as_secs_f64())
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn env_usize(name: &str, default: usize) -> usize {
+    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
+/// Nearest-neighbour resampling to `h` x `w`.
+fn resample(m: &BitMask, h: usize, w: usize) -> BitMask {
+    BitMask::from_fn(h, w, |y, x| m.get((2 * y + 1) * m.height() / (2 * h), (2 * x + 1) * m.width() / (2 * w)))
+}
+
+/// Chessboard distance of every position to the nearest position with the other bit value:
+/// positive inside the mask, negative outside.
+fn signed_distance(m: &BitMask) -> Vec<i32> {
+    let (h, w) = (m.height(), m.width());
+    let bits = m.to_bools();
+    let far = (h + w) as i32;
+    let mut d = vec![0i32; h * w];
+    for inside in [true, false] {
+        let mut dist: Vec<i32> = bits.iter().map(|&b| if b == inside { far } else { 0 }).collect();
+        for _ in 0..2 {
+            // Two raster passes of a chamfer transform (forward, backward).
+            for y in 0..h {
+                for x in 0..w {
+                    let mut v = dist[y * w + x];
+                    if y > 0 {
+                        for xx in x.saturating_sub(1)..(x + 2).min(w) {
+                            v = v.min(dist[(y - 1) * w + xx] + 1);
+                        }
+                    }
+                    if x > 0 {
+                        v = v.min(dist[y * w + x - 1] + 1);
+                    }
+                    dist[y * w + x] = v;
+                }
+            }
+            for y in (0..h).rev() {
+                for x in (0..w).rev() {
+                    let mut v = dist[y * w + x];
+                    if y + 1 < h {
+                        for xx in x.saturating_sub(1)..(x + 2).min(w) {
+                            v = v.min(dist[(y + 1) * w + xx] + 1);
+                        }
+                    }
+                    if x + 1 < w {
+                        v = v.min(dist[y * w + x + 1] + 1);
+                    }
+                    dist[y * w + x] = v;
+                }
+            }
+        }
+        for (o, (&dv, &b)) in d.iter_mut().zip(dist.iter().zip(&bits)) {
+            if b == inside {
+                *o = if inside { dv } else { -dv };
+            }
+        }
+    }
+    d
+}
+
+/// `m` grown or shrunk to `density`: the positions of highest signed distance (ties broken in
+/// raster order), so blobs keep their shape and only their borders move.
+fn at_density(m: &BitMask, density: f64) -> BitMask {
+    let d = signed_distance(m);
+    let mut order: Vec<usize> = (0..d.len()).collect();
+    order.sort_by_key(|&i| std::cmp::Reverse(d[i]));
+    let n = (density * d.len() as f64).round() as usize;
+    let mut bits = vec![false; d.len()];
+    for &i in &order[..n] {
+        bits[i] = true;
+    }
+    BitMask::from_bools(m.height(), m.width(), &bits).unwrap()
+}
+
+/// `count` masks of `h` x `w` at about `density` and where they came from.
+fn conv_masks(density: f64, h: usize, w: usize, count: usize) -> (Vec<BitMask>, String) {
+    let tag = (density * 100.0).round() as usize;
+    let var = format!("SPARSE_MASKS_D{tag}");
+    let path = std::env::var(&var).unwrap_or_else(|_| {
+        if tag == 30 {
+            "models/masks/dynconv_full_d30.dsm".into()
+        } else {
+            format!("/tmp/d{tag}/masks/dynconv_full_d{tag}.dsm")
+        }
+    });
+    let (ds, grown) = match MaskDataset::open(&path) {
+        Ok(ds) => (ds, false),
+        Err(_) => (MaskDataset::open("models/masks/dynconv_full_d30.dsm").expect("committed d30 masks"), true),
+    };
+    let maps: Vec<usize> = (0..ds.maps().len()).filter(|&i| ds.maps()[i].name.starts_with("mask_layer1_")).collect();
+    let mut all = Vec::new();
+    for f in 0..ds.n_frames() {
+        for &mi in &maps {
+            let m = resample(ds.map_mask(f, mi).unwrap(), h, w);
+            let m = if grown { at_density(&m, density) } else { m };
+            all.push(m);
+        }
+    }
+    all.sort_by(|a, b| (a.density() - density).abs().total_cmp(&(b.density() - density).abs()));
+    all.truncate(count);
+    let src = if grown {
+        format!("d30 grown/shrunk ({path} missing)")
+    } else {
+        path.rsplit('/').next().unwrap_or(&path).to_string()
+    };
+    (all, src)
+}
+
+fn conv_attrs(k: usize, s: usize, group: usize) -> Conv {
+    Conv {
+        window: Window {
+            kernel_shape: vec![k, k],
+            strides: vec![s, s],
+            pads: vec![k / 2; 4],
+            dilations: vec![1, 1],
+            auto_pad: AutoPad::NotSet,
+        },
+        group,
+        fused_add: false,
+        activation: Some(Activation::Relu),
+    }
+}
+
+struct ConvCase {
+    name: &'static str,
+    c: usize,
+    hin: usize,
+    m: usize,
+    k: usize,
+    s: usize,
+    group: usize,
+}
+
+const GRANS: [(u16, u16); 7] = [(1, 1), (2, 8), (4, 4), (4, 8), (8, 8), (1, 16), (8, 16)];
+
+fn bench_conv(cc: &ConvCase, densities: &[f64], rounds: usize, rng: &mut Rng, nhwc_rows: &mut Vec<String>) {
+    let attrs = conv_attrs(cc.k, cc.s, cc.group);
+    let ho = (cc.hin + 2 * (cc.k / 2) - cc.k) / cc.s + 1;
+    let x = rng.tensor(&[1, cc.c, cc.hin, cc.hin]);
+    let w = rng.tensor(&[cc.m, cc.c / cc.group, cc.k, cc.k]);
+    let b = rng.tensor(&[cc.m]);
+    let spec = [TensorSpec { dtype: DType::F32, shape: vec![1, cc.m, ho, ho] }];
+    let sc = SparseConv::new(&attrs, x.shape(), &w, Some(&b)).unwrap();
+    let xd = x.as_f32().unwrap();
+    let mut out = vec![0.0f32; sc.output_len()];
+    let dense = || {
+        let y = eval_op(&Op::Conv(attrs.clone()), &[Some(&x), Some(&w), Some(&b)], &spec).unwrap();
+        std::hint::black_box(y);
+    };
+    for &density in densities {
+        let (masks, src) = conv_masks(density, ho, ho, 8);
+        let actual = masks.iter().map(|m| m.density()).sum::<f64>() / masks.len() as f64;
+        let tiles: Vec<Vec<TileSet>> = GRANS
+            .iter()
+            .map(|&(gh, gw)| masks.iter().map(|m| aligned_tiles_naive(m, Granularity::new(gh, gw))).collect())
+            .collect();
+        // Warm-up, then interleaved rounds: dense, then every granularity, cycling the frames.
+        for _ in 0..3 {
+            dense();
+            for t in &tiles {
+                sc.run(xd, &mut out, &t[0], &masks[0], None).unwrap();
+            }
+        }
+        let mut td = Vec::new();
+        let mut ts = vec![Vec::new(); GRANS.len()];
+        for r in 0..rounds {
+            let t0 = now();
+            dense();
+            td.push(now() - t0);
+            let f = r % masks.len();
+            for (gi, t) in tiles.iter().enumerate() {
+                let t0 = now();
+                sc.run(xd, &mut out, &t[f], &masks[f], None).unwrap();
+                ts[gi].push(now() - t0);
+            }
+        }
+        let dm = median(&mut td);
+        let sm: Vec<f64> = ts.iter_mut().map(|v| median(v)).collect();
+        let best = (0..GRANS.len()).min_by(|&a, &b| sm[a].total_cmp(&sm[b])).unwrap();
+        // Phase split of the best granularity (thread-summed times, as shares).
+        let times = PhaseTimes::default();
+        for r in 0..rounds {
+            let f = r % masks.len();
+            sc.run_timed(xd, &mut out, &tiles[best][f], &masks[f], None, Some(&times)).unwrap();
+        }
+        let s = times.secs();
+        let tot: f64 = s.iter().sum();
+        let pct = |v: f64| 100.0 * v / tot;
+        let all: Vec<String> =
+            GRANS.iter().zip(&sm).map(|(&(gh, gw), &t)| format!("{gh}x{gw}:{:.2}", t * 1e3)).collect();
+        let target = 0.6 / density;
+        println!(
+            "| {} | {:.2} ({:.3}) | {} | {}x{} | {:.2} | {:.2} | {:.2}x | {:.1}x{} | {:.0} / {:.0} / {:.0} / {:.0} | {} |",
+            cc.name,
+            density,
+            actual,
+            src,
+            GRANS[best].0,
+            GRANS[best].1,
+            dm * 1e3,
+            sm[best] * 1e3,
+            dm / sm[best],
+            target,
+            if dm / sm[best] >= target { "" } else { " MISSED" },
+            pct(s[1]),
+            pct(s[2]),
+            pct(s[3]),
+            pct(s[0]),
+            all.join(" ")
+        );
+        if cc.group == 1 {
+            nhwc_rows.push(nhwc_row(cc, &sc, &attrs, &w, &b, &x, &masks, &tiles[best], density, rounds));
+        }
+    }
+}
+
+/// The layout experiment at one density: the sparse conv on NCHW (as the runtime lays out
+/// activations today) against the same conv on NHWC, interleaved, and the gather phase alone.
+#[allow(clippy::too_many_arguments)]
+fn nhwc_row(cc: &ConvCase, sc: &SparseConv, attrs: &Conv, w: &Tensor, b: &Tensor, x: &Tensor, masks: &[BitMask], tiles: &[TileSet], density: f64, rounds: usize) -> String {
+    let xd = x.as_f32().unwrap();
+    let probe = NhwcGatherProbe::new(sc).unwrap();
+    let nc = NhwcConv::new(attrs, x.shape(), w, Some(b)).unwrap();
+    let plane = cc.hin * cc.hin;
+    let mut xh = vec![0.0f32; xd.len()];
+    for ch in 0..cc.c {
+        for p in 0..plane {
+            xh[p * cc.c + ch] = xd[ch * plane + p];
+        }
+    }
+    let mut o1 = vec![0.0f32; sc.output_len()];
+    let mut o2 = vec![0.0f32; sc.output_len()];
+    let mut t = [Vec::new(), Vec::new(), Vec::new(), Vec::new()];
+    for r in 0..rounds + 3 {
+        let f = r % masks.len();
+        let t0 = now();
+        sc.run(xd, &mut o1, &tiles[f], &masks[f], None).unwrap();
+        let t1 = now();
+        nc.run_timed(&xh, &mut o2, &tiles[f], &masks[f], None).unwrap();
+        let t2 = now();
+        probe.nchw(xd, &tiles[f], &masks[f]).unwrap();
+        let t3 = now();
+        probe.nhwc(&xh, &tiles[f], &masks[f]).unwrap();
+        let t4 = now();
+        if r >= 3 {
+            for (i, d) in [t1 - t0, t2 - t1, t3 - t2, t4 - t3].into_iter().enumerate() {
+                t[i].push(d);
+            }
+        }
+    }
+    let [a, bq, g1, g2] = t.map(|mut v| median(&mut v));
+    format!(
+        "| {} | {:.2} | {:.2} | {:.2} | {:.2}x | {:.3} ({:.0}%) | {:.3} ({:.0}%) |",
+        cc.name,
+        density,
+        a * 1e3,
+        bq * 1e3,
+        a / bq,
+        g1 * 1e3,
+        100.0 * g1 / a,
+        g2 * 1e3,
+        100.0 * g2 / bq,
+    )
+}
+
+fn bench_linear(rounds: usize, rng: &mut Rng) {
+    let (t, k, n) = (197usize, 384usize, 1152usize);
+    let x = rng.tensor(&[t, k]);
+    let w = rng.tensor(&[k, n]);
+    let b = rng.tensor(&[n]);
+    let lin = SparseLinear::new(&w, Some(&b), None).unwrap();
+    let spec = [TensorSpec { dtype: DType::F32, shape: vec![t, n] }];
+    let dense = || std::hint::black_box(eval_op(&Op::MatMul, &[Some(&x), Some(&w)], &spec).unwrap());
+    let ds = MaskDataset::open("models/masks/avit_full_d30.dsm").unwrap();
+    let mut out = vec![0.0f32; t * n];
+    for density in [0.1, 0.3, 0.5] {
+        // The block whose token masks are nearest the density, 8 frames of it.
+        let mi = (0..ds.maps().len())
+            .min_by(|&a, &b| {
+                let da = ds.map_mask(0, a).unwrap().density();
+                let db = ds.map_mask(0, b).unwrap().density();
+                (da - density).abs().total_cmp(&(db - density).abs())
+            })
+            .unwrap();
+        let prefix = ds.maps()[mi].prefix_tokens as u32;
+        let rows: Vec<Vec<u32>> = (0..8)
+            .map(|f| {
+                let m = ds.map_mask(f * 20, mi).unwrap();
+                let grid = m.to_bools();
+                (0..prefix).chain(grid.iter().enumerate().filter(|(_, &on)| on).map(|(i, _)| prefix + i as u32)).collect()
+            })
+            .collect();
+        let actual = rows.iter().map(|r| r.len()).sum::<usize>() as f64 / (8 * t) as f64;
+        for _ in 0..3 {
+            dense();
+            lin.run(x.as_f32().unwrap(), t, &mut out, &rows[0]).unwrap();
+        }
+        let (mut td, mut ts) = (Vec::new(), Vec::new());
+        for r in 0..rounds {
+            let t0 = now();
+            dense();
+            td.push(now() - t0);
+            let t0 = now();
+            lin.run(x.as_f32().unwrap(), t, &mut out, &rows[r % 8]).unwrap();
+            ts.push(now() - t0);
+        }
+        let times = PhaseTimes::default();
+        for f in 0..rounds {
+            lin.run_timed(x.as_f32().unwrap(), t, &mut out, &rows[f % 8], Some(&times)).unwrap();
+        }
+        let s = times.secs();
+        let tot: f64 = s.iter().sum();
+        let (dm, sm) = (median(&mut td), median(&mut ts));
+        println!(
+            "| linear {t}x{k}->{n} | {density:.2} ({actual:.3}) | {} | rows | {:.3} | {:.3} | {:.2}x | {:.1}x{} | {:.0} / {:.0} / {:.0} / - | |",
+            ds.maps()[mi].name,
+            dm * 1e3,
+            sm * 1e3,
+            dm / sm,
+            0.6 / actual,
+            if dm / sm >= 0.6 / actual { "" } else { " MISSED" },
+            100.0 * s[1] / tot,
+            100.0 * s[2] / tot,
+            100.0 * s[3] / tot
+        );
+    }
+}
+
+fn main() {
+    let threads = env_usize("BENCH_THREADS", 2);
+    let rounds = env_usize("BENCH_ROUNDS", 21);
+    let only = std::env::var("BENCH_ONLY").unwrap_or_default();
+    let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
+    let mut rng = Rng(0x2545_F491_4F6C_DD1D);
+    let clock = if std::env::var("BENCH_CPU").is_ok() { "thread CPU time" } else { "wall time" };
+    println!("sparse_ops_bench: {threads} threads, median of {rounds} interleaved rounds, {clock}; ms per image");
+    println!(
+        "| op | density (actual) | masks | best gran | dense ms | sparse ms | speedup | target | gather / gemm / scatter / plan % | ms per granularity |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|---|");
+    let cases = [
+        ConvCase { name: "conv3x3 s1 40x40 256->256", c: 256, hin: 40, m: 256, k: 3, s: 1, group: 1 },
+        ConvCase { name: "conv1x1 40x40 256->256", c: 256, hin: 40, m: 256, k: 1, s: 1, group: 1 },
+        ConvCase { name: "conv3x3 s2 80x80->40x40 128->256", c: 128, hin: 80, m: 256, k: 3, s: 2, group: 1 },
+        ConvCase { name: "dw3x3 s1 40x40 256", c: 256, hin: 40, m: 256, k: 3, s: 1, group: 256 },
+    ];
+    let mut nhwc = Vec::new();
+    pool.install(|| {
+        for cc in &cases {
+            if only.is_empty() || cc.name.contains(only.as_str()) {
+                bench_conv(cc, &[0.1, 0.3, 0.5], rounds, &mut rng, &mut nhwc);
+            }
+        }
+        if only.is_empty() || "linear".contains(only.as_str()) {
+            bench_linear(rounds, &mut rng);
+        }
+    });
+    if !nhwc.is_empty() {
+        println!("\nLayout: the sparse conv on NCHW vs NHWC activations (best NCHW granularity), and the gather phase alone (share of that layout's run)");
+        println!("| op | density | NCHW run ms | NHWC run ms | NCHW/NHWC | NCHW gather ms (share) | NHWC gather ms (share) |");
+        println!("|---|---|---|---|---|---|---|");
+        for r in nhwc {
+            println!("{r}");
+        }
+    }
+}
