@@ -28,6 +28,18 @@ pub enum ForceMember {
     Tiles(Granularity),
 }
 
+impl ForceMember {
+    /// `dense` or a granularity `HxW` (both sides 1..=64).
+    pub fn parse(s: &str) -> Option<ForceMember> {
+        if s.eq_ignore_ascii_case("dense") {
+            return Some(ForceMember::Dense);
+        }
+        let (h, w) = s.split_once(['x', 'X'])?;
+        let (h, w): (u16, u16) = (h.trim().parse().ok()?, w.trim().parse().ok()?);
+        ((1..=64).contains(&h) && (1..=64).contains(&w)).then_some(ForceMember::Tiles(Granularity::new(h, w)))
+    }
+}
+
 /// How the CPU backend runs sparse ops.
 #[derive(Clone, Debug, Default)]
 pub struct SparseConfig {
@@ -37,9 +49,18 @@ pub struct SparseConfig {
 }
 
 impl SparseConfig {
-    /// The cache under `$DYNASPA_CACHE_DIR`, `$XDG_CACHE_HOME/dynaspa` or `~/.cache/dynaspa`.
+    /// The cache under `$DYNASPA_CACHE_DIR`, `$XDG_CACHE_HOME/dynaspa` or `~/.cache/dynaspa`;
+    /// `DYNASPA_FORCE_MEMBER=dense` or `=HxW` pins the member (unparsable values are ignored
+    /// with a warning).
     pub fn from_env() -> SparseConfig {
-        SparseConfig { cache_dir: calibrate::cache_root(), force: None }
+        let force = std::env::var("DYNASPA_FORCE_MEMBER").ok().and_then(|v| {
+            let f = ForceMember::parse(&v);
+            if f.is_none() {
+                tracing::warn!("ignoring DYNASPA_FORCE_MEMBER={v}: expected 'dense' or HxW, e.g. 2x8");
+            }
+            f
+        });
+        SparseConfig { cache_dir: calibrate::cache_root(), force }
     }
 }
 
