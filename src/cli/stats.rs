@@ -55,7 +55,7 @@ pub fn kernel_summary<'a>(ops: impl IntoIterator<Item = &'a SparseOpRecord>) -> 
         return "-".to_string();
     }
     // Stable sort: equal counts keep plan order.
-    counts.sort_by(|a, b| b.1.cmp(&a.1));
+    counts.sort_by_key(|c| std::cmp::Reverse(c.1));
     counts.iter().map(|(k, n)| format!("{k} ×{n}")).collect::<Vec<_>>().join(", ")
 }
 
