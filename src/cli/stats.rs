@@ -33,9 +33,11 @@ pub fn frame_density(r: Option<&FrameReport>) -> Option<f64> {
     mean(&r?.sparse_ops.iter().map(|o| o.density).collect::<Vec<_>>())
 }
 
-/// The kernel a sparse op ran: `member:granularity`, or `dense` for the dense member.
+/// The kernel a sparse op ran: the member's name with its granularity (`conv3x3:4x8`; just
+/// the name when it already spells the granularity, as `tiles4x8` does), or `dense`.
 pub fn kernel_label(o: &SparseOpRecord) -> String {
     match o.granularity {
+        Some(g) if o.member.contains(&g.to_string()) => o.member.clone(),
         Some(g) => format!("{}:{g}", o.member),
         None => "dense".to_string(),
     }
@@ -102,5 +104,6 @@ mod tests {
         assert!((frame_density(Some(&r)).unwrap() - (0.9 + 0.3 + 0.2) / 3.0).abs() < 1e-12);
         assert_eq!(frame_density(None), None);
         assert_eq!(fmt_density(None), "-");
+        assert_eq!(kernel_label(&rec("tiles4x8", g, 0.1)), "tiles4x8");
     }
 }
