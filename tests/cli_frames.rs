@@ -262,6 +262,8 @@ fn bad_sources_and_inputs_are_errors() {
         vec!["bench", "m.onnx"],
         vec!["bench", "m.onnx", "--frames", "d", "--rounds", "0"],
         vec!["run", "m.onnx", "--frames", "d", "--repeat", "3"],
+        vec!["run", "m.onnx", "--frames", "d", "--max-frames", "0"],
+        vec!["profile", "m.onnx", "--frames", "d", "--warmup", "x"],
     ] {
         assert_eq!(dynaspa(&args).code, 2, "{args:?}");
     }
@@ -383,4 +385,17 @@ fn help_describes_the_frame_commands() {
             assert!(r.stdout.contains(w), "{args:?} help lacks {w}: {}", r.stdout);
         }
     }
+}
+
+#[test]
+fn profile_of_a_dense_model_says_there_is_no_breakdown() {
+    let (d, _) = frames_dir(2);
+    let cnn = common::repo_path("models/cnn_small.onnx").display().to_string();
+    let r = dynaspa(&["profile", &cnn, "--frames", d.path().to_str().unwrap(), "--warmup", "0"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stdout.contains("frames: 2,"), "{}", r.stdout);
+    assert!(r.stdout.contains("no sparse ops reported") && !r.stdout.contains("Table 4"), "{}", r.stdout);
+    let r = dynaspa(&["run", &cnn, "--frames", d.path().to_str().unwrap()]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(frame_lines(&r.stdout).iter().all(|l| l.2 == "-"), "no density without sparse ops: {}", r.stdout);
 }

@@ -76,7 +76,7 @@ pub fn bench(a: BenchArgs) -> Result<()> {
     let (mut sparse, sparse_load) = open(false)?;
     let (mut dense, dense_load) = open(true)?;
     let feeder = a.src.feeder(sparse.graph())?;
-    let max = a.src.max_frames.unwrap_or(DEFAULT_MAX_FRAMES);
+    let max = a.src.max_frames.map_or(DEFAULT_MAX_FRAMES, |n| n as usize);
     let source = FrameSource::open(&a.src.frames, feeder.input_size(), Some(max))?;
     note_skipped(&source);
     let desc = source.describe().to_string();

@@ -165,8 +165,8 @@ pub struct FrameOpts {
     #[arg(long, value_name = "NAME")]
     pub frame_input: Option<String>,
     /// Stop after this many frames.
-    #[arg(long, value_name = "N")]
-    pub max_frames: Option<usize>,
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_frames: Option<u32>,
     /// Backend: auto or cpu.
     #[arg(long, default_value = "auto")]
     pub backend: String,

@@ -34,7 +34,7 @@ pub fn run_frames(a: &RunArgs, src: &Path, session: &mut Session, load_ms: f64) 
         Some(dir) => Some(Overlay::new(g, a.overlay_op.as_deref(), (h as usize, w as usize), dir.clone())?),
         None => None,
     };
-    let source = FrameSource::open(src, (w, h), a.max_frames)?;
+    let source = FrameSource::open(src, (w, h), a.max_frames.map(|n| n as usize))?;
     note_skipped(&source);
     println!(
         "{}: backend {}, load {:.1} ms, frames from {} into input '{}' {:?}",

@@ -145,7 +145,7 @@ pub fn profile(a: ProfileArgs, recorder: Option<Recorder>) -> Result<()> {
     let opts = OpenOptions { threads: a.src.threads, ..Default::default() };
     let mut session = dynaspa::open(&a.model, &a.src.backend, &opts)?;
     let feeder = a.src.feeder(session.graph())?;
-    let mut source = FrameSource::open(&a.src.frames, feeder.input_size(), a.src.max_frames)?;
+    let mut source = FrameSource::open(&a.src.frames, feeder.input_size(), a.src.max_frames.map(|n| n as usize))?;
     note_skipped(&source);
     println!(
         "profile {}: backend {}, frames from {}, {} warm-up run(s) of the first frame",

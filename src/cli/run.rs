@@ -34,8 +34,8 @@ pub struct RunArgs {
     #[arg(long, value_name = "NAME", requires = "frames")]
     pub frame_input: Option<String>,
     /// Stop after this many frames.
-    #[arg(long, value_name = "N", requires = "frames")]
-    pub max_frames: Option<usize>,
+    #[arg(long, value_name = "N", requires = "frames", value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_frames: Option<u32>,
     /// Write each frame as PNG here, with a mask tinted over it and its DISTile grid outlined.
     #[arg(long, value_name = "DIR", requires = "frames")]
     pub overlay: Option<PathBuf>,
