@@ -1,6 +1,7 @@
 //! The CLI as a user drives it: run writes every output, inspect reports the model, --help works.
 
 mod common;
+#[allow(dead_code)] // the shared builder has helpers only other test files use
 #[path = "common/onnx_build.rs"]
 mod onnx_build;
 
@@ -111,7 +112,7 @@ fn inspect_reports_model() {
 
 #[test]
 fn help_on_every_command() {
-    for args in [vec!["--help"], vec!["run", "--help"], vec!["inspect", "--help"], vec!["help"]] {
+    for args in [vec!["--help"], vec!["run", "--help"], vec!["inspect", "--help"], vec!["profile", "--help"], vec!["bench", "--help"], vec!["help"]] {
         let (code, stdout, _) = dynaspa(&args);
         assert_eq!(code, 0, "{args:?}");
         assert!(stdout.contains("Usage"), "{args:?}: {stdout}");

@@ -1,7 +1,15 @@
 //! Command definitions and dispatch.
 
+mod bench;
+mod feed;
+mod frames;
 mod inspect;
+mod overlay;
+mod profile;
+mod progress;
 mod run;
+mod stats;
+pub mod trace;
 
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
@@ -15,10 +23,16 @@ pub struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Run a model on inputs (.npy or images) and write every output as .npy.
+    /// Run a model on inputs (.npy or images) and write every output as .npy, or on every frame
+    /// of a directory, video or camera (--frames).
     Run(run::RunArgs),
     /// Show a model's inputs, outputs, ops, parameters and planned peak memory.
     Inspect(InspectArgs),
+    /// Run frames and print the overhead breakdown per sparse op (DynaSpa's Table 4); --trace
+    /// writes a Chrome trace.
+    Profile(profile::ProfileArgs),
+    /// Time the same frames sparse and dense, interleaved; prints speedup_vs_dense.
+    Bench(bench::BenchArgs),
 }
 
 #[derive(clap::Args)]
@@ -33,9 +47,18 @@ pub struct InspectArgs {
     batch: usize,
 }
 
-pub fn dispatch(cli: Cli) -> dynaspa::Result<()> {
+impl Cli {
+    /// True when the command records a trace, so `main` installs the recording layer.
+    pub fn wants_trace(&self) -> bool {
+        matches!(&self.cmd, Command::Profile(p) if p.trace.is_some())
+    }
+}
+
+pub fn dispatch(cli: Cli, recorder: Option<trace::Recorder>) -> dynaspa::Result<()> {
     match cli.cmd {
         Command::Run(a) => run::run(a),
         Command::Inspect(a) => inspect::inspect(a),
+        Command::Profile(a) => profile::profile(a, recorder),
+        Command::Bench(a) => bench::bench(a),
     }
 }

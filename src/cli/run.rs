@@ -1,39 +1,68 @@
-//! `dynaspa run`: feed inputs, run, write outputs, report timing.
+//! `dynaspa run`: feed inputs, run, write outputs, report timing. With `--frames` the loop over
+//! frames lives in `frames.rs`.
 
-use dynaspa::io::{image, npy, write_atomic};
+use super::feed;
+use dynaspa::io::{npy, write_atomic};
 use dynaspa::{Error, LoadOptions, OpenOptions, Result, Tensor};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 #[derive(clap::Args)]
+#[command(after_help = "\
+With --frames, every frame is decoded, resized to the frame input's H x W and fed to it; other
+inputs (e.g. SIGE's mask) come from --input and stay the same for every frame. Each frame prints
+its latency, the mean mask density of the sparse ops and the kernels chosen (from the backend's
+frame report; '-' when no op ran sparsely).
+
+--overlay draws a mask the model publishes as a graph output (outputs named mask*: [N, 1, h, w]
+maps, or A-ViT's [N, T] token masks, whose token 0 is the class token and tokens 1.. the patch
+grid, taken from the model's dynaspa.token_grid metadata or inferred from T - 1 and the frame's
+aspect). The DISTile grid is drawn with the granularity the frame's report gives for the sparse op
+using that mask.")]
 pub struct RunArgs {
     /// ONNX model file.
-    model: PathBuf,
+    pub model: PathBuf,
     /// NAME=PATH (repeatable); PATH is a float32 .npy or an image (png, jpg, bmp). A bare PATH
-    /// feeds a model that has exactly one input.
-    #[arg(long = "input", short = 'i', required = true)]
-    inputs: Vec<String>,
+    /// feeds a model that has exactly one input. With --frames: the inputs other than the frames.
+    #[arg(long = "input", short = 'i', required_unless_present = "frames")]
+    pub inputs: Vec<String>,
+    /// Run every frame of a directory of images (png/jpg/bmp, file-name order), a video file
+    /// (decoded by ffmpeg) or a camera /dev/videoN (ffmpeg, V4L2).
+    #[arg(long, value_name = "DIR|VIDEO|/dev/videoN")]
+    pub frames: Option<PathBuf>,
+    /// The input frames feed (default: the only [N, 3, H, W] float input not given by --input).
+    #[arg(long, value_name = "NAME", requires = "frames")]
+    pub frame_input: Option<String>,
+    /// Stop after this many frames.
+    #[arg(long, value_name = "N", requires = "frames", value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_frames: Option<u32>,
+    /// Write each frame as PNG here, with a mask tinted over it and its DISTile grid outlined.
+    #[arg(long, value_name = "DIR", requires = "frames")]
+    pub overlay: Option<PathBuf>,
+    /// Which mask to draw: a sparse op's name or a mask output's name (default: the first).
+    #[arg(long, value_name = "NAME", requires = "overlay")]
+    pub overlay_op: Option<String>,
     /// Backend: auto or cpu.
     #[arg(long, default_value = "auto")]
-    backend: String,
-    /// Write each graph output here as <name>.npy.
+    pub backend: String,
+    /// Write each graph output here as <name>.npy (with --frames: <frame>/<name>.npy).
     #[arg(long)]
-    output_dir: Option<PathBuf>,
+    pub output_dir: Option<PathBuf>,
     /// Per-channel mean for image inputs, e.g. 0.485,0.456,0.406 (default: model metadata).
     #[arg(long, value_delimiter = ',')]
-    mean: Option<Vec<f32>>,
+    pub mean: Option<Vec<f32>>,
     /// Per-channel std for image inputs (default: model metadata).
     #[arg(long, value_delimiter = ',')]
-    std: Option<Vec<f32>>,
+    pub std: Option<Vec<f32>>,
     /// Batch size for a symbolic first input dimension.
     #[arg(long, default_value_t = 1)]
-    batch: usize,
+    pub batch: usize,
     /// CPU worker threads (default: all cores).
     #[arg(long)]
-    threads: Option<usize>,
+    pub threads: Option<usize>,
     /// Run this many times and report the median (the first run is a warm-up when > 1).
-    #[arg(long, default_value_t = 1)]
-    repeat: usize,
+    #[arg(long, default_value_t = 1, conflicts_with = "frames")]
+    pub repeat: usize,
 }
 
 /// Output names become file names: anything outside [A-Za-z0-9._-] turns into '_'.
@@ -47,8 +76,14 @@ pub fn file_name_for(output: &str) -> String {
     }
 }
 
-fn parse_floats(s: &str) -> Option<Vec<f32>> {
-    s.split(',').map(|p| p.trim().parse().ok()).collect()
+/// Writes every output as `<dir>/<name>.npy`.
+pub fn write_outputs(dir: &Path, outs: &[(String, Tensor)]) -> Result<()> {
+    std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+    for (name, t) in outs {
+        let p = dir.join(format!("{}.npy", file_name_for(name)));
+        write_atomic(&p, &npy::encode(t)).map_err(|e| Error::io(&p, e))?;
+    }
+    Ok(())
 }
 
 pub fn run(a: RunArgs) -> Result<()> {
@@ -56,31 +91,12 @@ pub fn run(a: RunArgs) -> Result<()> {
     let opts = OpenOptions { load: LoadOptions { batch: a.batch, ..Default::default() }, threads: a.threads, ..Default::default() };
     let mut session = dynaspa::open(&a.model, &a.backend, &opts)?;
     let load_ms = t0.elapsed().as_secs_f64() * 1e3;
-    let g = session.graph();
-    let meta = |k: &str| g.metadata.get(k).and_then(|s| parse_floats(s));
-    let mean = a.mean.clone().or_else(|| meta("dynaspa.mean")).unwrap_or_else(|| vec![0.0; 3]);
-    let std = a.std.clone().or_else(|| meta("dynaspa.std")).unwrap_or_else(|| vec![1.0; 3]);
-
-    let mut feeds = Vec::new();
-    for spec in &a.inputs {
-        let (name, path) = match spec.split_once('=') {
-            Some((n, p)) => (n.to_string(), PathBuf::from(p)),
-            None if g.inputs.len() == 1 => (g.values[g.inputs[0]].name.clone(), PathBuf::from(spec)),
-            None => {
-                return Err(Error::Other(format!(
-                    "--input '{spec}' needs the form NAME=PATH; the model's inputs are: {}",
-                    g.input_names().join(", ")
-                )))
-            }
-        };
-        let id = g.inputs.iter().copied().find(|&i| g.values[i].name == name).ok_or_else(|| Error::Input {
-            name: name.clone(),
-            msg: format!("the model has no such input; its inputs are: {}", g.input_names().join(", ")),
-        })?;
-        let t = read_input(&path, &g.values[id].shape, &mean, &std)
-            .map_err(|e| Error::Input { name: name.clone(), msg: e.to_string() })?;
-        feeds.push((name, t));
+    if let Some(src) = a.frames.clone() {
+        return super::frames::run_frames(&a, &src, &mut session, load_ms);
     }
+    let g = session.graph();
+    let (mean, std) = feed::normalisation(g, a.mean.as_deref(), a.std.as_deref());
+    let feeds = feed::read_inputs(g, &a.inputs, &mean, &std)?;
 
     let repeat = a.repeat.max(1);
     let mut times = Vec::with_capacity(repeat);
@@ -95,14 +111,8 @@ pub fn run(a: RunArgs) -> Result<()> {
     times.sort_by(f64::total_cmp);
     let median = times[times.len() / 2];
 
-    let mut written = Vec::new();
     if let Some(dir) = &a.output_dir {
-        std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
-        for (name, t) in &outs {
-            let p = dir.join(format!("{}.npy", file_name_for(name)));
-            write_atomic(&p, &npy::encode(t)).map_err(|e| Error::io(&p, e))?;
-            written.push(p.display().to_string());
-        }
+        write_outputs(dir, &outs)?;
     }
     for (name, t) in &outs {
         println!("output {name} {} {:?}{}", t.dtype(), t.shape(), top_k(t));
@@ -115,17 +125,9 @@ pub fn run(a: RunArgs) -> Result<()> {
         median,
         times.len(),
         outs.len(),
-        if written.is_empty() { String::new() } else { format!(" written to {}", a.output_dir.as_ref().unwrap().display()) }
+        a.output_dir.as_ref().map_or_else(String::new, |d| format!(" written to {}", d.display()))
     );
     Ok(())
-}
-
-fn read_input(path: &Path, shape: &[usize], mean: &[f32], std: &[f32]) -> Result<Tensor> {
-    if image::is_image(path) {
-        image::load_for_input(path, shape, mean, std)
-    } else {
-        npy::read(path)
-    }
 }
 
 /// For classifier-like outputs ([1, K] floats), the five best classes.

@@ -1,5 +1,6 @@
-//! File formats the CLI reads and writes: `.npy` tensors and images.
+//! File formats the CLI reads and writes: `.npy` tensors, images, and frame sources.
 
+pub mod frames;
 pub mod image;
 pub mod npy;
 

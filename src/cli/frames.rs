@@ -1,0 +1,89 @@
+//! `dynaspa run --frames`: one line per frame (latency, mask density, kernels), a summary at
+//! the end, optional per-frame outputs and overlays.
+
+use super::feed::Feeder;
+use super::overlay::{frame_base, Overlay};
+use super::run::{write_outputs, RunArgs};
+use super::stats;
+use dynaspa::io::frames::{Frame, FrameSource};
+use dynaspa::{Error, Result, Session};
+use std::path::Path;
+use std::time::Instant;
+
+/// Prints a note per directory entry the source passed over, so a typo'd extension is visible.
+pub fn note_skipped(source: &FrameSource) {
+    for p in source.skipped() {
+        let why = if p.is_dir() { "a directory" } else { "not a png/jpg/bmp image" };
+        eprintln!("note: skipping {} ({why})", p.display());
+    }
+}
+
+/// Runs one frame and times `Session::run` alone (decoding and layout are not part of it).
+pub fn run_one(session: &mut Session, feeder: &Feeder, frame: &Frame) -> Result<(Vec<(String, dynaspa::Tensor)>, f64)> {
+    let feeds = feeder.feeds(&frame.image).map_err(|e| Error::Other(format!("frame {} ({}): {e}", frame.index, frame.label)))?;
+    let t = Instant::now();
+    let outs = session.run(feeds).map_err(|e| Error::Other(format!("frame {} ({}): {e}", frame.index, frame.label)))?;
+    Ok((outs, t.elapsed().as_secs_f64() * 1e3))
+}
+
+pub fn run_frames(a: &RunArgs, src: &Path, session: &mut Session, load_ms: f64) -> Result<()> {
+    let g = session.graph();
+    let feeder = Feeder::new(g, a.frame_input.as_deref(), &a.inputs, a.mean.as_deref(), a.std.as_deref())?;
+    let (w, h) = feeder.input_size();
+    let mut overlay = match &a.overlay {
+        Some(dir) => Some(Overlay::new(g, a.overlay_op.as_deref(), (h as usize, w as usize), dir.clone())?),
+        None => None,
+    };
+    let source = FrameSource::open(src, (w, h), a.max_frames.map(|n| n as usize))?;
+    note_skipped(&source);
+    println!(
+        "{}: backend {}, load {:.1} ms, frames from {} into input '{}' {:?}",
+        a.model.display(),
+        session.backend_name(),
+        load_ms,
+        source.describe(),
+        feeder.frame_input,
+        feeder.shape
+    );
+    if let Some(o) = &overlay {
+        println!("{}", o.describe());
+    }
+
+    let mut latencies = Vec::new();
+    let mut densities = Vec::new();
+    for frame in source {
+        let frame = frame?;
+        let (outs, ms) = run_one(session, &feeder, &frame)?;
+        let report = session.last_report();
+        let density = stats::frame_density(report);
+        let kernels = stats::kernel_summary(report.into_iter().flat_map(|r| r.sparse_ops.iter()));
+        let base = frame_base(frame.index, frame.path.as_deref());
+        if let Some(dir) = &a.output_dir {
+            write_outputs(&dir.join(&base), &outs)?;
+        }
+        if let Some(o) = overlay.as_mut() {
+            o.write(&frame.image, &base, &outs, report)?;
+        }
+        println!(
+            "frame {:>5}  {:<24} {:>9.3} ms  density {:>5}  kernels {kernels}",
+            frame.index,
+            frame.label,
+            ms,
+            stats::fmt_density(density)
+        );
+        latencies.push(ms);
+        densities.extend(density);
+    }
+    if latencies.is_empty() {
+        return Err(Error::Other(format!("no frames could be read from {}", src.display())));
+    }
+    println!(
+        "summary: {} frames, latency median {:.3} ms, p90 {:.3} ms, mean density {}{}",
+        latencies.len(),
+        stats::median(&latencies).unwrap_or(0.0),
+        stats::percentile(&latencies, 90.0).unwrap_or(0.0),
+        stats::fmt_density(stats::mean(&densities)),
+        a.output_dir.as_ref().map_or_else(String::new, |d| format!(", outputs in {}", d.display()))
+    );
+    Ok(())
+}
