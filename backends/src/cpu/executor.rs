@@ -133,7 +133,6 @@ impl Executable for CpuExecutable {
                 let _span = tracing::trace_span!("node", name = %node.name, op = node.op.name()).entered();
                 let ins: Vec<Option<&Tensor>> =
                     node.inputs.iter().map(|i| i.and_then(|i| vals[i].as_deref())).collect();
-                let t_node = Instant::now();
                 let wrap = |e: Error| Error::node(&node.name, node.op.name(), e.to_string());
                 let outs = match steps[ni].as_mut() {
                     Some(step) => {
@@ -152,7 +151,6 @@ impl Executable for CpuExecutable {
                     None => eval_node(&node.op, prepared[ni].as_ref(), &ins, &specs[ni]).map_err(wrap)?,
                 };
                 check_outputs(&node.name, &node.op, &outs, &specs[ni])?;
-                if std::env::var_os("TMP_NODE_TIMES").is_some() { eprintln!("NT {} {} {:?} {}", node.op.name(), node.name, specs[ni][0].shape, t_node.elapsed().as_secs_f64()*1e3); }
                 for (&o, t) in node.outputs.iter().zip(outs) {
                     vals[o] = Some(Arc::new(t));
                 }

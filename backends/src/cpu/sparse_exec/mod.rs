@@ -290,7 +290,9 @@ impl SparseStep {
 }
 
 /// Inactive outputs (mask 0, broadcast over channels) become 0, or `keep`'s values when given.
-/// Spatial outputs are `[N, C, h, w]`, token outputs `[N, t, C]`.
+/// Spatial outputs are `[N, C, h, w]`, token outputs `[N, t, C]`. The mask is expanded to one
+/// float per position once per image, so the per-element work is a multiply or a select that
+/// vectorises (this runs on the whole output whenever the dense member is chosen).
 fn apply_mask(out: &mut Tensor, masks: &[BitMask], kind: MaskKind, keep: Option<&Tensor>) -> Result<()> {
     let images = masks.len().max(1);
     let keep = match keep {
@@ -300,27 +302,24 @@ fn apply_mask(out: &mut Tensor, masks: &[BitMask], kind: MaskKind, keep: Option<
     };
     let v = out.as_f32_mut()?;
     let per = v.len() / images;
-    let fill = |x: &mut f32, i: usize| *x = keep.map_or(*x * 0.0, |k| k[i]);
     for (img, m) in masks.iter().enumerate() {
-        let base = img * per;
-        let o = &mut v[base..][..per];
-        match kind {
-            MaskKind::Spatial => {
-                let plane = m.len().max(1);
-                for (i, x) in o.iter_mut().enumerate() {
-                    let p = i % plane;
-                    if !m.get(p / m.width(), p % m.width()) {
-                        fill(x, base + i);
+        let mv: Vec<f32> = m.to_bools().into_iter().map(|b| b as u8 as f32).collect();
+        let o = &mut v[img * per..][..per];
+        let k = keep.map(|k| &k[img * per..][..per]);
+        // Spatial: each channel plane against the mask; token: each row against one bit.
+        let (chunk, expand) = match kind {
+            MaskKind::Spatial => (mv.len().max(1), 1),
+            MaskKind::Token => (per, (per / mv.len().max(1)).max(1)),
+        };
+        for (ci, oc) in o.chunks_mut(chunk).enumerate() {
+            let base = ci * chunk;
+            match k {
+                None => oc.iter_mut().enumerate().for_each(|(i, x)| *x *= mv[i / expand]),
+                Some(k) => oc.iter_mut().enumerate().for_each(|(i, x)| {
+                    if mv[i / expand] == 0.0 {
+                        *x = k[base + i];
                     }
-                }
-            }
-            MaskKind::Token => {
-                let feat = (per / m.width().max(1)).max(1);
-                for (i, x) in o.iter_mut().enumerate() {
-                    if !m.get(0, i / feat) {
-                        fill(x, base + i);
-                    }
-                }
+                }),
             }
         }
     }
