@@ -38,12 +38,17 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--runs", type=int, default=20)
+    ap.add_argument("--onnx", help="an existing model file instead of building --model")
+    ap.add_argument("--input-npy", help="the input to feed (default: standard normal noise); sparse "
+                    "models need a real frame, since their masks follow the content")
     a = ap.parse_args()
 
     bench_dir = os.path.join(ROOT, "target", "bench")
     os.makedirs(bench_dir, exist_ok=True)
-    model = os.path.join(bench_dir, f"{a.model}.onnx")
-    if not os.path.exists(model):
+    model = a.onnx or os.path.join(bench_dir, f"{a.model}.onnx")
+    if a.onnx:
+        a.model = os.path.splitext(os.path.basename(a.onnx))[0]
+    elif not os.path.exists(model):
         subprocess.run([sys.executable, os.path.join(ROOT, "models", "zoo.py"), "--out", bench_dir, "--only", a.model], check=True)
     exe = os.path.join(ROOT, "target", "release", "dynaspa")
     if not os.path.exists(exe):
@@ -56,7 +61,7 @@ def main():
     sess = ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
     inp = sess.get_inputs()[0]
     shape = [d if isinstance(d, int) else 1 for d in inp.shape]
-    x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
+    x = np.load(a.input_npy) if a.input_npy else np.random.default_rng(0).standard_normal(shape).astype(np.float32)
     xpath = os.path.join(bench_dir, f"{a.model}_input.npy")
     npy_write(xpath, x)
 
@@ -64,7 +69,8 @@ def main():
     ref = sess.run(None, {inp.name: x})[0]
     out_dir = os.path.join(bench_dir, "out")
     subprocess.run(ours_cmd + ["--output-dir", out_dir], check=True, capture_output=True)
-    got = np.load(os.path.join(out_dir, os.listdir(out_dir)[0]))
+    first = re.sub(r"[^A-Za-z0-9._-]", "_", sess.get_outputs()[0].name)
+    got = np.load(os.path.join(out_dir, f"{first}.npy"))
     rel = float(np.linalg.norm(got - ref) / np.linalg.norm(ref))
 
     ort_med, ours_med = [], []
