@@ -22,11 +22,7 @@ fn pool(threads: usize) -> rayon::ThreadPool {
 
 /// Element (b, h, i, j) of a bias with padded dims `dims`.
 fn bias_at(bias: &ScoreBias, b: usize, h: usize, i: usize, j: usize) -> f32 {
-    let idx = [b, h, i, j];
-    let mut at = 0;
-    for d in 0..4 {
-        at = at * bias.dims[d] + if bias.dims[d] == 1 { 0 } else { idx[d] };
-    }
+    let at = [b, h, i, j].iter().zip(&bias.dims).fold(0, |at, (&x, &d)| at * d + if d == 1 { 0 } else { x });
     bias.data[at]
 }
 
