@@ -3,7 +3,7 @@
 //! kernel against the unfused op chain it replaces.
 //!
 //! ```sh
-//! cargo run --release -p dynaspa-backends --example attention_bench [-- --runs 31 --frames 16 --sweep]
+//! cargo run --release -p dynaspa-backends --example attention_bench [-- --runs 31 --frames 16 --threads 2 --sweep]
 //! ```
 //!
 //! Inputs are A-ViT-like: q, k, v `[1, H, T, dh]` uniform in [-2, 2] with the rows of halted
@@ -194,12 +194,13 @@ fn main() {
     let frames = arg("--frames", 16).max(1);
     let sweep = std::env::args().any(|a| a == "--sweep");
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let pool = rayon::ThreadPoolBuilder::new().num_threads(2).build().expect("thread pool");
+    let threads = arg("--threads", 2).max(1);
+    let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().expect("thread pool");
     let configs = [
         Config { name: "full (DeiT-S)", heads: 6, dh: 64, dataset: "models/masks/avit_full_d30.dsm" },
         Config { name: "small", heads: 2, dh: 32, dataset: "models/masks/avit_small_d30.dsm" },
     ];
-    println!("attention_bench: 2 threads, medians of {runs} samples, {frames} frames per real-mask row;");
+    println!("attention_bench: {threads} threads, medians of {runs} samples, {frames} frames per real-mask row;");
     println!("speedup = median over adjacent (dense, sparse) sample pairs of dense / sparse\n");
     pool.install(|| {
         for cfg in &configs {
