@@ -463,3 +463,49 @@ fn bad_input_is_an_error_not_a_panic() {
     let i64t = Tensor::from_i64(sh.to_vec(), vec![1; 320]).unwrap();
     assert!(eval_op(&dense_op, &[Some(&q), Some(&i64t), Some(&v)], &[spec(&sh)]).unwrap_err().to_string().contains("FLOAT"));
 }
+
+/// Random small shapes (zeros included), op fields, output specs, input counts and token
+/// lists, consistent or not: always a result, never a panic.
+#[test]
+fn kernels_never_panic_on_garbage() {
+    let seed = seed();
+    let mut rng = Rng::new(seed);
+    for case in 0..3000 {
+        let dims = |rng: &mut Rng, lo: usize, spread: usize| -> Vec<usize> {
+            let rank = lo + rng.below(spread);
+            (0..rank).map(|_| rng.below(5)).collect()
+        };
+        let (q, k, v) = (dims(&mut rng, 3, 3), dims(&mut rng, 3, 3), dims(&mut rng, 3, 3));
+        let (b, m, out) = (dims(&mut rng, 0, 6), dims(&mut rng, 1, 3), dims(&mut rng, 3, 3));
+        let (qt, kt, vt, bt) = (rng.tensor(&q), rng.tensor(&k), rng.tensor(&v), rng.tensor(&b));
+        let mt = Tensor::from_f32(m.clone(), (0..m.iter().product()).map(|_| rng.below(3) as f32 * 0.5).collect()).unwrap();
+        let op = Attention {
+            heads: rng.below(5),
+            scale: random_scale(&mut rng),
+            k_transposed: rng.below(2) == 0,
+            key_mask: (rng.below(2) == 0).then_some(KeyMaskBias { c: [1e4, 0.0, -1.0][rng.below(3)] }),
+        };
+        let all = [Some(&qt), Some(&kt), Some(&vt), Some(&bt), Some(&mt)];
+        let ins = &all[..rng.below(6)];
+        let lists: Vec<Vec<u32>> = (0..rng.below(3)).map(|_| (0..rng.below(4)).map(|_| rng.below(6) as u32).collect()).collect();
+        let refs: Vec<&[u32]> = lists.iter().map(|l| l.as_slice()).collect();
+        let s = AttnShape {
+            batch: rng.below(3),
+            heads: rng.below(3),
+            tq: rng.below(5),
+            tk: rng.below(5),
+            dk: rng.below(4),
+            dv: rng.below(4),
+            k_transposed: rng.below(2) == 0,
+        };
+        let r = std::panic::catch_unwind(|| {
+            let _ = super::attention::attention(&op, ins, &spec(&out));
+            let _ = attention_node_active(&op, ins, &spec(&out));
+            let mut o = vec![0.0; out.iter().product()];
+            let (qd, kd, vd) = (qt.as_f32().unwrap(), kt.as_f32().unwrap(), vt.as_f32().unwrap());
+            let _ = attention_dense(&s, op.scale, qd, kd, vd, None, &mut o);
+            let _ = attention_active(&s, op.scale, 1e4, qd, kd, vd, &refs, &mut o);
+        });
+        assert!(r.is_ok(), "seed {seed} case {case}: q {q:?} k {k:?} v {v:?} bias {b:?} mask {m:?} out {out:?} {op:?} {s:?} {lists:?}");
+    }
+}
