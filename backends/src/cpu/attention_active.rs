@@ -18,7 +18,7 @@
 use super::attention::{exp_normalise, query_block, run_items, scale_bias_max, AttnShape, RowBias};
 use super::gemm_util::{sgemm, with_scratch, with_scratch2, Layout, SendPtr};
 use super::input;
-use super::kernel_util::{err, f32_data};
+use super::kernel_util::{err, f32_data, multiversion};
 use dynaspa_runtime::backend::TensorSpec;
 use dynaspa_runtime::graph::{Attention, ScoreScale};
 use dynaspa_runtime::{Result, Tensor};
@@ -60,11 +60,16 @@ fn check_lists(active: &[&[u32]], batch: usize, t: usize) -> Result<()> {
     }
     for (b, l) in active.iter().enumerate() {
         if let Some(w) = l.windows(2).find(|w| w[0] >= w[1]) {
-            return err(format!("attention_active: active tokens of batch {b} are not strictly increasing ({} then {})", w[0], w[1]));
+            return err(format!(
+                "attention_active: active tokens of batch {b} are not strictly increasing ({} then {})",
+                w[0], w[1]
+            ));
         }
         if let Some(&last) = l.last() {
             if last as usize >= t {
-                return err(format!("attention_active: active token {last} of batch {b} is out of range for {t} tokens"));
+                return err(format!(
+                    "attention_active: active token {last} of batch {b} is out of range for {t} tokens"
+                ));
             }
         }
     }
@@ -119,16 +124,22 @@ pub fn attention_active(
     if max_ta == 0 || dv == 0 {
         return Ok(0);
     }
+    if active.iter().all(|l| l.len() == t) {
+        // Nothing to compact: the dense kernel with the all-zero bias of a full mask.
+        let zero = super::attention::ScoreBias { data: &[0.0], dims: [1; 4] };
+        super::attention::attention_dense(s, scale, q, k, v, Some(zero), out)?;
+        return Ok(0);
+    }
     let qb = query_block(max_ta, bh_n);
-    let items: Vec<(usize, usize)> = (0..bh_n)
-        .flat_map(|bh| (0..active[bh / heads].len().div_ceil(qb)).map(move |blk| (bh, blk * qb)))
-        .collect();
+    let items: Vec<(usize, usize)> =
+        (0..bh_n).flat_map(|bh| (0..active[bh / heads].len().div_ceil(qb)).map(move |blk| (bh, blk * qb))).collect();
     let macs: usize = active.iter().map(|l| heads * l.len() * l.len() * (dk + dv)).sum();
     let fallbacks = AtomicUsize::new(0);
     with_scratch2(total + bh_n, |buf| {
         let (compact, kin) = buf.split_at_mut(total);
         let (cp, kp) = (SendPtr::new(compact), SendPtr::new(kin));
-        run_items(bh_n, bh_n * t * (dk + dv), |bh| {
+        // Gathering is cheap next to the products: it follows their choice of threading.
+        run_items(bh_n, macs, |bh| {
             let l = active[bh / heads];
             let ta = l.len();
             let at = offs[bh / heads] + (bh % heads) * ta * (dk + dv);
@@ -165,7 +176,21 @@ pub fn attention_active(
                     sco.fill(0.0);
                 } else {
                     // SAFETY: `sco` is this task's rows x ta buffer.
-                    unsafe { sgemm(rows, ta, dk, 1.0, qc, Layout::row_major(dk), kc, Layout::col_major(dk), sco.as_mut_ptr(), ta, false) };
+                    unsafe {
+                        sgemm(
+                            rows,
+                            ta,
+                            dk,
+                            1.0,
+                            qc,
+                            Layout::row_major(dk),
+                            kc,
+                            Layout::col_major(dk),
+                            sco.as_mut_ptr(),
+                            ta,
+                            false,
+                        )
+                    };
                 }
                 let mut redo = Vec::new();
                 for (i, row) in sco.chunks_exact_mut(ta).enumerate() {
@@ -178,10 +203,25 @@ pub fn attention_active(
                     exp_normalise(row, max);
                 }
                 // SAFETY: `o` is this task's rows x dv buffer.
-                unsafe { sgemm(rows, dv, ta, 1.0, sco, Layout::row_major(ta), vc, Layout::row_major(dv), o.as_mut_ptr(), dv, false) };
+                unsafe {
+                    sgemm(
+                        rows,
+                        dv,
+                        ta,
+                        1.0,
+                        sco,
+                        Layout::row_major(ta),
+                        vc,
+                        Layout::row_major(dv),
+                        o.as_mut_ptr(),
+                        dv,
+                        false,
+                    )
+                };
                 for (i, (src, &tok)) in o.chunks_exact(dv).zip(toks).enumerate() {
                     // SAFETY: the row of token `tok` in head `bh` is written by this item alone.
-                    let dst = unsafe { std::slice::from_raw_parts_mut(outp.get().add((bh * t + tok as usize) * dv), dv) };
+                    let dst =
+                        unsafe { std::slice::from_raw_parts_mut(outp.get().add((bh * t + tok as usize) * dv), dv) };
                     if redo.contains(&i) {
                         dense_row(s, scale, c, l, &qh[tok as usize * dk..], &k[bh * t * dk..], &v[bh * t * dv..], dst);
                     } else {
@@ -199,50 +239,83 @@ pub fn attention_active(
 /// norm of an inactive key, or -inf when every key is active.
 fn gather_keys(s: &AttnShape, active: &[u32], kh: &[f32], kc: &mut [f32]) -> f32 {
     let (t, dk) = (s.tk, s.dk);
-    let key = |tok: usize, p: usize| if s.k_transposed { kh[p * t + tok] } else { kh[tok * dk + p] };
     for (i, &tok) in active.iter().enumerate() {
         let dst = &mut kc[i * dk..(i + 1) * dk];
         if s.k_transposed {
-            dst.iter_mut().enumerate().for_each(|(p, d)| *d = key(tok as usize, p));
+            dst.iter_mut().enumerate().for_each(|(p, d)| *d = kh[p * t + tok as usize]);
         } else {
             dst.copy_from_slice(&kh[tok as usize * dk..(tok as usize + 1) * dk]);
         }
     }
     let mut next = active.iter().peekable();
-    let mut worst = f64::NEG_INFINITY;
+    let mut worst = f32::NEG_INFINITY;
+    let mut col = Vec::new();
     for tok in 0..t {
         if next.peek().is_some_and(|&&a| a as usize == tok) {
             next.next();
             continue;
         }
-        let n2: f64 = (0..dk).map(|p| (key(tok, p) as f64).powi(2)).sum();
-        // NaN must stay visible: `f64::max` would drop it.
-        worst = if n2.is_nan() || worst.is_nan() { f64::NAN } else { worst.max(n2) };
+        let n2 = if s.k_transposed {
+            col.clear();
+            col.extend((0..dk).map(|p| kh[p * t + tok]));
+            sq_norm(&col)
+        } else {
+            sq_norm(&kh[tok * dk..(tok + 1) * dk])
+        };
+        // NaN must stay visible: `f32::max` would drop it.
+        worst = if n2.is_nan() || worst.is_nan() { f32::NAN } else { worst.max(n2) };
     }
-    if worst == f64::NEG_INFINITY {
+    if worst == f32::NEG_INFINITY {
         return f32::NEG_INFINITY;
     }
-    worst.sqrt() as f32
+    worst.sqrt()
+}
+
+multiversion! {
+/// Sum of squares in f32 lanes: overflow gives inf and NaN stays NaN, both of which send the
+/// row to the all-keys path; the rounding (dk ulps at most) is inside the bound's slack.
+fn sq_norm(x: &[f32]) -> f32 {
+    let mut acc = [0.0f32; 16];
+    let mut chunks = x.chunks_exact(16);
+    for c in &mut chunks {
+        for (a, &v) in acc.iter_mut().zip(c) {
+            *a += v * v;
+        }
+    }
+    let tail: f32 = chunks.remainder().iter().map(|v| v * v).sum();
+    acc.iter().sum::<f32>() + tail
+}
 }
 
 /// Whether every halted key of a query row gets softmax weight exactly 0 in the dense graph,
 /// given the row's maximum over active keys: every halted score is at most
 /// `|scale| |q| max|k_halted| - c` (Cauchy-Schwarz), with slack for the rounding of the dot
-/// product and of the bias addition. NaN anywhere answers false.
+/// product, of the norms and of the bias addition. NaN anywhere answers false.
 fn halted_keys_vanish(max: f32, q: &[f32], kin: f32, scale: ScoreScale, c: f32) -> bool {
     if kin == f32::NEG_INFINITY {
         return true;
     }
-    let qn = q.iter().map(|&x| (x as f64).powi(2)).sum::<f64>().sqrt();
+    let qn = (sq_norm(q) as f64).sqrt();
     let bound = scale.magnitude() * qn * kin as f64;
-    let halted_max = bound * (1.0 + 1e-3) + 1e-3 - c as f64 * (1.0 - 1e-6);
+    // Dot products and norms in f32 are off by at most ~len ulps, relatively.
+    let slack = 1e-3 + 4.0 * q.len() as f64 * f32::EPSILON as f64;
+    let halted_max = bound * (1.0 + slack) + 1e-3 - c as f64 * (1.0 - 1e-6);
     (max as f64) - halted_max >= UNDERFLOW_MARGIN
 }
 
 /// One query row over all keys with the graph's bias (0 on active keys, -c on the others):
 /// what the dense graph computes, for rows the compacted kernel cannot prove equal.
 #[allow(clippy::too_many_arguments)]
-fn dense_row(s: &AttnShape, scale: ScoreScale, c: f32, active: &[u32], q: &[f32], kh: &[f32], vh: &[f32], out: &mut [f32]) {
+fn dense_row(
+    s: &AttnShape,
+    scale: ScoreScale,
+    c: f32,
+    active: &[u32],
+    q: &[f32],
+    kh: &[f32],
+    vh: &[f32],
+    out: &mut [f32],
+) {
     let (t, dk, dv) = (s.tk, s.dk, s.dv);
     let mut row = vec![0.0f32; t];
     if dk > 0 {

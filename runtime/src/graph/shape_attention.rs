@@ -56,7 +56,10 @@ pub fn infer(a: &Attention, ins: &[Option<In>]) -> Result<Vec<TensorSpec>> {
             return Err(err(format!("bias (input 3) is {}; only FLOAT is supported", x.dtype)));
         }
         if x.shape.len() > 4 || broadcast(&[x.shape, &scores]).ok().as_deref() != Some(&scores[..]) {
-            return Err(err(format!("bias (input 3) of shape {:?} does not broadcast to the scores {scores:?}", x.shape)));
+            return Err(err(format!(
+                "bias (input 3) of shape {:?} does not broadcast to the scores {scores:?}",
+                x.shape
+            )));
         }
     }
     let mask = ins.get(4).copied().flatten();
