@@ -18,6 +18,8 @@ const OP: &str = "SparseConv";
 const NR: usize = 64;
 /// Rows of weights per tile: output-channel splits happen at multiples of this.
 const MR: usize = 6;
+/// How many output rows ahead the write-back prefetches its cache lines.
+const PF_ROWS: usize = 4;
 
 fn bad<T>(msg: String) -> Result<T> {
     Err(Error::Other(format!("{OP}: {msg}")))
@@ -284,6 +286,10 @@ impl SparseConv {
         let mut tmp = [0.0f32; NR];
         for r in r0..r1 {
             let m = m0 + r;
+            #[cfg(target_arch = "x86_64")]
+            if self.simd && r + PF_ROWS < r1 {
+                super::gather::simd::prefetch_out(plan, y.get().add((m + PF_ROWS) * op));
+            }
             let row = &mut acc[(r - r0) * NR..(r - r0 + 1) * NR];
             // The AVX-512 tile started from the bias already.
             let b = if self.simd { 0.0 } else { self.bias.as_ref().map_or(0.0, |b| b[m]) };
