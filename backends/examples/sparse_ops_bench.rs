@@ -45,26 +45,43 @@ impl Rng {
     }
 }
 
+fn cpu_mode() -> bool {
+    thread_local!(static CPU: bool = std::env::var("BENCH_CPU").is_ok());
+    CPU.with(|c| *c)
+}
+
+/// On-CPU nanoseconds of the calling thread.
+fn thread_cpu_nanos() -> u64 {
+    #[repr(C)]
+    struct Timespec {
+        sec: i64,
+        nsec: i64,
+    }
+    extern "C" {
+        fn clock_gettime(clock: i32, ts: *mut Timespec) -> i32;
+    }
+    let mut ts = Timespec { sec: 0, nsec: 0 };
+    // SAFETY: plain libc call writing a properly laid out timespec (3 = CLOCK_THREAD_CPUTIME_ID).
+    unsafe { clock_gettime(3, &mut ts) };
+    ts.sec as u64 * 1_000_000_000 + ts.nsec as u64
+}
+
 /// Seconds on the clock the bench reads: wall time, or with BENCH_CPU=1 (and BENCH_THREADS=1)
 /// the on-CPU time of the calling thread, which other processes on the box do not inflate.
 fn now() -> f64 {
-    thread_local!(static CPU: bool = std::env::var("BENCH_CPU").is_ok());
-    if CPU.with(|c| *c) {
-        #[repr(C)]
-        struct Timespec {
-            sec: i64,
-            nsec: i64,
-        }
-        extern "C" {
-            fn clock_gettime(clock: i32, ts: *mut Timespec) -> i32;
-        }
-        let mut ts = Timespec { sec: 0, nsec: 0 };
-        // SAFETY: plain libc call writing a properly laid out timespec (3 = CLOCK_THREAD_CPUTIME_ID).
-        unsafe { clock_gettime(3, &mut ts) };
-        return ts.sec as f64 + ts.nsec as f64 * 1e-9;
+    if cpu_mode() {
+        return thread_cpu_nanos() as f64 * 1e-9;
     }
     thread_local!(static T0: Instant = Instant::now());
     T0.with(|t| t.elapsed().as_secs_f64())
+}
+
+fn phase_times() -> PhaseTimes {
+    if cpu_mode() {
+        PhaseTimes::with_clock(thread_cpu_nanos)
+    } else {
+        PhaseTimes::default()
+    }
 }
 
 fn median(v: &mut [f64]) -> f64 {
@@ -250,7 +267,7 @@ fn bench_conv(cc: &ConvCase, densities: &[f64], rounds: usize, rng: &mut Rng, nh
         let sm: Vec<f64> = ts.iter_mut().map(|v| median(v)).collect();
         let best = (0..GRANS.len()).min_by(|&a, &b| sm[a].total_cmp(&sm[b])).unwrap();
         // Phase split of the best granularity (thread-summed times, as shares).
-        let times = PhaseTimes::default();
+        let times = phase_times();
         for r in 0..rounds {
             let f = r % masks.len();
             sc.run_timed(xd, &mut out, &tiles[best][f], &masks[f], None, Some(&times)).unwrap();
@@ -376,7 +393,7 @@ fn bench_linear(rounds: usize, rng: &mut Rng) {
             lin.run(x.as_f32().unwrap(), t, &mut out, &rows[r % 8]).unwrap();
             ts.push(now() - t0);
         }
-        let times = PhaseTimes::default();
+        let times = phase_times();
         for f in 0..rounds {
             lin.run_timed(x.as_f32().unwrap(), t, &mut out, &rows[f % 8], Some(&times)).unwrap();
         }
