@@ -81,6 +81,32 @@ impl Columns {
         }
     }
 
+    /// Rebuilds the columns as the set positions of `mask` alone (the positions schedule:
+    /// what 1x1 tiles give, without making tiles first).
+    pub fn build_from_mask(&mut self, mask: &BitMask) {
+        let w = mask.width();
+        self.runs.clear();
+        self.ys.clear();
+        self.xs.clear();
+        self.active.clear();
+        for (wi, &word) in mask.words().iter().enumerate() {
+            let mut bits = word;
+            while bits != 0 {
+                let p = wi * 64 + bits.trailing_zeros() as usize;
+                bits &= bits - 1;
+                let (y, x) = ((p / w) as u32, (p % w) as u32);
+                let col = self.ys.len() as u32;
+                match self.runs.last_mut() {
+                    Some(r) if r.y == y && r.x0 + r.len == x => r.len += 1,
+                    _ => self.runs.push(Run { y, x0: x, len: 1, col }),
+                }
+                self.ys.push(y);
+                self.xs.push(x);
+                self.active.push(true);
+            }
+        }
+    }
+
     /// Appends the positions of row `y`, columns `x0..x1` that are not taken yet.
     fn push_row(&mut self, y: usize, x0: usize, x1: usize, wo: usize, words: &[u64]) {
         for x in x0..x1 {
@@ -158,6 +184,18 @@ mod tests {
         assert_eq!(c.len(), 9 + 5);
         for (j, r) in c.runs.iter().enumerate() {
             assert_eq!(r.col as usize, c.runs[..j].iter().map(|r| r.len as usize).sum::<usize>());
+        }
+    }
+
+    #[test]
+    fn positions_from_mask_equal_one_by_one_tiles() {
+        for (h, w, k) in [(5, 7, 3), (9, 64, 2), (13, 17, 5), (1, 1, 1), (3, 100, 7)] {
+            let mask = BitMask::from_fn(h, w, |y, x| (y * 31 + x * 7) % k < 2 || x == w - 1);
+            let (mut a, mut b) = (Columns::default(), Columns::default());
+            a.build(&aligned_tiles_naive(&mask, Granularity::new(1, 1)), &mask);
+            b.build_from_mask(&mask);
+            assert_eq!((&a.runs, &a.ys, &a.xs, &a.active), (&b.runs, &b.ys, &b.xs, &b.active), "{h}x{w}");
+            assert_eq!(b.len(), mask.count_ones());
         }
     }
 

@@ -103,6 +103,14 @@ fn check_case(c: &Case, seed: u64, masks: &[BitMask], grans: &[Granularity]) {
                 let what = format!("{c:?} simd={simd} mask {mi} ({:.2}) gran {g}", mask.density());
                 check_masked(&out, &p.dense, mask, poison, 1e-5, &what);
             }
+            // The positions schedule computes the same columns as 1x1 tiles, bit for bit.
+            let mut pos = vec![f32::NAN; c.m * p.ho * p.wo];
+            let mut one = vec![f32::NAN; c.m * p.ho * p.wo];
+            let res = c.add.then(|| p.res.as_f32().unwrap());
+            sc.run_positions(p.x.as_f32().unwrap(), &mut pos, mask, res).unwrap();
+            sc.run(p.x.as_f32().unwrap(), &mut one, &aligned_tiles_naive(mask, Granularity::new(1, 1)), mask, res).unwrap();
+            check_masked(&pos, &p.dense, mask, f32::NAN, 1e-5, &format!("{c:?} simd={simd} mask {mi} positions"));
+            assert!(pos.iter().zip(&one).all(|(a, b)| a.to_bits() == b.to_bits()), "positions vs 1x1 tiles");
         }
     }
 }
@@ -339,6 +347,8 @@ fn bad_inputs_are_errors() {
     assert!(msg(sc.run(x, &mut out, &tiles, &mask, Some(&res[1..]))).contains("residual has 107"));
     let m5 = BitMask::ones(5, 6);
     assert!(msg(sc.run(x, &mut out, &tiles, &m5, Some(res))).contains("mask is 5x6"));
+    assert!(msg(sc.run_positions(x, &mut out, &m5, Some(res))).contains("mask is 5x6"));
+    assert!(msg(sc.run_positions(x, &mut out, &mask, None)).contains("no residual"));
     let t5 = aligned_tiles_naive(&m5, Granularity::new(2, 2));
     assert!(msg(sc.run(x, &mut out, &t5, &mask, Some(res))).contains("tile set was made for a 5x6"));
     let plain = SparseConv::new(&Conv { fused_add: false, ..attrs.clone() }, &[4, 6, 6], &p.w, None).unwrap();

@@ -82,6 +82,11 @@ pub(crate) struct PanelPlan {
     pub writes: [VecOp; 4],
     pub segs: Vec<Seg>,
     pub idx: Vec<Idx16>,
+    /// Offsets that between them touch every cache line the reads (of one channel plane) and
+    /// the writes touch, whatever the plane's alignment: the first and last offset of each
+    /// 16-float bucket.
+    pub read_lines: Vec<isize>,
+    pub write_lines: Vec<isize>,
     offs: Vec<Option<isize>>,
 }
 
@@ -96,6 +101,7 @@ impl PanelPlan {
         self.reads.clear();
         self.segs.clear();
         self.idx.clear();
+        self.read_lines.clear();
         for a in 0..g.kh {
             for b in 0..g.kw {
                 for v in 0..4 {
@@ -110,11 +116,13 @@ impl PanelPlan {
                         });
                         self.offs.push(off.flatten());
                     }
+                    self.read_lines.extend(self.offs.iter().flatten());
                     let op = self.vec_op();
                     self.reads.push(op);
                 }
             }
         }
+        self.write_lines.clear();
         for v in 0..4 {
             self.offs.clear();
             for l in 0..16 {
@@ -122,8 +130,13 @@ impl PanelPlan {
                 let at = j < cols && c.active[j0 + j];
                 self.offs.push(at.then(|| (c.ys[j0 + j] as usize * g.wo + c.xs[j0 + j] as usize) as isize));
             }
+            for o in self.offs.iter().flatten() {
+                self.write_lines.push(*o);
+            }
             self.writes[v] = self.vec_op();
         }
+        bucket_ends(&mut self.read_lines);
+        bucket_ends(&mut self.write_lines);
     }
 
     /// The op for the 16 lane offsets in `self.offs` (`None`: lane not touched).
@@ -197,6 +210,22 @@ impl PanelPlan {
     }
 }
 
+/// Sorts `v` and keeps the first and last offset of each 16-float bucket: a cache line holding
+/// any of the offsets holds one of those two of the buckets it overlaps.
+fn bucket_ends(v: &mut Vec<isize>) {
+    v.sort_unstable();
+    let mut keep = 0;
+    for i in 0..v.len() {
+        let first = i == 0 || v[i - 1].div_euclid(16) != v[i].div_euclid(16);
+        let last = i + 1 == v.len() || v[i + 1].div_euclid(16) != v[i].div_euclid(16);
+        if first || last {
+            v[keep] = v[i];
+            keep += 1;
+        }
+    }
+    v.truncate(keep);
+}
+
 thread_local! {
     static PLAN: RefCell<PanelPlan> = RefCell::new(PanelPlan::default());
 }
@@ -226,6 +255,9 @@ pub(crate) mod simd {
         let mut row = out.as_mut_ptr();
         for c in 0..channels {
             let base = x.as_ptr().add(c * plane);
+            if c + PF_CHANNELS < channels {
+                prefetch(&plan.read_lines, base.wrapping_add(PF_CHANNELS * plane));
+            }
             for t in 0..plan.taps {
                 for v in 0..plan.vecs {
                     let val = read(plan, plan.reads[t * 4 + v], base);
@@ -268,6 +300,24 @@ pub(crate) mod simd {
     pub unsafe fn read_out(plan: &PanelPlan, plane: &[f32], dst: &mut [f32; 64]) {
         for v in 0..plan.vecs {
             _mm512_storeu_ps(dst.as_mut_ptr().add(16 * v), read(plan, plan.writes[v], plane.as_ptr()));
+        }
+    }
+
+    /// Asks for the cache lines a `write_out` to `plane` will touch (NCHW output rows are 64
+    /// scattered positions per plane: without this every store waits for its line).
+    #[inline(always)]
+    pub fn prefetch_out(plan: &PanelPlan, plane: *const f32) {
+        prefetch(&plan.write_lines, plane)
+    }
+
+    /// How many channel planes ahead the gather prefetches the lines it will read.
+    const PF_CHANNELS: usize = 2;
+
+    #[inline(always)]
+    fn prefetch(lines: &[isize], plane: *const f32) {
+        for &o in lines {
+            // SAFETY: prefetches never fault.
+            unsafe { _mm_prefetch::<_MM_HINT_T0>(plane.wrapping_offset(o) as *const i8) };
         }
     }
 

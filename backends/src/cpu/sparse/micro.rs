@@ -112,6 +112,9 @@ impl PanelGemm<'_> {
                     load: kb > 0,
                     bias,
                     pf: self.a.as_ptr().wrapping_add(next),
+                    // The next K block of B, a quarter per tile: for token linears B is the
+                    // weights, coming from L3 once per call.
+                    pf_b: self.b.as_ptr().wrapping_add(k1 * NR + ((t - t0) % 4) * (kc * NR / 4)),
                 };
                 macro_rules! go {
                     ($($r:literal)*) => {
@@ -140,13 +143,14 @@ struct Args {
     load: bool,
     bias: [f32; MR],
     pf: *const f32,
+    pf_b: *const f32,
 }
 
 #[target_feature(enable = "avx512f")]
 #[allow(clippy::needless_range_loop)] // constant trip counts are what keep the tile in registers
 unsafe fn tile<const R: usize, const V: usize>(g: &Args) {
     // Copied out of `g` so nothing in the loop reads through a pointer the stores could alias.
-    let (k, mut ap, mut bp, c, pf) = (g.k, g.a, g.b, g.c, g.pf);
+    let (k, mut ap, mut bp, c, pf, mut pfb) = (g.k, g.a, g.b, g.c, g.pf, g.pf_b);
     let mut acc = [[_mm512_setzero_ps(); V]; R];
     for r in 0..R {
         for v in 0..V {
@@ -171,6 +175,8 @@ unsafe fn tile<const R: usize, const V: usize>(g: &Args) {
                     acc[r][v] = _mm512_fmadd_ps(w, x[v], acc[r][v]);
                 }
             }
+            _mm_prefetch::<_MM_HINT_T0>(pfb as *const i8);
+            pfb = pfb.wrapping_add(16);
             ap = ap.add(MR);
             bp = bp.add(NR);
         }

@@ -38,8 +38,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Nanoseconds spent in each phase of sparse calls, summed over all threads (so with 2 threads
 /// the total is about twice the wall time). Pass one to the `*_timed` entry points to see where
-/// the time goes; the untimed entry points do not read the clock.
-#[derive(Debug, Default)]
+/// the time goes; the untimed entry points do not read any clock.
+#[derive(Debug)]
 pub struct PhaseTimes {
     /// Building run lists and per-panel gather/scatter plans.
     pub plan: AtomicU64,
@@ -49,9 +49,32 @@ pub struct PhaseTimes {
     pub gemm: AtomicU64,
     /// Epilogue and masked writes of results.
     pub scatter: AtomicU64,
+    clock: fn() -> u64,
+}
+
+impl Default for PhaseTimes {
+    fn default() -> PhaseTimes {
+        PhaseTimes::with_clock(wall_nanos)
+    }
+}
+
+fn wall_nanos() -> u64 {
+    static EPOCH: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+    EPOCH.get_or_init(std::time::Instant::now).elapsed().as_nanos() as u64
 }
 
 impl PhaseTimes {
+    /// Phases timed with `clock` (nanoseconds from any origin) instead of wall time, e.g. the
+    /// thread's CPU time, which other processes on a shared machine do not inflate.
+    pub fn with_clock(clock: fn() -> u64) -> PhaseTimes {
+        PhaseTimes {
+            plan: AtomicU64::new(0),
+            gather: AtomicU64::new(0),
+            gemm: AtomicU64::new(0),
+            scatter: AtomicU64::new(0),
+            clock,
+        }
+    }
     /// `[plan, gather, gemm, scatter]` in seconds.
     pub fn secs(&self) -> [f64; 4] {
         [&self.plan, &self.gather, &self.gemm, &self.scatter].map(|a| a.load(Ordering::Relaxed) as f64 * 1e-9)
@@ -63,21 +86,21 @@ impl PhaseTimes {
     }
 }
 
-/// Times a phase only when a `PhaseTimes` was given.
-pub(crate) struct Clock<'a>(Option<(&'a AtomicU64, std::time::Instant)>);
+/// Times a phase, only when a `PhaseTimes` was given.
+pub(crate) struct Clock<'a>(Option<(&'a AtomicU64, fn() -> u64, u64)>);
 
 impl<'a> Clock<'a> {
     #[inline]
     pub fn start(t: Option<&'a PhaseTimes>, pick: fn(&PhaseTimes) -> &AtomicU64) -> Clock<'a> {
-        Clock(t.map(|t| (pick(t), std::time::Instant::now())))
+        Clock(t.map(|t| (pick(t), t.clock, (t.clock)())))
     }
 }
 
 impl Drop for Clock<'_> {
     #[inline]
     fn drop(&mut self) {
-        if let Some((a, t0)) = self.0.take() {
-            a.fetch_add(t0.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        if let Some((a, clock, t0)) = self.0.take() {
+            a.fetch_add(clock().saturating_sub(t0), Ordering::Relaxed);
         }
     }
 }
