@@ -22,9 +22,9 @@ fn members() -> Vec<Option<ForceMember>> {
     vec![
         None,
         Some(ForceMember::Dense),
-        Some(ForceMember::Tiles(Granularity::new(1, 8))),
+        Some(ForceMember::Tiles(Granularity::new(1, 1))),
         Some(ForceMember::Tiles(Granularity::new(2, 8))),
-        Some(ForceMember::Tiles(Granularity::new(4, 8))),
+        Some(ForceMember::Tiles(Granularity::new(4, 4))),
     ]
 }
 

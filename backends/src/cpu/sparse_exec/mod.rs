@@ -293,7 +293,7 @@ impl SparseStep {
 /// Spatial outputs are `[N, C, h, w]`, token outputs `[N, t, C]`. The mask is expanded to one
 /// float per position once per image, so the per-element work is a multiply or a select that
 /// vectorises (this runs on the whole output whenever the dense member is chosen).
-fn apply_mask(out: &mut Tensor, masks: &[BitMask], kind: MaskKind, keep: Option<&Tensor>) -> Result<()> {
+pub(crate) fn apply_mask(out: &mut Tensor, masks: &[BitMask], kind: MaskKind, keep: Option<&Tensor>) -> Result<()> {
     let images = masks.len().max(1);
     let keep = match keep {
         Some(k) if k.shape() == out.shape() => Some(k.as_f32()?),

@@ -10,9 +10,11 @@ use dynaspa_runtime::graph::{FillPolicy, Graph, MaskKind, Node, Op, SparseSpec};
 use dynaspa_runtime::sparsity::{BitMask, Granularity};
 use dynaspa_runtime::{Error, Result, Tensor};
 
-/// Granularities the CPU conv members use. Row runs of 8 positions keep the NCHW gather
-/// contiguous; taller tiles trade wasted positions for fewer runs.
-const CONV_GRANULARITIES: [Granularity; 3] = [Granularity::new(1, 8), Granularity::new(2, 8), Granularity::new(4, 8)];
+/// Granularities the CPU conv members use. Measured with `sparse_ops_bench` on 40x40 maps
+/// (benches/RESULTS.md): gathering single positions (1x1) wins at every density from 0.1 to
+/// 0.5 for 3x3, 1x1, strided and depthwise convs; 2x8 and 4x4 stay as members for masks whose
+/// blobs fill whole tiles, where fewer, longer runs can pay.
+const CONV_GRANULARITIES: [Granularity; 3] = [Granularity::new(1, 1), Granularity::new(2, 8), Granularity::new(4, 4)];
 /// Token ops gather single rows: a token is the unit of work.
 const TOKEN_GRANULARITY: Granularity = Granularity::new(1, 1);
 
@@ -158,7 +160,17 @@ fn poly_for(
         .collect();
     let out_len: usize = g.values[n.outputs[0]].shape.iter().product();
     let mut buf = std::cell::RefCell::new(vec![0.0f32; out_len]);
-    let time_dense = || dense(ni, &ins).map(drop);
+    // The dense member as it runs in a frame: the kernel, then the mask folded into the op.
+    let masked = n.sparse.as_ref().is_some_and(|sp| sp.fused_mul);
+    let half = calibrate::blob_mask(h, w, 0.5, 11);
+    let half_masks = vec![half; images];
+    let time_dense = || -> Result<()> {
+        let mut out = dense(ni, &ins)?;
+        if masked {
+            super::apply_mask(&mut out, &half_masks, n.sparse.as_ref().map_or(MaskKind::Spatial, |sp| sp.kind), None)?;
+        }
+        Ok(())
+    };
     let time_sparse = |m: &BitMask, gr: Granularity| -> Result<()> {
         let mut out = buf.borrow_mut();
         let x = ins[0].ok_or_else(|| Error::Other("no input".into()))?.as_f32()?;
