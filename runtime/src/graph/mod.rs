@@ -9,6 +9,7 @@ pub mod fold;
 pub mod fuse;
 pub mod fuse_attention;
 pub mod sparse;
+pub mod sparse_attention;
 pub mod sparse_detect;
 pub mod sparse_lower;
 mod mask_trace;

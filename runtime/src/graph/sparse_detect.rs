@@ -35,7 +35,7 @@ pub struct SparseRegionInfo {
 
 /// Ops that do the work sparsity saves: what "N of M compute ops" counts.
 pub fn is_compute_op(op: &Op) -> bool {
-    matches!(op, Op::Conv(_) | Op::ConvTranspose(_) | Op::MatMul | Op::Gemm { .. })
+    matches!(op, Op::Conv(_) | Op::ConvTranspose(_) | Op::MatMul | Op::Gemm { .. } | Op::Attention(_))
 }
 
 /// Largest f (elementwise epilogue between P and the Mul) considered; GELU with its bias is 6.
@@ -81,6 +81,10 @@ pub fn detect_sparse_regions(g: &mut Graph, opts: &SparseOptions) -> Vec<SparseR
     }
     if changed {
         g.compact();
+    }
+    let attn = super::sparse_attention::annotate(g);
+    if attn > 0 {
+        tracing::debug!(attention = attn, "token-sparse attentions");
     }
     sparse_ops(g)
 }

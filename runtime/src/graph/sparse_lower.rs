@@ -22,7 +22,10 @@ pub fn lower_to_dense(g: &Graph, poison: Option<f32>) -> Graph {
             out.nodes.push(node);
             continue;
         };
-        if !spec.fused_mul && poison.is_none() {
+        // An attention's token axis is not the one its mask broadcasts along, and its skipped
+        // rows are never multiplied by the mask (the next MatMul skips them): it stays as is;
+        // tests/sparse_exec.rs checks the rows it computes.
+        if (!spec.fused_mul && poison.is_none()) || matches!(node.op, Op::Attention(_)) {
             out.nodes.push(node);
             continue;
         }

@@ -6,7 +6,7 @@ use super::{new_step, Kernel, SparseConfig, SparseStep};
 use crate::cpu::sparse::{SparseConv, SparseLinear};
 use super::calibrate::random_tensor;
 use dynaspa_runtime::dispatch::{DispatchTable, Member, PolyKernel, Schedule};
-use dynaspa_runtime::graph::{FillPolicy, Graph, MaskKind, Node, Op, SparseSpec};
+use dynaspa_runtime::graph::{Graph, MaskKind, Node, Op, SparseSpec};
 use dynaspa_runtime::sparsity::{BitMask, Granularity};
 use dynaspa_runtime::{Error, Result, Tensor};
 
@@ -23,12 +23,12 @@ pub(crate) type NodeEval<'a> = &'a dyn Fn(usize, &[Option<&Tensor>]) -> Result<T
 
 pub(crate) fn build_steps(g: &Graph, cfg: &SparseConfig, threads: usize, dense: NodeEval) -> Result<Vec<Option<SparseStep>>> {
     let mut steps = Vec::with_capacity(g.nodes.len());
-    let n_sparse = g.nodes.iter().filter(|n| n.sparse.is_some() || attention_spec(g, n).is_some()).count();
+    let n_sparse = g.nodes.iter().filter(|n| n.sparse.is_some()).count();
     if n_sparse > 0 {
         tracing::info!("preparing {n_sparse} sparse ops");
     }
     for (ni, n) in g.nodes.iter().enumerate() {
-        let spec = n.sparse.clone().or_else(|| attention_spec(g, n));
+        let spec = n.sparse.clone();
         let step = match spec {
             Some(spec) => Some(build(g, ni, n, spec, cfg, threads, dense).map_err(|e| Error::node(&n.name, n.op.name(), e.to_string()))?),
             None => None,
@@ -75,38 +75,6 @@ fn build(g: &Graph, ni: usize, n: &Node, spec: SparseSpec, cfg: &SparseConfig, t
     let mask_name = g.values[spec.mask].name.clone();
     let poly = poly_for(g, ni, n, &kernel, geom, cfg, threads, dense)?;
     Ok(new_step(spec, mask_name, kernel, poly, geom, cfg.force))
-}
-
-/// An Attention whose key bias is a token mask runs sparse only where its rows of inactive
-/// tokens are don't-care: its output must reach, through shape-only ops with no other readers,
-/// a token-sparse MatMul (which reads only active rows, and whose own output the mask zeroes).
-fn attention_spec(g: &Graph, n: &Node) -> Option<SparseSpec> {
-    let Op::Attention(a) = &n.op else { return None };
-    a.key_mask?;
-    let mask = n.inputs.get(4).copied().flatten()?;
-    let consumers = g.consumers();
-    let mut v = n.outputs[0];
-    loop {
-        if g.is_graph_output(v) {
-            return None;
-        }
-        let [c] = consumers[v].as_slice() else { return None };
-        let next = &g.nodes[*c];
-        match &next.op {
-            Op::Transpose { .. } | Op::Reshape { .. } => v = next.outputs[0],
-            Op::MatMul if next.inputs.first() == Some(&Some(v)) => {
-                return next.sparse.as_ref().filter(|s| s.kind == MaskKind::Token).map(|s| SparseSpec {
-                    mask,
-                    kind: MaskKind::Token,
-                    source: s.source.clone(),
-                    dilation: [0, 0],
-                    fill: FillPolicy::Zero,
-                    fused_mul: false,
-                });
-            }
-            _ => return None,
-        }
-    }
 }
 
 /// The op's signature for the calibration cache: kind, attributes and every input shape.
