@@ -257,11 +257,11 @@ impl SparseConv {
         (0..panels * chunks).into_par_iter().with_max_len(1).for_each(|task| {
             let (pi, ci) = (task / chunks, task % chunks);
             let (t0, t1) = (ci * per, ((ci + 1) * per).min(mtiles));
-            let j0 = pi * NR;
+            let (j0, j1) = columns::panel(pi, p_n);
             with_plan(|plan| {
                 {
                     let _t = Clock::start(times, |t| &t.plan);
-                    plan.build(&self.g, cols, j0, NR.min(p_n - j0));
+                    plan.build(&self.g, cols, j0, j1 - j0);
                 }
                 scratch::with(Slot::Panel, self.kdim() * NR, |panel| {
                     scratch::with(Slot::Acc, (t1 - t0) * MR * NR, |acc| {

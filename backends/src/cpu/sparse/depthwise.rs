@@ -50,7 +50,8 @@ impl Job<'_> {
         (0..panels * chunks).into_par_iter().with_max_len(1).for_each(|task| {
             let (pi, ci) = (task / chunks, task % chunks);
             with_plan(|plan| {
-                plan.build(self.g, cols, pi * NR, NR.min(cols.len() - pi * NR));
+                let (j0, j1) = super::columns::panel(pi, cols.len());
+                plan.build(self.g, cols, j0, j1 - j0);
                 for m in ci * per..((ci + 1) * per).min(m_n) {
                     let xc = &x[(m / self.mult) * plane..][..plane];
                     let res = self.residual.map(|r| &r[m * op..(m + 1) * op]);
