@@ -86,8 +86,10 @@ impl PhaseTimes {
     }
 }
 
-/// Times a phase, only when a `PhaseTimes` was given.
-pub(crate) struct Clock<'a>(Option<(&'a AtomicU64, fn() -> u64, u64)>);
+/// Times a phase, only when a `PhaseTimes` was given: the counter, the clock, the start.
+pub(crate) struct Clock<'a>(Option<Running<'a>>);
+
+type Running<'a> = (&'a AtomicU64, fn() -> u64, u64);
 
 impl<'a> Clock<'a> {
     #[inline]
