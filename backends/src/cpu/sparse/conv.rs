@@ -12,6 +12,7 @@ use dynaspa_runtime::graph::{Activation, Conv};
 use dynaspa_runtime::sparsity::{BitMask, TileSet};
 use dynaspa_runtime::{Error, Result, Tensor};
 use rayon::prelude::*;
+use std::cell::RefCell;
 
 const OP: &str = "SparseConv";
 /// Output columns per panel (the register tile's width).
@@ -241,22 +242,20 @@ impl SparseConv {
         self.cg() * self.g.taps()
     }
 
-    /// Tasks are (64-column panel, block of output channels); each gathers its panel, multiplies
-    /// and writes back while the panel and results are in cache.
+    /// Many panels: one task per panel gathers it, multiplies and writes back while the panel
+    /// and results are in cache. Few panels (sparse masks): not enough tasks for the threads,
+    /// so the panels are gathered first (split over input channels) into a shared buffer, then
+    /// multiplied in (panel, group, block of output channels) tasks.
     fn gemm(&self, x: &[f32], out: &mut [f32], residual: Option<&[f32]>, cols: &Columns, times: Option<&PhaseTimes>) {
         let p_n = cols.len();
         let panels = p_n.div_ceil(NR);
-        let mtiles = self.mg().div_ceil(MR);
-        // Few panels (sparse masks): also split output channels so every thread has work, at
-        // the price of each channel block gathering its panel again.
         let want = 2 * threads();
-        let chunks = if panels >= want { 1 } else { want.div_ceil(panels).min(mtiles) };
-        let per = mtiles.div_ceil(chunks);
-        let chunks = mtiles.div_ceil(per);
         let y = SendPtr::new(out);
-        (0..panels * chunks).into_par_iter().with_max_len(1).for_each(|task| {
-            let (pi, ci) = (task / chunks, task % chunks);
-            let (t0, t1) = (ci * per, ((ci + 1) * per).min(mtiles));
+        if panels * self.groups < want {
+            return self.gemm_shared(x, y, residual, cols, want, times);
+        }
+        let mtiles = self.mg().div_ceil(MR);
+        (0..panels).into_par_iter().with_max_len(1).for_each(|pi| {
             let (j0, j1) = columns::panel(pi, p_n);
             with_plan(|plan| {
                 {
@@ -264,10 +263,11 @@ impl SparseConv {
                     plan.build(&self.g, cols, j0, j1 - j0);
                 }
                 scratch::with(Slot::Panel, self.kdim() * NR, |panel| {
-                    scratch::with(Slot::Acc, (t1 - t0) * MR * NR, |acc| {
+                    scratch::with(Slot::Acc, mtiles * MR * NR, |acc| {
                         for gi in 0..self.groups {
-                            // SAFETY: tasks own disjoint (channel block, positions) sets of `out`.
-                            unsafe { self.block(x, y, residual, plan, gi, t0, t1, panel, acc, times) };
+                            self.gather_group(x, plan, gi, 0, self.cg(), panel, times);
+                            // SAFETY: tasks own disjoint position sets of `out`.
+                            unsafe { self.finish(y, residual, plan, gi, 0, mtiles, panel, acc, times) };
                         }
                     })
                 })
@@ -275,34 +275,79 @@ impl SparseConv {
         });
     }
 
-    /// Output channels of tiles `t0..t1` of group `gi` at the panel's positions.
+    fn gemm_shared(&self, x: &[f32], y: SendPtr, residual: Option<&[f32]>, cols: &Columns, want: usize, times: Option<&PhaseTimes>) {
+        let p_n = cols.len();
+        let panels = p_n.div_ceil(NR);
+        let (cg, taps) = (self.cg(), self.g.taps());
+        with_plans(panels, |plans| {
+            plans[..panels].par_iter_mut().enumerate().for_each(|(pi, plan)| {
+                let _t = Clock::start(times, |t| &t.plan);
+                let (j0, j1) = columns::panel(pi, p_n);
+                plan.build(&self.g, cols, j0, j1 - j0);
+            });
+            let plans = &plans[..panels];
+            // Per panel: every input channel's rows, `C * taps` rows of 64, groups one after another.
+            let pan = self.c * taps * NR;
+            scratch::with(Slot::Shared, panels * pan, |buf| {
+                let per = cg.div_ceil(want.div_ceil(panels * self.groups)).max(1);
+                buf.par_chunks_mut(pan.max(1)).enumerate().for_each(|(pi, pb)| {
+                    pb.par_chunks_mut((cg * taps * NR).max(1)).enumerate().for_each(|(gi, gb)| {
+                        gb.par_chunks_mut((per * taps * NR).max(1)).enumerate().with_max_len(1).for_each(|(ci, cb)| {
+                            let c0 = ci * per;
+                            self.gather_group(x, &plans[pi], gi, c0, (c0 + per).min(cg), cb, times);
+                        });
+                    });
+                });
+                let buf: &[f32] = buf;
+                let mtiles = self.mg().div_ceil(MR);
+                let mper = mtiles.div_ceil(want.div_ceil(panels * self.groups).min(mtiles));
+                let mchunks = mtiles.div_ceil(mper);
+                (0..panels * self.groups * mchunks).into_par_iter().with_max_len(1).for_each(|task| {
+                    let (pg, mc) = (task / mchunks, task % mchunks);
+                    let (pi, gi) = (pg / self.groups, pg % self.groups);
+                    let (t0, t1) = (mc * mper, ((mc + 1) * mper).min(mtiles));
+                    let panel = &buf[pi * pan + gi * cg * taps * NR..][..cg * taps * NR];
+                    scratch::with(Slot::Acc, (t1 - t0) * MR * NR, |acc| {
+                        // SAFETY: tasks own disjoint (channel block, positions) sets of `out`.
+                        unsafe { self.finish(y, residual, &plans[pi], gi, t0, t1, panel, acc, times) };
+                    });
+                });
+            });
+        });
+    }
+
+    /// Input channels `c0..c1` (within group `gi`) of the panel's im2col rows into `panel`.
+    #[allow(clippy::too_many_arguments)]
+    fn gather_group(&self, x: &[f32], plan: &PanelPlan, gi: usize, c0: usize, c1: usize, panel: &mut [f32], times: Option<&PhaseTimes>) {
+        let (cg, plane) = (self.cg(), self.g.plane());
+        let xg = &x[(gi * cg + c0) * plane..(gi * cg + c1) * plane];
+        let _t = Clock::start(times, |t| &t.gather);
+        if self.simd {
+            simd_gather(plan, xg, plane, c1 - c0, panel);
+        } else {
+            plan.gather(xg, plane, c1 - c0, panel);
+        }
+    }
+
+    /// Output channels of tiles `t0..t1` of group `gi` at the panel's positions: multiply the
+    /// gathered `panel`, then epilogue and masked write-back.
     ///
     /// # Safety
     /// No other thread writes those outputs meanwhile.
     #[allow(clippy::too_many_arguments)]
-    unsafe fn block(
+    unsafe fn finish(
         &self,
-        x: &[f32],
         y: SendPtr,
         residual: Option<&[f32]>,
         plan: &PanelPlan,
         gi: usize,
         t0: usize,
         t1: usize,
-        panel: &mut [f32],
+        panel: &[f32],
         acc: &mut [f32],
         times: Option<&PhaseTimes>,
     ) {
-        let (cg, mg, kdim, plane) = (self.cg(), self.mg(), self.kdim(), self.g.plane());
-        let xg = &x[gi * cg * plane..(gi + 1) * cg * plane];
-        {
-            let _t = Clock::start(times, |t| &t.gather);
-            if self.simd {
-                simd_gather(plan, xg, plane, cg, panel);
-            } else {
-                plan.gather(xg, plane, cg, panel);
-            }
-        }
+        let (mg, kdim) = (self.mg(), self.kdim());
         let (r0, r1) = (t0 * MR, (t1 * MR).min(mg));
         let m0 = gi * mg;
         {
@@ -337,6 +382,30 @@ impl SparseConv {
             write_out(self.simd, plan, row, y.get().add(m * op));
         }
     }
+}
+
+thread_local! {
+    static PLANS: RefCell<Vec<PanelPlan>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Runs `f` on at least `n` reusable plans of this thread.
+fn with_plans<R>(n: usize, f: impl FnOnce(&mut Vec<PanelPlan>) -> R) -> R {
+    let grow = |v: &mut Vec<PanelPlan>| {
+        if v.len() < n {
+            v.resize_with(n, PanelPlan::default);
+        }
+    };
+    PLANS.with(|p| match p.try_borrow_mut() {
+        Ok(mut p) => {
+            grow(&mut p);
+            f(&mut p)
+        }
+        Err(_) => {
+            let mut v = Vec::new();
+            grow(&mut v);
+            f(&mut v)
+        }
+    })
 }
 
 fn simd_available() -> bool {
