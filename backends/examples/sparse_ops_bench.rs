@@ -309,7 +309,8 @@ fn bench_conv(cc: &ConvCase, densities: &[f64], rounds: usize, rng: &mut Rng, nh
         let best_v = (0..sm.len()).min_by(|&a, &b| sm[a].total_cmp(&sm[b])).unwrap();
         // Positions and 1x1 tiles compute the same columns; phases are read through the tiles.
         let best = best_v.saturating_sub(1);
-        let label = |v: usize| if v == 0 { "pos".to_string() } else { format!("{}x{}", GRANS[v - 1].0, GRANS[v - 1].1) };
+        let label =
+            |v: usize| if v == 0 { "pos".to_string() } else { format!("{}x{}", GRANS[v - 1].0, GRANS[v - 1].1) };
         // Phase split of the best granularity (thread-summed times, as shares).
         let times = phase_times();
         for r in 0..rounds {
@@ -350,7 +351,19 @@ fn bench_conv(cc: &ConvCase, densities: &[f64], rounds: usize, rng: &mut Rng, nh
 /// The layout experiment at one density: the sparse conv on NCHW (as the runtime lays out
 /// activations today) against the same conv on NHWC, interleaved, and the gather phase alone.
 #[allow(clippy::too_many_arguments)]
-fn nhwc_row(rng: &mut Rng, cc: &ConvCase, sc: &SparseConv, attrs: &Conv, w: &Tensor, b: &Tensor, x: &Tensor, masks: &[BitMask], tiles: &[TileSet], density: f64, rounds: usize) -> String {
+fn nhwc_row(
+    rng: &mut Rng,
+    cc: &ConvCase,
+    sc: &SparseConv,
+    attrs: &Conv,
+    w: &Tensor,
+    b: &Tensor,
+    x: &Tensor,
+    masks: &[BitMask],
+    tiles: &[TileSet],
+    density: f64,
+    rounds: usize,
+) -> String {
     let xd = x.as_f32().unwrap();
     let probe = NhwcGatherProbe::new(sc).unwrap();
     let nc = NhwcConv::new(attrs, x.shape(), w, Some(b)).unwrap();
@@ -419,7 +432,9 @@ fn bench_linear(rounds: usize, rng: &mut Rng) {
             .map(|f| {
                 let m = ds.map_mask(f * 20, mi).unwrap();
                 let grid = m.to_bools();
-                (0..prefix).chain(grid.iter().enumerate().filter(|(_, &on)| on).map(|(i, _)| prefix + i as u32)).collect()
+                (0..prefix)
+                    .chain(grid.iter().enumerate().filter(|(_, &on)| on).map(|(i, _)| prefix + i as u32))
+                    .collect()
             })
             .collect();
         let actual = rows.iter().map(|r| r.len()).sum::<usize>() as f64 / (8 * t) as f64;

@@ -172,10 +172,14 @@ mod tests {
             assert!(seen.insert((c.ys[j], c.xs[j])));
             assert_eq!(c.active[j], mask.get(c.ys[j] as usize, c.xs[j] as usize));
         }
-        let cells: usize = tiles.tiles.iter().map(|&t| {
-            let (a, b, x0, x1) = tiles.extent(t);
-            (b - a) * (x1 - x0)
-        }).sum();
+        let cells: usize = tiles
+            .tiles
+            .iter()
+            .map(|&t| {
+                let (a, b, x0, x1) = tiles.extent(t);
+                (b - a) * (x1 - x0)
+            })
+            .sum();
         assert_eq!(c.len(), cells);
         // The full mask's tiles cover whole rows: one run per output row.
         let full = aligned_tiles_naive(&BitMask::ones(5, 7), Granularity::new(2, 3));

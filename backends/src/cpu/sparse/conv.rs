@@ -39,7 +39,6 @@ pub enum ConvKind {
 
 /// A Conv with 2 spatial axes, NCHW, prepared for sparse execution (see the module docs of
 /// `cpu::sparse` for the write rule).
-#[derive(Debug)]
 pub struct SparseConv {
     pub(super) c: usize,
     pub(super) m: usize,
@@ -55,6 +54,36 @@ pub struct SparseConv {
     pub(super) fused_add: bool,
 }
 
+impl std::fmt::Debug for SparseConv {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let g = &self.g;
+        write!(
+            f,
+            "SparseConv {{ {:?} {}x{}x{} -> {}x{}x{}, {}x{} s{}x{} d{}x{} p{}x{}, group {}, bias {}, {:?}, fused_add {}, avx512 {} }}",
+            self.kind,
+            self.c,
+            g.h,
+            g.w,
+            self.m,
+            g.ho,
+            g.wo,
+            g.kh,
+            g.kw,
+            g.sh,
+            g.sw,
+            g.dh,
+            g.dw,
+            g.ph,
+            g.pw,
+            self.groups,
+            self.bias.is_some(),
+            self.act,
+            self.fused_add,
+            self.simd
+        )
+    }
+}
+
 impl SparseConv {
     /// Prepares `p` for inputs of shape `input` (`[N, C, H, W]`, N ignored, or `[C, H, W]`) with
     /// weight `[M, C / group, kh, kw]` and an optional bias `[M]`. With `p.fused_add`, every run
@@ -63,7 +92,7 @@ impl SparseConv {
         SparseConv::build(p, input, weight, bias, simd_available())
     }
 
-    /// `new` with the path chosen by the caller (`simd` only where AVX-512 is present).
+    /// `new` with the path chosen by the caller (`simd` is ignored where AVX-512 is missing).
     pub(crate) fn build(
         p: &Conv,
         input: &[usize],
@@ -77,7 +106,8 @@ impl SparseConv {
         };
         let [c, h, w] = chw;
         let ws = weight.shape();
-        let wd = weight.as_f32().map_err(|_| Error::Other(format!("{OP}: weight must be FLOAT, got {}", weight.dtype())))?;
+        let wd =
+            weight.as_f32().map_err(|_| Error::Other(format!("{OP}: weight must be FLOAT, got {}", weight.dtype())))?;
         let &[m, cg, kh, kw] = ws else {
             return bad(format!("weight shape {ws:?} must be [M, C / group, kh, kw] (2 spatial axes)"));
         };
@@ -97,7 +127,10 @@ impl SparseConv {
             (span >= eff).then(|| (span - eff) / s[i] + 1)
         };
         let (Some(ho), Some(wo)) = (out_side(0, h, kh), out_side(1, w, kw)) else {
-            return bad(format!("kernel {kh}x{kw} (dilations {d:?}) does not fit a {h}x{w} input with pads {:?}", p.window.pads));
+            return bad(format!(
+                "kernel {kh}x{kw} (dilations {d:?}) does not fit a {h}x{w} input with pads {:?}",
+                p.window.pads
+            ));
         };
         // Gather/scatter offsets are 32-bit lanes.
         let lim = i32::MAX as usize;
@@ -113,7 +146,8 @@ impl SparseConv {
         }
         let bias = match bias {
             Some(b) => {
-                let bd = b.as_f32().map_err(|_| Error::Other(format!("{OP}: bias must be FLOAT, got {}", b.dtype())))?;
+                let bd =
+                    b.as_f32().map_err(|_| Error::Other(format!("{OP}: bias must be FLOAT, got {}", b.dtype())))?;
                 if b.shape() != [m] {
                     return bad(format!("bias shape {:?} must be [{m}]", b.shape()));
                 }
@@ -123,6 +157,7 @@ impl SparseConv {
         };
         let g = Geo2 { h, w, ho, wo, kh, kw, sh: s[0], sw: s[1], dh: d[0], dw: d[1], ph: pb[0], pw: pb[1] };
         let kind = if cg == 1 { ConvKind::Depthwise } else { ConvKind::Gemm };
+        let simd = simd && simd_available();
         let w = if simd && kind == ConvKind::Gemm { pack_weights(wd, groups, m / groups, kdim) } else { wd.to_vec() };
         Ok(SparseConv { c, m, groups, g, kind, simd, w, bias, act: p.activation, fused_add: p.fused_add })
     }
@@ -146,7 +181,14 @@ impl SparseConv {
     /// Computes the conv of one image `x` (`C x H x W`) at the positions of `tiles` and writes
     /// `out` (`M x Ho x Wo`) where `mask` is set. `residual` (output-shaped) is required exactly
     /// when the conv was prepared with `fused_add`.
-    pub fn run(&self, x: &[f32], out: &mut [f32], tiles: &TileSet, mask: &BitMask, residual: Option<&[f32]>) -> Result<()> {
+    pub fn run(
+        &self,
+        x: &[f32],
+        out: &mut [f32],
+        tiles: &TileSet,
+        mask: &BitMask,
+        residual: Option<&[f32]>,
+    ) -> Result<()> {
         self.run_timed(x, out, tiles, mask, residual, None)
     }
 
@@ -198,7 +240,13 @@ impl SparseConv {
         match tiles {
             Some(t) => columns::check(OP, t, mask, self.g.ho, self.g.wo)?,
             None if (mask.height(), mask.width()) != (self.g.ho, self.g.wo) => {
-                return bad(format!("mask is {}x{}, the output is {}x{}", mask.height(), mask.width(), self.g.ho, self.g.wo));
+                return bad(format!(
+                    "mask is {}x{}, the output is {}x{}",
+                    mask.height(),
+                    mask.width(),
+                    self.g.ho,
+                    self.g.wo
+                ));
             }
             None => {}
         }
@@ -275,7 +323,15 @@ impl SparseConv {
         });
     }
 
-    fn gemm_shared(&self, x: &[f32], y: SendPtr, residual: Option<&[f32]>, cols: &Columns, want: usize, times: Option<&PhaseTimes>) {
+    fn gemm_shared(
+        &self,
+        x: &[f32],
+        y: SendPtr,
+        residual: Option<&[f32]>,
+        cols: &Columns,
+        want: usize,
+        times: Option<&PhaseTimes>,
+    ) {
         let p_n = cols.len();
         let panels = p_n.div_ceil(NR);
         let (cg, taps) = (self.cg(), self.g.taps());
@@ -318,7 +374,16 @@ impl SparseConv {
 
     /// Input channels `c0..c1` (within group `gi`) of the panel's im2col rows into `panel`.
     #[allow(clippy::too_many_arguments)]
-    fn gather_group(&self, x: &[f32], plan: &PanelPlan, gi: usize, c0: usize, c1: usize, panel: &mut [f32], times: Option<&PhaseTimes>) {
+    fn gather_group(
+        &self,
+        x: &[f32],
+        plan: &PanelPlan,
+        gi: usize,
+        c0: usize,
+        c1: usize,
+        panel: &mut [f32],
+        times: Option<&PhaseTimes>,
+    ) {
         let (cg, plane) = (self.cg(), self.g.plane());
         let xg = &x[(gi * cg + c0) * plane..(gi * cg + c1) * plane];
         let _t = Clock::start(times, |t| &t.gather);
@@ -353,10 +418,33 @@ impl SparseConv {
         {
             let _t = Clock::start(times, |t| &t.gemm);
             if self.simd {
-                simd_gemm(&self.w, gi, mg, kdim, t0, t1, panel, plan.cols, self.bias.as_deref().map(|b| &b[m0..m0 + mg]), acc);
+                simd_gemm(
+                    &self.w,
+                    gi,
+                    mg,
+                    kdim,
+                    t0,
+                    t1,
+                    panel,
+                    plan.cols,
+                    self.bias.as_deref().map(|b| &b[m0..m0 + mg]),
+                    acc,
+                );
             } else {
                 let wg = &self.w[(m0 + r0) * kdim..(m0 + r1) * kdim];
-                sgemm(r1 - r0, plan.cols, kdim, 1.0, wg, Layout::row_major(kdim), panel, Layout::row_major(NR), acc.as_mut_ptr(), NR, false);
+                sgemm(
+                    r1 - r0,
+                    plan.cols,
+                    kdim,
+                    1.0,
+                    wg,
+                    Layout::row_major(kdim),
+                    panel,
+                    Layout::row_major(NR),
+                    acc.as_mut_ptr(),
+                    NR,
+                    false,
+                );
             }
         }
         let _t = Clock::start(times, |t| &t.scatter);
@@ -446,7 +534,18 @@ pub(super) fn simd_gather(plan: &PanelPlan, x: &[f32], plane: usize, channels: u
 
 #[cfg(target_arch = "x86_64")]
 #[allow(clippy::too_many_arguments)]
-fn simd_gemm(w: &[f32], gi: usize, mg: usize, kdim: usize, t0: usize, t1: usize, panel: &[f32], cols: usize, bias: Option<&[f32]>, acc: &mut [f32]) {
+fn simd_gemm(
+    w: &[f32],
+    gi: usize,
+    mg: usize,
+    kdim: usize,
+    t0: usize,
+    t1: usize,
+    panel: &[f32],
+    cols: usize,
+    bias: Option<&[f32]>,
+    acc: &mut [f32],
+) {
     let per = super::micro::packed_len(mg, kdim);
     let g = super::micro::PanelGemm { a: &w[gi * per..(gi + 1) * per], kdim, rows: mg, t0, t1, b: panel, cols, bias };
     // SAFETY: only reached on the AVX-512 path.
@@ -454,7 +553,18 @@ fn simd_gemm(w: &[f32], gi: usize, mg: usize, kdim: usize, t0: usize, t1: usize,
 }
 #[cfg(not(target_arch = "x86_64"))]
 #[allow(clippy::too_many_arguments)]
-fn simd_gemm(_: &[f32], _: usize, _: usize, _: usize, _: usize, _: usize, _: &[f32], _: usize, _: Option<&[f32]>, _: &mut [f32]) {
+fn simd_gemm(
+    _: &[f32],
+    _: usize,
+    _: usize,
+    _: usize,
+    _: usize,
+    _: usize,
+    _: &[f32],
+    _: usize,
+    _: Option<&[f32]>,
+    _: &mut [f32],
+) {
     unreachable!("the AVX-512 path is never chosen off x86-64")
 }
 

@@ -12,25 +12,25 @@
 
 mod columns;
 mod conv;
+#[cfg(test)]
+mod conv_tests;
 mod depthwise;
 mod gather;
+mod layout_probe;
 mod linear;
+#[cfg(test)]
+mod linear_tests;
 #[cfg(target_arch = "x86_64")]
 mod micro;
-mod layout_probe;
 #[cfg(target_arch = "x86_64")]
 mod nhwc;
 mod scratch;
 #[cfg(test)]
-mod conv_tests;
-#[cfg(test)]
-mod linear_tests;
-#[cfg(test)]
 mod testkit;
 
 pub use conv::{ConvKind, SparseConv};
-pub use linear::SparseLinear;
 pub use layout_probe::NhwcGatherProbe;
+pub use linear::SparseLinear;
 #[cfg(target_arch = "x86_64")]
 pub use nhwc::NhwcConv;
 
