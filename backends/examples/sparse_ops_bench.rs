@@ -5,8 +5,9 @@
 //! For each op and mask density: the dense kernel (`eval_op`, what the runtime runs today) and
 //! the sparse kernel at several granularities, interleaved round by round, medians of
 //! `BENCH_ROUNDS` (default 21) rounds after warm-up, on a rayon pool of `BENCH_THREADS`
-//! (default 2) threads, random non-zero inputs, bias + ReLU epilogue on both sides. Then the
-//! phase split of the best granularity and the NCHW-vs-NHWC gather experiment. BENCH_ONLY=text
+//! (default 2) threads, random non-zero inputs, bias + ReLU epilogue on both sides, L1/L2
+//! evicted before every timed call (`evict`). "pos" is the positions schedule
+//! (`run_positions`). Then the phase split of the best schedule and the NCHW-vs-NHWC experiment. BENCH_ONLY=text
 //! runs the cases whose name contains it; BENCH_THREADS=1 BENCH_CPU=1 times on-CPU time of the
 //! one worker, which other processes on a shared box barely disturb.
 //!
@@ -39,6 +40,12 @@ impl Rng {
                 (self.0 >> 40) as f32 / (1u64 << 23) as f32 - 1.0
             })
             .collect()
+    }
+    fn shuffle(&mut self, v: &mut [usize]) {
+        for i in (1..v.len()).rev() {
+            let j = (self.vec(1)[0].abs() * (i + 1) as f32) as usize;
+            v.swap(i, j.min(i));
+        }
     }
     fn tensor(&mut self, shape: &[usize]) -> Tensor {
         Tensor::from_f32(shape.to_vec(), self.vec(shape.iter().product())).unwrap()
@@ -74,6 +81,32 @@ fn now() -> f64 {
     }
     thread_local!(static T0: Instant = Instant::now());
     T0.with(|t| t.elapsed().as_secs_f64())
+}
+
+/// Evicts every worker's L1 and L2 (writes 4 MiB per thread, 2x the L2), so each timed call
+/// starts like an op inside a network, with its weights and inputs in L3 at best rather than
+/// left warm by the call before (which otherwise favours whichever variant runs second).
+/// BENCH_WARM=1 skips it.
+fn evict() {
+    thread_local!(static JUNK: std::cell::RefCell<Vec<u8>> = std::cell::RefCell::new(vec![0u8; 4 << 20]));
+    if std::env::var("BENCH_WARM").is_ok() {
+        return;
+    }
+    rayon::broadcast(|_| {
+        JUNK.with(|j| {
+            for v in j.borrow_mut().iter_mut().step_by(64) {
+                *v = v.wrapping_add(1);
+            }
+        })
+    });
+}
+
+/// Seconds `f` takes, caches evicted first.
+fn timed(f: impl FnOnce()) -> f64 {
+    evict();
+    let t0 = now();
+    f();
+    now() - t0
 }
 
 fn phase_times() -> PhaseTimes {
@@ -253,18 +286,22 @@ fn bench_conv(cc: &ConvCase, densities: &[f64], rounds: usize, rng: &mut Rng, nh
         let mut td = Vec::new();
         // Index 0: the positions schedule (`run_positions`); then one per granularity.
         let mut ts = vec![Vec::new(); GRANS.len() + 1];
+        // Whatever ran right after the dense call measured ~5-10% slower (even with the
+        // eviction), so every round runs the variants in a fresh random order.
+        let n_var = GRANS.len() + 2;
+        let mut order: Vec<usize> = (0..n_var).collect();
         for r in 0..rounds {
-            let t0 = now();
-            dense();
-            td.push(now() - t0);
             let f = r % masks.len();
-            let t0 = now();
-            sc.run_positions(xd, &mut out, &masks[f], None).unwrap();
-            ts[0].push(now() - t0);
-            for (gi, t) in tiles.iter().enumerate() {
-                let t0 = now();
-                sc.run(xd, &mut out, &t[f], &masks[f], None).unwrap();
-                ts[gi + 1].push(now() - t0);
+            rng.shuffle(&mut order);
+            for &v in &order {
+                match v {
+                    0 => td.push(timed(dense)),
+                    1 => ts[0].push(timed(|| sc.run_positions(xd, &mut out, &masks[f], None).unwrap())),
+                    v => {
+                        let t = &tiles[v - 2][f];
+                        ts[v - 1].push(timed(|| sc.run(xd, &mut out, t, &masks[f], None).unwrap()));
+                    }
+                }
             }
         }
         let dm = median(&mut td);
@@ -272,11 +309,13 @@ fn bench_conv(cc: &ConvCase, densities: &[f64], rounds: usize, rng: &mut Rng, nh
         let best_v = (0..sm.len()).min_by(|&a, &b| sm[a].total_cmp(&sm[b])).unwrap();
         // Positions and 1x1 tiles compute the same columns; phases are read through the tiles.
         let best = best_v.saturating_sub(1);
-        let label = |v: usize| if v == 0 { "pos".to_string() } else { format!("{}x{}", GRANS[v - 1].0, GRANS[v - 1].1) };
+        let label =
+            |v: usize| if v == 0 { "pos".to_string() } else { format!("{}x{}", GRANS[v - 1].0, GRANS[v - 1].1) };
         // Phase split of the best granularity (thread-summed times, as shares).
         let times = phase_times();
         for r in 0..rounds {
             let f = r % masks.len();
+            evict();
             sc.run_timed(xd, &mut out, &tiles[best][f], &masks[f], None, Some(&times)).unwrap();
         }
         let s = times.secs();
@@ -304,7 +343,7 @@ fn bench_conv(cc: &ConvCase, densities: &[f64], rounds: usize, rng: &mut Rng, nh
             all.join(" ")
         );
         if cc.group == 1 {
-            nhwc_rows.push(nhwc_row(cc, &sc, &attrs, &w, &b, &x, &masks, &tiles[best], density, rounds));
+            nhwc_rows.push(nhwc_row(rng, cc, &sc, &attrs, &w, &b, &x, &masks, &tiles[best], density, rounds));
         }
     }
 }
@@ -312,7 +351,19 @@ fn bench_conv(cc: &ConvCase, densities: &[f64], rounds: usize, rng: &mut Rng, nh
 /// The layout experiment at one density: the sparse conv on NCHW (as the runtime lays out
 /// activations today) against the same conv on NHWC, interleaved, and the gather phase alone.
 #[allow(clippy::too_many_arguments)]
-fn nhwc_row(cc: &ConvCase, sc: &SparseConv, attrs: &Conv, w: &Tensor, b: &Tensor, x: &Tensor, masks: &[BitMask], tiles: &[TileSet], density: f64, rounds: usize) -> String {
+fn nhwc_row(
+    rng: &mut Rng,
+    cc: &ConvCase,
+    sc: &SparseConv,
+    attrs: &Conv,
+    w: &Tensor,
+    b: &Tensor,
+    x: &Tensor,
+    masks: &[BitMask],
+    tiles: &[TileSet],
+    density: f64,
+    rounds: usize,
+) -> String {
     let xd = x.as_f32().unwrap();
     let probe = NhwcGatherProbe::new(sc).unwrap();
     let nc = NhwcConv::new(attrs, x.shape(), w, Some(b)).unwrap();
@@ -326,20 +377,19 @@ fn nhwc_row(cc: &ConvCase, sc: &SparseConv, attrs: &Conv, w: &Tensor, b: &Tensor
     let mut o1 = vec![0.0f32; sc.output_len()];
     let mut o2 = vec![0.0f32; sc.output_len()];
     let mut t = [Vec::new(), Vec::new(), Vec::new(), Vec::new()];
+    let mut order = [0, 1, 2, 3];
     for r in 0..rounds + 3 {
         let f = r % masks.len();
-        let t0 = now();
-        sc.run(xd, &mut o1, &tiles[f], &masks[f], None).unwrap();
-        let t1 = now();
-        nc.run_timed(&xh, &mut o2, &tiles[f], &masks[f], None).unwrap();
-        let t2 = now();
-        probe.nchw(xd, &tiles[f], &masks[f]).unwrap();
-        let t3 = now();
-        probe.nhwc(&xh, &tiles[f], &masks[f]).unwrap();
-        let t4 = now();
-        if r >= 3 {
-            for (i, d) in [t1 - t0, t2 - t1, t3 - t2, t4 - t3].into_iter().enumerate() {
-                t[i].push(d);
+        rng.shuffle(&mut order);
+        for &v in &order {
+            let d = match v {
+                0 => timed(|| sc.run(xd, &mut o1, &tiles[f], &masks[f], None).unwrap()),
+                1 => timed(|| nc.run_timed(&xh, &mut o2, &tiles[f], &masks[f], None).unwrap()),
+                2 => timed(|| probe.nchw(xd, &tiles[f], &masks[f]).map(drop).unwrap()),
+                _ => timed(|| probe.nhwc(&xh, &tiles[f], &masks[f]).map(drop).unwrap()),
+            };
+            if r >= 3 {
+                t[v].push(d);
             }
         }
     }
@@ -382,7 +432,9 @@ fn bench_linear(rounds: usize, rng: &mut Rng) {
             .map(|f| {
                 let m = ds.map_mask(f * 20, mi).unwrap();
                 let grid = m.to_bools();
-                (0..prefix).chain(grid.iter().enumerate().filter(|(_, &on)| on).map(|(i, _)| prefix + i as u32)).collect()
+                (0..prefix)
+                    .chain(grid.iter().enumerate().filter(|(_, &on)| on).map(|(i, _)| prefix + i as u32))
+                    .collect()
             })
             .collect();
         let actual = rows.iter().map(|r| r.len()).sum::<usize>() as f64 / (8 * t) as f64;
@@ -392,15 +444,18 @@ fn bench_linear(rounds: usize, rng: &mut Rng) {
         }
         let (mut td, mut ts) = (Vec::new(), Vec::new());
         for r in 0..rounds {
-            let t0 = now();
-            dense();
-            td.push(now() - t0);
-            let t0 = now();
-            lin.run(x.as_f32().unwrap(), t, &mut out, &rows[r % 8]).unwrap();
-            ts.push(now() - t0);
+            // Alternate which goes first (the call after a dense one measured slower).
+            if r % 2 == 0 {
+                td.push(timed(|| drop(dense())));
+                ts.push(timed(|| lin.run(x.as_f32().unwrap(), t, &mut out, &rows[r % 8]).unwrap()));
+            } else {
+                ts.push(timed(|| lin.run(x.as_f32().unwrap(), t, &mut out, &rows[r % 8]).unwrap()));
+                td.push(timed(|| drop(dense())));
+            }
         }
         let times = phase_times();
         for f in 0..rounds {
+            evict();
             lin.run_timed(x.as_f32().unwrap(), t, &mut out, &rows[f % 8], Some(&times)).unwrap();
         }
         let s = times.secs();

@@ -132,6 +132,15 @@ impl Columns {
     }
 }
 
+/// Columns `[j0, j1)` of panel `pi` when `n` columns are cut into `n.div_ceil(64)` panels of
+/// whole 16-column vectors spread evenly (64, 48, 48 rather than 64, 64, 32): with a handful of
+/// panels per call, equal panels are what lets two threads finish together.
+pub(crate) fn panel(pi: usize, n: usize) -> (usize, usize) {
+    let (panels, vecs) = (n.div_ceil(64), n.div_ceil(16));
+    let at = |i: usize| (16 * (i * vecs / panels.max(1))).min(n);
+    (at(pi), at(pi + 1))
+}
+
 thread_local! {
     static COLUMNS: RefCell<Columns> = RefCell::new(Columns::default());
 }
@@ -163,10 +172,14 @@ mod tests {
             assert!(seen.insert((c.ys[j], c.xs[j])));
             assert_eq!(c.active[j], mask.get(c.ys[j] as usize, c.xs[j] as usize));
         }
-        let cells: usize = tiles.tiles.iter().map(|&t| {
-            let (a, b, x0, x1) = tiles.extent(t);
-            (b - a) * (x1 - x0)
-        }).sum();
+        let cells: usize = tiles
+            .tiles
+            .iter()
+            .map(|&t| {
+                let (a, b, x0, x1) = tiles.extent(t);
+                (b - a) * (x1 - x0)
+            })
+            .sum();
         assert_eq!(c.len(), cells);
         // The full mask's tiles cover whole rows: one run per output row.
         let full = aligned_tiles_naive(&BitMask::ones(5, 7), Granularity::new(2, 3));
@@ -196,6 +209,21 @@ mod tests {
             b.build_from_mask(&mask);
             assert_eq!((&a.runs, &a.ys, &a.xs, &a.active), (&b.runs, &b.ys, &b.xs, &b.active), "{h}x{w}");
             assert_eq!(b.len(), mask.count_ones());
+        }
+    }
+
+    #[test]
+    fn panels_are_even_whole_vectors() {
+        assert_eq!((0..3).map(|i| panel(i, 160)).collect::<Vec<_>>(), [(0, 48), (48, 96), (96, 160)]);
+        for n in 1..400usize {
+            let np = n.div_ceil(64);
+            let mut at = 0;
+            for i in 0..np {
+                let (a, b) = panel(i, n);
+                assert!(a == at && b > a && b - a <= 64 && (a % 16 == 0), "{n} {i}: {a}..{b}");
+                at = b;
+            }
+            assert_eq!(at, n);
         }
     }
 

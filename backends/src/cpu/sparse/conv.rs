@@ -12,6 +12,7 @@ use dynaspa_runtime::graph::{Activation, Conv};
 use dynaspa_runtime::sparsity::{BitMask, TileSet};
 use dynaspa_runtime::{Error, Result, Tensor};
 use rayon::prelude::*;
+use std::cell::RefCell;
 
 const OP: &str = "SparseConv";
 /// Output columns per panel (the register tile's width).
@@ -38,7 +39,6 @@ pub enum ConvKind {
 
 /// A Conv with 2 spatial axes, NCHW, prepared for sparse execution (see the module docs of
 /// `cpu::sparse` for the write rule).
-#[derive(Debug)]
 pub struct SparseConv {
     pub(super) c: usize,
     pub(super) m: usize,
@@ -54,6 +54,36 @@ pub struct SparseConv {
     pub(super) fused_add: bool,
 }
 
+impl std::fmt::Debug for SparseConv {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let g = &self.g;
+        write!(
+            f,
+            "SparseConv {{ {:?} {}x{}x{} -> {}x{}x{}, {}x{} s{}x{} d{}x{} p{}x{}, group {}, bias {}, {:?}, fused_add {}, avx512 {} }}",
+            self.kind,
+            self.c,
+            g.h,
+            g.w,
+            self.m,
+            g.ho,
+            g.wo,
+            g.kh,
+            g.kw,
+            g.sh,
+            g.sw,
+            g.dh,
+            g.dw,
+            g.ph,
+            g.pw,
+            self.groups,
+            self.bias.is_some(),
+            self.act,
+            self.fused_add,
+            self.simd
+        )
+    }
+}
+
 impl SparseConv {
     /// Prepares `p` for inputs of shape `input` (`[N, C, H, W]`, N ignored, or `[C, H, W]`) with
     /// weight `[M, C / group, kh, kw]` and an optional bias `[M]`. With `p.fused_add`, every run
@@ -62,7 +92,7 @@ impl SparseConv {
         SparseConv::build(p, input, weight, bias, simd_available())
     }
 
-    /// `new` with the path chosen by the caller (`simd` only where AVX-512 is present).
+    /// `new` with the path chosen by the caller (`simd` is ignored where AVX-512 is missing).
     pub(crate) fn build(
         p: &Conv,
         input: &[usize],
@@ -76,7 +106,8 @@ impl SparseConv {
         };
         let [c, h, w] = chw;
         let ws = weight.shape();
-        let wd = weight.as_f32().map_err(|_| Error::Other(format!("{OP}: weight must be FLOAT, got {}", weight.dtype())))?;
+        let wd =
+            weight.as_f32().map_err(|_| Error::Other(format!("{OP}: weight must be FLOAT, got {}", weight.dtype())))?;
         let &[m, cg, kh, kw] = ws else {
             return bad(format!("weight shape {ws:?} must be [M, C / group, kh, kw] (2 spatial axes)"));
         };
@@ -96,7 +127,10 @@ impl SparseConv {
             (span >= eff).then(|| (span - eff) / s[i] + 1)
         };
         let (Some(ho), Some(wo)) = (out_side(0, h, kh), out_side(1, w, kw)) else {
-            return bad(format!("kernel {kh}x{kw} (dilations {d:?}) does not fit a {h}x{w} input with pads {:?}", p.window.pads));
+            return bad(format!(
+                "kernel {kh}x{kw} (dilations {d:?}) does not fit a {h}x{w} input with pads {:?}",
+                p.window.pads
+            ));
         };
         // Gather/scatter offsets are 32-bit lanes.
         let lim = i32::MAX as usize;
@@ -112,7 +146,8 @@ impl SparseConv {
         }
         let bias = match bias {
             Some(b) => {
-                let bd = b.as_f32().map_err(|_| Error::Other(format!("{OP}: bias must be FLOAT, got {}", b.dtype())))?;
+                let bd =
+                    b.as_f32().map_err(|_| Error::Other(format!("{OP}: bias must be FLOAT, got {}", b.dtype())))?;
                 if b.shape() != [m] {
                     return bad(format!("bias shape {:?} must be [{m}]", b.shape()));
                 }
@@ -122,6 +157,7 @@ impl SparseConv {
         };
         let g = Geo2 { h, w, ho, wo, kh, kw, sh: s[0], sw: s[1], dh: d[0], dw: d[1], ph: pb[0], pw: pb[1] };
         let kind = if cg == 1 { ConvKind::Depthwise } else { ConvKind::Gemm };
+        let simd = simd && simd_available();
         let w = if simd && kind == ConvKind::Gemm { pack_weights(wd, groups, m / groups, kdim) } else { wd.to_vec() };
         Ok(SparseConv { c, m, groups, g, kind, simd, w, bias, act: p.activation, fused_add: p.fused_add })
     }
@@ -145,7 +181,14 @@ impl SparseConv {
     /// Computes the conv of one image `x` (`C x H x W`) at the positions of `tiles` and writes
     /// `out` (`M x Ho x Wo`) where `mask` is set. `residual` (output-shaped) is required exactly
     /// when the conv was prepared with `fused_add`.
-    pub fn run(&self, x: &[f32], out: &mut [f32], tiles: &TileSet, mask: &BitMask, residual: Option<&[f32]>) -> Result<()> {
+    pub fn run(
+        &self,
+        x: &[f32],
+        out: &mut [f32],
+        tiles: &TileSet,
+        mask: &BitMask,
+        residual: Option<&[f32]>,
+    ) -> Result<()> {
         self.run_timed(x, out, tiles, mask, residual, None)
     }
 
@@ -197,7 +240,13 @@ impl SparseConv {
         match tiles {
             Some(t) => columns::check(OP, t, mask, self.g.ho, self.g.wo)?,
             None if (mask.height(), mask.width()) != (self.g.ho, self.g.wo) => {
-                return bad(format!("mask is {}x{}, the output is {}x{}", mask.height(), mask.width(), self.g.ho, self.g.wo));
+                return bad(format!(
+                    "mask is {}x{}, the output is {}x{}",
+                    mask.height(),
+                    mask.width(),
+                    self.g.ho,
+                    self.g.wo
+                ));
             }
             None => {}
         }
@@ -241,33 +290,32 @@ impl SparseConv {
         self.cg() * self.g.taps()
     }
 
-    /// Tasks are (64-column panel, block of output channels); each gathers its panel, multiplies
-    /// and writes back while the panel and results are in cache.
+    /// Many panels: one task per panel gathers it, multiplies and writes back while the panel
+    /// and results are in cache. Few panels (sparse masks): not enough tasks for the threads,
+    /// so the panels are gathered first (split over input channels) into a shared buffer, then
+    /// multiplied in (panel, group, block of output channels) tasks.
     fn gemm(&self, x: &[f32], out: &mut [f32], residual: Option<&[f32]>, cols: &Columns, times: Option<&PhaseTimes>) {
         let p_n = cols.len();
         let panels = p_n.div_ceil(NR);
-        let mtiles = self.mg().div_ceil(MR);
-        // Few panels (sparse masks): also split output channels so every thread has work, at
-        // the price of each channel block gathering its panel again.
         let want = 2 * threads();
-        let chunks = if panels >= want { 1 } else { want.div_ceil(panels).min(mtiles) };
-        let per = mtiles.div_ceil(chunks);
-        let chunks = mtiles.div_ceil(per);
         let y = SendPtr::new(out);
-        (0..panels * chunks).into_par_iter().with_max_len(1).for_each(|task| {
-            let (pi, ci) = (task / chunks, task % chunks);
-            let (t0, t1) = (ci * per, ((ci + 1) * per).min(mtiles));
-            let j0 = pi * NR;
+        if panels * self.groups < want {
+            return self.gemm_shared(x, y, residual, cols, want, times);
+        }
+        let mtiles = self.mg().div_ceil(MR);
+        (0..panels).into_par_iter().with_max_len(1).for_each(|pi| {
+            let (j0, j1) = columns::panel(pi, p_n);
             with_plan(|plan| {
                 {
                     let _t = Clock::start(times, |t| &t.plan);
-                    plan.build(&self.g, cols, j0, NR.min(p_n - j0));
+                    plan.build(&self.g, cols, j0, j1 - j0);
                 }
                 scratch::with(Slot::Panel, self.kdim() * NR, |panel| {
-                    scratch::with(Slot::Acc, (t1 - t0) * MR * NR, |acc| {
+                    scratch::with(Slot::Acc, mtiles * MR * NR, |acc| {
                         for gi in 0..self.groups {
-                            // SAFETY: tasks own disjoint (channel block, positions) sets of `out`.
-                            unsafe { self.block(x, y, residual, plan, gi, t0, t1, panel, acc, times) };
+                            self.gather_group(x, plan, gi, 0, self.cg(), panel, times);
+                            // SAFETY: tasks own disjoint position sets of `out`.
+                            unsafe { self.finish(y, residual, plan, gi, 0, mtiles, panel, acc, times) };
                         }
                     })
                 })
@@ -275,43 +323,128 @@ impl SparseConv {
         });
     }
 
-    /// Output channels of tiles `t0..t1` of group `gi` at the panel's positions.
+    fn gemm_shared(
+        &self,
+        x: &[f32],
+        y: SendPtr,
+        residual: Option<&[f32]>,
+        cols: &Columns,
+        want: usize,
+        times: Option<&PhaseTimes>,
+    ) {
+        let p_n = cols.len();
+        let panels = p_n.div_ceil(NR);
+        let (cg, taps) = (self.cg(), self.g.taps());
+        with_plans(panels, |plans| {
+            plans[..panels].par_iter_mut().enumerate().for_each(|(pi, plan)| {
+                let _t = Clock::start(times, |t| &t.plan);
+                let (j0, j1) = columns::panel(pi, p_n);
+                plan.build(&self.g, cols, j0, j1 - j0);
+            });
+            let plans = &plans[..panels];
+            // Per panel: every input channel's rows, `C * taps` rows of 64, groups one after another.
+            let pan = self.c * taps * NR;
+            scratch::with(Slot::Shared, panels * pan, |buf| {
+                let per = cg.div_ceil(want.div_ceil(panels * self.groups)).max(1);
+                buf.par_chunks_mut(pan.max(1)).enumerate().for_each(|(pi, pb)| {
+                    pb.par_chunks_mut((cg * taps * NR).max(1)).enumerate().for_each(|(gi, gb)| {
+                        gb.par_chunks_mut((per * taps * NR).max(1)).enumerate().with_max_len(1).for_each(|(ci, cb)| {
+                            let c0 = ci * per;
+                            self.gather_group(x, &plans[pi], gi, c0, (c0 + per).min(cg), cb, times);
+                        });
+                    });
+                });
+                let buf: &[f32] = buf;
+                let mtiles = self.mg().div_ceil(MR);
+                let mper = mtiles.div_ceil(want.div_ceil(panels * self.groups).min(mtiles));
+                let mchunks = mtiles.div_ceil(mper);
+                (0..panels * self.groups * mchunks).into_par_iter().with_max_len(1).for_each(|task| {
+                    let (pg, mc) = (task / mchunks, task % mchunks);
+                    let (pi, gi) = (pg / self.groups, pg % self.groups);
+                    let (t0, t1) = (mc * mper, ((mc + 1) * mper).min(mtiles));
+                    let panel = &buf[pi * pan + gi * cg * taps * NR..][..cg * taps * NR];
+                    scratch::with(Slot::Acc, (t1 - t0) * MR * NR, |acc| {
+                        // SAFETY: tasks own disjoint (channel block, positions) sets of `out`.
+                        unsafe { self.finish(y, residual, &plans[pi], gi, t0, t1, panel, acc, times) };
+                    });
+                });
+            });
+        });
+    }
+
+    /// Input channels `c0..c1` (within group `gi`) of the panel's im2col rows into `panel`.
+    #[allow(clippy::too_many_arguments)]
+    fn gather_group(
+        &self,
+        x: &[f32],
+        plan: &PanelPlan,
+        gi: usize,
+        c0: usize,
+        c1: usize,
+        panel: &mut [f32],
+        times: Option<&PhaseTimes>,
+    ) {
+        let (cg, plane) = (self.cg(), self.g.plane());
+        let xg = &x[(gi * cg + c0) * plane..(gi * cg + c1) * plane];
+        let _t = Clock::start(times, |t| &t.gather);
+        if self.simd {
+            simd_gather(plan, xg, plane, c1 - c0, panel);
+        } else {
+            plan.gather(xg, plane, c1 - c0, panel);
+        }
+    }
+
+    /// Output channels of tiles `t0..t1` of group `gi` at the panel's positions: multiply the
+    /// gathered `panel`, then epilogue and masked write-back.
     ///
     /// # Safety
     /// No other thread writes those outputs meanwhile.
     #[allow(clippy::too_many_arguments)]
-    unsafe fn block(
+    unsafe fn finish(
         &self,
-        x: &[f32],
         y: SendPtr,
         residual: Option<&[f32]>,
         plan: &PanelPlan,
         gi: usize,
         t0: usize,
         t1: usize,
-        panel: &mut [f32],
+        panel: &[f32],
         acc: &mut [f32],
         times: Option<&PhaseTimes>,
     ) {
-        let (cg, mg, kdim, plane) = (self.cg(), self.mg(), self.kdim(), self.g.plane());
-        let xg = &x[gi * cg * plane..(gi + 1) * cg * plane];
-        {
-            let _t = Clock::start(times, |t| &t.gather);
-            if self.simd {
-                simd_gather(plan, xg, plane, cg, panel);
-            } else {
-                plan.gather(xg, plane, cg, panel);
-            }
-        }
+        let (mg, kdim) = (self.mg(), self.kdim());
         let (r0, r1) = (t0 * MR, (t1 * MR).min(mg));
         let m0 = gi * mg;
         {
             let _t = Clock::start(times, |t| &t.gemm);
             if self.simd {
-                simd_gemm(&self.w, gi, mg, kdim, t0, t1, panel, plan.cols, self.bias.as_deref().map(|b| &b[m0..m0 + mg]), acc);
+                simd_gemm(
+                    &self.w,
+                    gi,
+                    mg,
+                    kdim,
+                    t0,
+                    t1,
+                    panel,
+                    plan.cols,
+                    self.bias.as_deref().map(|b| &b[m0..m0 + mg]),
+                    acc,
+                );
             } else {
                 let wg = &self.w[(m0 + r0) * kdim..(m0 + r1) * kdim];
-                sgemm(r1 - r0, plan.cols, kdim, 1.0, wg, Layout::row_major(kdim), panel, Layout::row_major(NR), acc.as_mut_ptr(), NR, false);
+                sgemm(
+                    r1 - r0,
+                    plan.cols,
+                    kdim,
+                    1.0,
+                    wg,
+                    Layout::row_major(kdim),
+                    panel,
+                    Layout::row_major(NR),
+                    acc.as_mut_ptr(),
+                    NR,
+                    false,
+                );
             }
         }
         let _t = Clock::start(times, |t| &t.scatter);
@@ -337,6 +470,30 @@ impl SparseConv {
             write_out(self.simd, plan, row, y.get().add(m * op));
         }
     }
+}
+
+thread_local! {
+    static PLANS: RefCell<Vec<PanelPlan>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Runs `f` on at least `n` reusable plans of this thread.
+fn with_plans<R>(n: usize, f: impl FnOnce(&mut Vec<PanelPlan>) -> R) -> R {
+    let grow = |v: &mut Vec<PanelPlan>| {
+        if v.len() < n {
+            v.resize_with(n, PanelPlan::default);
+        }
+    };
+    PLANS.with(|p| match p.try_borrow_mut() {
+        Ok(mut p) => {
+            grow(&mut p);
+            f(&mut p)
+        }
+        Err(_) => {
+            let mut v = Vec::new();
+            grow(&mut v);
+            f(&mut v)
+        }
+    })
 }
 
 fn simd_available() -> bool {
@@ -377,7 +534,18 @@ pub(super) fn simd_gather(plan: &PanelPlan, x: &[f32], plane: usize, channels: u
 
 #[cfg(target_arch = "x86_64")]
 #[allow(clippy::too_many_arguments)]
-fn simd_gemm(w: &[f32], gi: usize, mg: usize, kdim: usize, t0: usize, t1: usize, panel: &[f32], cols: usize, bias: Option<&[f32]>, acc: &mut [f32]) {
+fn simd_gemm(
+    w: &[f32],
+    gi: usize,
+    mg: usize,
+    kdim: usize,
+    t0: usize,
+    t1: usize,
+    panel: &[f32],
+    cols: usize,
+    bias: Option<&[f32]>,
+    acc: &mut [f32],
+) {
     let per = super::micro::packed_len(mg, kdim);
     let g = super::micro::PanelGemm { a: &w[gi * per..(gi + 1) * per], kdim, rows: mg, t0, t1, b: panel, cols, bias };
     // SAFETY: only reached on the AVX-512 path.
@@ -385,7 +553,18 @@ fn simd_gemm(w: &[f32], gi: usize, mg: usize, kdim: usize, t0: usize, t1: usize,
 }
 #[cfg(not(target_arch = "x86_64"))]
 #[allow(clippy::too_many_arguments)]
-fn simd_gemm(_: &[f32], _: usize, _: usize, _: usize, _: usize, _: usize, _: &[f32], _: usize, _: Option<&[f32]>, _: &mut [f32]) {
+fn simd_gemm(
+    _: &[f32],
+    _: usize,
+    _: usize,
+    _: usize,
+    _: usize,
+    _: usize,
+    _: &[f32],
+    _: usize,
+    _: Option<&[f32]>,
+    _: &mut [f32],
+) {
     unreachable!("the AVX-512 path is never chosen off x86-64")
 }
 

@@ -70,7 +70,7 @@ fn prepare(c: &Case, seed: u64) -> Prepared {
     let w = rng.tensor(&[c.m, c.c / c.group, c.k[0], c.k[1]]);
     let b = rng.tensor(&[c.m]);
     let res = rng.tensor(&[1, c.m, ho, wo]);
-    assert!(x.as_f32().unwrap().iter().any(|&v| v != 0.0));
+    assert!(c.c == 0 || x.as_f32().unwrap().iter().any(|&v| v != 0.0));
     let ins = [Some(&x), Some(&w), c.bias.then_some(&b), c.add.then_some(&res)];
     let dense = eval_op(&Op::Conv(conv_attrs(c)), &ins, &[spec(&[1, c.m, ho, wo])]).unwrap().remove(0);
     Prepared { dense: dense.as_f32().unwrap().to_vec(), x, w, b, res, ho, wo }
@@ -108,7 +108,8 @@ fn check_case(c: &Case, seed: u64, masks: &[BitMask], grans: &[Granularity]) {
             let mut one = vec![f32::NAN; c.m * p.ho * p.wo];
             let res = c.add.then(|| p.res.as_f32().unwrap());
             sc.run_positions(p.x.as_f32().unwrap(), &mut pos, mask, res).unwrap();
-            sc.run(p.x.as_f32().unwrap(), &mut one, &aligned_tiles_naive(mask, Granularity::new(1, 1)), mask, res).unwrap();
+            sc.run(p.x.as_f32().unwrap(), &mut one, &aligned_tiles_naive(mask, Granularity::new(1, 1)), mask, res)
+                .unwrap();
             check_masked(&pos, &p.dense, mask, f32::NAN, 1e-5, &format!("{c:?} simd={simd} mask {mi} positions"));
             assert!(pos.iter().zip(&one).all(|(a, b)| a.to_bits() == b.to_bits()), "positions vs 1x1 tiles");
         }
@@ -195,6 +196,9 @@ fn general_fallback_shapes() {
         let (ho, wo) = out_hw(c);
         check_case(c, 50 + i as u64, &some_masks(&mut rng, ho, wo), &GRANS[..4]);
     }
+    // No input channels: the output is the bias (and the epilogue) where the mask is set.
+    let c0 = Case { act: Some(Activation::Sigmoid), ..case(0, [9, 9], 5, 1, [3, 3], [1, 1], [1; 4]) };
+    check_case(&c0, 58, &some_masks(&mut rng, 9, 9), &GRANS[..2]);
     let mut c = case(7, [18, 16], 9, 1, [3, 3], [1, 2], [2, 1, 2, 3]);
     c.d = [2, 3];
     let (ho, wo) = out_hw(&c);
@@ -240,14 +244,17 @@ fn empty_and_full_masks() {
         // Empty mask, no tiles: nothing is written.
         let empty = BitMask::zeros(16, 16);
         let mut out = vec![1e30; 10 * 256];
-        sc.run(p.x.as_f32().unwrap(), &mut out, &aligned_tiles_naive(&empty, Granularity::new(4, 4)), &empty, res).unwrap();
+        sc.run(p.x.as_f32().unwrap(), &mut out, &aligned_tiles_naive(&empty, Granularity::new(4, 4)), &empty, res)
+            .unwrap();
         assert!(out.iter().all(|&v| v == 1e30));
         // Tiles over an empty mask (a cached-fill caller may pass stale tiles): still no write.
         let full = BitMask::ones(16, 16);
-        sc.run(p.x.as_f32().unwrap(), &mut out, &aligned_tiles_naive(&full, Granularity::new(4, 4)), &empty, res).unwrap();
+        sc.run(p.x.as_f32().unwrap(), &mut out, &aligned_tiles_naive(&full, Granularity::new(4, 4)), &empty, res)
+            .unwrap();
         assert!(out.iter().all(|&v| v == 1e30));
         // Full mask: the dense result everywhere.
-        sc.run(p.x.as_f32().unwrap(), &mut out, &aligned_tiles_naive(&full, Granularity::new(8, 8)), &full, res).unwrap();
+        sc.run(p.x.as_f32().unwrap(), &mut out, &aligned_tiles_naive(&full, Granularity::new(8, 8)), &full, res)
+            .unwrap();
         check_masked(&out, &p.dense, &full, 1e30, 1e-5, "full mask");
     }
 }
@@ -262,7 +269,13 @@ fn overlapping_tiles_and_partial_cover() {
         granularity: Granularity::new(5, 5),
         height: 12,
         width: 12,
-        tiles: vec![DisTile { y: 2, x: 3 }, DisTile { y: 2, x: 7 }, DisTile { y: 4, x: 6 }, DisTile { y: 7, x: 3 }, DisTile { y: 7, x: 8 }],
+        tiles: vec![
+            DisTile { y: 2, x: 3 },
+            DisTile { y: 2, x: 7 },
+            DisTile { y: 4, x: 6 },
+            DisTile { y: 7, x: 3 },
+            DisTile { y: 7, x: 8 },
+        ],
     };
     for simd in paths() {
         let sc = SparseConv::build(&conv_attrs(&c), &[1, 10, 12, 12], &p.w, Some(&p.b), simd).unwrap();

@@ -50,14 +50,17 @@ impl Job<'_> {
         (0..panels * chunks).into_par_iter().with_max_len(1).for_each(|task| {
             let (pi, ci) = (task / chunks, task % chunks);
             with_plan(|plan| {
-                plan.build(self.g, cols, pi * NR, NR.min(cols.len() - pi * NR));
+                let (j0, j1) = super::columns::panel(pi, cols.len());
+                plan.build(self.g, cols, j0, j1 - j0);
                 for m in ci * per..((ci + 1) * per).min(m_n) {
                     let xc = &x[(m / self.mult) * plane..][..plane];
                     let res = self.residual.map(|r| &r[m * op..(m + 1) * op]);
                     let b = self.bias.map_or(0.0, |b| b[m]);
                     // SAFETY: AVX-512 was detected at preparation; the plan is for these planes;
                     // this task alone writes channel m at the panel's positions.
-                    unsafe { channel_simd(plan, xc, &self.w[m * taps..(m + 1) * taps], b, res, self.act, y.get().add(m * op)) };
+                    unsafe {
+                        channel_simd(plan, xc, &self.w[m * taps..(m + 1) * taps], b, res, self.act, y.get().add(m * op))
+                    };
                 }
             })
         });
@@ -143,7 +146,15 @@ fn run_taps(g: &Geo2, xc: &[f32], wm: &[f32], y: usize, x0: usize, acc: &mut [f3
 /// # Safety
 /// AVX-512F; `plan` built for planes like `xc` (input) and `y` (output, whole plane).
 #[cfg(target_arch = "x86_64")]
-unsafe fn channel_simd(plan: &PanelPlan, xc: &[f32], wm: &[f32], bias: f32, res: Option<&[f32]>, act: Option<Activation>, y: *mut f32) {
+unsafe fn channel_simd(
+    plan: &PanelPlan,
+    xc: &[f32],
+    wm: &[f32],
+    bias: f32,
+    res: Option<&[f32]>,
+    act: Option<Activation>,
+    y: *mut f32,
+) {
     use super::gather::simd::{read_out, write_out};
     let mut v = [0.0f32; 64];
     match plan.vecs {

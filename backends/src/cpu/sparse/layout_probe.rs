@@ -41,7 +41,8 @@ impl<'a> NhwcGatherProbe<'a> {
             let panels = cols.len().div_ceil(NR);
             (0..panels).into_par_iter().with_max_len(1).for_each(|pi| {
                 with_plan(|plan| {
-                    plan.build(g, cols, pi * NR, NR.min(cols.len() - pi * NR));
+                    let (j0, j1) = columns::panel(pi, cols.len());
+                    plan.build(g, cols, j0, j1 - j0);
                     scratch::with(Slot::Panel, kdim * NR, |panel| {
                         if cv.simd {
                             simd_gather(plan, x, g.plane(), cv.c, panel);
@@ -67,8 +68,8 @@ impl<'a> NhwcGatherProbe<'a> {
             let panels = cols.len().div_ceil(NR);
             (0..panels).into_par_iter().with_max_len(1).for_each(|pi| {
                 scratch::with(Slot::Panel, kdim * NR, |panel| {
-                    let j0 = pi * NR;
-                    for (j, dst) in panel.chunks_exact_mut(kdim).take(NR.min(cols.len() - j0)).enumerate() {
+                    let (j0, j1) = columns::panel(pi, cols.len());
+                    for (j, dst) in panel.chunks_exact_mut(kdim).take(j1 - j0).enumerate() {
                         let (oy, ox) = (cols.ys[j0 + j] as usize, cols.xs[j0 + j] as usize);
                         for a in 0..g.kh {
                             let iy = (oy * g.sh + a * g.dh) as isize - g.ph as isize;
@@ -94,7 +95,11 @@ impl<'a> NhwcGatherProbe<'a> {
     fn check(&self, x: &[f32], tiles: &TileSet, mask: &BitMask) -> Result<()> {
         let g = &self.conv.g;
         if x.len() != self.conv.input_len() {
-            return Err(Error::Other(format!("NhwcGatherProbe: input has {} values, expected {}", x.len(), self.conv.input_len())));
+            return Err(Error::Other(format!(
+                "NhwcGatherProbe: input has {} values, expected {}",
+                x.len(),
+                self.conv.input_len()
+            )));
         }
         columns::check("NhwcGatherProbe", tiles, mask, g.ho, g.wo)
     }

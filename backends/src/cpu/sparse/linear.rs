@@ -21,7 +21,7 @@ fn bad<T>(msg: String) -> Result<T> {
     Err(Error::Other(format!("{OP}: {msg}")))
 }
 
-#[derive(Debug)]
+/// A token-sparse linear layer, prepared once (weights packed).
 pub struct SparseLinear {
     k: usize,
     n: usize,
@@ -32,27 +32,49 @@ pub struct SparseLinear {
     act: Option<Activation>,
 }
 
+impl std::fmt::Debug for SparseLinear {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "SparseLinear {{ {} -> {}, bias {}, {:?}, avx512 {} }}",
+            self.k,
+            self.n,
+            self.bias.is_some(),
+            self.act,
+            self.simd
+        )
+    }
+}
+
 impl SparseLinear {
     /// `weight` is `[K, N]` (ONNX MatMul's B), `bias` `[N]`; `act` is applied last.
     pub fn new(weight: &Tensor, bias: Option<&Tensor>, act: Option<Activation>) -> Result<SparseLinear> {
         SparseLinear::build(weight, bias, act, simd_available())
     }
 
-    pub(crate) fn build(weight: &Tensor, bias: Option<&Tensor>, act: Option<Activation>, simd: bool) -> Result<SparseLinear> {
+    pub(crate) fn build(
+        weight: &Tensor,
+        bias: Option<&Tensor>,
+        act: Option<Activation>,
+        simd: bool,
+    ) -> Result<SparseLinear> {
         let &[k, n] = weight.shape() else {
             return bad(format!("weight shape {:?} must be [K, N]", weight.shape()));
         };
-        let wd = weight.as_f32().map_err(|_| Error::Other(format!("{OP}: weight must be FLOAT, got {}", weight.dtype())))?;
+        let wd =
+            weight.as_f32().map_err(|_| Error::Other(format!("{OP}: weight must be FLOAT, got {}", weight.dtype())))?;
         let bias = match bias {
             Some(b) => {
                 if b.shape() != [n] {
                     return bad(format!("bias shape {:?} must be [{n}]", b.shape()));
                 }
-                let bd = b.as_f32().map_err(|_| Error::Other(format!("{OP}: bias must be FLOAT, got {}", b.dtype())))?;
+                let bd =
+                    b.as_f32().map_err(|_| Error::Other(format!("{OP}: bias must be FLOAT, got {}", b.dtype())))?;
                 Some(bd.to_vec())
             }
             None => None,
         };
+        let simd = simd && simd_available();
         let w = if simd { pack(wd, k, n) } else { wd.to_vec() };
         Ok(SparseLinear { k, n, simd, w, bias, act })
     }
@@ -69,7 +91,14 @@ impl SparseLinear {
     }
 
     /// `run`, adding the time of each phase to `times`.
-    pub fn run_timed(&self, x: &[f32], tokens: usize, out: &mut [f32], rows: &[u32], times: Option<&PhaseTimes>) -> Result<()> {
+    pub fn run_timed(
+        &self,
+        x: &[f32],
+        tokens: usize,
+        out: &mut [f32],
+        rows: &[u32],
+        times: Option<&PhaseTimes>,
+    ) -> Result<()> {
         let (k, n) = (self.k, self.n);
         if tokens.checked_mul(k) != Some(x.len()) {
             return bad(format!("input has {} values, expected tokens*K = {tokens}*{k}", x.len()));
@@ -147,7 +176,19 @@ impl SparseLinear {
                     } else {
                         // SAFETY: `acc` holds (r1 - r0) rows of NR >= cols.
                         unsafe {
-                            sgemm(r1 - r0, cols, k, 1.0, &a[r0 * k..], Layout::row_major(k), &self.w[n0..], Layout::row_major(n), acc.as_mut_ptr(), NR, false)
+                            sgemm(
+                                r1 - r0,
+                                cols,
+                                k,
+                                1.0,
+                                &a[r0 * k..],
+                                Layout::row_major(k),
+                                &self.w[n0..],
+                                Layout::row_major(n),
+                                acc.as_mut_ptr(),
+                                NR,
+                                false,
+                            )
                         };
                     }
                 }

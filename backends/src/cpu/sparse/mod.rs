@@ -12,25 +12,25 @@
 
 mod columns;
 mod conv;
+#[cfg(test)]
+mod conv_tests;
 mod depthwise;
 mod gather;
+mod layout_probe;
 mod linear;
+#[cfg(test)]
+mod linear_tests;
 #[cfg(target_arch = "x86_64")]
 mod micro;
-mod layout_probe;
 #[cfg(target_arch = "x86_64")]
 mod nhwc;
 mod scratch;
 #[cfg(test)]
-mod conv_tests;
-#[cfg(test)]
-mod linear_tests;
-#[cfg(test)]
 mod testkit;
 
 pub use conv::{ConvKind, SparseConv};
-pub use linear::SparseLinear;
 pub use layout_probe::NhwcGatherProbe;
+pub use linear::SparseLinear;
 #[cfg(target_arch = "x86_64")]
 pub use nhwc::NhwcConv;
 
@@ -86,8 +86,10 @@ impl PhaseTimes {
     }
 }
 
-/// Times a phase, only when a `PhaseTimes` was given.
-pub(crate) struct Clock<'a>(Option<(&'a AtomicU64, fn() -> u64, u64)>);
+/// Times a phase, only when a `PhaseTimes` was given: the counter, the clock, the start.
+pub(crate) struct Clock<'a>(Option<Running<'a>>);
+
+type Running<'a> = (&'a AtomicU64, fn() -> u64, u64);
 
 impl<'a> Clock<'a> {
     #[inline]

@@ -27,7 +27,7 @@ const CB: usize = 128;
 /// Position tiles per task: the accumulators (48 x 64 floats) stay in L1 too.
 const TILES_PER_TASK: usize = 8;
 
-#[derive(Debug)]
+/// The NHWC counterpart of [`SparseConv`] used to measure the layout choice.
 pub struct NhwcConv {
     c: usize,
     m: usize,
@@ -65,10 +65,21 @@ impl NhwcConv {
     }
 
     /// `x` is one image `H x W x C`, `out` `Ho x Wo x M`; writes where `mask` is set.
-    pub fn run_timed(&self, x: &[f32], out: &mut [f32], tiles: &TileSet, mask: &BitMask, times: Option<&PhaseTimes>) -> Result<()> {
+    pub fn run_timed(
+        &self,
+        x: &[f32],
+        out: &mut [f32],
+        tiles: &TileSet,
+        mask: &BitMask,
+        times: Option<&PhaseTimes>,
+    ) -> Result<()> {
         let g = &self.g;
         if x.len() != self.c * g.plane() || out.len() != self.m * g.out_plane() {
-            return Err(Error::Other(format!("{OP}: input {} / output {} values do not fit the prepared shapes", x.len(), out.len())));
+            return Err(Error::Other(format!(
+                "{OP}: input {} / output {} values do not fit the prepared shapes",
+                x.len(),
+                out.len()
+            )));
         }
         columns::check(OP, tiles, mask, g.ho, g.wo)?;
         with_columns(|cols| {
@@ -196,14 +207,22 @@ mod tests {
         let mut rng = Rng::new(77);
         for &(c, h, m, k, s) in &[(20, 17, 70, 3, 1), (130, 12, 64, 3, 2), (16, 9, 5, 1, 1), (3, 15, 8, 7, 2)] {
             let p = Conv {
-                window: Window { kernel_shape: vec![k, k], strides: vec![s, s], pads: vec![k / 2; 4], dilations: vec![], auto_pad: AutoPad::NotSet },
+                window: Window {
+                    kernel_shape: vec![k, k],
+                    strides: vec![s, s],
+                    pads: vec![k / 2; 4],
+                    dilations: vec![],
+                    auto_pad: AutoPad::NotSet,
+                },
                 group: 1,
                 fused_add: false,
                 activation: Some(Activation::Relu),
             };
             let ho = (h + 2 * (k / 2) - k) / s + 1;
             let (x, w, b) = (rng.tensor(&[1, c, h, h]), rng.tensor(&[m, c, k, k]), rng.tensor(&[m]));
-            let dense = eval_op(&Op::Conv(p.clone()), &[Some(&x), Some(&w), Some(&b)], &[spec(&[1, m, ho, ho])]).unwrap().remove(0);
+            let dense = eval_op(&Op::Conv(p.clone()), &[Some(&x), Some(&w), Some(&b)], &[spec(&[1, m, ho, ho])])
+                .unwrap()
+                .remove(0);
             let nc = NhwcConv::new(&p, x.shape(), &w, Some(&b)).unwrap();
             let xd = x.as_f32().unwrap();
             let xh: Vec<f32> = (0..c * h * h).map(|i| xd[(i % c) * h * h + i / c]).collect();
@@ -213,7 +232,14 @@ mod tests {
                 nc.run_timed(&xh, &mut out, &aligned_tiles_naive(&mask, Granularity::new(1, 1)), &mask, None).unwrap();
                 // Back to planes for the check.
                 let planes: Vec<f32> = (0..m * ho * ho).map(|i| out[(i % (ho * ho)) * m + i / (ho * ho)]).collect();
-                check_masked(&planes, dense.as_f32().unwrap(), &mask, f32::NAN, 1e-5, &format!("nhwc c {c} k {k} s {s} d {d}"));
+                check_masked(
+                    &planes,
+                    dense.as_f32().unwrap(),
+                    &mask,
+                    f32::NAN,
+                    1e-5,
+                    &format!("nhwc c {c} k {k} s {s} d {d}"),
+                );
             }
         }
     }
