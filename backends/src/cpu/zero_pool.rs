@@ -63,8 +63,16 @@ impl ZeroPool {
         (vec![0.0; len], false)
     }
 
-    /// Hands a buffer back for zeroing in the background (or here, if the worker could not start).
+    /// Hands a buffer back for zeroing: in the background when that is much work, here when it
+    /// is little (or when the worker could not start). Waking the worker costs a context switch
+    /// that, on a machine whose cores the compute threads keep busy, delays the graph more than
+    /// clearing a few kilobytes does.
     pub fn give_back(&mut self, mut buf: Vec<f32>, dirty: Dirty) {
+        if dirty_len(&buf, &dirty) <= INLINE_CLEAR {
+            clear(&mut buf, &dirty);
+            self.ready.entry(buf.len()).or_default().push(buf);
+            return;
+        }
         match &self.to_worker {
             Some(tx) => {
                 let len = buf.len();
@@ -120,6 +128,17 @@ impl Drop for ZeroPool {
     }
 }
 
+/// Elements up to which a returned buffer is cleared on the spot (256 KiB of writes).
+const INLINE_CLEAR: usize = 64 * 1024;
+
+/// How many elements `clear` will write.
+fn dirty_len(buf: &[f32], dirty: &Dirty) -> usize {
+    match dirty {
+        Dirty::All => buf.len(),
+        Dirty::Positions { masks, channels } => masks.iter().map(BitMask::count_ones).sum::<usize>() * channels,
+    }
+}
+
 fn clear(buf: &mut [f32], dirty: &Dirty) {
     match dirty {
         Dirty::All => buf.fill(0.0),
@@ -159,18 +178,21 @@ mod tests {
     #[test]
     fn returned_buffers_come_back_zeroed() {
         let mut p = ZeroPool::new();
-        let (mut a, ready) = p.take(24);
-        assert!(!ready);
-        assert!(a.iter().all(|&v| v == 0.0));
-        a.iter_mut().enumerate().for_each(|(i, v)| *v = i as f32 + 1.0);
-        p.give_back(a, Dirty::All);
-        p.drain();
-        assert_eq!(p.ready_count(), 1);
-        let (b, ready) = p.take(24);
-        assert!(ready);
-        assert!(b.iter().all(|&v| v == 0.0));
-        // A different size is not served from the pool.
-        assert!(!p.take(25).1);
+        // Small buffers are cleared on the spot, large ones by the worker: both come back zero.
+        for n in [24, 3 * INLINE_CLEAR] {
+            let (mut a, ready) = p.take(n);
+            assert!(!ready);
+            assert!(a.iter().all(|&v| v == 0.0));
+            a.iter_mut().enumerate().for_each(|(i, v)| *v = i as f32 + 1.0);
+            p.give_back(a, Dirty::All);
+            p.drain();
+            assert_eq!(p.ready_count(), 1);
+            let (b, ready) = p.take(n);
+            assert!(ready);
+            assert!(b.iter().all(|&v| v == 0.0));
+            // A different size is not served from the pool.
+            assert!(!p.take(n + 1).1);
+        }
     }
 
     #[test]

@@ -55,7 +55,7 @@ fn hash(s: &str) -> u64 {
 }
 
 fn cache_file(root: &std::path::Path, fp: &str, sig: &str) -> PathBuf {
-    root.join("cpu").join(format!("{:016x}.json", hash(&format!("v3|{fp}|{sig}"))))
+    root.join("cpu").join(format!("{:016x}.json", hash(&format!("v4|{fp}|{sig}"))))
 }
 
 /// Loads the cached PolyKernel for `s` from under `cache` or measures one and caches it there.

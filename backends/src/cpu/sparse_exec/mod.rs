@@ -243,6 +243,15 @@ impl SparseStep {
                 };
                 let (xi, oi) = (xd.len() / images, len / images);
                 for (img, m) in masks.iter().enumerate() {
+                    let (x, o, r) = (&xd[img * xi..][..xi], &mut buf[img * oi..][..oi], residual.map(|r| &r[img * oi..][..oi]));
+                    // 1x1 tiles are the active positions: the kernel reads them straight from
+                    // the mask instead of from a list built first.
+                    if g == Granularity::new(1, 1) {
+                        tiles_total += m.count_ones();
+                        let _s = tracing::trace_span!("kernel").entered();
+                        conv.run_positions(x, o, m, r)?;
+                        continue;
+                    }
                     let ts = {
                         let t0 = Instant::now();
                         let _s = tracing::trace_span!("tiles").entered();
@@ -252,7 +261,7 @@ impl SparseStep {
                     };
                     tiles_total += ts.len();
                     let _s = tracing::trace_span!("kernel").entered();
-                    conv.run(&xd[img * xi..][..xi], &mut buf[img * oi..][..oi], &ts, m, residual.map(|r| &r[img * oi..][..oi]))?;
+                    conv.run(x, o, &ts, m, r)?;
                 }
             }
             Kernel::Linear(lin) => {
