@@ -8,7 +8,8 @@
 //! (default 2) threads, random non-zero inputs, bias + ReLU epilogue on both sides, L1/L2
 //! evicted before every timed call (`evict`). "pos" is the positions schedule
 //! (`run_positions`). Then the phase split of the best schedule and the NCHW-vs-NHWC experiment. BENCH_ONLY=text
-//! runs the cases whose name contains it; BENCH_THREADS=1 BENCH_CPU=1 times on-CPU time of the
+//! runs the cases whose name contains it, BENCH_DENSITIES=0.1,1.0 other conv densities (masks
+//! grown or shrunk from d30 where no dataset exists); BENCH_THREADS=1 BENCH_CPU=1 times on-CPU time of the
 //! one worker, which other processes on a shared box barely disturb.
 //!
 //! Masks (40x40 outputs): the 56x56 block masks of DynConv's layer1 (`mask_layer1_*`),
@@ -480,6 +481,9 @@ fn main() {
     let threads = env_usize("BENCH_THREADS", 2);
     let rounds = env_usize("BENCH_ROUNDS", 21);
     let only = std::env::var("BENCH_ONLY").unwrap_or_default();
+    let densities: Vec<f64> = std::env::var("BENCH_DENSITIES")
+        .map(|v| v.split(',').filter_map(|d| d.trim().parse().ok()).collect())
+        .unwrap_or_else(|_| vec![0.1, 0.3, 0.5]);
     let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
     let mut rng = Rng(0x2545_F491_4F6C_DD1D);
     let clock = if std::env::var("BENCH_CPU").is_ok() { "thread CPU time" } else { "wall time" };
@@ -498,7 +502,7 @@ fn main() {
     pool.install(|| {
         for cc in &cases {
             if only.is_empty() || cc.name.contains(only.as_str()) {
-                bench_conv(cc, &[0.1, 0.3, 0.5], rounds, &mut rng, &mut nhwc);
+                bench_conv(cc, &densities, rounds, &mut rng, &mut nhwc);
             }
         }
         if only.is_empty() || "linear".contains(only.as_str()) {

@@ -336,11 +336,14 @@ impl SparseConv {
         let panels = p_n.div_ceil(NR);
         let (cg, taps) = (self.cg(), self.g.taps());
         with_plans(panels, |plans| {
-            plans[..panels].par_iter_mut().enumerate().for_each(|(pi, plan)| {
+            {
+                // A handful of plans of a few microseconds each: not worth waking the pool for.
                 let _t = Clock::start(times, |t| &t.plan);
-                let (j0, j1) = columns::panel(pi, p_n);
-                plan.build(&self.g, cols, j0, j1 - j0);
-            });
+                for (pi, plan) in plans[..panels].iter_mut().enumerate() {
+                    let (j0, j1) = columns::panel(pi, p_n);
+                    plan.build(&self.g, cols, j0, j1 - j0);
+                }
+            }
             let plans = &plans[..panels];
             // Per panel: every input channel's rows, `C * taps` rows of 64, groups one after another.
             let pan = self.c * taps * NR;

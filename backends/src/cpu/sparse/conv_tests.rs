@@ -177,6 +177,12 @@ fn depthwise3x3_stride1_and_2() {
     let mut c = case(6, [17, 12], 12, 6, [5, 5], [1, 1], [4; 4]);
     c.d = [2, 2];
     check_case(&c, 42, &some_masks(&mut rng, 17, 12), &GRANS[..3]);
+    // Wider than the row-block kernel takes (9 > 8 columns): the gather-plan path at stride 1.
+    let c = case(8, [10, 37], 8, 8, [1, 9], [1, 1], [0, 4, 0, 4]);
+    check_case(&c, 43, &some_masks(&mut rng, 10, 37), &GRANS[..3]);
+    // Rows wider than one 16-lane block, with the window hanging over both edges.
+    let c = case(4, [9, 50], 4, 4, [3, 7], [1, 1], [1, 3, 1, 3]);
+    check_case(&c, 44, &some_masks(&mut rng, 9, 50), &GRANS[..3]);
 }
 
 #[test]

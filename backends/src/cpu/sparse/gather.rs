@@ -2,10 +2,10 @@
 //! positions: the im2col rows of the positions (gather) and the results back to the output
 //! planes (scatter), both through one per-panel plan.
 //!
-//! Each 16-lane vector of a panel row is filled the cheapest way its lanes allow: lanes that read
+//! Each 16-lane vector of a panel row is filled from its lanes' offsets: lanes that read
 //! consecutive input addresses form a segment, and a vector made of at most `MAX_SEGS` segments
-//! is a few masked loads (the common case at stride 1: runs of output positions read runs of
-//! input); anything else (strided windows, scattered positions) is one hardware gather. Lanes
+//! is a few masked loads (at stride 1, runs of output positions read runs of input); anything
+//! else (strided windows, scattered positions) is one hardware gather. Lanes
 //! reading padding, and columns past the panel's end, are masked off and read as 0. Writing back
 //! uses the same construction over the active positions only, so inactive and phantom
 //! positions are never stored to.
@@ -44,8 +44,10 @@ impl Geo2 {
     }
 }
 
-/// Vectors with more segments than this are gathered instead: measured on the 2-core AVX-512
-/// box, a 16-lane hardware gather costs about as much as three masked loads.
+/// Vectors with more segments than this are gathered instead. Measured on the 2-core AVX-512
+/// box (1 thread, real masks, 3x3 s1/s2 and 1x1 at densities 0.1-0.5): 0 (always the hardware
+/// gather), 1, 3 and 8 are all within the noise of each other, so this box gathers 16 lanes
+/// about as fast as it issues three masked loads; 3 keeps long runs on plain loads.
 const MAX_SEGS: usize = 3;
 
 /// Lanes in `mask` of a vector live at `base + off + lane`.
