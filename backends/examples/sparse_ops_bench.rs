@@ -22,7 +22,7 @@
 //! per-block token masks from `models/masks/avit_full_d30.dsm` (class token always active).
 
 use dynaspa_backends::cpu::eval_op;
-use dynaspa_backends::cpu::sparse::{NhwcConv, NhwcGatherProbe, PhaseTimes, SparseConv, SparseLinear};
+use dynaspa_backends::cpu::sparse::{NhwcConv, NhwcDepthwise, NhwcGatherProbe, PhaseTimes, SparseConv, SparseLinear};
 use dynaspa_runtime::backend::TensorSpec;
 use dynaspa_runtime::graph::{Activation, AutoPad, Conv, Op, Window};
 use dynaspa_runtime::sparsity::tiles::aligned_tiles_naive;
@@ -345,6 +345,8 @@ fn bench_conv(cc: &ConvCase, densities: &[f64], rounds: usize, rng: &mut Rng, nh
         );
         if cc.group == 1 {
             nhwc_rows.push(nhwc_row(rng, cc, &sc, &attrs, &w, &b, &x, &masks, &tiles[best], density, rounds));
+        } else {
+            nhwc_rows.push(nhwc_dw_row(cc, &sc, &attrs, &w, &b, &x, &masks, &tiles[best], density, rounds));
         }
     }
 }
@@ -407,6 +409,46 @@ fn nhwc_row(
         g2 * 1e3,
         100.0 * g2 / bq,
     )
+}
+
+/// The layout experiment for the depthwise conv: NCHW (row blocks) against NHWC (per active
+/// position, contiguous channel runs), interleaved. There is no separate gather phase in either.
+#[allow(clippy::too_many_arguments)]
+fn nhwc_dw_row(
+    cc: &ConvCase,
+    sc: &SparseConv,
+    attrs: &Conv,
+    w: &Tensor,
+    b: &Tensor,
+    x: &Tensor,
+    masks: &[BitMask],
+    tiles: &[TileSet],
+    density: f64,
+    rounds: usize,
+) -> String {
+    let xd = x.as_f32().unwrap();
+    let nd = NhwcDepthwise::new(attrs, x.shape(), w, Some(b)).unwrap();
+    let plane = cc.hin * cc.hin;
+    let xh: Vec<f32> = (0..xd.len()).map(|i| xd[(i % cc.c) * plane + i / cc.c]).collect();
+    let mut o1 = vec![0.0f32; sc.output_len()];
+    let mut o2 = vec![0.0f32; sc.output_len()];
+    let (mut a, mut bq) = (Vec::new(), Vec::new());
+    for r in 0..rounds + 3 {
+        let f = r % masks.len();
+        let (t1, t2) = if r % 2 == 0 {
+            let t1 = timed(|| sc.run(xd, &mut o1, &tiles[f], &masks[f], None).unwrap());
+            (t1, timed(|| nd.run_timed(&xh, &mut o2, &tiles[f], &masks[f], None).unwrap()))
+        } else {
+            let t2 = timed(|| nd.run_timed(&xh, &mut o2, &tiles[f], &masks[f], None).unwrap());
+            (timed(|| sc.run(xd, &mut o1, &tiles[f], &masks[f], None).unwrap()), t2)
+        };
+        if r >= 3 {
+            a.push(t1);
+            bq.push(t2);
+        }
+    }
+    let (a, bq) = (median(&mut a), median(&mut bq));
+    format!("| {} | {:.2} | {:.3} | {:.3} | {:.2}x | - | - |", cc.name, density, a * 1e3, bq * 1e3, a / bq)
 }
 
 fn bench_linear(rounds: usize, rng: &mut Rng) {

@@ -32,7 +32,7 @@ pub use conv::{ConvKind, SparseConv};
 pub use layout_probe::NhwcGatherProbe;
 pub use linear::SparseLinear;
 #[cfg(target_arch = "x86_64")]
-pub use nhwc::NhwcConv;
+pub use nhwc::{NhwcConv, NhwcDepthwise};
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
