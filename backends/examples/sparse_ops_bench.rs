@@ -22,7 +22,7 @@
 //! per-block token masks from `models/masks/avit_full_d30.dsm` (class token always active).
 
 use dynaspa_backends::cpu::eval_op;
-use dynaspa_backends::cpu::sparse::{NhwcConv, NhwcGatherProbe, PhaseTimes, SparseConv, SparseLinear};
+use dynaspa_backends::cpu::sparse::{NhwcConv, NhwcDepthwise, NhwcGatherProbe, PhaseTimes, SparseConv, SparseLinear};
 use dynaspa_runtime::backend::TensorSpec;
 use dynaspa_runtime::graph::{Activation, AutoPad, Conv, Op, Window};
 use dynaspa_runtime::sparsity::tiles::aligned_tiles_naive;
@@ -284,12 +284,14 @@ fn bench_conv(cc: &ConvCase, densities: &[f64], rounds: usize, rng: &mut Rng, nh
                 sc.run(xd, &mut out, &t[0], &masks[0], None).unwrap();
             }
         }
-        let mut td = Vec::new();
+        let (mut td, mut tf) = (Vec::new(), Vec::new());
         // Index 0: the positions schedule (`run_positions`); then one per granularity.
         let mut ts = vec![Vec::new(); GRANS.len() + 1];
+        // The sparse kernel on an all-ones mask: how much of the speedup is the kernel itself.
+        let full = BitMask::ones(ho, ho);
         // Whatever ran right after the dense call measured ~5-10% slower (even with the
         // eviction), so every round runs the variants in a fresh random order.
-        let n_var = GRANS.len() + 2;
+        let n_var = GRANS.len() + 3;
         let mut order: Vec<usize> = (0..n_var).collect();
         for r in 0..rounds {
             let f = r % masks.len();
@@ -298,6 +300,7 @@ fn bench_conv(cc: &ConvCase, densities: &[f64], rounds: usize, rng: &mut Rng, nh
                 match v {
                     0 => td.push(timed(dense)),
                     1 => ts[0].push(timed(|| sc.run_positions(xd, &mut out, &masks[f], None).unwrap())),
+                    v if v == n_var - 1 => tf.push(timed(|| sc.run_positions(xd, &mut out, &full, None).unwrap())),
                     v => {
                         let t = &tiles[v - 2][f];
                         ts[v - 1].push(timed(|| sc.run(xd, &mut out, t, &masks[f], None).unwrap()));
@@ -305,7 +308,7 @@ fn bench_conv(cc: &ConvCase, densities: &[f64], rounds: usize, rng: &mut Rng, nh
                 }
             }
         }
-        let dm = median(&mut td);
+        let (dm, fm) = (median(&mut td), median(&mut tf));
         let sm: Vec<f64> = ts.iter_mut().map(|v| median(v)).collect();
         let best_v = (0..sm.len()).min_by(|&a, &b| sm[a].total_cmp(&sm[b])).unwrap();
         // Positions and 1x1 tiles compute the same columns; phases are read through the tiles.
@@ -326,7 +329,7 @@ fn bench_conv(cc: &ConvCase, densities: &[f64], rounds: usize, rng: &mut Rng, nh
         let target = 0.6 / density;
         let speedup = dm / sm[best_v];
         println!(
-            "| {} | {:.2} ({:.3}) | {} | {} | {:.2} | {:.2} | {:.2}x | {:.1}x{} | {:.0} / {:.0} / {:.0} / {:.0} | {} |",
+            "| {} | {:.2} ({:.3}) | {} | {} | {:.2} | {:.2} | {:.2}x | {:.1}x{} | {:.2} ({:.2}x) | {:.0} / {:.0} / {:.0} / {:.0} | {} |",
             cc.name,
             density,
             actual,
@@ -337,6 +340,8 @@ fn bench_conv(cc: &ConvCase, densities: &[f64], rounds: usize, rng: &mut Rng, nh
             speedup,
             target,
             if speedup >= target { "" } else { " MISSED" },
+            fm * 1e3,
+            fm / sm[best_v],
             pct(s[1]),
             pct(s[2]),
             pct(s[3]),
@@ -345,6 +350,8 @@ fn bench_conv(cc: &ConvCase, densities: &[f64], rounds: usize, rng: &mut Rng, nh
         );
         if cc.group == 1 {
             nhwc_rows.push(nhwc_row(rng, cc, &sc, &attrs, &w, &b, &x, &masks, &tiles[best], density, rounds));
+        } else {
+            nhwc_rows.push(nhwc_dw_row(cc, &sc, &attrs, &w, &b, &x, &masks, &tiles[best], density, rounds));
         }
     }
 }
@@ -409,6 +416,46 @@ fn nhwc_row(
     )
 }
 
+/// The layout experiment for the depthwise conv: NCHW (row blocks) against NHWC (per active
+/// position, contiguous channel runs), interleaved. There is no separate gather phase in either.
+#[allow(clippy::too_many_arguments)]
+fn nhwc_dw_row(
+    cc: &ConvCase,
+    sc: &SparseConv,
+    attrs: &Conv,
+    w: &Tensor,
+    b: &Tensor,
+    x: &Tensor,
+    masks: &[BitMask],
+    tiles: &[TileSet],
+    density: f64,
+    rounds: usize,
+) -> String {
+    let xd = x.as_f32().unwrap();
+    let nd = NhwcDepthwise::new(attrs, x.shape(), w, Some(b)).unwrap();
+    let plane = cc.hin * cc.hin;
+    let xh: Vec<f32> = (0..xd.len()).map(|i| xd[(i % cc.c) * plane + i / cc.c]).collect();
+    let mut o1 = vec![0.0f32; sc.output_len()];
+    let mut o2 = vec![0.0f32; sc.output_len()];
+    let (mut a, mut bq) = (Vec::new(), Vec::new());
+    for r in 0..rounds + 3 {
+        let f = r % masks.len();
+        let (t1, t2) = if r % 2 == 0 {
+            let t1 = timed(|| sc.run(xd, &mut o1, &tiles[f], &masks[f], None).unwrap());
+            (t1, timed(|| nd.run_timed(&xh, &mut o2, &tiles[f], &masks[f], None).unwrap()))
+        } else {
+            let t2 = timed(|| nd.run_timed(&xh, &mut o2, &tiles[f], &masks[f], None).unwrap());
+            (timed(|| sc.run(xd, &mut o1, &tiles[f], &masks[f], None).unwrap()), t2)
+        };
+        if r >= 3 {
+            a.push(t1);
+            bq.push(t2);
+        }
+    }
+    let (a, bq) = (median(&mut a), median(&mut bq));
+    format!("| {} | {:.2} | {:.3} | {:.3} | {:.2}x | - | - |", cc.name, density, a * 1e3, bq * 1e3, a / bq)
+}
+
 fn bench_linear(rounds: usize, rng: &mut Rng) {
     let (t, k, n) = (197usize, 384usize, 1152usize);
     let x = rng.tensor(&[t, k]);
@@ -463,7 +510,7 @@ fn bench_linear(rounds: usize, rng: &mut Rng) {
         let tot: f64 = s.iter().sum();
         let (dm, sm) = (median(&mut td), median(&mut ts));
         println!(
-            "| linear {t}x{k}->{n} | {density:.2} ({actual:.3}) | {} | rows | {:.3} | {:.3} | {:.2}x | {:.1}x{} | {:.0} / {:.0} / {:.0} / - | |",
+            "| linear {t}x{k}->{n} | {density:.2} ({actual:.3}) | {} | rows | {:.3} | {:.3} | {:.2}x | {:.1}x{} | - | {:.0} / {:.0} / {:.0} / - | |",
             ds.maps()[mi].name,
             dm * 1e3,
             sm * 1e3,
@@ -489,9 +536,9 @@ fn main() {
     let clock = if std::env::var("BENCH_CPU").is_ok() { "thread CPU time" } else { "wall time" };
     println!("sparse_ops_bench: {threads} threads, median of {rounds} interleaved rounds, {clock}; ms per image");
     println!(
-        "| op | density (actual) | masks | best gran | dense ms | sparse ms | speedup | target | gather / gemm / scatter / plan % | ms per granularity |"
+        "| op | density (actual) | masks | best | dense ms | sparse ms | speedup | target | sparse at density 1 ms (ratio) | gather / gemm / scatter / plan % | ms per schedule (pos = positions) |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|");
     let cases = [
         ConvCase { name: "conv3x3 s1 40x40 256->256", c: 256, hin: 40, m: 256, k: 3, s: 1, group: 1 },
         ConvCase { name: "conv1x1 40x40 256->256", c: 256, hin: 40, m: 256, k: 1, s: 1, group: 1 },

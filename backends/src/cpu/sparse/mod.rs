@@ -2,13 +2,25 @@
 //! the positions whose mask bit is set (everything else in the output buffer is left as it was,
 //! so a zero-filled buffer ends up holding `mask * dense_op(x)` and a cached one keeps its values).
 //!
+//! ```text
+//! let conv = SparseConv::new(&conv_attrs, &[n, c, h, w], &weight, Some(&bias))?;   // packs weights
+//! conv.run(x_image, out_image, &tiles, &mask, residual)?;    // per image, NCHW, tiles at any granularity
+//! conv.run_positions(x_image, out_image, &mask, residual)?;  // the positions schedule, no tiles
+//! let lin = SparseLinear::new(&w_kn, Some(&bias), act)?;
+//! lin.run(x_tk, tokens, out_tn, &active_rows)?;              // rows strictly increasing
+//! ```
+//!
 //! How the convs run: the output positions of the tiles become GEMM columns (row runs, see
-//! [`columns`]); 64 of them at a time are gathered into an im2col panel ([`gather`]), multiplied
-//! by weights packed once at preparation ([`micro`]), and scattered back with the bias, residual
-//! and activation, testing the mask per position. Depthwise convs run directly ([`depthwise`]).
+//! `columns`); 64 of them at a time are gathered into an im2col panel (`gather`), multiplied by
+//! weights packed once at preparation (`micro`), and scattered back with the bias, residual and
+//! activation, testing the mask per position. Depthwise convs run directly (`depthwise`).
 //! The granularity of the `TileSet` a caller passes is the schedule knob: 1x1 tiles are the
-//! "positions" schedule (only active positions are computed); larger tiles also compute their
-//! inactive positions, trading wasted work for fewer, longer runs.
+//! positions schedule (only active positions are computed); larger tiles also compute their
+//! inactive positions. On CPU the gather reads any position list at about the same cost, so
+//! the positions schedule was the fastest at every density measured (`sparse_ops_bench`).
+//!
+//! `NhwcConv`, `NhwcDepthwise` and `NhwcGatherProbe` exist to measure the activation-layout
+//! decision of DESIGN.md (the same kernels over NHWC data); the runtime is NCHW today.
 
 mod columns;
 mod conv;
@@ -32,7 +44,7 @@ pub use conv::{ConvKind, SparseConv};
 pub use layout_probe::NhwcGatherProbe;
 pub use linear::SparseLinear;
 #[cfg(target_arch = "x86_64")]
-pub use nhwc::NhwcConv;
+pub use nhwc::{NhwcConv, NhwcDepthwise};
 
 use std::sync::atomic::{AtomicU64, Ordering};
 

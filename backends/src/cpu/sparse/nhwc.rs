@@ -178,6 +178,97 @@ impl NhwcConv {
     }
 }
 
+/// The NHWC counterpart of the depthwise [`SparseConv`] (channel multiplier 1): per active
+/// position, each tap is one multiply-add over a contiguous run of `C` channels, so only the
+/// active positions' pixels (and their halo) are touched, not whole 16-position cache lines.
+pub struct NhwcDepthwise {
+    c: usize,
+    g: Geo2,
+    /// `[taps][C]`.
+    w: Vec<f32>,
+    bias: Option<Vec<f32>>,
+    act: Option<Activation>,
+}
+
+impl NhwcDepthwise {
+    /// As [`SparseConv::new`] (input shape given NCHW) for a depthwise conv, multiplier 1.
+    pub fn new(p: &Conv, input: &[usize], weight: &Tensor, bias: Option<&Tensor>) -> Result<NhwcDepthwise> {
+        let sc = SparseConv::build(p, input, weight, bias, false)?;
+        if sc.kind != ConvKind::Depthwise || sc.m != sc.c || sc.fused_add {
+            return Err(Error::Other("NhwcDepthwise: only depthwise, multiplier 1, no fused add".into()));
+        }
+        let (c, g) = (sc.c, sc.g);
+        let wd = weight.as_f32()?;
+        let taps = g.taps();
+        let w = (0..taps * c).map(|i| wd[(i % c) * taps + i / c]).collect();
+        Ok(NhwcDepthwise { c, g, w, bias: sc.bias, act: sc.act })
+    }
+
+    /// `x` is one image `H x W x C`, `out` `Ho x Wo x C`; writes the active positions of `tiles`.
+    pub fn run_timed(
+        &self,
+        x: &[f32],
+        out: &mut [f32],
+        tiles: &TileSet,
+        mask: &BitMask,
+        times: Option<&PhaseTimes>,
+    ) -> Result<()> {
+        let (g, c) = (&self.g, self.c);
+        if x.len() != c * g.plane() || out.len() != c * g.out_plane() {
+            return Err(Error::Other(format!(
+                "NhwcDepthwise: input {} / output {} values do not fit",
+                x.len(),
+                out.len()
+            )));
+        }
+        columns::check("NhwcDepthwise", tiles, mask, g.ho, g.wo)?;
+        with_columns(|cols| {
+            {
+                let _t = Clock::start(times, |t| &t.plan);
+                cols.build(tiles, mask);
+            }
+            let _t = Clock::start(times, |t| &t.gemm);
+            let y = SendPtr::new(out);
+            let per = cols.len().div_ceil(4 * threads()).max(1);
+            (0..cols.len().div_ceil(per)).into_par_iter().with_max_len(1).for_each(|ci| {
+                scratch::with(Slot::Acc, c, |acc| {
+                    for j in ci * per..((ci + 1) * per).min(cols.len()) {
+                        if !cols.active[j] {
+                            continue;
+                        }
+                        let (oy, ox) = (cols.ys[j] as usize, cols.xs[j] as usize);
+                        acc.fill(0.0);
+                        for a in 0..g.kh {
+                            let iy = (oy * g.sh + a * g.dh) as isize - g.ph as isize;
+                            for b in 0..g.kw {
+                                let ix = (ox * g.sw + b * g.dw) as isize - g.pw as isize;
+                                if iy >= 0 && iy < g.h as isize && ix >= 0 && ix < g.w as isize {
+                                    let at = (iy as usize * g.w + ix as usize) * c;
+                                    let t = a * g.kw + b;
+                                    madd(acc, &self.w[t * c..(t + 1) * c], &x[at..at + c]);
+                                }
+                            }
+                        }
+                        epilogue(acc, 0.0, self.bias.as_deref(), self.act);
+                        // SAFETY: positions are distinct; this task alone owns position j.
+                        unsafe { std::ptr::copy_nonoverlapping(acc.as_ptr(), y.get().add((oy * g.wo + ox) * c), c) };
+                    }
+                })
+            });
+        });
+        Ok(())
+    }
+}
+
+crate::cpu::kernel_util::multiversion! {
+/// `acc += w * x`, elementwise.
+fn madd(acc: &mut [f32], w: &[f32], x: &[f32]) {
+    for (o, (&wv, &xv)) in acc.iter_mut().zip(w.iter().zip(x)) {
+        *o += wv * xv;
+    }
+}
+}
+
 thread_local! {
     static OFFS: RefCell<Vec<isize>> = const { RefCell::new(Vec::new()) };
 }
@@ -198,6 +289,47 @@ mod tests {
     use dynaspa_runtime::graph::{AutoPad, Op, Window};
     use dynaspa_runtime::sparsity::tiles::aligned_tiles_naive;
     use dynaspa_runtime::sparsity::Granularity;
+
+    #[test]
+    fn nhwc_depthwise_matches_dense() {
+        let mut rng = Rng::new(78);
+        for &(c, h, s) in &[(32, 17, 1), (20, 12, 2)] {
+            let p = Conv {
+                window: Window {
+                    kernel_shape: vec![3, 3],
+                    strides: vec![s, s],
+                    pads: vec![1; 4],
+                    dilations: vec![],
+                    auto_pad: AutoPad::NotSet,
+                },
+                group: c,
+                fused_add: false,
+                activation: Some(Activation::Relu),
+            };
+            let ho = (h - 1) / s + 1;
+            let (x, w, b) = (rng.tensor(&[1, c, h, h]), rng.tensor(&[c, 1, 3, 3]), rng.tensor(&[c]));
+            let dense = eval_op(&Op::Conv(p.clone()), &[Some(&x), Some(&w), Some(&b)], &[spec(&[1, c, ho, ho])])
+                .unwrap()
+                .remove(0);
+            let nd = NhwcDepthwise::new(&p, x.shape(), &w, Some(&b)).unwrap();
+            let xd = x.as_f32().unwrap();
+            let xh: Vec<f32> = (0..c * h * h).map(|i| xd[(i % c) * h * h + i / c]).collect();
+            for d in [0.05, 0.4, 1.0] {
+                let mask = blob_mask(&mut rng, ho, ho, d);
+                let mut out = vec![f32::NAN; c * ho * ho];
+                nd.run_timed(&xh, &mut out, &aligned_tiles_naive(&mask, Granularity::new(4, 4)), &mask, None).unwrap();
+                let planes: Vec<f32> = (0..c * ho * ho).map(|i| out[(i % (ho * ho)) * c + i / (ho * ho)]).collect();
+                check_masked(
+                    &planes,
+                    dense.as_f32().unwrap(),
+                    &mask,
+                    f32::NAN,
+                    1e-5,
+                    &format!("nhwc dw c {c} s {s} d {d}"),
+                );
+            }
+        }
+    }
 
     #[test]
     fn nhwc_conv_matches_dense() {
