@@ -99,13 +99,15 @@ impl ZeroPool {
         }
     }
 
-    /// Number of buffers zeroed and waiting, for tests and reports.
+    /// Number of buffers zeroed and waiting.
+    #[cfg(test)]
     pub fn ready_count(&mut self) -> usize {
         self.collect();
         self.ready.values().map(Vec::len).sum()
     }
 
-    /// Blocks until every returned buffer is zeroed (tests; end of a benchmark).
+    /// Blocks until every returned buffer is zeroed.
+    #[cfg(test)]
     pub fn drain(&mut self) {
         while self.in_flight > 0 {
             match self.from_worker.recv() {
