@@ -68,15 +68,22 @@ fn fold_batch_norm(g: &mut Graph) {
             continue;
         };
         let m = s.len();
-        let per = w.len() / m.max(1);
+        let Some(wv) = conv.inputs[1] else { continue };
+        let wshape = g.values[wv].shape.clone();
+        // A malformed model (parameter lengths that disagree with the weight) is left unfused
+        // for the kernels to reject with a clear error, rather than indexed out of bounds here.
+        let b0 = bias.as_ref().and_then(|b| b.as_f32().ok().map(|v| v.to_vec())).unwrap_or_else(|| vec![0.0; m]);
+        if m == 0 || wshape.first() != Some(&m) || w.len() % m != 0 || [beta.len(), mean.len(), var.len(), b0.len()] != [m; 4] {
+            continue;
+        }
+        let per = w.len() / m;
         let factor: Vec<f32> = (0..m).map(|i| s[i] / (var[i] + epsilon).sqrt()).collect();
         let new_w: Vec<f32> = w.iter().enumerate().map(|(i, &x)| x * factor[i / per]).collect();
-        let b0 = bias.as_ref().and_then(|b| b.as_f32().ok().map(|v| v.to_vec())).unwrap_or_else(|| vec![0.0; m]);
         let new_b: Vec<f32> = (0..m).map(|i| (b0[i] - mean[i]) * factor[i] + beta[i]).collect();
-        let wshape = g.values[conv.inputs[1].unwrap()].shape.clone();
         let cname = conv.name.clone();
-        let wt = Tensor::new(wshape, TensorData::F32(new_w)).expect("same element count");
-        let bt = Tensor::new(vec![m], TensorData::F32(new_b)).expect("m elements");
+        let (Ok(wt), Ok(bt)) = (Tensor::new(wshape, TensorData::F32(new_w)), Tensor::new(vec![m], TensorData::F32(new_b))) else {
+            continue;
+        };
         let wid = add_constant(g, format!("{cname}.folded_weight"), wt);
         let bid = add_constant(g, format!("{cname}.folded_bias"), bt);
         let conv = &mut g.nodes[ci];

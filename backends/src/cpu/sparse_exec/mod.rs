@@ -237,10 +237,7 @@ impl SparseStep {
         let t = Instant::now();
         match &self.kernel {
             Kernel::Conv(conv) => {
-                let residual = match ins.get(3).copied().flatten() {
-                    Some(r) => Some(r.as_f32()?),
-                    None => None,
-                };
+                let residual = residual_of(ins)?;
                 let (xi, oi) = (xd.len() / images, len / images);
                 for (img, m) in masks.iter().enumerate() {
                     let (x, o, r) = (&xd[img * xi..][..xi], &mut buf[img * oi..][..oi], residual.map(|r| &r[img * oi..][..oi]));
@@ -296,6 +293,11 @@ impl SparseStep {
         let _ = op;
         Ok((Tensor::from_f32(spec_out.shape.clone(), buf)?, tiles_total, dirty))
     }
+}
+
+/// A conv's fused residual (input 3), if it has one.
+pub(crate) fn residual_of<'a>(ins: &[Option<&'a Tensor>]) -> Result<Option<&'a [f32]>> {
+    ins.get(3).copied().flatten().map(Tensor::as_f32).transpose()
 }
 
 /// Inactive outputs (mask 0, broadcast over channels) become 0, or `keep`'s values when given.

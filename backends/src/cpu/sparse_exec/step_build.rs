@@ -144,10 +144,7 @@ fn poly_for(
         let x = ins[0].ok_or_else(|| Error::Other("no input".into()))?.as_f32()?;
         match kernel {
             Kernel::Conv(c) if gr == Granularity::new(1, 1) => {
-                let res = match ins.get(3).copied().flatten() {
-                    Some(r) => Some(r.as_f32()?),
-                    None => None,
-                };
+                let res = super::residual_of(&ins)?;
                 let (xi, oi) = (x.len() / images, out_len / images);
                 for img in 0..images {
                     c.run_positions(&x[img * xi..][..xi], &mut out[img * oi..][..oi], m, res.map(|r| &r[img * oi..][..oi]))?;
@@ -155,10 +152,7 @@ fn poly_for(
             }
             Kernel::Conv(c) => {
                 let ts = m.aligned_tiles(gr);
-                let res = match ins.get(3).copied().flatten() {
-                    Some(r) => Some(r.as_f32()?),
-                    None => None,
-                };
+                let res = super::residual_of(&ins)?;
                 let (xi, oi) = (x.len() / images, out_len / images);
                 for img in 0..images {
                     c.run(&x[img * xi..][..xi], &mut out[img * oi..][..oi], &ts, m, res.map(|r| &r[img * oi..][..oi]))?;
