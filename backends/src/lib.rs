@@ -2,6 +2,7 @@
 //! reference every other backend is checked against and the embedded default.
 
 pub mod cpu;
+pub mod gpu;
 
 use dynaspa_runtime::backend::Backend;
 use dynaspa_runtime::{Error, Result};

@@ -1,0 +1,82 @@
+//! The device abstraction the GPU backends share: buffers, kernels compiled from source with
+//! schedule constants, launches on an in-order main queue, and a second queue for zero fills
+//! ordered with events (DynaSpa's triple buffer). One executor drives every `GpuDevice`.
+
+use dynaspa_runtime::Result;
+
+/// What the runtime needs to know about a device: for listing, for the profile fingerprint and
+/// for the roofline descriptor of the tuner.
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct DeviceInfo {
+    /// Backend family: "cuda", "opencl", "wgpu".
+    pub backend: String,
+    /// Marketing name as the driver reports it.
+    pub name: String,
+    pub vendor: String,
+    /// Driver (and for OpenCL the platform) version string.
+    pub driver: String,
+    /// "gpu", "cpu", "accelerator" or "other".
+    pub kind: String,
+    pub compute_units: u32,
+    /// Bytes of on-chip memory one work-group / block may use.
+    pub local_mem_bytes: u64,
+    pub max_work_group_size: u32,
+    pub global_mem_bytes: u64,
+    /// Compute capability for CUDA ("9.0"), OpenCL C version for OpenCL, adapter backend for wgpu.
+    pub arch: String,
+}
+
+impl DeviceInfo {
+    /// Stable identity of the device and driver; profiles and compiled-kernel caches key on it.
+    pub fn fingerprint(&self) -> String {
+        format!("{}|{}|{}|{}|{}", self.backend, self.vendor, self.name, self.arch, self.driver)
+    }
+}
+
+/// Where a kernel comes from: a named source file of the backend (kept for cache keys and
+/// error messages) and the compile-time constants of one `Schedule`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct KernelSpec {
+    /// Source file name, e.g. "conv.cl"; errors and logs name it.
+    pub file: &'static str,
+    pub source: &'static str,
+    pub entry: &'static str,
+    /// `-D NAME=VALUE` for CUDA/OpenCL, override constants for WGSL; sorted by the caller
+    /// so equal schedules share one compiled kernel.
+    pub defines: Vec<(String, String)>,
+}
+
+/// One kernel argument. Scalars are 32-bit everywhere so WGSL can take them in a uniform.
+pub enum Arg<'a, B> {
+    Buf(&'a B),
+    I32(i32),
+    U32(u32),
+    F32(f32),
+}
+
+pub trait GpuDevice: Send + Sync {
+    type Buffer: Send + Sync;
+    type Kernel: Send + Sync;
+    type Event: Send + Sync;
+
+    fn info(&self) -> &DeviceInfo;
+    /// A device buffer of `bytes` bytes; contents undefined.
+    fn alloc(&self, bytes: usize) -> Result<Self::Buffer>;
+    /// Host to device on the main queue; returns when `data` may be reused.
+    fn upload(&self, dst: &Self::Buffer, offset: usize, data: &[u8]) -> Result<()>;
+    /// Device to host after all work queued on the main queue so far.
+    fn download(&self, src: &Self::Buffer, offset: usize, out: &mut [u8]) -> Result<()>;
+    /// Compiles (or fetches from the memory and disk caches) one kernel.
+    fn kernel(&self, spec: &KernelSpec) -> Result<Self::Kernel>;
+    /// Queues `kernel` on the main queue over `groups` work-groups of `local` work-items each.
+    fn launch(&self, kernel: &Self::Kernel, groups: [u32; 3], local: [u32; 3], args: &[Arg<'_, Self::Buffer>]) -> Result<()>;
+    /// Zeroes `bytes` bytes at `offset` on the second queue once `after` (main-queue events) are done;
+    /// the returned event completes when the buffer is zero.
+    fn fill_zero_async(&self, buf: &Self::Buffer, offset: usize, bytes: usize, after: &[Self::Event]) -> Result<Self::Event>;
+    /// An event that completes when everything queued on the main queue so far is done.
+    fn marker(&self) -> Result<Self::Event>;
+    /// Makes later main-queue work wait for `events` (without blocking the host).
+    fn wait_for(&self, events: &[Self::Event]) -> Result<()>;
+    /// Blocks until both queues are idle.
+    fn finish(&self) -> Result<()>;
+}
