@@ -2,6 +2,7 @@
 //! half-written output.
 
 mod common;
+#[allow(dead_code)] // the shared builder has helpers only other test files use
 #[path = "common/onnx_build.rs"]
 mod onnx_build;
 

@@ -14,7 +14,9 @@ const MAX_REL_L2: f64 = 1e-4;
 fn input_sets(model: &std::path::Path, s: &dynaspa::Session, seed: &mut u64) -> Vec<Vec<(String, Tensor)>> {
     let rel = model.strip_prefix(common::repo_path("")).unwrap().to_string_lossy().to_string();
     for dir in std::fs::read_dir(common::repo_path("tests/goldens")).unwrap().map(|e| e.unwrap().path()) {
-        let Ok(text) = std::fs::read_to_string(dir.join("meta.json")) else { continue };
+        let Ok(text) = std::fs::read_to_string(dir.join("meta.json")) else {
+            continue;
+        };
         let meta: serde_json::Value = serde_json::from_str(&text).unwrap();
         if meta["model"].as_str() != Some(rel.as_str()) {
             continue;
@@ -25,7 +27,9 @@ fn input_sets(model: &std::path::Path, s: &dynaspa::Session, seed: &mut u64) -> 
         };
         let cases = meta["cases"].as_array().unwrap().len();
         return (0..cases)
-            .map(|i| inputs.iter().map(|n| (n.clone(), npy::read(&dir.join(format!("{n}_{i}.npy"))).unwrap())).collect())
+            .map(|i| {
+                inputs.iter().map(|n| (n.clone(), npy::read(&dir.join(format!("{n}_{i}.npy"))).unwrap())).collect()
+            })
             .collect();
     }
     // No goldens: random inputs, binary where the input is a mask source.
@@ -90,7 +94,10 @@ fn every_shipped_model_agrees_with_the_cpu() {
                     let (o, w) = (o.as_f32().unwrap(), w.as_f32().unwrap());
                     assert!(o.iter().all(|v| v.is_finite()), "{name} set {i} on {backend}: {n} has NaN or infinity");
                     let err = common::rel_l2(o, w);
-                    assert!(err <= MAX_REL_L2, "{name} set {i} on {backend}: output {n} relative L2 {err:.2e} against the CPU");
+                    assert!(
+                        err <= MAX_REL_L2,
+                        "{name} set {i} on {backend}: output {n} relative L2 {err:.2e} against the CPU"
+                    );
                     worst = worst.max(err);
                 }
             }

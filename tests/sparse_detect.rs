@@ -4,6 +4,7 @@
 //! mask", with garbage at the skipped positions, must give the same outputs on the CPU backend.
 
 mod common;
+#[allow(dead_code)] // the shared builder has helpers only other test files use
 #[path = "common/onnx_build.rs"]
 mod onnx_build;
 

@@ -21,7 +21,9 @@ fn line(d: &DeviceListing) -> String {
     if let Some(why) = &d.unavailable {
         return format!("{:<7} unavailable: {why}", d.backend);
     }
-    let Some(i) = &d.info else { return format!("{:<7} (no details)", d.backend) };
+    let Some(i) = &d.info else {
+        return format!("{:<7} (no details)", d.backend);
+    };
     if d.backend == "cpu" {
         return format!("{:<7} {} ({} threads)", d.backend, i.name, i.compute_units);
     }

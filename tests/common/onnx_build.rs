@@ -120,7 +120,7 @@ pub fn model_opset(
 pub fn deeply_nested(depth: usize) -> Vec<u8> {
     fn wrap(field: u32, inner: Vec<u8>) -> Vec<u8> {
         let mut out = Vec::with_capacity(inner.len() + 12);
-        let mut varint = |mut v: u64, out: &mut Vec<u8>| loop {
+        let varint = |mut v: u64, out: &mut Vec<u8>| loop {
             let b = (v & 0x7f) as u8;
             v >>= 7;
             if v == 0 {

@@ -39,6 +39,8 @@ impl DeviceInfo {
 pub struct KernelSpec {
     /// Source file name, e.g. "conv.cl"; errors and logs name it.
     pub file: &'static str,
+    /// The source without any backend prelude: the device prepends its own, which defines the
+    /// macros the shared sources use (see `gpu/kernels.rs`).
     pub source: &'static str,
     pub entry: &'static str,
     /// `-D NAME=VALUE` for CUDA/OpenCL, override constants for WGSL; sorted by the caller

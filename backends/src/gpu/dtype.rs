@@ -62,7 +62,9 @@ pub(crate) fn to_words(t: &Tensor, what: &str) -> Result<Vec<u8>> {
             }
         }
         TensorData::F64(_) => {
-            return Err(Error::Unsupported(vec![format!("{what}: DOUBLE tensors are not supported on the GPU backends")]))
+            return Err(Error::Unsupported(vec![format!(
+                "{what}: DOUBLE tensors are not supported on the GPU backends"
+            )]))
         }
     }
     Ok(out)
@@ -78,7 +80,9 @@ pub(crate) fn from_words(bytes: &[u8], dtype: DType, shape: Vec<usize>) -> Resul
         DType::I8 => TensorData::I8(words.map(|w| w as i32 as i8).collect()),
         DType::U8 => TensorData::U8(words.map(|w| w as u8).collect()),
         DType::Bool => TensorData::Bool(words.map(|w| w != 0).collect()),
-        DType::F64 => return Err(Error::Unsupported(vec!["DOUBLE tensors are not supported on the GPU backends".into()])),
+        DType::F64 => {
+            return Err(Error::Unsupported(vec!["DOUBLE tensors are not supported on the GPU backends".into()]))
+        }
     };
     Tensor::new(shape, data)
 }

@@ -102,7 +102,10 @@ impl<D: GpuDevice> GpuExecutable<D> {
             let val = &g.values[v];
             if dtype::word(val.dtype).is_none() {
                 // Still given a buffer, so its readers go on to report what they cannot do.
-                problems.push(format!("input '{}' on the {backend} backend: {} tensors are not supported", val.name, val.dtype));
+                problems.push(format!(
+                    "input '{}' on the {backend} backend: {} tensors are not supported",
+                    val.name, val.dtype
+                ));
             }
             if consumers[v].is_empty() && !g.is_graph_output(v) {
                 inputs.push(None);
@@ -122,7 +125,10 @@ impl<D: GpuDevice> GpuExecutable<D> {
                     return Err(wrap(Error::Other("a view needs an input and an output".into())));
                 };
                 if res.slot[*src].is_none() {
-                    let t = g.values[*src].constant.as_ref().ok_or_else(|| wrap(Error::Other("input has no buffer".into())))?;
+                    let t = g.values[*src]
+                        .constant
+                        .as_ref()
+                        .ok_or_else(|| wrap(Error::Other("input has no buffer".into())))?;
                     let b = res.upload(&*dev, t, &g.values[*src].name).map_err(wrap)?;
                     mark(&mut pooled, b, false);
                     res.slot[*src] = Some(b);
@@ -145,7 +151,8 @@ impl<D: GpuDevice> GpuExecutable<D> {
                     writes.push((b, words(&val.shape)));
                 }
                 let before = res.bufs.len();
-                let mut cx = Ctx { dev: &*dev, graph: g, node, res: &mut res, launches: Vec::new(), scratch: Vec::new() };
+                let mut cx =
+                    Ctx { dev: &*dev, graph: g, node, res: &mut res, launches: Vec::new(), scratch: Vec::new() };
                 let lowered = lower(&mut cx);
                 let (launches, scratch) = (std::mem::take(&mut cx.launches), std::mem::take(&mut cx.scratch));
                 // Tables and uploads made while lowering are the node's own, never pooled.
@@ -211,7 +218,8 @@ impl<D: GpuDevice> GpuExecutable<D> {
             let wrap = |e: Error| Error::node(&step.node, step.op, e.to_string());
             if let Some(fill) = &self.poison {
                 for &(b, n) in step.writes.iter().filter(|w| w.1 > 0) {
-                    let args = [Arg::Buf(&self.bufs[b]), Arg::I32(0), Arg::I32(n as i32), Arg::I32(f32::NAN.to_bits() as i32)];
+                    let args =
+                        [Arg::Buf(&self.bufs[b]), Arg::I32(0), Arg::I32(n as i32), Arg::I32(f32::NAN.to_bits() as i32)];
                     self.dev.launch(fill, [(n as u32).div_ceil(lw), 1, 1], [lw, 1, 1], &args).map_err(wrap)?;
                 }
             }

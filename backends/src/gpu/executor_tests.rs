@@ -22,7 +22,13 @@ fn value(g: &mut Graph, name: &str, shape: &[usize]) -> usize {
 
 fn push(g: &mut Graph, op: Op, inputs: &[usize], output: usize) {
     let name = format!("n{}", g.nodes.len());
-    g.nodes.push(Node { name, op, inputs: inputs.iter().map(|&i| Some(i)).collect(), outputs: vec![output], sparse: None });
+    g.nodes.push(Node {
+        name,
+        op,
+        inputs: inputs.iter().map(|&i| Some(i)).collect(),
+        outputs: vec![output],
+        sparse: None,
+    });
 }
 
 /// x -> (Neg, Abs, Neg, ...) x `len` -> Reshape -> Add(x) -> y: a chain whose intermediates die young.
@@ -44,7 +50,13 @@ fn chain(len: usize) -> Graph {
         constant: Some(Arc::new(Tensor::from_i64(vec![2], vec![4, 100]).unwrap())),
     });
     let r = value(&mut g, "r", &[4, 100]);
-    g.nodes.push(Node { name: "reshape".into(), op: Op::Reshape { allowzero: false }, inputs: vec![Some(cur), Some(shape)], outputs: vec![r], sparse: None });
+    g.nodes.push(Node {
+        name: "reshape".into(),
+        op: Op::Reshape { allowzero: false },
+        inputs: vec![Some(cur), Some(shape)],
+        outputs: vec![r],
+        sparse: None,
+    });
     let y = value(&mut g, "y", &[4, 100]);
     push(&mut g, Op::Binary(BinaryKind::Add), &[r, x], y);
     g.outputs = vec![y];
@@ -78,7 +90,7 @@ fn poisoning_exposes_an_output_no_kernel_wrote() {
     let g = chain(3);
     let mut exe = GpuExecutable::compile(dev, "opencl", &g, &GpuOptions { poison: true }).unwrap();
     let x = Tensor::from_f32(vec![4, 100], (0..400).map(|i| i as f32).collect()).unwrap();
-    assert!(!exe.run(&[x.clone()]).unwrap()[0].has_non_finite());
+    assert!(!exe.run(std::slice::from_ref(&x)).unwrap()[0].has_non_finite());
     // Drop the last node's kernels, as a kernel that forgets its output would.
     exe.steps.last_mut().unwrap().launches.clear();
     let out = exe.run(&[x]).unwrap();
@@ -93,8 +105,20 @@ fn unsupported_nodes_are_named_with_op_and_type() {
     g.values.push(Value { name: "y".into(), dtype: DType::F64, shape: vec![3], constant: None });
     g.values.push(Value { name: "z".into(), dtype: DType::F32, shape: vec![3], constant: None });
     g.inputs = vec![0];
-    g.nodes.push(Node { name: "neg".into(), op: Op::Unary(UnaryKind::Neg), inputs: vec![Some(0)], outputs: vec![1], sparse: None });
-    g.nodes.push(Node { name: "cast".into(), op: Op::Cast { to: DType::F32 }, inputs: vec![Some(1)], outputs: vec![2], sparse: None });
+    g.nodes.push(Node {
+        name: "neg".into(),
+        op: Op::Unary(UnaryKind::Neg),
+        inputs: vec![Some(0)],
+        outputs: vec![1],
+        sparse: None,
+    });
+    g.nodes.push(Node {
+        name: "cast".into(),
+        op: Op::Cast { to: DType::F32 },
+        inputs: vec![Some(1)],
+        outputs: vec![2],
+        sparse: None,
+    });
     g.outputs = vec![2];
     let e = GpuExecutable::compile(dev, "opencl", &g, &GpuOptions::default()).err().expect("DOUBLE is refused");
     let msg = e.to_string();

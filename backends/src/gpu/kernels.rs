@@ -50,6 +50,7 @@ impl Src {
         }
     }
 
+    #[cfg(test)]
     pub(crate) const ALL: [Src; 7] =
         [Src::Elementwise, Src::Movement, Src::Reduce, Src::Matmul, Src::Conv, Src::Pool, Src::Attention];
 }
@@ -89,7 +90,13 @@ impl Tile {
     }
 
     pub(crate) fn defines(self) -> [(&'static str, i64); 5] {
-        [("TM", self.tm as i64), ("TN", self.tn as i64), ("TK", self.tk as i64), ("WM", self.wm as i64), ("WN", self.wn as i64)]
+        [
+            ("TM", self.tm as i64),
+            ("TN", self.tn as i64),
+            ("TK", self.tk as i64),
+            ("WM", self.wm as i64),
+            ("WN", self.wn as i64),
+        ]
     }
 
     /// Work-items per work-group along x (columns) and y (rows).

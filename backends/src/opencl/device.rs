@@ -22,6 +22,9 @@ use std::sync::{Arc, Mutex};
 
 const PRELUDE: &str = include_str!("../gpu/kernels/prelude_opencl.h");
 
+/// A program is one source file built with one set of defines.
+type ProgramKey = (String, Vec<(String, String)>);
+
 pub struct OpenClDevice {
     info: DeviceInfo,
     device: Device,
@@ -29,7 +32,7 @@ pub struct OpenClDevice {
     main: CommandQueue,
     fill: CommandQueue,
     /// Built programs by (file, defines): each entry point of one source shares one build.
-    programs: Mutex<HashMap<(String, Vec<(String, String)>), Arc<Program>>>,
+    programs: Mutex<HashMap<ProgramKey, Arc<Program>>>,
     disk: ProgramCache,
     stats: ProgramStats,
 }
@@ -143,7 +146,11 @@ impl OpenClDevice {
                     let log = p.get_build_log(self.device.id()).unwrap_or_default();
                     return Err(Error::Backend {
                         backend: "opencl".into(),
-                        msg: format!("compiling {} with '{options}' failed ({e}); build log:\n{}", spec.file, log.trim()),
+                        msg: format!(
+                            "compiling {} with '{options}' failed ({e}); build log:\n{}",
+                            spec.file,
+                            log.trim()
+                        ),
                     });
                 }
                 let log = p.get_build_log(self.device.id()).unwrap_or_default();
@@ -279,7 +286,7 @@ impl GpuDevice for OpenClDevice {
         let wait = events(after);
         // The widest pattern that divides offset and size: fills are faster in whole words.
         let zero = [0u8; 4];
-        let pat: &[u8] = if offset % 4 == 0 && bytes % 4 == 0 { &zero } else { &zero[..1] };
+        let pat: &[u8] = if offset.is_multiple_of(4) && bytes.is_multiple_of(4) { &zero } else { &zero[..1] };
         // SAFETY: the pattern outlives the call (the driver copies it); range checked.
         unsafe {
             opencl3::command_queue::enqueue_fill_buffer(

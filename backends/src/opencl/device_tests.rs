@@ -44,7 +44,12 @@ fn every_kernel_source_builds_with_every_schedule() {
 #[test]
 fn build_errors_carry_the_build_log_and_bad_defines_are_refused() {
     let Some(d) = device(None) else { return };
-    let bad = KernelSpec { file: "broken.cl", source: "KERNEL broken(GLOBAL float* x) { x[0] = undefined_name; }", entry: "broken", defines: vec![] };
+    let bad = KernelSpec {
+        file: "broken.cl",
+        source: "KERNEL broken(GLOBAL float* x) { x[0] = undefined_name; }",
+        entry: "broken",
+        defines: vec![],
+    };
     let e = d.kernel(&bad).err().expect("a broken kernel does not build").to_string();
     assert!(e.contains("broken.cl") && e.contains("undefined_name"), "{e}");
     let inject = spec(Src::Elementwise, "unary_f32", &[]);

@@ -16,7 +16,10 @@ use std::sync::{Arc, Mutex};
 
 /// Devices opened so far in this process, by (listing index, cache directory): sessions share a
 /// device's context and its compiled programs instead of building them again.
-static OPEN: Mutex<Vec<(usize, Option<PathBuf>, Arc<OpenClDevice>)>> = Mutex::new(Vec::new());
+static OPEN: Mutex<Vec<OpenDevice>> = Mutex::new(Vec::new());
+
+/// (listing index, cache directory, device).
+type OpenDevice = (usize, Option<PathBuf>, Arc<OpenClDevice>);
 
 /// The device `selector` names (see [`select`]; `None` falls back to `$DYNASPA_OPENCL_DEVICE`,
 /// then to the first GPU), opened once per process.
@@ -32,7 +35,11 @@ pub fn shared_device(selector: Option<&str>, cache_root: Option<&Path>) -> Resul
     Ok(dev)
 }
 
-pub fn backend(selector: Option<&str>, cache_root: Option<&Path>, opts: GpuOptions) -> Result<GpuBackend<OpenClDevice>> {
+pub fn backend(
+    selector: Option<&str>,
+    cache_root: Option<&Path>,
+    opts: GpuOptions,
+) -> Result<GpuBackend<OpenClDevice>> {
     Ok(GpuBackend::new(shared_device(selector, cache_root)?, "opencl", opts))
 }
 

@@ -113,12 +113,7 @@ pub(crate) struct Ctx<'a, D: GpuDevice> {
 
 impl<'a, D: GpuDevice> Ctx<'a, D> {
     pub(crate) fn in_value(&self, i: usize) -> Result<usize> {
-        self.node
-            .inputs
-            .get(i)
-            .copied()
-            .flatten()
-            .ok_or_else(|| Error::Other(format!("required input {i} is missing")))
+        self.node.inputs.get(i).copied().flatten().ok_or_else(|| Error::Other(format!("required input {i} is missing")))
     }
     pub(crate) fn has_input(&self, i: usize) -> bool {
         self.node.inputs.get(i).copied().flatten().is_some()
@@ -198,7 +193,13 @@ impl<'a, D: GpuDevice> Ctx<'a, D> {
         self.res.kernel(self.dev, kernels::spec(src, entry, defines))
     }
 
-    pub(crate) fn launch(&mut self, kernel: Arc<D::Kernel>, groups: [usize; 3], local: [u32; 3], args: Vec<LArg>) -> Result<()> {
+    pub(crate) fn launch(
+        &mut self,
+        kernel: Arc<D::Kernel>,
+        groups: [usize; 3],
+        local: [u32; 3],
+        args: Vec<LArg>,
+    ) -> Result<()> {
         let threads: u64 = local.iter().map(|&l| l as u64).product();
         let max = self.dev.info().max_work_group_size as u64;
         if max > 0 && threads > max {

@@ -51,12 +51,29 @@ pub(crate) fn unary<D: GpuDevice>(cx: &mut Ctx<D>, k: UnaryKind) -> Result<()> {
         (_, UnaryKind::Not) if dt != DType::Bool => unsupported(format!("Not on {dt}")),
         (Word::F32, _) => {
             let kern = cx.kernel(Src::Elementwise, "unary_f32", &[])?;
-            cx.launch_linear(kern, n, vec![LArg::Buf(x), LArg::Buf(y), LArg::I32(int(n, "elements")?), LArg::I32(code), LArg::F32(p0), LArg::F32(p1)])
+            cx.launch_linear(
+                kern,
+                n,
+                vec![
+                    LArg::Buf(x),
+                    LArg::Buf(y),
+                    LArg::I32(int(n, "elements")?),
+                    LArg::I32(code),
+                    LArg::F32(p0),
+                    LArg::F32(p1),
+                ],
+            )
         }
-        (Word::I32, UnaryKind::Relu | UnaryKind::Neg | UnaryKind::Abs | UnaryKind::Not) if dt != DType::Bool || code == 20 => {
+        (Word::I32, UnaryKind::Relu | UnaryKind::Neg | UnaryKind::Abs | UnaryKind::Not)
+            if dt != DType::Bool || code == 20 =>
+        {
             let kern = cx.kernel(Src::Elementwise, "unary_i32", &[])?;
             let nw = narrow(dt);
-            cx.launch_linear(kern, n, vec![LArg::Buf(x), LArg::Buf(y), LArg::I32(int(n, "elements")?), LArg::I32(code), LArg::I32(nw)])
+            cx.launch_linear(
+                kern,
+                n,
+                vec![LArg::Buf(x), LArg::Buf(y), LArg::I32(int(n, "elements")?), LArg::I32(code), LArg::I32(nw)],
+            )
         }
         _ => unsupported(format!("{} on {dt}", cx.node.op.name())),
     }
@@ -161,7 +178,15 @@ pub(crate) fn where_<D: GpuDevice>(cx: &mut Ctx<D>) -> Result<()> {
     let meta = if rank == 0 { cx.dummy()? } else { cx.meta(&meta)? };
     let (c, x, y, o) = (cx.x(0)?, cx.x(1)?, cx.x(2)?, cx.y(0)?);
     let kern = cx.kernel(Src::Elementwise, "where_words", &[])?;
-    let args = vec![LArg::Buf(c), LArg::Buf(x), LArg::Buf(y), LArg::Buf(o), LArg::I32(int(n, "elements")?), LArg::I32(rank as i32), LArg::Buf(meta)];
+    let args = vec![
+        LArg::Buf(c),
+        LArg::Buf(x),
+        LArg::Buf(y),
+        LArg::Buf(o),
+        LArg::I32(int(n, "elements")?),
+        LArg::I32(rank as i32),
+        LArg::Buf(meta),
+    ];
     cx.launch_linear(kern, n, args)
 }
 
@@ -200,7 +225,14 @@ pub(crate) fn clip<D: GpuDevice>(cx: &mut Ctx<D>) -> Result<()> {
     }
     let entry = if w == Word::F32 { "clip_f32" } else { "clip_i32" };
     let kern = cx.kernel(Src::Elementwise, entry, &[])?;
-    let args = vec![LArg::Buf(x), LArg::Buf(y), LArg::I32(int(n, "elements")?), LArg::Buf(bounds[0]), LArg::Buf(bounds[1]), LArg::I32(flags)];
+    let args = vec![
+        LArg::Buf(x),
+        LArg::Buf(y),
+        LArg::I32(int(n, "elements")?),
+        LArg::Buf(bounds[0]),
+        LArg::Buf(bounds[1]),
+        LArg::I32(flags),
+    ];
     cx.launch_linear(kern, n, args)
 }
 
@@ -245,7 +277,13 @@ pub(crate) fn batch_norm<D: GpuDevice>(cx: &mut Ctx<D>, eps: f32) -> Result<()> 
     for i in 1..5 {
         args.push(LArg::Buf(cx.x(i)?));
     }
-    args.extend([LArg::Buf(cx.y(0)?), LArg::I32(int(n, "elements")?), LArg::I32(int(c, "channels")?), LArg::I32(int(inner.max(1), "plane")?), LArg::F32(eps)]);
+    args.extend([
+        LArg::Buf(cx.y(0)?),
+        LArg::I32(int(n, "elements")?),
+        LArg::I32(int(c, "channels")?),
+        LArg::I32(int(inner.max(1), "plane")?),
+        LArg::F32(eps),
+    ]);
     let kern = cx.kernel(Src::Elementwise, "batch_norm", &[])?;
     cx.launch_linear(kern, n, args)
 }

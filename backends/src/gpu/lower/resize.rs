@@ -18,9 +18,10 @@ pub(crate) fn resize<D: GpuDevice>(cx: &mut Ctx<D>, p: &Resize) -> Result<()> {
         return Ok(());
     }
     let mut host: Vec<Option<&Tensor>> = vec![None; 4];
-    for i in 1..4 {
+    for (i, slot) in host.iter_mut().enumerate().skip(1) {
         if cx.has_input(i) {
-            host[i] = Some(cx.constant(i).map_or_else(|| unsupported(format!("Resize with input {i} computed at run time")), Ok)?);
+            let t = cx.constant(i);
+            *slot = Some(t.map_or_else(|| unsupported(format!("Resize with input {i} computed at run time")), Ok)?);
         }
     }
     let plans = crate::cpu::resize_plans(p, &host, xs, os)?;
@@ -108,7 +109,13 @@ fn linear<D: GpuDevice>(cx: &mut Ctx<D>, plans: &[Option<AxisPlan>], extrapolati
         let meta = cx.meta(&meta)?;
         let n = cx.out_len(0);
         let kern = cx.kernel(Src::Movement, "extrapolate", &[])?;
-        let args = vec![LArg::Buf(y), LArg::I32(int(n, "elements")?), LArg::I32(r as i32), LArg::Buf(meta), LArg::F32(extrapolation)];
+        let args = vec![
+            LArg::Buf(y),
+            LArg::I32(int(n, "elements")?),
+            LArg::I32(r as i32),
+            LArg::Buf(meta),
+            LArg::F32(extrapolation),
+        ];
         cx.launch_linear(kern, n, args)?;
     }
     Ok(())

@@ -9,9 +9,7 @@ use dynaspa_runtime::tensor::strides_of;
 pub(crate) fn broadcast_strides(shape: &[usize], rank: usize) -> Vec<i64> {
     let own = strides_of(shape);
     let skip = rank - shape.len();
-    (0..rank)
-        .map(|d| if d < skip || shape[d - skip] == 1 { 0 } else { own[d - skip] as i64 })
-        .collect()
+    (0..rank).map(|d| if d < skip || shape[d - skip] == 1 { 0 } else { own[d - skip] as i64 }).collect()
 }
 
 /// `dims` with one stride vector per operand, simplified: size-1 dims dropped, then neighbours
@@ -21,8 +19,8 @@ pub(crate) fn simplify(dims: &[usize], strides: &[Vec<i64>]) -> (Vec<usize>, Vec
     let mut od: Vec<usize> = Vec::new();
     let mut os: Vec<Vec<i64>> = vec![Vec::new(); strides.len()];
     for &d in &keep {
-        let mergeable = !od.is_empty()
-            && strides.iter().zip(&os).all(|(s, o)| *o.last().unwrap() == s[d] * dims[d] as i64);
+        let mergeable =
+            !od.is_empty() && strides.iter().zip(&os).all(|(s, o)| *o.last().unwrap() == s[d] * dims[d] as i64);
         if mergeable {
             *od.last_mut().unwrap() *= dims[d];
             for (s, o) in strides.iter().zip(os.iter_mut()) {
