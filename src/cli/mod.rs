@@ -4,6 +4,7 @@ mod bench;
 mod feed;
 mod frames;
 mod inspect;
+mod node_table;
 mod overlay;
 mod profile;
 mod progress;
