@@ -60,8 +60,12 @@ impl MaskMemo {
         let slot = &mut self.entries[id];
         if slot.as_ref().is_none_or(|e| e.key != key) {
             let masks = build()?;
-            let density = masks.iter().map(BitMask::density).sum::<f64>() / masks.len().max(1) as f64;
-            *slot = Some(MaskInfo { masks: masks.into(), density, key, counts: Vec::new() });
+            // One popcount per mask gives both the density and the 1x1 tile count.
+            let ones: Vec<usize> = masks.iter().map(BitMask::count_ones).collect();
+            let density = masks.iter().zip(&ones).map(|(m, &n)| if m.is_empty() { 0.0 } else { n as f64 / m.len() as f64 }).sum::<f64>()
+                / masks.len().max(1) as f64;
+            let counts = vec![(Granularity::new(1, 1), ones.iter().sum())];
+            *slot = Some(MaskInfo { masks: masks.into(), density, key, counts });
         }
         Ok(slot.as_mut().expect("filled above"))
     }
