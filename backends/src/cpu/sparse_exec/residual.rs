@@ -29,14 +29,14 @@ pub(crate) fn start_buffer(op: &Op, r: &[f32]) -> Result<Vec<f32>> {
 /// After the dense member (which computed `act(conv + r)` everywhere): inactive positions of
 /// each `[C, h, w]` image become `act(r)`.
 pub(crate) fn fill_inactive(op: &Op, out: &mut [f32], r: &[f32], masks: &[BitMask]) -> Result<()> {
-    if out.len() != r.len() || masks.is_empty() || out.len() % masks.len() != 0 {
+    if out.len() != r.len() || masks.is_empty() || !out.len().is_multiple_of(masks.len()) {
         return Err(Error::Other(format!("residual fill: output {} and residual {} values disagree", out.len(), r.len())));
     }
     let act = act_of(op);
     let per = out.len() / masks.len();
     for (img, m) in masks.iter().enumerate() {
         let plane = m.len();
-        if plane == 0 || per % plane != 0 {
+        if plane == 0 || !per.is_multiple_of(plane) {
             return Err(Error::Other(format!("residual fill: mask of {plane} positions for an image of {per} values")));
         }
         let inactive: Vec<usize> = (0..plane).filter(|&i| !m.get(i / m.width(), i % m.width())).collect();
