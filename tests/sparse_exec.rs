@@ -319,3 +319,56 @@ fn gpu_backends_run_sparse_ops_as_dense_times_mask() {
     }
     let _ = std::fs::remove_dir_all(&cache);
 }
+
+/// `ReLU(Mul(conv(x), m) + r)`: the residual join the sparse pass folds into the conv
+/// (fill Residual); inactive outputs must be exactly `ReLU(r)`, active ones the dense result.
+#[test]
+fn residual_join_folded_into_the_sparse_conv_equals_dense() {
+    let mut rng = Rng(seed() ^ 0x9e37);
+    let cache = tmp("join");
+    let (c, m, h, w) = (12usize, 20usize, 17usize, 21usize);
+    let nodes = vec![
+        with_attrs(node("Conv", "op", &["x", "w", "b"], &["y"]), vec![ints_attr("kernel_shape", &[3, 3]), ints_attr("pads", &[1, 1, 1, 1])]),
+        node("Mul", "mask", &["y", "m"], &["ym"]),
+        node("Add", "join", &["ym", "r"], &["s"]),
+        node("Relu", "act", &["s"], &["out"]),
+    ];
+    let inits = vec![
+        f32_init("w", &[m as i64, c as i64, 3, 3], &rng.vec(m * c * 9)),
+        f32_init("b", &[m as i64], &(0..m).map(|i| i as f32 * 0.01 - 0.05).collect::<Vec<_>>()),
+    ];
+    let (hi, wi) = (h as i64, w as i64);
+    let bytes = model(
+        nodes,
+        vec![value_info("x", 1, &[1, c as i64, hi, wi]), value_info("m", 1, &[1, 1, hi, wi]), value_info("r", 1, &[1, m as i64, hi, wi])],
+        vec![value_info("out", 1, &[1, m as i64, hi, wi])],
+        inits,
+    );
+    let path = cache.join("join.onnx");
+    std::fs::write(&path, &bytes).unwrap();
+    let mut dense = dynaspa::open(&path, "cpu", &OpenOptions { dense: true, ..Default::default() }).unwrap();
+    for mem in members() {
+        let mut s = dynaspa::open(&path, "cpu", &forced(mem, &cache)).unwrap();
+        let fills: Vec<_> = s.graph().nodes.iter().filter_map(|n| n.sparse.as_ref().map(|sp| sp.fill)).collect();
+        assert_eq!(fills, vec![dynaspa::runtime::graph::FillPolicy::Residual], "the join is folded into the conv");
+        assert_eq!(s.graph().nodes.len(), 1, "Mul, Add and ReLU are gone");
+        for &d in &[0.3, 0.02, 1.0, 0.1, 0.6, 0.0] {
+            let mv = rng.blobs(h, w, d);
+            let x = Tensor::from_f32(vec![1, c, h, w], rng.vec(c * h * w)).unwrap();
+            let r = Tensor::from_f32(vec![1, m, h, w], rng.vec(m * h * w)).unwrap();
+            let mt = Tensor::from_f32(vec![1, 1, h, w], mv.clone()).unwrap();
+            let feeds = vec![("x".to_string(), x), ("m".to_string(), mt), ("r".to_string(), r.clone())];
+            let want = dense.run(feeds.clone()).unwrap().remove(0).1;
+            let got = s.run(feeds).unwrap().remove(0).1;
+            let (g, wv, rv) = (got.as_f32().unwrap(), want.as_f32().unwrap(), r.as_f32().unwrap());
+            let err = common::rel_l2(g, wv);
+            assert!(err <= 1e-5, "{mem:?} density {d}: relative L2 {err:.2e}");
+            for (i, &v) in g.iter().enumerate() {
+                if mv[i % (h * w)] == 0.0 {
+                    assert_eq!(v, rv[i].max(0.0), "{mem:?} density {d}: inactive element {i}");
+                }
+            }
+        }
+    }
+    let _ = std::fs::remove_dir_all(&cache);
+}

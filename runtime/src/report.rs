@@ -50,6 +50,9 @@ pub struct FrameReport {
     /// Wall time of the whole graph.
     pub total: Duration,
     pub sparse_ops: Vec<SparseOpRecord>,
+    /// Wall time of every node in graph order (index = node index), dense and sparse alike;
+    /// empty where a backend does not time nodes.
+    pub node_times: Vec<Duration>,
 }
 
 impl FrameReport {

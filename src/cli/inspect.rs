@@ -98,6 +98,7 @@ fn fill_name(f: FillPolicy) -> &'static str {
     match f {
         FillPolicy::Zero => "zero",
         FillPolicy::Cached => "cached",
+        FillPolicy::Residual => "residual",
     }
 }
 

@@ -5,6 +5,7 @@ mod devices;
 mod feed;
 mod frames;
 mod inspect;
+mod node_table;
 mod overlay;
 mod profile;
 mod progress;

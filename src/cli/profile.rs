@@ -32,6 +32,9 @@ pub struct ProfileArgs {
     /// Runs of the first frame before measuring (not counted).
     #[arg(long, value_name = "N", default_value_t = 3)]
     warmup: usize,
+    /// Also print the N slowest nodes of the graph (dense and sparse) by median time per frame.
+    #[arg(long, value_name = "N", num_args = 0..=1, default_missing_value = "25")]
+    nodes: Option<usize>,
 }
 
 const PHASES: [&str; 5] = ["bitmask", "tiles", "select", "zero_fill", "compute"];
@@ -206,6 +209,10 @@ pub fn profile(a: ProfileArgs, recorder: Option<Recorder>) -> Result<()> {
         }
     }
 
+    if let Some(n) = a.nodes {
+        super::node_table::print_nodes(session.graph(), &reports, n);
+    }
+
     if let (Some(path), Some(rec)) = (&a.trace, recorder) {
         let mut about = serde_json::Map::new();
         about.insert("model".into(), a.model.display().to_string().into());
@@ -244,6 +251,7 @@ mod tests {
         let frame = |a: [u64; 5], b: [u64; 5]| FrameReport {
             total: Duration::from_millis(1),
             sparse_ops: vec![rec("a", 0.2, a), rec("b", 0.4, b)],
+            node_times: vec![],
         };
         let reports = vec![
             frame([1, 1, 0, 2, 96], [0, 0, 0, 0, 10]),

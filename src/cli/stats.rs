@@ -100,7 +100,7 @@ mod tests {
         let ops = [rec("dense", None, 0.9), rec("conv3x3", g, 0.3), rec("conv3x3", g, 0.2)];
         assert_eq!(kernel_summary(&ops), "conv3x3:4x8 ×2, dense ×1");
         assert_eq!(kernel_summary(&[]), "-");
-        let r = FrameReport { total: Default::default(), sparse_ops: ops.to_vec() };
+        let r = FrameReport { sparse_ops: ops.to_vec(), ..Default::default() };
         assert!((frame_density(Some(&r)).unwrap() - (0.9 + 0.3 + 0.2) / 3.0).abs() < 1e-12);
         assert_eq!(frame_density(None), None);
         assert_eq!(fmt_density(None), "-");

@@ -17,7 +17,10 @@ pub(crate) fn unary(k: UnaryKind, ins: &[Option<&Tensor>], out: &TensorSpec) -> 
     let data = match (k, x.data()) {
         (UnaryKind::Not, TensorData::Bool(v)) => TensorData::Bool(map1(v, |b| !b)?),
         (UnaryKind::Not, _) => return Err(unsupported()),
-        (_, TensorData::F32(v)) => TensorData::F32(real_unary(k, v)?),
+        (_, TensorData::F32(v)) => match super::unary_f32::try_unary(k, v) {
+            Some(r) => TensorData::F32(r?),
+            None => TensorData::F32(real_unary(k, v)?),
+        },
         (_, TensorData::F64(v)) => TensorData::F64(real_unary(k, v)?),
         (_, TensorData::Bool(_)) => return Err(unsupported()),
         (UnaryKind::Relu | UnaryKind::Neg | UnaryKind::Abs, d) => {

@@ -2,7 +2,7 @@
 //! sparse nodes go through `sparse_exec`, and their buffers return to the zero-fill pool.
 
 use super::eval_op;
-use super::sparse_exec::{build_steps, SparseConfig, SparseStep};
+use super::sparse_exec::{build_steps, MaskMemo, SparseConfig, SparseStep};
 use super::zero_pool::{Dirty, ZeroPool};
 use dynaspa_runtime::backend::{Backend, Executable, OpEvaluator, TensorSpec};
 use dynaspa_runtime::graph::{Graph, Op};
@@ -64,6 +64,7 @@ impl Backend for CpuBackend {
         };
         let threads = self.threads();
         let steps = self.pool.install(|| build_steps(&graph, &self.sparse, threads, &dense))?;
+        let values = graph.values.len();
         Ok(Box::new(CpuExecutable {
             graph,
             pool: self.pool.clone(),
@@ -72,6 +73,7 @@ impl Backend for CpuBackend {
             prepared,
             steps,
             zero: ZeroPool::new(),
+            memo: MaskMemo::new(values),
             report: None,
         }))
     }
@@ -87,6 +89,7 @@ struct CpuExecutable {
     /// Per node: how it runs sparsely, if it does.
     steps: Vec<Option<SparseStep>>,
     zero: ZeroPool,
+    memo: MaskMemo,
     report: Option<FrameReport>,
 }
 
@@ -119,7 +122,8 @@ fn eval_node(op: &Op, prepared: Option<&Prepared>, ins: &[Option<&Tensor>], spec
 impl Executable for CpuExecutable {
     fn run(&mut self, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
         let t_frame = Instant::now();
-        let CpuExecutable { graph, pool, last_use, specs, prepared, steps, zero, report } = self;
+        let CpuExecutable { graph, pool, last_use, specs, prepared, steps, zero, memo, report } = self;
+        memo.clear();
         let g = &**graph;
         let mut vals: Vec<Option<Arc<Tensor>>> = g.values.iter().map(|v| v.constant.clone()).collect();
         // How each sparse output's buffer may be recycled once its last reader is done.
@@ -127,10 +131,11 @@ impl Executable for CpuExecutable {
         for (&id, t) in g.inputs.iter().zip(inputs) {
             vals[id] = Some(Arc::new(t.clone()));
         }
-        let mut frame = FrameReport::default();
+        let mut frame = FrameReport { node_times: Vec::with_capacity(g.nodes.len()), ..Default::default() };
         pool.install(|| -> Result<()> {
             for (ni, node) in g.nodes.iter().enumerate() {
                 let _span = tracing::trace_span!("node", name = %node.name, op = node.op.name()).entered();
+                let t_node = Instant::now();
                 let ins: Vec<Option<&Tensor>> =
                     node.inputs.iter().map(|i| i.and_then(|i| vals[i].as_deref())).collect();
                 let wrap = |e: Error| Error::node(&node.name, node.op.name(), e.to_string());
@@ -143,7 +148,7 @@ impl Executable for CpuExecutable {
                             let mut o = eval_node(&node.op, prepared[ni].as_ref(), ins, &specs[ni])?;
                             Ok(o.swap_remove(0))
                         };
-                        let out = step.run(&node.name, &node.op, &ins, mask, &specs[ni][0], zero, &dense).map_err(wrap)?;
+                        let out = step.run(&node.name, &node.op, &ins, mask, &specs[ni][0], zero, memo, &dense).map_err(wrap)?;
                         dirty[node.outputs[0]] = out.dirty;
                         frame.sparse_ops.push(out.record);
                         vec![out.tensor]
@@ -151,6 +156,7 @@ impl Executable for CpuExecutable {
                     None => eval_node(&node.op, prepared[ni].as_ref(), &ins, &specs[ni]).map_err(wrap)?,
                 };
                 check_outputs(&node.name, &node.op, &outs, &specs[ni])?;
+                frame.node_times.push(t_node.elapsed());
                 for (&o, t) in node.outputs.iter().zip(outs) {
                     vals[o] = Some(Arc::new(t));
                 }

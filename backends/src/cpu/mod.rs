@@ -33,6 +33,7 @@ mod pool;
 mod reduce;
 mod resize;
 mod softmax;
+mod unary_f32;
 mod sparse_exec;
 mod zero_pool;
 mod strided;

@@ -125,8 +125,10 @@ fn pool_rows(g: &Geom, vt: &ValidTable, kind: Kind, counts: &[Vec<f32>], xc: &[f
                         let start = off[iw % sw] + iw / sw;
                         let taps = &src[start..start + (hi - lo)];
                         match kind {
-                            // Compare-select maps to one vmaxps; NaN handling as in ORT.
-                            Kind::Max => fold(&mut row[lo..hi], taps, |a, b| if b > a { b } else { a }),
+                            // `max` ignores a NaN tap as the compare-select did (the row starts at
+                            // -inf, never NaN), but stores whole vectors: the compare-select became
+                            // masked stores, which the next tap's loads cannot forward from.
+                            Kind::Max => fold(&mut row[lo..hi], taps, f32::max),
                             Kind::Avg { .. } => fold(&mut row[lo..hi], taps, |a, b| a + b),
                         }
                     }

@@ -16,7 +16,7 @@ pub(crate) enum Dirty {
     All,
     /// The buffer is `images` x `channels` planes of `mask.len()` positions and only the set
     /// positions of each image's mask were written, in every channel.
-    Positions { masks: Vec<BitMask>, channels: usize },
+    Positions { masks: std::sync::Arc<[BitMask]>, channels: usize },
 }
 
 struct Returned {
@@ -151,7 +151,7 @@ fn clear(buf: &mut [f32], dirty: &Dirty) {
                 return;
             }
             let w = masks[0].width();
-            for (img, m) in buf.chunks_mut(channels * plane).zip(masks) {
+            for (img, m) in buf.chunks_mut(channels * plane).zip(masks.iter()) {
                 for y in 0..m.height() {
                     let mut x = 0;
                     while x < w {
@@ -216,7 +216,7 @@ mod tests {
         }
         assert!(buf.iter().any(|&v| v != 0.0));
         let mut p = ZeroPool::new();
-        p.give_back(buf, Dirty::Positions { masks, channels });
+        p.give_back(buf, Dirty::Positions { masks: masks.into(), channels });
         p.drain();
         let (b, ready) = p.take(60);
         assert!(ready && b.iter().all(|&v| v == 0.0));

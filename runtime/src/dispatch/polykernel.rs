@@ -24,6 +24,8 @@ pub struct Member {
 pub struct PolyKernel {
     members: Vec<Member>,
     dense: usize,
+    /// The distinct sparse granularities, sorted; kept because dispatch asks for them per frame.
+    grans: Vec<Granularity>,
 }
 
 /// The serialised form, validated on the way in.
@@ -90,7 +92,10 @@ impl PolyKernel {
                 )));
             }
         }
-        Ok(PolyKernel { members, dense: dense[0] })
+        let mut grans: Vec<Granularity> = members.iter().filter_map(|m| m.schedule.granularity).collect();
+        grans.sort_unstable();
+        grans.dedup();
+        Ok(PolyKernel { members, dense: dense[0], grans })
     }
 
     pub fn members(&self) -> &[Member] {
@@ -104,17 +109,14 @@ impl PolyKernel {
 
     /// The distinct granularities of the sparse members, sorted: pass them to
     /// [`BitMask::count_tiles_many`] and the result to [`PolyKernel::member_counts`].
-    pub fn granularities(&self) -> Vec<Granularity> {
-        let mut gs: Vec<Granularity> = self.members.iter().filter_map(|m| m.schedule.granularity).collect();
-        gs.sort_unstable();
-        gs.dedup();
-        gs
+    pub fn granularities(&self) -> &[Granularity] {
+        &self.grans
     }
 
     /// Spreads counts per granularity (`counts[k]` for `granularities()[k]`) to counts per
     /// member, as [`PolyKernel::select`] takes them (0 for the dense member).
     pub fn member_counts(&self, counts: &[usize]) -> Result<Vec<usize>> {
-        let gs = self.granularities();
+        let gs = &self.grans;
         if counts.len() != gs.len() {
             return Err(Error::Other(format!(
                 "PolyKernel: {} tile counts for {} granularities",
@@ -169,7 +171,7 @@ impl PolyKernel {
     /// The whole per-frame step for one mask: count its DISTiles at every granularity of the
     /// members (one `count_tiles_many`) and select.
     pub fn select_for_mask(&self, mask: &BitMask) -> usize {
-        let counts = mask.count_tiles_many(&self.granularities());
+        let counts = mask.count_tiles_many(&self.grans);
         match self.member_counts(&counts) {
             Ok(per_member) => self.select(&per_member),
             Err(_) => self.dense,
@@ -220,7 +222,7 @@ mod tests {
     fn dense_at_high_density_sparse_at_low() {
         let (mut rng, _seed) = TestRng::fresh();
         let pk = synthetic();
-        assert_eq!(pk.granularities(), vec![Granularity::new(4, 4), Granularity::new(8, 8)]);
+        assert_eq!(pk.granularities(), [Granularity::new(4, 4), Granularity::new(8, 8)]);
         assert_eq!(pk.select_for_mask(&BitMask::ones(56, 56)), 1);
         // 90% noise: every 4x4 and 8x8 cell holds a set bit (all empty: odds 0.1^16 per cell).
         let dense_noise = BitMask::from_fn(56, 56, |_, _| rng.unit() < 0.9);

@@ -35,6 +35,9 @@ pub enum FillPolicy {
     Zero,
     /// The activations of the last computed frame (SIGE, video).
     Cached,
+    /// The conv's fused residual input (input 3) through the conv's activation: a residual
+    /// join `act(Mul(conv, M) + r)` folded into the conv (graph/sparse_residual.rs).
+    Residual,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]

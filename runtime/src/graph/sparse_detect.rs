@@ -82,6 +82,10 @@ pub fn detect_sparse_regions(g: &mut Graph, opts: &SparseOptions) -> Vec<SparseR
     if changed {
         g.compact();
     }
+    let joins = super::sparse_residual::fuse_sparse_residuals(g);
+    if joins > 0 {
+        tracing::debug!(joins, "residual joins folded into sparse convs");
+    }
     let attn = super::sparse_attention::annotate(g);
     if attn > 0 {
         tracing::debug!(attention = attn, "token-sparse attentions");

@@ -3,6 +3,8 @@
 //! tests compare a rewritten model with the original through it.
 
 use super::op::{BinaryKind, Op};
+use super::sparse::FillPolicy;
+use super::sparse_residual::activation_op;
 use super::{Graph, Node, Value, ValueId};
 use crate::tensor::{DType, Tensor};
 use std::sync::Arc;
@@ -31,6 +33,15 @@ pub fn lower_to_dense(g: &Graph, poison: Option<f32>) -> Graph {
         }
         let base = node.name.clone();
         let shape = out.values[target].shape.clone();
+        // A folded residual join comes apart again: conv, then mask, add and activation.
+        let mut join = None;
+        if spec.fill == FillPolicy::Residual {
+            if let Op::Conv(c) = &mut node.op {
+                join = Some((node.inputs.get(3).copied().flatten(), c.activation.take()));
+                c.fused_add = false;
+                node.inputs.truncate(3);
+            }
+        }
         let mask_shape = out.values.get(spec.mask).map_or_else(Vec::new, |v| v.shape.clone());
         let raw = fresh(&mut out, format!("{base}/dense"), shape.clone(), None);
         node.outputs[0] = raw;
@@ -42,15 +53,26 @@ pub fn lower_to_dense(g: &Graph, poison: Option<f32>) -> Graph {
             let kept = fresh(&mut out, format!("{base}/kept"), shape.clone(), None);
             let inv = fresh(&mut out, format!("{base}/inactive"), mask_shape.clone(), None);
             let junk = fresh(&mut out, format!("{base}/junk"), mask_shape, None);
-            let next = if spec.fused_mul { fresh(&mut out, format!("{base}/poisoned"), shape, None) } else { target };
+            let next = if spec.fused_mul { fresh(&mut out, format!("{base}/poisoned"), shape.clone(), None) } else { target };
             push(&mut out, format!("{base}/keep"), BinaryKind::Mul, cur, spec.mask, kept);
             push(&mut out, format!("{base}/invert"), BinaryKind::Sub, one, spec.mask, inv);
             push(&mut out, format!("{base}/junk"), BinaryKind::Mul, inv, pzc, junk);
             push(&mut out, format!("{base}/poison"), BinaryKind::Add, kept, junk, next);
             cur = next;
         }
-        if spec.fused_mul {
-            push(&mut out, format!("{base}/mask"), BinaryKind::Mul, cur, spec.mask, target);
+        match join {
+            Some((Some(r), act)) => {
+                let masked = fresh(&mut out, format!("{base}/masked"), shape.clone(), None);
+                push(&mut out, format!("{base}/mask"), BinaryKind::Mul, cur, spec.mask, masked);
+                let act_op = act.and_then(activation_op);
+                let sum = if act_op.is_some() { fresh(&mut out, format!("{base}/joined"), shape, None) } else { target };
+                push(&mut out, format!("{base}/join"), BinaryKind::Add, masked, r, sum);
+                if let Some(op) = act_op {
+                    out.nodes.push(Node { name: format!("{base}/act"), op, inputs: vec![Some(sum)], outputs: vec![target], sparse: None });
+                }
+            }
+            _ if spec.fused_mul => push(&mut out, format!("{base}/mask"), BinaryKind::Mul, cur, spec.mask, target),
+            _ => {}
         }
     }
     out

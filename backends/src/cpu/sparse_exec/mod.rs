@@ -5,8 +5,11 @@
 
 mod calibrate;
 pub(crate) mod masks;
+mod memo;
+mod residual;
 mod step_build;
 
+pub(crate) use memo::MaskMemo;
 pub(crate) use step_build::build_steps;
 
 use super::sparse::{SparseConv, SparseLinear};
@@ -107,35 +110,30 @@ impl SparseStep {
         mask: &Tensor,
         spec_out: &TensorSpec,
         pool: &mut ZeroPool,
+        memo: &mut MaskMemo,
         dense: DenseEval,
     ) -> Result<StepOutput> {
         let mut ph = PhaseTimes::default();
-        let t = Instant::now();
-        let masks = {
+        // One clock read per phase boundary: at ~10 µs per op, clock reads are not free.
+        let t0 = Instant::now();
+        let (kind, images, h, w) = (self.spec.kind, self.images, self.h, self.w);
+        let info = {
             let _s = tracing::trace_span!("bitmask").entered();
-            masks::bitmasks(mask, &self.mask_name, self.spec.kind, self.images, self.h, self.w)?
+            memo.get(self.spec.mask, (kind, images, h, w), || masks::bitmasks(mask, &self.mask_name, kind, images, h, w))?
         };
-        ph.bitmask = t.elapsed();
-        let density = masks.iter().map(BitMask::density).sum::<f64>() / masks.len().max(1) as f64;
-
-        let t = Instant::now();
-        let grans = self.poly.granularities();
-        let mut counts = vec![0usize; grans.len()];
-        {
+        let (masks, density) = (info.masks.clone(), info.density);
+        let t1 = Instant::now();
+        let counts = {
             let _s = tracing::trace_span!("tiles").entered();
-            for m in &masks {
-                for (c, n) in counts.iter_mut().zip(m.count_tiles_many(&grans)) {
-                    *c += n;
-                }
-            }
-        }
-        ph.tiles = t.elapsed();
-        let t = Instant::now();
+            info.counts(self.poly.granularities())
+        };
+        let t2 = Instant::now();
         let member = {
             let _s = tracing::trace_span!("select").entered();
-            self.choose(&grans, &counts)?
+            self.choose(&counts)?
         };
-        ph.select = t.elapsed();
+        let t3 = Instant::now();
+        (ph.bitmask, ph.tiles, ph.select) = (t1 - t0, t2 - t1, t3 - t2);
         let schedule = &self.poly.members()[member].schedule;
         let (member_name, gran) = (schedule.name.clone(), schedule.granularity);
         let first_cached_frame = self.spec.fill == FillPolicy::Cached && self.cache.is_none();
@@ -155,6 +153,10 @@ impl SparseStep {
                 match (self.spec.fill, self.cache.take()) {
                     (FillPolicy::Zero, _) if self.spec.fused_mul => apply_mask(&mut out, &masks, self.spec.kind, None)?,
                     (FillPolicy::Cached, Some(c)) => apply_mask(&mut out, &masks, self.spec.kind, Some(&c))?,
+                    (FillPolicy::Residual, _) => {
+                        let r = residual_of(ins)?.ok_or_else(|| Error::Other("residual fill without a residual input".into()))?;
+                        residual::fill_inactive(op, out.as_f32_mut()?, r, &masks)?;
+                    }
                     _ => {}
                 }
                 ph.compute = t.elapsed();
@@ -184,7 +186,7 @@ impl SparseStep {
         Ok(StepOutput { tensor, record, dirty })
     }
 
-    fn choose(&self, grans: &[Granularity], counts: &[usize]) -> Result<usize> {
+    fn choose(&self, counts: &[usize]) -> Result<usize> {
         let members = self.poly.members();
         match self.force {
             Some(ForceMember::Dense) => Ok(self.poly.dense_index()),
@@ -200,7 +202,6 @@ impl SparseStep {
             }
             None => {
                 let per_member = self.poly.member_counts(counts)?;
-                let _ = grans;
                 self.poly.try_select(&per_member)
             }
         }
@@ -211,7 +212,7 @@ impl SparseStep {
         &mut self,
         op: &Op,
         ins: &[Option<&Tensor>],
-        masks: &[BitMask],
+        masks: &Arc<[BitMask]>,
         g: Granularity,
         spec_out: &TensorSpec,
         pool: &mut ZeroPool,
@@ -219,11 +220,15 @@ impl SparseStep {
     ) -> Result<(Tensor, usize, Option<Dirty>)> {
         let len: usize = spec_out.shape.iter().product();
         let t = Instant::now();
-        let (mut buf, from_cache) = {
+        let (mut buf, reusable) = {
             let _s = tracing::trace_span!("zero_fill").entered();
-            match self.cache.take() {
-                Some(c) => (c.into_data().into_f32().map_err(|_| Error::Other("cached activations are not FLOAT".into()))?, true),
-                None => (pool.take(len).0, false),
+            match (self.spec.fill, self.cache.take()) {
+                (_, Some(c)) => (c.into_data().into_f32().map_err(|_| Error::Other("cached activations are not FLOAT".into()))?, false),
+                (FillPolicy::Residual, None) => {
+                    let r = residual_of(ins)?.ok_or_else(|| Error::Other("residual fill without a residual input".into()))?;
+                    (residual::start_buffer(op, r)?, false)
+                }
+                _ => (pool.take(len).0, true),
             }
         };
         ph.zero_fill = t.elapsed();
@@ -280,17 +285,16 @@ impl SparseStep {
             Kernel::DenseOnly => unreachable!("run_sparse is not called for dense-only ops"),
         }
         ph.compute = t.elapsed().saturating_sub(ph.tiles);
-        let dirty = match (&self.kernel, from_cache) {
-            (_, true) => None,
-            (Kernel::Conv(_), false) => match self.spec.kind {
+        let dirty = match (&self.kernel, reusable) {
+            (_, false) => None,
+            (Kernel::Conv(_), true) => match self.spec.kind {
                 MaskKind::Spatial => {
-                    Some(Dirty::Positions { masks: masks.to_vec(), channels: len / (images * self.h * self.w) })
+                    Some(Dirty::Positions { masks: masks.clone(), channels: len / (images * self.h * self.w) })
                 }
                 MaskKind::Token => Some(Dirty::All),
             },
-            (_, false) => Some(Dirty::All),
+            (_, true) => Some(Dirty::All),
         };
-        let _ = op;
         Ok((Tensor::from_f32(spec_out.shape.clone(), buf)?, tiles_total, dirty))
     }
 }
