@@ -213,7 +213,8 @@ impl<D: GpuDevice> GpuExecutable<D> {
     }
 
     fn replay(&self) -> Result<()> {
-        let lw = super::kernels::LINEAR_WG;
+        let max = self.dev.info().max_work_group_size;
+        let lw = if max > 0 { super::kernels::LINEAR_WG.min(max) } else { super::kernels::LINEAR_WG };
         for step in &self.steps {
             let wrap = |e: Error| Error::node(&step.node, step.op, e.to_string());
             if let Some(fill) = &self.poison {

@@ -219,7 +219,10 @@ impl<'a, D: GpuDevice> Ctx<'a, D> {
         if n == 0 {
             return Ok(());
         }
-        self.launch(kernel, [n.div_ceil(LINEAR_WG as usize), 1, 1], [LINEAR_WG, 1, 1], args)
+        // These kernels work with any work-group size; small devices get what they allow.
+        let max = self.dev.info().max_work_group_size;
+        let wg = if max > 0 { LINEAR_WG.min(max) } else { LINEAR_WG };
+        self.launch(kernel, [n.div_ceil(wg as usize), 1, 1], [wg, 1, 1], args)
     }
 
     /// The storage word of input `i`, or an error naming DOUBLE.
