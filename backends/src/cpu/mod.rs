@@ -49,6 +49,9 @@ pub use attention::{attention_dense, AttnShape, ScoreBias};
 pub use attention_active::{active_tokens, attention_active, attention_node_active};
 pub use executor::{CpuBackend, CpuEvaluator};
 pub use sparse_exec::{ForceMember, SparseConfig};
+/// Index planning the GPU backends share with the CPU kernels, so both read the same positions.
+pub(crate) use pad::pad_maps;
+pub(crate) use resize::{resize_plans, AxisPlan};
 
 use dynaspa_runtime::backend::TensorSpec;
 use dynaspa_runtime::graph::Op;
