@@ -167,7 +167,7 @@ pub struct FrameOpts {
     /// Stop after this many frames.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub max_frames: Option<u32>,
-    /// Backend: auto or cpu.
+    /// Backend: auto, cpu, cuda or cuda:N (see `dynaspa devices`).
     #[arg(long, default_value = "auto")]
     pub backend: String,
     /// CPU worker threads (default: all cores).

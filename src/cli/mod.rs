@@ -1,6 +1,7 @@
 //! Command definitions and dispatch.
 
 mod bench;
+mod devices;
 mod feed;
 mod frames;
 mod inspect;
@@ -33,6 +34,8 @@ enum Command {
     Profile(profile::ProfileArgs),
     /// Time the same frames sparse and dense, interleaved; prints speedup_vs_dense.
     Bench(bench::BenchArgs),
+    /// List every backend with its devices, or why it is unavailable here.
+    Devices(devices::DevicesArgs),
 }
 
 #[derive(clap::Args)]
@@ -60,5 +63,6 @@ pub fn dispatch(cli: Cli, recorder: Option<trace::Recorder>) -> dynaspa::Result<
         Command::Inspect(a) => inspect::inspect(a),
         Command::Profile(a) => profile::profile(a, recorder),
         Command::Bench(a) => bench::bench(a),
+        Command::Devices(a) => devices::devices_cmd(a),
     }
 }

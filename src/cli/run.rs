@@ -42,7 +42,7 @@ pub struct RunArgs {
     /// Which mask to draw: a sparse op's name or a mask output's name (default: the first).
     #[arg(long, value_name = "NAME", requires = "overlay")]
     pub overlay_op: Option<String>,
-    /// Backend: auto or cpu.
+    /// Backend: auto, cpu, cuda or cuda:N (see `dynaspa devices`).
     #[arg(long, default_value = "auto")]
     pub backend: String,
     /// Write each graph output here as <name>.npy (with --frames: <frame>/<name>.npy).

@@ -23,6 +23,7 @@ mod gemm_util;
 mod im2col;
 mod index;
 mod kernel_util;
+mod listing;
 mod mathf;
 mod matmul;
 mod movement;
@@ -47,6 +48,7 @@ mod test_util;
 pub use attention::{attention_dense, AttnShape, ScoreBias};
 pub use attention_active::{active_tokens, attention_active, attention_node_active};
 pub use executor::{CpuBackend, CpuEvaluator};
+pub use listing::device_listing;
 pub use sparse_exec::{ForceMember, SparseConfig};
 
 use dynaspa_runtime::backend::TensorSpec;
