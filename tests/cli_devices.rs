@@ -75,7 +75,7 @@ int cuGetErrorString(int e, const char **s) { (void)e; *s = TEXT; return 0; }
 STUB(cuDriverGetVersion) STUB(cuDeviceGet) STUB(cuDeviceGetName) STUB(cuDeviceGetAttribute)
 STUB(cuDeviceTotalMem_v2) STUB(cuDevicePrimaryCtxRetain) STUB(cuDevicePrimaryCtxRelease_v2)
 STUB(cuCtxSetCurrent) STUB(cuStreamCreate) STUB(cuStreamDestroy_v2) STUB(cuStreamSynchronize)
-STUB(cuStreamWaitEvent) STUB(cuEventCreate) STUB(cuEventRecord) STUB(cuEventDestroy_v2)
+STUB(cuStreamWaitEvent) STUB(cuEventCreate) STUB(cuEventRecord) STUB(cuEventDestroy_v2) STUB(cuEventSynchronize)
 STUB(cuMemAlloc_v2) STUB(cuMemFree_v2) STUB(cuMemcpyHtoDAsync_v2) STUB(cuMemcpyDtoHAsync_v2)
 STUB(cuMemsetD8Async) STUB(cuMemsetD32Async) STUB(cuModuleLoadData) STUB(cuModuleGetFunction)
 STUB(cuModuleUnload) STUB(cuFuncGetAttribute) STUB(cuLaunchKernel)

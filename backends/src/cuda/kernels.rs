@@ -47,3 +47,6 @@ pub fn all_specs() -> Vec<KernelSpec> {
     v.extend(DIALECT_TILES.iter().map(|&t| transpose_spec(t)));
     v
 }
+
+#[cfg(test)]
+mod bitmask_emulated_tests;

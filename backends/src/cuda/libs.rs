@@ -32,6 +32,7 @@ const DRIVER_SYMBOLS: &[&str] = &[
     "cuEventCreate",
     "cuEventRecord",
     "cuEventDestroy_v2",
+    "cuEventSynchronize",
     "cuMemAlloc_v2",
     "cuMemFree_v2",
     "cuMemcpyHtoDAsync_v2",

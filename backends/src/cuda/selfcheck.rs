@@ -6,7 +6,7 @@
 
 use super::device::CudaDevice;
 use super::kernel_cache::KernelCache;
-use super::kernels::{self, bitmask::BitmaskPlan, bitmask::BitmaskRunner};
+use super::kernels::{self, bitmask::BitmaskOutput, bitmask::BitmaskPlan, bitmask::BitmaskRunner};
 use crate::gpu::{Arg, GpuDevice, KernelSpec};
 use dynaspa_runtime::sparsity::{BitMask, Granularity};
 use std::time::Instant;
@@ -279,7 +279,6 @@ pub fn blob_mask(rng: &mut Rng, h: usize, w: usize, density: f64) -> Vec<f32> {
 
 /// The bitmask kernel on one mask against BitMask::from_f32 / count_tiles_many / aligned_tiles.
 pub fn check_bitmask_case(dev: &CudaDevice, values: &[f32], h: usize, w: usize, gs: &[Granularity]) -> std::result::Result<(), String> {
-    let want = BitMask::from_f32(h, w, values).map_err(e2s)?;
     let runner = BitmaskRunner::new(dev, BitmaskPlan::new(h, w, gs).map_err(e2s)?).map_err(e2s)?;
     // Poison every output.
     for b in [&runner.words, &runner.counts, &runner.tiles] {
@@ -288,9 +287,16 @@ pub fn check_bitmask_case(dev: &CudaDevice, values: &[f32], h: usize, w: usize, 
     let mask = upload_f32(dev, values)?;
     runner.launch(dev, &mask).map_err(e2s)?;
     let got = runner.read(dev, Some(values)).map_err(e2s)?;
-    if got.words != want.to_u32_words() {
-        let i = got.words.iter().zip(want.to_u32_words()).position(|(a, b)| *a != b).unwrap_or(0);
-        return Err(format!("{h}x{w}: word {i} differs from BitMask::to_u32_words"));
+    compare_with_host(values, h, w, gs, &got)
+}
+
+/// What the bitmask kernel produced against the host's BitMask on the same values.
+pub fn compare_with_host(values: &[f32], h: usize, w: usize, gs: &[Granularity], got: &BitmaskOutput) -> std::result::Result<(), String> {
+    let want = BitMask::from_f32(h, w, values).map_err(e2s)?;
+    let words = want.to_u32_words();
+    if got.words != words {
+        let i = got.words.iter().zip(&words).position(|(a, b)| a != b).unwrap_or(0);
+        return Err(format!("{h}x{w}: word {i} is {:#x}, BitMask::to_u32_words has {:#x}", got.words[i], words[i]));
     }
     let counts = want.count_tiles_many(gs);
     if got.counts != counts {
@@ -312,16 +318,28 @@ pub fn check_bitmask_case(dev: &CudaDevice, values: &[f32], h: usize, w: usize, 
     Ok(())
 }
 
+/// Shapes (ragged edges, one row, one column, taller than wide) and granularities the bitmask
+/// checks draw from.
+pub const BITMASK_SHAPES: [(usize, usize); 10] =
+    [(1, 1), (7, 9), (1, 1000), (56, 56), (64, 64), (100, 3), (112, 112), (224, 224), (300, 301), (513, 257)];
+pub const BITMASK_GRANULARITIES: [(u16, u16); 10] = [(1, 1), (2, 2), (4, 8), (8, 8), (3, 5), (0, 2), (16, 16), (1, 64), (33, 1), (224, 224)];
+
+/// One to five granularities from the list above (repeats allowed, as the host allows them).
+pub fn random_granularities(rng: &mut Rng) -> Vec<Granularity> {
+    let k = rng.range(1, 6);
+    (0..k)
+        .map(|_| BITMASK_GRANULARITIES[rng.range(0, BITMASK_GRANULARITIES.len())])
+        .map(|(a, b)| Granularity::new(a, b))
+        .collect()
+}
+
 /// Random shapes (ragged edges, one row, taller than wide), densities and granularity sets,
 /// then a non-binary value that must be reported at its position.
 pub fn check_bitmask(dev: &CudaDevice, rng: &mut Rng) -> Outcome {
-    let shapes = [(1, 1), (7, 9), (1, 1000), (56, 56), (64, 64), (100, 3), (112, 112), (224, 224), (300, 301), (513, 257)];
-    let all_gs = [(1, 1), (2, 2), (4, 8), (8, 8), (3, 5), (0, 2), (16, 16), (1, 64), (33, 1), (224, 224)];
     let mut cases = 0;
-    for &(h, w) in &shapes {
+    for &(h, w) in &BITMASK_SHAPES {
         for density in [0.0, 0.03, 0.3, 0.9, 1.0] {
-            let k = rng.range(1, 6);
-            let gs: Vec<Granularity> = (0..k).map(|_| all_gs[rng.range(0, all_gs.len())]).map(|(a, b)| Granularity::new(a, b)).collect();
+            let gs = random_granularities(rng);
             let values = if density == 1.0 { vec![1.0; h * w] } else { blob_mask(rng, h, w, density) };
             check_bitmask_case(dev, &values, h, w, &gs).map_err(|e| format!("density {density}: {e}"))?;
             cases += 1;

@@ -144,41 +144,70 @@ impl<D: GpuDevice> BitmaskRunner<D> {
     pub fn counts(&self, dev: &D, values: Option<&[f32]>) -> Result<Vec<usize>> {
         let mut raw = vec![0u8; 4 * (self.plan.granularities.len() + 1)];
         dev.download(&self.counts, 0, &mut raw)?;
-        let c = bytes_u32(&raw);
-        let (counts, bad) = c.split_at(c.len() - 1);
-        if bad[0] != ALL_BINARY {
-            let (i, w) = (bad[0] as usize, self.plan.width.max(1));
-            let v = values.and_then(|v| v.get(i)).map(|v| format!(" is {v:?}")).unwrap_or_default();
-            return Err(err(format!(
-                "BitMask {}x{} from f32: value at (y {}, x {}) (index {i}){v}; a mask holds only 0.0 and 1.0",
-                self.plan.height,
-                self.plan.width,
-                i / w,
-                i % w
-            )));
-        }
-        Ok(counts.iter().map(|&c| c as usize).collect())
+        self.plan.decode_counts(&bytes_u32(&raw), values)
     }
 
     /// Everything after `launch`: counts (checked as in `counts`), words and tile lists.
     pub fn read(&self, dev: &D, values: Option<&[f32]>) -> Result<BitmaskOutput> {
-        let counts = self.counts(dev, values)?;
-        let mut raw = vec![0u8; 4 * self.plan.words];
-        dev.download(&self.words, 0, &mut raw)?;
-        let words = bytes_u32(&raw);
-        let mut raw = vec![0u8; 4 * self.plan.tile_words];
-        dev.download(&self.tiles, 0, &mut raw)?;
-        let all = bytes_u32(&raw);
-        let mut tiles = Vec::with_capacity(counts.len());
-        for (i, (&n, g)) in counts.iter().zip(&self.plan.granularities).enumerate() {
-            if n > self.plan.capacity[i] {
-                return Err(err(format!("bitmask kernel: {n} tiles at {g}, the grid has {}", self.plan.capacity[i])));
-            }
-            let off = self.plan.params[3 * i + 2] as usize;
-            let list = all[off..off + 2 * n].chunks_exact(2).map(|p| DisTile { y: p[0], x: p[1] }).collect();
-            tiles.push(TileSet { granularity: g.effective(), height: self.plan.height, width: self.plan.width, tiles: list });
+        let mut counts = vec![0u8; 4 * (self.plan.granularities.len() + 1)];
+        dev.download(&self.counts, 0, &mut counts)?;
+        let mut words = vec![0u8; 4 * self.plan.words];
+        dev.download(&self.words, 0, &mut words)?;
+        let mut tiles = vec![0u8; 4 * self.plan.tile_words];
+        dev.download(&self.tiles, 0, &mut tiles)?;
+        self.plan.decode(bytes_u32(&words), &bytes_u32(&counts), &bytes_u32(&tiles), values)
+    }
+}
+
+impl BitmaskPlan {
+    /// The kernel's `counts` output as tile counts, or the error for a non-binary mask value.
+    pub fn decode_counts(&self, raw: &[u32], values: Option<&[f32]>) -> Result<Vec<usize>> {
+        if raw.len() != self.granularities.len() + 1 {
+            return Err(err(format!("bitmask kernel: {} count words for {} granularities", raw.len(), self.granularities.len())));
         }
-        Ok(BitmaskOutput { words, counts, tiles })
+        let (counts, bad) = raw.split_at(raw.len() - 1);
+        if bad[0] != ALL_BINARY {
+            let (i, w) = (bad[0] as usize, self.width.max(1));
+            let v = values.and_then(|v| v.get(i)).map(|v| format!(" is {v:?}")).unwrap_or_default();
+            return Err(err(format!(
+                "BitMask {}x{} from f32: value at (y {}, x {}) (index {i}){v}; a mask holds only 0.0 and 1.0",
+                self.height,
+                self.width,
+                i / w,
+                i % w
+            )));
+        }
+        for (i, (&n, g)) in counts.iter().zip(&self.granularities).enumerate() {
+            if n as usize > self.capacity[i] {
+                return Err(err(format!("bitmask kernel: {n} tiles at {g}, the grid has {}", self.capacity[i])));
+            }
+        }
+        Ok(counts.iter().map(|&c| c as usize).collect())
+    }
+
+    /// All three outputs of one launch as host types.
+    pub fn decode(&self, words: Vec<u32>, raw_counts: &[u32], tiles: &[u32], values: Option<&[f32]>) -> Result<BitmaskOutput> {
+        let counts = self.decode_counts(raw_counts, values)?;
+        if words.len() != self.words || tiles.len() != self.tile_words {
+            return Err(err(format!(
+                "bitmask kernel: got {} words and {} tile words, the plan has {} and {}",
+                words.len(),
+                tiles.len(),
+                self.words,
+                self.tile_words
+            )));
+        }
+        let sets = counts
+            .iter()
+            .zip(&self.granularities)
+            .enumerate()
+            .map(|(i, (&n, g))| {
+                let off = self.params[3 * i + 2] as usize;
+                let list = tiles[off..off + 2 * n].chunks_exact(2).map(|p| DisTile { y: p[0], x: p[1] }).collect();
+                TileSet { granularity: g.effective(), height: self.height, width: self.width, tiles: list }
+            })
+            .collect();
+        Ok(BitmaskOutput { words, counts, tiles: sets })
     }
 }
 
