@@ -30,6 +30,10 @@ pub struct OpenOptions {
     pub cached: bool,
     /// Calibration cache and forced members for sparse ops (`None`: from the environment).
     pub sparse: Option<backends::cpu::SparseConfig>,
+    /// GPU backends: which device (see `dynaspa devices`; `None`: the backend's default).
+    pub device: Option<String>,
+    /// GPU backends: fill node outputs with NaN before their kernels run (tests).
+    pub poison: bool,
 }
 
 /// Loads and optimises a model file (constant folding runs on the CPU kernels).
@@ -50,7 +54,14 @@ pub fn open(path: impl AsRef<Path>, backend: &str, opts: &OpenOptions) -> Result
         let found = detect_sparse_regions(&mut g, &so);
         tracing::debug!(sparse_ops = found.len(), "sparse regions");
     }
-    let cfg = opts.sparse.clone().unwrap_or_else(backends::cpu::SparseConfig::from_env);
-    let b = backends::create_with(backend, opts.threads, cfg)?;
+    let b = backends::create_configured(
+        backend,
+        &backends::BackendOptions {
+            threads: opts.threads,
+            sparse: Some(opts.sparse.clone().unwrap_or_else(backends::cpu::SparseConfig::from_env)),
+            device: opts.device.clone(),
+            poison: opts.poison,
+        },
+    )?;
     Session::new(g, b.as_ref())
 }

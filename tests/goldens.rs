@@ -37,7 +37,8 @@ fn check_model(model: &str) {
     let cases = meta["cases"].as_array().expect("cases").len();
     assert!(cases >= 4, "{model}: only {cases} golden cases");
     for backend in common::backends() {
-        let mut s = dynaspa::open(common::repo_path(meta["model"].as_str().unwrap()), &backend, &Default::default())
+        let opts = dynaspa::OpenOptions { poison: true, ..Default::default() };
+        let mut s = dynaspa::open(common::repo_path(meta["model"].as_str().unwrap()), &backend, &opts)
             .unwrap_or_else(|e| panic!("{model} on {backend}: {e}"));
         let (mut worst, mut flips, mut cells) = (0f64, 0usize, 0usize);
         for i in 0..cases {

@@ -1,42 +1,27 @@
 //! dynaspa-backends: the execution backends. The CPU backend is always built: it is the
-//! reference every other backend is checked against and the embedded default. GPU backends sit
-//! behind cargo features and load their libraries at run time, so they are listed here only
-//! where they can run.
+//! reference every other backend is checked against and the embedded default. GPU backends
+//! share `gpu` (the device trait and the graph executor) and sit behind cargo features; they
+//! load their libraries at run time and are listed only where they can run.
 
 pub mod cache_dir;
 pub mod cpu;
 #[cfg(feature = "cuda")]
 pub mod cuda;
 pub mod gpu;
+#[cfg(feature = "opencl")]
+pub mod opencl;
 
 use dynaspa_runtime::backend::Backend;
 use dynaspa_runtime::{Error, Result};
 
-/// One backend's devices for `dynaspa devices`, or why it has none here.
-#[derive(Clone, Debug)]
-pub struct DeviceListing {
-    pub backend: &'static str,
-    pub devices: std::result::Result<Vec<gpu::DeviceInfo>, String>,
-}
-
-/// Every backend this crate knows, built or not, with its devices or the reason it is unusable.
-pub fn devices() -> Vec<DeviceListing> {
-    vec![cpu::device_listing(), cuda_listing()]
-}
-
-#[cfg(feature = "cuda")]
-fn cuda_listing() -> DeviceListing {
-    cuda::device_listing()
-}
-
-#[cfg(not(feature = "cuda"))]
-fn cuda_listing() -> DeviceListing {
-    DeviceListing { backend: "cuda", devices: Err("not in this build (cargo feature 'cuda' is off)".into()) }
-}
-
 /// Backends this build can construct on this machine, by name.
 pub fn available() -> Vec<&'static str> {
+    #[allow(unused_mut)]
     let mut v = vec!["cpu"];
+    #[cfg(feature = "opencl")]
+    if opencl::is_available() {
+        v.push("opencl");
+    }
     #[cfg(feature = "cuda")]
     if cuda::probe().is_ok() {
         v.push("cuda");
@@ -44,31 +29,123 @@ pub fn available() -> Vec<&'static str> {
     v
 }
 
-/// `auto` picks the best backend present; today that is the CPU (GPU backends run kernels but
-/// not yet whole models).
+/// Everything a backend can be configured with; each backend reads what applies to it.
+#[derive(Clone, Debug, Default)]
+pub struct BackendOptions {
+    /// CPU worker threads (`None`: every core).
+    pub threads: Option<usize>,
+    /// Sparse-op settings and the cache directory (`None`: from the environment). GPU backends
+    /// keep their compiled programs under the same cache directory.
+    pub sparse: Option<cpu::SparseConfig>,
+    /// Which device a GPU backend uses: an index of `dynaspa devices`, "platform:device" (OpenCL)
+    /// or part of the name (`None`: `$DYNASPA_OPENCL_DEVICE` / `$DYNASPA_CUDA_DEVICE`, else the
+    /// first GPU, else the first device).
+    pub device: Option<String>,
+    /// GPU backends fill each node's outputs with NaN before its kernels run, so an output a
+    /// kernel does not write shows in the results (tests). Also on with `DYNASPA_GPU_POISON=1`.
+    pub poison: bool,
+}
+
+/// `auto` picks the best backend present; today that is the CPU (the GPU backends run sparse
+/// ops densely until their sparse kernels land).
 pub fn create(name: &str, threads: Option<usize>) -> Result<Box<dyn Backend>> {
     create_with(name, threads, cpu::SparseConfig::from_env())
 }
 
 /// `create` with explicit settings for sparse ops (calibration cache, forced member).
-/// GPU backends take a device index: `cuda` is `cuda:0`.
 pub fn create_with(name: &str, threads: Option<usize>, sparse: cpu::SparseConfig) -> Result<Box<dyn Backend>> {
-    let (family, ordinal) = match name.split_once(':') {
-        Some((f, n)) => match n.parse::<usize>() {
-            Ok(i) => (f, Some(i)),
-            Err(_) => return Err(Error::Other(format!("backend '{name}': '{n}' is not a device index"))),
-        },
-        None => (name, None),
-    };
-    match family {
-        "auto" | "cpu" if ordinal.is_none() => Ok(Box::new(cpu::CpuBackend::new(threads)?.with_sparse_config(sparse))),
-        #[cfg(feature = "cuda")]
-        "cuda" => Ok(Box::new(cuda::CudaBackend::new(ordinal.unwrap_or(0))?)),
-        #[cfg(not(feature = "cuda"))]
-        "cuda" => Err(Error::Other("backend cuda: not in this build (cargo feature 'cuda' is off)".into())),
-        _ => Err(Error::Other(format!(
-            "unknown backend '{name}'; this build has: auto, {}",
-            available().join(", ")
-        ))),
+    create_configured(name, &BackendOptions { threads, sparse: Some(sparse), ..Default::default() })
+}
+
+pub fn create_configured(name: &str, o: &BackendOptions) -> Result<Box<dyn Backend>> {
+    let sparse = o.sparse.clone().unwrap_or_else(cpu::SparseConfig::from_env);
+    match name {
+        "auto" | "cpu" => Ok(Box::new(cpu::CpuBackend::new(o.threads)?.with_sparse_config(sparse))),
+        "opencl" => {
+            #[cfg(feature = "opencl")]
+            {
+                let poison = o.poison || std::env::var("DYNASPA_GPU_POISON").is_ok_and(|v| !v.is_empty() && v != "0");
+                let b = opencl::backend(o.device.as_deref(), sparse.cache_dir.as_deref(), gpu::GpuOptions { poison })?;
+                Ok(Box::new(b))
+            }
+            #[cfg(not(feature = "opencl"))]
+            Err(Error::Other("backend 'opencl': this build has no OpenCL support (cargo feature 'opencl')".into()))
+        }
+        "cuda" => {
+            #[cfg(feature = "cuda")]
+            {
+                let poison = o.poison || std::env::var("DYNASPA_GPU_POISON").is_ok_and(|v| !v.is_empty() && v != "0");
+                let b = cuda::backend(o.device.as_deref(), sparse.cache_dir.as_deref(), gpu::GpuOptions { poison })?;
+                Ok(Box::new(b))
+            }
+            #[cfg(not(feature = "cuda"))]
+            Err(Error::Other("backend 'cuda': this build has no CUDA support (cargo feature 'cuda')".into()))
+        }
+        other => Err(Error::Other(format!("unknown backend '{other}'; this build has: auto, {}", available().join(", ")))),
+    }
+}
+
+/// One line of `dynaspa devices`: a device a backend can run on, or why a backend has none.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct DeviceListing {
+    pub backend: String,
+    /// What `--device` takes to pick this device (`None` for the CPU backend).
+    pub selector: Option<String>,
+    /// Where the device comes from (the OpenCL platform), when there is more than the device.
+    pub platform: Option<String>,
+    pub info: Option<gpu::DeviceInfo>,
+    /// Set when the backend cannot run here, saying why.
+    pub unavailable: Option<String>,
+}
+
+/// Every backend of this build with its devices. Each backend adds its own lines.
+pub fn devices() -> Vec<DeviceListing> {
+    let mut out = vec![cpu_listing()];
+    #[cfg(feature = "opencl")]
+    match opencl::list() {
+        Ok(list) if !list.is_empty() => out.extend(list.into_iter().map(|d| DeviceListing {
+            backend: "opencl".into(),
+            selector: Some(d.index.to_string()),
+            platform: Some(d.platform.clone()),
+            info: Some(d.info),
+            unavailable: None,
+        })),
+        Ok(_) => out.push(unavailable("opencl", "the OpenCL loader lists no platform or device (no driver installed)")),
+        Err(e) => out.push(unavailable("opencl", &e.to_string())),
+    }
+    #[cfg(not(feature = "opencl"))]
+    out.push(unavailable("opencl", "this build has no OpenCL support (cargo feature 'opencl')"));
+    #[cfg(feature = "cuda")]
+    match cuda::probe::list() {
+        Ok(list) => out.extend(list.into_iter().enumerate().map(|(i, info)| DeviceListing {
+            backend: "cuda".into(),
+            selector: Some(i.to_string()),
+            platform: None,
+            info: Some(info),
+            unavailable: None,
+        })),
+        Err(why) => out.push(unavailable("cuda", &why)),
+    }
+    #[cfg(not(feature = "cuda"))]
+    out.push(unavailable("cuda", "this build has no CUDA support (cargo feature 'cuda')"));
+    out
+}
+
+fn unavailable(backend: &str, why: &str) -> DeviceListing {
+    DeviceListing { backend: backend.into(), selector: None, platform: None, info: None, unavailable: Some(why.into()) }
+}
+
+fn cpu_listing() -> DeviceListing {
+    let model = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| s.lines().find(|l| l.starts_with("model name")).and_then(|l| l.split(':').nth(1)).map(|m| m.trim().to_string()))
+        .unwrap_or_else(|| std::env::consts::ARCH.to_string());
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get()) as u32;
+    DeviceListing {
+        backend: "cpu".into(),
+        selector: None,
+        platform: None,
+        info: Some(gpu::DeviceInfo { backend: "cpu".into(), name: model, kind: "cpu".into(), compute_units: threads, ..Default::default() }),
+        unavailable: None,
     }
 }

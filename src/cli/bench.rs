@@ -70,7 +70,7 @@ fn time_run(session: &mut Session, feeds: &[(String, Tensor)]) -> Result<f64> {
 pub fn bench(a: BenchArgs) -> Result<()> {
     let open = |dense: bool| {
         let t = Instant::now();
-        let s = dynaspa::open(&a.model, &a.src.backend, &OpenOptions { threads: a.src.threads, dense, ..Default::default() })?;
+        let s = dynaspa::open(&a.model, &a.src.backend, &OpenOptions { threads: a.src.threads, dense, device: a.src.device.clone(), ..Default::default() })?;
         Ok::<_, Error>((s, t.elapsed().as_secs_f64() * 1e3))
     };
     let (mut sparse, sparse_load) = open(false)?;

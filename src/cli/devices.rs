@@ -1,5 +1,4 @@
-//! `dynaspa devices`: every backend with its devices, or why it cannot run here. Exits 0 either
-//! way: an unavailable backend is information, not an error.
+//! `dynaspa devices`: every backend of this build and the devices it can run on.
 
 use dynaspa::backends::{devices, DeviceListing};
 
@@ -11,49 +10,46 @@ pub struct DevicesArgs {
 }
 
 fn mib(b: u64) -> String {
-    format!("{} MiB", b >> 20)
-}
-
-fn text(l: &DeviceListing) -> String {
-    match &l.devices {
-        Err(why) => format!("{}: unavailable: {why}\n", l.backend),
-        Ok(list) if list.is_empty() => format!("{}: no devices\n", l.backend),
-        Ok(list) => {
-            let mut s = format!("{}:\n", l.backend);
-            for (i, d) in list.iter().enumerate() {
-                let mut parts = vec![format!("{} compute units", d.compute_units)];
-                if d.global_mem_bytes > 0 {
-                    parts.push(mib(d.global_mem_bytes));
-                }
-                if d.local_mem_bytes > 0 {
-                    parts.push(format!("{} KiB local/group", d.local_mem_bytes >> 10));
-                }
-                if d.kind != "cpu" {
-                    parts.push(format!("{} work-items/group", d.max_work_group_size));
-                }
-                parts.push(format!("arch {}", d.arch));
-                parts.push(d.driver.clone());
-                s += &format!("  [{i}] {}{}: {}\n", d.name, if d.vendor.is_empty() { String::new() } else { format!(" ({})", d.vendor) }, parts.join(", "));
-            }
-            s
-        }
+    if b >= 1 << 30 {
+        format!("{:.1} GiB", b as f64 / (1u64 << 30) as f64)
+    } else {
+        format!("{} KiB", b >> 10)
     }
 }
 
+fn line(d: &DeviceListing) -> String {
+    if let Some(why) = &d.unavailable {
+        return format!("{:<7} unavailable: {why}", d.backend);
+    }
+    let Some(i) = &d.info else { return format!("{:<7} (no details)", d.backend) };
+    if d.backend == "cpu" {
+        return format!("{:<7} {} ({} threads)", d.backend, i.name, i.compute_units);
+    }
+    format!(
+        "{:<7} [{}] {} ({}, {}){}: {} compute units, {} local memory, work-groups up to {}, {} global memory, {}, driver {}",
+        d.backend,
+        d.selector.as_deref().unwrap_or("-"),
+        i.name,
+        i.kind,
+        i.vendor,
+        d.platform.as_deref().map(|p| format!(" on {p}")).unwrap_or_default(),
+        i.compute_units,
+        mib(i.local_mem_bytes),
+        i.max_work_group_size,
+        mib(i.global_mem_bytes),
+        i.arch,
+        i.driver
+    )
+}
+
 pub fn devices_cmd(a: DevicesArgs) -> dynaspa::Result<()> {
-    let all = devices();
+    let list = devices();
     if a.json {
-        let j: Vec<serde_json::Value> = all
-            .iter()
-            .map(|l| match &l.devices {
-                Ok(d) => serde_json::json!({"backend": l.backend, "available": true, "devices": d}),
-                Err(why) => serde_json::json!({"backend": l.backend, "available": false, "reason": why}),
-            })
-            .collect();
-        println!("{}", serde_json::to_string_pretty(&j).map_err(|e| dynaspa::Error::Other(e.to_string()))?);
+        let s = serde_json::to_string_pretty(&list).map_err(|e| dynaspa::Error::Other(e.to_string()))?;
+        println!("{s}");
     } else {
-        for l in &all {
-            print!("{}", text(l));
+        for d in &list {
+            println!("{}", line(d));
         }
     }
     Ok(())

@@ -34,7 +34,8 @@ enum Command {
     Profile(profile::ProfileArgs),
     /// Time the same frames sparse and dense, interleaved; prints speedup_vs_dense.
     Bench(bench::BenchArgs),
-    /// List every backend with its devices, or why it is unavailable here.
+    /// List every backend of this build and its devices (the OpenCL ones with their limits);
+    /// `--device` of the other commands takes the number in brackets.
     Devices(devices::DevicesArgs),
 }
 

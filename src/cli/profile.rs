@@ -142,7 +142,7 @@ fn print_table(rows: &[Row], total: &Row) {
 }
 
 pub fn profile(a: ProfileArgs, recorder: Option<Recorder>) -> Result<()> {
-    let opts = OpenOptions { threads: a.src.threads, ..Default::default() };
+    let opts = OpenOptions { threads: a.src.threads, device: a.src.device.clone(), ..Default::default() };
     let mut session = dynaspa::open(&a.model, &a.src.backend, &opts)?;
     let feeder = a.src.feeder(session.graph())?;
     let mut source = FrameSource::open(&a.src.frames, feeder.input_size(), a.src.max_frames.map(|n| n as usize))?;

@@ -42,9 +42,13 @@ pub struct RunArgs {
     /// Which mask to draw: a sparse op's name or a mask output's name (default: the first).
     #[arg(long, value_name = "NAME", requires = "overlay")]
     pub overlay_op: Option<String>,
-    /// Backend: auto, cpu, cuda or cuda:N (see `dynaspa devices`).
+    /// Backend: auto, cpu, opencl or cuda (`dynaspa devices` lists what this machine has).
     #[arg(long, default_value = "auto")]
     pub backend: String,
+    /// GPU device: a number from `dynaspa devices`, PLATFORM:DEVICE (OpenCL), or part of its
+    /// name (default: $DYNASPA_OPENCL_DEVICE / $DYNASPA_CUDA_DEVICE, else the first GPU).
+    #[arg(long, value_name = "SEL")]
+    pub device: Option<String>,
     /// Write each graph output here as <name>.npy (with --frames: <frame>/<name>.npy).
     #[arg(long)]
     pub output_dir: Option<PathBuf>,
@@ -88,7 +92,7 @@ pub fn write_outputs(dir: &Path, outs: &[(String, Tensor)]) -> Result<()> {
 
 pub fn run(a: RunArgs) -> Result<()> {
     let t0 = Instant::now();
-    let opts = OpenOptions { load: LoadOptions { batch: a.batch, ..Default::default() }, threads: a.threads, ..Default::default() };
+    let opts = OpenOptions { load: LoadOptions { batch: a.batch, ..Default::default() }, threads: a.threads, device: a.device.clone(), ..Default::default() };
     let mut session = dynaspa::open(&a.model, &a.backend, &opts)?;
     let load_ms = t0.elapsed().as_secs_f64() * 1e3;
     if let Some(src) = a.frames.clone() {

@@ -23,7 +23,6 @@ mod gemm_util;
 mod im2col;
 mod index;
 mod kernel_util;
-mod listing;
 mod mathf;
 mod matmul;
 mod movement;
@@ -48,8 +47,10 @@ mod test_util;
 pub use attention::{attention_dense, AttnShape, ScoreBias};
 pub use attention_active::{active_tokens, attention_active, attention_node_active};
 pub use executor::{CpuBackend, CpuEvaluator};
-pub use listing::device_listing;
 pub use sparse_exec::{ForceMember, SparseConfig};
+/// Index planning the GPU backends share with the CPU kernels, so both read the same positions.
+pub(crate) use pad::pad_maps;
+pub(crate) use resize::{resize_plans, AxisPlan};
 
 use dynaspa_runtime::backend::TensorSpec;
 use dynaspa_runtime::graph::Op;

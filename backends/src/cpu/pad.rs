@@ -14,8 +14,32 @@ use dynaspa_runtime::{map_data, Error, Result, Tensor};
 
 pub(crate) fn pad(mode: PadMode, ins: &[Option<&Tensor>], out: &TensorSpec) -> Result<Tensor> {
     let x = input(ins, 0, "Pad")?;
+    let (shape, maps) = pad_maps(mode, x.shape(), ins)?;
+    expect_out("Pad", x.dtype(), &shape, out.dtype, &out.shape)?;
+    if shape.contains(&0) {
+        return Ok(Tensor::zeros(x.dtype(), shape));
+    }
+    let value = ins.get(2).copied().flatten().filter(|t| !t.is_empty());
+    if let Some(v) = value {
+        if v.len() != 1 {
+            return Err(Error::Other(format!("Pad: constant_value must be a scalar, got shape {:?}", v.shape())));
+        }
+    }
+    map_data!(x.data(), v => {
+        let fill = match value {
+            Some(c) => map_data!(c.data(), c => conv(c[0])),
+            None => Default::default(),
+        };
+        padded(v, x.shape(), &maps, fill, &shape)
+    })
+}
+
+/// The padded shape of an `xs` input and, per axis, the input index each output index reads
+/// (-1: the constant). `ins[1]` (pads) and `ins[3]` (axes) must be present as host tensors;
+/// the GPU backends plan their Pad from the same function.
+pub(crate) fn pad_maps(mode: PadMode, xs: &[usize], ins: &[Option<&Tensor>]) -> Result<(Vec<usize>, Vec<Vec<i64>>)> {
     let pads = input(ins, 1, "Pad")?.to_i64_vec().map_err(|e| Error::Other(format!("Pad: pads: {e}")))?;
-    let r = x.rank();
+    let r = xs.len();
     let axes: Vec<usize> = match ins.get(3).copied().flatten() {
         Some(t) => t
             .to_i64_vec()
@@ -36,26 +60,12 @@ pub(crate) fn pad(mode: PadMode, ins: &[Option<&Tensor>], out: &TensorSpec) -> R
         }
         per_dim[a] = (pads[i], pads[axes.len() + i]);
     }
-    let shape: Vec<usize> = (0..r).map(|d| padded_len(x.shape()[d], per_dim[d])).collect::<Result<_>>()?;
-    expect_out("Pad", x.dtype(), &shape, out.dtype, &out.shape)?;
+    let shape: Vec<usize> = (0..r).map(|d| padded_len(xs[d], per_dim[d])).collect::<Result<_>>()?;
     if shape.contains(&0) {
-        return Ok(Tensor::zeros(x.dtype(), shape));
+        return Ok((shape, Vec::new()));
     }
-    let maps: Vec<Vec<i64>> =
-        (0..r).map(|d| axis_map(mode, x.shape()[d], per_dim[d].0, per_dim[d].1)).collect::<Result<_>>()?;
-    let value = ins.get(2).copied().flatten().filter(|t| !t.is_empty());
-    if let Some(v) = value {
-        if v.len() != 1 {
-            return Err(Error::Other(format!("Pad: constant_value must be a scalar, got shape {:?}", v.shape())));
-        }
-    }
-    map_data!(x.data(), v => {
-        let fill = match value {
-            Some(c) => map_data!(c.data(), c => conv(c[0])),
-            None => Default::default(),
-        };
-        padded(v, x.shape(), &maps, fill, &shape)
-    })
+    let maps: Vec<Vec<i64>> = (0..r).map(|d| axis_map(mode, xs[d], per_dim[d].0, per_dim[d].1)).collect::<Result<_>>()?;
+    Ok((shape, maps))
 }
 
 fn padded<T: Elem>(src: &[T], shape: &[usize], maps: &[Vec<i64>], fill: T, out: &[usize]) -> Result<Tensor> {

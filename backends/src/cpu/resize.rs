@@ -46,6 +46,22 @@ pub(crate) fn resize(p: &Resize, ins: &[Option<&Tensor>], out: &TensorSpec) -> R
     if out.shape.contains(&0) {
         return Ok(Tensor::zeros(x.dtype(), out.shape.clone()));
     }
+    let plans = resize_plans(p, ins, in_shape, &out.shape)?;
+    map_data!(x.data(), v => match p.mode {
+        ResizeMode::Nearest => nearest(v, in_shape, &plans, conv(p.extrapolation_value), &out.shape),
+        ResizeMode::Linear => linear(v, in_shape, &plans, p.extrapolation_value as f64, &out.shape),
+    })
+}
+
+/// Per axis of an `in_shape` -> `out_shape` Resize, how it is resampled (`None`: unchanged).
+/// `ins[1..]` (roi, scales, sizes) must be host tensors; the GPU backends plan from this too.
+pub(crate) fn resize_plans(
+    p: &Resize,
+    ins: &[Option<&Tensor>],
+    in_shape: &[usize],
+    out_shape: &[usize],
+) -> Result<Vec<Option<AxisPlan>>> {
+    let r = in_shape.len();
     let axes: Vec<usize> = match &p.axes {
         Some(a) => a.iter().map(|&a| norm_axis(a, r, "Resize")).collect::<Result<_>>()?,
         None => (0..r).collect(),
@@ -98,7 +114,7 @@ pub(crate) fn resize(p: &Resize, ins: &[Option<&Tensor>], out: &TensorSpec) -> R
     }
     let mut plans = Vec::with_capacity(r);
     for d in 0..r {
-        let (ni, no) = (in_shape[d], out.shape[d]);
+        let (ni, no) = (in_shape[d], out_shape[d]);
         if !listed[d] {
             if ni != no {
                 return Err(Error::Other(format!("Resize: dim {d} is not resized but changes from {ni} to {no}")));
@@ -115,10 +131,7 @@ pub(crate) fn resize(p: &Resize, ins: &[Option<&Tensor>], out: &TensorSpec) -> R
         let plan = axis_plan(p, ni, no, scale[d], roi_of[d])?;
         plans.push(if plan.is_identity(ni) { None } else { Some(plan) });
     }
-    map_data!(x.data(), v => match p.mode {
-        ResizeMode::Nearest => nearest(v, in_shape, &plans, conv(p.extrapolation_value), &out.shape),
-        ResizeMode::Linear => linear(v, in_shape, &plans, p.extrapolation_value as f64, &out.shape),
-    })
+    Ok(plans)
 }
 
 /// Source coordinate of output index `x` along an axis, or `None` where tf_crop_and_resize

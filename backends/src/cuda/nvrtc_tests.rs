@@ -6,7 +6,7 @@
 use super::kernel_cache::{KernelCache, Origin};
 use super::{kernels, nvrtc};
 use crate::gpu::KernelSpec;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 fn required(name: &str) -> bool {
@@ -25,16 +25,26 @@ fn have_nvrtc() -> bool {
     }
 }
 
-/// Schedules of the shared-dialect kernels in `gpu/kernels/` as the GPU executor uses them.
-/// Empty until the executor lands; a kernel file there without schedules fails the test below.
-fn shared_dialect_specs() -> Vec<KernelSpec> {
-    Vec::new()
-}
-
 fn all_specs() -> Vec<KernelSpec> {
     let mut v = kernels::all_specs();
-    v.extend(shared_dialect_specs());
+    v.extend(crate::gpu::kernels::all_specs());
     v
+}
+
+/// Names of the kernels a source defines (`KERNEL [__launch_bounds__(..)] name(`).
+fn entry_points(source: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for part in source.split("KERNEL ").skip(1) {
+        let mut rest = part.trim_start();
+        if let Some(r) = rest.strip_prefix("__launch_bounds__(") {
+            rest = r.split_once(')').map_or("", |(_, r)| r).trim_start();
+        }
+        let n = rest.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).unwrap_or(rest.len());
+        if n > 0 && rest[n..].trim_start().starts_with('(') {
+            out.push(rest[..n].to_string());
+        }
+    }
+    out
 }
 
 /// Kernel source files on disk: shared dialect and CUDA-only.
@@ -80,8 +90,15 @@ fn every_kernel_source_compiles_for_every_schedule() {
         let of_file: Vec<&KernelSpec> = specs.iter().filter(|s| s.file == name).collect();
         assert!(!of_file.is_empty(), "{} has no schedules listed (add them to the spec lists CI compiles)", f.display());
         let on_disk = std::fs::read_to_string(f).unwrap();
-        for s in of_file {
-            assert_eq!(s.source, on_disk, "{}: the embedded source is not the file's", s.file);
+        // Shared kernels are compiled after gpu/kernels/common.h.
+        for s in &of_file {
+            assert!(s.source.ends_with(&on_disk), "{}: the embedded source is not the file's", s.file);
+        }
+        for entry in entry_points(&on_disk) {
+            assert!(
+                of_file.iter().any(|s| s.entry == entry),
+                "{name}: kernel {entry} has no schedule in the lists CI compiles (gpu::kernels::schedules / cuda::kernels::all_specs)"
+            );
         }
     }
     // One program per source, schedule and architecture; each entry using it must be in it.
@@ -102,37 +119,52 @@ fn every_kernel_source_compiles_for_every_schedule() {
     eprintln!("compiled {compiled} kernel programs from {:?}", files.iter().map(|f| f.file_name().unwrap()).collect::<Vec<_>>());
 }
 
+/// Names a prelude `#define`s.
+fn defined_macros(prelude: &str) -> BTreeSet<String> {
+    prelude
+        .lines()
+        .filter_map(|l| l.trim_start().strip_prefix("#define "))
+        .map(|rest| rest.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).next().unwrap_or("").to_string())
+        .collect()
+}
+
 #[test]
-fn prelude_maps_the_opencl_builtins_kernels_use() {
+fn the_cuda_prelude_defines_every_name_of_the_opencl_one() {
+    let opencl = include_str!("../gpu/kernels/prelude_opencl.h");
+    let (ocl, cuda) = (defined_macros(opencl), defined_macros(nvrtc::PRELUDE));
+    assert!(ocl.len() > 20, "{ocl:?}");
+    let missing: Vec<&String> = ocl.difference(&cuda).collect();
+    assert!(missing.is_empty(), "the CUDA prelude lacks {missing:?} (defined in prelude_opencl.h)");
+}
+
+#[test]
+fn every_prelude_name_compiles_and_means_what_it_means_in_opencl() {
     if !have_nvrtc() {
         return;
     }
+    // Return types and argument types as OpenCL gives them, checked at compile time: ids are
+    // int, the maths is single precision, LOCAL_PTR points into LOCAL memory.
     let source = r#"
-float helper(float x) { return fmax(x, 0.0f); }
-KERNEL void builtins(GLOBAL float *f, GLOBAL uint *u, GLOBAL int *i, int n) {
+template <typename A, typename B> struct same { static const bool value = false; };
+template <typename A> struct same<A, A> { static const bool value = true; };
+#define IS(T, e) static_assert(same<T, decltype(e)>::value, #e " is not " #T)
+FUNC float sum_local(LOCAL_PTR float* s, int n) { float t = 0.0f; for (int i = 0; i < n; ++i) t += s[i]; return t; }
+KERNEL dialect(GLOBAL const float* RESTRICT x, GLOBAL float* y, GLOBAL int* z, int n) {
     LOCAL float scratch[64];
-    size_t g = GLOBAL_ID(0), l = LOCAL_ID(0);
-    uint gid = (uint)GROUP_ID(0) + (uint)NUM_GROUPS(0) + (uint)LOCAL_SIZE(0) + (uint)GLOBAL_SIZE(0);
-    scratch[l % 64] = f[g];
+    int i = GLOBAL_ID(0), l = LOCAL_ID(0);
+    IS(int, GLOBAL_ID(0)); IS(int, LOCAL_ID(1)); IS(int, GROUP_ID(2)); IS(int, LOCAL_SIZE(0)); IS(int, NUM_GROUPS(1));
+    IS(float, EXPF(1.0f)); IS(float, LOGF(1.0f)); IS(float, SQRTF(1.0f)); IS(float, TANHF(1.0f)); IS(float, ERFF(1.0f));
+    IS(float, ERFCF(1.0f)); IS(float, POWF(1.0f, 2.0f)); IS(float, FABSF(1.0f)); IS(float, FLOORF(1.0f));
+    IS(float, CEILF(1.0f)); IS(float, FMAXF(1.0f, 2.0f)); IS(float, FMINF(1.0f, 2.0f)); IS(float, F32_INF);
+    IS(float, F32_NAN); IS(int, IMIN(1u, 2)); IS(int, IMAX(1, 2u)); IS(float, AS_FLOAT(1)); IS(int, AS_INT(1.0f));
+    uint u = 1u; uchar c = 2; ushort s = 3; ulong big = (ulong)u << 40;
+    scratch[l % 64] = i < n ? x[i] : 0.0f;
     LOCAL_BARRIER();
-    float x = scratch[(l + 1) % 64];
-    x = helper(x) + fmin(x, 1.0f) + exp(x) + log(fabs(x) + 1.0f) + sqrt(fabs(x)) + rsqrt(fabs(x) + 1.0f);
-    x += tanh(x) + erf(x) + pow(fabs(x), 0.5f) + floor(x) + ceil(x) + round(x) + clamp(x, -1.0f, 1.0f);
-    x += mad(x, 2.0f, 1.0f) + mix(x, 1.0f, 0.25f) + step(0.0f, x) + sign(x) + native_exp(x) + native_recip(x + 2.0f);
-    x += native_divide(x, 3.0f) + native_sqrt(fabs(x)) + native_rsqrt(fabs(x) + 1.0f) + as_float(as_uint(x));
-    x += isnan(x) ? 0.0f : FLT_MAX * 0.0f + M_PI_F;
-    x = isinf(x) ? INFINITY : x;
-    uchar c = (uchar)gid; ushort s = (ushort)gid; ulong big = (ulong)gid << 40;
-    uint w = popcount(gid) + clz(gid) + mul24(gid, 3u) + mad24(gid, 3u, 1u) + clamp(gid, 1u, 9u) + min(gid, 4u) + max(gid, 2u);
-    int k = clamp((int)gid, -3, 3) + mul24((int)gid, 2) + mad24((int)gid, 2, 1) + convert_int(x) + as_int(x) + min(k, 1);
-    atomic_add(&u[0], w + c + s + (uint)(big >> 40));
-    atomic_inc(&u[1]);
-    atomic_min(&i[0], k); atomic_max(&i[1], k); atomic_or(&u[2], w); atomic_and(&u[3], w);
-    atomic_xchg(&u[4], w); atomic_cmpxchg(&i[2], 0, k); atomic_add(&i[3], 1);
-    if ((int)g < n) f[g] = x + convert_float(k) + (float)convert_uint(w);
+    float v = sum_local(scratch, 64) + (ISNAN(x[0]) ? 0.0f : 1.0f);
+    if (i < n) { y[i] = v; z[i] = (int)(c + s + (big >> 40)); }
 }
 "#;
-    let spec = KernelSpec { file: "builtins.cl", source, entry: "builtins", defines: vec![] };
+    let spec = KernelSpec { file: "dialect.cl", source, entry: "dialect", defines: vec![] };
     if let Err(e) = nvrtc::compile(&spec, "sm_90") {
         panic!("{e}");
     }

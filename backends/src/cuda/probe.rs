@@ -90,7 +90,7 @@ pub fn device_info(ordinal: usize) -> Result<DeviceInfo> {
         backend: "cuda".into(),
         name: result::device::get_name(dev).ctx(|| "cuDeviceGetName".into())?,
         vendor: "NVIDIA".into(),
-        driver: format!("CUDA driver {}", version_text(driver_version()?)),
+        driver: format!("CUDA {}", version_text(driver_version()?)),
         kind: "gpu".into(),
         compute_units: attribute(dev, A::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)? as u32,
         // The static limit: kernels declare their shared arrays statically (no opt-in launch).

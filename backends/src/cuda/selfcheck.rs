@@ -137,7 +137,7 @@ pub fn check_transpose(dev: &CudaDevice, rng: &mut Rng) -> Outcome {
             &k,
             groups,
             [tile, tile, 1],
-            &[Arg::Buf(&ib), Arg::Buf(&out), Arg::U32(rows as u32), Arg::U32(cols as u32), Arg::F32(scale)],
+            &[Arg::Buf(&ib), Arg::Buf(&out), Arg::I32(rows as i32), Arg::I32(cols as i32), Arg::F32(scale)],
         )
         .map_err(e2s)?;
         let got = download_f32(dev, &out, rows * cols)?;

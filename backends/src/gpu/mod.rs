@@ -1,6 +1,12 @@
 //! Shared machinery of the GPU backends (CUDA, OpenCL, wgpu): the `GpuDevice` trait each one
-//! implements, and (to come) the graph executor that lowers ops to kernel launches on it.
+//! implements, and the graph executor that lowers ops to kernel launches on it.
 
 pub mod device;
+mod dtype;
+mod executor;
+pub(crate) mod kernels;
+mod lower;
+mod plan;
 
 pub use device::{Arg, DeviceInfo, GpuDevice, KernelSpec};
+pub use executor::{GpuBackend, GpuExecutable, GpuOptions};

@@ -49,9 +49,9 @@ __device__ bool range_any(const uint *words, uint lo, uint hi) {
 }
 
 // Launch bounds: the block size is fixed, so registers never cap it below BLOCK threads.
-KERNEL void __launch_bounds__(BLOCK) bitmask_tiles(GLOBAL const float *mask, uint height, uint width, GLOBAL uint *words,
-                                                     GLOBAL const uint *grans, uint n_gran, GLOBAL uint *counts,
-                                                     GLOBAL uint *tiles) {
+KERNEL __launch_bounds__(BLOCK) bitmask_tiles(GLOBAL const float *mask, uint height, uint width, GLOBAL uint *words,
+                                                GLOBAL const uint *grans, uint n_gran, GLOBAL uint *counts,
+                                                GLOBAL uint *tiles) {
     __shared__ uint s_bad;
     __shared__ uint s_warp[WARPS];
     __shared__ uint s_total;

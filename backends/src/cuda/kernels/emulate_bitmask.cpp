@@ -75,7 +75,7 @@ using std::min;
 // Shared variables are function statics: one block runs at a time.
 #define __shared__ static
 #define __device__
-#define KERNEL
+#define KERNEL void
 #define GLOBAL
 #define __launch_bounds__(x)
 #include "bitmask.cu"

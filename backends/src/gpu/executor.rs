@@ -1,0 +1,273 @@
+//! `GpuExecutable`: a graph compiled for any `GpuDevice`. Compilation uploads the constants,
+//! plans activation buffers by liveness (views share their input's buffer, freed buffers are
+//! reused) and lowers every node to its kernel launches; `run` uploads the inputs, replays the
+//! launches on the device's in-order queue and downloads the outputs.
+//!
+//! Sparse annotations run in their dense form for now (`lower_to_dense`: the producer computes
+//! everywhere and is multiplied by its mask), so outputs equal the dense graph's.
+
+use super::device::{Arg, GpuDevice};
+use super::dtype;
+use super::lower::ctx::{BufId, Ctx, LArg, Launch, Resources};
+use super::lower::{compile_time_outputs, lower};
+use super::plan::{is_view, liveness};
+use dynaspa_runtime::backend::{Backend, Executable};
+use dynaspa_runtime::graph::sparse_lower::lower_to_dense;
+use dynaspa_runtime::graph::Graph;
+use dynaspa_runtime::report::FrameReport;
+use dynaspa_runtime::{DType, Error, Result, Tensor};
+use std::sync::Arc;
+use std::time::Instant;
+
+/// Settings of a GPU backend.
+#[derive(Clone, Debug, Default)]
+pub struct GpuOptions {
+    /// Fill every node's outputs with NaN before its kernels run, so an output a kernel fails to
+    /// write shows up in the results (tests; costs one fill per node).
+    pub poison: bool,
+}
+
+/// A `Backend` over one GPU device.
+pub struct GpuBackend<D: GpuDevice> {
+    dev: Arc<D>,
+    name: String,
+    opts: GpuOptions,
+}
+
+impl<D: GpuDevice> GpuBackend<D> {
+    pub fn new(dev: Arc<D>, name: &str, opts: GpuOptions) -> GpuBackend<D> {
+        GpuBackend { dev, name: name.to_string(), opts }
+    }
+    pub fn device(&self) -> &Arc<D> {
+        &self.dev
+    }
+}
+
+impl<D: GpuDevice + 'static> Backend for GpuBackend<D> {
+    fn name(&self) -> &str {
+        &self.name
+    }
+    fn compile(&self, graph: Arc<Graph>) -> Result<Box<dyn Executable>> {
+        let _span = tracing::debug_span!("gpu_compile", backend = %self.name).entered();
+        Ok(Box::new(GpuExecutable::compile(self.dev.clone(), &self.name, &graph, &self.opts)?))
+    }
+}
+
+/// The launches of one node, and the buffers it writes (for poisoning).
+struct Step<K> {
+    node: String,
+    op: &'static str,
+    launches: Vec<Launch<K>>,
+    writes: Vec<(BufId, usize)>,
+}
+
+enum Output {
+    Device { buf: BufId, dtype: DType, shape: Vec<usize> },
+    Host(Arc<Tensor>),
+}
+
+pub struct GpuExecutable<D: GpuDevice> {
+    dev: Arc<D>,
+    bufs: Vec<D::Buffer>,
+    /// Per graph input: its buffer and name (`None` when no node reads it).
+    inputs: Vec<Option<(BufId, String)>>,
+    steps: Vec<Step<D::Kernel>>,
+    outputs: Vec<Output>,
+    /// The fill kernel when poisoning.
+    poison: Option<Arc<D::Kernel>>,
+    report: Option<FrameReport>,
+}
+
+fn words(shape: &[usize]) -> usize {
+    shape.iter().product()
+}
+
+impl<D: GpuDevice> GpuExecutable<D> {
+    pub(crate) fn compile(dev: Arc<D>, backend: &str, graph: &Graph, opts: &GpuOptions) -> Result<GpuExecutable<D>> {
+        let dense;
+        let g = if graph.nodes.iter().any(|n| n.sparse.is_some()) {
+            dense = lower_to_dense(graph, None);
+            &dense
+        } else {
+            graph
+        };
+        let live = liveness(g);
+        let mut res = Resources::<D>::new(g.values.len());
+        // Buffers that came from (and may return to) the pool.
+        let mut pooled: Vec<bool> = Vec::new();
+        let mut problems: Vec<String> = Vec::new();
+        let consumers = g.consumers();
+        let mut inputs = Vec::with_capacity(g.inputs.len());
+        for &v in &g.inputs {
+            let val = &g.values[v];
+            if dtype::word(val.dtype).is_none() {
+                problems.push(format!("input '{}' on the {backend} backend: {} tensors are not supported", val.name, val.dtype));
+                inputs.push(None);
+                continue;
+            }
+            if consumers[v].is_empty() && !g.is_graph_output(v) {
+                inputs.push(None);
+                continue;
+            }
+            let b = res.alloc(&*dev, words(&val.shape).max(1) * 4)?;
+            mark(&mut pooled, b, true);
+            res.slot[v] = Some(b);
+            inputs.push(Some((b, val.name.clone())));
+        }
+        let mut steps = Vec::new();
+        for (i, node) in g.nodes.iter().enumerate() {
+            let op = node.op.name();
+            let wrap = |e: Error| Error::node(&node.name, op, e.to_string());
+            if is_view(&node.op) {
+                let (Some(Some(src)), Some(&dst)) = (node.inputs.first(), node.outputs.first()) else {
+                    return Err(wrap(Error::Other("a view needs an input and an output".into())));
+                };
+                if res.slot[*src].is_none() {
+                    let t = g.values[*src].constant.as_ref().ok_or_else(|| wrap(Error::Other("input has no buffer".into())))?;
+                    let b = res.upload(&*dev, t, &g.values[*src].name).map_err(wrap)?;
+                    mark(&mut pooled, b, false);
+                    res.slot[*src] = Some(b);
+                }
+                res.slot[dst] = res.slot[*src];
+            } else if let Some(outs) = compile_time_outputs(g, node) {
+                for (&o, t) in node.outputs.iter().zip(outs.map_err(wrap)?) {
+                    let b = res.upload(&*dev, &t, &g.values[o].name).map_err(wrap)?;
+                    mark(&mut pooled, b, false);
+                    res.slot[o] = Some(b);
+                }
+            } else {
+                let mut writes = Vec::new();
+                let bad_output = node.outputs.iter().map(|&o| g.values[o].dtype).find(|&d| dtype::word(d).is_none());
+                for &o in &node.outputs {
+                    let val = &g.values[o];
+                    let b = res.alloc(&*dev, words(&val.shape).max(1) * 4).map_err(wrap)?;
+                    mark(&mut pooled, b, true);
+                    res.slot[o] = Some(b);
+                    writes.push((b, words(&val.shape)));
+                }
+                let before = res.bufs.len();
+                let mut cx = Ctx { dev: &*dev, graph: g, node, res: &mut res, launches: Vec::new(), scratch: Vec::new() };
+                let lowered = lower(&mut cx);
+                let (launches, scratch) = (std::mem::take(&mut cx.launches), std::mem::take(&mut cx.scratch));
+                // Tables and uploads made while lowering are the node's own, never pooled.
+                for b in before..res.bufs.len() {
+                    if b >= pooled.len() {
+                        mark(&mut pooled, b, scratch.contains(&b));
+                    }
+                }
+                // One problem per node: the first thing it cannot do.
+                let on = |m: &str| format!("node '{}' ({op}) on the {backend} backend: {m}", node.name);
+                match (lowered, bad_output) {
+                    (Err(Error::Unsupported(msgs)), _) => problems.extend(msgs.iter().take(1).map(|m| on(m))),
+                    (Err(e), _) => return Err(wrap(e)),
+                    (Ok(()), Some(d)) => problems.push(on(&format!("{d} outputs are not supported"))),
+                    (Ok(()), None) => {}
+                }
+                for b in scratch {
+                    let cap = res.caps[b];
+                    res.pool.give(b, cap);
+                }
+                steps.push(Step { node: node.name.clone(), op, launches, writes });
+            }
+            // Buffers whose last reader (or, for unread outputs, producer) was this node.
+            let mut done: Vec<usize> = Vec::new();
+            for &v in node.inputs.iter().flatten().chain(node.outputs.iter()) {
+                let r = live.root[v];
+                let last = live.last_use[r].unwrap_or(i);
+                if last <= i && !live.pinned[r] && !done.contains(&r) {
+                    done.push(r);
+                    if let Some(b) = res.slot[r] {
+                        if pooled.get(b).copied().unwrap_or(false) {
+                            let cap = res.caps[b];
+                            res.pool.give(b, cap);
+                        }
+                    }
+                }
+            }
+        }
+        let mut outputs = Vec::with_capacity(g.outputs.len());
+        for &o in &g.outputs {
+            let val = &g.values[o];
+            match (&val.constant, res.slot[o]) {
+                (Some(c), _) => outputs.push(Output::Host(c.clone())),
+                (None, Some(buf)) => outputs.push(Output::Device { buf, dtype: val.dtype, shape: val.shape.clone() }),
+                (None, None) => problems.push(format!("output '{}' is computed by no node", val.name)),
+            }
+        }
+        if !problems.is_empty() {
+            return Err(Error::Unsupported(problems));
+        }
+        let poison = if opts.poison {
+            Some(res.kernel(&*dev, super::kernels::spec(super::kernels::Src::Elementwise, "fill_words", &[]))?)
+        } else {
+            None
+        };
+        tracing::debug!(buffers = res.bufs.len(), steps = steps.len(), "gpu graph compiled");
+        Ok(GpuExecutable { dev, bufs: res.bufs, inputs, steps, outputs, poison, report: None })
+    }
+
+    fn replay(&self) -> Result<()> {
+        let lw = super::kernels::LINEAR_WG;
+        for step in &self.steps {
+            let wrap = |e: Error| Error::node(&step.node, step.op, e.to_string());
+            if let Some(fill) = &self.poison {
+                for &(b, n) in step.writes.iter().filter(|w| w.1 > 0) {
+                    let args = [Arg::Buf(&self.bufs[b]), Arg::I32(0), Arg::I32(n as i32), Arg::I32(f32::NAN.to_bits() as i32)];
+                    self.dev.launch(fill, [(n as u32).div_ceil(lw), 1, 1], [lw, 1, 1], &args).map_err(wrap)?;
+                }
+            }
+            for l in &step.launches {
+                let args: Vec<Arg<'_, D::Buffer>> = l
+                    .args
+                    .iter()
+                    .map(|a| match *a {
+                        LArg::Buf(b) => Arg::Buf(&self.bufs[b]),
+                        LArg::I32(v) => Arg::I32(v),
+                        LArg::F32(v) => Arg::F32(v),
+                    })
+                    .collect();
+                self.dev.launch(&l.kernel, l.groups, l.local, &args).map_err(wrap)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+fn mark(pooled: &mut Vec<bool>, b: BufId, value: bool) {
+    if pooled.len() <= b {
+        pooled.resize(b + 1, false);
+    }
+    pooled[b] = value;
+}
+
+impl<D: GpuDevice> Executable for GpuExecutable<D> {
+    fn run(&mut self, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
+        let t0 = Instant::now();
+        if inputs.len() != self.inputs.len() {
+            return Err(Error::Other(format!("{} inputs given, the graph takes {}", inputs.len(), self.inputs.len())));
+        }
+        for (t, slot) in inputs.iter().zip(&self.inputs) {
+            if let Some((b, name)) = slot {
+                let w = dtype::to_words(t, &format!("input '{name}'"))?;
+                self.dev.upload(&self.bufs[*b], 0, &w)?;
+            }
+        }
+        self.replay()?;
+        let mut outs = Vec::with_capacity(self.outputs.len());
+        for o in &self.outputs {
+            outs.push(match o {
+                Output::Host(t) => (**t).clone(),
+                Output::Device { buf, dtype, shape } => {
+                    let mut bytes = vec![0u8; words(shape) * 4];
+                    self.dev.download(&self.bufs[*buf], 0, &mut bytes)?;
+                    dtype::from_words(&bytes, *dtype, shape.clone())?
+                }
+            });
+        }
+        self.report = Some(FrameReport { total: t0.elapsed(), sparse_ops: Vec::new() });
+        Ok(outs)
+    }
+    fn last_report(&self) -> Option<&FrameReport> {
+        self.report.as_ref()
+    }
+}

@@ -1,0 +1,155 @@
+//! The kernel sources the GPU executor launches. Each file under `kernels/` is compiled as one
+//! program after `kernels/common.h`; the device prepends its own prelude (`prelude_opencl.h` for
+//! OpenCL), which defines the few macros the sources use (`KERNEL`, `GLOBAL`, `LOCAL`,
+//! `LOCAL_PTR`, `FUNC`, `LOCAL_BARRIER()`, `GROUP_ID(d)`, `LOCAL_ID(d)`, `GLOBAL_ID(d)`, the
+//! math wrappers `EXPF`...), so a CUDA prelude compiles the same files under NVRTC.
+//! Schedule knobs enter as `-D NAME=VALUE` defines (`KernelSpec::defines`).
+
+use super::device::KernelSpec;
+
+macro_rules! source {
+    ($file:literal) => {
+        concat!(include_str!("kernels/common.h"), "\n", include_str!(concat!("kernels/", $file)))
+    };
+}
+
+/// One kernel source file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Src {
+    Elementwise,
+    Movement,
+    Reduce,
+    Matmul,
+    Conv,
+    Pool,
+    Attention,
+}
+
+impl Src {
+    pub(crate) fn file(self) -> &'static str {
+        match self {
+            Src::Elementwise => "elementwise.cl",
+            Src::Movement => "movement.cl",
+            Src::Reduce => "reduce.cl",
+            Src::Matmul => "matmul.cl",
+            Src::Conv => "conv.cl",
+            Src::Pool => "pool.cl",
+            Src::Attention => "attention.cl",
+        }
+    }
+
+    fn source(self) -> &'static str {
+        match self {
+            Src::Elementwise => source!("elementwise.cl"),
+            Src::Movement => source!("movement.cl"),
+            Src::Reduce => source!("reduce.cl"),
+            Src::Matmul => source!("matmul.cl"),
+            Src::Conv => source!("conv.cl"),
+            Src::Pool => source!("pool.cl"),
+            Src::Attention => source!("attention.cl"),
+        }
+    }
+
+    pub(crate) const ALL: [Src; 7] =
+        [Src::Elementwise, Src::Movement, Src::Reduce, Src::Matmul, Src::Conv, Src::Pool, Src::Attention];
+}
+
+/// The spec of `entry` in `src` with schedule defines (sorted, so equal schedules share a build).
+pub(crate) fn spec(src: Src, entry: &'static str, defines: &[(&str, i64)]) -> KernelSpec {
+    let mut d: Vec<(String, String)> = defines.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+    d.sort();
+    KernelSpec { file: src.file(), source: src.source(), entry, defines: d }
+}
+
+/// Tile shape of the GEMM-like kernels (matmul.cl, conv.cl): a TM x TN output tile per work-group,
+/// TK-deep slices, WM x WN outputs per work-item.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Tile {
+    pub tm: u32,
+    pub tn: u32,
+    pub tk: u32,
+    pub wm: u32,
+    pub wn: u32,
+}
+
+impl Tile {
+    /// 64 x 64 tiles of 4 x 4 per work-item: for large outputs.
+    pub(crate) const LARGE: Tile = Tile { tm: 64, tn: 64, tk: 16, wm: 4, wn: 4 };
+    /// 32 x 32 tiles of 2 x 2: small outputs waste less of a tile.
+    pub(crate) const SMALL: Tile = Tile { tm: 32, tn: 32, tk: 16, wm: 2, wn: 2 };
+
+    /// Roofline-free default until the tuner writes profiles: large tiles once both output
+    /// extents fill them.
+    pub(crate) fn for_output(m: usize, n: usize) -> Tile {
+        if m >= 64 && n >= 64 {
+            Tile::LARGE
+        } else {
+            Tile::SMALL
+        }
+    }
+
+    pub(crate) fn defines(self) -> [(&'static str, i64); 5] {
+        [("TM", self.tm as i64), ("TN", self.tn as i64), ("TK", self.tk as i64), ("WM", self.wm as i64), ("WN", self.wn as i64)]
+    }
+
+    /// Work-items per work-group along x (columns) and y (rows).
+    pub(crate) fn local(self) -> [u32; 3] {
+        [self.tn / self.wn, self.tm / self.wm, 1]
+    }
+
+    /// Bytes of local memory a work-group uses.
+    pub(crate) fn local_bytes(self) -> u64 {
+        4 * (self.tk as u64) * (self.tm as u64 + self.tn as u64)
+    }
+}
+
+/// Work-items of the work-group reductions (reduce.cl, attention.cl).
+pub(crate) const REDUCE_WG: u32 = 256;
+pub(crate) const ATTENTION_WG: u32 = 128;
+/// Work-items per group of the one-item-per-element kernels.
+pub(crate) const LINEAR_WG: u32 = 256;
+
+/// The entry points (`KERNEL name(`) of a kernel source, in file order.
+#[cfg(test)]
+pub(crate) fn entries(source: &'static str) -> Vec<&'static str> {
+    let mut out = Vec::new();
+    let mut rest = source;
+    while let Some(i) = rest.find("KERNEL ") {
+        let after = &rest[i + "KERNEL ".len()..];
+        let name_len = after.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).unwrap_or(after.len());
+        // `#define KERNEL ...` in a prelude is not an entry point.
+        if name_len > 0 && after[name_len..].trim_start().starts_with('(') {
+            out.push(&after[..name_len]);
+        }
+        rest = &after[name_len..];
+    }
+    out
+}
+
+/// Every schedule the lowering (gpu/lower/*) asks for of `entry`: keep in step with the
+/// `cx.kernel(..)` calls there. CI compiles each through NVRTC with the CUDA prelude.
+#[cfg(test)]
+fn schedules(src: Src, entry: &str) -> Vec<Vec<(&'static str, i64)>> {
+    match (src, entry) {
+        (Src::Matmul, "gemm_f32") | (Src::Conv, "conv_gemm_f32") => vec![Tile::LARGE.defines().to_vec(), Tile::SMALL.defines().to_vec()],
+        (Src::Reduce, _) => vec![vec![("WG", REDUCE_WG as i64)]],
+        // TK_MAX: the key count rounded up to a power of two, at least 64, as long as the row
+        // fits local memory (8192 keys in 48 KiB).
+        (Src::Attention, _) => (6..=13).map(|p| vec![("WG", ATTENTION_WG as i64), ("TK_MAX", 1i64 << p)]).collect(),
+        _ => vec![vec![]],
+    }
+}
+
+/// Every (source, entry, schedule) the executor can launch.
+#[cfg(test)]
+pub(crate) fn all_specs() -> Vec<KernelSpec> {
+    let mut v = Vec::new();
+    for src in Src::ALL {
+        for entry in entries(src.source()) {
+            for defines in schedules(src, entry) {
+                v.push(spec(src, entry, &defines));
+            }
+        }
+    }
+    v
+}

@@ -1,0 +1,62 @@
+/* Helpers every kernel file starts with (after the backend prelude). Written in the common
+ * subset of OpenCL C 1.2 and CUDA C++: plain C, `int`/`float`, the prelude's macros.
+ *
+ * Conventions: every element is a 32-bit word (float, or int for every integer type and bool);
+ * offsets and sizes are in elements; `meta` buffers hold int index tables made at compile time. */
+
+/* Offset of row-major element `i` of a tensor with `rank` dims `dims`, in a tensor laid out with
+ * `strides` (0 for broadcast dims). */
+FUNC int strided_offset(int i, int rank, GLOBAL const int* dims, GLOBAL const int* strides) {
+    int off = 0;
+    for (int d = rank - 1; d >= 0; --d) {
+        int n = dims[d];
+        int q = i / n;
+        off += (i - q * n) * strides[d];
+        i = q;
+    }
+    return off;
+}
+
+/* Brings an i32 result back into the range of its ONNX type: 1 INT8, 2 UINT8, 3 BOOL. */
+FUNC int narrow_int(int v, int mode) {
+    if (mode == 1) return (int)(signed char)v;
+    if (mode == 2) return v & 255;
+    if (mode == 3) return v != 0;
+    return v;
+}
+
+/* Float -> integer as the CPU's casts do: toward zero, saturating, NaN -> 0. */
+FUNC int float_to_int_sat(float x, float lo, float hi) {
+    if (ISNAN(x)) return 0;
+    if (x < lo) x = lo;
+    if (x > hi) x = hi;
+    return (int)x;
+}
+
+/* Activation codes shared by Unary and the fused epilogues of Conv/Gemm/MatMul:
+ * -1 none, 0 Relu, 1 LeakyRelu(p0), 2 Sigmoid, 3 HardSigmoid(p0, p1), 4 HardSwish, 5 Tanh,
+ * 6 Erf, 7 Gelu (erf), 8 Gelu (tanh), 9 Exp, 10 Sqrt, 11 Neg, 12 Abs, 13 Clip(p0, p1).
+ * Comparisons are written so that NaN stays NaN, as the reference does. */
+FUNC float clamp01(float x) {
+    return x < 0.0f ? 0.0f : (x > 1.0f ? 1.0f : x);
+}
+
+FUNC float activate(int code, float x, float p0, float p1) {
+    switch (code) {
+    case 0: return x < 0.0f ? 0.0f : x;
+    case 1: return x < 0.0f ? p0 * x : x;
+    case 2: return 1.0f / (1.0f + EXPF(-x));
+    case 3: return clamp01(p0 * x + p1);
+    case 4: return x * clamp01(x * (1.0f / 6.0f) + 0.5f);
+    case 5: return TANHF(x);
+    case 6: return ERFF(x);
+    case 7: return 0.5f * x * ERFCF(x * -0.70710678118654752f);
+    case 8: return 0.5f * x * (1.0f + TANHF(0.79788456080286536f * (x + 0.044715f * x * x * x)));
+    case 9: return EXPF(x);
+    case 10: return SQRTF(x);
+    case 11: return -x;
+    case 12: return FABSF(x);
+    case 13: { float y = x < p0 ? p0 : x; return y > p1 ? p1 : y; }
+    default: return x;
+    }
+}

@@ -1,0 +1,179 @@
+/* Convolutions over NCDHW (1-D and 2-D maps run with leading extents of 1): Conv as an
+ * implicit GEMM (output channels x output positions x (input channels of the group x taps)),
+ * tiled like matmul.cl, with bias, a residual input and an activation fused into the store;
+ * a direct kernel for depthwise and other thin convolutions; ConvTranspose as a gather.
+ *
+ * Geometry arguments, in this order everywhere: channels in and out per group, groups, input
+ * extents (d, h, w), output extents (d, h, w), kernel (d, h, w), strides, begin pads, dilations. */
+
+#ifndef TM
+#define TM 64
+#endif
+#ifndef TN
+#define TN 64
+#endif
+#ifndef TK
+#define TK 16
+#endif
+#ifndef WM
+#define WM 4
+#endif
+#ifndef WN
+#define WN 4
+#endif
+#define TX (TN / WN)
+#define TY (TM / WM)
+#define NT (TX * TY)
+
+#define CONV_GEOMETRY                                                                                         \
+    int cin_g, int cout_g, int groups, int id, int ih, int iw, int od, int oh, int ow, int kd, int kh, int kw, \
+        int sd, int sh, int sw, int pd, int ph, int pw, int dd, int dh, int dw
+
+FUNC float conv_epilogue(float v, int co, GLOBAL const float* bias, int has_bias, GLOBAL const float* res,
+                         int has_res, int at, int act, float p0, float p1) {
+    if (has_bias) v += bias[co];
+    if (has_res) v += res[at];
+    return activate(act, v, p0, p1);
+}
+
+/* Grid: (ceil(P / TN), ceil(cout_g / TM), N * groups), local (TX, TY); P = od * oh * ow. */
+KERNEL conv_gemm_f32(GLOBAL const float* X, GLOBAL const float* W, GLOBAL const float* bias,
+                     GLOBAL const float* res, GLOBAL float* Y, CONV_GEOMETRY, int has_bias, int has_res, int act,
+                     float p0, float p1) {
+    LOCAL float As[TK][TM];
+    LOCAL float Bs[TK][TN];
+    int tx = LOCAL_ID(0), ty = LOCAL_ID(1);
+    int tid = ty * TX + tx;
+    int p0_ = GROUP_ID(0) * TN, m0 = GROUP_ID(1) * TM;
+    int ng = GROUP_ID(2);
+    int g = ng % groups, n = ng / groups;
+    int kvol = kd * kh * kw, khw = kh * kw;
+    int K = cin_g * kvol;
+    int P = od * oh * ow, ohw = oh * ow;
+    int ivol = id * ih * iw;
+    GLOBAL const float* Wg = W + g * cout_g * K;
+    GLOBAL const float* Xg = X + (n * groups + g) * cin_g * ivol;
+    float acc[WM][WN];
+    for (int i = 0; i < WM; ++i)
+        for (int j = 0; j < WN; ++j) acc[i][j] = 0.0f;
+    for (int k0 = 0; k0 < K; k0 += TK) {
+        for (int e = tid; e < TM * TK; e += NT) {
+            int k = e % TK, m = e / TK;
+            int gm = m0 + m, gk = k0 + k;
+            As[k][m] = (gm < cout_g && gk < K) ? Wg[gm * K + gk] : 0.0f;
+        }
+        for (int e = tid; e < TN * TK; e += NT) {
+            int pp = e % TN, k = e / TN;
+            int gp = p0_ + pp, gk = k0 + k;
+            float v = 0.0f;
+            if (gp < P && gk < K) {
+                int ci = gk / kvol, r = gk - ci * kvol;
+                int kz = r / khw;
+                r -= kz * khw;
+                int ky = r / kw, kx = r - ky * kw;
+                int oz = gp / ohw, q = gp - oz * ohw;
+                int oy = q / ow, ox = q - oy * ow;
+                int iz = oz * sd - pd + kz * dd, iy = oy * sh - ph + ky * dh, ix = ox * sw - pw + kx * dw;
+                if (iz >= 0 && iz < id && iy >= 0 && iy < ih && ix >= 0 && ix < iw)
+                    v = Xg[ci * ivol + (iz * ih + iy) * iw + ix];
+            }
+            Bs[k][pp] = v;
+        }
+        LOCAL_BARRIER();
+        for (int kk = 0; kk < TK; ++kk) {
+            float a[WM], b[WN];
+            for (int i = 0; i < WM; ++i) a[i] = As[kk][ty + i * TY];
+            for (int j = 0; j < WN; ++j) b[j] = Bs[kk][tx + j * TX];
+            for (int i = 0; i < WM; ++i)
+                for (int j = 0; j < WN; ++j) acc[i][j] += a[i] * b[j];
+        }
+        LOCAL_BARRIER();
+    }
+    for (int i = 0; i < WM; ++i) {
+        int m = m0 + ty + i * TY;
+        if (m >= cout_g) continue;
+        int co = g * cout_g + m;
+        int row = (n * groups * cout_g + co) * P;
+        for (int j = 0; j < WN; ++j) {
+            int p = p0_ + tx + j * TX;
+            if (p >= P) continue;
+            Y[row + p] = conv_epilogue(acc[i][j], co, bias, has_bias, res, has_res, row + p, act, p0, p1);
+        }
+    }
+}
+
+/* One work-item per output element; for convolutions whose GEMM is too thin to tile (depthwise). */
+KERNEL conv_direct_f32(GLOBAL const float* X, GLOBAL const float* W, GLOBAL const float* bias,
+                       GLOBAL const float* res, GLOBAL float* Y, CONV_GEOMETRY, int has_bias, int has_res, int act,
+                       float p0, float p1, int total) {
+    int i = GLOBAL_ID(0);
+    if (i >= total) return;
+    int P = od * oh * ow, ohw = oh * ow;
+    int p = i % P;
+    int nc = i / P;
+    int cout = groups * cout_g;
+    int co = nc % cout, n = nc / cout;
+    int g = co / cout_g;
+    int oz = p / ohw, q = p - oz * ohw;
+    int oy = q / ow, ox = q - oy * ow;
+    int ivol = id * ih * iw;
+    GLOBAL const float* Xg = X + (n * groups + g) * cin_g * ivol;
+    GLOBAL const float* Wc = W + co * cin_g * kd * kh * kw;
+    float acc = 0.0f;
+    for (int ci = 0; ci < cin_g; ++ci) {
+        for (int kz = 0; kz < kd; ++kz) {
+            int iz = oz * sd - pd + kz * dd;
+            if (iz < 0 || iz >= id) continue;
+            for (int ky = 0; ky < kh; ++ky) {
+                int iy = oy * sh - ph + ky * dh;
+                if (iy < 0 || iy >= ih) continue;
+                for (int kx = 0; kx < kw; ++kx) {
+                    int ix = ox * sw - pw + kx * dw;
+                    if (ix < 0 || ix >= iw) continue;
+                    acc += Wc[((ci * kd + kz) * kh + ky) * kw + kx] * Xg[ci * ivol + (iz * ih + iy) * iw + ix];
+                }
+            }
+        }
+    }
+    Y[i] = conv_epilogue(acc, co, bias, has_bias, res, has_res, i, act, p0, p1);
+}
+
+/* ConvTranspose as a gather: output (n, co, z, y, x) sums every (ci, tap) whose scattered
+ * position lands on it. W is [Cin, cout_g, kd, kh, kw]; here cin_g/cout_g are per group. */
+KERNEL conv_transpose_f32(GLOBAL const float* X, GLOBAL const float* W, GLOBAL const float* bias,
+                          GLOBAL float* Y, CONV_GEOMETRY, int has_bias, int total) {
+    int i = GLOBAL_ID(0);
+    if (i >= total) return;
+    int P = od * oh * ow, ohw = oh * ow;
+    int p = i % P;
+    int nc = i / P;
+    int cout = groups * cout_g;
+    int co = nc % cout, n = nc / cout;
+    int g = co / cout_g, cg = co - g * cout_g;
+    int oz = p / ohw, q = p - oz * ohw;
+    int oy = q / ow, ox = q - oy * ow;
+    int ivol = id * ih * iw, kvol = kd * kh * kw;
+    float acc = 0.0f;
+    for (int kz = 0; kz < kd; ++kz) {
+        int tz = oz + pd - kz * dd;
+        if (tz < 0 || tz % sd != 0 || tz / sd >= id) continue;
+        int iz = tz / sd;
+        for (int ky = 0; ky < kh; ++ky) {
+            int ty = oy + ph - ky * dh;
+            if (ty < 0 || ty % sh != 0 || ty / sh >= ih) continue;
+            int iy = ty / sh;
+            for (int kx = 0; kx < kw; ++kx) {
+                int tx = ox + pw - kx * dw;
+                if (tx < 0 || tx % sw != 0 || tx / sw >= iw) continue;
+                int ix = tx / sw;
+                int tap = (kz * kh + ky) * kw + kx;
+                for (int ci = 0; ci < cin_g; ++ci) {
+                    int c = g * cin_g + ci;
+                    acc += X[(n * groups * cin_g + c) * ivol + (iz * ih + iy) * iw + ix] *
+                           W[(c * cout_g + cg) * kvol + tap];
+                }
+            }
+        }
+    }
+    Y[i] = has_bias ? acc + bias[co] : acc;
+}

@@ -1,0 +1,92 @@
+/* Batched GEMM with general strides and a fused epilogue (MatMul, Gemm, the projections of
+ * attention): C[b] = act(alpha * A[b] . B[b] + beta * bias), tiled in local memory.
+ *
+ * Schedule: a work-group computes a TM x TN tile of C, staging TK-deep slices of A and B in
+ * local memory; each of its (TM/WM) x (TN/WN) work-items accumulates WM x WN outputs in
+ * registers, interleaved (rows ty + i*TY, cols tx + j*TX) so that stores and local reads of
+ * neighbouring work-items are contiguous. Grid: (ceil(N/TN), ceil(M/TM), batch), local (TX, TY). */
+
+#ifndef TM
+#define TM 64
+#endif
+#ifndef TN
+#define TN 64
+#endif
+#ifndef TK
+#define TK 16
+#endif
+#ifndef WM
+#define WM 4
+#endif
+#ifndef WN
+#define WN 4
+#endif
+#define TX (TN / WN)
+#define TY (TM / WM)
+#define NT (TX * TY)
+
+/* A[m, k] at a + m*sam + k*sak; B[k, n] at b + k*sbk + n*sbn; C[m, n] at c + m*scm + n.
+ * boff holds per batch the element offsets of A, B and C. bias[m, n] at m*sbm + n*sbn_ (Gemm's
+ * C, broadcast by zero strides), added times beta when has_bias. */
+KERNEL gemm_f32(GLOBAL const float* A, GLOBAL const float* B, GLOBAL float* C, int M, int N, int K, int sam,
+                int sak, int sbk, int sbn, int scm, GLOBAL const int* boff, float alpha, GLOBAL const float* bias,
+                int has_bias, float beta, int sbm, int sbn_, int act, float p0, float p1) {
+    LOCAL float As[TK][TM];
+    LOCAL float Bs[TK][TN];
+    int tx = LOCAL_ID(0), ty = LOCAL_ID(1);
+    int tid = ty * TX + tx;
+    int n0 = GROUP_ID(0) * TN, m0 = GROUP_ID(1) * TM, bt = GROUP_ID(2);
+    GLOBAL const float* Ab = A + boff[3 * bt];
+    GLOBAL const float* Bb = B + boff[3 * bt + 1];
+    float acc[WM][WN];
+    for (int i = 0; i < WM; ++i)
+        for (int j = 0; j < WN; ++j) acc[i][j] = 0.0f;
+    for (int k0 = 0; k0 < K; k0 += TK) {
+        /* Consecutive work-items load along whichever operand axis is contiguous in memory. */
+        for (int e = tid; e < TM * TK; e += NT) {
+            int m, k;
+            if (sak == 1) {
+                k = e % TK;
+                m = e / TK;
+            } else {
+                m = e % TM;
+                k = e / TM;
+            }
+            int gm = m0 + m, gk = k0 + k;
+            As[k][m] = (gm < M && gk < K) ? Ab[gm * sam + gk * sak] : 0.0f;
+        }
+        for (int e = tid; e < TN * TK; e += NT) {
+            int n, k;
+            if (sbn == 1) {
+                n = e % TN;
+                k = e / TN;
+            } else {
+                k = e % TK;
+                n = e / TK;
+            }
+            int gn = n0 + n, gk = k0 + k;
+            Bs[k][n] = (gn < N && gk < K) ? Bb[gk * sbk + gn * sbn] : 0.0f;
+        }
+        LOCAL_BARRIER();
+        for (int kk = 0; kk < TK; ++kk) {
+            float a[WM], b[WN];
+            for (int i = 0; i < WM; ++i) a[i] = As[kk][ty + i * TY];
+            for (int j = 0; j < WN; ++j) b[j] = Bs[kk][tx + j * TX];
+            for (int i = 0; i < WM; ++i)
+                for (int j = 0; j < WN; ++j) acc[i][j] += a[i] * b[j];
+        }
+        LOCAL_BARRIER();
+    }
+    GLOBAL float* Cb = C + boff[3 * bt + 2];
+    for (int i = 0; i < WM; ++i) {
+        int m = m0 + ty + i * TY;
+        if (m >= M) continue;
+        for (int j = 0; j < WN; ++j) {
+            int n = n0 + tx + j * TX;
+            if (n >= N) continue;
+            float v = alpha * acc[i][j];
+            if (has_bias) v += beta * bias[m * sbm + n * sbn_];
+            Cb[m * scm + n] = activate(act, v, p0, p1);
+        }
+    }
+}

@@ -1,0 +1,36 @@
+/* The OpenCL C 1.2 prelude of the shared kernel sources (the .cl files beside this one).
+ * Kernels use only these macros, plain C and the math macros below, so a CUDA prelude that
+ * defines the same names lets NVRTC compile the very same files. */
+#define KERNEL __kernel void
+#define GLOBAL __global
+#define LOCAL __local
+/* Qualifier of a pointer parameter into LOCAL memory (empty under CUDA). */
+#define LOCAL_PTR __local
+#define RESTRICT restrict
+#define FUNC static inline
+#define LOCAL_BARRIER() barrier(CLK_LOCAL_MEM_FENCE)
+#define GROUP_ID(d) ((int)get_group_id(d))
+#define LOCAL_ID(d) ((int)get_local_id(d))
+#define GLOBAL_ID(d) ((int)get_global_id(d))
+#define LOCAL_SIZE(d) ((int)get_local_size(d))
+#define NUM_GROUPS(d) ((int)get_num_groups(d))
+
+#define F32_INF INFINITY
+#define F32_NAN NAN
+#define EXPF(x) exp(x)
+#define LOGF(x) log(x)
+#define SQRTF(x) sqrt(x)
+#define TANHF(x) tanh(x)
+#define ERFF(x) erf(x)
+#define ERFCF(x) erfc(x)
+#define POWF(x, y) pow(x, y)
+#define FABSF(x) fabs(x)
+#define FLOORF(x) floor(x)
+#define CEILF(x) ceil(x)
+#define FMAXF(x, y) fmax(x, y)
+#define FMINF(x, y) fmin(x, y)
+#define ISNAN(x) isnan(x)
+#define IMIN(a, b) min((int)(a), (int)(b))
+#define IMAX(a, b) max((int)(a), (int)(b))
+#define AS_FLOAT(i) as_float(i)
+#define AS_INT(f) as_int(f)

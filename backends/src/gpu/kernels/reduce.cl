@@ -1,0 +1,227 @@
+/* Reductions and normalisations: ReduceSum/Mean/Max, GlobalAveragePool, Softmax,
+ * LayerNormalization, GroupNormalization (InstanceNormalization is GroupNorm with one channel
+ * per group), CumSum. Work-group reductions use WG work-items (a power of two, -D WG=...). */
+
+#ifndef WG
+#define WG 256
+#endif
+
+/* Tree reductions over the work-group; every work-item gets the result. */
+FUNC float wg_sum(LOCAL_PTR float* s, float v) {
+    int t = LOCAL_ID(0);
+    s[t] = v;
+    LOCAL_BARRIER();
+    for (int k = WG / 2; k > 0; k >>= 1) {
+        if (t < k) s[t] += s[t + k];
+        LOCAL_BARRIER();
+    }
+    float r = s[0];
+    LOCAL_BARRIER();
+    return r;
+}
+
+/* NaN wins, as in numpy's maximum.reduce. */
+FUNC float max_nan(float a, float x) {
+    return (x > a || ISNAN(x)) ? x : a;
+}
+
+FUNC float wg_max(LOCAL_PTR float* s, float v) {
+    int t = LOCAL_ID(0);
+    s[t] = v;
+    LOCAL_BARRIER();
+    for (int k = WG / 2; k > 0; k >>= 1) {
+        if (t < k) s[t] = max_nan(s[t], s[t + k]);
+        LOCAL_BARRIER();
+    }
+    float r = s[0];
+    LOCAL_BARRIER();
+    return r;
+}
+
+/* A reduction as kept dims x reduced dims. meta: kept dims [orank], their input strides
+ * [orank], reduced dims [rrank], their input strides [rrank]. kind: 0 sum, 1 mean, 2 max. */
+FUNC float reduce_one(GLOBAL const float* x, int base, int r0, int step, int nred, int rrank,
+                      GLOBAL const int* rdims, GLOBAL const int* rstrides, int kind) {
+    float acc = kind == 2 ? -F32_INF : 0.0f;
+    for (int r = r0; r < nred; r += step) {
+        float v = x[base + strided_offset(r, rrank, rdims, rstrides)];
+        acc = kind == 2 ? max_nan(acc, v) : acc + v;
+    }
+    return acc;
+}
+
+FUNC float reduce_finish(float acc, int kind, int nred) {
+    if (kind == 1) return nred == 0 ? F32_NAN : acc / (float)nred;
+    return acc;
+}
+
+/* One work-item per output: for short reductions. */
+KERNEL reduce_f32_item(GLOBAL const float* x, GLOBAL float* y, int nout, int nred, int kind, int orank, int rrank,
+                       GLOBAL const int* meta) {
+    int o = GLOBAL_ID(0);
+    if (o >= nout) return;
+    int base = strided_offset(o, orank, meta, meta + orank);
+    float acc = reduce_one(x, base, 0, 1, nred, rrank, meta + 2 * orank, meta + 2 * orank + rrank, kind);
+    y[o] = reduce_finish(acc, kind, nred);
+}
+
+/* One work-group per output: for long reductions. */
+KERNEL reduce_f32_group(GLOBAL const float* x, GLOBAL float* y, int nout, int nred, int kind, int orank, int rrank,
+                        GLOBAL const int* meta) {
+    LOCAL float s[WG];
+    int o = GROUP_ID(0);
+    int base = strided_offset(o, orank, meta, meta + orank);
+    float acc = reduce_one(x, base, LOCAL_ID(0), WG, nred, rrank, meta + 2 * orank, meta + 2 * orank + rrank, kind);
+    acc = kind == 2 ? wg_max(s, acc) : wg_sum(s, acc);
+    if (LOCAL_ID(0) == 0) y[o] = reduce_finish(acc, kind, nred);
+}
+
+/* Integers (and bool for max): sums wrap in 32 bits, mean truncates, max of nothing is INT_MIN. */
+KERNEL reduce_i32_item(GLOBAL const int* x, GLOBAL int* y, int nout, int nred, int kind, int narrow, int orank,
+                       int rrank, GLOBAL const int* meta) {
+    int o = GLOBAL_ID(0);
+    if (o >= nout) return;
+    int base = strided_offset(o, orank, meta, meta + orank);
+    GLOBAL const int* rdims = meta + 2 * orank;
+    GLOBAL const int* rstrides = rdims + rrank;
+    unsigned int sum = 0u;
+    int mx = narrow == 3 ? 0 : (-2147483647 - 1);
+    for (int r = 0; r < nred; ++r) {
+        int v = x[base + strided_offset(r, rrank, rdims, rstrides)];
+        sum += (unsigned int)v;
+        mx = v > mx ? v : mx;
+    }
+    int res = kind == 2 ? mx : (kind == 1 ? (nred == 0 ? 0 : (int)sum / nred) : (int)sum);
+    y[o] = narrow_int(res, narrow);
+}
+
+/* Softmax along contiguous rows of `len`, one work-group per row. */
+KERNEL softmax_rows(GLOBAL const float* x, GLOBAL float* y, int len) {
+    LOCAL float s[WG];
+    int row = GROUP_ID(0), t = LOCAL_ID(0);
+    GLOBAL const float* xr = x + row * len;
+    GLOBAL float* yr = y + row * len;
+    float m = -F32_INF;
+    for (int i = t; i < len; i += WG) m = FMAXF(m, xr[i]);
+    m = wg_max(s, m);
+    float sum = 0.0f;
+    for (int i = t; i < len; i += WG) {
+        float e = EXPF(xr[i] - m);
+        yr[i] = e;
+        sum += e;
+    }
+    sum = wg_sum(s, sum);
+    float inv = 1.0f / sum;
+    /* Each work-item rescales the elements it wrote itself, so no barrier is needed. */
+    for (int i = t; i < len; i += WG) yr[i] *= inv;
+}
+
+/* Softmax along a strided axis: one work-item per (outer, inner) column of [outer, len, inner]. */
+KERNEL softmax_cols(GLOBAL const float* x, GLOBAL float* y, int outer, int len, int inner) {
+    int c = GLOBAL_ID(0);
+    if (c >= outer * inner) return;
+    int o = c / inner, i = c - o * inner;
+    int base = o * len * inner + i;
+    float m = -F32_INF;
+    for (int k = 0; k < len; ++k) m = FMAXF(m, x[base + k * inner]);
+    float sum = 0.0f;
+    for (int k = 0; k < len; ++k) {
+        float e = EXPF(x[base + k * inner] - m);
+        y[base + k * inner] = e;
+        sum += e;
+    }
+    float inv = 1.0f / sum;
+    for (int k = 0; k < len; ++k) y[base + k * inner] *= inv;
+}
+
+/* Mean and 1/sqrt(var + eps) of x[base .. base + len), two passes, over the work-group. */
+FUNC void wg_stats(LOCAL_PTR float* s, GLOBAL const float* x, int len, float eps, float* mean, float* inv) {
+    int t = LOCAL_ID(0);
+    float acc = 0.0f;
+    for (int i = t; i < len; i += WG) acc += x[i];
+    float m = wg_sum(s, acc) / (float)(len > 0 ? len : 1);
+    acc = 0.0f;
+    for (int i = t; i < len; i += WG) {
+        float d = x[i] - m;
+        acc += d * d;
+    }
+    float var = wg_sum(s, acc) / (float)(len > 0 ? len : 1);
+    *mean = m;
+    *inv = 1.0f / SQRTF(var + eps);
+}
+
+/* LayerNormalization over rows of `len`; scale/bias broadcast over the row through meta
+ * (dims [prank], scale strides [prank], bias strides [prank]); prank 0: both hold `len` values. */
+KERNEL layer_norm(GLOBAL const float* x, GLOBAL const float* scale, GLOBAL const float* bias, GLOBAL float* y, int len,
+                  float eps, int has_bias, int prank, GLOBAL const int* meta) {
+    LOCAL float s[WG];
+    int row = GROUP_ID(0), t = LOCAL_ID(0);
+    GLOBAL const float* xr = x + row * len;
+    float mean, inv;
+    wg_stats(s, xr, len, eps, &mean, &inv);
+    for (int i = t; i < len; i += WG) {
+        int is = prank == 0 ? i : strided_offset(i, prank, meta, meta + prank);
+        float v = (xr[i] - mean) * inv * scale[is];
+        if (has_bias) v += bias[prank == 0 ? i : strided_offset(i, prank, meta, meta + 2 * prank)];
+        y[row * len + i] = v;
+    }
+}
+
+/* GroupNormalization over [N, groups, cpg * plane] blocks; scale/bias per channel
+ * (per_channel) or per group. */
+KERNEL group_norm(GLOBAL const float* x, GLOBAL const float* scale, GLOBAL const float* bias, GLOBAL float* y,
+                  int groups, int cpg, int plane, float eps, int per_channel) {
+    LOCAL float s[WG];
+    int blk = GROUP_ID(0), t = LOCAL_ID(0);
+    int len = cpg * plane;
+    GLOBAL const float* xb = x + blk * len;
+    float mean, inv;
+    wg_stats(s, xb, len, eps, &mean, &inv);
+    int g = blk % groups;
+    for (int i = t; i < len; i += WG) {
+        int ch = g * cpg + i / plane;
+        int p = per_channel ? ch : g;
+        float a = inv * scale[p];
+        y[blk * len + i] = xb[i] * a + (bias[p] - mean * a);
+    }
+}
+
+/* CumSum along the middle axis of [outer, len, inner]; one work-item per column. */
+KERNEL cumsum_f32(GLOBAL const float* x, GLOBAL float* y, int outer, int len, int inner, int exclusive, int reverse) {
+    int c = GLOBAL_ID(0);
+    if (c >= outer * inner) return;
+    int o = c / inner, i = c - o * inner;
+    int base = o * len * inner + i;
+    float acc = 0.0f;
+    for (int s = 0; s < len; ++s) {
+        int k = reverse ? len - 1 - s : s;
+        float v = x[base + k * inner];
+        if (exclusive) {
+            y[base + k * inner] = acc;
+            acc += v;
+        } else {
+            acc += v;
+            y[base + k * inner] = acc;
+        }
+    }
+}
+
+KERNEL cumsum_i32(GLOBAL const int* x, GLOBAL int* y, int outer, int len, int inner, int exclusive, int reverse,
+                  int narrow) {
+    int c = GLOBAL_ID(0);
+    if (c >= outer * inner) return;
+    int o = c / inner, i = c - o * inner;
+    int base = o * len * inner + i;
+    unsigned int acc = 0u;
+    for (int s = 0; s < len; ++s) {
+        int k = reverse ? len - 1 - s : s;
+        unsigned int v = (unsigned int)x[base + k * inner];
+        if (exclusive) {
+            y[base + k * inner] = narrow_int((int)acc, narrow);
+            acc += v;
+        } else {
+            acc += v;
+            y[base + k * inner] = narrow_int((int)acc, narrow);
+        }
+    }
+}

@@ -1,0 +1,174 @@
+//! Conv (fused bias, residual and activation), ConvTranspose, MaxPool and AveragePool. Maps of
+//! 1 to 3 spatial dims run as 3-D with leading extents of 1.
+
+use super::ctx::{int, unsupported, Ctx, LArg};
+use super::elementwise::activation_code;
+use crate::gpu::device::GpuDevice;
+use crate::gpu::kernels::{Src, Tile};
+use dynaspa_runtime::graph::{Conv, ConvTranspose, Pool, Window};
+use dynaspa_runtime::{DType, Result};
+
+/// Spatial geometry padded to 3 dims: (input, output, kernel, strides, begin pads, dilations, end pads).
+struct Geom3 {
+    input: [usize; 3],
+    output: [usize; 3],
+    kernel: [usize; 3],
+    stride: [usize; 3],
+    pad: [usize; 3],
+    dil: [usize; 3],
+    pad_end: [usize; 3],
+}
+
+fn geom(op: &str, w: &Window, xs: &[usize], os: &[usize], kernel: &[usize]) -> Result<Geom3> {
+    let sp = xs.len().saturating_sub(2);
+    if !(1..=3).contains(&sp) || os.len() != xs.len() || kernel.len() != sp {
+        return unsupported(format!("{op} of {xs:?} into {os:?} (other than 1 to 3 spatial dims)"));
+    }
+    let per = |v: &[usize], def: usize, what: &str| -> Result<Vec<usize>> {
+        match v.len() {
+            0 => Ok(vec![def; sp]),
+            l if l == sp => Ok(v.to_vec()),
+            _ => unsupported(format!("{op} with {what} {v:?} for {sp} spatial dims")),
+        }
+    };
+    let stride = per(&w.strides, 1, "strides")?;
+    let dil = per(&w.dilations, 1, "dilations")?;
+    let pads = if w.pads.is_empty() { vec![0; 2 * sp] } else { w.pads.clone() };
+    if pads.len() != 2 * sp {
+        return unsupported(format!("{op} with pads {pads:?} for {sp} spatial dims"));
+    }
+    let lift = |v: &[usize], fill: usize| -> [usize; 3] {
+        let mut o = [fill; 3];
+        o[3 - sp..].copy_from_slice(v);
+        o
+    };
+    Ok(Geom3 {
+        input: lift(&xs[2..], 1),
+        output: lift(&os[2..], 1),
+        kernel: lift(kernel, 1),
+        stride: lift(&stride, 1),
+        pad: lift(&pads[..sp], 0),
+        dil: lift(&dil, 1),
+        pad_end: lift(&pads[sp..], 0),
+    })
+}
+
+/// The geometry arguments in the order conv.cl's CONV_GEOMETRY takes them.
+fn geometry_args(cin_g: usize, cout_g: usize, groups: usize, g: &Geom3) -> Result<Vec<LArg>> {
+    let mut v = vec![LArg::I32(int(cin_g, "channels")?), LArg::I32(int(cout_g, "channels")?), LArg::I32(int(groups, "groups")?)];
+    for arr in [&g.input, &g.output, &g.kernel, &g.stride, &g.pad, &g.dil] {
+        for &x in arr.iter() {
+            v.push(LArg::I32(int(x, "conv geometry")?));
+        }
+    }
+    Ok(v)
+}
+
+fn check_float<D: GpuDevice>(cx: &Ctx<D>) -> Result<()> {
+    for i in 0..cx.node.inputs.len() {
+        if cx.has_input(i) && cx.in_dtype(i)? != DType::F32 {
+            return unsupported(format!("{} on {}", cx.node.op.name(), cx.in_dtype(i)?));
+        }
+    }
+    Ok(())
+}
+
+pub(crate) fn conv<D: GpuDevice>(cx: &mut Ctx<D>, p: &Conv) -> Result<()> {
+    check_float(cx)?;
+    let (xs, ws, os) = (cx.in_shape(0)?, cx.in_shape(1)?, cx.out_shape(0));
+    let g = geom("Conv", &p.window, xs, os, ws.get(2..).unwrap_or(&[]))?;
+    let groups = p.group;
+    if groups == 0 || xs[1] % groups != 0 || ws[0] % groups != 0 || ws[1] * groups != xs[1] || os[1] != ws[0] {
+        return unsupported(format!("Conv of {xs:?} with weights {ws:?} in {groups} groups"));
+    }
+    let (cin_g, cout_g) = (xs[1] / groups, ws[0] / groups);
+    let has_bias = cx.has_input(2);
+    if has_bias && cx.in_shape(2)?.iter().product::<usize>() != ws[0] {
+        return unsupported(format!("Conv bias of shape {:?}", cx.in_shape(2)?));
+    }
+    if p.fused_add && cx.in_shape(3)? != os {
+        return unsupported(format!("Conv residual of shape {:?}", cx.in_shape(3)?));
+    }
+    let total = cx.out_len(0);
+    if total == 0 {
+        return Ok(());
+    }
+    let (x, w, y) = (cx.x(0)?, cx.x(1)?, cx.y(0)?);
+    let bias = cx.x_or_dummy(2)?;
+    let res = if p.fused_add { cx.x(3)? } else { cx.dummy()? };
+    let (act, p0, p1) = activation_code(p.activation);
+    let mut args = vec![LArg::Buf(x), LArg::Buf(w), LArg::Buf(bias), LArg::Buf(res), LArg::Buf(y)];
+    args.extend(geometry_args(cin_g, cout_g, groups, &g)?);
+    args.extend([LArg::I32(has_bias as i32), LArg::I32(p.fused_add as i32), LArg::I32(act), LArg::F32(p0), LArg::F32(p1)]);
+    let taps: usize = g.kernel.iter().product();
+    let positions: usize = g.output.iter().product();
+    // A GEMM tile needs rows (output channels) and depth (input taps) to fill; depthwise and
+    // other thin convolutions run one work-item per output instead.
+    if cout_g < 8 || cin_g * taps < 8 {
+        let kern = cx.kernel(Src::Conv, "conv_direct_f32", &[])?;
+        args.push(LArg::I32(int(total, "elements")?));
+        return cx.launch_linear(kern, total, args);
+    }
+    let tile = Tile::for_output(cout_g, positions);
+    let kern = cx.kernel(Src::Conv, "conv_gemm_f32", &tile.defines())?;
+    let groups_grid = [positions.div_ceil(tile.tn as usize), cout_g.div_ceil(tile.tm as usize), xs[0] * groups];
+    cx.launch(kern, groups_grid, tile.local(), args)
+}
+
+pub(crate) fn conv_transpose<D: GpuDevice>(cx: &mut Ctx<D>, p: &ConvTranspose) -> Result<()> {
+    check_float(cx)?;
+    let (xs, ws, os) = (cx.in_shape(0)?, cx.in_shape(1)?, cx.out_shape(0));
+    let g = geom("ConvTranspose", &p.window, xs, os, ws.get(2..).unwrap_or(&[]))?;
+    let groups = p.group;
+    if groups == 0 || xs[1] % groups != 0 || ws[0] != xs[1] || os[1] != ws[1] * groups {
+        return unsupported(format!("ConvTranspose of {xs:?} with weights {ws:?} in {groups} groups"));
+    }
+    let has_bias = cx.has_input(2);
+    if has_bias && cx.in_shape(2)?.iter().product::<usize>() != os[1] {
+        return unsupported(format!("ConvTranspose bias of shape {:?}", cx.in_shape(2)?));
+    }
+    let total = cx.out_len(0);
+    if total == 0 {
+        return Ok(());
+    }
+    let (x, w, y) = (cx.x(0)?, cx.x(1)?, cx.y(0)?);
+    let bias = cx.x_or_dummy(2)?;
+    let mut args = vec![LArg::Buf(x), LArg::Buf(w), LArg::Buf(bias), LArg::Buf(y)];
+    args.extend(geometry_args(xs[1] / groups, ws[1], groups, &g)?);
+    args.extend([LArg::I32(has_bias as i32), LArg::I32(int(total, "elements")?)]);
+    let kern = cx.kernel(Src::Conv, "conv_transpose_f32", &[])?;
+    cx.launch_linear(kern, total, args)
+}
+
+/// kind: 0 max, 1 average, 2 average counting pads.
+pub(crate) fn pool<D: GpuDevice>(cx: &mut Ctx<D>, p: &Pool, max: bool) -> Result<()> {
+    let name = cx.node.op.name();
+    if cx.in_dtype(0)? != DType::F32 {
+        return unsupported(format!("{name} on {}", cx.in_dtype(0)?));
+    }
+    if cx.node.outputs.len() > 1 {
+        return unsupported(format!("{name}'s Indices output"));
+    }
+    let (xs, os) = (cx.in_shape(0)?, cx.out_shape(0));
+    let g = geom(name, &p.window, xs, os, &p.window.kernel_shape)?;
+    let total = cx.out_len(0);
+    if total == 0 {
+        return Ok(());
+    }
+    let kind = if max {
+        0
+    } else if p.count_include_pad {
+        2
+    } else {
+        1
+    };
+    let mut args = vec![LArg::Buf(cx.x(0)?), LArg::Buf(cx.y(0)?), LArg::I32(int(total, "elements")?)];
+    for arr in [&g.input, &g.output, &g.kernel, &g.stride, &g.pad, &g.dil, &g.pad_end] {
+        for &v in arr.iter() {
+            args.push(LArg::I32(int(v, "pool geometry")?));
+        }
+    }
+    args.push(LArg::I32(kind));
+    let kern = cx.kernel(Src::Pool, "pool_f32", &[])?;
+    cx.launch_linear(kern, total, args)
+}

@@ -1,0 +1,229 @@
+//! What lowering one node works with: the node's buffers, shapes and constants, the compiled
+//! kernels, small index tables uploaded once, scratch buffers, and the list of launches the
+//! node becomes.
+
+use super::super::device::{GpuDevice, KernelSpec};
+use super::super::dtype::{self, Word};
+use super::super::kernels::{self, Src, LINEAR_WG};
+use super::super::plan::Pool;
+use dynaspa_runtime::graph::{Graph, Node};
+use dynaspa_runtime::{DType, Error, Result, Tensor};
+use std::collections::HashMap;
+use std::sync::Arc;
+
+pub(crate) type BufId = usize;
+
+/// A kernel argument recorded at compile time; buffers by index into the executable's buffers.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) enum LArg {
+    Buf(BufId),
+    I32(i32),
+    F32(f32),
+}
+
+pub(crate) struct Launch<K> {
+    pub kernel: Arc<K>,
+    pub groups: [u32; 3],
+    pub local: [u32; 3],
+    pub args: Vec<LArg>,
+}
+
+/// Device objects shared by every node of one executable.
+pub(crate) struct Resources<D: GpuDevice> {
+    pub bufs: Vec<D::Buffer>,
+    /// Capacity in bytes of each buffer.
+    pub caps: Vec<usize>,
+    /// Per graph value: the buffer holding it, once it has one.
+    pub slot: Vec<Option<BufId>>,
+    pub pool: Pool,
+    kernels: HashMap<KernelSpec, Arc<D::Kernel>>,
+    dummy: Option<BufId>,
+}
+
+impl<D: GpuDevice> Resources<D> {
+    pub(crate) fn new(values: usize) -> Resources<D> {
+        Resources {
+            bufs: Vec::new(),
+            caps: Vec::new(),
+            slot: vec![None; values],
+            pool: Pool::default(),
+            kernels: HashMap::new(),
+            dummy: None,
+        }
+    }
+
+    pub(crate) fn alloc(&mut self, dev: &D, bytes: usize) -> Result<BufId> {
+        if let Some(b) = self.pool.take(bytes) {
+            return Ok(b);
+        }
+        self.bufs.push(dev.alloc(bytes)?);
+        self.caps.push(bytes);
+        Ok(self.bufs.len() - 1)
+    }
+
+    /// A buffer of its own (never pooled) holding `t` as device words.
+    pub(crate) fn upload(&mut self, dev: &D, t: &Tensor, what: &str) -> Result<BufId> {
+        let words = dtype::to_words(t, what)?;
+        let b = dev.alloc(words.len())?;
+        dev.upload(&b, 0, &words)?;
+        self.bufs.push(b);
+        self.caps.push(words.len());
+        Ok(self.bufs.len() - 1)
+    }
+
+    pub(crate) fn kernel(&mut self, dev: &D, spec: KernelSpec) -> Result<Arc<D::Kernel>> {
+        if let Some(k) = self.kernels.get(&spec) {
+            return Ok(k.clone());
+        }
+        let k = Arc::new(dev.kernel(&spec)?);
+        self.kernels.insert(spec, k.clone());
+        Ok(k)
+    }
+}
+
+/// An error for what the GPU backends do not run, `what` being a noun phrase ("Cast to DOUBLE");
+/// the executor adds the node and the backend.
+pub(crate) fn unsupported<T>(what: impl std::fmt::Display) -> Result<T> {
+    Err(Error::Unsupported(vec![format!("{what} is not supported")]))
+}
+
+/// An error for a device or indexing limit the node exceeds, `msg` a whole sentence.
+pub(crate) fn limit<T>(msg: impl Into<String>) -> Result<T> {
+    Err(Error::Unsupported(vec![msg.into()]))
+}
+
+/// A size or index as a kernel's 32-bit int.
+pub(crate) fn int(v: usize, what: &str) -> Result<i32> {
+    i32::try_from(v).or_else(|_| limit(format!("{what} = {v} exceeds the 32-bit indexing of the GPU kernels")))
+}
+
+pub(crate) fn sint(v: i64, what: &str) -> Result<i32> {
+    i32::try_from(v).or_else(|_| limit(format!("{what} = {v} exceeds the 32-bit indexing of the GPU kernels")))
+}
+
+pub(crate) struct Ctx<'a, D: GpuDevice> {
+    pub dev: &'a D,
+    pub graph: &'a Graph,
+    pub node: &'a Node,
+    pub res: &'a mut Resources<D>,
+    pub launches: Vec<Launch<D::Kernel>>,
+    /// Scratch buffers taken for this node, returned to the pool after it.
+    pub scratch: Vec<BufId>,
+}
+
+impl<'a, D: GpuDevice> Ctx<'a, D> {
+    pub(crate) fn in_value(&self, i: usize) -> Result<usize> {
+        self.node
+            .inputs
+            .get(i)
+            .copied()
+            .flatten()
+            .ok_or_else(|| Error::Other(format!("required input {i} is missing")))
+    }
+    pub(crate) fn has_input(&self, i: usize) -> bool {
+        self.node.inputs.get(i).copied().flatten().is_some()
+    }
+    pub(crate) fn in_shape(&self, i: usize) -> Result<&'a [usize]> {
+        let g: &'a Graph = self.graph;
+        Ok(&g.values[self.in_value(i)?].shape)
+    }
+    pub(crate) fn in_dtype(&self, i: usize) -> Result<DType> {
+        Ok(self.graph.values[self.in_value(i)?].dtype)
+    }
+    /// The input's value when it is known at compile time.
+    pub(crate) fn constant(&self, i: usize) -> Option<&'a Tensor> {
+        let g: &'a Graph = self.graph;
+        self.node.inputs.get(i).copied().flatten().and_then(|v| g.values[v].constant.as_deref())
+    }
+    pub(crate) fn out_shape(&self, i: usize) -> &'a [usize] {
+        let g: &'a Graph = self.graph;
+        &g.values[self.node.outputs[i]].shape
+    }
+    pub(crate) fn out_len(&self, i: usize) -> usize {
+        self.out_shape(i).iter().product()
+    }
+
+    /// The buffer of input `i` (uploading it first if it is a constant).
+    pub(crate) fn x(&mut self, i: usize) -> Result<BufId> {
+        let v = self.in_value(i)?;
+        if let Some(b) = self.res.slot[v] {
+            return Ok(b);
+        }
+        match &self.graph.values[v].constant {
+            Some(t) => {
+                let b = self.res.upload(self.dev, t, &self.graph.values[v].name)?;
+                self.res.slot[v] = Some(b);
+                Ok(b)
+            }
+            None => Err(Error::Other(format!("input '{}' has no buffer", self.graph.values[v].name))),
+        }
+    }
+    /// Input `i`'s buffer, or a placeholder when the optional input is absent.
+    pub(crate) fn x_or_dummy(&mut self, i: usize) -> Result<BufId> {
+        if self.has_input(i) {
+            self.x(i)
+        } else {
+            self.dummy()
+        }
+    }
+    pub(crate) fn y(&self, i: usize) -> Result<BufId> {
+        self.res.slot[self.node.outputs[i]].ok_or_else(|| Error::Other(format!("output {i} has no buffer")))
+    }
+
+    /// A one-word buffer for absent optional arguments (kernels never read it).
+    pub(crate) fn dummy(&mut self) -> Result<BufId> {
+        if let Some(b) = self.res.dummy {
+            return Ok(b);
+        }
+        let b = self.res.upload(self.dev, &Tensor::from_f32(vec![1], vec![0.0])?, "placeholder")?;
+        self.res.dummy = Some(b);
+        Ok(b)
+    }
+    /// An index table, uploaded once.
+    pub(crate) fn meta(&mut self, v: &[i32]) -> Result<BufId> {
+        let t = Tensor::new(vec![v.len()], dynaspa_runtime::TensorData::I32(v.to_vec()))?;
+        self.res.upload(self.dev, &t, "index table")
+    }
+    pub(crate) fn meta_f32(&mut self, v: &[f32]) -> Result<BufId> {
+        self.res.upload(self.dev, &Tensor::from_f32(vec![v.len()], v.to_vec())?, "weight table")
+    }
+    /// A temporary of `elems` words, live for this node only.
+    pub(crate) fn scratch(&mut self, elems: usize) -> Result<BufId> {
+        let b = self.res.alloc(self.dev, elems.max(1) * 4)?;
+        self.scratch.push(b);
+        Ok(b)
+    }
+
+    pub(crate) fn kernel(&mut self, src: Src, entry: &'static str, defines: &[(&str, i64)]) -> Result<Arc<D::Kernel>> {
+        self.res.kernel(self.dev, kernels::spec(src, entry, defines))
+    }
+
+    pub(crate) fn launch(&mut self, kernel: Arc<D::Kernel>, groups: [usize; 3], local: [u32; 3], args: Vec<LArg>) -> Result<()> {
+        let threads: u64 = local.iter().map(|&l| l as u64).product();
+        let max = self.dev.info().max_work_group_size as u64;
+        if max > 0 && threads > max {
+            return limit(format!("a work-group of {threads} work-items exceeds the device limit of {max}"));
+        }
+        let g = [
+            u32::try_from(groups[0]).or_else(|_| limit(format!("a grid of {groups:?} work-groups exceeds 32 bits")))?,
+            u32::try_from(groups[1]).or_else(|_| limit(format!("a grid of {groups:?} work-groups exceeds 32 bits")))?,
+            u32::try_from(groups[2]).or_else(|_| limit(format!("a grid of {groups:?} work-groups exceeds 32 bits")))?,
+        ];
+        self.launches.push(Launch { kernel, groups: g, local, args });
+        Ok(())
+    }
+
+    /// One work-item per element over `n` elements.
+    pub(crate) fn launch_linear(&mut self, kernel: Arc<D::Kernel>, n: usize, args: Vec<LArg>) -> Result<()> {
+        if n == 0 {
+            return Ok(());
+        }
+        self.launch(kernel, [n.div_ceil(LINEAR_WG as usize), 1, 1], [LINEAR_WG, 1, 1], args)
+    }
+
+    /// The storage word of input `i`, or an error naming DOUBLE.
+    pub(crate) fn word(&self, i: usize) -> Result<Word> {
+        let dt = self.in_dtype(i)?;
+        dtype::word(dt).map_or_else(|| unsupported(format!("{dt} input {i}")), Ok)
+    }
+}
