@@ -108,8 +108,9 @@ pub fn check_axpb(dev: &CudaDevice, rng: &mut Rng) -> Outcome {
             .map_err(e2s)?;
         let got = download_f32(dev, &y, n)?;
         let want: Vec<f32> = x.iter().map(|&v| act_ref(act, a.mul_add(v, b))).collect();
-        // Sigmoid: the GPU's expf is within 2 ulp, not bit-exact with the host's.
-        let tol = if act == 2 { 1e-6 } else { 0.0 };
+        // One rounding apart at most (a * x + b is an FMA when NVRTC contracts it, as by
+        // default); sigmoid: the GPU's expf is within 2 ulp of the host's.
+        let tol = if act == 2 { 1e-6 } else { 3e-7 };
         if let Some((i, g, w)) = first_mismatch(&got, &want, tol) {
             return Err(format!("ACT={act}: y[{i}] = {g}, expected {w} (x = {}, a = {a}, b = {b})", x[i]));
         }
