@@ -1,8 +1,12 @@
 //! dynaspa-backends: the execution backends. The CPU backend is always built: it is the
 //! reference every other backend is checked against and the embedded default. GPU backends
-//! share `gpu` (the device trait and the graph executor) and sit behind cargo features.
+//! share `gpu` (the device trait and the graph executor) and sit behind cargo features; they
+//! load their libraries at run time and are listed only where they can run.
 
+pub mod cache_dir;
 pub mod cpu;
+#[cfg(feature = "cuda")]
+pub mod cuda;
 pub mod gpu;
 #[cfg(feature = "opencl")]
 pub mod opencl;
@@ -18,6 +22,10 @@ pub fn available() -> Vec<&'static str> {
     if opencl::is_available() {
         v.push("opencl");
     }
+    #[cfg(feature = "cuda")]
+    if cuda::probe().is_ok() {
+        v.push("cuda");
+    }
     v
 }
 
@@ -29,8 +37,9 @@ pub struct BackendOptions {
     /// Sparse-op settings and the cache directory (`None`: from the environment). GPU backends
     /// keep their compiled programs under the same cache directory.
     pub sparse: Option<cpu::SparseConfig>,
-    /// Which device a GPU backend uses: an index of `dynaspa devices`, "platform:device" or part
-    /// of the name (`None`: `$DYNASPA_OPENCL_DEVICE`, else the first GPU, else the first device).
+    /// Which device a GPU backend uses: an index of `dynaspa devices`, "platform:device" (OpenCL)
+    /// or part of the name (`None`: `$DYNASPA_OPENCL_DEVICE` / `$DYNASPA_CUDA_DEVICE`, else the
+    /// first GPU, else the first device).
     pub device: Option<String>,
     /// GPU backends fill each node's outputs with NaN before its kernels run, so an output a
     /// kernel does not write shows in the results (tests). Also on with `DYNASPA_GPU_POISON=1`.
@@ -61,6 +70,16 @@ pub fn create_configured(name: &str, o: &BackendOptions) -> Result<Box<dyn Backe
             }
             #[cfg(not(feature = "opencl"))]
             Err(Error::Other("backend 'opencl': this build has no OpenCL support (cargo feature 'opencl')".into()))
+        }
+        "cuda" => {
+            #[cfg(feature = "cuda")]
+            {
+                let poison = o.poison || std::env::var("DYNASPA_GPU_POISON").is_ok_and(|v| !v.is_empty() && v != "0");
+                let b = cuda::backend(o.device.as_deref(), sparse.cache_dir.as_deref(), gpu::GpuOptions { poison })?;
+                Ok(Box::new(b))
+            }
+            #[cfg(not(feature = "cuda"))]
+            Err(Error::Other("backend 'cuda': this build has no CUDA support (cargo feature 'cuda')".into()))
         }
         other => Err(Error::Other(format!("unknown backend '{other}'; this build has: auto, {}", available().join(", ")))),
     }
@@ -96,6 +115,19 @@ pub fn devices() -> Vec<DeviceListing> {
     }
     #[cfg(not(feature = "opencl"))]
     out.push(unavailable("opencl", "this build has no OpenCL support (cargo feature 'opencl')"));
+    #[cfg(feature = "cuda")]
+    match cuda::probe::list() {
+        Ok(list) => out.extend(list.into_iter().enumerate().map(|(i, info)| DeviceListing {
+            backend: "cuda".into(),
+            selector: Some(i.to_string()),
+            platform: None,
+            info: Some(info),
+            unavailable: None,
+        })),
+        Err(why) => out.push(unavailable("cuda", &why)),
+    }
+    #[cfg(not(feature = "cuda"))]
+    out.push(unavailable("cuda", "this build has no CUDA support (cargo feature 'cuda')"));
     out
 }
 
