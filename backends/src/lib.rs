@@ -6,6 +6,8 @@ pub mod cpu;
 pub mod gpu;
 #[cfg(feature = "opencl")]
 pub mod opencl;
+#[cfg(feature = "wgpu")]
+pub mod wgpu;
 
 use dynaspa_runtime::backend::Backend;
 use dynaspa_runtime::{Error, Result};
@@ -17,6 +19,10 @@ pub fn available() -> Vec<&'static str> {
     #[cfg(feature = "opencl")]
     if opencl::is_available() {
         v.push("opencl");
+    }
+    #[cfg(feature = "wgpu")]
+    if wgpu::is_available() {
+        v.push("wgpu");
     }
     v
 }
@@ -30,7 +36,8 @@ pub struct BackendOptions {
     /// keep their compiled programs under the same cache directory.
     pub sparse: Option<cpu::SparseConfig>,
     /// Which device a GPU backend uses: an index of `dynaspa devices`, "platform:device" or part
-    /// of the name (`None`: `$DYNASPA_OPENCL_DEVICE`, else the first GPU, else the first device).
+    /// of the name (`None`: `$DYNASPA_OPENCL_DEVICE` / `$DYNASPA_WGPU_DEVICE`, else the first GPU, else
+    /// the first device).
     pub device: Option<String>,
     /// GPU backends fill each node's outputs with NaN before its kernels run, so an output a
     /// kernel does not write shows in the results (tests). Also on with `DYNASPA_GPU_POISON=1`.
@@ -61,6 +68,15 @@ pub fn create_configured(name: &str, o: &BackendOptions) -> Result<Box<dyn Backe
             }
             #[cfg(not(feature = "opencl"))]
             Err(Error::Other("backend 'opencl': this build has no OpenCL support (cargo feature 'opencl')".into()))
+        }
+        "wgpu" => {
+            #[cfg(feature = "wgpu")]
+            {
+                let poison = o.poison || std::env::var("DYNASPA_GPU_POISON").is_ok_and(|v| !v.is_empty() && v != "0");
+                Ok(Box::new(wgpu::backend(o.device.as_deref(), gpu::GpuOptions { poison })?))
+            }
+            #[cfg(not(feature = "wgpu"))]
+            Err(Error::Other("backend 'wgpu': this build has no wgpu support (cargo feature 'wgpu')".into()))
         }
         other => Err(Error::Other(format!("unknown backend '{other}'; this build has: auto, {}", available().join(", ")))),
     }
@@ -96,6 +112,20 @@ pub fn devices() -> Vec<DeviceListing> {
     }
     #[cfg(not(feature = "opencl"))]
     out.push(unavailable("opencl", "this build has no OpenCL support (cargo feature 'opencl')"));
+    #[cfg(feature = "wgpu")]
+    match wgpu::list() {
+        Ok(list) if !list.is_empty() => out.extend(list.into_iter().map(|d| DeviceListing {
+            backend: "wgpu".into(),
+            selector: Some(d.index.to_string()),
+            platform: Some(d.info.arch.clone()),
+            info: Some(d.info),
+            unavailable: None,
+        })),
+        Ok(_) => out.push(unavailable("wgpu", "wgpu finds no Vulkan or Metal adapter (no driver installed)")),
+        Err(e) => out.push(unavailable("wgpu", &e.to_string())),
+    }
+    #[cfg(not(feature = "wgpu"))]
+    out.push(unavailable("wgpu", "this build has no wgpu support (cargo feature 'wgpu')"));
     out
 }
 
