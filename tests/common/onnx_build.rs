@@ -49,6 +49,22 @@ pub fn ints_attr(name: &str, v: &[i64]) -> AttributeProto {
     a
 }
 
+pub fn float_attr(name: &str, v: f32) -> AttributeProto {
+    let mut a = AttributeProto::new();
+    a.set_name(name.into());
+    a.set_f(v);
+    a.set_type(dynaspa::runtime::onnx::proto::onnx::attribute_proto::AttributeType::FLOAT);
+    a
+}
+
+pub fn str_attr(name: &str, v: &str) -> AttributeProto {
+    let mut a = AttributeProto::new();
+    a.set_name(name.into());
+    a.set_s(v.as_bytes().to_vec());
+    a.set_type(dynaspa::runtime::onnx::proto::onnx::attribute_proto::AttributeType::STRING);
+    a
+}
+
 pub fn with_attrs(mut n: NodeProto, attrs: Vec<AttributeProto>) -> NodeProto {
     n.attribute = attrs;
     n
@@ -63,7 +79,26 @@ pub fn f32_init(name: &str, dims: &[i64], data: &[f32]) -> TensorProto {
     t
 }
 
+pub fn i64_init(name: &str, dims: &[i64], data: &[i64]) -> TensorProto {
+    let mut t = TensorProto::new();
+    t.set_name(name.into());
+    t.dims = dims.to_vec();
+    t.set_data_type(7);
+    t.int64_data = data.to_vec();
+    t
+}
+
 pub fn model(nodes: Vec<NodeProto>, inputs: Vec<ValueInfoProto>, outputs: Vec<ValueInfoProto>, inits: Vec<TensorProto>) -> Vec<u8> {
+    model_opset(17, nodes, inputs, outputs, inits)
+}
+
+pub fn model_opset(
+    opset: i64,
+    nodes: Vec<NodeProto>,
+    inputs: Vec<ValueInfoProto>,
+    outputs: Vec<ValueInfoProto>,
+    inits: Vec<TensorProto>,
+) -> Vec<u8> {
     let mut g = GraphProto::new();
     g.set_name("test".into());
     g.node = nodes;
@@ -74,7 +109,7 @@ pub fn model(nodes: Vec<NodeProto>, inputs: Vec<ValueInfoProto>, outputs: Vec<Va
     m.set_ir_version(8);
     let mut o = OperatorSetIdProto::new();
     o.set_domain(String::new());
-    o.set_version(17);
+    o.set_version(opset);
     m.opset_import.push(o);
     m.graph = Some(g).into();
     m.write_to_bytes().expect("serialises")

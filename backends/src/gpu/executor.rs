@@ -101,9 +101,8 @@ impl<D: GpuDevice> GpuExecutable<D> {
         for &v in &g.inputs {
             let val = &g.values[v];
             if dtype::word(val.dtype).is_none() {
+                // Still given a buffer, so its readers go on to report what they cannot do.
                 problems.push(format!("input '{}' on the {backend} backend: {} tensors are not supported", val.name, val.dtype));
-                inputs.push(None);
-                continue;
             }
             if consumers[v].is_empty() && !g.is_graph_output(v) {
                 inputs.push(None);
@@ -271,3 +270,7 @@ impl<D: GpuDevice> Executable for GpuExecutable<D> {
         self.report.as_ref()
     }
 }
+
+#[cfg(all(test, feature = "opencl"))]
+#[path = "executor_tests.rs"]
+mod tests;

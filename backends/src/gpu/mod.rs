@@ -4,7 +4,7 @@
 pub mod device;
 mod dtype;
 mod executor;
-mod kernels;
+pub(crate) mod kernels;
 mod lower;
 mod plan;
 

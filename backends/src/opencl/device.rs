@@ -337,3 +337,7 @@ impl ClBuffer {
         self.bytes.max(4)
     }
 }
+
+#[cfg(test)]
+#[path = "device_tests.rs"]
+mod tests;

@@ -38,12 +38,21 @@ Err(Error::Backend {
                   (e.g. apt-get install ocl-icd-libopencl1 pocl-opencl-icd) or set OPENCL_DYLIB_PATH"
                 .into(),
         }),
+        Err(e) if e.0 == opencl3::error_codes::DLOPEN_FUNCTION_NOT_AVAILABLE => Err(Error::Backend {
+            backend: "opencl".into(),
+            msg: "the library loaded as libOpenCL.so.1 lacks clGetPlatformIDs: it is not an OpenCL ICD loader".into(),
+        }),
         _ => Ok(()),
     }
 }
 
+/// Listing runs one thread at a time: PoCL 3.1 initialises its devices lazily on the first
+/// query and crashes (NULL device name) when two threads race through that.
+static LIST_LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// Every device of every platform. An ICD loader without drivers gives an empty list, not an error.
 pub fn list() -> Result<Vec<ClDeviceEntry>> {
+    let _one = LIST_LOCK.lock().unwrap_or_else(|p| p.into_inner());
     runtime_loaded()?;
     let platforms = match opencl3::platform::get_platforms() {
         Ok(p) => p,

@@ -1,11 +1,12 @@
 //! Compiled program binaries on disk, so a second start skips the driver's compiler (PoCL takes
 //! seconds per program). One file per (device fingerprint, prelude + source, build options); the
 //! file starts with the full key, so a hash collision or a file from another device is a miss,
-//! never a wrong kernel.
+//! never a wrong kernel, and ends the header with a checksum of the binary: drivers are not
+//! robust to damaged binaries (PoCL aborts the process on a truncated one).
 
 use std::path::{Path, PathBuf};
 
-const MAGIC: &[u8; 8] = b"DYNCLB01";
+const MAGIC: &[u8; 8] = b"DYNCLB02";
 
 pub(crate) struct ProgramCache {
     dir: Option<PathBuf>,
@@ -44,8 +45,10 @@ impl ProgramCache {
         let rest = bytes.strip_prefix(MAGIC.as_slice())?;
         let (len, rest) = rest.split_at_checked(4)?;
         let klen = u32::from_le_bytes(len.try_into().ok()?) as usize;
-        let (k, bin) = rest.split_at_checked(klen)?;
-        (k == key.as_bytes() && !bin.is_empty()).then(|| bin.to_vec())
+        let (k, rest) = rest.split_at_checked(klen)?;
+        let (sum, bin) = rest.split_at_checked(8)?;
+        let ok = k == key.as_bytes() && !bin.is_empty() && sum == fnv64(&[bin]).to_le_bytes();
+        ok.then(|| bin.to_vec())
     }
 
     /// Best effort: a cache that cannot be written only costs the next start a compile.
@@ -55,10 +58,11 @@ impl ProgramCache {
             if let Some(dir) = path.parent() {
                 std::fs::create_dir_all(dir)?;
             }
-            let mut data = Vec::with_capacity(MAGIC.len() + 4 + key.len() + binary.len());
+            let mut data = Vec::with_capacity(MAGIC.len() + 12 + key.len() + binary.len());
             data.extend_from_slice(MAGIC);
             data.extend_from_slice(&(key.len() as u32).to_le_bytes());
             data.extend_from_slice(key.as_bytes());
+            data.extend_from_slice(&fnv64(&[binary]).to_le_bytes());
             data.extend_from_slice(binary);
             // Written under a unique name and renamed, so a concurrent reader never sees half a file.
             let tmp = path.with_extension(format!("tmp{}.{:?}", std::process::id(), std::thread::current().id()));
@@ -89,6 +93,15 @@ mod tests {
         std::fs::write(c.path(&other).unwrap(), std::fs::read(c.path(&k).unwrap()).unwrap()).unwrap();
         assert!(c.load(&other).is_none());
         assert!(ProgramCache::new(None).load(&k).is_none());
+        // A damaged binary is a miss (the checksum), never handed to the driver.
+        let p = c.path(&k).unwrap();
+        let mut bytes = std::fs::read(&p).unwrap();
+        *bytes.last_mut().unwrap() ^= 1;
+        std::fs::write(&p, &bytes).unwrap();
+        assert!(c.load(&k).is_none());
+        bytes.truncate(bytes.len() - 2);
+        std::fs::write(&p, &bytes).unwrap();
+        assert!(c.load(&k).is_none());
         let _ = std::fs::remove_dir_all(&dir);
     }
 }
