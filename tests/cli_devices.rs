@@ -36,6 +36,13 @@ fn devices_lists_every_backend() {
             "{out}"
         );
     }
+    let wgpu: Vec<&str> = out.lines().filter(|l| l.starts_with("wgpu ")).collect();
+    assert!(!wgpu.is_empty(), "one line per wgpu adapter or one saying why there is none: {out}");
+    if common::backends().iter().any(|b| b == "wgpu") {
+        assert!(wgpu[0].contains("[0]") && wgpu[0].contains("local memory"), "{out}");
+    } else {
+        assert!(wgpu[0].contains("unavailable"), "{out}");
+    }
     let (code, out, _) = dynaspa(&["devices", "--json"], &[]);
     assert_eq!(code, 0);
     let v: serde_json::Value = serde_json::from_str(&out).expect("JSON");
@@ -45,6 +52,11 @@ fn devices_lists_every_backend() {
         let d = list.iter().find(|d| d["backend"] == "opencl").unwrap();
         assert!(d["info"]["max_work_group_size"].as_u64().unwrap() > 0, "{d}");
         assert!(d["info"]["local_mem_bytes"].as_u64().unwrap() > 0, "{d}");
+    }
+    if let Some(d) = list.iter().find(|d| d["backend"] == "wgpu" && d["info"].is_object()) {
+        // Opened with WebGPU's default limits, whatever the adapter could do.
+        assert_eq!(d["info"]["max_work_group_size"].as_u64(), Some(256), "{d}");
+        assert_eq!(d["info"]["local_mem_bytes"].as_u64(), Some(16384), "{d}");
     }
 }
 

@@ -1,11 +1,17 @@
 //! dynaspa-backends: the execution backends. The CPU backend is always built: it is the
 //! reference every other backend is checked against and the embedded default. GPU backends
-//! share `gpu` (the device trait and the graph executor) and sit behind cargo features.
+//! share `gpu` (the device trait and the graph executor) and sit behind cargo features; they
+//! load their libraries at run time and are listed only where they can run.
 
+pub mod cache_dir;
 pub mod cpu;
+#[cfg(feature = "cuda")]
+pub mod cuda;
 pub mod gpu;
 #[cfg(feature = "opencl")]
 pub mod opencl;
+#[cfg(feature = "wgpu")]
+pub mod wgpu;
 
 use dynaspa_runtime::backend::Backend;
 use dynaspa_runtime::{Error, Result};
@@ -18,6 +24,14 @@ pub fn available() -> Vec<&'static str> {
     if opencl::is_available() {
         v.push("opencl");
     }
+    #[cfg(feature = "cuda")]
+    if cuda::probe().is_ok() {
+        v.push("cuda");
+    }
+    #[cfg(feature = "wgpu")]
+    if wgpu::is_available() {
+        v.push("wgpu");
+    }
     v
 }
 
@@ -29,8 +43,9 @@ pub struct BackendOptions {
     /// Sparse-op settings and the cache directory (`None`: from the environment). GPU backends
     /// keep their compiled programs under the same cache directory.
     pub sparse: Option<cpu::SparseConfig>,
-    /// Which device a GPU backend uses: an index of `dynaspa devices`, "platform:device" or part
-    /// of the name (`None`: `$DYNASPA_OPENCL_DEVICE`, else the first GPU, else the first device).
+    /// Which device a GPU backend uses: an index of `dynaspa devices`, "platform:device" (OpenCL)
+    /// or part of the name (`None`: `$DYNASPA_OPENCL_DEVICE` / `$DYNASPA_CUDA_DEVICE` /
+    /// `$DYNASPA_WGPU_DEVICE`, else the first GPU, else the first device).
     pub device: Option<String>,
     /// GPU backends fill each node's outputs with NaN before its kernels run, so an output a
     /// kernel does not write shows in the results (tests). Also on with `DYNASPA_GPU_POISON=1`.
@@ -48,6 +63,14 @@ pub fn create_with(name: &str, threads: Option<usize>, sparse: cpu::SparseConfig
     create_configured(name, &BackendOptions { threads, sparse: Some(sparse), ..Default::default() })
 }
 
+/// GPU settings from the options, with `$DYNASPA_GPU_POISON` (non-empty, not "0") turning on
+/// output poisoning for tests.
+#[allow(dead_code)]
+fn gpu_options(o: &BackendOptions) -> gpu::GpuOptions {
+    let poison = o.poison || std::env::var("DYNASPA_GPU_POISON").is_ok_and(|v| !v.is_empty() && v != "0");
+    gpu::GpuOptions { poison }
+}
+
 pub fn create_configured(name: &str, o: &BackendOptions) -> Result<Box<dyn Backend>> {
     let sparse = o.sparse.clone().unwrap_or_else(cpu::SparseConfig::from_env);
     match name {
@@ -55,12 +78,28 @@ pub fn create_configured(name: &str, o: &BackendOptions) -> Result<Box<dyn Backe
         "opencl" => {
             #[cfg(feature = "opencl")]
             {
-                let poison = o.poison || std::env::var("DYNASPA_GPU_POISON").is_ok_and(|v| !v.is_empty() && v != "0");
-                let b = opencl::backend(o.device.as_deref(), sparse.cache_dir.as_deref(), gpu::GpuOptions { poison })?;
+                let b = opencl::backend(o.device.as_deref(), sparse.cache_dir.as_deref(), gpu_options(o))?;
                 Ok(Box::new(b))
             }
             #[cfg(not(feature = "opencl"))]
             Err(Error::Other("backend 'opencl': this build has no OpenCL support (cargo feature 'opencl')".into()))
+        }
+        "cuda" => {
+            #[cfg(feature = "cuda")]
+            {
+                let b = cuda::backend(o.device.as_deref(), sparse.cache_dir.as_deref(), gpu_options(o))?;
+                Ok(Box::new(b))
+            }
+            #[cfg(not(feature = "cuda"))]
+            Err(Error::Other("backend 'cuda': this build has no CUDA support (cargo feature 'cuda')".into()))
+        }
+        "wgpu" => {
+            #[cfg(feature = "wgpu")]
+            {
+                Ok(Box::new(wgpu::backend(o.device.as_deref(), gpu_options(o))?))
+            }
+            #[cfg(not(feature = "wgpu"))]
+            Err(Error::Other("backend 'wgpu': this build has no wgpu support (cargo feature 'wgpu')".into()))
         }
         other => Err(Error::Other(format!("unknown backend '{other}'; this build has: auto, {}", available().join(", ")))),
     }
@@ -96,6 +135,33 @@ pub fn devices() -> Vec<DeviceListing> {
     }
     #[cfg(not(feature = "opencl"))]
     out.push(unavailable("opencl", "this build has no OpenCL support (cargo feature 'opencl')"));
+    #[cfg(feature = "cuda")]
+    match cuda::probe::list() {
+        Ok(list) => out.extend(list.into_iter().enumerate().map(|(i, info)| DeviceListing {
+            backend: "cuda".into(),
+            selector: Some(i.to_string()),
+            platform: None,
+            info: Some(info),
+            unavailable: None,
+        })),
+        Err(why) => out.push(unavailable("cuda", &why)),
+    }
+    #[cfg(not(feature = "cuda"))]
+    out.push(unavailable("cuda", "this build has no CUDA support (cargo feature 'cuda')"));
+    #[cfg(feature = "wgpu")]
+    match wgpu::list() {
+        Ok(list) if !list.is_empty() => out.extend(list.into_iter().map(|d| DeviceListing {
+            backend: "wgpu".into(),
+            selector: Some(d.index.to_string()),
+            platform: Some(d.info.arch.clone()),
+            info: Some(d.info),
+            unavailable: None,
+        })),
+        Ok(_) => out.push(unavailable("wgpu", "wgpu finds no Vulkan or Metal adapter (no driver installed)")),
+        Err(e) => out.push(unavailable("wgpu", &e.to_string())),
+    }
+    #[cfg(not(feature = "wgpu"))]
+    out.push(unavailable("wgpu", "this build has no wgpu support (cargo feature 'wgpu')"));
     out
 }
 

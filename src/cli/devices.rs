@@ -28,13 +28,13 @@ fn line(d: &DeviceListing) -> String {
         return format!("{:<7} {} ({} threads)", d.backend, i.name, i.compute_units);
     }
     format!(
-        "{:<7} [{}] {} ({}, {}) on {}: {} compute units, {} local memory, work-groups up to {}, {} global memory, {}, driver {}",
+        "{:<7} [{}] {} ({}, {}){}: {} compute units, {} local memory, work-groups up to {}, {} global memory, {}, driver {}",
         d.backend,
         d.selector.as_deref().unwrap_or("-"),
         i.name,
         i.kind,
         i.vendor,
-        d.platform.as_deref().unwrap_or("-"),
+        d.platform.as_deref().map(|p| format!(" on {p}")).unwrap_or_default(),
         i.compute_units,
         mib(i.local_mem_bytes),
         i.max_work_group_size,

@@ -167,11 +167,12 @@ pub struct FrameOpts {
     /// Stop after this many frames.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub max_frames: Option<u32>,
-    /// Backend: auto, cpu or opencl (`dynaspa devices` lists what this machine has).
+    /// Backend: auto, cpu, opencl, cuda or wgpu (`dynaspa devices` lists what this machine has).
     #[arg(long, default_value = "auto")]
     pub backend: String,
-    /// GPU device: a number from `dynaspa devices`, PLATFORM:DEVICE, or part of its name
-    /// (default: $DYNASPA_OPENCL_DEVICE, else the first GPU).
+    /// GPU device: a number from `dynaspa devices`, PLATFORM:DEVICE (OpenCL), or part of its
+    /// name (default: $DYNASPA_OPENCL_DEVICE / $DYNASPA_CUDA_DEVICE / $DYNASPA_WGPU_DEVICE, else
+    /// the first GPU).
     #[arg(long, value_name = "SEL")]
     pub device: Option<String>,
     /// CPU worker threads (default: all cores).

@@ -42,11 +42,12 @@ pub struct RunArgs {
     /// Which mask to draw: a sparse op's name or a mask output's name (default: the first).
     #[arg(long, value_name = "NAME", requires = "overlay")]
     pub overlay_op: Option<String>,
-    /// Backend: auto, cpu or opencl (`dynaspa devices` lists what this machine has).
+    /// Backend: auto, cpu, opencl, cuda or wgpu (`dynaspa devices` lists what this machine has).
     #[arg(long, default_value = "auto")]
     pub backend: String,
-    /// GPU device: a number from `dynaspa devices`, PLATFORM:DEVICE, or part of its name
-    /// (default: $DYNASPA_OPENCL_DEVICE, else the first GPU).
+    /// GPU device: a number from `dynaspa devices`, PLATFORM:DEVICE (OpenCL), or part of its
+    /// name (default: $DYNASPA_OPENCL_DEVICE / $DYNASPA_CUDA_DEVICE / $DYNASPA_WGPU_DEVICE, else
+    /// the first GPU).
     #[arg(long, value_name = "SEL")]
     pub device: Option<String>,
     /// Write each graph output here as <name>.npy (with --frames: <frame>/<name>.npy).

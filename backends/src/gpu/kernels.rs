@@ -115,3 +115,48 @@ pub(crate) const REDUCE_WG: u32 = 256;
 pub(crate) const ATTENTION_WG: u32 = 128;
 /// Work-items per group of the one-item-per-element kernels.
 pub(crate) const LINEAR_WG: u32 = 256;
+
+/// The entry points (`KERNEL name(`) of a kernel source, in file order.
+#[cfg(test)]
+pub(crate) fn entries(source: &'static str) -> Vec<&'static str> {
+    let mut out = Vec::new();
+    let mut rest = source;
+    while let Some(i) = rest.find("KERNEL ") {
+        let after = &rest[i + "KERNEL ".len()..];
+        let name_len = after.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).unwrap_or(after.len());
+        // `#define KERNEL ...` in a prelude is not an entry point.
+        if name_len > 0 && after[name_len..].trim_start().starts_with('(') {
+            out.push(&after[..name_len]);
+        }
+        rest = &after[name_len..];
+    }
+    out
+}
+
+/// Every schedule the lowering (gpu/lower/*) asks for of `entry`: keep in step with the
+/// `cx.kernel(..)` calls there. CI compiles each through NVRTC with the CUDA prelude.
+#[cfg(test)]
+fn schedules(src: Src, entry: &str) -> Vec<Vec<(&'static str, i64)>> {
+    match (src, entry) {
+        (Src::Matmul, "gemm_f32") | (Src::Conv, "conv_gemm_f32") => vec![Tile::LARGE.defines().to_vec(), Tile::SMALL.defines().to_vec()],
+        (Src::Reduce, _) => vec![vec![("WG", REDUCE_WG as i64)]],
+        // TK_MAX: the key count rounded up to a power of two, at least 64, as long as the row
+        // fits local memory (8192 keys in 48 KiB).
+        (Src::Attention, _) => (6..=13).map(|p| vec![("WG", ATTENTION_WG as i64), ("TK_MAX", 1i64 << p)]).collect(),
+        _ => vec![vec![]],
+    }
+}
+
+/// Every (source, entry, schedule) the executor can launch.
+#[cfg(test)]
+pub(crate) fn all_specs() -> Vec<KernelSpec> {
+    let mut v = Vec::new();
+    for src in Src::ALL {
+        for entry in entries(src.source()) {
+            for defines in schedules(src, entry) {
+                v.push(spec(src, entry, &defines));
+            }
+        }
+    }
+    v
+}

@@ -10,3 +10,5 @@ mod plan;
 
 pub use device::{Arg, DeviceInfo, GpuDevice, KernelSpec};
 pub use executor::{GpuBackend, GpuExecutable, GpuOptions};
+#[cfg(feature = "wgpu")]
+pub(crate) use kernels::LINEAR_WG;

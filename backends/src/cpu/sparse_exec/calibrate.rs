@@ -29,15 +29,6 @@ pub(crate) struct Subject<'a> {
     pub time_sparse: &'a dyn Fn(&BitMask, Granularity) -> Result<()>,
 }
 
-/// Where calibrations are cached: `$DYNASPA_CACHE_DIR`, else `$XDG_CACHE_HOME/dynaspa`, else
-/// `~/.cache/dynaspa`; `None` when none can be found (calibration then runs every start).
-pub(crate) fn cache_root() -> Option<PathBuf> {
-    let env = |k: &str| std::env::var_os(k).filter(|v| !v.is_empty()).map(PathBuf::from);
-    env("DYNASPA_CACHE_DIR")
-        .or_else(|| env("XDG_CACHE_HOME").map(|p| p.join("dynaspa")))
-        .or_else(|| env("HOME").map(|p| p.join(".cache").join("dynaspa")))
-}
-
 /// CPU model, the vector extension the kernels use, and the worker count: timings from another
 /// machine or thread count would pick the wrong members.
 pub(crate) fn fingerprint(threads: usize) -> String {
@@ -50,8 +41,7 @@ pub(crate) fn fingerprint(threads: usize) -> String {
 }
 
 fn hash(s: &str) -> u64 {
-    // FNV-1a: a stable file name for the key (std's hasher is not stable across releases).
-    s.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3))
+    crate::cache_dir::fnv1a(crate::cache_dir::FNV_OFFSET, s.as_bytes())
 }
 
 fn cache_file(root: &std::path::Path, fp: &str, sig: &str) -> PathBuf {

@@ -63,7 +63,7 @@ impl SparseConfig {
             }
             f
         });
-        SparseConfig { cache_dir: calibrate::cache_root(), force }
+        SparseConfig { cache_dir: crate::cache_dir::cache_root(), force }
     }
 }
 

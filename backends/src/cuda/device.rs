@@ -1,0 +1,523 @@
+//! `CudaDevice`: the `GpuDevice` of one NVIDIA GPU through the driver API (cudarc's thin
+//! `result`/`sys` layers; its safe layer tracks reads and writes per buffer with events of its
+//! own, which the executor does explicitly here).
+//!
+//! The primary context of the device, a main stream for copies and kernels and a second one
+//! for zero fills, both non-blocking (no implicit ordering with the legacy stream). Every call
+//! makes the context current on the calling thread first, so the device may be used from any
+//! thread.
+
+use super::error::{err, Ctx};
+use super::kernel_cache::{CacheStats, KernelCache, Origin};
+use super::{libs, nvrtc, probe};
+use crate::gpu::{Arg, DeviceInfo, GpuDevice, KernelSpec};
+use cudarc::driver::{result, sys};
+use dynaspa_runtime::Result;
+use std::collections::HashMap;
+use std::ffi::{c_void, CString};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// Kernel parameters one launch may pass (more is a kernel signature bug, not a use case).
+const MAX_ARGS: usize = 64;
+
+/// The retained primary context; released when the last buffer, event, kernel and the device
+/// holding it are gone.
+struct Context {
+    dev: sys::CUdevice,
+    ctx: sys::CUcontext,
+}
+
+// SAFETY: CUcontext is a handle the driver lets any thread use (made current per call).
+unsafe impl Send for Context {}
+unsafe impl Sync for Context {}
+
+impl Context {
+    fn bind(&self) -> Result<()> {
+        // SAFETY: the context is retained for as long as `self` lives.
+        unsafe { result::ctx::set_current(self.ctx) }.ctx(|| "cuCtxSetCurrent".into())
+    }
+}
+
+impl Drop for Context {
+    fn drop(&mut self) {
+        // SAFETY: retained in CudaDevice::new, released once here.
+        if let Err(e) = unsafe { result::primary_ctx::release(self.dev) } {
+            tracing::warn!("cuDevicePrimaryCtxRelease: {}", super::error::driver_text(e));
+        }
+    }
+}
+
+/// Device memory. Zero-byte buffers hold no allocation (pointer 0).
+pub struct CudaBuffer {
+    ptr: sys::CUdeviceptr,
+    bytes: usize,
+    ctx: Arc<Context>,
+}
+
+impl CudaBuffer {
+    pub fn len(&self) -> usize {
+        self.bytes
+    }
+    pub fn is_empty(&self) -> bool {
+        self.bytes == 0
+    }
+    /// The device address (for tests and debugging output).
+    pub fn device_ptr(&self) -> u64 {
+        self.ptr
+    }
+}
+
+impl Drop for CudaBuffer {
+    fn drop(&mut self) {
+        if self.ptr == 0 {
+            return;
+        }
+        // SAFETY: allocated by cuMemAlloc in this context and freed once. cuMemFree waits for
+        // work still using the memory.
+        let r = self.ctx.bind().and_then(|_| unsafe { result::free_sync(self.ptr) }.ctx(|| "cuMemFree".into()));
+        if let Err(e) = r {
+            tracing::warn!("leaking {} bytes of device memory: {e}", self.bytes);
+        }
+    }
+}
+
+/// A point in one stream's work.
+pub struct CudaEvent {
+    ev: sys::CUevent,
+    ctx: Arc<Context>,
+}
+
+// SAFETY: events are driver handles usable from any thread.
+unsafe impl Send for CudaEvent {}
+unsafe impl Sync for CudaEvent {}
+
+impl CudaEvent {
+    /// Blocks the host until the event's work is done.
+    pub fn synchronize(&self) -> Result<()> {
+        self.ctx.bind()?;
+        // SAFETY: live event of this context.
+        unsafe { result::event::synchronize(self.ev) }.ctx(|| "cuEventSynchronize".into())
+    }
+}
+
+impl Drop for CudaEvent {
+    fn drop(&mut self) {
+        // SAFETY: created in this context, destroyed once; destroying a pending event is
+        // allowed (the driver frees it on completion).
+        let _ = self.ctx.bind().map(|_| unsafe { result::event::destroy(self.ev) });
+    }
+}
+
+struct Module {
+    module: sys::CUmodule,
+    ctx: Arc<Context>,
+}
+
+// SAFETY: modules are driver handles usable from any thread.
+unsafe impl Send for Module {}
+unsafe impl Sync for Module {}
+
+impl Drop for Module {
+    fn drop(&mut self) {
+        // SAFETY: loaded in this context, unloaded once, after every kernel from it is gone
+        // (each holds an Arc of the module).
+        let _ = self.ctx.bind().map(|_| unsafe { result::module::unload(self.module) });
+    }
+}
+
+/// One entry point of a loaded module.
+pub struct CudaKernel {
+    func: sys::CUfunction,
+    _module: Arc<Module>,
+    ctx: Arc<Context>,
+    /// "file:entry", for errors.
+    name: String,
+    /// Byte size of each parameter, when the driver can say (cuFuncGetParamInfo, 12.4+).
+    param_sizes: Option<Vec<usize>>,
+    max_threads: u32,
+}
+
+// SAFETY: functions are driver handles usable from any thread.
+unsafe impl Send for CudaKernel {}
+unsafe impl Sync for CudaKernel {}
+
+impl CudaKernel {
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+    /// Threads per block this kernel can be launched with (its register use may lower it
+    /// below the device's limit).
+    pub fn max_threads(&self) -> u32 {
+        self.max_threads
+    }
+    pub fn param_sizes(&self) -> Option<&[usize]> {
+        self.param_sizes.as_deref()
+    }
+}
+
+pub struct CudaDevice {
+    ctx: Arc<Context>,
+    main: sys::CUstream,
+    fill: sys::CUstream,
+    info: DeviceInfo,
+    cc: (i32, i32),
+    arch: String,
+    max_block: [u32; 3],
+    max_grid: [u32; 3],
+    cache: KernelCache,
+    modules: Mutex<HashMap<String, Arc<Module>>>,
+    memory_hits: AtomicUsize,
+}
+
+// SAFETY: streams and the context are driver handles; the driver API is thread-safe, and the
+// module map is behind a mutex.
+unsafe impl Send for CudaDevice {}
+unsafe impl Sync for CudaDevice {}
+
+impl CudaDevice {
+    /// Device `ordinal` with compiled kernels cached under the default cache directory.
+    pub fn new(ordinal: usize) -> Result<CudaDevice> {
+        CudaDevice::with_cache(ordinal, KernelCache::from_env())
+    }
+
+    pub fn with_cache(ordinal: usize, cache: KernelCache) -> Result<CudaDevice> {
+        let info = probe::device_info(ordinal)?;
+        let dev = result::device::get(ordinal as i32).ctx(|| format!("cuDeviceGet({ordinal})"))?;
+        use sys::CUdevice_attribute as A;
+        let cc = (
+            probe::attribute(dev, A::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)?,
+            probe::attribute(dev, A::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)?,
+        );
+        let dim = |a| probe::attribute(dev, a).map(|v| v.max(0) as u32);
+        let max_block = [
+            dim(A::CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X)?,
+            dim(A::CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y)?,
+            dim(A::CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z)?,
+        ];
+        let max_grid = [
+            dim(A::CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X)?,
+            dim(A::CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y)?,
+            dim(A::CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z)?,
+        ];
+        let arch = nvrtc::arch_for(cc)?;
+        // SAFETY: `dev` comes from cuDeviceGet; released by Context::drop.
+        let raw = unsafe { result::primary_ctx::retain(dev) }.ctx(|| format!("cuDevicePrimaryCtxRetain({ordinal})"))?;
+        let ctx = Arc::new(Context { dev, ctx: raw });
+        ctx.bind()?;
+        let main = result::stream::create(result::stream::StreamKind::NonBlocking).ctx(|| "cuStreamCreate".into())?;
+        let fill = match result::stream::create(result::stream::StreamKind::NonBlocking) {
+            Ok(s) => s,
+            Err(e) => {
+                // SAFETY: created just above, destroyed once.
+                let _ = unsafe { result::stream::destroy(main) };
+                return Err(err(format!("cuStreamCreate: {}", super::error::driver_text(e))));
+            }
+        };
+        tracing::debug!(device = %info.name, arch = %arch, "CUDA device ready");
+        Ok(CudaDevice {
+            ctx,
+            main,
+            fill,
+            info,
+            cc,
+            arch,
+            max_block,
+            max_grid,
+            cache,
+            modules: Mutex::new(HashMap::new()),
+            memory_hits: AtomicUsize::new(0),
+        })
+    }
+
+    pub fn compute_capability(&self) -> (i32, i32) {
+        self.cc
+    }
+
+    /// The architecture kernels are compiled for ("sm_90").
+    pub fn arch(&self) -> &str {
+        &self.arch
+    }
+
+    pub fn cache_stats(&self) -> CacheStats {
+        CacheStats { memory_hits: self.memory_hits.load(Ordering::Relaxed), ..self.cache.stats() }
+    }
+
+    /// Drops the loaded modules (kernels already handed out keep theirs), so the next
+    /// `kernel` call goes to the disk cache: how a second start is tested in one process.
+    pub fn forget_loaded_kernels(&self) {
+        if let Ok(mut m) = self.modules.lock() {
+            m.clear();
+        }
+    }
+
+    fn same_device(&self, ctx: &Arc<Context>, what: &str) -> Result<()> {
+        if Arc::ptr_eq(&self.ctx, ctx) {
+            Ok(())
+        } else {
+            Err(err(format!("{what} belongs to another CUDA device")))
+        }
+    }
+
+    fn check_range(&self, buf: &CudaBuffer, offset: usize, len: usize, what: &str) -> Result<()> {
+        self.same_device(&buf.ctx, "buffer")?;
+        match offset.checked_add(len) {
+            Some(end) if end <= buf.bytes => Ok(()),
+            _ => Err(err(format!("{what}: {len} bytes at offset {offset} outside a buffer of {} bytes", buf.bytes))),
+        }
+    }
+
+    fn event_on(&self, stream: sys::CUstream) -> Result<CudaEvent> {
+        let ev = result::event::create(sys::CUevent_flags::CU_EVENT_DISABLE_TIMING).ctx(|| "cuEventCreate".into())?;
+        let event = CudaEvent { ev, ctx: self.ctx.clone() };
+        // SAFETY: live event and stream of this context.
+        unsafe { result::event::record(event.ev, stream) }.ctx(|| "cuEventRecord".into())?;
+        Ok(event)
+    }
+
+    fn load_module(&self, spec: &KernelSpec) -> Result<Arc<Module>> {
+        let key = self.cache.key(spec, &self.arch)?;
+        let mut modules = self.modules.lock().map_err(|_| err("kernel cache lock poisoned"))?;
+        if let Some(m) = modules.get(&key.text) {
+            self.memory_hits.fetch_add(1, Ordering::Relaxed);
+            return Ok(m.clone());
+        }
+        let (mut cubin, origin) = self.cache.load_or_compile(spec, &self.arch, &key)?;
+        let module = match self.module_from(&cubin) {
+            Ok(m) => m,
+            Err(e) if origin == Origin::Disk => {
+                tracing::warn!(file = spec.file, "cached CUBIN refused ({e}); compiling again");
+                cubin = self.cache.compile(spec, &self.arch, &key)?;
+                self.module_from(&cubin)?
+            }
+            Err(e) => return Err(err(format!("{}: the driver refused the CUBIN NVRTC made for {}: {e}", spec.file, self.arch))),
+        };
+        let module = Arc::new(module);
+        modules.insert(key.text, module.clone());
+        Ok(module)
+    }
+
+    fn module_from(&self, cubin: &[u8]) -> Result<Module> {
+        self.ctx.bind()?;
+        // SAFETY: `cubin` is a complete image; the driver copies it during the call.
+        let module = unsafe { result::module::load_data(cubin.as_ptr() as *const c_void) }.ctx(|| "cuModuleLoadData".into())?;
+        Ok(Module { module, ctx: self.ctx.clone() })
+    }
+
+    fn param_sizes(func: sys::CUfunction) -> Option<Vec<usize>> {
+        if !libs::driver_has(libs::OPT_FUNC_PARAM_INFO) {
+            return None;
+        }
+        let mut sizes = Vec::new();
+        for i in 0..=MAX_ARGS {
+            let (mut offset, mut size) = (0usize, 0usize);
+            // SAFETY: live function; the symbol exists (checked above). An index past the last
+            // parameter is CUDA_ERROR_INVALID_VALUE, which ends the list.
+            match unsafe { sys::cuFuncGetParamInfo(func, i, &mut offset, &mut size) } {
+                sys::CUresult::CUDA_SUCCESS => sizes.push(size),
+                sys::CUresult::CUDA_ERROR_INVALID_VALUE => return Some(sizes),
+                _ => return None,
+            }
+        }
+        None
+    }
+}
+
+impl Drop for CudaDevice {
+    fn drop(&mut self) {
+        if self.ctx.bind().is_ok() {
+            // SAFETY: both streams were created in this context and are destroyed once, after
+            // their work is done.
+            unsafe {
+                let _ = result::stream::synchronize(self.main);
+                let _ = result::stream::synchronize(self.fill);
+                let _ = result::stream::destroy(self.main);
+                let _ = result::stream::destroy(self.fill);
+            }
+        }
+    }
+}
+
+impl GpuDevice for CudaDevice {
+    type Buffer = CudaBuffer;
+    type Kernel = CudaKernel;
+    type Event = CudaEvent;
+
+    fn info(&self) -> &DeviceInfo {
+        &self.info
+    }
+
+    fn alloc(&self, bytes: usize) -> Result<CudaBuffer> {
+        if bytes == 0 {
+            return Ok(CudaBuffer { ptr: 0, bytes: 0, ctx: self.ctx.clone() });
+        }
+        self.ctx.bind()?;
+        // SAFETY: plain allocation in the current context.
+        let ptr = unsafe { result::malloc_sync(bytes) }.ctx(|| format!("cuMemAlloc({bytes} bytes)"))?;
+        Ok(CudaBuffer { ptr, bytes, ctx: self.ctx.clone() })
+    }
+
+    fn upload(&self, dst: &CudaBuffer, offset: usize, data: &[u8]) -> Result<()> {
+        self.check_range(dst, offset, data.len(), "upload")?;
+        if data.is_empty() {
+            return Ok(());
+        }
+        self.ctx.bind()?;
+        // SAFETY: range checked; `data` stays borrowed until the stream has copied it (the
+        // synchronize below), which is also when the caller may reuse it.
+        unsafe {
+            result::memcpy_htod_async(dst.ptr + offset as u64, data, self.main).ctx(|| "cuMemcpyHtoDAsync".into())?;
+            result::stream::synchronize(self.main).ctx(|| "cuStreamSynchronize (upload)".into())
+        }
+    }
+
+    fn download(&self, src: &CudaBuffer, offset: usize, out: &mut [u8]) -> Result<()> {
+        self.check_range(src, offset, out.len(), "download")?;
+        if out.is_empty() {
+            return Ok(());
+        }
+        self.ctx.bind()?;
+        // SAFETY: range checked; `out` is written by the stream before synchronize returns.
+        unsafe {
+            result::memcpy_dtoh_async(out, src.ptr + offset as u64, self.main).ctx(|| "cuMemcpyDtoHAsync".into())?;
+            result::stream::synchronize(self.main).ctx(|| "cuStreamSynchronize (download)".into())
+        }
+    }
+
+    fn kernel(&self, spec: &KernelSpec) -> Result<CudaKernel> {
+        let module = self.load_module(spec)?;
+        let entry = CString::new(spec.entry).map_err(|_| err(format!("entry name {:?} contains NUL", spec.entry)))?;
+        self.ctx.bind()?;
+        // SAFETY: live module of this context.
+        let func = unsafe { result::module::get_function(module.module, entry) }
+            .ctx(|| format!("{} has no kernel '{}' (cuModuleGetFunction)", spec.file, spec.entry))?;
+        // SAFETY: live function.
+        let max_threads = unsafe {
+            result::function::get_function_attribute(func, sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK)
+        }
+        .ctx(|| "cuFuncGetAttribute".into())?;
+        Ok(CudaKernel {
+            func,
+            _module: module,
+            ctx: self.ctx.clone(),
+            name: format!("{}:{}", spec.file, spec.entry),
+            param_sizes: CudaDevice::param_sizes(func),
+            max_threads: max_threads.max(0) as u32,
+        })
+    }
+
+    fn launch(&self, kernel: &CudaKernel, groups: [u32; 3], local: [u32; 3], args: &[Arg<'_, CudaBuffer>]) -> Result<()> {
+        self.same_device(&kernel.ctx, "kernel")?;
+        let name = &kernel.name;
+        if local.contains(&0) {
+            return Err(err(format!("{name}: work-group size {local:?} has a zero side")));
+        }
+        let threads = local.iter().map(|&d| d as u64).product::<u64>();
+        if threads > kernel.max_threads as u64 {
+            return Err(err(format!("{name}: {threads} threads per block, the kernel allows {}", kernel.max_threads)));
+        }
+        for d in 0..3 {
+            if local[d] > self.max_block[d] || groups[d] > self.max_grid[d] {
+                return Err(err(format!(
+                    "{name}: launch {groups:?} x {local:?} exceeds the device's grid {:?} / block {:?}",
+                    self.max_grid, self.max_block
+                )));
+            }
+        }
+        if args.len() > MAX_ARGS {
+            return Err(err(format!("{name}: {} arguments, at most {MAX_ARGS}", args.len())));
+        }
+        if let Some(sizes) = &kernel.param_sizes {
+            let got: Vec<usize> = args.iter().map(|a| if matches!(a, Arg::Buf(_)) { 8 } else { 4 }).collect();
+            if &got != sizes {
+                return Err(err(format!(
+                    "{name}: arguments of {got:?} bytes do not match the kernel's parameters of {sizes:?} bytes"
+                )));
+            }
+        }
+        // An empty grid (no DISTiles this frame) is nothing to do.
+        if groups.contains(&0) {
+            return Ok(());
+        }
+        // Each argument in its own 8-byte slot; the driver reads each parameter's size from
+        // the slot's start (little-endian, so a 4-byte value sits in the low half).
+        let mut slots = [0u64; MAX_ARGS];
+        for (slot, a) in slots.iter_mut().zip(args) {
+            *slot = match a {
+                Arg::Buf(b) => {
+                    self.same_device(&b.ctx, "buffer argument")?;
+                    b.ptr
+                }
+                Arg::I32(v) => *v as u32 as u64,
+                Arg::U32(v) => *v as u64,
+                Arg::F32(v) => v.to_bits() as u64,
+            };
+        }
+        let mut ptrs = [std::ptr::null_mut::<c_void>(); MAX_ARGS];
+        for (p, s) in ptrs.iter_mut().zip(slots.iter_mut()) {
+            *p = s as *mut u64 as *mut c_void;
+        }
+        self.ctx.bind()?;
+        // SAFETY: live function and stream of this context; parameters checked against the
+        // kernel's signature where the driver tells it; `slots` outlives the call (the driver
+        // copies parameters at launch).
+        unsafe {
+            result::launch_kernel(
+                kernel.func,
+                (groups[0], groups[1], groups[2]),
+                (local[0], local[1], local[2]),
+                0,
+                self.main,
+                &mut ptrs[..args.len()],
+            )
+        }
+        .ctx(|| format!("cuLaunchKernel({name}, {groups:?} x {local:?})"))
+    }
+
+    fn fill_zero_async(&self, buf: &CudaBuffer, offset: usize, bytes: usize, after: &[CudaEvent]) -> Result<CudaEvent> {
+        self.check_range(buf, offset, bytes, "fill_zero_async")?;
+        self.ctx.bind()?;
+        for e in after {
+            self.same_device(&e.ctx, "event")?;
+            // SAFETY: live event and stream of this context.
+            unsafe { result::stream::wait_event(self.fill, e.ev, sys::CUevent_wait_flags::CU_EVENT_WAIT_DEFAULT) }
+                .ctx(|| "cuStreamWaitEvent (zero fill)".into())?;
+        }
+        if bytes > 0 {
+            let ptr = buf.ptr + offset as u64;
+            // SAFETY: range checked; memsets on the fill stream. Whole 32-bit words when aligned
+            // (the common case: f32 tensors), bytes otherwise.
+            if ptr % 4 == 0 && bytes % 4 == 0 {
+                unsafe { sys::cuMemsetD32Async(ptr, 0, bytes / 4, self.fill) }.result().ctx(|| "cuMemsetD32Async".into())?;
+            } else {
+                unsafe { result::memset_d8_async(ptr, 0, bytes, self.fill) }.ctx(|| "cuMemsetD8Async".into())?;
+            }
+        }
+        self.event_on(self.fill)
+    }
+
+    fn marker(&self) -> Result<CudaEvent> {
+        self.ctx.bind()?;
+        self.event_on(self.main)
+    }
+
+    fn wait_for(&self, events: &[CudaEvent]) -> Result<()> {
+        self.ctx.bind()?;
+        for e in events {
+            self.same_device(&e.ctx, "event")?;
+            // SAFETY: live event and stream of this context.
+            unsafe { result::stream::wait_event(self.main, e.ev, sys::CUevent_wait_flags::CU_EVENT_WAIT_DEFAULT) }
+                .ctx(|| "cuStreamWaitEvent".into())?;
+        }
+        Ok(())
+    }
+
+    fn finish(&self) -> Result<()> {
+        self.ctx.bind()?;
+        // SAFETY: live streams of this context.
+        unsafe {
+            result::stream::synchronize(self.main).ctx(|| "cuStreamSynchronize (main)".into())?;
+            result::stream::synchronize(self.fill).ctx(|| "cuStreamSynchronize (zero fill)".into())
+        }
+    }
+}

@@ -1,0 +1,54 @@
+// CUDA prelude of the shared kernel dialect: prepended to every kernel source before NVRTC
+// compiles it. Defines the names gpu/kernels/prelude_opencl.h defines for OpenCL C 1.2, with
+// the same meaning, so the same .cl files compile on both. Compiled with
+// --device-as-default-execution-space: plain functions are device functions, as in OpenCL C.
+
+#define KERNEL extern "C" __global__ void
+#define GLOBAL
+#define LOCAL __shared__
+// Pointer parameters into LOCAL memory need no qualifier in CUDA (generic addressing).
+#define LOCAL_PTR
+#define RESTRICT __restrict__
+#define FUNC static __device__ inline
+#define LOCAL_BARRIER() __syncthreads()
+
+// Work-item ids and sizes as int, like the OpenCL prelude's casts of get_*_id; a dimension past
+// 2 reads as OpenCL's do (id 0, size 1).
+__device__ __forceinline__ int dsp_dim(int d, unsigned x, unsigned y, unsigned z, unsigned other) {
+    return (int)(d == 0 ? x : d == 1 ? y : d == 2 ? z : other);
+}
+#define GROUP_ID(d) dsp_dim((d), blockIdx.x, blockIdx.y, blockIdx.z, 0u)
+#define LOCAL_ID(d) dsp_dim((d), threadIdx.x, threadIdx.y, threadIdx.z, 0u)
+#define LOCAL_SIZE(d) dsp_dim((d), blockDim.x, blockDim.y, blockDim.z, 1u)
+#define NUM_GROUPS(d) dsp_dim((d), gridDim.x, gridDim.y, gridDim.z, 1u)
+#define GLOBAL_ID(d)                                                                                    \
+    dsp_dim((d), blockIdx.x * blockDim.x + threadIdx.x, blockIdx.y * blockDim.y + threadIdx.y,         \
+            blockIdx.z * blockDim.z + threadIdx.z, 0u)
+
+// OpenCL C's scalar type names (ulong is 64-bit there, as here).
+typedef unsigned char uchar;
+typedef unsigned short ushort;
+typedef unsigned int uint;
+typedef unsigned long long ulong;
+
+#define F32_INF __int_as_float(0x7f800000)
+#define F32_NAN __int_as_float(0x7fffffff)
+// Single-precision maths: the float functions, never the double overloads a bare exp() on a
+// double literal would pick.
+#define EXPF(x) expf(x)
+#define LOGF(x) logf(x)
+#define SQRTF(x) sqrtf(x)
+#define TANHF(x) tanhf(x)
+#define ERFF(x) erff(x)
+#define ERFCF(x) erfcf(x)
+#define POWF(x, y) powf(x, y)
+#define FABSF(x) fabsf(x)
+#define FLOORF(x) floorf(x)
+#define CEILF(x) ceilf(x)
+#define FMAXF(x, y) fmaxf(x, y)
+#define FMINF(x, y) fminf(x, y)
+#define ISNAN(x) isnan(x)
+#define IMIN(a, b) min((int)(a), (int)(b))
+#define IMAX(a, b) max((int)(a), (int)(b))
+#define AS_FLOAT(i) __int_as_float((int)(i))
+#define AS_INT(f) __float_as_int(f)
