@@ -129,7 +129,7 @@ fn fuse_conv_add(g: &mut Graph) {
     retain(g, &dead);
 }
 
-fn activation_of(g: &Graph, node: &super::Node) -> Option<Activation> {
+pub(super) fn activation_of(g: &Graph, node: &super::Node) -> Option<Activation> {
     Some(match node.op {
         Op::Unary(UnaryKind::Relu) => Activation::Relu,
         Op::Unary(UnaryKind::LeakyRelu(a)) => Activation::LeakyRelu(a),

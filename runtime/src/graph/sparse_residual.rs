@@ -22,19 +22,6 @@ pub fn activation_op(a: Activation) -> Option<Op> {
     }))
 }
 
-fn activation_of(op: &Op) -> Option<Activation> {
-    let a = match op {
-        Op::Unary(UnaryKind::Relu) => Activation::Relu,
-        Op::Unary(UnaryKind::LeakyRelu(x)) => Activation::LeakyRelu(*x),
-        Op::Unary(UnaryKind::Sigmoid) => Activation::Sigmoid,
-        Op::Unary(UnaryKind::HardSigmoid(a, b)) => Activation::HardSigmoid(*a, *b),
-        Op::Unary(UnaryKind::HardSwish) => Activation::HardSwish,
-        Op::Unary(UnaryKind::Tanh) => Activation::Tanh,
-        _ => return None,
-    };
-    Some(a)
-}
-
 /// The one node reading `v`, when `v` is not a graph output.
 fn sole_reader(g: &Graph, cons: &[Vec<usize>], v: ValueId) -> Option<usize> {
     (cons[v].len() == 1 && !g.is_graph_output(v)).then(|| cons[v][0])
@@ -72,7 +59,8 @@ pub fn fuse_sparse_residuals(g: &mut Graph) -> usize {
         let mut out = add.outputs[0];
         let mut act = None;
         if let Some(ri) = sole_reader(g, &cons, out) {
-            if let Some(a) = activation_of(&g.nodes[ri].op) {
+            // Clip is left out: its bounds are inputs the dense lowering would have to rebuild.
+            if let Some(a) = super::fuse::activation_of(g, &g.nodes[ri]).filter(|a| !matches!(a, Activation::Clip(..))) {
                 act = Some(a);
                 out = g.nodes[ri].outputs[0];
                 dead[ri] = true;

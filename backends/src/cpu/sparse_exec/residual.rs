@@ -20,7 +20,6 @@ pub(crate) fn start_buffer(op: &Op, r: &[f32]) -> Result<Vec<f32>> {
     // One pass, no zeroing first: this buffer is written whole here.
     match act_of(op) {
         None => out.extend_from_slice(r),
-        Some(Activation::Relu) => out.extend(r.iter().map(|&x| x.max(0.0))),
         Some(a) => out.extend(r.iter().map(|&x| a.apply(x))),
     }
     Ok(out)
