@@ -1,0 +1,213 @@
+#!/usr/bin/env python3
+"""PyTorch/cuDNN baselines for the GPU comparisons of issues 5 and 6 (fp32, TF32 off,
+cudnn.benchmark on), timed on the same GPU in the same run as dynaspa's GPU bench.
+
+    python3 benches/gpu_baselines.py --masks MASKS.npz [--batches 1,2,4] [--runs 200] [--json OUT]
+    python3 benches/gpu_baselines.py --models [--runs 50] [--json OUT]
+
+Per op (the ops of issue 5: conv3x3 s1 40x40 256->256, conv1x1 40x40 256->256, conv3x3 s2
+80x80->40x40 128->256, depthwise 3x3 40x40 256; bias + ReLU epilogue) and batch:
+  cudnn   F.conv2d(x, w, b) + relu on the whole tensor: what a framework runs whatever the mask.
+  gcs-B   gather-conv-scatter (SBNet / SIGE style) at block size B: active B x B output blocks
+          are found from the mask on the GPU, their input patches (with halo) gathered into a
+          batch, convolved without padding by cuDNN, and scattered into a zeroed output. The
+          block-index computation (including its nonzero() sync) is part of the time, as it is
+          part of every frame for those systems.
+Masks come from MASKS.npz (keys like `d0.30`: uint8 [n, H, W]), written by dynaspa's GPU bench
+so both sides see the same masks. --models times the full-size DynConv (ResNet-50 layout,
+224x224), A-ViT (DeiT-S) and SIGE generators in PyTorch eager with cuDNN, batch 1: the dense
+baseline of the end-to-end comparison (their masks multiply, they do not skip work).
+
+Timing: CUDA events around each call, median over --runs calls after --warmup calls; inputs
+random normal (never all-zero). One JSON object per line on stdout (and in --json).
+"""
+import argparse
+import json
+import os
+import statistics
+import sys
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+OPS = {
+    # name: (cin, cout, k, stride, groups, in_hw)
+    "conv3x3_s1_40x40_256": (256, 256, 3, 1, 1, 40),
+    "conv1x1_40x40_256": (256, 256, 1, 1, 1, 40),
+    "conv3x3_s2_80x80_128_256": (128, 256, 3, 2, 1, 80),
+    "dw3x3_40x40_256": (256, 256, 3, 1, 256, 40),
+}
+
+
+def setup():
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cudnn.benchmark = True
+    torch.manual_seed(0)
+
+
+def time_cuda(fn, runs, warmup):
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(runs):
+        a = torch.cuda.Event(enable_timing=True)
+        b = torch.cuda.Event(enable_timing=True)
+        a.record()
+        fn()
+        b.record()
+        b.synchronize()
+        times.append(a.elapsed_time(b) * 1e3)
+    return statistics.median(times), min(times)
+
+
+class GatherConvScatter:
+    """SBNet-style sparse conv: the blocks of `block` x `block` outputs with an active bit."""
+
+    def __init__(self, w, b, stride, groups, block, out_hw):
+        self.w, self.b, self.stride, self.groups, self.block = w, b, stride, groups, block
+        k = w.shape[-1]
+        self.pad = k // 2
+        self.out_hw = out_hw
+        self.nb = (out_hw + block - 1) // block
+        # Input patch of one output block, in padded input coordinates.
+        self.patch = (block - 1) * stride + k
+        dev = w.device
+        r = torch.arange(self.patch, device=dev)
+        self.dy = r.view(-1, 1)
+        self.dx = r.view(1, -1)
+
+    def __call__(self, x, mask):
+        n, c, h, wd = x.shape
+        bs, s = self.block, self.stride
+        # Block-level mask: any active output in the block (padded up to whole blocks).
+        full = self.nb * bs
+        m = F.pad(mask, (0, full - mask.shape[-1], 0, full - mask.shape[-2]))
+        blk = F.max_pool2d(m, bs, bs)  # [n,1,nb,nb]
+        idx = blk.flatten().nonzero().squeeze(1)  # sync: the count decides the batch size
+        out = torch.zeros(n, self.w.shape[0], full, full, device=x.device)
+        if idx.numel() == 0:
+            return out[:, :, : self.out_hw, : self.out_hw]
+        bi = idx // (self.nb * self.nb)
+        by = (idx // self.nb) % self.nb
+        bx = idx % self.nb
+        # Pad so every patch of every (phantom) block is in range.
+        need = (full - 1) * s + self.w.shape[-1]
+        xp = F.pad(x, (self.pad, need - wd - self.pad, self.pad, need - h - self.pad))
+        ys = (by * bs * s).view(-1, 1, 1) + self.dy
+        xs = (bx * bs * s).view(-1, 1, 1) + self.dx
+        patches = xp[bi.view(-1, 1, 1), :, ys, xs]  # [nblk, P, P, C]
+        patches = patches.permute(0, 3, 1, 2).contiguous()
+        y = F.relu(F.conv2d(patches, self.w, self.b, stride=s, groups=self.groups))  # [nblk,Co,B,B]
+        ov = out.view(n, -1, self.nb, bs, self.nb, bs).permute(0, 2, 4, 1, 3, 5)
+        ov[bi, by, bx] = y.view(-1, y.shape[1], bs, bs)
+        return out[:, :, : self.out_hw, : self.out_hw]
+
+
+def bench_ops(args):
+    masks = np.load(args.masks)
+    dev = torch.device("cuda")
+    rows = []
+    for name, (cin, cout, k, s, g, hw) in OPS.items():
+        if args.only and args.only not in name:
+            continue
+        w = torch.randn(cout, cin // g, k, k, device=dev) * (2.0 / (cin // g * k * k)) ** 0.5
+        b = torch.randn(cout, device=dev) * 0.1
+        out_hw = hw // s
+        for batch in args.batches:
+            x = torch.randn(batch, cin, hw, hw, device=dev)
+            dense_fn = lambda: F.relu(F.conv2d(x, w, b, stride=s, padding=k // 2, groups=g))
+            med, mn = time_cuda(dense_fn, args.runs, args.warmup)
+            rows.append(dict(kind="op", op=name, batch=batch, impl="cudnn", density=1.0, us=med, min_us=mn))
+            for key in sorted(masks.files):
+                ms = masks[key]
+                if ms.shape[-2:] != (out_hw, out_hw):
+                    continue
+                density = float(ms.mean())
+                for block in args.blocks:
+                    gcs = GatherConvScatter(w, b, s, g, block, out_hw)
+                    per_mask = []
+                    for mi in range(min(len(ms), args.masks_per_density)):
+                        mt = torch.from_numpy(ms[mi].astype(np.float32)).to(dev).view(1, 1, out_hw, out_hw)
+                        mt = mt.expand(batch, 1, out_hw, out_hw).contiguous()
+                        if mi == 0:
+                            # Correctness of the baseline on active positions, so its time is a real one.
+                            ref = dense_fn() * mt
+                            got = gcs(x, mt) * mt
+                            err = (got - ref).norm() / ref.norm().clamp_min(1e-30)
+                            if err > 1e-4:
+                                sys.exit(f"gather-conv-scatter mismatch on {name} block {block}: rel L2 {err:.2e}")
+                        m_us, _ = time_cuda(lambda: gcs(x, mt), max(args.runs // 4, 20), args.warmup)
+                        per_mask.append(m_us)
+                    rows.append(dict(kind="op", op=name, batch=batch, impl=f"gcs-{block}", mask_key=key,
+                                     density=density, us=statistics.median(per_mask)))
+            for r in rows[-1 - len(masks.files) * len(args.blocks):]:
+                emit(r, args)
+    return rows
+
+
+def bench_models(args):
+    here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "models")
+    sys.path.insert(0, here)
+    import dynconv, avit, sige  # noqa: E402
+    dev = torch.device("cuda")
+    cases = []
+    cfg = dynconv.CONFIGS["full"]
+    m = dynconv.DynConvResNet(cfg)
+    dynconv.init_weights(m, dynconv.SEED)
+    cases.append(("dynconv_full", m, (torch.randn(1, 3, cfg["h"], cfg["w"]),)))
+    acfg = avit.CONFIGS["full"]
+    am = avit.AViT(acfg)
+    cases.append(("avit_full", am, (torch.randn(1, 3, acfg["h"], acfg["w"]),)))
+    scfg = sige.CONFIGS["full"]
+    sm = sige.Generator(scfg)
+    smask = (torch.rand(1, 1, scfg["h"], scfg["w"]) < 0.3).float()
+    cases.append(("sige_full", sm, (torch.randn(1, 3, scfg["h"], scfg["w"]), smask)))
+    for name, model, inputs in cases:
+        model = model.to(dev).eval()
+        inputs = tuple(t.to(dev) for t in inputs)
+        with torch.no_grad():
+            med, mn = time_cuda(lambda: model(*inputs), args.runs, args.warmup)
+        emit(dict(kind="model", model=name, impl="pytorch-cudnn", batch=1, us=med, min_us=mn), args)
+
+
+def emit(row, args):
+    row["device"] = torch.cuda.get_device_name(0)
+    row["torch"] = torch.__version__
+    row["cudnn"] = torch.backends.cudnn.version()
+    line = json.dumps(row)
+    print(line, flush=True)
+    if args.json:
+        with open(args.json, "a") as f:
+            f.write(line + "\n")
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--masks", help="npz of uint8 masks [n,H,W] per density key")
+    p.add_argument("--models", action="store_true")
+    p.add_argument("--batches", default="1,2,4")
+    p.add_argument("--blocks", default="4,8")
+    p.add_argument("--runs", type=int, default=200)
+    p.add_argument("--warmup", type=int, default=20)
+    p.add_argument("--masks-per-density", type=int, default=5)
+    p.add_argument("--only", default="")
+    p.add_argument("--json")
+    args = p.parse_args()
+    args.batches = [int(b) for b in args.batches.split(",")]
+    args.blocks = [int(b) for b in args.blocks.split(",")]
+    if not torch.cuda.is_available():
+        sys.exit("gpu_baselines: CUDA is not available to PyTorch")
+    setup()
+    if args.masks:
+        bench_ops(args)
+    if args.models:
+        bench_models(args)
+    if not (args.masks or args.models):
+        sys.exit("gpu_baselines: give --masks NPZ and/or --models")
+
+
+if __name__ == "__main__":
+    main()
