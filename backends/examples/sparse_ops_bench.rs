@@ -544,11 +544,16 @@ fn main() {
         ConvCase { name: "conv1x1 40x40 256->256", c: 256, hin: 40, m: 256, k: 1, s: 1, group: 1 },
         ConvCase { name: "conv3x3 s2 80x80->40x40 128->256", c: 128, hin: 80, m: 256, k: 3, s: 2, group: 1 },
         ConvCase { name: "dw3x3 s1 40x40 256", c: 256, hin: 40, m: 256, k: 3, s: 1, group: 256 },
+        // The reduced DynConv's layer1 convs (18x24 there): few channels, a few µs of work,
+        // where fixed per-call costs decide.
+        ConvCase { name: "small conv3x3 s1 24x24 16->16", c: 16, hin: 24, m: 16, k: 3, s: 1, group: 1 },
+        ConvCase { name: "small conv1x1 24x24 16->64", c: 16, hin: 24, m: 64, k: 1, s: 1, group: 1 },
     ];
     let mut nhwc = Vec::new();
     pool.install(|| {
         for cc in &cases {
-            if only.is_empty() || cc.name.contains(only.as_str()) {
+            let small = cc.name.starts_with("small");
+            if (only.is_empty() && !small) || (!only.is_empty() && cc.name.contains(only.as_str())) {
                 bench_conv(cc, &densities, rounds, &mut rng, &mut nhwc);
             }
         }

@@ -101,6 +101,35 @@ pub(crate) fn conv_winograd(
     conv_with(p, ins, out, Path::Auto, Some(wt))
 }
 
+/// Conv through the direct kernel prepared at compile time (`conv_direct::pays` chose it). The
+/// bias is the one `d` was built with (a constant of the graph).
+pub(crate) fn conv_direct(p: &Conv, d: &super::conv_direct::DirectConv, ins: &[Option<&Tensor>], out: &TensorSpec) -> Result<Tensor> {
+    let x = input(ins, 0, OP)?;
+    let w = input(ins, 1, OP)?;
+    let xd = f32_data(x, OP, "X")?;
+    let dims = check(p, x.shape(), w.shape(), &out.shape)?;
+    let g = &d.g;
+    if x.shape()[1..] != [dims.c, g.h, g.w] || out.shape[2..] != [g.ho, g.wo] {
+        return err(format!("{OP}: input {:?} / output {:?} differ from the shapes the kernel was prepared for", x.shape(), out.shape));
+    }
+    let add = if p.fused_add {
+        let a = input(ins, 3, OP)?;
+        if a.shape() != out.shape.as_slice() {
+            return err(format!("{OP}: fused addend shape {:?} must equal the output shape {:?}", a.shape(), out.shape));
+        }
+        Some(f32_data(a, OP, "fused addend")?)
+    } else {
+        None
+    };
+    let (xi, oi) = (xd.len() / dims.n.max(1), dims.m * g.out_plane());
+    let mut y = vec![0.0f32; dims.n * oi];
+    for (i, o) in y.chunks_exact_mut(oi.max(1)).enumerate() {
+        let img = super::conv_direct::Image { x: &xd[i * xi..][..xi], out: o, residual: add.map(|a| &a[i * oi..][..oi]) };
+        d.run_all(img);
+    }
+    Tensor::from_f32(out.shape.clone(), y)
+}
+
 /// Measured on ResNet-18's layers (2-core Xeon): Winograd wins from 14x14 maps up (1.3-1.5x);
 /// a 7x7 map has 16 tiles, too few columns for the register tile, and loses.
 #[cfg(target_arch = "x86_64")]

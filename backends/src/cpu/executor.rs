@@ -98,14 +98,27 @@ struct CpuExecutable {
 enum Prepared {
     #[cfg(target_arch = "x86_64")]
     Winograd(super::conv_winograd::WinoWeights),
+    Direct(super::conv_direct::DirectConv),
 }
 
 fn prepare(g: &Graph, n: &dynaspa_runtime::graph::Node) -> Option<Prepared> {
     match &n.op {
-        #[cfg(target_arch = "x86_64")]
         Op::Conv(p) => {
-            let w = g.values[(*n.inputs.get(1)?)?].constant.as_ref()?;
-            super::conv::prepare_winograd(p, w).map(Prepared::Winograd)
+            let constant = |i: usize| n.inputs.get(i).copied().flatten().and_then(|v| g.values[v].constant.as_deref());
+            let w = constant(1)?;
+            let x = &g.values[(*n.inputs.first()?)?];
+            // The direct kernel wants a constant bias (or none) and an f32 input.
+            let bias_ok = n.inputs.get(2).copied().flatten().is_none() || constant(2).is_some();
+            if bias_ok && x.dtype == dynaspa_runtime::DType::F32 && x.shape.len() == 4 {
+                let direct = super::sparse::SparseConv::new(p, &x.shape, w, constant(2)).ok().and_then(|c| c.into_direct());
+                if let Some(d) = direct {
+                    return Some(Prepared::Direct(d));
+                }
+            }
+            #[cfg(target_arch = "x86_64")]
+            return super::conv::prepare_winograd(p, w).map(Prepared::Winograd);
+            #[cfg(not(target_arch = "x86_64"))]
+            None
         }
         _ => None,
     }
@@ -115,6 +128,7 @@ fn eval_node(op: &Op, prepared: Option<&Prepared>, ins: &[Option<&Tensor>], spec
     match (op, prepared) {
         #[cfg(target_arch = "x86_64")]
         (Op::Conv(p), Some(Prepared::Winograd(wt))) => Ok(vec![super::conv::conv_winograd(p, ins, &specs[0], wt)?]),
+        (Op::Conv(p), Some(Prepared::Direct(d))) => Ok(vec![super::conv::conv_direct(p, d, ins, &specs[0])?]),
         _ => eval_op(op, ins, specs),
     }
 }

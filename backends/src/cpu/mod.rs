@@ -7,6 +7,7 @@ mod attention_tests;
 mod binary;
 mod broadcast;
 mod conv;
+mod conv_direct;
 mod conv_dw;
 mod conv_gemm;
 #[cfg(target_arch = "x86_64")]

@@ -6,6 +6,7 @@ use super::depthwise;
 use super::gather::{with_plan, Geo2, PanelPlan};
 use super::scratch::{self, Slot};
 use super::{Clock, PhaseTimes};
+use crate::cpu::conv_direct::{self, DirectConv, Image};
 use crate::cpu::gemm_util::{sgemm, threads, Layout, SendPtr};
 use crate::cpu::kernel_util::{epilogue, per_axis, split_pads};
 use dynaspa_runtime::graph::{Activation, Conv};
@@ -52,6 +53,9 @@ pub struct SparseConv {
     pub(super) bias: Option<Vec<f32>>,
     pub(super) act: Option<Activation>,
     pub(super) fused_add: bool,
+    /// The direct kernel, for convs small enough that it beats gather + GEMM
+    /// (`conv_direct::pays`); the positions schedule then runs it.
+    direct: Option<DirectConv>,
 }
 
 impl std::fmt::Debug for SparseConv {
@@ -159,7 +163,10 @@ impl SparseConv {
         let kind = if cg == 1 { ConvKind::Depthwise } else { ConvKind::Gemm };
         let simd = simd && simd_available();
         let w = if simd && kind == ConvKind::Gemm { pack_weights(wd, groups, m / groups, kdim) } else { wd.to_vec() };
-        Ok(SparseConv { c, m, groups, g, kind, simd, w, bias, act: p.activation, fused_add: p.fused_add })
+        let direct = (groups == 1 && kind == ConvKind::Gemm && conv_direct::pays(c, m, g.taps(), g.out_plane()))
+            .then(|| DirectConv::new(g, c, m, wd, bias.as_deref(), p.activation, p.fused_add))
+            .flatten();
+        Ok(SparseConv { c, m, groups, g, kind, simd, w, bias, act: p.activation, fused_add: p.fused_add, direct })
     }
 
     pub fn kind(&self) -> ConvKind {
@@ -249,6 +256,15 @@ impl SparseConv {
                 ));
             }
             None => {}
+        }
+        if let (None, Some(d)) = (tiles, &self.direct) {
+            let positions = {
+                let _t = Clock::start(times, |t| &t.plan);
+                mask_positions(mask)
+            };
+            let _t = Clock::start(times, |t| &t.gemm);
+            d.run(Image { x, out, residual }, &positions);
+            return Ok(());
         }
         with_columns(|cols| {
             {
@@ -480,6 +496,34 @@ thread_local! {
 }
 
 /// Runs `f` on at least `n` reusable plans of this thread.
+/// The set positions of `mask`, flat, in raster order.
+fn mask_positions(mask: &BitMask) -> Vec<u32> {
+    let n = mask.len();
+    let mut v = Vec::with_capacity(mask.count_ones());
+    for (wi, &word) in mask.words().iter().enumerate() {
+        let mut bits = word;
+        while bits != 0 {
+            let p = wi * 64 + bits.trailing_zeros() as usize;
+            if p >= n {
+                break;
+            }
+            v.push(p as u32);
+            bits &= bits - 1;
+        }
+    }
+    v
+}
+
+/// The direct kernel of this conv, if it has one (the executor's dense path uses it too).
+impl SparseConv {
+    pub(crate) fn into_direct(self) -> Option<DirectConv> {
+        self.direct
+    }
+    pub(crate) fn has_direct(&self) -> bool {
+        self.direct.is_some()
+    }
+}
+
 fn with_plans<R>(n: usize, f: impl FnOnce(&mut Vec<PanelPlan>) -> R) -> R {
     let grow = |v: &mut Vec<PanelPlan>| {
         if v.len() < n {

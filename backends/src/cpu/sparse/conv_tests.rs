@@ -103,7 +103,8 @@ fn check_case(c: &Case, seed: u64, masks: &[BitMask], grans: &[Granularity]) {
                 let what = format!("{c:?} simd={simd} mask {mi} ({:.2}) gran {g}", mask.density());
                 check_masked(&out, &p.dense, mask, poison, 1e-5, &what);
             }
-            // The positions schedule computes the same columns as 1x1 tiles, bit for bit.
+            // The positions schedule computes the same columns as 1x1 tiles, bit for bit, unless
+            // it runs the direct kernel (another summation order; checked against dense above).
             let mut pos = vec![f32::NAN; c.m * p.ho * p.wo];
             let mut one = vec![f32::NAN; c.m * p.ho * p.wo];
             let res = c.add.then(|| p.res.as_f32().unwrap());
@@ -111,7 +112,9 @@ fn check_case(c: &Case, seed: u64, masks: &[BitMask], grans: &[Granularity]) {
             sc.run(p.x.as_f32().unwrap(), &mut one, &aligned_tiles_naive(mask, Granularity::new(1, 1)), mask, res)
                 .unwrap();
             check_masked(&pos, &p.dense, mask, f32::NAN, 1e-5, &format!("{c:?} simd={simd} mask {mi} positions"));
-            assert!(pos.iter().zip(&one).all(|(a, b)| a.to_bits() == b.to_bits()), "positions vs 1x1 tiles");
+            if !sc.has_direct() {
+                assert!(pos.iter().zip(&one).all(|(a, b)| a.to_bits() == b.to_bits()), "positions vs 1x1 tiles");
+            }
         }
     }
 }

@@ -27,7 +27,7 @@ mod conv;
 #[cfg(test)]
 mod conv_tests;
 mod depthwise;
-mod gather;
+pub(crate) mod gather;
 mod layout_probe;
 mod linear;
 #[cfg(test)]

@@ -45,7 +45,7 @@ fn hash(s: &str) -> u64 {
 }
 
 fn cache_file(root: &std::path::Path, fp: &str, sig: &str) -> PathBuf {
-    root.join("cpu").join(format!("{:016x}.json", hash(&format!("v4|{fp}|{sig}"))))
+    root.join("cpu").join(format!("{:016x}.json", hash(&format!("v5|{fp}|{sig}"))))
 }
 
 /// Loads the cached PolyKernel for `s` from under `cache` or measures one and caches it there.
@@ -122,7 +122,25 @@ fn measure(s: &Subject) -> Result<PolyKernel> {
         let table = DispatchTable::new(points).map_err(|e| Error::Other(format!("calibrating {}: {e}", s.signature)))?;
         members.push(Member { schedule: Schedule::sparse(format!("tiles{g}"), g), table });
     }
-    PolyKernel::new(members)
+    prune(PolyKernel::new(members)?, s.height, s.width)
+}
+
+/// Densities at which the calibrated members are compared to find those that never win.
+const PRUNE_DENSITIES: [f64; 12] = [0.01, 0.03, 0.06, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.65, 0.8, 0.95];
+
+/// Drops the sparse members that are not the predicted best on any mask of a sweep of
+/// densities: every member costs a DISTile count per frame (the bulk of the dispatch overhead),
+/// and one that never wins buys nothing for it. The dense member always stays.
+fn prune(poly: PolyKernel, h: usize, w: usize) -> Result<PolyKernel> {
+    let mut wins = vec![false; poly.members().len()];
+    wins[poly.dense_index()] = true;
+    for (i, &d) in PRUNE_DENSITIES.iter().enumerate() {
+        let m = blob_mask(h, w, d, 0x51ed + i as u64);
+        wins[poly.select_for_mask(&m)] = true;
+    }
+    let kept: Vec<Member> =
+        poly.members().iter().zip(&wins).filter(|(_, &win)| win).map(|(m, _)| m.clone()).collect();
+    PolyKernel::new(kept)
 }
 
 /// Uniform values in [-1, 1) for float tensors (zeros for other types), seeded: operands for
@@ -213,6 +231,7 @@ mod tests {
         let p = poly_kernel(&s, 2, Some(&dir)).unwrap();
         let measured = calls.load(std::sync::atomic::Ordering::Relaxed);
         assert!(measured > 0);
+        // Both members win somewhere (sparse at low density, dense near 1), so both are kept.
         assert_eq!(p.members().len(), 2);
         // Low density: the sparse member; everything set: 320 us of sparse beats 400 of dense
         // only barely, so just check the low end and that the table grows.
@@ -221,6 +240,30 @@ mod tests {
         assert_eq!(calls.load(std::sync::atomic::Ordering::Relaxed), measured, "second call measured again");
         assert_eq!(p2, p);
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn prune_drops_members_that_never_win_and_keeps_dense() {
+        let g1 = Granularity::new(1, 1);
+        let g4 = Granularity::new(4, 4);
+        let t = |pts: Vec<(u32, f64)>| DispatchTable::new(pts).unwrap();
+        let members = vec![
+            Member { schedule: Schedule::dense("dense"), table: DispatchTable::constant(500.0).unwrap() },
+            // 1 µs per position: beats dense below ~500 of 1600 positions.
+            Member { schedule: Schedule::sparse("tiles1x1", g1), table: t(vec![(1, 1.0), (1600, 1600.0)]) },
+            // 20 µs per 4x4 tile (1.25 µs per position even when full): never the best.
+            Member { schedule: Schedule::sparse("tiles4x4", g4), table: t(vec![(1, 20.0), (100, 2000.0)]) },
+        ];
+        let p = prune(PolyKernel::new(members).unwrap(), 40, 40).unwrap();
+        let names: Vec<&str> = p.members().iter().map(|m| m.schedule.name.as_str()).collect();
+        assert_eq!(names, ["dense", "tiles1x1"]);
+        assert_eq!(p.granularities(), &[g1]);
+        // A dense member that never wins stays all the same.
+        let cheap = vec![
+            Member { schedule: Schedule::dense("dense"), table: DispatchTable::constant(5000.0).unwrap() },
+            Member { schedule: Schedule::sparse("tiles1x1", g1), table: t(vec![(1, 1.0), (1600, 1600.0)]) },
+        ];
+        assert_eq!(prune(PolyKernel::new(cheap).unwrap(), 40, 40).unwrap().members().len(), 2);
     }
 
     fn tempdir() -> PathBuf {
