@@ -26,6 +26,9 @@ pub(crate) fn average_pool(p: &Pool, ins: &[Option<&Tensor>], out: &TensorSpec) 
     pool("AveragePool", Kind::Avg { count_include_pad: p.count_include_pad }, p, ins, out)
 }
 
+/// Values below which a pooling op stays on one thread.
+const PAR_MIN_VALUES: usize = 1 << 16;
+
 fn pool(op: &str, kind: Kind, p: &Pool, ins: &[Option<&Tensor>], out: &TensorSpec) -> Result<Tensor> {
     let x = input(ins, 0, op)?;
     let xd = f32_data(x, op, "X")?;
@@ -56,7 +59,8 @@ fn pool(op: &str, kind: Kind, p: &Pool, ins: &[Option<&Tensor>], out: &TensorSpe
         // Averages divide by a count that factorises over axes.
         let counts: Vec<Vec<f32>> = (0..3).map(|a| axis_counts(&g, a, pad_end[a], kind)).collect();
         let vt = g.valid_table();
-        y.par_chunks_mut(o_len).zip(xd.par_chunks(img.max(1))).with_max_len(1).for_each(|(yc, xc)| {
+        let min = (PAR_MIN_VALUES / (img * g.kernel_len()).max(1)).max(1);
+        y.par_chunks_mut(o_len).zip(xd.par_chunks(img.max(1))).with_min_len(min).for_each(|(yc, xc)| {
             pool_plane(&g, &vt, kind, &counts, xc, yc);
         });
     }
@@ -169,7 +173,10 @@ pub(crate) fn global_average_pool(ins: &[Option<&Tensor>], out: &TensorSpec) -> 
     let plane: usize = xs[2..].iter().product();
     let mut y = vec![0.0f32; xs[0] * xs[1]];
     if plane > 0 {
-        y.par_iter_mut().zip(xd.par_chunks(plane)).for_each(|(v, c)| *v = mean(c));
+        // Tiny maps (a classifier head's 7x7 or 5x6) are a few microseconds of work: splitting
+        // them over threads cost more than it saved.
+        let min = (PAR_MIN_VALUES / plane).max(1);
+        y.par_iter_mut().zip(xd.par_chunks(plane)).with_min_len(min).for_each(|(v, c)| *v = mean(c));
     } else {
         y.fill(f32::NAN);
     }

@@ -163,7 +163,7 @@ impl SparseConv {
         let kind = if cg == 1 { ConvKind::Depthwise } else { ConvKind::Gemm };
         let simd = simd && simd_available();
         let w = if simd && kind == ConvKind::Gemm { pack_weights(wd, groups, m / groups, kdim) } else { wd.to_vec() };
-        let direct = (groups == 1 && kind == ConvKind::Gemm && conv_direct::pays(c, m, g.taps(), g.out_plane()))
+        let direct = (groups == 1 && kind == ConvKind::Gemm && conv_direct::pays(c, m, g.taps(), c * g.h * g.w))
             .then(|| DirectConv::new(g, c, m, wd, bias.as_deref(), p.activation, p.fused_add))
             .flatten();
         Ok(SparseConv { c, m, groups, g, kind, simd, w, bias, act: p.activation, fused_add: p.fused_add, direct })
@@ -519,6 +519,7 @@ impl SparseConv {
     pub(crate) fn into_direct(self) -> Option<DirectConv> {
         self.direct
     }
+    #[cfg(test)]
     pub(crate) fn has_direct(&self) -> bool {
         self.direct.is_some()
     }
