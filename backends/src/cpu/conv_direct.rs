@@ -417,3 +417,45 @@ mod tests {
         }
     }
 }
+
+#[cfg(test)]
+mod bench {
+    use super::*;
+
+    /// `cargo test --release -p dynaspa-backends bench_direct_shapes -- --ignored --nocapture`:
+    /// µs per call of the direct kernel on the reduced DynConv's dense conv shapes (1 thread).
+    #[test]
+    #[ignore]
+    fn bench_direct_shapes() {
+        // (name, c, h, w, m, k, stride)
+        let shapes = [
+            ("stem 3x3 s2 3->16 96x72", 3, 72, 96, 16, 3, 2),
+            ("3x3 s2 32->32 24x18", 32, 18, 24, 32, 3, 2),
+            ("3x3 s2 64->64 12x9", 64, 9, 12, 64, 3, 2),
+            ("1x1 64->128 s2 24x18", 64, 18, 24, 128, 1, 2),
+            ("3x3 s1 16->16 24x18", 16, 18, 24, 16, 3, 1),
+        ];
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(1).build().unwrap();
+        for (name, c, h, w, m, k, s) in shapes {
+            let p = k / 2;
+            let (ho, wo) = ((h + 2 * p - k) / s + 1, (w + 2 * p - k) / s + 1);
+            let g = Geo2 { h, w, ho, wo, kh: k, kw: k, sh: s, sw: s, dh: 1, dw: 1, ph: p, pw: p };
+            let wv: Vec<f32> = (0..m * c * k * k).map(|i| ((i * 37 % 101) as f32 - 50.0) / 100.0).collect();
+            let x: Vec<f32> = (0..c * h * w).map(|i| ((i * 13 % 97) as f32 - 48.0) / 50.0).collect();
+            let d = DirectConv::new(g, c, m, &wv, None, Some(Activation::Relu), false).unwrap();
+            let mut out = vec![0.0f32; m * ho * wo];
+            let t = pool.install(|| {
+                let mut ts = Vec::new();
+                for _ in 0..200 {
+                    let t0 = std::time::Instant::now();
+                    d.run_all(Image { x: &x, out: &mut out, residual: None });
+                    ts.push(t0.elapsed().as_secs_f64() * 1e6);
+                }
+                ts.sort_by(f64::total_cmp);
+                ts[ts.len() / 2]
+            });
+            let macs = (ho * wo * c * k * k * m) as f64;
+            println!("{name}: {t:.1} µs, {:.1} GMAC/s", macs / t / 1e3);
+        }
+    }
+}
