@@ -5,8 +5,9 @@ pub mod device;
 mod dtype;
 mod executor;
 pub(crate) mod kernels;
-mod lower;
+pub(crate) mod lower;
 mod plan;
+pub(crate) mod sparse;
 
 pub use device::{Arg, DeviceInfo, GpuDevice, KernelSpec};
 pub use executor::{GpuBackend, GpuExecutable, GpuOptions};
