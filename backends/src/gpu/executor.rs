@@ -93,7 +93,7 @@ fn words(shape: &[usize]) -> usize {
 }
 
 impl<D: GpuDevice> GpuExecutable<D> {
-    pub(crate) fn compile(dev: Arc<D>, backend: &str, graph: &Graph, opts: &GpuOptions) -> Result<GpuExecutable<D>> {
+    pub fn compile(dev: Arc<D>, backend: &str, graph: &Graph, opts: &GpuOptions) -> Result<GpuExecutable<D>> {
         let split_graph = split::split(graph);
         let g = &split_graph;
         let mut frames = Frames::new();
@@ -166,13 +166,15 @@ impl<D: GpuDevice> GpuExecutable<D> {
                     Ctx { dev: &*dev, graph: g, node, res: &mut res, launches: Vec::new(), scratch: Vec::new() };
                 let mut sparse = None;
                 let lowered = match (&node.op, &node.sparse) {
-                    (Op::Conv(p), Some(spec)) => {
-                        let r = build::lower_sparse_conv(&mut cx, &mut frames, spec, p, &opts.sparse);
-                        sparse = r.is_ok().then(|| frames.ops.len() - 1);
-                        r
+                    (Op::Conv(p), Some(spec)) if split::runs_sparse(g, node) => {
+                        build::lower_sparse_conv(&mut cx, &mut frames, spec, p, &opts.sparse)
                     }
+                    (_, Some(spec)) => build::lower_cached_dense(&mut cx, &mut frames, spec, |cx| lower(cx)),
                     _ => lower(&mut cx),
                 };
+                if node.sparse.is_some() && lowered.is_ok() {
+                    sparse = Some(frames.ops.len() - 1);
+                }
                 let (launches, scratch) = (std::mem::take(&mut cx.launches), std::mem::take(&mut cx.scratch));
                 // Tables and uploads made while lowering are the node's own, never pooled.
                 for b in before..res.bufs.len() {
@@ -324,6 +326,17 @@ impl<D: GpuDevice> Executable for GpuExecutable<D> {
     fn last_report(&self) -> Option<&FrameReport> {
         self.report.as_ref()
     }
+}
+
+#[path = "executor_bench.rs"]
+mod bench;
+pub use bench::SparseOpInfo;
+
+fn replay_launches_refs<D: GpuDevice>(dev: &D, bufs: &[D::Buffer], launches: &[&Launch<D::Kernel>]) -> Result<()> {
+    for l in launches {
+        replay_launches(dev, bufs, std::slice::from_ref(*l))?;
+    }
+    Ok(())
 }
 
 #[cfg(all(test, feature = "opencl"))]

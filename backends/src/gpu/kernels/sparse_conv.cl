@@ -214,3 +214,13 @@ KERNEL sconv_fill_residual_f32(SCONV_ARGS) {
     int at = (n * cout + m) * oh * ow + p;
     Y[at] = activate(act, res[at], p0, p1);
 }
+
+/* Cached fill of an op without sparse kernels: Y (the cached activations) takes the freshly
+ * computed X where the mask bit is 1, or everywhere without `masked` (the first frame).
+ * Grid: (ceil(oh * ow / 64), cout, N), local (64, 1, 1). */
+KERNEL sconv_blend_cached_f32(SCONV_ARGS) {
+    int p = GLOBAL_ID(0), m = GROUP_ID(1), n = GROUP_ID(2);
+    if (p >= oh * ow || (masked && !mask_bit(meta, data0 + n * img_stride, p))) return;
+    int at = (n * cout + m) * oh * ow + p;
+    Y[at] = X[at];
+}

@@ -28,6 +28,13 @@ pub(crate) struct Launch<K> {
     pub args: Vec<LArg>,
 }
 
+// By hand: a derive would ask for `K: Clone`, and kernels are shared through the Arc.
+impl<K> Clone for Launch<K> {
+    fn clone(&self) -> Launch<K> {
+        Launch { kernel: self.kernel.clone(), groups: self.groups, local: self.local, args: self.args.clone() }
+    }
+}
+
 /// Queues recorded launches on `dev`, their buffers looked up in `bufs`.
 pub(crate) fn replay_launches<D: GpuDevice>(dev: &D, bufs: &[D::Buffer], launches: &[Launch<D::Kernel>]) -> Result<()> {
     for l in launches {

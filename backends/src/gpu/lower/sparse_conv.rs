@@ -118,6 +118,21 @@ pub(crate) fn prepare<D: GpuDevice>(cx: &mut Ctx<D>, p: &Conv) -> Result<Option<
     }))
 }
 
+/// The `Cached` blend of an op without sparse kernels: `fresh` (its dense result, shaped like
+/// `y`) into `y` where the mask bit is 1, or everywhere without `masked`.
+pub(crate) fn launch_blend_cached<D: GpuDevice>(cx: &mut Ctx<D>, fresh: BufId, y: BufId, meta: BufId, layout: &MetaLayout, masked: bool) -> Result<()> {
+    let os = cx.out_shape(0);
+    let (n, c, oh, ow) = (os[0], os[1], os[2], os[3]);
+    let dummy = cx.dummy()?;
+    let mut a = vec![LArg::Buf(fresh), LArg::Buf(dummy), LArg::Buf(dummy), LArg::Buf(dummy), LArg::Buf(y), LArg::Buf(meta), LArg::Buf(dummy), LArg::Buf(dummy)];
+    for v in [0, c, 0, 0, oh, ow, 0, 0, 0, 0, 0, 0, 0, 0, layout.cstride, 0, layout.data0, layout.img_stride, 0, 0] {
+        a.push(LArg::I32(int(v, "blend geometry")?));
+    }
+    a.extend([LArg::I32(masked as i32), LArg::I32(0), LArg::I32(0), LArg::I32(-1), LArg::F32(0.0), LArg::F32(0.0)]);
+    let kern = cx.kernel(Src::SparseConv, "sconv_blend_cached_f32", &[])?;
+    cx.launch(kern, [(oh * ow).div_ceil(COLUMN_WG as usize), c, n], [COLUMN_WG, 1, 1], a)
+}
+
 /// The mask metadata buffer and its layout: where sparse members find their tiles, and masked
 /// stores the mask words. `None` for a plain dense conv.
 pub(crate) type Meta<'a> = Option<(BufId, &'a MetaLayout)>;

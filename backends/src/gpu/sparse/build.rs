@@ -12,7 +12,7 @@ use crate::cpu::SparseConfig;
 use crate::gpu::device::GpuDevice;
 use crate::gpu::kernels::Src;
 use crate::gpu::lower::ctx::{int, replay_launches, Ctx, LArg, Launch};
-use crate::gpu::lower::sparse_conv::{prepare, SconvKind, SconvOp};
+use crate::gpu::lower::sparse_conv::{launch_blend_cached, prepare, SconvKind, SconvOp};
 use dynaspa_runtime::dispatch::{DispatchTable, Member, PolyKernel, Schedule};
 use dynaspa_runtime::graph::{Conv, FillPolicy, SparseSpec};
 use dynaspa_runtime::sparsity::{BitMask, Granularity};
@@ -107,6 +107,53 @@ pub(crate) fn lower_sparse_conv<D: GpuDevice>(
         zero,
         zero_after: None,
         force: cfg.force,
+    });
+    Ok(())
+}
+
+/// Lowers a `Cached` op without sparse kernels: `dense` lowers it into a scratch buffer, then
+/// a blend copies the mask's positions (all of them on the first frame) into the output, whose
+/// buffer persists across frames.
+pub(crate) fn lower_cached_dense<D: GpuDevice>(
+    cx: &mut Ctx<D>,
+    frames: &mut Frames<D::Kernel, D::Event>,
+    spec: &SparseSpec,
+    dense: impl Fn(&mut Ctx<D>) -> Result<()>,
+) -> Result<()> {
+    let os = cx.out_shape(0).to_vec();
+    let y = cx.y(0)?;
+    let m = mask_plan(cx, frames, spec, (os[0], os[2], os[3]))?;
+    let (meta, layout) = (frames.masks[m].meta, frames.masks[m].layout.clone());
+    let fresh = cx.scratch(os.iter().product())?;
+    let out = cx.node.outputs[0];
+    cx.res.slot[out] = Some(fresh);
+    let lowered = dense(cx);
+    cx.res.slot[out] = Some(y);
+    lowered?;
+    let compute = std::mem::take(&mut cx.launches);
+    let mut blended = Vec::new();
+    for masked in [true, false] {
+        launch_blend_cached(cx, fresh, y, meta, &layout, masked)?;
+        let mut l = compute.clone();
+        l.extend(std::mem::take(&mut cx.launches));
+        blended.push(l);
+    }
+    let cached_first = blended.pop().expect("two");
+    let members = vec![(None, blended.pop().expect("one"))];
+    let poly = PolyKernel::new(vec![Member { schedule: Schedule::dense("dense"), table: DispatchTable::constant(1.0)? }])?;
+    frames.ops.push(SparseOp {
+        node: cx.node.name.clone(),
+        op: cx.node.op.name(),
+        mask: m,
+        fill: FillPolicy::Cached,
+        poly,
+        members,
+        residual_fill: Vec::new(),
+        cached_first,
+        cached_ready: false,
+        zero: None,
+        zero_after: None,
+        force: None,
     });
     Ok(())
 }

@@ -4,7 +4,7 @@
 //! token ops are among those for now.
 
 use dynaspa_runtime::graph::sparse_lower::lower_to_dense;
-use dynaspa_runtime::graph::{Graph, MaskKind, Node, Op};
+use dynaspa_runtime::graph::{FillPolicy, Graph, MaskKind, Node, Op};
 use dynaspa_runtime::DType;
 
 /// Whether the GPU sparse conv kernels run `n` (see the module docs); mirrors what
@@ -32,12 +32,31 @@ pub(crate) fn runs_sparse(g: &Graph, n: &Node) -> bool {
     (gemm || depthwise) && mask_ok && w.shape[0] == cout && y.shape.iter().product::<usize>() > 0
 }
 
+/// Whether `n` is a `Cached` op without sparse kernels over a spatial mask: it runs densely and
+/// a blend keeps the last frame's activations where the mask is 0 (lowering it to dense ops
+/// would put zeros there).
+pub(crate) fn runs_cached_dense(g: &Graph, n: &Node) -> bool {
+    let Some(sp) = &n.sparse else { return false };
+    if sp.kind != MaskKind::Spatial || sp.fill != FillPolicy::Cached || n.outputs.len() != 1 || runs_sparse(g, n) {
+        return false;
+    }
+    let (y, m) = (&g.values[n.outputs[0]], &g.values[sp.mask]);
+    y.dtype == DType::F32
+        && m.dtype == DType::F32
+        && y.shape.len() == 4
+        && m.shape.len() == 4
+        && (m.shape[0] == 1 || m.shape[0] == y.shape[0])
+        && m.shape[1] == 1
+        && m.shape[2..] == y.shape[2..]
+        && y.shape.iter().product::<usize>() > 0
+}
+
 /// `g` with the annotations the GPU cannot run sparsely lowered to dense ops; the others kept.
 pub(crate) fn split(g: &Graph) -> Graph {
     if !g.nodes.iter().any(|n| n.sparse.is_some()) {
         return g.clone();
     }
-    let keep: Vec<bool> = g.nodes.iter().map(|n| runs_sparse(g, n)).collect();
+    let keep: Vec<bool> = g.nodes.iter().map(|n| runs_sparse(g, n) || runs_cached_dense(g, n)).collect();
     let mut stripped = g.clone();
     let mut kept = Vec::new();
     for (n, &k) in stripped.nodes.iter_mut().zip(&keep) {

@@ -200,3 +200,43 @@ fn choose<K>(op: &SparseOp<K>, layout: &MetaLayout, counts: &[usize]) -> Result<
         .ok_or_else(|| Error::Other(format!("{}: no kernel for member '{}'", op.node, members[pick].schedule.name)))?;
     Ok((pick, idx))
 }
+
+impl<K, E> Frames<K, E> {
+    /// Member names of op `i`, in PolyKernel order (benchmarks).
+    pub(crate) fn member_names(&self, i: usize) -> Vec<String> {
+        self.ops[i].poly.members().iter().map(|m| m.schedule.name.clone()).collect()
+    }
+
+    /// The launches of op `i`'s member `name` (with the residual fill, which every member needs).
+    pub(crate) fn member_launches(&self, i: usize, name: &str) -> Option<Vec<&Launch<K>>> {
+        let op = &self.ops[i];
+        let gran = op.poly.members().iter().find(|m| m.schedule.name == name)?.schedule.granularity;
+        let (_, l) = op.members.iter().find(|(g, _)| *g == gran)?;
+        Some(op.residual_fill.iter().chain(l.iter()).collect())
+    }
+
+    /// One frame's dispatch of op `i` from scratch: bitmask launch, counts readback, selection.
+    /// Returns the chosen member's name.
+    pub(crate) fn dispatch_once<D>(&mut self, dev: &D, bufs: &[D::Buffer], i: usize) -> Result<String>
+    where
+        D: GpuDevice<Kernel = K, Event = E>,
+    {
+        let m = self.ops[i].mask;
+        if self.counts.len() != self.masks.len() {
+            self.begin_frame();
+        }
+        self.counts[m] = None;
+        let counts = self.counts(dev, bufs, m)?.to_vec();
+        let (pick, _) = choose(&self.ops[i], &self.masks[m].layout, &counts)?;
+        Ok(self.ops[i].poly.members()[pick].schedule.name.clone())
+    }
+
+    /// Tiles of op `i`'s member granularity in the last frame (0 for dense or unknown).
+    pub(crate) fn last_tiles(&self, i: usize, gran: Option<Granularity>) -> usize {
+        let m = self.ops[i].mask;
+        match (self.counts.get(m).and_then(|c| c.as_ref()), gran) {
+            (Some(c), Some(g)) => self.masks[m].layout.index(g).map_or(0, |k| c[k]),
+            _ => 0,
+        }
+    }
+}
