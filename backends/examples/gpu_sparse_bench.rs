@@ -238,7 +238,7 @@ fn bench<D: GpuDevice + 'static>(dev: Arc<D>, a: &Args) -> Result<()> {
     };
     let info = dev.info().clone();
     println!("device: {} ({}, {}), samples {} x {} runs", info.name, info.backend, info.driver, a.samples, a.runs);
-    println!("{:<10} {:>5} {:>7} {:>10} {:>10} {:>10} {:>10} {:>10} {:>9} {:>8} {:>10}", "op", "batch", "density", "dense", "1x1", "2x8", "4x4", "8x8", "overhead", "speedup", "dispatch");
+    println!("{:<10} {:>5} {:>7} {:>10} {:>10} {:>10} {:>10} {:>10} {:>9} {:>8}", "op", "batch", "density", "dense", "1x1", "2x8", "4x4", "8x8", "overhead", "speedup");
     let mut rng = Rng(0x2545_f491_4f6c_dd1d);
     // Forced to one member, the executable skips calibration; every member is timed directly.
     let opts = GpuOptions { poison: false, sparse: SparseConfig { cache_dir: None, force: Some(ForceMember::Dense) } };
@@ -262,14 +262,14 @@ fn bench<D: GpuDevice + 'static>(dev: Arc<D>, a: &Args) -> Result<()> {
                     let mut t = exe.time_member(0, name, a.samples, a.runs)?;
                     times.push((name.clone(), median(&mut t)));
                 }
-                let (mut ov, chosen) = exe.time_dispatch(0, a.samples)?;
+                let (mut ov, _) = exe.time_dispatch(0, a.samples)?;
                 let overhead = median(&mut ov);
                 let dense = times.iter().find(|t| t.0 == "dense").map_or(f64::NAN, |t| t.1);
                 let best = times.iter().filter(|t| t.0 != "dense").map(|t| t.1).fold(f64::INFINITY, f64::min);
                 let cell = |g: &str| times.iter().find(|t| t.0 == format!("tiles{g}")).map_or("-".to_string(), |t| format!("{:.1}", t.1));
                 println!(
-                    "{:<10} {:>5} {:>7.3} {:>10.1} {:>10} {:>10} {:>10} {:>10} {:>9.1} {:>7.2}x {:>10}",
-                    cc.name, n, real, dense, cell("1x1"), cell("2x8"), cell("4x4"), cell("8x8"), overhead, dense / best, chosen
+                    "{:<10} {:>5} {:>7.3} {:>10.1} {:>10} {:>10} {:>10} {:>10} {:>9.1} {:>7.2}x",
+                    cc.name, n, real, dense, cell("1x1"), cell("2x8"), cell("4x4"), cell("8x8"), overhead, dense / best
                 );
                 if let Some(f) = json.as_mut() {
                     for (name, us) in &times {

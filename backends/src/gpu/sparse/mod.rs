@@ -11,3 +11,6 @@ pub(crate) mod step;
 
 /// Work-items of bitmask.cl's one work-group per image (fewer where the device allows fewer).
 pub(crate) const BITMASK_BLOCK: u32 = 256;
+
+#[cfg(test)]
+mod bitmask_tests;
