@@ -35,7 +35,7 @@ mod reduce;
 mod resize;
 mod softmax;
 mod unary_f32;
-mod sparse_exec;
+pub(crate) mod sparse_exec;
 mod zero_pool;
 mod strided;
 pub mod sparse;

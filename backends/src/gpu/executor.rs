@@ -3,18 +3,23 @@
 //! reused) and lowers every node to its kernel launches; `run` uploads the inputs, replays the
 //! launches on the device's in-order queue and downloads the outputs.
 //!
-//! Sparse annotations run in their dense form for now (`lower_to_dense`: the producer computes
-//! everywhere and is multiplied by its mask), so outputs equal the dense graph's.
+//! Annotated convs the sparse kernels cover run sparsely (`gpu/sparse`): per frame a member of
+//! their PolyKernel over the mask's DISTiles, inactive outputs per the fill policy (a buffer
+//! zeroed on the second queue once its last earlier user is done, the residual, or the cached
+//! activations of the last frame). Other annotations run in their dense form.
 
 use super::device::{Arg, GpuDevice};
 use super::dtype;
 use super::lower::ctx::{BufId, Ctx, LArg, Launch, Resources};
 use super::lower::{compile_time_outputs, lower};
+use super::lower::ctx::replay_launches;
 use super::plan::{is_view, liveness};
+use super::sparse::step::Frames;
+use super::sparse::{build, split};
+use crate::cpu::SparseConfig;
 use dynaspa_runtime::backend::{Backend, Executable};
-use dynaspa_runtime::graph::sparse_lower::lower_to_dense;
-use dynaspa_runtime::graph::Graph;
-use dynaspa_runtime::report::FrameReport;
+use dynaspa_runtime::graph::{FillPolicy, Graph, Op};
+use dynaspa_runtime::report::{FrameReport, SparseOpRecord};
 use dynaspa_runtime::{DType, Error, Result, Tensor};
 use std::sync::Arc;
 use std::time::Instant;
@@ -25,6 +30,8 @@ pub struct GpuOptions {
     /// Fill every node's outputs with NaN before its kernels run, so an output a kernel fails to
     /// write shows up in the results (tests; costs one fill per node).
     pub poison: bool,
+    /// Calibration cache and forced members of the sparse ops.
+    pub sparse: SparseConfig,
 }
 
 /// A `Backend` over one GPU device.
@@ -59,6 +66,8 @@ struct Step<K> {
     op: &'static str,
     launches: Vec<Launch<K>>,
     writes: Vec<(BufId, usize)>,
+    /// Index of the node's sparse op in `Frames::ops`.
+    sparse: Option<usize>,
 }
 
 enum Output {
@@ -75,6 +84,7 @@ pub struct GpuExecutable<D: GpuDevice> {
     outputs: Vec<Output>,
     /// The fill kernel when poisoning.
     poison: Option<Arc<D::Kernel>>,
+    frames: Frames<D::Kernel, D::Event>,
     report: Option<FrameReport>,
 }
 
@@ -83,14 +93,10 @@ fn words(shape: &[usize]) -> usize {
 }
 
 impl<D: GpuDevice> GpuExecutable<D> {
-    pub(crate) fn compile(dev: Arc<D>, backend: &str, graph: &Graph, opts: &GpuOptions) -> Result<GpuExecutable<D>> {
-        let dense;
-        let g = if graph.nodes.iter().any(|n| n.sparse.is_some()) {
-            dense = lower_to_dense(graph, None);
-            &dense
-        } else {
-            graph
-        };
+    pub fn compile(dev: Arc<D>, backend: &str, graph: &Graph, opts: &GpuOptions) -> Result<GpuExecutable<D>> {
+        let split_graph = split::split(graph);
+        let g = &split_graph;
+        let mut frames = Frames::new();
         let live = liveness(g);
         let mut res = Resources::<D>::new(g.values.len());
         // Buffers that came from (and may return to) the pool.
@@ -143,17 +149,32 @@ impl<D: GpuDevice> GpuExecutable<D> {
             } else {
                 let mut writes = Vec::new();
                 let bad_output = node.outputs.iter().map(|&o| g.values[o].dtype).find(|&d| dtype::word(d).is_none());
+                // Cached activations outlive the frame: a buffer of their own, never poisoned.
+                let cached = node.sparse.as_ref().is_some_and(|s| s.fill == FillPolicy::Cached);
                 for &o in &node.outputs {
                     let val = &g.values[o];
-                    let b = res.alloc(&*dev, words(&val.shape).max(1) * 4).map_err(wrap)?;
-                    mark(&mut pooled, b, true);
+                    let bytes = words(&val.shape).max(1) * 4;
+                    let b = if cached { res.alloc_own(&*dev, bytes) } else { res.alloc(&*dev, bytes) }.map_err(wrap)?;
+                    mark(&mut pooled, b, !cached);
                     res.slot[o] = Some(b);
-                    writes.push((b, words(&val.shape)));
+                    if !cached {
+                        writes.push((b, words(&val.shape)));
+                    }
                 }
                 let before = res.bufs.len();
                 let mut cx =
                     Ctx { dev: &*dev, graph: g, node, res: &mut res, launches: Vec::new(), scratch: Vec::new() };
-                let lowered = lower(&mut cx);
+                let mut sparse = None;
+                let lowered = match (&node.op, &node.sparse) {
+                    (Op::Conv(p), Some(spec)) if split::runs_sparse(g, node) => {
+                        build::lower_sparse_conv(&mut cx, &mut frames, spec, p, &opts.sparse)
+                    }
+                    (_, Some(spec)) => build::lower_cached_dense(&mut cx, &mut frames, spec, |cx| lower(cx)),
+                    _ => lower(&mut cx),
+                };
+                if node.sparse.is_some() && lowered.is_ok() {
+                    sparse = Some(frames.ops.len() - 1);
+                }
                 let (launches, scratch) = (std::mem::take(&mut cx.launches), std::mem::take(&mut cx.scratch));
                 // Tables and uploads made while lowering are the node's own, never pooled.
                 for b in before..res.bufs.len() {
@@ -173,7 +194,7 @@ impl<D: GpuDevice> GpuExecutable<D> {
                     let cap = res.caps[b];
                     res.pool.give(b, cap);
                 }
-                steps.push(Step { node: node.name.clone(), op, launches, writes });
+                steps.push(Step { node: node.name.clone(), op, launches, writes, sparse });
             }
             // Buffers whose last reader (or, for unread outputs, producer) was this node.
             let mut done: Vec<usize> = Vec::new();
@@ -208,14 +229,18 @@ impl<D: GpuDevice> GpuExecutable<D> {
         } else {
             None
         };
-        tracing::debug!(buffers = res.bufs.len(), steps = steps.len(), "gpu graph compiled");
-        Ok(GpuExecutable { dev, bufs: res.bufs, inputs, steps, outputs, poison, report: None })
+        schedule_zero_fills(&steps, &mut frames);
+        tracing::debug!(buffers = res.bufs.len(), steps = steps.len(), sparse_ops = frames.ops.len(), "gpu graph compiled");
+        Ok(GpuExecutable { dev, bufs: res.bufs, inputs, steps, outputs, poison, frames, report: None })
     }
 
-    fn replay(&self) -> Result<()> {
+    fn replay(&mut self) -> Result<Vec<SparseOpRecord>> {
         let max = self.dev.info().max_work_group_size;
         let lw = if max > 0 { super::kernels::LINEAR_WG.min(max) } else { super::kernels::LINEAR_WG };
-        for step in &self.steps {
+        let mut records = Vec::new();
+        self.frames.begin_frame();
+        self.frames.issue_zero_fills(&*self.dev, &self.bufs, None)?;
+        for (si, step) in self.steps.iter().enumerate() {
             let wrap = |e: Error| Error::node(&step.node, step.op, e.to_string());
             if let Some(fill) = &self.poison {
                 for &(b, n) in step.writes.iter().filter(|w| w.1 > 0) {
@@ -224,20 +249,42 @@ impl<D: GpuDevice> GpuExecutable<D> {
                     self.dev.launch(fill, [(n as u32).div_ceil(lw), 1, 1], [lw, 1, 1], &args).map_err(wrap)?;
                 }
             }
-            for l in &step.launches {
-                let args: Vec<Arg<'_, D::Buffer>> = l
-                    .args
-                    .iter()
-                    .map(|a| match *a {
-                        LArg::Buf(b) => Arg::Buf(&self.bufs[b]),
-                        LArg::I32(v) => Arg::I32(v),
-                        LArg::F32(v) => Arg::F32(v),
-                    })
-                    .collect();
-                self.dev.launch(&l.kernel, l.groups, l.local, &args).map_err(wrap)?;
+            match step.sparse {
+                Some(op) => records.push(self.frames.run_op(&*self.dev, &self.bufs, op, self.poison.is_some()).map_err(wrap)?),
+                None => replay_launches(&*self.dev, &self.bufs, &step.launches).map_err(wrap)?,
+            }
+            self.frames.issue_zero_fills(&*self.dev, &self.bufs, Some(si)).map_err(wrap)?;
+        }
+        Ok(records)
+    }
+}
+
+/// For every `Zero` sparse op, the last earlier step touching its output buffer: its zero fill
+/// may start on the second queue once that step is done (pooled buffers serve other values
+/// before), overlapping the steps in between.
+fn schedule_zero_fills<K, E>(steps: &[Step<K>], frames: &mut Frames<K, E>) {
+    let touches = |st: &Step<K>, b: BufId| -> bool {
+        let in_launches = |ls: &[Launch<K>]| ls.iter().any(|l| l.args.contains(&LArg::Buf(b)));
+        in_launches(&st.launches)
+            || st.writes.iter().any(|w| w.0 == b)
+            || st.sparse.is_some_and(|i| {
+                let op = &frames.ops[i];
+                op.members.iter().any(|(_, l)| in_launches(l))
+                    || in_launches(&op.residual_fill)
+                    || in_launches(&op.cached_first)
+                    || in_launches(std::slice::from_ref(&frames.masks[op.mask].bitmask))
+            })
+    };
+    let mut after = Vec::new();
+    for (si, st) in steps.iter().enumerate() {
+        if let Some(i) = st.sparse {
+            if let Some((b, _)) = frames.ops[i].zero {
+                after.push((i, steps[..si].iter().rposition(|p| touches(p, b))));
             }
         }
-        Ok(())
+    }
+    for (i, a) in after {
+        frames.ops[i].zero_after = a;
     }
 }
 
@@ -260,7 +307,7 @@ impl<D: GpuDevice> Executable for GpuExecutable<D> {
                 self.dev.upload(&self.bufs[*b], 0, &w)?;
             }
         }
-        self.replay()?;
+        let sparse_ops = self.replay()?;
         let mut outs = Vec::with_capacity(self.outputs.len());
         for o in &self.outputs {
             outs.push(match o {
@@ -273,12 +320,23 @@ impl<D: GpuDevice> Executable for GpuExecutable<D> {
             });
         }
         // Per-node times would need a queue sync per node; the GPU report holds the frame total.
-        self.report = Some(FrameReport { total: t0.elapsed(), ..Default::default() });
+        self.report = Some(FrameReport { total: t0.elapsed(), sparse_ops, ..Default::default() });
         Ok(outs)
     }
     fn last_report(&self) -> Option<&FrameReport> {
         self.report.as_ref()
     }
+}
+
+#[path = "executor_bench.rs"]
+mod bench;
+pub use bench::SparseOpInfo;
+
+fn replay_launches_refs<D: GpuDevice>(dev: &D, bufs: &[D::Buffer], launches: &[&Launch<D::Kernel>]) -> Result<()> {
+    for l in launches {
+        replay_launches(dev, bufs, std::slice::from_ref(*l))?;
+    }
+    Ok(())
 }
 
 #[cfg(all(test, feature = "opencl"))]

@@ -67,7 +67,7 @@ fn chain(len: usize) -> Graph {
 fn intermediates_share_buffers_and_views_alias() {
     let Some(dev) = device() else { return };
     let g = chain(12);
-    let mut exe = GpuExecutable::compile(dev, "opencl", &g, &GpuOptions { poison: true }).unwrap();
+    let mut exe = GpuExecutable::compile(dev, "opencl", &g, &GpuOptions { poison: true, ..Default::default() }).unwrap();
     // Activation buffers: x, y and two the chain alternates between; plus the index table
     // placeholder. Without reuse it would be 15.
     let activations = exe.bufs.len();
@@ -88,7 +88,7 @@ fn intermediates_share_buffers_and_views_alias() {
 fn poisoning_exposes_an_output_no_kernel_wrote() {
     let Some(dev) = device() else { return };
     let g = chain(3);
-    let mut exe = GpuExecutable::compile(dev, "opencl", &g, &GpuOptions { poison: true }).unwrap();
+    let mut exe = GpuExecutable::compile(dev, "opencl", &g, &GpuOptions { poison: true, ..Default::default() }).unwrap();
     let x = Tensor::from_f32(vec![4, 100], (0..400).map(|i| i as f32).collect()).unwrap();
     assert!(!exe.run(std::slice::from_ref(&x)).unwrap()[0].has_non_finite());
     // Drop the last node's kernels, as a kernel that forgets its output would.

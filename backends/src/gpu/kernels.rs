@@ -23,6 +23,8 @@ pub(crate) enum Src {
     Conv,
     Pool,
     Attention,
+    SparseConv,
+    Bitmask,
 }
 
 impl Src {
@@ -35,6 +37,8 @@ impl Src {
             Src::Conv => "conv.cl",
             Src::Pool => "pool.cl",
             Src::Attention => "attention.cl",
+            Src::SparseConv => "sparse_conv.cl",
+            Src::Bitmask => "bitmask.cl",
         }
     }
 
@@ -47,12 +51,23 @@ impl Src {
             Src::Conv => source!("conv.cl"),
             Src::Pool => source!("pool.cl"),
             Src::Attention => source!("attention.cl"),
+            Src::SparseConv => source!("sparse_conv.cl"),
+            Src::Bitmask => source!("bitmask.cl"),
         }
     }
 
     #[cfg(test)]
-    pub(crate) const ALL: [Src; 7] =
-        [Src::Elementwise, Src::Movement, Src::Reduce, Src::Matmul, Src::Conv, Src::Pool, Src::Attention];
+    pub(crate) const ALL: [Src; 9] = [
+        Src::Elementwise,
+        Src::Movement,
+        Src::Reduce,
+        Src::Matmul,
+        Src::Conv,
+        Src::Pool,
+        Src::Attention,
+        Src::SparseConv,
+        Src::Bitmask,
+    ];
 }
 
 /// The spec of `entry` in `src` with schedule defines (sorted, so equal schedules share a build).
@@ -143,6 +158,8 @@ fn schedules(src: Src, entry: &str) -> Vec<Vec<(&'static str, i64)>> {
         // TK_MAX: the key count rounded up to a power of two, at least 64, as long as the row
         // fits local memory (8192 keys in 48 KiB).
         (Src::Attention, _) => (6..=13).map(|p| vec![("WG", ATTENTION_WG as i64), ("TK_MAX", 1i64 << p)]).collect(),
+        (Src::SparseConv, e) => super::sparse::schedules::all(e).into_iter().map(|d| d.to_vec()).collect(),
+        (Src::Bitmask, _) => vec![vec![("BLOCK", super::sparse::BITMASK_BLOCK as i64)]],
         _ => vec![vec![]],
     }
 }

@@ -5,10 +5,11 @@ pub mod device;
 mod dtype;
 mod executor;
 pub(crate) mod kernels;
-mod lower;
+pub(crate) mod lower;
 mod plan;
+pub(crate) mod sparse;
 
 pub use device::{Arg, DeviceInfo, GpuDevice, KernelSpec};
-pub use executor::{GpuBackend, GpuExecutable, GpuOptions};
+pub use executor::{GpuBackend, GpuExecutable, GpuOptions, SparseOpInfo};
 #[cfg(feature = "wgpu")]
 pub(crate) use kernels::LINEAR_WG;

@@ -32,8 +32,14 @@ fn every_kernel_source_builds_with_every_schedule() {
             Src::Conv => "conv_gemm_f32",
             Src::Pool => "pool_f32",
             Src::Attention => "attention_f32",
+            Src::SparseConv => "sconv_gemm_f32",
+            Src::Bitmask => "bitmask_tiles",
         };
         d.kernel(&spec(src, entry, &[])).unwrap_or_else(|e| panic!("{}: {e}", src.file()));
+    }
+    // The sparse family with every schedule the lowering can ask for.
+    for s in crate::gpu::kernels::all_specs().into_iter().filter(|s| s.file == "sparse_conv.cl" || s.file == "bitmask.cl") {
+        d.kernel(&s).unwrap_or_else(|e| panic!("{} {} {:?}: {e}", s.file, s.entry, s.defines));
     }
     for t in [Tile::LARGE, Tile::SMALL] {
         d.kernel(&spec(Src::Matmul, "gemm_f32", &t.defines())).unwrap();

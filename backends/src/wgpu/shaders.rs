@@ -22,6 +22,8 @@ pub(crate) fn source(file: &str) -> Option<&'static str> {
         "conv.cl" => wgsl!("conv.wgsl"),
         "pool.cl" => wgsl!("pool.wgsl"),
         "attention.cl" => wgsl!("attention.wgsl"),
+        "sparse_conv.cl" => wgsl!("sparse_conv.wgsl"),
+        "bitmask.cl" => wgsl!("bitmask.wgsl"),
         _ => return None,
     })
 }

@@ -27,6 +27,9 @@ pub(crate) struct Subject<'a> {
     pub granularities: Vec<Granularity>,
     pub time_dense: &'a dyn Fn() -> Result<()>,
     pub time_sparse: &'a dyn Fn(&BitMask, Granularity) -> Result<()>,
+    /// Kernel runs per call of the timing functions (a GPU queues several before one sync, so
+    /// the sync's cost is shared); tables hold the time of one.
+    pub runs_per_call: usize,
 }
 
 /// CPU model, the vector extension the kernels use, and the worker count: timings from another
@@ -44,14 +47,20 @@ fn hash(s: &str) -> u64 {
     crate::cache_dir::fnv1a(crate::cache_dir::FNV_OFFSET, s.as_bytes())
 }
 
-fn cache_file(root: &std::path::Path, fp: &str, sig: &str) -> PathBuf {
-    root.join("cpu").join(format!("{:016x}.json", hash(&format!("v5|{fp}|{sig}"))))
+fn cache_file(root: &std::path::Path, dir: &str, fp: &str, sig: &str) -> PathBuf {
+    root.join(dir).join(format!("{:016x}.json", hash(&format!("v5|{fp}|{sig}"))))
 }
 
 /// Loads the cached PolyKernel for `s` from under `cache` or measures one and caches it there.
 pub(crate) fn poly_kernel(s: &Subject, threads: usize, cache: Option<&std::path::Path>) -> Result<PolyKernel> {
-    let fp = fingerprint(threads);
-    let file = cache.map(|r| cache_file(r, &fp, &s.signature));
+    poly_kernel_on(s, &fingerprint(threads), "cpu", cache)
+}
+
+/// `poly_kernel` for any device: `fp` identifies the device (and what else changes timings),
+/// `dir` names the backend's folder under the cache root.
+pub(crate) fn poly_kernel_on(s: &Subject, fp: &str, dir: &str, cache: Option<&std::path::Path>) -> Result<PolyKernel> {
+    let fp = fp.to_string();
+    let file = cache.map(|r| cache_file(r, dir, &fp, &s.signature));
     if let Some(f) = &file {
         if let Ok(text) = std::fs::read_to_string(f) {
             match serde_json::from_str::<Cached>(&text) {
@@ -86,7 +95,7 @@ struct Cached {
     poly: PolyKernel,
 }
 
-fn min_time(f: &dyn Fn() -> Result<()>) -> Result<f64> {
+fn min_time(f: &dyn Fn() -> Result<()>, runs: usize) -> Result<f64> {
     f()?;
     let mut t = Vec::with_capacity(REPS);
     for _ in 0..REPS {
@@ -95,11 +104,11 @@ fn min_time(f: &dyn Fn() -> Result<()>) -> Result<f64> {
         t.push(t0.elapsed().as_secs_f64() * 1e6);
     }
     // Whole nanoseconds: the cache's JSON then reads back exactly the table that was measured.
-    Ok((t.into_iter().fold(f64::INFINITY, f64::min) * 1e3).round() / 1e3)
+    Ok((t.into_iter().fold(f64::INFINITY, f64::min) / runs.max(1) as f64 * 1e3).round() / 1e3)
 }
 
 fn measure(s: &Subject) -> Result<PolyKernel> {
-    let dense = min_time(s.time_dense)?;
+    let dense = min_time(s.time_dense, s.runs_per_call)?;
     let mut members = vec![Member { schedule: Schedule::dense("dense"), table: DispatchTable::constant(dense)? }];
     let masks: Vec<BitMask> =
         DENSITIES.iter().enumerate().map(|(i, &d)| blob_mask(s.height, s.width, d, 0x9e37 + i as u64)).collect();
@@ -110,7 +119,7 @@ fn measure(s: &Subject) -> Result<PolyKernel> {
             if points.iter().any(|p| p.0 == tiles) {
                 continue;
             }
-            let t = min_time(&|| (s.time_sparse)(m, g))?;
+            let t = min_time(&|| (s.time_sparse)(m, g), s.runs_per_call)?;
             points.push((tiles, t));
         }
         points.sort_by_key(|p| p.0);
@@ -227,7 +236,7 @@ mod tests {
             Ok(())
         };
         let sig = format!("test-op-{}", std::process::id());
-        let s = Subject { signature: sig, height: 8, width: 8, granularities: vec![Granularity::new(2, 2)], time_dense: &dense, time_sparse: &sparse };
+        let s = Subject { signature: sig, height: 8, width: 8, granularities: vec![Granularity::new(2, 2)], time_dense: &dense, time_sparse: &sparse, runs_per_call: 1 };
         let p = poly_kernel(&s, 2, Some(&dir)).unwrap();
         let measured = calls.load(std::sync::atomic::Ordering::Relaxed);
         assert!(measured > 0);

@@ -3,7 +3,7 @@
 //! DISTile counts at every member's granularity -> the PolyKernel's choice -> that kernel over
 //! the tiles, into a zero-filled buffer from the pool or the op's cached activations.
 
-mod calibrate;
+pub(crate) mod calibrate;
 pub(crate) mod masks;
 mod memo;
 mod residual;

@@ -180,7 +180,7 @@ fn poly_for(
         }
         Ok(())
     };
-    let subject = Subject { signature: signature(g, n), height: h, width: w, granularities, time_dense: &time_dense, time_sparse: &time_sparse };
+    let subject = Subject { signature: signature(g, n), height: h, width: w, granularities, time_dense: &time_dense, time_sparse: &time_sparse, runs_per_call: 1 };
     let poly = calibrate::poly_kernel(&subject, threads, cfg.cache_dir.as_deref());
     let _ = buf.get_mut();
     poly

@@ -5,21 +5,22 @@ use super::ctx::{int, unsupported, Ctx, LArg};
 use super::elementwise::activation_code;
 use crate::gpu::device::GpuDevice;
 use crate::gpu::kernels::{Src, Tile};
+use crate::gpu::sparse::schedules::SconvSchedule;
 use dynaspa_runtime::graph::{Conv, ConvTranspose, Pool, Window};
 use dynaspa_runtime::{DType, Result};
 
 /// Spatial geometry padded to 3 dims: (input, output, kernel, strides, begin pads, dilations, end pads).
-struct Geom3 {
-    input: [usize; 3],
-    output: [usize; 3],
-    kernel: [usize; 3],
-    stride: [usize; 3],
-    pad: [usize; 3],
-    dil: [usize; 3],
-    pad_end: [usize; 3],
+pub(super) struct Geom3 {
+    pub input: [usize; 3],
+    pub output: [usize; 3],
+    pub kernel: [usize; 3],
+    pub stride: [usize; 3],
+    pub pad: [usize; 3],
+    pub dil: [usize; 3],
+    pub pad_end: [usize; 3],
 }
 
-fn geom(op: &str, w: &Window, xs: &[usize], os: &[usize], kernel: &[usize]) -> Result<Geom3> {
+pub(super) fn geom(op: &str, w: &Window, xs: &[usize], os: &[usize], kernel: &[usize]) -> Result<Geom3> {
     let sp = xs.len().saturating_sub(2);
     if !(1..=3).contains(&sp) || os.len() != xs.len() || kernel.len() != sp {
         return unsupported(format!("{op} of {xs:?} into {os:?} (other than 1 to 3 spatial dims)"));
@@ -97,6 +98,15 @@ pub(crate) fn conv<D: GpuDevice>(cx: &mut Ctx<D>, p: &Conv) -> Result<()> {
     if total == 0 {
         return Ok(());
     }
+    let taps: usize = g.kernel.iter().product();
+    // 2-D convs with a GEMM to tile run on the sparse family's kernel over every position (the
+    // same kernel as a sparse op's dense member); the rest on the kernels below.
+    if groups == 1 && cout_g >= 8 && cin_g * taps >= 8 {
+        if let Some(op) = super::sparse_conv::prepare(cx, p)? {
+            let sched = SconvSchedule::for_op(op.cout, op.k, None);
+            return op.launch(cx, &sched, None, None, false);
+        }
+    }
     let (x, w, y) = (cx.x(0)?, cx.x(1)?, cx.y(0)?);
     let bias = cx.x_or_dummy(2)?;
     let res = if p.fused_add { cx.x(3)? } else { cx.dummy()? };
@@ -110,7 +120,6 @@ pub(crate) fn conv<D: GpuDevice>(cx: &mut Ctx<D>, p: &Conv) -> Result<()> {
         LArg::F32(p0),
         LArg::F32(p1),
     ]);
-    let taps: usize = g.kernel.iter().product();
     let positions: usize = g.output.iter().product();
     // A GEMM tile needs rows (output channels) and depth (input taps) to fill; depthwise and
     // other thin convolutions run one work-item per output instead.

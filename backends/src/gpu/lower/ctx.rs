@@ -2,7 +2,7 @@
 //! kernels, small index tables uploaded once, scratch buffers, and the list of launches the
 //! node becomes.
 
-use super::super::device::{GpuDevice, KernelSpec};
+use super::super::device::{Arg, GpuDevice, KernelSpec};
 use super::super::dtype::{self, Word};
 use super::super::kernels::{self, Src, LINEAR_WG};
 use super::super::plan::Pool;
@@ -26,6 +26,30 @@ pub(crate) struct Launch<K> {
     pub groups: [u32; 3],
     pub local: [u32; 3],
     pub args: Vec<LArg>,
+}
+
+// By hand: a derive would ask for `K: Clone`, and kernels are shared through the Arc.
+impl<K> Clone for Launch<K> {
+    fn clone(&self) -> Launch<K> {
+        Launch { kernel: self.kernel.clone(), groups: self.groups, local: self.local, args: self.args.clone() }
+    }
+}
+
+/// Queues recorded launches on `dev`, their buffers looked up in `bufs`.
+pub(crate) fn replay_launches<D: GpuDevice>(dev: &D, bufs: &[D::Buffer], launches: &[Launch<D::Kernel>]) -> Result<()> {
+    for l in launches {
+        let args: Vec<Arg<'_, D::Buffer>> = l
+            .args
+            .iter()
+            .map(|a| match *a {
+                LArg::Buf(b) => Arg::Buf(&bufs[b]),
+                LArg::I32(v) => Arg::I32(v),
+                LArg::F32(v) => Arg::F32(v),
+            })
+            .collect();
+        dev.launch(&l.kernel, l.groups, l.local, &args)?;
+    }
+    Ok(())
 }
 
 /// Device objects shared by every node of one executable.
@@ -56,6 +80,13 @@ impl<D: GpuDevice> Resources<D> {
         if let Some(b) = self.pool.take(bytes) {
             return Ok(b);
         }
+        self.bufs.push(dev.alloc(bytes)?);
+        self.caps.push(bytes);
+        Ok(self.bufs.len() - 1)
+    }
+
+    /// A buffer of its own, never taken from the pool (contents undefined).
+    pub(crate) fn alloc_own(&mut self, dev: &D, bytes: usize) -> Result<BufId> {
         self.bufs.push(dev.alloc(bytes)?);
         self.caps.push(bytes);
         Ok(self.bufs.len() - 1)

@@ -9,6 +9,7 @@ mod matmul;
 mod movement;
 mod reduce;
 mod resize;
+pub(crate) mod sparse_conv;
 pub(crate) mod shapes;
 
 use crate::gpu::device::GpuDevice;

@@ -1,0 +1,313 @@
+//! GPU sparse convs against their dense member on real DynConv masks.
+//!
+//!     cargo build --release -p dynaspa-backends --example gpu_sparse_bench
+//!     target/release/examples/gpu_sparse_bench --backend cuda [--device SEL] [--json out.jsonl]
+//!         [--masks models/masks/dynconv_full_d30.dsm] [--samples 50] [--runs 10] [--batches 1,2,4]
+//!         [--only conv3x3] [--densities 0.1,0.3,0.5,1.0]
+//!
+//! The binary embeds every kernel; on the GPU host it needs only the driver and the mask file
+//! (`--masks`, default `models/masks/dynconv_full_d30.dsm` under the working directory).
+//! `--backend` is cuda, opencl (`--device N`, `PLATFORM:DEVICE` or a name part) or wgpu.
+//!
+//! Ops: conv3x3 s1 40x40 256->256, conv1x1 40x40 256->256, conv3x3 s2 80x80->40x40 128->256,
+//! dw3x3 40x40 256; bias + ReLU fused, zero fill. Masks: DynConv layer1 block masks resampled
+//! to 40x40 and grown or shrunk to each density by thresholding their signed distance to the
+//! mask border (as sparse_ops_bench does), one frame per image; density 1.0 is all ones.
+//! Per op, batch and density: every PolyKernel member (dense and each granularity), µs per run
+//! as the median of `--samples` samples of `--runs` launches bracketed by a queue finish (the
+//! finish is shared by the runs), after warm-up; inputs random non-zero. `overhead` is one
+//! frame's dispatch (bitmask kernel, counts readback, selection) from an idle queue, median of
+//! `--samples`. The table prints the speedup of the best sparse member over the dense one; the
+//! JSON lines hold every number.
+
+use dynaspa_backends::cpu::{ForceMember, SparseConfig};
+use dynaspa_backends::gpu::{GpuDevice, GpuExecutable, GpuOptions};
+use dynaspa_runtime::graph::{Activation, AutoPad, Conv, FillPolicy, Graph, MaskKind, MaskSource, Node, Op, SparseSpec, Value, Window};
+use dynaspa_runtime::sparsity::{BitMask, Granularity, MaskDataset};
+use dynaspa_runtime::{DType, Result, Tensor};
+use std::io::Write;
+use std::sync::Arc;
+
+struct Args {
+    backend: String,
+    device: Option<String>,
+    json: Option<String>,
+    masks: String,
+    samples: usize,
+    runs: usize,
+    batches: Vec<usize>,
+    densities: Vec<f64>,
+    only: Option<String>,
+}
+
+fn usage(msg: &str) -> ! {
+    eprintln!("gpu_sparse_bench: {msg}");
+    eprintln!("usage: gpu_sparse_bench --backend cuda|opencl|wgpu [--device SEL] [--json PATH] [--masks FILE.dsm] [--samples N] [--runs N] [--batches 1,2,4] [--densities 0.1,0.3] [--only NAME]");
+    std::process::exit(2)
+}
+
+fn parse_list<T: std::str::FromStr>(v: &str, what: &str) -> Vec<T> {
+    v.split(',').map(|s| s.trim().parse().unwrap_or_else(|_| usage(&format!("bad {what} '{s}'")))).collect()
+}
+
+fn parse_args() -> Args {
+    let mut a = Args {
+        backend: String::new(),
+        device: None,
+        json: None,
+        masks: "models/masks/dynconv_full_d30.dsm".into(),
+        samples: 50,
+        runs: 10,
+        batches: vec![1, 2, 4],
+        densities: vec![0.1, 0.3, 0.5, 1.0],
+        only: None,
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(k) = it.next() {
+        let mut val = || it.next().unwrap_or_else(|| usage(&format!("{k} needs a value")));
+        match k.as_str() {
+            "--backend" => a.backend = val(),
+            "--device" => a.device = Some(val()),
+            "--json" => a.json = Some(val()),
+            "--masks" => a.masks = val(),
+            "--samples" => a.samples = parse_list::<usize>(&val(), "--samples")[0].max(1),
+            "--runs" => a.runs = parse_list::<usize>(&val(), "--runs")[0].max(1),
+            "--batches" => a.batches = parse_list(&val(), "batch"),
+            "--densities" => a.densities = parse_list(&val(), "density"),
+            "--only" => a.only = Some(val()),
+            "-h" | "--help" => usage("help"),
+            _ => usage(&format!("unknown argument '{k}'")),
+        }
+    }
+    if a.backend.is_empty() {
+        usage("--backend is required");
+    }
+    a
+}
+
+struct Case {
+    name: &'static str,
+    c: usize,
+    hin: usize,
+    m: usize,
+    k: usize,
+    s: usize,
+    group: usize,
+}
+
+const CASES: [Case; 4] = [
+    Case { name: "conv3x3", c: 256, hin: 40, m: 256, k: 3, s: 1, group: 1 },
+    Case { name: "conv1x1", c: 256, hin: 40, m: 256, k: 1, s: 1, group: 1 },
+    Case { name: "conv3x3s2", c: 128, hin: 80, m: 256, k: 3, s: 2, group: 1 },
+    Case { name: "dw3x3", c: 256, hin: 40, m: 256, k: 3, s: 1, group: 256 },
+];
+
+struct Rng(u64);
+impl Rng {
+    fn vec(&mut self, n: usize) -> Vec<f32> {
+        (0..n)
+            .map(|_| {
+                self.0 ^= self.0 << 13;
+                self.0 ^= self.0 >> 7;
+                self.0 ^= self.0 << 17;
+                // Non-zero: [-1, -2^-9] u [2^-9, 1).
+                let v = (self.0 >> 40) as f32 / (1u64 << 23) as f32 - 1.0;
+                if v.abs() < 1.0 / 512.0 { 0.5 } else { v }
+            })
+            .collect()
+    }
+}
+
+fn value(g: &mut Graph, name: &str, shape: Vec<usize>, constant: Option<Tensor>) -> usize {
+    g.values.push(Value { name: name.into(), dtype: DType::F32, shape, constant: constant.map(Arc::new) });
+    g.values.len() - 1
+}
+
+/// `Relu(Conv(x) + b)` computed where `m` is 1, zeros elsewhere.
+fn graph(cc: &Case, n: usize, rng: &mut Rng) -> Result<Graph> {
+    let ho = (cc.hin + 2 * (cc.k / 2) - cc.k) / cc.s + 1;
+    let mut g = Graph { name: cc.name.into(), opset: 17, ..Default::default() };
+    let x = value(&mut g, "x", vec![n, cc.c, cc.hin, cc.hin], None);
+    let cin_g = cc.c / cc.group;
+    let w = value(&mut g, "w", vec![cc.m, cin_g, cc.k, cc.k], Some(Tensor::from_f32(vec![cc.m, cin_g, cc.k, cc.k], rng.vec(cc.m * cin_g * cc.k * cc.k))?));
+    let b = value(&mut g, "b", vec![cc.m], Some(Tensor::from_f32(vec![cc.m], rng.vec(cc.m))?));
+    let m = value(&mut g, "m", vec![n, 1, ho, ho], None);
+    let y = value(&mut g, "y", vec![n, cc.m, ho, ho], None);
+    let window = Window { kernel_shape: vec![cc.k, cc.k], strides: vec![cc.s, cc.s], pads: vec![cc.k / 2; 4], dilations: vec![1, 1], auto_pad: AutoPad::NotSet };
+    let op = Op::Conv(Conv { window, group: cc.group, fused_add: false, activation: Some(Activation::Relu) });
+    let sparse = SparseSpec {
+        mask: m,
+        kind: MaskKind::Spatial,
+        source: MaskSource::ModelInput { name: "m".into() },
+        dilation: [0, 0],
+        fill: FillPolicy::Zero,
+        fused_mul: true,
+    };
+    g.nodes.push(Node { name: cc.name.into(), op, inputs: vec![Some(x), Some(w), Some(b)], outputs: vec![y], sparse: Some(sparse) });
+    g.inputs = vec![x, m];
+    g.outputs = vec![y];
+    Ok(g)
+}
+
+fn resample(m: &BitMask, h: usize, w: usize) -> BitMask {
+    BitMask::from_fn(h, w, |y, x| m.get((2 * y + 1) * m.height() / (2 * h), (2 * x + 1) * m.width() / (2 * w)))
+}
+
+/// Chessboard distance to the nearest position of the other value: + inside, - outside.
+fn signed_distance(m: &BitMask) -> Vec<i32> {
+    let (h, w) = (m.height(), m.width());
+    let bits = m.to_bools();
+    let far = (h + w) as i32;
+    let mut d = vec![0i32; h * w];
+    for inside in [true, false] {
+        let mut dist: Vec<i32> = bits.iter().map(|&b| if b == inside { far } else { 0 }).collect();
+        for _ in 0..2 {
+            for pass in 0..2 {
+                let ys: Vec<usize> = if pass == 0 { (0..h).collect() } else { (0..h).rev().collect() };
+                for &y in &ys {
+                    let xs: Vec<usize> = if pass == 0 { (0..w).collect() } else { (0..w).rev().collect() };
+                    for &x in &xs {
+                        let mut v = dist[y * w + x];
+                        for dy in -1i64..=1 {
+                            for dx in -1i64..=1 {
+                                let (yy, xx) = (y as i64 + dy, x as i64 + dx);
+                                if (dy, dx) != (0, 0) && yy >= 0 && xx >= 0 && (yy as usize) < h && (xx as usize) < w {
+                                    v = v.min(dist[yy as usize * w + xx as usize] + 1);
+                                }
+                            }
+                        }
+                        dist[y * w + x] = v;
+                    }
+                }
+            }
+        }
+        for (o, (&dv, &b)) in d.iter_mut().zip(dist.iter().zip(&bits)) {
+            if b == inside {
+                *o = if inside { dv } else { -dv };
+            }
+        }
+    }
+    d
+}
+
+fn at_density(m: &BitMask, density: f64) -> BitMask {
+    let d = signed_distance(m);
+    let mut order: Vec<usize> = (0..d.len()).collect();
+    order.sort_by_key(|&i| std::cmp::Reverse(d[i]));
+    let n = (density * d.len() as f64).round() as usize;
+    let mut bits = vec![false; d.len()];
+    for &i in &order[..n.min(d.len())] {
+        bits[i] = true;
+    }
+    BitMask::from_bools(m.height(), m.width(), &bits).expect("same size")
+}
+
+/// `count` 40x40 masks at `density` from DynConv's layer1 block masks.
+fn masks(ds: &MaskDataset, density: f64, h: usize, count: usize) -> Vec<BitMask> {
+    if density >= 1.0 {
+        return vec![BitMask::ones(h, h); count];
+    }
+    let maps: Vec<usize> = (0..ds.maps().len()).filter(|&i| ds.maps()[i].name.starts_with("mask_layer1_")).collect();
+    let mut out = Vec::new();
+    'frames: for f in 0..ds.n_frames() {
+        for &mi in &maps {
+            if let Ok(m) = ds.map_mask(f, mi) {
+                out.push(at_density(&resample(m, h, h), density));
+                if out.len() == count {
+                    break 'frames;
+                }
+            }
+        }
+    }
+    while out.len() < count {
+        out.push(out.first().cloned().unwrap_or_else(|| BitMask::ones(h, h)));
+    }
+    out
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn bench<D: GpuDevice + 'static>(dev: Arc<D>, a: &Args) -> Result<()> {
+    let ds = MaskDataset::open(&a.masks).map_err(|e| dynaspa_runtime::Error::Other(format!("masks '{}': {e}", a.masks)))?;
+    let mut json = match &a.json {
+        Some(p) => Some(std::fs::File::create(p).map_err(|e| dynaspa_runtime::Error::Other(format!("--json {p}: {e}")))?),
+        None => None,
+    };
+    let info = dev.info().clone();
+    println!("device: {} ({}, {}), samples {} x {} runs", info.name, info.backend, info.driver, a.samples, a.runs);
+    println!("{:<10} {:>5} {:>7} {:>10} {:>10} {:>10} {:>10} {:>10} {:>9} {:>8}", "op", "batch", "density", "dense", "1x1", "2x8", "4x4", "8x8", "overhead", "speedup");
+    let mut rng = Rng(0x2545_f491_4f6c_dd1d);
+    // Forced to one member, the executable skips calibration; every member is timed directly.
+    let opts = GpuOptions { poison: false, sparse: SparseConfig { cache_dir: None, force: Some(ForceMember::Dense) } };
+    for cc in CASES.iter().filter(|c| a.only.as_deref().is_none_or(|o| c.name.contains(o))) {
+        for &n in &a.batches {
+            let g = graph(cc, n, &mut rng)?;
+            let mut exe = GpuExecutable::compile(dev.clone(), &info.backend, &g, &opts)?;
+            let ho = g.values[g.inputs[1]].shape[2];
+            let x = Tensor::from_f32(g.values[g.inputs[0]].shape.clone(), rng.vec(g.values[g.inputs[0]].shape.iter().product()))?;
+            for &d in &a.densities {
+                let ms = masks(&ds, d, ho, n);
+                let mv: Vec<f32> = ms.iter().flat_map(|m| m.to_bools().into_iter().map(|b| b as u8 as f32)).collect();
+                let real: f64 = ms.iter().map(BitMask::density).sum::<f64>() / n as f64;
+                let mt = Tensor::from_f32(vec![n, 1, ho, ho], mv)?;
+                use dynaspa_runtime::backend::Executable;
+                exe.run(&[x.clone(), mt])?;
+                let members = exe.sparse_ops()[0].members.clone();
+                let mut times = Vec::new();
+                for name in &members {
+                    exe.time_member(0, name, 3, a.runs)?;
+                    let mut t = exe.time_member(0, name, a.samples, a.runs)?;
+                    times.push((name.clone(), median(&mut t)));
+                }
+                let (mut ov, _) = exe.time_dispatch(0, a.samples)?;
+                let overhead = median(&mut ov);
+                let dense = times.iter().find(|t| t.0 == "dense").map_or(f64::NAN, |t| t.1);
+                let best = times.iter().filter(|t| t.0 != "dense").map(|t| t.1).fold(f64::INFINITY, f64::min);
+                let cell = |g: &str| times.iter().find(|t| t.0 == format!("tiles{g}")).map_or("-".to_string(), |t| format!("{:.1}", t.1));
+                println!(
+                    "{:<10} {:>5} {:>7.3} {:>10.1} {:>10} {:>10} {:>10} {:>10} {:>9.1} {:>7.2}x",
+                    cc.name, n, real, dense, cell("1x1"), cell("2x8"), cell("4x4"), cell("8x8"), overhead, dense / best
+                );
+                if let Some(f) = json.as_mut() {
+                    for (name, us) in &times {
+                        let gran = members_gran(name);
+                        let tiles = exe.last_tiles(0, gran);
+                        let line = serde_json::json!({
+                            "device": info.name, "backend": info.backend, "driver": info.driver,
+                            "op": cc.name, "batch": n, "density_target": d, "density": real,
+                            "member": name, "tiles": tiles, "us": us, "overhead_us": overhead,
+                            "samples": a.samples, "runs": a.runs,
+                        });
+                        writeln!(f, "{line}").map_err(|e| dynaspa_runtime::Error::Other(format!("--json: {e}")))?;
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+fn members_gran(name: &str) -> Option<Granularity> {
+    let (h, w) = name.strip_prefix("tiles")?.split_once('x')?;
+    Some(Granularity::new(h.parse().ok()?, w.parse().ok()?))
+}
+
+fn main() {
+    let a = parse_args();
+    let r = match a.backend.as_str() {
+        #[cfg(feature = "cuda")]
+        "cuda" => dynaspa_backends::cuda::shared_device(a.device.as_deref(), None).and_then(|d| bench(d, &a)),
+        #[cfg(feature = "opencl")]
+        "opencl" => dynaspa_backends::opencl::shared_device(a.device.as_deref(), None).and_then(|d| bench(d, &a)),
+        #[cfg(feature = "wgpu")]
+        "wgpu" => dynaspa_backends::wgpu::shared_device(a.device.as_deref()).and_then(|d| bench(d, &a)),
+        other => usage(&format!("backend '{other}' is not one of this build's GPU backends")),
+    };
+    if let Err(e) = r {
+        eprintln!("gpu_sparse_bench: {e}");
+        std::process::exit(1);
+    }
+}

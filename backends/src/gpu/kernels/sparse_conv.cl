@@ -1,0 +1,226 @@
+/* 2-D convolutions (NCHW) over DISTiles: the columns of an implicit GEMM are the output
+ * positions of the tiles bitmask.cl listed for one granularity (GH x GW), or every position
+ * (TILED = 0: the dense member, and dense convs). Only positions that exist are written:
+ * phantom positions of edge tiles are skipped, and with `masked` so are positions whose mask
+ * bit is 0 (the fill policy owns them: pre-zeroed, residual-filled or cached).
+ *
+ * The grid is sized for every tile the map could have; work-groups past the frame's tile
+ * count return at once, so launches need no host readback to be sized.
+ *
+ * Mask metadata (`meta`, made by bitmask.cl): image n's tile count for this granularity at
+ * meta[n * cstride + gi]; its packed mask words at data0 + n * img_stride, its tile list (the
+ * top-left position y * ow + x of each tile) tiles_at words further. */
+
+#ifndef TM
+#define TM 64
+#endif
+#ifndef TN
+#define TN 32
+#endif
+#ifndef TK
+#define TK 16
+#endif
+#ifndef WM
+#define WM 4
+#endif
+#ifndef WN
+#define WN 2
+#endif
+#ifndef GH
+#define GH 1
+#endif
+#ifndef GW
+#define GW 1
+#endif
+#ifndef TILED
+#define TILED 1
+#endif
+/* Split of the reduction (input channels x taps) over KS work-groups; KS > 1 writes partial
+ * sums that sconv_finish_f32 adds up, so few columns still fill the device. */
+#ifndef KS
+#define KS 1
+#endif
+#define TX (TN / WN)
+#define TY (TM / WM)
+#define NT (TX * TY)
+#define GV (GH * GW)
+
+/* Every kernel of this file takes the same arguments (unused ones are placeholders), so the
+ * WGSL twin binds one set of buffers and one uniform struct for all of them. */
+#define SCONV_ARGS                                                                                            \
+    GLOBAL const float *X, GLOBAL const float *W, GLOBAL const float *bias, GLOBAL const float *res, GLOBAL float *Y, \
+        GLOBAL const int *meta, GLOBAL float *part, GLOBAL const int *ktab, int cin, int cout, int ih, int iw, int oh, \
+        int ow, int kh, int kw, int sh, int sw, int ph, int pw, int dh, int dw, int cstride, int gi, int data0,       \
+        int img_stride, int tiles_at, int cap, int masked, int has_bias, int has_res, int act, float p0, float p1
+
+/* Columns image n computes: tiles x positions per tile, or the whole map. */
+FUNC int sconv_columns(GLOBAL const int* meta, int n, int cstride, int gi, int oh, int ow) {
+#if TILED
+    return meta[n * cstride + gi] * GV;
+#else
+    return oh * ow;
+#endif
+}
+
+/* Output position (y * ow + x) of column j of image n, or -1 for a phantom. */
+FUNC int sconv_position(GLOBAL const int* meta, int base, int tiles_at, int j, int oh, int ow) {
+#if TILED
+    int t = j / GV, r = j - (j / GV) * GV;
+    int o = meta[base + tiles_at + t];
+    int oy = o / ow, ox = o - (o / ow) * ow;
+    int y = oy + r / GW, x = ox + r % GW;
+    return (y < oh && x < ow) ? y * ow + x : -1;
+#else
+    return j;
+#endif
+}
+
+FUNC int mask_bit(GLOBAL const int* meta, int base, int p) {
+    return (((uint)meta[base + (p >> 5)]) >> (uint)(p & 31)) & 1u;
+}
+
+FUNC float sconv_epilogue(float v, int co, GLOBAL const float* bias, int has_bias, GLOBAL const float* res,
+                          int has_res, int at, int act, float p0, float p1) {
+    if (has_bias) v += bias[co];
+    if (has_res) v += res[at];
+    return activate(act, v, p0, p1);
+}
+
+/* Grid: (ceil(cap / TN), ceil(cout / TM), N * KS), local (TX, TY); cap = columns the map can
+ * have. Wt is the weight transposed to [cin * kh * kw][cout]; ktab per reduction index k the
+ * input offset ci * ih * iw + ky * dh * iw + kx * dw, ky * dh and kx * dw. */
+KERNEL sconv_gemm_f32(SCONV_ARGS) {
+    GLOBAL const float* Wt = W;
+    LOCAL float As[TK][TM];
+    LOCAL float Bs[TK][TN];
+    LOCAL int cy[TN];
+    LOCAL int cxs[TN];
+    LOCAL int cpos[TN];
+    int tx = LOCAL_ID(0), ty = LOCAL_ID(1);
+    int tid = ty * TX + tx;
+    int c0 = GROUP_ID(0) * TN, m0 = GROUP_ID(1) * TM;
+    int n = GROUP_ID(2) / KS, ks = GROUP_ID(2) - (GROUP_ID(2) / KS) * KS;
+    int cols = sconv_columns(meta, n, cstride, gi, oh, ow);
+    /* The same for the whole work-group, so returning here skips no barrier. */
+    if (c0 >= cols) return;
+    int base = data0 + n * img_stride;
+    for (int c = tid; c < TN; c += NT) {
+        int p = c0 + c < cols ? sconv_position(meta, base, tiles_at, c0 + c, oh, ow) : -1;
+        cpos[c] = p;
+        /* A phantom column reads nothing: its origin lies far outside the input. */
+        int oy = p < 0 ? -(1 << 24) : p / ow, ox = p < 0 ? 0 : p - (p / ow) * ow;
+        cy[c] = oy * sh - ph;
+        cxs[c] = ox * sw - pw;
+    }
+    int K = cin * kh * kw;
+    int ihw = ih * iw;
+    int chunk = ((K + KS - 1) / KS + TK - 1) / TK * TK;
+    int kb = ks * chunk, ke = IMIN(K, kb + chunk);
+    GLOBAL const float* Xn = X + n * cin * ihw;
+    float acc[WM][WN];
+    for (int i = 0; i < WM; ++i)
+        for (int j = 0; j < WN; ++j) acc[i][j] = 0.0f;
+    LOCAL_BARRIER();
+    for (int k0 = kb; k0 < ke; k0 += TK) {
+        for (int e = tid; e < TM * TK; e += NT) {
+            int m = e % TM, k = e / TM;
+            int gm = m0 + m, gk = k0 + k;
+            As[k][m] = (gm < cout && gk < ke) ? Wt[gk * cout + gm] : 0.0f;
+        }
+        for (int e = tid; e < TN * TK; e += NT) {
+            int c = e % TN, k = e / TN;
+            int gk = k0 + k;
+            float v = 0.0f;
+            if (gk < ke) {
+                int iy = cy[c] + ktab[3 * gk + 1], ix = cxs[c] + ktab[3 * gk + 2];
+                if (iy >= 0 && iy < ih && ix >= 0 && ix < iw) v = Xn[ktab[3 * gk] + cy[c] * iw + cxs[c]];
+            }
+            Bs[k][c] = v;
+        }
+        LOCAL_BARRIER();
+        for (int kk = 0; kk < TK; ++kk) {
+            float a[WM], b[WN];
+            for (int i = 0; i < WM; ++i) a[i] = As[kk][ty + i * TY];
+            for (int j = 0; j < WN; ++j) b[j] = Bs[kk][tx + j * TX];
+            for (int i = 0; i < WM; ++i)
+                for (int j = 0; j < WN; ++j) acc[i][j] += a[i] * b[j];
+        }
+        LOCAL_BARRIER();
+    }
+    int P = oh * ow;
+    for (int i = 0; i < WM; ++i) {
+        int m = m0 + ty + i * TY;
+        if (m >= cout) continue;
+        for (int j = 0; j < WN; ++j) {
+            int c = tx + j * TX;
+            int p = cpos[c];
+            if (p < 0) continue;
+#if KS > 1
+            part[((n * KS + ks) * cout + m) * cap + c0 + c] = acc[i][j];
+#else
+            if (masked && !mask_bit(meta, base, p)) continue;
+            int at = (n * cout + m) * P + p;
+            Y[at] = sconv_epilogue(acc[i][j], m, bias, has_bias, res, has_res, at, act, p0, p1);
+#endif
+        }
+    }
+}
+
+/* Adds the KS partial sums of sconv_gemm_f32 and stores like it. Grid: (ceil(cap / 64), cout, N),
+ * local (64, 1, 1). */
+KERNEL sconv_finish_f32(SCONV_ARGS) {
+    int c = GLOBAL_ID(0), m = GROUP_ID(1), n = GROUP_ID(2);
+    if (c >= IMIN(cap, sconv_columns(meta, n, cstride, gi, oh, ow))) return;
+    int base = data0 + n * img_stride;
+    int p = sconv_position(meta, base, tiles_at, c, oh, ow);
+    if (p < 0 || (masked && !mask_bit(meta, base, p))) return;
+    float v = 0.0f;
+    for (int s = 0; s < KS; ++s) v += part[((n * KS + s) * cout + m) * cap + c];
+    int at = (n * cout + m) * oh * ow + p;
+    Y[at] = sconv_epilogue(v, m, bias, has_bias, res, has_res, at, act, p0, p1);
+}
+
+/* Depthwise (one input and one output channel per group): one work-item per (column, channel).
+ * Grid: (ceil(cap / 64), channels, N), local (64, 1, 1). W is [C, kh * kw]. */
+KERNEL sconv_dw_f32(SCONV_ARGS) {
+    int c = GLOBAL_ID(0), ch = GROUP_ID(1), n = GROUP_ID(2);
+    if (c >= IMIN(cap, sconv_columns(meta, n, cstride, gi, oh, ow))) return;
+    int base = data0 + n * img_stride;
+    int p = sconv_position(meta, base, tiles_at, c, oh, ow);
+    if (p < 0 || (masked && !mask_bit(meta, base, p))) return;
+    int oy = p / ow, ox = p - (p / ow) * ow;
+    int y0 = oy * sh - ph, x0 = ox * sw - pw;
+    GLOBAL const float* Xc = X + (n * cin + ch) * ih * iw;
+    GLOBAL const float* Wc = W + ch * kh * kw;
+    float acc = 0.0f;
+    for (int ky = 0; ky < kh; ++ky) {
+        int iy = y0 + ky * dh;
+        if (iy < 0 || iy >= ih) continue;
+        for (int kx = 0; kx < kw; ++kx) {
+            int ix = x0 + kx * dw;
+            if (ix < 0 || ix >= iw) continue;
+            acc += Wc[ky * kw + kx] * Xc[iy * iw + ix];
+        }
+    }
+    int at = (n * cout + ch) * oh * ow + p;
+    Y[at] = sconv_epilogue(acc, ch, bias, has_bias, res, has_res, at, act, p0, p1);
+}
+
+/* Residual fill: where image n's mask bit is 0, Y = act(res) over the [N, cout, oh, ow] output.
+ * Grid: (ceil(oh * ow / 64), cout, N), local (64, 1, 1). */
+KERNEL sconv_fill_residual_f32(SCONV_ARGS) {
+    int p = GLOBAL_ID(0), m = GROUP_ID(1), n = GROUP_ID(2);
+    if (p >= oh * ow || mask_bit(meta, data0 + n * img_stride, p)) return;
+    int at = (n * cout + m) * oh * ow + p;
+    Y[at] = activate(act, res[at], p0, p1);
+}
+
+/* Cached fill of an op without sparse kernels: Y (the cached activations) takes the freshly
+ * computed X where the mask bit is 1, or everywhere without `masked` (the first frame).
+ * Grid: (ceil(oh * ow / 64), cout, N), local (64, 1, 1). */
+KERNEL sconv_blend_cached_f32(SCONV_ARGS) {
+    int p = GLOBAL_ID(0), m = GROUP_ID(1), n = GROUP_ID(2);
+    if (p >= oh * ow || (masked && !mask_bit(meta, data0 + n * img_stride, p))) return;
+    int at = (n * cout + m) * oh * ow + p;
+    Y[at] = X[at];
+}

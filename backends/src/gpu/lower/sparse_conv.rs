@@ -1,0 +1,233 @@
+//! 2-D Conv onto sparse_conv.cl: prepared once per node (weights transposed for the GEMM, a
+//! table of input offsets per reduction index), then launched as any member: over the
+//! positions of one granularity's DISTiles, or over every position (the dense member, and the
+//! dense lowering of convs whose shape the GEMM covers).
+
+use super::conv::geom;
+use super::ctx::{int, BufId, Ctx, LArg};
+use super::elementwise::activation_code;
+use crate::gpu::device::GpuDevice;
+use crate::gpu::kernels::Src;
+use crate::gpu::sparse::meta::MetaLayout;
+use crate::gpu::sparse::schedules::SconvSchedule;
+use dynaspa_runtime::graph::Conv;
+use dynaspa_runtime::{DType, Error, Result};
+
+/// Work-items per group of the one-per-column kernels.
+const COLUMN_WG: u32 = 64;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum SconvKind {
+    Gemm,
+    /// One input and one output channel per group.
+    Depthwise,
+}
+
+/// A conv ready to launch: its buffers and the scalar arguments every member shares.
+#[derive(Clone, Debug)]
+pub(crate) struct SconvOp {
+    pub kind: SconvKind,
+    pub images: usize,
+    pub cout: usize,
+    /// Reduction length (input channels x taps).
+    pub k: usize,
+    pub oh: usize,
+    pub ow: usize,
+    pub y: BufId,
+    bufs: [BufId; 4],
+    ktab: BufId,
+    geometry: Vec<LArg>,
+    epilogue: [LArg; 5],
+}
+
+/// `None` when the conv is not one this kernel family runs (not 2-D, grouped other than
+/// depthwise, non-float, or GEMM weights not known at compile time).
+pub(crate) fn prepare<D: GpuDevice>(cx: &mut Ctx<D>, p: &Conv) -> Result<Option<SconvOp>> {
+    for i in 0..cx.node.inputs.len() {
+        if cx.has_input(i) && cx.in_dtype(i)? != DType::F32 {
+            return Ok(None);
+        }
+    }
+    let (xs, ws, os) = (cx.in_shape(0)?, cx.in_shape(1)?, cx.out_shape(0));
+    if xs.len() != 4 || ws.len() != 4 || os.len() != 4 || os[1] != ws[0] {
+        return Ok(None);
+    }
+    let Ok(g) = geom("Conv", &p.window, xs, os, &ws[2..]) else { return Ok(None) };
+    let (cin, cout) = (xs[1], os[1]);
+    let kind = if p.group == 1 && ws[1] == cin {
+        SconvKind::Gemm
+    } else if p.group == cin && cout == cin && ws[1] == 1 {
+        SconvKind::Depthwise
+    } else {
+        return Ok(None);
+    };
+    if cx.has_input(2) && cx.in_shape(2)?.iter().product::<usize>() != cout {
+        return Ok(None);
+    }
+    if p.fused_add && cx.in_shape(3)? != os {
+        return Ok(None);
+    }
+    let (kh, kw) = (g.kernel[1], g.kernel[2]);
+    let taps = kh * kw;
+    let k = if kind == SconvKind::Gemm { cin * taps } else { taps };
+    let (w, ktab) = match kind {
+        SconvKind::Gemm => {
+            let Some(wc) = cx.constant(1) else { return Ok(None) };
+            let wv = wc.as_f32()?;
+            let mut wt = vec![0f32; wv.len()];
+            for m in 0..cout {
+                for kk in 0..k {
+                    wt[kk * cout + m] = wv[m * k + kk];
+                }
+            }
+            let wt = cx.meta_f32(&wt)?;
+            let (ih, iw) = (g.input[1], g.input[2]);
+            let (dh, dw) = (g.dil[1], g.dil[2]);
+            let mut tab = Vec::with_capacity(3 * k);
+            for kk in 0..k {
+                let (ci, r) = (kk / taps, kk % taps);
+                let (ky, kx) = (r / kw, r % kw);
+                tab.push(int(ci * ih * iw + ky * dh * iw + kx * dw, "input offset")?);
+                tab.push(int(ky * dh, "dilation")?);
+                tab.push(int(kx * dw, "dilation")?);
+            }
+            (wt, cx.meta(&tab)?)
+        }
+        SconvKind::Depthwise => (cx.x(1)?, cx.dummy()?),
+    };
+    let x = cx.x(0)?;
+    let bias = cx.x_or_dummy(2)?;
+    let res = if p.fused_add { cx.x(3)? } else { cx.dummy()? };
+    let mut geometry = Vec::with_capacity(14);
+    for v in [cin, cout, g.input[1], g.input[2], g.output[1], g.output[2], kh, kw, g.stride[1], g.stride[2], g.pad[1], g.pad[2], g.dil[1], g.dil[2]] {
+        geometry.push(LArg::I32(int(v, "conv geometry")?));
+    }
+    let (act, p0, p1) = activation_code(p.activation);
+    Ok(Some(SconvOp {
+        kind,
+        images: xs[0],
+        cout,
+        k,
+        oh: g.output[1],
+        ow: g.output[2],
+        y: cx.y(0)?,
+        bufs: [x, w, bias, res],
+        ktab,
+        geometry,
+        epilogue: [LArg::I32(cx.has_input(2) as i32), LArg::I32(p.fused_add as i32), LArg::I32(act), LArg::F32(p0), LArg::F32(p1)],
+    }))
+}
+
+/// The `Cached` blend of an op without sparse kernels: `fresh` (its dense result, shaped like
+/// `y`) into `y` where the mask bit is 1, or everywhere without `masked`.
+pub(crate) fn launch_blend_cached<D: GpuDevice>(cx: &mut Ctx<D>, fresh: BufId, y: BufId, meta: BufId, layout: &MetaLayout, masked: bool) -> Result<()> {
+    let os = cx.out_shape(0);
+    let (n, c, oh, ow) = (os[0], os[1], os[2], os[3]);
+    let dummy = cx.dummy()?;
+    let mut a = vec![LArg::Buf(fresh), LArg::Buf(dummy), LArg::Buf(dummy), LArg::Buf(dummy), LArg::Buf(y), LArg::Buf(meta), LArg::Buf(dummy), LArg::Buf(dummy)];
+    for v in [0, c, 0, 0, oh, ow, 0, 0, 0, 0, 0, 0, 0, 0, layout.cstride, 0, layout.data0, layout.img_stride, 0, 0] {
+        a.push(LArg::I32(int(v, "blend geometry")?));
+    }
+    a.extend([LArg::I32(masked as i32), LArg::I32(0), LArg::I32(0), LArg::I32(-1), LArg::F32(0.0), LArg::F32(0.0)]);
+    let kern = cx.kernel(Src::SparseConv, "sconv_blend_cached_f32", &[])?;
+    cx.launch(kern, [(oh * ow).div_ceil(COLUMN_WG as usize), c, n], [COLUMN_WG, 1, 1], a)
+}
+
+/// The mask metadata buffer and its layout: where sparse members find their tiles, and masked
+/// stores the mask words. `None` for a plain dense conv.
+pub(crate) type Meta<'a> = Option<(BufId, &'a MetaLayout)>;
+
+impl SconvOp {
+    /// Buffers and scalars in the order every sparse_conv.cl kernel takes them.
+    fn args<D: GpuDevice>(&self, cx: &mut Ctx<D>, meta: Meta, gi: usize, part: Option<BufId>, cap: usize, masked: bool) -> Result<Vec<LArg>> {
+        let dummy = cx.dummy()?;
+        let [x, w, bias, res] = self.bufs;
+        let tiles = meta.map(|(b, m)| (b, m, gi));
+        let meta = tiles.map_or(dummy, |t| t.0);
+        let mut a = vec![
+            LArg::Buf(x),
+            LArg::Buf(w),
+            LArg::Buf(bias),
+            LArg::Buf(res),
+            LArg::Buf(self.y),
+            LArg::Buf(meta),
+            LArg::Buf(part.unwrap_or(dummy)),
+            LArg::Buf(self.ktab),
+        ];
+        a.extend(self.geometry.iter().copied());
+        let (cstride, gi, data0, img_stride, tiles_at) = match tiles {
+            Some((_, m, gi)) => (m.cstride, gi, m.data0, m.img_stride, m.tiles_at[gi]),
+            None => (0, 0, 0, 0, 0),
+        };
+        for v in [cstride, gi, data0, img_stride, tiles_at, cap] {
+            a.push(LArg::I32(int(v, "mask metadata offset")?));
+        }
+        a.push(LArg::I32(masked as i32));
+        a.extend(self.epilogue);
+        Ok(a)
+    }
+
+    /// Floats of split-K partial sums `sched` needs (0 without a split).
+    pub(crate) fn part_len(&self, sched: &SconvSchedule, layout: Option<&MetaLayout>) -> usize {
+        let cap = match (sched.gran, layout) {
+            (Some(g), Some(m)) => m.columns_cap(m.index(g)),
+            _ => self.oh * self.ow,
+        };
+        if self.kind == SconvKind::Gemm && sched.ks > 1 {
+            self.images * sched.ks as usize * self.cout * cap
+        } else {
+            0
+        }
+    }
+
+    /// Appends the launches of one member to `cx.launches`. With `masked`, positions whose mask
+    /// bit is 0 are not written (tiles need the metadata for that even when dense).
+    pub(crate) fn launch<D: GpuDevice>(
+        &self,
+        cx: &mut Ctx<D>,
+        sched: &SconvSchedule,
+        meta: Meta,
+        part: Option<BufId>,
+        masked: bool,
+    ) -> Result<()> {
+        // The dense member reads no tile list, but a masked store still needs the mask words.
+        let gi = match (sched.gran, meta) {
+            (None, _) => None,
+            (Some(g), Some((_, m))) => Some(m.index(g).ok_or_else(|| Error::Other(format!("no {g} tiles in the mask metadata")))?),
+            (Some(g), None) => return Err(Error::Other(format!("a {g} member without mask metadata"))),
+        };
+        if masked && meta.is_none() {
+            return Err(Error::Other("a masked store without mask metadata".into()));
+        }
+        let cap = match (meta, gi) {
+            (Some((_, m)), Some(_)) => m.columns_cap(gi),
+            _ => self.oh * self.ow,
+        };
+        let args = self.args(cx, meta, gi.unwrap_or(0), part, cap, masked)?;
+        let (cout, images) = (self.cout, self.images);
+        match self.kind {
+            SconvKind::Gemm => {
+                let t = sched.tile;
+                let kern = cx.kernel(Src::SparseConv, "sconv_gemm_f32", &sched.gemm_defines())?;
+                let grid = [cap.div_ceil(t.tn as usize), cout.div_ceil(t.tm as usize), images * sched.ks as usize];
+                cx.launch(kern, grid, t.local(), args.clone())?;
+                if sched.ks > 1 {
+                    let kern = cx.kernel(Src::SparseConv, "sconv_finish_f32", &sched.finish_defines())?;
+                    cx.launch(kern, [cap.div_ceil(COLUMN_WG as usize), cout, images], [COLUMN_WG, 1, 1], args)?;
+                }
+            }
+            SconvKind::Depthwise => {
+                let kern = cx.kernel(Src::SparseConv, "sconv_dw_f32", &SconvSchedule::dw_defines(sched.gran))?;
+                cx.launch(kern, [cap.div_ceil(COLUMN_WG as usize), cout, images], [COLUMN_WG, 1, 1], args)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// `Residual` fill: act(residual) wherever the mask bit is 0.
+    pub(crate) fn launch_residual_fill<D: GpuDevice>(&self, cx: &mut Ctx<D>, meta: BufId, layout: &MetaLayout) -> Result<()> {
+        let args = self.args(cx, Some((meta, layout)), 0, None, 0, true)?;
+        let kern = cx.kernel(Src::SparseConv, "sconv_fill_residual_f32", &[])?;
+        cx.launch(kern, [(self.oh * self.ow).div_ceil(COLUMN_WG as usize), self.cout, self.images], [COLUMN_WG, 1, 1], args)
+    }
+}

@@ -1,0 +1,253 @@
+//! Compile time of a sparse op: its mask plan (shared with every op reading the same mask), the
+//! launches of each PolyKernel member, its fill, and its PolyKernel, calibrated on first use
+//! per op signature and device the way the CPU backend does (cpu/sparse_exec/calibrate.rs:
+//! blob masks of a few densities, tables cached on disk keyed by the device fingerprint).
+
+use super::meta::MetaLayout;
+use super::schedules::{SconvSchedule, GRANULARITIES};
+use super::step::{Frames, MaskPlan, SparseOp};
+use super::BITMASK_BLOCK;
+use crate::cpu::sparse_exec::calibrate::{self, blob_mask, random_tensor, Subject};
+use crate::cpu::SparseConfig;
+use crate::gpu::device::GpuDevice;
+use crate::gpu::kernels::Src;
+use crate::gpu::lower::ctx::{int, replay_launches, Ctx, LArg, Launch};
+use crate::gpu::lower::sparse_conv::{launch_blend_cached, prepare, SconvKind, SconvOp};
+use dynaspa_runtime::dispatch::{DispatchTable, Member, PolyKernel, Schedule};
+use dynaspa_runtime::graph::{Conv, FillPolicy, SparseSpec};
+use dynaspa_runtime::sparsity::{BitMask, Granularity};
+use dynaspa_runtime::{DType, Error, Result, Tensor, TensorData};
+use std::cell::RefCell;
+
+/// Bumped whenever kernels or schedules change what a member costs: old cached tables go stale.
+const CALIBRATION_VERSION: &str = "gpu-sconv-v1";
+/// Launches queued per timed call: one sync shared by several runs.
+const RUNS_PER_CALL: usize = 4;
+
+/// The work-group size of bitmask.cl on this device: a power of two within its limit.
+pub(crate) fn bitmask_block(max_work_group: u32) -> u32 {
+    let cap = if max_work_group == 0 { BITMASK_BLOCK } else { BITMASK_BLOCK.min(max_work_group) };
+    1 << (31 - cap.max(1).leading_zeros())
+}
+
+/// The launch of bitmask.cl reading `mask` (`mask_stride` floats per image) into `meta`.
+fn bitmask_launch<D: GpuDevice>(cx: &mut Ctx<D>, mask: usize, mask_stride: usize, meta: usize, grans: usize, l: &MetaLayout) -> Result<Launch<D::Kernel>> {
+    let block = bitmask_block(cx.dev.info().max_work_group_size);
+    let kern = cx.kernel(Src::Bitmask, "bitmask_tiles", &[("BLOCK", block as i64)])?;
+    let mut args = vec![LArg::Buf(mask), LArg::Buf(meta), LArg::Buf(grans)];
+    for v in [l.h, l.w, mask_stride, l.grans.len(), l.data0, l.img_stride] {
+        args.push(LArg::I32(int(v, "mask geometry")?));
+    }
+    cx.launch(kern, [l.images, 1, 1], [block, 1, 1], args)?;
+    Ok(cx.launches.pop().expect("just pushed"))
+}
+
+/// The mask plan for `spec`'s mask read as images x h x w, made on first use.
+fn mask_plan<D: GpuDevice>(cx: &mut Ctx<D>, frames: &mut Frames<D::Kernel, D::Event>, spec: &SparseSpec, (images, h, w): (usize, usize, usize)) -> Result<usize> {
+    let value = spec.mask;
+    if let Some(i) = frames.masks.iter().position(|m| m.value == value && (m.layout.images, m.layout.h, m.layout.w) == (images, h, w)) {
+        return Ok(i);
+    }
+    let name = cx.graph.values[value].name.clone();
+    let mshape = &cx.graph.values[value].shape;
+    let mask_stride = if mshape[0] == 1 { 0 } else { h * w };
+    let mask_buf = cx.res.slot[value].ok_or_else(|| Error::Other(format!("mask '{name}' has no buffer")))?;
+    let layout = MetaLayout::new(images, h, w, &GRANULARITIES)?;
+    let meta = cx.res.upload(cx.dev, &Tensor::new(vec![layout.total()], TensorData::I32(vec![0; layout.total()]))?, "mask metadata")?;
+    let grans = cx.meta(&layout.grans_table())?;
+    let bitmask = bitmask_launch(cx, mask_buf, mask_stride, meta, grans, &layout)?;
+    frames.masks.push(MaskPlan { name, value, mask_buf, mask_stride, meta, layout, bitmask });
+    Ok(frames.masks.len() - 1)
+}
+
+/// Lowers the sparse conv `cx.node` into `frames` (its launches live there, not in `cx`).
+pub(crate) fn lower_sparse_conv<D: GpuDevice>(
+    cx: &mut Ctx<D>,
+    frames: &mut Frames<D::Kernel, D::Event>,
+    spec: &SparseSpec,
+    p: &Conv,
+    cfg: &SparseConfig,
+) -> Result<()> {
+    let op = prepare(cx, p)?.ok_or_else(|| Error::Other("the sparse conv kernels do not cover this conv".into()))?;
+    let m = mask_plan(cx, frames, spec, (op.images, op.oh, op.ow))?;
+    let (meta, layout) = (frames.masks[m].meta, frames.masks[m].layout.clone());
+    let scheds: Vec<SconvSchedule> = std::iter::once(None)
+        .chain(GRANULARITIES.iter().copied().map(Some))
+        .map(|g| SconvSchedule::for_op(op.cout, op.k, g))
+        .collect();
+    let part_len = scheds.iter().map(|s| op.part_len(s, Some(&layout))).max().unwrap_or(0);
+    let part = if part_len > 0 { Some(cx.scratch(part_len)?) } else { None };
+    let mut members = Vec::new();
+    for s in &scheds {
+        op.launch(cx, s, Some((meta, &layout)), part, true)?;
+        members.push((s.gran, std::mem::take(&mut cx.launches)));
+    }
+    let mut residual_fill = Vec::new();
+    if spec.fill == FillPolicy::Residual {
+        op.launch_residual_fill(cx, meta, &layout)?;
+        residual_fill = std::mem::take(&mut cx.launches);
+    }
+    let mut cached_first = Vec::new();
+    if spec.fill == FillPolicy::Cached {
+        op.launch(cx, &scheds[0], None, part, false)?;
+        cached_first = std::mem::take(&mut cx.launches);
+    }
+    let zero = (spec.fill == FillPolicy::Zero).then(|| (op.y, cx.out_len(0) * 4));
+    let poly = poly_kernel(cx, frames, m, &op, &members, &residual_fill, cfg)?;
+    frames.ops.push(SparseOp {
+        node: cx.node.name.clone(),
+        op: cx.node.op.name(),
+        mask: m,
+        fill: spec.fill,
+        poly,
+        members,
+        residual_fill,
+        cached_first,
+        cached_ready: false,
+        zero,
+        zero_after: None,
+        force: cfg.force,
+    });
+    Ok(())
+}
+
+/// Lowers a `Cached` op without sparse kernels: `dense` lowers it into a scratch buffer, then
+/// a blend copies the mask's positions (all of them on the first frame) into the output, whose
+/// buffer persists across frames.
+pub(crate) fn lower_cached_dense<D: GpuDevice>(
+    cx: &mut Ctx<D>,
+    frames: &mut Frames<D::Kernel, D::Event>,
+    spec: &SparseSpec,
+    dense: impl Fn(&mut Ctx<D>) -> Result<()>,
+) -> Result<()> {
+    let os = cx.out_shape(0).to_vec();
+    let y = cx.y(0)?;
+    let m = mask_plan(cx, frames, spec, (os[0], os[2], os[3]))?;
+    let (meta, layout) = (frames.masks[m].meta, frames.masks[m].layout.clone());
+    let fresh = cx.scratch(os.iter().product())?;
+    let out = cx.node.outputs[0];
+    cx.res.slot[out] = Some(fresh);
+    let lowered = dense(cx);
+    cx.res.slot[out] = Some(y);
+    lowered?;
+    let compute = std::mem::take(&mut cx.launches);
+    let mut blended = Vec::new();
+    for masked in [true, false] {
+        launch_blend_cached(cx, fresh, y, meta, &layout, masked)?;
+        let mut l = compute.clone();
+        l.extend(std::mem::take(&mut cx.launches));
+        blended.push(l);
+    }
+    let cached_first = blended.pop().expect("two");
+    let members = vec![(None, blended.pop().expect("one"))];
+    let poly = PolyKernel::new(vec![Member { schedule: Schedule::dense("dense"), table: DispatchTable::constant(1.0)? }])?;
+    frames.ops.push(SparseOp {
+        node: cx.node.name.clone(),
+        op: cx.node.op.name(),
+        mask: m,
+        fill: FillPolicy::Cached,
+        poly,
+        members,
+        residual_fill: Vec::new(),
+        cached_first,
+        cached_ready: false,
+        zero: None,
+        zero_after: None,
+        force: None,
+    });
+    Ok(())
+}
+
+fn member_name(g: Option<Granularity>) -> String {
+    g.map_or_else(|| "dense".to_string(), |g| format!("tiles{g}"))
+}
+
+/// The op's PolyKernel: placeholder tables when a member is forced (never read), else
+/// calibrated or read from the cache.
+fn poly_kernel<D: GpuDevice>(
+    cx: &mut Ctx<D>,
+    frames: &Frames<D::Kernel, D::Event>,
+    m: usize,
+    op: &SconvOp,
+    members: &[(Option<Granularity>, Vec<Launch<D::Kernel>>)],
+    residual_fill: &[Launch<D::Kernel>],
+    cfg: &SparseConfig,
+) -> Result<PolyKernel> {
+    if cfg.force.is_some() {
+        let ms = members
+            .iter()
+            .map(|(g, _)| {
+                let schedule = match g {
+                    None => Schedule::dense("dense"),
+                    Some(g) => Schedule::sparse(member_name(Some(*g)), *g),
+                };
+                Ok(Member { schedule, table: DispatchTable::constant(1.0)? })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        return PolyKernel::new(ms);
+    }
+    let mp = &frames.masks[m];
+    let (images, h, w) = (mp.layout.images, mp.layout.h, mp.layout.w);
+    // Operands: random inputs (the buffers hold nothing yet at compile time), a scratch mask.
+    for i in [0usize, 3] {
+        if cx.has_input(i) && cx.constant(i).is_none() {
+            let b = cx.x(i)?;
+            let v = cx.in_value(i)?;
+            let shape = cx.graph.values[v].shape.clone();
+            let t = random_tensor(DType::F32, &shape, 0x51ed + i as u64);
+            let bytes: Vec<u8> = t.as_f32()?.iter().flat_map(|f| f.to_le_bytes()).collect();
+            cx.dev.upload(&cx.res.bufs[b], 0, &bytes)?;
+        }
+    }
+    let scratch_mask = cx.scratch(h * w)?;
+    let grans = cx.meta(&mp.layout.grans_table())?;
+    let bitmask = bitmask_launch(cx, scratch_mask, 0, mp.meta, grans, &mp.layout)?;
+    let dev = cx.dev;
+    let bufs = &cx.res.bufs;
+    let run = |launches: &[Launch<D::Kernel>]| -> Result<()> {
+        for _ in 0..RUNS_PER_CALL {
+            replay_launches(dev, bufs, residual_fill)?;
+            replay_launches(dev, bufs, launches)?;
+        }
+        dev.finish()
+    };
+    let by_gran = |g: Option<Granularity>| members.iter().find(|(h, _)| *h == g).map(|(_, l)| l.as_slice()).unwrap_or(&[]);
+    // The dense member is timed on a half-full mask: its masked store skips the rest.
+    let loaded: RefCell<Option<BitMask>> = RefCell::new(None);
+    let load = |mask: &BitMask| -> Result<()> {
+        if loaded.borrow().as_ref() == Some(mask) {
+            return Ok(());
+        }
+        let vals: Vec<u8> = mask.to_bools().into_iter().flat_map(|b| (b as u8 as f32).to_le_bytes()).collect();
+        dev.upload(&bufs[scratch_mask], 0, &vals)?;
+        replay_launches(dev, bufs, std::slice::from_ref(&bitmask))?;
+        dev.finish()?;
+        *loaded.borrow_mut() = Some(mask.clone());
+        Ok(())
+    };
+    let half = blob_mask(h, w, 0.5, 11);
+    let time_dense = || -> Result<()> {
+        load(&half)?;
+        run(by_gran(None))
+    };
+    let time_sparse = |mask: &BitMask, g: Granularity| -> Result<()> {
+        load(mask)?;
+        run(by_gran(Some(g)))
+    };
+    let shapes: Vec<String> = cx.node.inputs.iter().map(|i| i.map_or("-".into(), |v| format!("{:?}", cx.graph.values[v].shape))).collect();
+    let kind = if op.kind == SconvKind::Depthwise { "dw" } else { "gemm" };
+    let signature = format!("{CALIBRATION_VERSION}|{kind}|{:?}|{}|images {images}", cx.node.op, shapes.join(","));
+    let subject = Subject {
+        signature,
+        height: h,
+        width: w,
+        granularities: members.iter().filter_map(|(g, _)| *g).collect(),
+        time_dense: &time_dense,
+        time_sparse: &time_sparse,
+        runs_per_call: RUNS_PER_CALL,
+    };
+    let t0 = std::time::Instant::now();
+    let poly = calibrate::poly_kernel_on(&subject, &dev.info().fingerprint(), "gpu", cfg.cache_dir.as_deref())?;
+    tracing::debug!(node = %cx.node.name, ms = t0.elapsed().as_secs_f64() * 1e3, "gpu sparse PolyKernel ready");
+    Ok(poly)
+}

@@ -1,0 +1,16 @@
+//! Sparse execution on the GPU backends: spatially masked convs run on DISTiles of the frame's
+//! mask, chosen per frame from a PolyKernel. `split` decides which annotated nodes run sparsely,
+//! `build` lowers them at compile time (members, fills, calibration), `step` runs them per frame,
+//! `meta` is the layout of the bitmask kernel's results and `schedules` the kernel variants.
+
+pub(crate) mod build;
+pub(crate) mod meta;
+pub(crate) mod schedules;
+pub(crate) mod split;
+pub(crate) mod step;
+
+/// Work-items of bitmask.cl's one work-group per image (fewer where the device allows fewer).
+pub(crate) const BITMASK_BLOCK: u32 = 256;
+
+#[cfg(test)]
+mod bitmask_tests;

@@ -1,0 +1,97 @@
+//! Schedules of sparse_conv.cl: the GEMM tile (output channels x columns per work-group, depth
+//! of one local-memory stage, outputs per work-item), the split of the reduction, and the
+//! granularity of the columns. Every combination the lowering can ask for is listed by `all`,
+//! so CI compiles each through NVRTC.
+
+use crate::gpu::kernels::Tile;
+use dynaspa_runtime::sparsity::Granularity;
+
+/// Sparse members' granularities. 1x1 gathers single active positions (no wasted columns, the
+/// most index work); 2x8 keeps rows of 8 for coalesced input reads; 4x4 and 8x8 suit masks made
+/// of blobs, where whole tiles are active. Calibration keeps whichever pays per op and device.
+pub(crate) const GRANULARITIES: [Granularity; 4] =
+    [Granularity::new(1, 1), Granularity::new(2, 8), Granularity::new(4, 4), Granularity::new(8, 8)];
+
+/// Splits of the reduction the lowering uses.
+pub(crate) const SPLITS: [u32; 4] = [1, 2, 4, 8];
+
+/// 64 output channels x 32 columns, 4 x 2 per work-item (256 work-items, 6 KiB of local memory:
+/// inside WebGPU's default limits).
+pub(crate) const GEMM_LARGE: Tile = Tile { tm: 64, tn: 32, tk: 16, wm: 4, wn: 2 };
+/// For fewer than 64 output channels.
+pub(crate) const GEMM_SMALL: Tile = Tile { tm: 32, tn: 32, tk: 16, wm: 2, wn: 2 };
+
+/// One variant of the sparse conv GEMM.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct SconvSchedule {
+    pub tile: Tile,
+    pub ks: u32,
+    /// `None`: every position (the dense member).
+    pub gran: Option<Granularity>,
+}
+
+impl SconvSchedule {
+    /// Default tile and split for an op: the split grows with the reduction (input channels x
+    /// taps) so that the few columns of a sparse frame still give the device enough
+    /// work-groups; the dense member has columns enough and does not split.
+    pub(crate) fn for_op(cout: usize, k: usize, gran: Option<Granularity>) -> SconvSchedule {
+        let tile = if cout >= 64 { GEMM_LARGE } else { GEMM_SMALL };
+        let ks = if gran.is_none() { 1 } else { SPLITS.iter().copied().filter(|&s| k >= 256 * s as usize).max().unwrap_or(1) };
+        SconvSchedule { tile, ks, gran }
+    }
+
+    fn gran_defines(gran: Option<Granularity>) -> [(&'static str, i64); 3] {
+        let g = gran.map(Granularity::effective);
+        [
+            ("GH", g.map_or(1, |g| g.h as i64)),
+            ("GW", g.map_or(1, |g| g.w as i64)),
+            ("TILED", gran.is_some() as i64),
+        ]
+    }
+
+    pub(crate) fn gemm_defines(&self) -> Vec<(&'static str, i64)> {
+        let mut d = self.tile.defines().to_vec();
+        d.extend(Self::gran_defines(self.gran));
+        d.push(("KS", self.ks as i64));
+        d
+    }
+
+    pub(crate) fn finish_defines(&self) -> Vec<(&'static str, i64)> {
+        let mut d = Self::gran_defines(self.gran).to_vec();
+        d.push(("KS", self.ks as i64));
+        d
+    }
+
+    pub(crate) fn dw_defines(gran: Option<Granularity>) -> Vec<(&'static str, i64)> {
+        Self::gran_defines(gran).to_vec()
+    }
+}
+
+/// Every define set the lowering can launch `entry` of sparse_conv.cl with.
+#[cfg(test)]
+pub(crate) fn all(entry: &str) -> Vec<Vec<(&'static str, i64)>> {
+    let grans: Vec<Option<Granularity>> = std::iter::once(None).chain(GRANULARITIES.iter().copied().map(Some)).collect();
+    let mut v = Vec::new();
+    for &gran in &grans {
+        match entry {
+            "sconv_gemm_f32" => {
+                for tile in [GEMM_LARGE, GEMM_SMALL] {
+                    for ks in SPLITS {
+                        v.push(SconvSchedule { tile, ks, gran }.gemm_defines());
+                    }
+                }
+            }
+            "sconv_finish_f32" => {
+                for ks in SPLITS.into_iter().filter(|&k| k > 1) {
+                    v.push(SconvSchedule { tile: GEMM_LARGE, ks, gran }.finish_defines());
+                }
+            }
+            "sconv_dw_f32" => v.push(SconvSchedule::dw_defines(gran)),
+            _ => {}
+        }
+    }
+    if entry == "sconv_fill_residual_f32" || entry == "sconv_blend_cached_f32" {
+        v.push(vec![]);
+    }
+    v
+}

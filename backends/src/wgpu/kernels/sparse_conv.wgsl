@@ -1,0 +1,226 @@
+// 2-D convolutions over DISTiles (sparse_conv.cl): an implicit GEMM whose columns are the
+// positions of the listed tiles (or every position, TILED = 0), split-K partials and their
+// finish, depthwise, and the residual fill. Every entry point takes the same buffers and
+// scalars, as in the OpenCL source. See sparse_conv.cl for the layout of `meta`.
+
+override TM: u32 = 64u;
+override TN: u32 = 32u;
+override TK: u32 = 16u;
+override WM: u32 = 4u;
+override WN: u32 = 2u;
+override GH: i32 = 1;
+override GW: i32 = 1;
+override TILED: i32 = 1;
+override KS: i32 = 1;
+override TX: u32 = TN / WN;
+override TY: u32 = TM / WM;
+
+var<workgroup> sAs: array<f32, TK * TM>;
+var<workgroup> sBs: array<f32, TK * TN>;
+var<workgroup> scy: array<i32, TN>;
+var<workgroup> scx: array<i32, TN>;
+var<workgroup> spos: array<i32, TN>;
+var<workgroup> scols: i32;
+
+@group(0) @binding(0) var<storage, read_write> sx: array<f32>;
+@group(0) @binding(1) var<storage, read_write> sw_: array<f32>;
+@group(0) @binding(2) var<storage, read_write> sbias: array<f32>;
+@group(0) @binding(3) var<storage, read_write> sres: array<f32>;
+@group(0) @binding(4) var<storage, read_write> sy: array<f32>;
+@group(0) @binding(5) var<storage, read_write> smeta: array<i32>;
+@group(0) @binding(6) var<storage, read_write> spart: array<f32>;
+@group(0) @binding(7) var<storage, read_write> sktab: array<i32>;
+
+struct SConvP {
+    cin: i32, cout: i32, ih: i32, iw: i32, oh: i32, ow: i32, kh: i32, kw: i32, sh: i32, sw: i32, ph: i32, pw: i32,
+    dh: i32, dw: i32, cstride: i32, gi: i32, data0: i32, img_stride: i32, tiles_at: i32, cap: i32, masked: i32,
+    has_bias: i32, has_res: i32, act: i32, p0: f32, p1: f32,
+}
+@group(0) @binding(8) var<uniform> sc: SConvP;
+
+fn sconv_columns(n: i32) -> i32 {
+    if (TILED != 0) { return smeta[n * sc.cstride + sc.gi] * GH * GW; }
+    return sc.oh * sc.ow;
+}
+
+// Output position of column j (y * ow + x), or -1 for a phantom.
+fn sconv_position(base: i32, j: i32) -> i32 {
+    if (TILED == 0) { return j; }
+    let gv = GH * GW;
+    let t = j / gv;
+    let r = j - t * gv;
+    let o = smeta[base + sc.tiles_at + t];
+    let y = o / sc.ow + r / GW;
+    let x = o % sc.ow + r % GW;
+    if (y < sc.oh && x < sc.ow) { return y * sc.ow + x; }
+    return -1;
+}
+
+fn mask_bit(base: i32, p: i32) -> bool {
+    return ((bitcast<u32>(smeta[base + (p >> 5u)]) >> u32(p & 31)) & 1u) != 0u;
+}
+
+fn sconv_epilogue(v_: f32, co: i32, at: i32) -> f32 {
+    var v = v_;
+    if (sc.has_bias != 0) { v += sbias[co]; }
+    if (sc.has_res != 0) { v += sres[at]; }
+    return activate(sc.act, v, sc.p0, sc.p1);
+}
+
+// Grid: (ceil(cap / TN), ceil(cout / TM), N * KS), local (TX, TY).
+@compute @workgroup_size(WG_X, WG_Y, WG_Z)
+fn sconv_gemm_f32(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
+    let tm = i32(TM);
+    let tn = i32(TN);
+    let tk = i32(TK);
+    let nt = i32(TX * TY);
+    let tx = i32(lid.x);
+    let ty = i32(lid.y);
+    let tid = ty * i32(TX) + tx;
+    let c0 = i32(wid.x) * tn;
+    let m0 = i32(wid.y) * tm;
+    let n = i32(wid.z) / KS;
+    let ks = i32(wid.z) % KS;
+    // Storage reads are not uniform to WGSL's analysis: the count goes through workgroup memory
+    // so the early return (the same for the whole group) may precede barriers.
+    if (tid == 0) { scols = sconv_columns(n); }
+    let cols = workgroupUniformLoad(&scols);
+    if (c0 >= cols) { return; }
+    let base = sc.data0 + n * sc.img_stride;
+    for (var c = tid; c < tn; c += nt) {
+        var p = -1;
+        if (c0 + c < cols) { p = sconv_position(base, c0 + c); }
+        spos[c] = p;
+        var oy = -(1 << 24u);
+        var ox = 0;
+        if (p >= 0) { oy = p / sc.ow; ox = p % sc.ow; }
+        scy[c] = oy * sc.sh - sc.ph;
+        scx[c] = ox * sc.sw - sc.pw;
+    }
+    let K = sc.cin * sc.kh * sc.kw;
+    let ihw = sc.ih * sc.iw;
+    let chunk = ((K + KS - 1) / KS + tk - 1) / tk * tk;
+    let kb = ks * chunk;
+    let ke = min(K, kb + chunk);
+    let xn = n * sc.cin * ihw;
+    var acc: array<f32, 16>;
+    for (var e = 0; e < 16; e++) { acc[e] = 0.0; }
+    workgroupBarrier();
+    for (var k0 = kb; k0 < ke; k0 += tk) {
+        for (var e = tid; e < tm * tk; e += nt) {
+            let m = e % tm;
+            let k = e / tm;
+            let gm = m0 + m;
+            let gk = k0 + k;
+            var v = 0.0;
+            if (gm < sc.cout && gk < ke) { v = sw_[gk * sc.cout + gm]; }
+            sAs[k * tm + m] = v;
+        }
+        for (var e = tid; e < tn * tk; e += nt) {
+            let c = e % tn;
+            let k = e / tn;
+            let gk = k0 + k;
+            var v = 0.0;
+            if (gk < ke) {
+                let iy = scy[c] + sktab[3 * gk + 1];
+                let ix = scx[c] + sktab[3 * gk + 2];
+                if (iy >= 0 && iy < sc.ih && ix >= 0 && ix < sc.iw) { v = sx[xn + sktab[3 * gk] + scy[c] * sc.iw + scx[c]]; }
+            }
+            sBs[k * tn + c] = v;
+        }
+        workgroupBarrier();
+        for (var kk = 0; kk < tk; kk++) {
+            for (var i = 0; i < i32(WM); i++) {
+                let a = sAs[kk * tm + ty + i * i32(TY)];
+                for (var j = 0; j < i32(WN); j++) {
+                    acc[i * i32(WN) + j] += a * sBs[kk * tn + tx + j * i32(TX)];
+                }
+            }
+        }
+        workgroupBarrier();
+    }
+    let P = sc.oh * sc.ow;
+    for (var i = 0; i < i32(WM); i++) {
+        let m = m0 + ty + i * i32(TY);
+        if (m >= sc.cout) { continue; }
+        for (var j = 0; j < i32(WN); j++) {
+            let c = tx + j * i32(TX);
+            let p = spos[c];
+            if (p < 0) { continue; }
+            if (KS > 1) {
+                spart[((n * KS + ks) * sc.cout + m) * sc.cap + c0 + c] = acc[i * i32(WN) + j];
+                continue;
+            }
+            if (sc.masked != 0 && !mask_bit(base, p)) { continue; }
+            let at = (n * sc.cout + m) * P + p;
+            sy[at] = sconv_epilogue(acc[i * i32(WN) + j], m, at);
+        }
+    }
+}
+
+// Adds the KS partial sums of sconv_gemm_f32. Grid: (ceil(cap / 64), cout, N), local (64, 1, 1).
+@compute @workgroup_size(WG_X, WG_Y, WG_Z)
+fn sconv_finish_f32(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {
+    let c = i32(gid.x);
+    let m = i32(wid.y);
+    let n = i32(wid.z);
+    if (c >= min(sc.cap, sconv_columns(n))) { return; }
+    let base = sc.data0 + n * sc.img_stride;
+    let p = sconv_position(base, c);
+    if (p < 0 || (sc.masked != 0 && !mask_bit(base, p))) { return; }
+    var v = 0.0;
+    for (var s = 0; s < KS; s++) { v += spart[((n * KS + s) * sc.cout + m) * sc.cap + c]; }
+    let at = (n * sc.cout + m) * sc.oh * sc.ow + p;
+    sy[at] = sconv_epilogue(v, m, at);
+}
+
+// Depthwise: one invocation per (column, channel). Grid: (ceil(cap / 64), channels, N).
+@compute @workgroup_size(WG_X, WG_Y, WG_Z)
+fn sconv_dw_f32(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {
+    let c = i32(gid.x);
+    let ch = i32(wid.y);
+    let n = i32(wid.z);
+    if (c >= min(sc.cap, sconv_columns(n))) { return; }
+    let base = sc.data0 + n * sc.img_stride;
+    let p = sconv_position(base, c);
+    if (p < 0 || (sc.masked != 0 && !mask_bit(base, p))) { return; }
+    let y0 = (p / sc.ow) * sc.sh - sc.ph;
+    let x0 = (p % sc.ow) * sc.sw - sc.pw;
+    let xc = (n * sc.cin + ch) * sc.ih * sc.iw;
+    let wc = ch * sc.kh * sc.kw;
+    var acc = 0.0;
+    for (var ky = 0; ky < sc.kh; ky++) {
+        let iy = y0 + ky * sc.dh;
+        if (iy < 0 || iy >= sc.ih) { continue; }
+        for (var kx = 0; kx < sc.kw; kx++) {
+            let ix = x0 + kx * sc.dw;
+            if (ix < 0 || ix >= sc.iw) { continue; }
+            acc += sw_[wc + ky * sc.kw + kx] * sx[xc + iy * sc.iw + ix];
+        }
+    }
+    let at = (n * sc.cout + ch) * sc.oh * sc.ow + p;
+    sy[at] = sconv_epilogue(acc, ch, at);
+}
+
+// Residual fill: Y = act(res) where the mask bit is 0. Grid: (ceil(oh * ow / 64), cout, N).
+@compute @workgroup_size(WG_X, WG_Y, WG_Z)
+fn sconv_fill_residual_f32(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {
+    let p = i32(gid.x);
+    let m = i32(wid.y);
+    let n = i32(wid.z);
+    if (p >= sc.oh * sc.ow || mask_bit(sc.data0 + n * sc.img_stride, p)) { return; }
+    let at = (n * sc.cout + m) * sc.oh * sc.ow + p;
+    sy[at] = activate(sc.act, sres[at], sc.p0, sc.p1);
+}
+
+// Cached fill of an op without sparse kernels: Y = X where the mask bit is 1 (everywhere
+// without `masked`). Grid: (ceil(oh * ow / 64), cout, N).
+@compute @workgroup_size(WG_X, WG_Y, WG_Z)
+fn sconv_blend_cached_f32(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {
+    let p = i32(gid.x);
+    let m = i32(wid.y);
+    let n = i32(wid.z);
+    if (p >= sc.oh * sc.ow || (sc.masked != 0 && !mask_bit(sc.data0 + n * sc.img_stride, p))) { return; }
+    let at = (n * sc.cout + m) * sc.oh * sc.ow + p;
+    sy[at] = sx[at];
+}

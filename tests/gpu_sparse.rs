@@ -1,0 +1,288 @@
+//! GPU sparse execution against the CPU backend's (the reference): every PolyKernel member of
+//! the GPU sparse convs (3x3 stride 1 and 2, 1x1, depthwise; sizes that no granularity
+//! divides; batch 2 with a mask per image) under random masks of density 0.02-1.0, outputs
+//! poisoned with NaN before kernels run, inactive outputs exactly as the fill policy says;
+//! the residual and cached fills; and that calibrated dispatch picks a sparse member at low
+//! density (the sparse path is taken, not the dense one times the mask).
+
+mod common;
+#[path = "common/onnx_build.rs"]
+#[allow(dead_code)]
+mod onnx_build;
+
+use dynaspa::backends::cpu::{ForceMember, SparseConfig};
+use dynaspa::io::npy;
+use dynaspa::runtime::sparsity::Granularity;
+use dynaspa::{OpenOptions, Tensor};
+use onnx_build::{f32_init, int_attr, ints_attr, model, node, value_info, with_attrs};
+
+fn gpus() -> Vec<String> {
+    common::backends().into_iter().filter(|b| b != "cpu").collect()
+}
+
+fn opts(force: Option<ForceMember>, cache: &std::path::Path, gpu: bool) -> OpenOptions {
+    OpenOptions { sparse: Some(SparseConfig { cache_dir: Some(cache.to_path_buf()), force }), poison: gpu, ..Default::default() }
+}
+
+fn forced() -> Vec<ForceMember> {
+    let mut v = vec![ForceMember::Dense];
+    v.extend([(1, 1), (2, 8), (4, 4), (8, 8)].map(|(h, w)| ForceMember::Tiles(Granularity::new(h, w))));
+    v
+}
+
+fn tmp(tag: &str) -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("dynaspa-gpu-sparse-{tag}-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> f64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        (self.0 >> 11) as f64 / (1u64 << 53) as f64
+    }
+    fn vec(&mut self, n: usize) -> Vec<f32> {
+        (0..n).map(|_| (self.next() * 2.0 - 1.0) as f32).collect()
+    }
+    /// Blobs (half of the time) or scattered points covering about `d` of an h x w map.
+    fn mask(&mut self, h: usize, w: usize, d: f64) -> Vec<f32> {
+        let mut m = vec![0f32; h * w];
+        let target = (d * (h * w) as f64).ceil() as usize;
+        let blobs = self.next() < 0.5;
+        while m.iter().filter(|&&v| v == 1.0).count() < target {
+            let (cy, cx) = (self.next() * h as f64, self.next() * w as f64);
+            if !blobs {
+                m[(cy as usize).min(h - 1) * w + (cx as usize).min(w - 1)] = 1.0;
+                continue;
+            }
+            let r = 0.5 + self.next() * h.min(w) as f64 / 5.0;
+            for y in 0..h {
+                for x in 0..w {
+                    let (dy, dx) = (y as f64 + 0.5 - cy, x as f64 + 0.5 - cx);
+                    if dy * dy + dx * dx <= r * r {
+                        m[y * w + x] = 1.0;
+                    }
+                }
+            }
+        }
+        m
+    }
+}
+
+fn seed() -> u64 {
+    let s = std::env::var("DYNASPA_TEST_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| {
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64
+    });
+    eprintln!("seed {s} (replay with DYNASPA_TEST_SEED={s})");
+    s | 1
+}
+
+/// `Mul(Relu(Conv(x)), m)` with `m` a model input; returns the model, x's and m's shapes.
+fn conv_model(kind: &str, n: usize, (c, h, w): (usize, usize, usize), cout: usize, rng: &mut Rng) -> (Vec<u8>, Vec<usize>, Vec<usize>) {
+    let (k, s, p, group, cout) = match kind {
+        "conv3x3" => (3i64, 1i64, 1i64, 1i64, cout),
+        "conv3x3s2" => (3, 2, 1, 1, cout),
+        "conv1x1" => (1, 1, 0, 1, cout),
+        "dw3x3" => (3, 1, 1, c as i64, c),
+        _ => unreachable!(),
+    };
+    let ho = (h as i64 + 2 * p - k) / s + 1;
+    let wo = (w as i64 + 2 * p - k) / s + 1;
+    let nodes = vec![
+        with_attrs(
+            node("Conv", "op", &["x", "w", "b"], &["y"]),
+            vec![ints_attr("kernel_shape", &[k, k]), ints_attr("strides", &[s, s]), ints_attr("pads", &[p, p, p, p]), int_attr("group", group)],
+        ),
+        node("Relu", "act", &["y"], &["r"]),
+        node("Mul", "mask", &["r", "m"], &["out"]),
+    ];
+    let cin_g = c / group as usize;
+    let inits = vec![
+        f32_init("w", &[cout as i64, cin_g as i64, k, k], &rng.vec(cout * cin_g * (k * k) as usize)),
+        f32_init("b", &[cout as i64], &(0..cout).map(|i| i as f32 * 0.01 - 0.05).collect::<Vec<_>>()),
+    ];
+    let ni = n as i64;
+    let bytes = model(
+        nodes,
+        vec![value_info("x", 1, &[ni, c as i64, h as i64, w as i64]), value_info("m", 1, &[ni, 1, ho, wo])],
+        vec![value_info("out", 1, &[ni, cout as i64, ho, wo])],
+        inits,
+    );
+    (bytes, vec![n, c, h, w], vec![n, 1, ho as usize, wo as usize])
+}
+
+#[test]
+fn every_member_equals_the_cpu_under_random_masks() {
+    let mut rng = Rng(seed());
+    let cache = tmp("members");
+    for backend in gpus() {
+        for (kind, batch) in [("conv3x3", 1), ("conv3x3s2", 1), ("conv1x1", 2), ("dw3x3", 2), ("conv3x3", 2)] {
+            // 19 x 23: no granularity divides either side, so edge tiles have phantoms.
+            let (bytes, xs, ms) = conv_model(kind, batch, (12, 19, 23), 20, &mut rng);
+            let path = cache.join(format!("{kind}-{batch}.onnx"));
+            std::fs::write(&path, &bytes).unwrap();
+            let mut cpu = dynaspa::open(&path, "cpu", &opts(None, &cache, false)).unwrap();
+            for force in forced() {
+                let mut s = dynaspa::open(&path, &backend, &opts(Some(force), &cache, true)).unwrap();
+                for &d in &[0.3, 0.02, 1.0, 0.1, 0.6, 0.05] {
+                    let plane = ms[2] * ms[3];
+                    let mv: Vec<f32> = (0..batch).flat_map(|_| rng.mask(ms[2], ms[3], d)).collect();
+                    let x = Tensor::from_f32(xs.clone(), rng.vec(xs.iter().product())).unwrap();
+                    let feeds = vec![("x".to_string(), x), ("m".to_string(), Tensor::from_f32(ms.clone(), mv.clone()).unwrap())];
+                    let want = cpu.run(feeds.clone()).unwrap().remove(0).1;
+                    let got = s.run(feeds).unwrap().remove(0).1;
+                    let (g, wv) = (got.as_f32().unwrap(), want.as_f32().unwrap());
+                    let what = format!("{kind} batch {batch} on {backend}, {force:?}, density {d}");
+                    let err = common::rel_l2(g, wv);
+                    assert!(err <= 1e-4, "{what}: relative L2 {err:.2e} against the CPU");
+                    let per_image = g.len() / batch;
+                    for (i, &v) in g.iter().enumerate() {
+                        if mv[(i / per_image) * plane + i % plane] == 0.0 {
+                            assert_eq!(v.to_bits(), 0f32.to_bits(), "{what}: inactive element {i} is {v}");
+                        }
+                    }
+                    let r = s.last_report().unwrap();
+                    assert_eq!(r.sparse_ops.len(), 1, "{what}: the op runs sparse on the GPU");
+                    let rec = &r.sparse_ops[0];
+                    let density = mv.iter().sum::<f32>() as f64 / mv.len() as f64;
+                    assert!((rec.density - density).abs() < 1e-9, "{what}: density {} reported, {density} given", rec.density);
+                    match force {
+                        ForceMember::Dense => assert_eq!(rec.granularity, None, "{what}: {rec:?}"),
+                        ForceMember::Tiles(gr) => {
+                            assert_eq!(rec.granularity, Some(gr), "{what}: {rec:?}");
+                            assert!(rec.tiles > 0, "{what}: no tiles: {rec:?}");
+                        }
+                    }
+                }
+            }
+        }
+    }
+    let _ = std::fs::remove_dir_all(&cache);
+}
+
+#[test]
+fn residual_fill_and_non_binary_masks() {
+    let mut rng = Rng(seed() ^ 0x9e37);
+    let cache = tmp("residual");
+    let (c, m, h, w) = (12usize, 20usize, 17usize, 21usize);
+    let nodes = vec![
+        with_attrs(node("Conv", "op", &["x", "w", "b"], &["y"]), vec![ints_attr("kernel_shape", &[3, 3]), ints_attr("pads", &[1, 1, 1, 1])]),
+        node("Mul", "mask", &["y", "m"], &["ym"]),
+        node("Add", "join", &["ym", "r"], &["s"]),
+        node("Relu", "act", &["s"], &["out"]),
+    ];
+    let inits = vec![
+        f32_init("w", &[m as i64, c as i64, 3, 3], &rng.vec(m * c * 9)),
+        f32_init("b", &[m as i64], &(0..m).map(|i| i as f32 * 0.01 - 0.05).collect::<Vec<_>>()),
+    ];
+    let (hi, wi) = (h as i64, w as i64);
+    let bytes = model(
+        nodes,
+        vec![value_info("x", 1, &[1, c as i64, hi, wi]), value_info("m", 1, &[1, 1, hi, wi]), value_info("r", 1, &[1, m as i64, hi, wi])],
+        vec![value_info("out", 1, &[1, m as i64, hi, wi])],
+        inits,
+    );
+    let path = cache.join("join.onnx");
+    std::fs::write(&path, &bytes).unwrap();
+    let mut cpu = dynaspa::open(&path, "cpu", &opts(None, &cache, false)).unwrap();
+    for backend in gpus() {
+        for force in forced() {
+            let mut s = dynaspa::open(&path, &backend, &opts(Some(force), &cache, true)).unwrap();
+            for &d in &[0.3, 0.02, 1.0, 0.0] {
+                let mv = rng.mask(h, w, d);
+                let x = Tensor::from_f32(vec![1, c, h, w], rng.vec(c * h * w)).unwrap();
+                let r = Tensor::from_f32(vec![1, m, h, w], rng.vec(m * h * w)).unwrap();
+                let feeds = vec![("x".to_string(), x), ("m".to_string(), Tensor::from_f32(vec![1, 1, h, w], mv.clone()).unwrap()), ("r".to_string(), r.clone())];
+                let want = cpu.run(feeds.clone()).unwrap().remove(0).1;
+                let got = s.run(feeds).unwrap().remove(0).1;
+                let (g, wv, rv) = (got.as_f32().unwrap(), want.as_f32().unwrap(), r.as_f32().unwrap());
+                let err = common::rel_l2(g, wv);
+                assert!(err <= 1e-4, "{backend} {force:?} density {d}: relative L2 {err:.2e}");
+                for (i, &v) in g.iter().enumerate() {
+                    if mv[i % (h * w)] == 0.0 {
+                        assert_eq!(v, rv[i].max(0.0), "{backend} {force:?} density {d}: inactive element {i}");
+                    }
+                }
+                assert_eq!(s.last_report().unwrap().sparse_ops.len(), 1, "{backend}: the residual conv runs sparse");
+            }
+        }
+        // A mask value that is neither 0 nor 1 is an error naming the mask and the value.
+        let mut s = dynaspa::open(&path, &backend, &opts(Some(ForceMember::Tiles(Granularity::new(2, 8))), &cache, true)).unwrap();
+        let mut mv = vec![1.0f32; h * w];
+        mv[h * w - 3] = 0.5;
+        let feeds = vec![
+            ("x".to_string(), Tensor::from_f32(vec![1, c, h, w], rng.vec(c * h * w)).unwrap()),
+            ("m".to_string(), Tensor::from_f32(vec![1, 1, h, w], mv).unwrap()),
+            ("r".to_string(), Tensor::from_f32(vec![1, m, h, w], rng.vec(m * h * w)).unwrap()),
+        ];
+        let e = s.run(feeds).unwrap_err().to_string();
+        assert!(e.contains("'m'") && e.contains("0.5"), "{backend}: {e}");
+    }
+    let _ = std::fs::remove_dir_all(&cache);
+}
+
+#[test]
+fn cached_fill_matches_the_sige_golden() {
+    let dir = common::repo_path("tests/goldens/sige_small");
+    let cache = tmp("cached");
+    for backend in gpus() {
+        for force in [ForceMember::Dense, ForceMember::Tiles(Granularity::new(1, 1)), ForceMember::Tiles(Granularity::new(4, 4))] {
+            for i in 0..2 {
+                let o = OpenOptions { cached: true, ..opts(Some(force), &cache, true) };
+                let mut s = dynaspa::open(common::repo_path("models/sige_small.onnx"), &backend, &o).unwrap();
+                let read = |n: &str| npy::read(&dir.join(format!("{n}_{i}.npy"))).unwrap();
+                let mask = read("mask");
+                let ones = Tensor::from_f32(mask.shape().to_vec(), vec![1.0; mask.len()]).unwrap();
+                s.run(vec![("input".into(), read("original")), ("mask".into(), ones)]).unwrap();
+                let first = s.last_report().unwrap().sparse_ops.clone();
+                assert!(!first.is_empty() && first.iter().all(|r| r.member.contains("first cached")), "{backend}: {first:?}");
+                let outs = s.run(vec![("input".into(), read("input")), ("mask".into(), mask)]).unwrap();
+                let got = &outs.iter().find(|(n, _)| n == "output").unwrap().1;
+                let err = common::rel_l2(got.as_f32().unwrap(), read("output_cached").as_f32().unwrap());
+                assert!(err <= 1e-4, "{backend} case {i} {force:?}: cached output relative L2 {err:.2e}");
+                let zero = common::rel_l2(got.as_f32().unwrap(), read("output").as_f32().unwrap());
+                assert!(zero > 10.0 * err.max(1e-6), "{backend} case {i} {force:?}: cached equals zero fill ({zero:.2e})");
+                if let ForceMember::Tiles(_) = force {
+                    let r = s.last_report().unwrap();
+                    assert!(r.sparse_ops.iter().any(|o| o.tiles > 0), "{backend} case {i} {force:?}: nothing ran sparse");
+                }
+            }
+        }
+    }
+    let _ = std::fs::remove_dir_all(&cache);
+}
+
+#[test]
+fn calibrated_dispatch_runs_sparse_at_low_density_and_caches() {
+    let mut rng = Rng(seed() ^ 0x51);
+    let cache = tmp("calibrated");
+    for backend in gpus() {
+        let (bytes, xs, ms) = conv_model("conv3x3", 1, (64, 40, 40), 64, &mut rng);
+        let path = cache.join("big.onnx");
+        std::fs::write(&path, &bytes).unwrap();
+        let mut cpu = dynaspa::open(&path, "cpu", &opts(None, &cache, false)).unwrap();
+        let t0 = std::time::Instant::now();
+        let mut s = dynaspa::open(&path, &backend, &opts(None, &cache, true)).unwrap();
+        let first_open = t0.elapsed();
+        let files = std::fs::read_dir(cache.join("gpu")).map(|d| d.count()).unwrap_or(0);
+        assert!(files >= 1, "{backend}: no calibration cached under {}", cache.display());
+        let mv = rng.mask(ms[2], ms[3], 0.03);
+        let x = Tensor::from_f32(xs.clone(), rng.vec(xs.iter().product())).unwrap();
+        let feeds = vec![("x".to_string(), x), ("m".to_string(), Tensor::from_f32(ms.clone(), mv).unwrap())];
+        let want = cpu.run(feeds.clone()).unwrap().remove(0).1;
+        let got = s.run(feeds).unwrap().remove(0).1;
+        let err = common::rel_l2(got.as_f32().unwrap(), want.as_f32().unwrap());
+        assert!(err <= 1e-4, "{backend}: relative L2 {err:.2e}");
+        let rec = &s.last_report().unwrap().sparse_ops[0];
+        assert!(rec.granularity.is_some() && rec.tiles > 0, "{backend}: density 0.03 chose {rec:?}");
+        // A second open reads the tables back instead of measuring again.
+        let t1 = std::time::Instant::now();
+        dynaspa::open(&path, &backend, &opts(None, &cache, true)).unwrap();
+        assert!(t1.elapsed() < first_open, "{backend}: second open {:?}, first {first_open:?}", t1.elapsed());
+        eprintln!("{backend}: density 0.03 ran {} on {} tiles; first open {first_open:?}, cached {:?}", rec.member, rec.tiles, t1.elapsed());
+    }
+    let _ = std::fs::remove_dir_all(&cache);
+}
