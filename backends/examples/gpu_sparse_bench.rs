@@ -38,6 +38,9 @@ struct Args {
     batches: Vec<usize>,
     densities: Vec<f64>,
     only: Option<String>,
+    /// Where to write each (density, batch)'s masks as `d{density}_b{batch}.npy` (uint8
+    /// `[batch, h, w]`), so baselines run elsewhere (benches/gpu_baselines.py) use the same ones.
+    dump_masks: Option<String>,
 }
 
 fn usage(msg: &str) -> ! {
@@ -61,6 +64,7 @@ fn parse_args() -> Args {
         batches: vec![1, 2, 4],
         densities: vec![0.1, 0.3, 0.5, 1.0],
         only: None,
+        dump_masks: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(k) = it.next() {
@@ -75,6 +79,7 @@ fn parse_args() -> Args {
             "--batches" => a.batches = parse_list(&val(), "batch"),
             "--densities" => a.densities = parse_list(&val(), "density"),
             "--only" => a.only = Some(val()),
+            "--dump-masks" => a.dump_masks = Some(val()),
             "-h" | "--help" => usage("help"),
             _ => usage(&format!("unknown argument '{k}'")),
         }
@@ -252,6 +257,9 @@ fn bench<D: GpuDevice + 'static>(dev: Arc<D>, a: &Args) -> Result<()> {
                 let ms = masks(&ds, d, ho, n);
                 let mv: Vec<f32> = ms.iter().flat_map(|m| m.to_bools().into_iter().map(|b| b as u8 as f32)).collect();
                 let real: f64 = ms.iter().map(BitMask::density).sum::<f64>() / n as f64;
+                if let Some(dir) = &a.dump_masks {
+                    write_npy_u8(&format!("{dir}/d{d:.2}_b{n}.npy"), &[n, ho, ho], &mv)?;
+                }
                 let mt = Tensor::from_f32(vec![n, 1, ho, ho], mv)?;
                 use dynaspa_runtime::backend::Executable;
                 exe.run(&[x.clone(), mt])?;
@@ -288,6 +296,22 @@ fn bench<D: GpuDevice + 'static>(dev: Arc<D>, a: &Args) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// `values` (0.0 / 1.0) as a uint8 `.npy` of `shape`.
+fn write_npy_u8(path: &str, shape: &[usize], values: &[f32]) -> Result<()> {
+    let dims: Vec<String> = shape.iter().map(|d| d.to_string()).collect();
+    let mut header = format!("{{'descr': '|u1', 'fortran_order': False, 'shape': ({},), }}", dims.join(", "));
+    // Magic (6) + version (2) + length (2) + header + newline, padded to a multiple of 64.
+    while (10 + header.len() + 1) % 64 != 0 {
+        header.push(' ');
+    }
+    header.push('\n');
+    let mut bytes = b"\x93NUMPY\x01\x00".to_vec();
+    bytes.extend_from_slice(&(header.len() as u16).to_le_bytes());
+    bytes.extend_from_slice(header.as_bytes());
+    bytes.extend(values.iter().map(|&v| (v != 0.0) as u8));
+    std::fs::write(path, bytes).map_err(|e| dynaspa_runtime::Error::Other(format!("--dump-masks {path}: {e}")))
 }
 
 fn members_gran(name: &str) -> Option<Granularity> {
