@@ -76,7 +76,8 @@ pub fn fit_cpu(dev: &mut DeviceDesc, threads: usize) -> Result<()> {
         for positions in [64usize, 256, 512, 1024] {
             let mask = BitMask::from_fn(side, side, |y, xx| y * side + xx < positions);
             let t = pool.install(|| min_time(9, || conv.run_positions(&x, &mut out, &mask, None)))?;
-            let rounds = (positions.div_ceil(64) as f64 / threads.max(1) as f64).ceil();
+            // As the roofline counts it (fractional rounds).
+            let rounds = positions as f64 / 64.0 / threads.max(1) as f64;
             samples.push((rounds * ops_per_panel, rounds, t));
         }
     }

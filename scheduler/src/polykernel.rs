@@ -30,13 +30,21 @@ pub fn marginal_gain(s_times: &[f64], best: &[f64]) -> f64 {
 /// Greedy selection of at most `k_sparse` of the candidates `times` (one row per candidate,
 /// one column per mask) next to the dense member. Stops early when no candidate gains.
 pub fn greedy(times: &[Vec<f64>], dense: &[f64], k_sparse: usize) -> Vec<usize> {
+    greedy_min_gain(times, dense, k_sparse, 0.0)
+}
+
+/// [`greedy`] that adds a member only when it gains more than `min_rel` of the current mean
+/// best time: with measured times, a member that wins by less than the noise only costs a
+/// tile count per frame and a chance of mispredicted dispatch.
+pub fn greedy_min_gain(times: &[Vec<f64>], dense: &[f64], k_sparse: usize, min_rel: f64) -> Vec<usize> {
     let mut best = dense.to_vec();
     let mut sel: Vec<usize> = Vec::new();
     while sel.len() < k_sparse {
+        let floor = min_rel * best.iter().sum::<f64>() / best.len().max(1) as f64;
         let pick = (0..times.len())
             .filter(|s| !sel.contains(s))
             .map(|s| (s, marginal_gain(&times[s], &best)))
-            .filter(|&(_, g)| g > 0.0)
+            .filter(|&(_, g)| g > floor && g > 0.0)
             .max_by(|a, b| a.1.total_cmp(&b.1).then(b.0.cmp(&a.0)));
         let Some((s, _)) = pick else { break };
         for (b, &t) in best.iter_mut().zip(&times[s]) {

@@ -106,9 +106,11 @@ pub fn estimate_dense(op: &OpGeometry, dev: &DeviceDesc) -> Estimate {
 fn cpu(op: &OpGeometry, st: &TileStats, dev: &DeviceDesc, images: f64) -> Estimate {
     let k = op.k_dim() as f64;
     let cin = (op.c_in / op.groups.max(1)).max(1) as f64;
-    // Panels spread over the cores: C rounds of one panel per core.
-    let panels = (st.computed.div_ceil(CPU_PANEL) as f64 * images).max(if st.computed > 0 { 1.0 } else { 0.0 });
-    let rounds = (panels / dev.compute_units.max(1) as f64).ceil();
+    // Panels spread over the cores. C is kept fractional: the kernels also split a panel's
+    // output channels between threads, so small ops do not run in whole-panel waves (whole
+    // waves made every schedule of a 9x12 map cost the same one wave).
+    let panels = st.computed as f64 / CPU_PANEL as f64 * images;
+    let rounds = panels / dev.compute_units.max(1) as f64;
     let ops = CPU_PANEL as f64 * op.macs_per_position() / dev.simd_width as f64;
     let compute = rounds * (dev.alpha_s * ops + dev.gamma_s);
     // Input rows gathered per run (a run reads its window's rows for every input channel), the

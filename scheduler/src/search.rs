@@ -8,7 +8,7 @@
 use crate::cost_model::{features, CostModel};
 use crate::devices::DeviceDesc;
 use crate::masks::Batches;
-use crate::polykernel::{greedy, marginal_gain};
+use crate::polykernel::{greedy_min_gain, marginal_gain};
 use crate::rng::Rng;
 use crate::roofline::{estimate, Estimate, TileStats};
 use crate::space::{Point, Space};
@@ -103,6 +103,10 @@ fn time_of(c: &mut Candidates, model: &CostModel, out: &Outcome, i: usize, frame
     }
 }
 
+/// A member must gain at least this share of the mean best time to be selected (measurement
+/// noise on a shared machine is a few percent).
+pub const MIN_REL_GAIN: f64 = 0.01;
+
 /// Greedy selection among the measured candidates over the frames with a dense time, gaps
 /// filled by the model. Returns candidate indices.
 pub fn select(c: &mut Candidates, model: &CostModel, out: &Outcome, k: usize) -> Vec<usize> {
@@ -110,7 +114,7 @@ pub fn select(c: &mut Candidates, model: &CostModel, out: &Outcome, k: usize) ->
     let frames: Vec<usize> = out.dense.keys().copied().collect();
     let dense: Vec<f64> = frames.iter().map(|f| out.dense[f]).collect();
     let times: Vec<Vec<f64>> = pts.iter().map(|&i| frames.iter().map(|&f| time_of(c, model, out, i, f)).collect()).collect();
-    greedy(&times, &dense, k.saturating_sub(1)).into_iter().map(|j| pts[j]).collect()
+    greedy_min_gain(&times, &dense, k.saturating_sub(1), MIN_REL_GAIN).into_iter().map(|j| pts[j]).collect()
 }
 
 /// Runs the search. `measure(Some(i), frame)` times candidate `i`, `measure(None, frame)` the
