@@ -156,8 +156,10 @@ impl Profile {
         Ok(())
     }
 
+    /// Pretty JSON with arrays of plain numbers on one line (shapes, table points), so a
+    /// profile reads as a review document rather than a column of numbers.
     pub fn to_json(&self) -> String {
-        serde_json::to_string_pretty(self).expect("profiles serialise: every field is plain data")
+        collapse_number_arrays(&serde_json::to_string_pretty(self).expect("profiles serialise: every field is plain data"))
     }
 
     /// Writes through a temporary file in the same directory and a rename, so a reader (or an
@@ -206,6 +208,31 @@ impl Profile {
             .or_else(|| self.ops.iter().find(|o| &o.signature == sig))
             .map(|o| &o.poly)
     }
+}
+
+/// Joins every `[...]` holding only numbers onto one line (strings are left alone: the text
+/// between a `[` and its `]` must be digits, signs, dots, exponents, commas and whitespace).
+fn collapse_number_arrays(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = String::with_capacity(s.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'[' {
+            let end = b[i + 1..].iter().position(|&c| !(c.is_ascii_digit() || b".,-+eE \n\t\r".contains(&c)));
+            if let Some(e) = end.map(|e| i + 1 + e).filter(|&e| b[e] == b']') {
+                let inner: Vec<&str> = s[i + 1..e].split(',').map(str::trim).collect();
+                out.push('[');
+                out.push_str(&inner.join(", "));
+                out.push(']');
+                i = e + 1;
+                continue;
+            }
+        }
+        let ch = s[i..].chars().next().expect("in bounds");
+        out.push(ch);
+        i += ch.len_utf8();
+    }
+    out
 }
 
 /// Writes `bytes` to `path` through a temporary sibling and a rename (atomic on POSIX within

@@ -55,6 +55,11 @@ fn round_trips_through_a_file_atomically() {
     // Reviewable: granularities and knob-free schedules read as plain JSON.
     let text = std::fs::read_to_string(&f).unwrap();
     assert!(text.contains("\"format\": \"dynaspa-profile\"") && text.contains("\"predicted\": false"), "{text}");
+    // Number arrays sit on one line; strings with brackets are left as they are.
+    assert!(text.contains("\"output\": [1, 16, 18, 24]") && text.contains("[432, 90.0]"), "{text}");
+    let mut q = p.clone();
+    q.model = "m [1, 2]".into();
+    assert_eq!(Profile::from_json(q.to_json().as_bytes()).unwrap().model, "m [1, 2]");
 }
 
 #[test]
