@@ -37,9 +37,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let ds = MaskDataset::open(dsm)?;
     let (masks, _) = MaskSet::from_dataset(&ds, dsm, &g)?;
     let backend = dynaspa_backends::cpu::CpuBackend::new(Some(threads))?;
-    let mut m = CpuMeasurer::new(&backend, Arc::new(g), 3)?;
+    let flush = std::env::var("FLUSH").map_or(true, |v| v != "0");
+    let mut m = CpuMeasurer::new(&backend, Arc::new(g), 3)?.flush_caches(flush);
     let mut dev = devices::cpu(threads);
     microbench::fit_cpu(&mut dev, threads)?;
+    println!("cache flush between runs: {flush}");
     println!("model {model}, masks {dsm}, {threads} threads, {rounds} rounds; alpha {:.3e} s gamma {:.3e} s bw {:.1} GB/s", dev.alpha_s, dev.gamma_s, dev.mem_bandwidth_gbs);
 
     // The tuned profile, as `dynaspa tune` makes it (default settings, k = 6).

@@ -39,7 +39,13 @@ pub struct CpuMeasurer {
     ops: Vec<TunableOp>,
     device: DeviceId,
     reps: usize,
+    /// Written through before every run when set (see [`CpuMeasurer::flush_caches`]).
+    flush: Option<Vec<u8>>,
 }
+
+/// Bytes written between runs to push the op's data out of the private caches: twice the
+/// per-core L2 of current server parts (2 MiB) times two cores.
+const FLUSH_BYTES: usize = 8 << 20;
 
 impl CpuMeasurer {
     /// `reps` timed runs after one warm-up; the minimum is kept (on a shared machine noise
@@ -55,7 +61,16 @@ impl CpuMeasurer {
                 plane: t.mask_size(),
             })
             .collect();
-        Ok(CpuMeasurer { timers, ops, device: dynaspa_backends::cpu::cpu_device_id(backend.threads()), reps: reps.max(1) })
+        Ok(CpuMeasurer { timers, ops, device: dynaspa_backends::cpu::cpu_device_id(backend.threads()), reps: reps.max(1), flush: None })
+    }
+
+    /// Runs each timed run with cold private caches. In a frame, an op's weights and inputs
+    /// were pushed out of L1/L2 by the ops before it; timed back to back with hot caches, the
+    /// tile-list kernels looked as fast as the positions kernel and lost to it in the model
+    /// (measured with `dynaspa profile`, see scheduler/MEASUREMENTS.md).
+    pub fn flush_caches(mut self, on: bool) -> CpuMeasurer {
+        self.flush = on.then(|| vec![0u8; FLUSH_BYTES]);
+        self
     }
 }
 
@@ -69,9 +84,18 @@ impl Measurer for CpuMeasurer {
     fn measure(&mut self, op: usize, schedule: Option<&Schedule>, mask: &BitMask) -> Result<f64> {
         let t = self.timers.get_mut(op).ok_or_else(|| Error::Other(format!("no sparse op {op}")))?;
         let g = schedule.and_then(|s| s.granularity);
-        let mut run = || match g {
-            None => t.time_dense(mask),
-            Some(g) => t.time_sparse(mask, g),
+        let flush = &mut self.flush;
+        let mut run = || {
+            if let Some(buf) = flush.as_mut() {
+                for (i, b) in buf.iter_mut().enumerate().step_by(64) {
+                    *b = b.wrapping_add(i as u8 | 1);
+                }
+                std::hint::black_box(&buf);
+            }
+            match g {
+                None => t.time_dense(mask),
+                Some(g) => t.time_sparse(mask, g),
+            }
         };
         run()?;
         let mut best = f64::INFINITY;

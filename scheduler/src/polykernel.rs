@@ -81,7 +81,14 @@ pub fn exhaustive(times: &[Vec<f64>], dense: &[f64], k_sparse: usize) -> (Vec<us
 /// A dispatch table from measured `(tiles, µs)` points of one member: the points are binned by
 /// tile count into at most `bins` groups, each bin's medians become a point, and times are
 /// made non-decreasing in tiles (noise must not make more work look cheaper).
-pub fn dispatch_table(mut points: Vec<(u32, f64)>, bins: usize) -> Result<DispatchTable> {
+pub fn dispatch_table(points: Vec<(u32, f64)>, bins: usize) -> Result<DispatchTable> {
+    dispatch_table_with(points, bins, &[])
+}
+
+/// [`dispatch_table`] plus `anchors` kept as points of their own (not binned): measurements at
+/// the ends of the tile range (one active position, every position), so frames denser or
+/// sparser than the tuning masks interpolate instead of extrapolating a noisy last segment.
+pub fn dispatch_table_with(mut points: Vec<(u32, f64)>, bins: usize, anchors: &[(u32, f64)]) -> Result<DispatchTable> {
     points.retain(|p| p.1.is_finite() && p.1 >= 0.0);
     if points.is_empty() {
         return Err(dynaspa_runtime::Error::Other("dispatch table: no measurements".into()));
@@ -101,6 +108,12 @@ pub fn dispatch_table(mut points: Vec<(u32, f64)>, bins: usize) -> Result<Dispat
         match out.last_mut() {
             Some(last) if last.0 >= tiles => last.1 = last.1.max(t),
             _ => out.push((tiles, t)),
+        }
+    }
+    for &(t, v) in anchors.iter().filter(|a| a.1.is_finite() && a.1 >= 0.0) {
+        match out.binary_search_by_key(&t, |p| p.0) {
+            Ok(_) => {}
+            Err(i) => out.insert(i, (t, v)),
         }
     }
     for i in 1..out.len() {
@@ -186,6 +199,10 @@ mod tests {
         assert_eq!(p[1..], [(105, 30.0), (305, 80.0)]);
         assert!(p.windows(2).all(|w| w[0].0 < w[1].0 && w[0].1 <= w[1].1), "{p:?}");
         assert!(dispatch_table(vec![], 4).is_err());
+        // Anchors at both ends stay points of their own; the end anchor is not below the bins.
+        let t = dispatch_table_with(vec![(50, 10.0), (52, 11.0), (60, 12.0)], 2, &[(1, 2.0), (400, 9.0)]).unwrap();
+        assert_eq!(t.points().first(), Some(&(1, 2.0)));
+        assert_eq!(t.points().last(), Some(&(400, 12.0)), "{:?}", t.points());
         assert!(dispatch_table(vec![(3, f64::NAN)], 4).is_err());
     }
 }

@@ -5,7 +5,7 @@ use crate::cost_model::{self, CostModel};
 use crate::devices::DeviceDesc;
 use crate::masks::MaskSet;
 use crate::measure::{MeasureLog, Measurer};
-use crate::polykernel::dispatch_table;
+use crate::polykernel::dispatch_table_with;
 use crate::roofline::prune;
 use crate::search::{self, Candidates, SearchConfig};
 use crate::space::{Point, Space};
@@ -104,6 +104,10 @@ pub fn pruned_points(space: &Space, dev: &DeviceDesc, masks: &[dynaspa_runtime::
     prune(&scores, fraction, min_keep).into_iter().map(|i| c.points[i].clone()).collect()
 }
 
+/// Log keys of the dispatch tables' end points (one active position; all positions).
+const ANCHOR_ONE: usize = usize::MAX - 1;
+const ANCHOR_FULL: usize = usize::MAX;
+
 pub fn tune(
     m: &mut dyn Measurer,
     dev: &DeviceDesc,
@@ -145,6 +149,12 @@ pub fn tune(
         // Each op gets its share of the budget; what an op leaves unused carries over.
         let deadline = cfg.time_budget.map(|b| t0 + b.mul_f64((oi + 1) as f64 / tunable.len() as f64));
         let what = format!("op {}/{} {}", oi + 1, tunable.len(), o.node);
+        // The ends of the tile range, for the dispatch tables; measured and logged under frame
+        // keys no real frame has.
+        let (h, w) = o.plane;
+        let mut one = dynaspa_runtime::sparsity::BitMask::zeros(h, w);
+        one.set(h / 2, w / 2, true);
+        let ends = [(ANCHOR_ONE, one), (ANCHOR_FULL, dynaspa_runtime::sparsity::BitMask::ones(h, w))];
         let mut measure = |pt: Option<usize>, frame: usize| -> Result<f64> {
             let (name, sched) = match pt {
                 None => ("dense", None),
@@ -153,7 +163,8 @@ pub fn tune(
             if let Some(t) = log.get(&o.node, name, frame) {
                 return Ok(t);
             }
-            let t = m.measure(op, sched, &op_masks[frame])?;
+            let mask = ends.iter().find(|e| e.0 == frame).map_or_else(|| &op_masks[frame], |e| &e.1);
+            let t = m.measure(op, sched, mask)?;
             log.record(&o.node, name, frame, t)?;
             measured_now += 1;
             Ok(t)
@@ -192,7 +203,12 @@ pub fn tune(
                 pts.push((op_masks[f].count_aligned_tiles(g) as u32, t));
                 ts.push(t);
             }
-            members.push(Member { schedule: schedules[s].clone(), table: dispatch_table(pts, 6)? });
+            let mut anchors = vec![];
+            for (key, mask) in &ends {
+                let t = measure(Some(s), *key)?;
+                anchors.push((mask.count_aligned_tiles(g) as u32, t * 1e6));
+            }
+            members.push(Member { schedule: schedules[s].clone(), table: dispatch_table_with(pts, 6, &anchors)? });
             member_times.push(ts);
             done += 1;
             progress.update(done, total, &what);

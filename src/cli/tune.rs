@@ -255,12 +255,13 @@ pub fn tune(a: TuneArgs) -> Result<()> {
     let threads = a.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
     let backend = dynaspa::backends::cpu::CpuBackend::new(Some(threads))?
         .with_sparse_config(dynaspa::backends::cpu::SparseConfig { cache_dir: None, force: Some(dynaspa::backends::cpu::ForceMember::Dense), profile: None });
-    let mut measurer = CpuMeasurer::new(&backend, Arc::new(g), 3)?;
+    let mut measurer = CpuMeasurer::new(&backend, Arc::new(g), 3)?.flush_caches(true);
     let mut dev = devices::cpu(threads);
     let device = dynaspa_scheduler::measure::Measurer::device(&measurer);
     let header = LogHeader {
         log: "dynaspa-tune".into(),
-        version: 1,
+        // 2: runs timed with the private caches flushed; logs of version 1 are set aside.
+        version: 2,
         fingerprint: device.fingerprint.clone(),
         model: stem.clone(),
         masks: masks.checksum(),
