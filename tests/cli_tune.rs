@@ -97,3 +97,20 @@ fn predicted_profiles_are_marked_and_bad_input_is_refused() {
     let (code, _, _) = dynaspa(&["tune", &model, "-o", out.to_str().unwrap()]);
     assert_eq!(code, 2);
 }
+
+#[test]
+fn tune_collects_masks_from_frames() {
+    let d = tempfile::tempdir().unwrap();
+    let model = common::repo_path("models/avit_small_d30.onnx").display().to_string();
+    let frames = common::repo_path("models/frames/vtest").display().to_string();
+    let out = d.path().join("avit.json");
+    let (code, stdout, stderr) =
+        dynaspa(&["tune", &model, "--frames", &frames, "--max-frames", "8", "--trials", "2", "--threads", "2", "-o", out.to_str().unwrap()]);
+    assert_eq!(code, 0, "{stderr}");
+    let p = Profile::load(&out).unwrap();
+    // Every token op (projections, MLP, attention) of the 5 sparse blocks.
+    assert_eq!(p.ops.len(), 25, "{stdout}");
+    assert_eq!(p.masks.frames, 8);
+    assert_eq!(p.masks.tuned_on, 6, "the last quarter is held out");
+    assert!(p.masks.source.ends_with("vtest"));
+}
