@@ -15,7 +15,7 @@ use dynaspa::{OpenOptions, Session, Tensor};
 use onnx_build::{f32_init, int_attr, ints_attr, model, node, value_info, with_attrs};
 
 fn forced(force: Option<ForceMember>, cache: &std::path::Path) -> OpenOptions {
-    OpenOptions { sparse: Some(SparseConfig { cache_dir: Some(cache.to_path_buf()), force }), ..Default::default() }
+    OpenOptions { sparse: Some(SparseConfig { cache_dir: Some(cache.to_path_buf()), force, profile: None }), ..Default::default() }
 }
 
 fn members() -> Vec<Option<ForceMember>> {

@@ -7,6 +7,7 @@ pub mod error;
 pub mod graph;
 pub mod onnx;
 pub mod plan;
+pub mod profile;
 pub mod report;
 pub mod session;
 pub mod sparsity;

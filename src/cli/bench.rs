@@ -31,6 +31,9 @@ pub struct BenchArgs {
     /// Timed passes over the frames per session.
     #[arg(long, value_name = "R", default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..))]
     rounds: u32,
+    /// Tuned PolyKernels (`dynaspa tune`) for the sparse session, instead of calibrating.
+    #[arg(long, value_name = "FILE")]
+    profile: Option<PathBuf>,
 }
 
 /// ||a - b|| / ||b|| with `b` the reference; 0 when both are zero.
@@ -68,9 +71,11 @@ fn time_run(session: &mut Session, feeds: &[(String, Tensor)]) -> Result<f64> {
 }
 
 pub fn bench(a: BenchArgs) -> Result<()> {
+    let sparse_cfg = super::sparse_config(a.profile.as_deref(), &a.src.backend)?;
     let open = |dense: bool| {
         let t = Instant::now();
-        let s = dynaspa::open(&a.model, &a.src.backend, &OpenOptions { threads: a.src.threads, dense, device: a.src.device.clone(), ..Default::default() })?;
+        let sparse = if dense { None } else { sparse_cfg.clone() };
+        let s = dynaspa::open(&a.model, &a.src.backend, &OpenOptions { threads: a.src.threads, dense, device: a.src.device.clone(), sparse, ..Default::default() })?;
         Ok::<_, Error>((s, t.elapsed().as_secs_f64() * 1e3))
     };
     let (mut sparse, sparse_load) = open(false)?;

@@ -12,6 +12,7 @@ mod progress;
 mod run;
 mod stats;
 pub mod trace;
+mod tune;
 
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
@@ -38,6 +39,9 @@ enum Command {
     /// List every backend of this build and its devices (the OpenCL ones with their limits);
     /// `--device` of the other commands takes the number in brackets.
     Devices(devices::DevicesArgs),
+    /// Tune the model's sparse ops on a backend (or predict for a built-in device) and write a
+    /// profile for `run --profile` / `bench --profile`.
+    Tune(Box<tune::TuneArgs>),
 }
 
 #[derive(clap::Args)]
@@ -50,6 +54,19 @@ pub struct InspectArgs {
     /// Batch size for a symbolic first input dimension.
     #[arg(long, default_value_t = 1)]
     batch: usize,
+}
+
+/// Sparse settings from the environment, with the `--profile` file loaded (a missing or corrupt
+/// profile is an error; one made for another device is refused by the backend with a warning).
+pub(crate) fn sparse_config(profile: Option<&std::path::Path>, backend: &str) -> dynaspa::Result<Option<dynaspa::backends::cpu::SparseConfig>> {
+    let Some(p) = profile else { return Ok(None) };
+    let loaded = dynaspa::runtime::profile::Profile::load(p)?;
+    if backend != "cpu" && backend != "auto" {
+        eprintln!("warning: --profile {}: the {backend} backend does not read profiles yet (its sparse kernels are not in); ignoring it", p.display());
+    }
+    let mut cfg = dynaspa::backends::cpu::SparseConfig::from_env();
+    cfg.profile = Some(std::sync::Arc::new(loaded));
+    Ok(Some(cfg))
 }
 
 impl Cli {
@@ -66,5 +83,6 @@ pub fn dispatch(cli: Cli, recorder: Option<trace::Recorder>) -> dynaspa::Result<
         Command::Profile(a) => profile::profile(a, recorder),
         Command::Bench(a) => bench::bench(a),
         Command::Devices(a) => devices::devices_cmd(a),
+        Command::Tune(a) => tune::tune(*a),
     }
 }

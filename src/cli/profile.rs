@@ -29,6 +29,9 @@ pub struct ProfileArgs {
     /// https://ui.perfetto.dev or chrome://tracing); the runtime's spans become events.
     #[arg(long, value_name = "FILE")]
     pub trace: Option<PathBuf>,
+    /// Tuned PolyKernels (`dynaspa tune`) instead of calibrating.
+    #[arg(long, value_name = "FILE")]
+    profile: Option<PathBuf>,
     /// Runs of the first frame before measuring (not counted).
     #[arg(long, value_name = "N", default_value_t = 3)]
     warmup: usize,
@@ -145,7 +148,8 @@ fn print_table(rows: &[Row], total: &Row) {
 }
 
 pub fn profile(a: ProfileArgs, recorder: Option<Recorder>) -> Result<()> {
-    let opts = OpenOptions { threads: a.src.threads, device: a.src.device.clone(), ..Default::default() };
+    let sparse = super::sparse_config(a.profile.as_deref(), &a.src.backend)?;
+    let opts = OpenOptions { threads: a.src.threads, device: a.src.device.clone(), sparse, ..Default::default() };
     let mut session = dynaspa::open(&a.model, &a.src.backend, &opts)?;
     let feeder = a.src.feeder(session.graph())?;
     let mut source = FrameSource::open(&a.src.frames, feeder.input_size(), a.src.max_frames.map(|n| n as usize))?;

@@ -65,6 +65,9 @@ pub struct RunArgs {
     /// CPU worker threads (default: all cores).
     #[arg(long)]
     pub threads: Option<usize>,
+    /// Tuned PolyKernels (`dynaspa tune`) for the sparse ops, instead of calibrating them.
+    #[arg(long, value_name = "FILE")]
+    pub profile: Option<PathBuf>,
     /// Run this many times and report the median (the first run is a warm-up when > 1).
     #[arg(long, default_value_t = 1, conflicts_with = "frames")]
     pub repeat: usize,
@@ -93,7 +96,8 @@ pub fn write_outputs(dir: &Path, outs: &[(String, Tensor)]) -> Result<()> {
 
 pub fn run(a: RunArgs) -> Result<()> {
     let t0 = Instant::now();
-    let opts = OpenOptions { load: LoadOptions { batch: a.batch, ..Default::default() }, threads: a.threads, device: a.device.clone(), ..Default::default() };
+    let sparse = super::sparse_config(a.profile.as_deref(), &a.backend)?;
+    let opts = OpenOptions { load: LoadOptions { batch: a.batch, ..Default::default() }, threads: a.threads, device: a.device.clone(), sparse, ..Default::default() };
     let mut session = dynaspa::open(&a.model, &a.backend, &opts)?;
     let load_ms = t0.elapsed().as_secs_f64() * 1e3;
     if let Some(src) = a.frames.clone() {

@@ -34,6 +34,18 @@ impl CpuBackend {
     pub fn threads(&self) -> usize {
         self.pool.current_num_threads()
     }
+    /// A timer for every sparse node of `graph` (annotated by `detect_sparse_regions`), in
+    /// node order, running on this backend's threads: what the tuner measures through.
+    pub fn sparse_op_timers(&self, graph: Arc<Graph>) -> Result<Vec<super::SparseOpTimer>> {
+        (0..graph.nodes.len())
+            .filter(|&i| graph.nodes[i].sparse.is_some())
+            .map(|i| {
+                let n = &graph.nodes[i];
+                super::SparseOpTimer::new(graph.clone(), i, self.pool.clone())
+                    .map_err(|e| Error::node(&n.name, n.op.name(), e.to_string()))
+            })
+            .collect()
+    }
 }
 
 impl Backend for CpuBackend {
@@ -95,13 +107,13 @@ struct CpuExecutable {
 
 /// Kernel-specific forms of constant weights, made when the graph is compiled rather than on
 /// every frame.
-enum Prepared {
+pub(crate) enum Prepared {
     #[cfg(target_arch = "x86_64")]
     Winograd(super::conv_winograd::WinoWeights),
     Direct(super::conv_direct::DirectConv),
 }
 
-fn prepare(g: &Graph, n: &dynaspa_runtime::graph::Node) -> Option<Prepared> {
+pub(crate) fn prepare(g: &Graph, n: &dynaspa_runtime::graph::Node) -> Option<Prepared> {
     match &n.op {
         Op::Conv(p) => {
             let constant = |i: usize| n.inputs.get(i).copied().flatten().and_then(|v| g.values[v].constant.as_deref());
@@ -124,7 +136,7 @@ fn prepare(g: &Graph, n: &dynaspa_runtime::graph::Node) -> Option<Prepared> {
     }
 }
 
-fn eval_node(op: &Op, prepared: Option<&Prepared>, ins: &[Option<&Tensor>], specs: &[TensorSpec]) -> Result<Vec<Tensor>> {
+pub(crate) fn eval_node(op: &Op, prepared: Option<&Prepared>, ins: &[Option<&Tensor>], specs: &[TensorSpec]) -> Result<Vec<Tensor>> {
     match (op, prepared) {
         #[cfg(target_arch = "x86_64")]
         (Op::Conv(p), Some(Prepared::Winograd(wt))) => Ok(vec![super::conv::conv_winograd(p, ins, &specs[0], wt)?]),

@@ -32,13 +32,18 @@ pub(crate) struct Subject<'a> {
     pub runs_per_call: usize,
 }
 
+/// The CPU model as /proc/cpuinfo names it (the architecture where there is none).
+pub(crate) fn cpu_name() -> String {
+    std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| s.lines().find(|l| l.starts_with("model name")).and_then(|l| l.split(':').nth(1)).map(|m| m.trim().to_string()))
+        .unwrap_or_else(|| std::env::consts::ARCH.to_string())
+}
+
 /// CPU model, the vector extension the kernels use, and the worker count: timings from another
 /// machine or thread count would pick the wrong members.
 pub(crate) fn fingerprint(threads: usize) -> String {
-    let model = std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|s| s.lines().find(|l| l.starts_with("model name")).and_then(|l| l.split(':').nth(1)).map(|m| m.trim().to_string()))
-        .unwrap_or_else(|| std::env::consts::ARCH.to_string());
+    let model = cpu_name();
     let simd = if crate::cpu::kernel_util::has_avx512() { "avx512" } else { "portable" };
     format!("{model}|{simd}|t{threads}")
 }

@@ -6,11 +6,19 @@
 pub(crate) mod calibrate;
 pub(crate) mod masks;
 mod memo;
+mod op_timer;
 mod residual;
 mod step_build;
 
 pub(crate) use memo::MaskMemo;
 pub(crate) use step_build::build_steps;
+pub use op_timer::SparseOpTimer;
+
+/// The profile identity of this machine's CPU backend at `threads` workers: what `dynaspa
+/// tune` writes into a profile and what a loaded profile must match.
+pub fn cpu_device_id(threads: usize) -> dynaspa_runtime::profile::DeviceId {
+    dynaspa_runtime::profile::DeviceId { backend: "cpu".into(), name: calibrate::cpu_name(), fingerprint: calibrate::fingerprint(threads) }
+}
 
 use super::sparse::{SparseConv, SparseLinear};
 use super::zero_pool::{Dirty, ZeroPool};
@@ -49,6 +57,9 @@ pub struct SparseConfig {
     /// Where calibrated PolyKernels are cached (`None`: calibrate on every start).
     pub cache_dir: Option<std::path::PathBuf>,
     pub force: Option<ForceMember>,
+    /// Tuned PolyKernels (`dynaspa tune`): used for the ops they cover, instead of calibrating,
+    /// when the profile was made on this device; otherwise ignored with a warning.
+    pub profile: Option<Arc<dynaspa_runtime::profile::Profile>>,
 }
 
 impl SparseConfig {
@@ -63,7 +74,7 @@ impl SparseConfig {
             }
             f
         });
-        SparseConfig { cache_dir: crate::cache_dir::cache_root(), force }
+        SparseConfig { cache_dir: crate::cache_dir::cache_root(), force, profile: None }
     }
 }
 

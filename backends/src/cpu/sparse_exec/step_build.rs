@@ -2,11 +2,12 @@
 //! PolyKernel calibrated (or read from the cache).
 
 use super::calibrate::{self, Subject};
+use super::op_timer::{self, Operands};
 use super::{new_step, Kernel, SparseConfig, SparseStep};
 use crate::cpu::sparse::{SparseConv, SparseLinear};
-use super::calibrate::random_tensor;
 use dynaspa_runtime::dispatch::{DispatchTable, Member, PolyKernel, Schedule};
 use dynaspa_runtime::graph::{Graph, MaskKind, Node, Op, SparseSpec};
+use dynaspa_runtime::profile::OpSignature;
 use dynaspa_runtime::sparsity::{BitMask, Granularity};
 use dynaspa_runtime::{Error, Result, Tensor};
 
@@ -22,6 +23,18 @@ const TOKEN_GRANULARITY: Granularity = Granularity::new(1, 1);
 pub(crate) type NodeEval<'a> = &'a dyn Fn(usize, &[Option<&Tensor>]) -> Result<Tensor>;
 
 pub(crate) fn build_steps(g: &Graph, cfg: &SparseConfig, threads: usize, dense: NodeEval) -> Result<Vec<Option<SparseStep>>> {
+    let unchecked;
+    let cfg = match cfg.profile.as_deref() {
+        Some(p) => match p.check_device("cpu", &calibrate::fingerprint(threads), &calibrate::cpu_name()) {
+            Ok(()) => cfg,
+            Err(e) => {
+                tracing::warn!("{e}; ignoring the profile and calibrating instead");
+                unchecked = SparseConfig { profile: None, ..cfg.clone() };
+                &unchecked
+            }
+        },
+        None => cfg,
+    };
     let mut steps = Vec::with_capacity(g.nodes.len());
     let n_sparse = g.nodes.iter().filter(|n| n.sparse.is_some()).count();
     if n_sparse > 0 {
@@ -43,10 +56,18 @@ fn constant<'a>(g: &'a Graph, n: &Node, i: usize) -> Option<&'a Tensor> {
 }
 
 fn build(g: &Graph, ni: usize, n: &Node, spec: SparseSpec, cfg: &SparseConfig, threads: usize, dense: NodeEval) -> Result<SparseStep> {
+    let (kernel, geom) = kernel_for(g, n, spec.kind)?;
+    let mask_name = g.values[spec.mask].name.clone();
+    let poly = poly_for(g, ni, n, &kernel, geom, cfg, threads, dense)?;
+    Ok(new_step(spec, mask_name, kernel, poly, geom, cfg.force))
+}
+
+/// The op's sparse kernel (prepared) and its geometry `(images, h, w)` of the mask plane.
+pub(crate) fn kernel_for(g: &Graph, n: &Node, kind: MaskKind) -> Result<(Kernel, (usize, usize, usize))> {
     let out = &g.values[n.outputs[0]].shape;
     let in_shape = |i: usize| n.inputs.get(i).copied().flatten().map(|v| g.values[v].shape.clone());
     let x_shape = in_shape(0).ok_or_else(|| Error::Other("sparse op without an input".into()))?;
-    let (kernel, geom) = match (&n.op, spec.kind) {
+    Ok(match (&n.op, kind) {
         (Op::Conv(p), MaskKind::Spatial) if out.len() == 4 => {
             let k = match constant(g, n, 1) {
                 Some(w) => SparseConv::new(p, &x_shape, w, constant(g, n, 2)).map(Kernel::Conv).unwrap_or_else(|e| {
@@ -71,10 +92,7 @@ fn build(g: &Graph, ni: usize, n: &Node, spec: SparseSpec, cfg: &SparseConfig, t
             (Kernel::DenseOnly, (if out.len() == 3 { out[0] } else { 1 }, 1, out[out.len() - 2]))
         }
         _ => return Err(Error::Other(format!("sparse annotation on an output of shape {out:?} is not supported"))),
-    };
-    let mask_name = g.values[spec.mask].name.clone();
-    let poly = poly_for(g, ni, n, &kernel, geom, cfg, threads, dense)?;
-    Ok(new_step(spec, mask_name, kernel, poly, geom, cfg.force))
+    })
 }
 
 /// The op's signature for the calibration cache: kind, attributes and every input shape.
@@ -109,25 +127,21 @@ fn poly_for(
         }
         return PolyKernel::new(members);
     }
-    // Random operands of the op's shapes: constants as they are, everything else drawn fresh
-    // (timing on zeros would flatter nothing, but denormal-free random data is what frames give).
-    let owned: Vec<Option<Tensor>> = n
-        .inputs
-        .iter()
-        .enumerate()
-        .map(|(i, v)| {
-            let val = &g.values[(*v)?];
-            val.constant.is_none().then(|| random_tensor(val.dtype, &val.shape, 0x51ed + i as u64))
-        })
-        .collect();
-    let ins: Vec<Option<&Tensor>> = n
-        .inputs
-        .iter()
-        .zip(&owned)
-        .map(|(v, o)| o.as_ref().or_else(|| v.and_then(|v| g.values[v].constant.as_deref())))
-        .collect();
+    // A tuned profile made on this device replaces calibration for the ops it covers.
+    if let Some(p) = cfg.profile.as_deref() {
+        match p.poly_for(&n.name, &OpSignature::of(g, n)) {
+            Some(poly) if poly.granularities().iter().all(|&gr| op_timer::kernel_supports(kernel, gr)) => {
+                tracing::debug!(node = %n.name, "PolyKernel from the profile");
+                return Ok(poly.clone());
+            }
+            Some(_) => tracing::warn!(node = %n.name, "profile's PolyKernel has granularities this op's CPU kernel cannot run; calibrating"),
+            None => tracing::info!(node = %n.name, "not in the profile; calibrating"),
+        }
+    }
+    let operands = Operands::new(g, n);
+    let ins = operands.ins(g, n);
     let out_len: usize = g.values[n.outputs[0]].shape.iter().product();
-    let mut buf = std::cell::RefCell::new(vec![0.0f32; out_len]);
+    let buf = std::cell::RefCell::new(vec![0.0f32; out_len]);
     // The dense member as it runs in a frame: the kernel, then the mask folded into the op.
     let masked = n.sparse.as_ref().is_some_and(|sp| sp.fused_mul);
     let half = calibrate::blob_mask(h, w, 0.5, 11);
@@ -140,48 +154,8 @@ fn poly_for(
         Ok(())
     };
     let time_sparse = |m: &BitMask, gr: Granularity| -> Result<()> {
-        let mut out = buf.borrow_mut();
-        let x = ins[0].ok_or_else(|| Error::Other("no input".into()))?.as_f32()?;
-        match kernel {
-            Kernel::Conv(c) if gr == Granularity::new(1, 1) => {
-                let res = super::residual_of(&ins)?;
-                let (xi, oi) = (x.len() / images, out_len / images);
-                for img in 0..images {
-                    c.run_positions(&x[img * xi..][..xi], &mut out[img * oi..][..oi], m, res.map(|r| &r[img * oi..][..oi]))?;
-                }
-            }
-            Kernel::Conv(c) => {
-                let ts = m.aligned_tiles(gr);
-                let res = super::residual_of(&ins)?;
-                let (xi, oi) = (x.len() / images, out_len / images);
-                for img in 0..images {
-                    c.run(&x[img * xi..][..xi], &mut out[img * oi..][..oi], &ts, m, res.map(|r| &r[img * oi..][..oi]))?;
-                }
-            }
-            Kernel::Linear(l) => {
-                let (k, nn) = l.dims();
-                let rows: Vec<u32> = (0..w).filter(|&t| m.get(0, t)).map(|t| t as u32).collect();
-                for img in 0..images {
-                    l.run(&x[img * w * k..][..w * k], w, &mut out[img * w * nn..][..w * nn], &rows)?;
-                }
-            }
-            Kernel::Attention(a) => {
-                let mt = Tensor::from_f32(vec![images, w], (0..images * w).map(|i| m.get(0, i % w) as u8 as f32).collect())?;
-                let c = a.key_mask.map_or(1e4, |k| k.c);
-                let bias = Tensor::from_f32(vec![images, 1, 1, w], mt.as_f32()?.iter().map(|&v| (v - 1.0) * c).collect())?;
-                let mut ai = ins.clone();
-                ai.resize(5, None);
-                ai[3] = Some(&bias);
-                ai[4] = Some(&mt);
-                let spec = dynaspa_runtime::backend::TensorSpec { dtype: dynaspa_runtime::DType::F32, shape: g.values[n.outputs[0]].shape.clone() };
-                crate::cpu::attention_node_active(a, &ai, &spec)?;
-            }
-            Kernel::DenseOnly => {}
-        }
-        Ok(())
+        op_timer::run_sparse_member(kernel, g, n, &ins, &mut buf.borrow_mut(), m, gr, (images, h, w))
     };
     let subject = Subject { signature: signature(g, n), height: h, width: w, granularities, time_dense: &time_dense, time_sparse: &time_sparse, runs_per_call: 1 };
-    let poly = calibrate::poly_kernel(&subject, threads, cfg.cache_dir.as_deref());
-    let _ = buf.get_mut();
-    poly
+    calibrate::poly_kernel(&subject, threads, cfg.cache_dir.as_deref())
 }

@@ -1,0 +1,251 @@
+//! Device descriptors for the roofline model: what bounds a kernel's time on a device (lanes,
+//! clock, bandwidth, occupancy limits). Read from a device where we have one (the CPU here;
+//! GPUs through `DeviceInfo` plus the compute-capability tables), built in for the devices we
+//! predict profiles for without reaching them.
+
+use dynaspa_backends::gpu::DeviceInfo;
+use serde::{Deserialize, Serialize};
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DeviceDesc {
+    /// Short id: profile directory names and `--predict` take it.
+    pub id: String,
+    pub name: String,
+    /// Backend whose kernels this describes: "cpu", "cuda", "opencl".
+    pub backend: String,
+    /// SMs / compute units / CPU cores in use.
+    pub compute_units: u32,
+    /// Threads that issue together: warp (32), Adreno wave (64), CPU f32 SIMD lanes.
+    pub simd_width: u32,
+    /// FP32 lanes per compute unit (one FMA per lane per clock).
+    pub lanes_per_cu: u32,
+    pub clock_ghz: f64,
+    pub mem_bandwidth_gbs: f64,
+    /// Bytes of one global-memory transaction (NVIDIA: 32-byte sectors; CPU: cache lines).
+    pub transaction_bytes: u32,
+    pub max_group_threads: u32,
+    pub max_threads_per_cu: u32,
+    pub max_groups_per_cu: u32,
+    pub registers_per_cu: u32,
+    pub max_registers_per_thread: u32,
+    pub local_mem_per_cu: u32,
+    pub local_mem_per_group: u32,
+    pub local_banks: u32,
+    /// Compute model `C * (alpha * ops * warps + gamma)`: seconds per instruction per warp on
+    /// one compute unit, and seconds of fixed cost per wave.
+    pub alpha_s: f64,
+    pub gamma_s: f64,
+    /// "fitted" when alpha/gamma come from a micro-benchmark on the device, "spec" when derived
+    /// from published peak figures (devices we cannot run on).
+    pub alpha_source: String,
+}
+
+impl DeviceDesc {
+    /// Peak FP32 multiply-adds per second, from lanes and clock.
+    pub fn peak_macs(&self) -> f64 {
+        self.compute_units as f64 * self.lanes_per_cu as f64 * self.clock_ghz * 1e9
+    }
+
+    /// alpha from the lanes: a warp instruction occupies `simd_width / lanes_per_cu` clocks
+    /// of a compute unit.
+    fn spec_alpha(simd: u32, lanes: u32, ghz: f64) -> f64 {
+        simd as f64 / lanes as f64 / (ghz * 1e9)
+    }
+}
+
+/// Limits per CUDA compute capability, from the CUDA C++ Programming Guide, "Technical
+/// Specifications per Compute Capability": (max resident warps per SM, max resident blocks
+/// per SM, shared memory per SM in KiB, max shared memory per block in KiB (opt-in), FP32
+/// lanes per SM (the guide's arithmetic-instruction throughput table)).
+fn cc_limits(cc: &str) -> Option<(u32, u32, u32, u32, u32)> {
+    Some(match cc {
+        "7.0" => (64, 32, 96, 96, 64),
+        "7.2" => (64, 32, 96, 96, 64),
+        "7.5" => (32, 16, 64, 64, 64),
+        "8.0" => (64, 32, 164, 163, 64),
+        "8.6" => (48, 16, 100, 99, 128),
+        "8.7" => (48, 16, 164, 163, 128),
+        "8.9" => (48, 24, 100, 99, 128),
+        "9.0" => (64, 32, 228, 227, 128),
+        _ => return None,
+    })
+}
+
+fn cuda_like(id: &str, name: &str, cc: &str, sms: u32, ghz: f64, bw: f64) -> DeviceDesc {
+    let (warps, blocks, smem, smem_block, lanes) = cc_limits(cc).unwrap_or((48, 16, 100, 99, 128));
+    DeviceDesc {
+        id: id.into(),
+        name: name.into(),
+        backend: "cuda".into(),
+        compute_units: sms,
+        simd_width: 32,
+        lanes_per_cu: lanes,
+        clock_ghz: ghz,
+        mem_bandwidth_gbs: bw,
+        transaction_bytes: 32,
+        max_group_threads: 1024,
+        max_threads_per_cu: warps * 32,
+        max_groups_per_cu: blocks,
+        // 64K 32-bit registers per SM and at most 255 per thread for every cc >= 5.0 (same table).
+        registers_per_cu: 65536,
+        max_registers_per_thread: 255,
+        local_mem_per_cu: smem * 1024,
+        local_mem_per_group: smem_block * 1024,
+        local_banks: 32,
+        alpha_s: DeviceDesc::spec_alpha(32, lanes, ghz),
+        // Assumed: ~2 µs of launch and tail per wave, the order measured for small kernels on
+        // Jetson-class GPUs; replaced by the fitted value where the device can be reached.
+        gamma_s: 2e-6,
+        alpha_source: "spec".into(),
+    }
+}
+
+/// Built-in descriptors of devices we predict for: `orin`, `xavier`, `adreno650`.
+pub fn builtin(id: &str) -> Option<DeviceDesc> {
+    Some(match id {
+        // NVIDIA Jetson AGX Orin 64GB data sheet (DS-10662-001) / Jetson AGX Orin technical
+        // brief: Ampere GPU with 2048 CUDA cores in 16 SMs, up to 1.3 GHz; 256-bit LPDDR5 at
+        // 204.8 GB/s. Compute capability 8.7.
+        "orin" => cuda_like("jetson-agx-orin", "Orin", "8.7", 16, 1.3, 204.8),
+        // NVIDIA Jetson AGX Xavier data sheet (DS-09654-001): Volta GPU with 512 CUDA cores in
+        // 8 SMs, up to 1377 MHz; 256-bit LPDDR4x at 137 GB/s. Compute capability 7.2.
+        "xavier" => cuda_like("jetson-agx-xavier", "Xavier", "7.2", 8, 1.377, 137.0),
+        // Adreno 650 (Snapdragon 865). Qualcomm publishes no ALU count; figures here are the
+        // commonly reported ones and are estimates: ~1.2 TFLOPS FP32 at 587 MHz (Wikipedia's
+        // Adreno table) -> 1024 FP32 lanes, over 3 compute units as OpenCL reports them on
+        // Snapdragon 865 devices; waves of 64 threads and 32 KiB of local memory per compute unit
+        // and a 1024-thread work-group limit (Qualcomm Snapdragon Mobile Platform OpenCL General
+        // Programming and Optimization guide, 80-NB295-11, for Adreno A6x); LPDDR5-5500 on a
+        // 64-bit bus: 44 GB/s (Snapdragon 865 product brief). Registers per thread: estimate.
+        "adreno650" => DeviceDesc {
+            id: "adreno-650".into(),
+            name: "Adreno (TM) 650".into(),
+            backend: "opencl".into(),
+            compute_units: 3,
+            simd_width: 64,
+            lanes_per_cu: 341,
+            clock_ghz: 0.587,
+            mem_bandwidth_gbs: 44.0,
+            transaction_bytes: 64,
+            max_group_threads: 1024,
+            max_threads_per_cu: 1536,
+            max_groups_per_cu: 16,
+            registers_per_cu: 65536,
+            max_registers_per_thread: 128,
+            local_mem_per_cu: 32 * 1024,
+            local_mem_per_group: 32 * 1024,
+            local_banks: 32,
+            alpha_s: DeviceDesc::spec_alpha(64, 341, 0.587),
+            gamma_s: 5e-6,
+            alpha_source: "spec".into(),
+        },
+        _ => return None,
+    })
+}
+
+pub const BUILTIN_IDS: [&str; 3] = ["orin", "xavier", "adreno650"];
+
+/// A GPU descriptor from what the backend reads off the device. Clock and bandwidth are not
+/// in `DeviceInfo`: they come from a table of known parts by name, else a conservative guess
+/// (the roofline then ranks schedules correctly but its absolute times are off).
+pub fn from_device_info(info: &DeviceInfo) -> DeviceDesc {
+    // (name part, clock GHz, bandwidth GB/s): NVIDIA H100 SXM5 / H200 SXM product pages.
+    const KNOWN: [(&str, f64, f64); 3] = [("H100", 1.98, 3350.0), ("H200", 1.98, 4800.0), ("Orin", 1.3, 204.8)];
+    let (ghz, bw) = KNOWN.iter().find(|k| info.name.contains(k.0)).map_or((1.0, 100.0), |k| (k.1, k.2));
+    let cc = if info.backend == "cuda" { info.arch.as_str() } else { "" };
+    let mut d = cuda_like(&slug(&info.name), &info.name, cc, info.compute_units.max(1), ghz, bw);
+    d.backend = info.backend.clone();
+    if info.max_work_group_size > 0 {
+        d.max_group_threads = info.max_work_group_size;
+    }
+    if info.local_mem_bytes > 0 {
+        // The device's own per-group limit (CUDA reports the default 48 KiB, not the opt-in).
+        d.local_mem_per_group = info.local_mem_bytes.min(u32::MAX as u64) as u32;
+    }
+    d
+}
+
+/// A file-name-safe lower-case id for a device name: profiles live in `profiles/<id>/`.
+pub fn slug(name: &str) -> String {
+    let mut s = String::new();
+    for c in name.chars() {
+        if c.is_ascii_alphanumeric() {
+            s.push(c.to_ascii_lowercase());
+        } else if !s.ends_with('-') && !s.is_empty() {
+            s.push('-');
+        }
+    }
+    s.trim_end_matches('-').chars().take(64).collect()
+}
+
+/// This machine's CPU at `threads` workers. Clock from /proc/cpuinfo; lanes from the vector
+/// extension the kernels use (AVX-512: 16 f32 lanes, two FMA ports assumed); alpha, gamma
+/// and bandwidth stay at spec values until [`crate::microbench`] fits them.
+pub fn cpu(threads: usize) -> DeviceDesc {
+    let info = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let field = |k: &str| info.lines().find(|l| l.starts_with(k)).and_then(|l| l.split(':').nth(1)).map(|v| v.trim().to_string());
+    let name = field("model name").unwrap_or_else(|| std::env::consts::ARCH.to_string());
+    let ghz = field("cpu MHz").and_then(|v| v.parse::<f64>().ok()).map_or(2.5, |m| m / 1000.0);
+    let avx512 = info.contains(" avx512f");
+    let simd = if avx512 { 16 } else { 8 };
+    DeviceDesc {
+        id: slug(&name),
+        name,
+        backend: "cpu".into(),
+        compute_units: threads.max(1) as u32,
+        simd_width: simd,
+        lanes_per_cu: simd * 2,
+        clock_ghz: ghz,
+        mem_bandwidth_gbs: 10.0,
+        transaction_bytes: 64,
+        max_group_threads: 1,
+        max_threads_per_cu: 1,
+        max_groups_per_cu: 1,
+        registers_per_cu: 32,
+        max_registers_per_thread: 32,
+        local_mem_per_cu: 0,
+        local_mem_per_group: 0,
+        local_banks: 1,
+        alpha_s: DeviceDesc::spec_alpha(simd, simd * 2, ghz),
+        gamma_s: 1e-6,
+        alpha_source: "spec".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn builtins_match_their_published_peaks() {
+        // Orin: 2048 lanes x 1.3 GHz = 2.66 T MAC/s (5.3 TFLOPS FP32, as NVIDIA states).
+        let o = builtin("orin").unwrap();
+        assert!((o.peak_macs() / 1e12 - 2.66).abs() < 0.01, "{}", o.peak_macs());
+        // Xavier: 512 x 1.377 GHz = 0.705 T MAC/s (1.4 TFLOPS FP32).
+        let x = builtin("xavier").unwrap();
+        assert!((x.peak_macs() / 1e12 - 0.705).abs() < 0.01);
+        // Adreno 650: ~1.2 TFLOPS.
+        let a = builtin("adreno650").unwrap();
+        assert!((a.peak_macs() * 2.0 / 1e12 - 1.2).abs() < 0.05, "{}", a.peak_macs());
+        assert_eq!(o.max_threads_per_cu, 1536);
+        assert!(builtin("nonesuch").is_none());
+        assert_eq!(slug("AMD EPYC 9B14 96-Core Processor"), "amd-epyc-9b14-96-core-processor");
+    }
+
+    #[test]
+    fn device_info_fills_limits_from_the_cc_table() {
+        let info = DeviceInfo {
+            backend: "cuda".into(),
+            name: "NVIDIA H100 80GB HBM3".into(),
+            compute_units: 132,
+            local_mem_bytes: 49152,
+            max_work_group_size: 1024,
+            arch: "9.0".into(),
+            ..Default::default()
+        };
+        let d = from_device_info(&info);
+        assert_eq!((d.compute_units, d.max_threads_per_cu, d.lanes_per_cu), (132, 2048, 128));
+        assert_eq!(d.mem_bandwidth_gbs, 3350.0);
+        assert_eq!(d.id, "nvidia-h100-80gb-hbm3");
+    }
+}

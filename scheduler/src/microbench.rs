@@ -1,0 +1,121 @@
+//! Micro-benchmarks that fit a device descriptor's compute constants (alpha, gamma of the
+//! roofline's `C * (alpha * ops * warps + gamma)`) and its streaming bandwidth, where we can
+//! run. On the CPU the benchmark is the sparse conv kernel itself on a 1x1 conv at a few
+//! position counts, so alpha is the throughput the kernels reach, not the datasheet's.
+
+use crate::devices::DeviceDesc;
+use crate::space::{OpGeometry, OpKind};
+use dynaspa_backends::cpu::sparse::SparseConv;
+use dynaspa_runtime::graph::{AutoPad, Conv, Window};
+use dynaspa_runtime::sparsity::BitMask;
+use dynaspa_runtime::{Error, Result, Tensor};
+use std::time::Instant;
+
+/// Least squares `t = alpha * x + gamma * r` over samples `(x, r, t)`, both constants kept
+/// positive. `None` with fewer than two distinct samples.
+pub fn fit_alpha_gamma(samples: &[(f64, f64, f64)]) -> Option<(f64, f64)> {
+    let (mut sxx, mut sxr, mut srr, mut sxt, mut srt) = (0.0, 0.0, 0.0, 0.0, 0.0);
+    for &(x, r, t) in samples {
+        sxx += x * x;
+        sxr += x * r;
+        srr += r * r;
+        sxt += x * t;
+        srt += r * t;
+    }
+    let det = sxx * srr - sxr * sxr;
+    if det.abs() <= 1e-30 * sxx.max(1.0) * srr.max(1.0) {
+        return None;
+    }
+    let alpha = (sxt * srr - srt * sxr) / det;
+    let gamma = (srt * sxx - sxt * sxr) / det;
+    if alpha > 0.0 {
+        Some((alpha, gamma.max(0.0)))
+    } else {
+        None
+    }
+}
+
+fn min_time(reps: usize, mut f: impl FnMut() -> Result<()>) -> Result<f64> {
+    f()?;
+    let mut best = f64::INFINITY;
+    for _ in 0..reps {
+        let t = Instant::now();
+        f()?;
+        best = best.min(t.elapsed().as_secs_f64());
+    }
+    Ok(best)
+}
+
+/// Fits `dev.alpha_s`, `dev.gamma_s` and `dev.mem_bandwidth_gbs` on this CPU with `threads`
+/// workers. Takes about a second.
+pub fn fit_cpu(dev: &mut DeviceDesc, threads: usize) -> Result<()> {
+    let pool = rayon::ThreadPoolBuilder::new().num_threads(threads.max(1)).build().map_err(|e| Error::Other(e.to_string()))?;
+    let side = 32usize;
+    let p = Conv {
+        window: Window { kernel_shape: vec![1, 1], strides: vec![1, 1], pads: vec![0; 4], dilations: vec![1, 1], auto_pad: AutoPad::NotSet },
+        group: 1,
+        fused_add: false,
+        activation: None,
+    };
+    let mut st = 0x1234_5678u64;
+    let mut rnd = move || {
+        st ^= st << 13;
+        st ^= st >> 7;
+        st ^= st << 17;
+        (st >> 40) as f32 / (1u64 << 24) as f32 - 0.5
+    };
+    let mut samples = vec![];
+    // Two sizes of 1x1 conv, so that work per panel varies apart from the panel count.
+    for (c, m) in [(32usize, 32usize), (64, 128)] {
+        let w = Tensor::from_f32(vec![m, c, 1, 1], (0..m * c).map(|_| rnd()).collect())?;
+        let x: Vec<f32> = (0..c * side * side).map(|_| rnd()).collect();
+        let conv = SparseConv::new(&p, &[1, c, side, side], &w, None)?;
+        let mut out = vec![0.0f32; m * side * side];
+        let op = OpGeometry { kind: OpKind::Conv, images: 1, c_in: c, c_out: m, groups: 1, kh: 1, kw: 1, sh: 1, sw: 1, h: side, w: side, heads: 0, head_dim: 0 };
+        let ops_per_panel = 64.0 * op.macs_per_position() / dev.simd_width as f64;
+        for positions in [64usize, 256, 512, 1024] {
+            let mask = BitMask::from_fn(side, side, |y, xx| y * side + xx < positions);
+            let t = pool.install(|| min_time(9, || conv.run_positions(&x, &mut out, &mask, None)))?;
+            // As the roofline counts it (fractional rounds).
+            let rounds = positions as f64 / 64.0 / threads.max(1) as f64;
+            samples.push((rounds * ops_per_panel, rounds, t));
+        }
+    }
+    if let Some((a, g)) = fit_alpha_gamma(&samples) {
+        dev.alpha_s = a;
+        dev.gamma_s = g;
+        dev.alpha_source = "fitted".into();
+    }
+    // Streaming read of 32 MiB: well past the caches. Integer adds are associative, so the
+    // loop vectorises and the bound is the memory, not an add chain.
+    let buf: Vec<u32> = (0..8usize << 20).map(|i| (i % 7) as u32).collect();
+    let t = min_time(3, || {
+        std::hint::black_box(buf.iter().fold(0u32, |a, &b| a.wrapping_add(b)));
+        Ok(())
+    })?;
+    dev.mem_bandwidth_gbs = (buf.len() * 4) as f64 / t / 1e9;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fit_recovers_known_constants() {
+        let s: Vec<(f64, f64, f64)> = [(1.0, 1.0), (4.0, 1.0), (8.0, 2.0), (16.0, 3.0)].iter().map(|&(x, r)| (x, r, 2e-9 * x + 5e-7 * r)).collect();
+        let (a, g) = fit_alpha_gamma(&s).unwrap();
+        assert!((a / 2e-9 - 1.0).abs() < 1e-6 && (g / 5e-7 - 1.0).abs() < 1e-6, "{a} {g}");
+        assert!(fit_alpha_gamma(&[(1.0, 1.0, 1.0)]).is_none());
+    }
+
+    #[test]
+    fn cpu_fit_gives_plausible_constants() {
+        let mut d = crate::devices::cpu(1);
+        fit_cpu(&mut d, 1).unwrap();
+        assert_eq!(d.alpha_source, "fitted");
+        // A SIMD multiply-add takes between a tenth of a nanosecond and ten (generous: shared VM).
+        assert!(d.alpha_s > 1e-11 && d.alpha_s < 1e-8, "{}", d.alpha_s);
+        assert!(d.mem_bandwidth_gbs > 0.5 && d.mem_bandwidth_gbs < 500.0, "{}", d.mem_bandwidth_gbs);
+    }
+}

@@ -1,0 +1,116 @@
+//! `dynaspa tune` end to end on the CPU: a profile that loads and drives `run`/`bench`, a
+//! resumed tune that replays its log instead of measuring, predicted profiles, bad input.
+
+mod common;
+
+use dynaspa::runtime::profile::Profile;
+use std::process::Command;
+
+fn dynaspa(args: &[&str]) -> (i32, String, String) {
+    let o = Command::new(env!("CARGO_BIN_EXE_dynaspa")).args(args).output().expect("binary runs");
+    (o.status.code().unwrap_or(-1), String::from_utf8_lossy(&o.stdout).into_owned(), String::from_utf8_lossy(&o.stderr).into_owned())
+}
+
+fn measurements_taken(stdout: &str) -> usize {
+    let i = stdout.find(" measurements taken").expect("summary line");
+    stdout[..i].rsplit(|c: char| !c.is_ascii_digit()).next().unwrap().parse().unwrap()
+}
+
+#[test]
+fn tune_writes_a_profile_that_resumes_and_drives_run_and_bench() {
+    let d = tempfile::tempdir().unwrap();
+    let model = common::repo_path("models/dynconv_small_d30.onnx").display().to_string();
+    let masks = common::repo_path("models/masks").display().to_string();
+    let out = d.path().join("cpu/dynconv_small_d30.json");
+    let args = ["tune", &model, "--masks", &masks, "--trials", "6", "--threads", "2", "-o", out.to_str().unwrap()];
+    let (code, stdout, stderr) = dynaspa(&args);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.contains("speedup") && stdout.contains("/layer1.0/conv2/Conv"), "no summary table: {stdout}");
+    let first = measurements_taken(&stdout);
+    assert!(first > 100, "{stdout}");
+    let p = Profile::load(&out).unwrap();
+    assert_eq!(p.ops.len(), 12);
+    assert!(!p.predicted && p.masks.tuned_on == 150 && p.masks.source.ends_with("dynconv_small_d30.dsm"));
+    assert!(p.ops.iter().all(|o| o.poly.members().len() <= 6 && o.poly.members().len() >= 2), "every conv gets a sparse member");
+    // The same command again replays the log: nothing is measured.
+    let log = out.with_extension("log.jsonl");
+    let (code, stdout, stderr) = dynaspa(&args);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stderr.contains("resuming"), "{stderr}");
+    assert_eq!(measurements_taken(&stdout), 0, "{stdout}");
+    assert_eq!(Profile::load(&out).unwrap().ops, p.ops, "a replayed tune makes the same PolyKernels");
+    // Interrupted half way: the log's first half is kept, the rest is measured again.
+    let text = std::fs::read_to_string(&log).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    std::fs::write(&log, lines[..lines.len() / 2].join("\n") + "\n{\"op\":\"/lay").unwrap();
+    let (code, stdout, stderr) = dynaspa(&args);
+    assert_eq!(code, 0, "{stderr}");
+    let again = measurements_taken(&stdout);
+    assert!(again > 0 && again < first, "resumed tune measured {again} of {first}");
+
+    // run and bench take the profile; bench reports the speedup.
+    let photo = common::repo_path("models/frames/vtest").display().to_string();
+    let (code, stdout, stderr) =
+        dynaspa(&["bench", &model, "--frames", &photo, "--max-frames", "3", "--rounds", "1", "--threads", "2", "--backend", "cpu", "--profile", out.to_str().unwrap()]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.contains("speedup_vs_dense") && stdout.contains("outputs agree"), "{stdout}");
+    assert!(!stderr.contains("ignoring the profile"), "{stderr}");
+    // With other threads the fingerprint differs: refused, with the reason, and the run goes on.
+    let (code, _, stderr) =
+        dynaspa(&["run", &model, "--frames", &photo, "--max-frames", "1", "--threads", "1", "--backend", "cpu", "--profile", out.to_str().unwrap()]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stderr.contains("ignoring the profile") && stderr.contains("t1"), "{stderr}");
+}
+
+#[test]
+fn predicted_profiles_are_marked_and_bad_input_is_refused() {
+    let d = tempfile::tempdir().unwrap();
+    let model = common::repo_path("models/sige_small.onnx").display().to_string();
+    let dsm = common::repo_path("models/masks/sige_small_d30.dsm").display().to_string();
+    let out = d.path().join("orin.json");
+    let (code, stdout, stderr) = dynaspa(&["tune", &model, "--masks", &dsm, "--predict", "orin", "-o", out.to_str().unwrap()]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.contains("roofline only"), "{stdout}");
+    let p = Profile::load(&out).unwrap();
+    assert!(p.predicted && p.cost_model == "roofline" && p.device.fingerprint.starts_with("predicted:"));
+    // GPU schedules carry their knobs.
+    let m = &p.ops[0].poly.members()[1].schedule;
+    assert!(m.knobs.contains_key("oc_per_group") && m.knobs.contains_key("work_per_thread"), "{m:?}");
+
+    let (code, _, stderr) = dynaspa(&["tune", &model, "--masks", &dsm, "--predict", "pixel9", "-o", out.to_str().unwrap()]);
+    assert_eq!(code, 1);
+    assert!(stderr.contains("pixel9") && stderr.contains("adreno650"), "{stderr}");
+    // The dataset of another model.
+    let other = common::repo_path("models/masks/avit_small_d30.dsm").display().to_string();
+    let (code, _, stderr) = dynaspa(&["tune", &model, "--masks", &other, "-o", out.to_str().unwrap()]);
+    assert_eq!(code, 1);
+    assert!(stderr.contains("covers none"), "{stderr}");
+    // A corrupt profile: exit 1 naming the file.
+    let bad = d.path().join("bad.json");
+    std::fs::write(&bad, "{\"format\": \"dynaspa-profile\", \"version\": 1, \"dev").unwrap();
+    let frames = common::repo_path("models/frames/vtest").display().to_string();
+    let dyn_model = common::repo_path("models/dynconv_small_d30.onnx").display().to_string();
+    let (code, _, stderr) = dynaspa(&["bench", &dyn_model, "--frames", &frames, "--max-frames", "1", "--profile", bad.to_str().unwrap()]);
+    assert_eq!(code, 1);
+    assert!(stderr.contains("bad.json") && stderr.contains("not valid JSON"), "{stderr}");
+    // Neither masks nor frames: a usage error.
+    let (code, _, _) = dynaspa(&["tune", &model, "-o", out.to_str().unwrap()]);
+    assert_eq!(code, 2);
+}
+
+#[test]
+fn tune_collects_masks_from_frames() {
+    let d = tempfile::tempdir().unwrap();
+    let model = common::repo_path("models/avit_small_d30.onnx").display().to_string();
+    let frames = common::repo_path("models/frames/vtest").display().to_string();
+    let out = d.path().join("avit.json");
+    let (code, stdout, stderr) =
+        dynaspa(&["tune", &model, "--frames", &frames, "--max-frames", "8", "--trials", "2", "--threads", "2", "-o", out.to_str().unwrap()]);
+    assert_eq!(code, 0, "{stderr}");
+    let p = Profile::load(&out).unwrap();
+    // Every token op (projections, MLP, attention) of the 5 sparse blocks.
+    assert_eq!(p.ops.len(), 25, "{stdout}");
+    assert_eq!(p.masks.frames, 8);
+    assert_eq!(p.masks.tuned_on, 6, "the last quarter is held out");
+    assert!(p.masks.source.ends_with("vtest"));
+}
