@@ -1,4 +1,4 @@
-//! The tuner's measurements for scheduler/MEASUREMENTS.md, on the CPU backend:
+//! The tuner's measurements for benches/RESULTS.md ("Offline tuner"), on the CPU backend:
 //!
 //! 1. every schedule of each sparse conv's space (and dense) timed on tuning and held-out
 //!    frames: medians of interleaved rounds (the dev VM is shared and noisy);

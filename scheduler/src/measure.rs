@@ -67,7 +67,7 @@ impl CpuMeasurer {
     /// Runs each timed run with cold private caches. In a frame, an op's weights and inputs
     /// were pushed out of L1/L2 by the ops before it; timed back to back with hot caches, the
     /// tile-list kernels looked as fast as the positions kernel and lost to it in the model
-    /// (measured with `dynaspa profile`, see scheduler/MEASUREMENTS.md).
+    /// (measured with `dynaspa profile`, see benches/RESULTS.md, "Offline tuner").
     pub fn flush_caches(mut self, on: bool) -> CpuMeasurer {
         self.flush = on.then(|| vec![0u8; FLUSH_BYTES]);
         self
