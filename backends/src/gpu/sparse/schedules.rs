@@ -21,6 +21,17 @@ pub(crate) const GEMM_LARGE: Tile = Tile { tm: 64, tn: 32, tk: 16, wm: 4, wn: 2 
 /// For fewer than 64 output channels.
 pub(crate) const GEMM_SMALL: Tile = Tile { tm: 32, tn: 32, tk: 16, wm: 2, wn: 2 };
 
+/// Least reduction (input channels x taps) each split of a sparse member keeps: 256 unless
+/// `DYNASPA_SCONV_SPLIT_K` names another (a tuning knob for benchmarks, read once: the best
+/// value depends on the device's latency and SM count). Bad values fall back to 256; splits
+/// stay within `SPLITS`, so every kernel it can pick is one CI compiles.
+fn split_min_k() -> usize {
+    static V: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *V.get_or_init(|| {
+        std::env::var("DYNASPA_SCONV_SPLIT_K").ok().and_then(|v| v.trim().parse::<usize>().ok()).filter(|&v| v >= 16).unwrap_or(256)
+    })
+}
+
 /// One variant of the sparse conv GEMM.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct SconvSchedule {
@@ -36,7 +47,8 @@ impl SconvSchedule {
     /// work-groups; the dense member has columns enough and does not split.
     pub(crate) fn for_op(cout: usize, k: usize, gran: Option<Granularity>) -> SconvSchedule {
         let tile = if cout >= 64 { GEMM_LARGE } else { GEMM_SMALL };
-        let ks = if gran.is_none() { 1 } else { SPLITS.iter().copied().filter(|&s| k >= 256 * s as usize).max().unwrap_or(1) };
+        let per_split = split_min_k();
+        let ks = if gran.is_none() { 1 } else { SPLITS.iter().copied().filter(|&s| k >= per_split * s as usize).max().unwrap_or(1) };
         SconvSchedule { tile, ks, gran }
     }
 
