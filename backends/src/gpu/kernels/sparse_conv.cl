@@ -86,6 +86,35 @@ FUNC float sconv_epilogue(float v, int co, GLOBAL const float* bias, int has_bia
     return activate(act, v, p0, p1);
 }
 
+/* Elements of one stage each work-item loads: TM x TK of A and TN x TK of B over NT items. */
+#define SC_AL ((TM * TK + NT - 1) / NT)
+#define SC_BL ((TN * TK + NT - 1) / NT)
+
+/* Loads stage k0 (TK reduction indices, clipped at ke) of the transposed weight (ra) and of
+ * the gathered input columns (rb) into registers; element e of a stage is tid + l * NT, laid
+ * out [k][m] and [k][c] as As and Bs. Out-of-range elements are 0. */
+FUNC void sconv_load_stage(GLOBAL const float* Wt, GLOBAL const float* Xn, GLOBAL const int* ktab, LOCAL_PTR int* cy,
+                           LOCAL_PTR int* cxs, float* ra, float* rb, int tid, int m0, int k0, int ke, int cout, int ih,
+                           int iw) {
+    for (int l = 0; l < SC_AL; ++l) {
+        int e = tid + l * NT;
+        int m = e % TM, k = e / TM;
+        int gm = m0 + m, gk = k0 + k;
+        ra[l] = (e < TM * TK && gm < cout && gk < ke) ? Wt[gk * cout + gm] : 0.0f;
+    }
+    for (int l = 0; l < SC_BL; ++l) {
+        int e = tid + l * NT;
+        int c = e % TN, k = e / TN;
+        int gk = k0 + k;
+        float v = 0.0f;
+        if (e < TN * TK && gk < ke) {
+            int iy = cy[c] + ktab[3 * gk + 1], ix = cxs[c] + ktab[3 * gk + 2];
+            if (iy >= 0 && iy < ih && ix >= 0 && ix < iw) v = Xn[ktab[3 * gk] + cy[c] * iw + cxs[c]];
+        }
+        rb[l] = v;
+    }
+}
+
 /* Grid: (ceil(cap / TN), ceil(cout / TM), N * KS), local (TX, TY); cap = columns the map can
  * have. Wt is the weight transposed to [cin * kh * kw][cout]; ktab per reduction index k the
  * input offset ci * ih * iw + ky * dh * iw + kx * dw, ky * dh and kx * dw. */
@@ -121,23 +150,23 @@ KERNEL sconv_gemm_f32(SCONV_ARGS) {
     for (int i = 0; i < WM; ++i)
         for (int j = 0; j < WN; ++j) acc[i][j] = 0.0f;
     LOCAL_BARRIER();
+    /* Software pipeline: the global loads of stage k0 + TK are issued into registers before
+     * the FMAs of stage k0 run from local memory, so their latency (for B a dependent
+     * ktab -> X chain) overlaps compute instead of stalling every stage. With few columns a
+     * work-group's stages are a serial chain, and this latency was most of its time. */
+    float ra[SC_AL], rb[SC_BL];
+    sconv_load_stage(Wt, Xn, ktab, cy, cxs, ra, rb, tid, m0, kb, ke, cout, ih, iw);
     for (int k0 = kb; k0 < ke; k0 += TK) {
-        for (int e = tid; e < TM * TK; e += NT) {
-            int m = e % TM, k = e / TM;
-            int gm = m0 + m, gk = k0 + k;
-            As[k][m] = (gm < cout && gk < ke) ? Wt[gk * cout + gm] : 0.0f;
+        for (int l = 0; l < SC_AL; ++l) {
+            int e = tid + l * NT;
+            if (e < TM * TK) As[e / TM][e % TM] = ra[l];
         }
-        for (int e = tid; e < TN * TK; e += NT) {
-            int c = e % TN, k = e / TN;
-            int gk = k0 + k;
-            float v = 0.0f;
-            if (gk < ke) {
-                int iy = cy[c] + ktab[3 * gk + 1], ix = cxs[c] + ktab[3 * gk + 2];
-                if (iy >= 0 && iy < ih && ix >= 0 && ix < iw) v = Xn[ktab[3 * gk] + cy[c] * iw + cxs[c]];
-            }
-            Bs[k][c] = v;
+        for (int l = 0; l < SC_BL; ++l) {
+            int e = tid + l * NT;
+            if (e < TN * TK) Bs[e / TN][e % TN] = rb[l];
         }
         LOCAL_BARRIER();
+        if (k0 + TK < ke) sconv_load_stage(Wt, Xn, ktab, cy, cxs, ra, rb, tid, m0, k0 + TK, ke, cout, ih, iw);
         for (int kk = 0; kk < TK; ++kk) {
             float a[WM], b[WN];
             for (int i = 0; i < WM; ++i) a[i] = As[kk][ty + i * TY];

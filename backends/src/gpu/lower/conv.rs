@@ -5,7 +5,6 @@ use super::ctx::{int, unsupported, Ctx, LArg};
 use super::elementwise::activation_code;
 use crate::gpu::device::GpuDevice;
 use crate::gpu::kernels::{Src, Tile};
-use crate::gpu::sparse::schedules::SconvSchedule;
 use dynaspa_runtime::graph::{Conv, ConvTranspose, Pool, Window};
 use dynaspa_runtime::{DType, Result};
 
@@ -103,8 +102,10 @@ pub(crate) fn conv<D: GpuDevice>(cx: &mut Ctx<D>, p: &Conv) -> Result<()> {
     // same kernel as a sparse op's dense member); the rest on the kernels below.
     if groups == 1 && cout_g >= 8 && cin_g * taps >= 8 {
         if let Some(op) = super::sparse_conv::prepare(cx, p)? {
-            let sched = SconvSchedule::for_op(op.cout, op.k, None);
-            return op.launch(cx, &sched, None, None, false);
+            let sched = op.dense_schedule(cx);
+            let part_len = op.part_len(&sched, None);
+            let part = if part_len > 0 { Some(cx.scratch(part_len)?) } else { None };
+            return op.launch(cx, &sched, None, part, false);
         }
     }
     let (x, w, y) = (cx.x(0)?, cx.x(1)?, cx.y(0)?);

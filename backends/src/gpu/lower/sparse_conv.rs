@@ -167,6 +167,18 @@ impl SconvOp {
         Ok(a)
     }
 
+    /// The schedule of the dense member (every position): split when the grid is small for the
+    /// device (`SconvSchedule::with_dense_split`); depthwise ops never split.
+    pub(crate) fn dense_schedule<D: GpuDevice>(&self, cx: &Ctx<D>) -> SconvSchedule {
+        let s = SconvSchedule::for_op(self.cout, self.k, None);
+        if self.kind != SconvKind::Gemm {
+            return s;
+        }
+        let t = s.tile;
+        let base = (self.oh * self.ow).div_ceil(t.tn as usize) * self.cout.div_ceil(t.tm as usize) * self.images;
+        s.with_dense_split(self.k, base, cx.dev.info().compute_units)
+    }
+
     /// Floats of split-K partial sums `sched` needs (0 without a split).
     pub(crate) fn part_len(&self, sched: &SconvSchedule, layout: Option<&MetaLayout>) -> usize {
         let cap = match (sched.gran, layout) {

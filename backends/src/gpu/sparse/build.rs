@@ -20,7 +20,7 @@ use dynaspa_runtime::{DType, Error, Result, Tensor, TensorData};
 use std::cell::RefCell;
 
 /// Bumped whenever kernels or schedules change what a member costs: old cached tables go stale.
-const CALIBRATION_VERSION: &str = "gpu-sconv-v1";
+const CALIBRATION_VERSION: &str = "gpu-sconv-v2";
 /// Launches queued per timed call: one sync shared by several runs.
 const RUNS_PER_CALL: usize = 4;
 
@@ -71,9 +71,8 @@ pub(crate) fn lower_sparse_conv<D: GpuDevice>(
     let op = prepare(cx, p)?.ok_or_else(|| Error::Other("the sparse conv kernels do not cover this conv".into()))?;
     let m = mask_plan(cx, frames, spec, (op.images, op.oh, op.ow))?;
     let (meta, layout) = (frames.masks[m].meta, frames.masks[m].layout.clone());
-    let scheds: Vec<SconvSchedule> = std::iter::once(None)
-        .chain(GRANULARITIES.iter().copied().map(Some))
-        .map(|g| SconvSchedule::for_op(op.cout, op.k, g))
+    let scheds: Vec<SconvSchedule> = std::iter::once(op.dense_schedule(cx))
+        .chain(GRANULARITIES.iter().map(|&g| SconvSchedule::for_op(op.cout, op.k, Some(g))))
         .collect();
     let part_len = scheds.iter().map(|s| op.part_len(s, Some(&layout))).max().unwrap_or(0);
     let part = if part_len > 0 { Some(cx.scratch(part_len)?) } else { None };

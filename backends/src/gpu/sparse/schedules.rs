@@ -13,13 +13,33 @@ pub(crate) const GRANULARITIES: [Granularity; 4] =
     [Granularity::new(1, 1), Granularity::new(2, 8), Granularity::new(4, 4), Granularity::new(8, 8)];
 
 /// Splits of the reduction the lowering uses.
-pub(crate) const SPLITS: [u32; 4] = [1, 2, 4, 8];
+pub(crate) const SPLITS: [u32; 5] = [1, 2, 4, 8, 16];
 
 /// 64 output channels x 32 columns, 4 x 2 per work-item (256 work-items, 6 KiB of local memory:
 /// inside WebGPU's default limits).
 pub(crate) const GEMM_LARGE: Tile = Tile { tm: 64, tn: 32, tk: 16, wm: 4, wn: 2 };
 /// For fewer than 64 output channels.
 pub(crate) const GEMM_SMALL: Tile = Tile { tm: 32, tn: 32, tk: 16, wm: 2, wn: 2 };
+
+/// Least reduction (input channels x taps) each split keeps: 32 unless
+/// `DYNASPA_SCONV_SPLIT_K` names another (a tuning knob for benchmarks, read once: the best
+/// value depends on the device's latency and SM count). Bad values fall back to 32; splits
+/// stay within `SPLITS`, so every kernel it can pick is one CI compiles.
+fn split_min_k() -> usize {
+    static V: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *V.get_or_init(|| {
+        std::env::var("DYNASPA_SCONV_SPLIT_K").ok().and_then(|v| v.trim().parse::<usize>().ok()).filter(|&v| v >= 16).unwrap_or(32)
+    })
+}
+
+/// Work-groups per compute unit a dense split may reach: 8 unless `DYNASPA_SCONV_DENSE_GROUPS`
+/// names another (a benchmark tuning knob, read once; 0 turns the dense split off). On an H100,
+/// batch 1: conv3x3 256->256 dense 197.6 -> 148.4 µs (8) or 137.3 µs (16); 16 made conv1x1
+/// 256->256 at batch 4 slower (68 -> 80 µs), 8 slowed nothing measured.
+fn dense_groups_per_cu() -> usize {
+    static V: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *V.get_or_init(|| std::env::var("DYNASPA_SCONV_DENSE_GROUPS").ok().and_then(|v| v.trim().parse::<usize>().ok()).unwrap_or(8))
+}
 
 /// One variant of the sparse conv GEMM.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -33,11 +53,35 @@ pub(crate) struct SconvSchedule {
 impl SconvSchedule {
     /// Default tile and split for an op: the split grows with the reduction (input channels x
     /// taps) so that the few columns of a sparse frame still give the device enough
-    /// work-groups; the dense member has columns enough and does not split.
+    /// work-groups; the dense member has columns enough and does not split. On an H100 a
+    /// sparse frame's work-groups are latency-bound chains of K stages, so short chains
+    /// (32 per split) beat the extra partial-sum traffic: at density 0.1, conv1x1 256->256 went
+    /// from 25.6 to 15.4 µs, conv3x3 s2 128->256 from 41.3 to 25.8 µs and conv3x3 256->256
+    /// from 53.3 to 37.5 µs (256 -> 32 per split, splits up to 16).
     pub(crate) fn for_op(cout: usize, k: usize, gran: Option<Granularity>) -> SconvSchedule {
         let tile = if cout >= 64 { GEMM_LARGE } else { GEMM_SMALL };
-        let ks = if gran.is_none() { 1 } else { SPLITS.iter().copied().filter(|&s| k >= 256 * s as usize).max().unwrap_or(1) };
+        let per_split = split_min_k();
+        let ks = if gran.is_none() { 1 } else { SPLITS.iter().copied().filter(|&s| k >= per_split * s as usize).max().unwrap_or(1) };
         SconvSchedule { tile, ks, gran }
+    }
+
+    /// The dense member (and dense convs) split the reduction too when their grid is small for
+    /// the device: `base_groups` work-groups (columns x output-channel tiles x images) grow by
+    /// the split while they stay within `DENSE_GROUPS_PER_CU` per compute unit. A latency-bound
+    /// chain of K stages per work-group was the dense member's cost as much as the sparse ones'.
+    /// `compute_units` 0 (unknown, e.g. WebGPU) keeps one split.
+    pub(crate) fn with_dense_split(mut self, k: usize, base_groups: usize, compute_units: u32) -> SconvSchedule {
+        if self.gran.is_none() {
+            let limit = dense_groups_per_cu() * compute_units as usize;
+            let per_split = split_min_k();
+            self.ks = SPLITS
+                .iter()
+                .copied()
+                .filter(|&s| k >= per_split * s as usize && base_groups.saturating_mul(s as usize) <= limit)
+                .max()
+                .unwrap_or(1);
+        }
+        self
     }
 
     fn gran_defines(gran: Option<Granularity>) -> [(&'static str, i64); 3] {
