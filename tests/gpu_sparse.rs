@@ -21,7 +21,7 @@ fn gpus() -> Vec<String> {
 }
 
 fn opts(force: Option<ForceMember>, cache: &std::path::Path, gpu: bool) -> OpenOptions {
-    OpenOptions { sparse: Some(SparseConfig { cache_dir: Some(cache.to_path_buf()), force }), poison: gpu, ..Default::default() }
+    OpenOptions { sparse: Some(SparseConfig { cache_dir: Some(cache.to_path_buf()), force, profile: None }), poison: gpu, ..Default::default() }
 }
 
 fn forced() -> Vec<ForceMember> {

@@ -246,7 +246,7 @@ fn bench<D: GpuDevice + 'static>(dev: Arc<D>, a: &Args) -> Result<()> {
     println!("{:<10} {:>5} {:>7} {:>10} {:>10} {:>10} {:>10} {:>10} {:>9} {:>8}", "op", "batch", "density", "dense", "1x1", "2x8", "4x4", "8x8", "overhead", "speedup");
     let mut rng = Rng(0x2545_f491_4f6c_dd1d);
     // Forced to one member, the executable skips calibration; every member is timed directly.
-    let opts = GpuOptions { poison: false, sparse: SparseConfig { cache_dir: None, force: Some(ForceMember::Dense) } };
+    let opts = GpuOptions { poison: false, sparse: SparseConfig { cache_dir: None, force: Some(ForceMember::Dense), profile: None } };
     for cc in CASES.iter().filter(|c| a.only.as_deref().is_none_or(|o| c.name.contains(o))) {
         for &n in &a.batches {
             let g = graph(cc, n, &mut rng)?;
