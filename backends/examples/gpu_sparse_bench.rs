@@ -20,7 +20,11 @@
 //! `--samples`. The table prints the speedup of the best sparse member over the dense one; the
 //! JSON lines hold every number.
 
+#[path = "common/mask_shaping.rs"]
+mod mask_shaping;
+
 use dynaspa_backends::cpu::{ForceMember, SparseConfig};
+use mask_shaping::{at_density, resample};
 use dynaspa_backends::gpu::{GpuDevice, GpuExecutable, GpuOptions};
 use dynaspa_runtime::graph::{Activation, AutoPad, Conv, FillPolicy, Graph, MaskKind, MaskSource, Node, Op, SparseSpec, Value, Window};
 use dynaspa_runtime::sparsity::{BitMask, Granularity, MaskDataset};
@@ -152,59 +156,6 @@ fn graph(cc: &Case, n: usize, rng: &mut Rng) -> Result<Graph> {
     g.inputs = vec![x, m];
     g.outputs = vec![y];
     Ok(g)
-}
-
-fn resample(m: &BitMask, h: usize, w: usize) -> BitMask {
-    BitMask::from_fn(h, w, |y, x| m.get((2 * y + 1) * m.height() / (2 * h), (2 * x + 1) * m.width() / (2 * w)))
-}
-
-/// Chessboard distance to the nearest position of the other value: + inside, - outside.
-fn signed_distance(m: &BitMask) -> Vec<i32> {
-    let (h, w) = (m.height(), m.width());
-    let bits = m.to_bools();
-    let far = (h + w) as i32;
-    let mut d = vec![0i32; h * w];
-    for inside in [true, false] {
-        let mut dist: Vec<i32> = bits.iter().map(|&b| if b == inside { far } else { 0 }).collect();
-        for _ in 0..2 {
-            for pass in 0..2 {
-                let ys: Vec<usize> = if pass == 0 { (0..h).collect() } else { (0..h).rev().collect() };
-                for &y in &ys {
-                    let xs: Vec<usize> = if pass == 0 { (0..w).collect() } else { (0..w).rev().collect() };
-                    for &x in &xs {
-                        let mut v = dist[y * w + x];
-                        for dy in -1i64..=1 {
-                            for dx in -1i64..=1 {
-                                let (yy, xx) = (y as i64 + dy, x as i64 + dx);
-                                if (dy, dx) != (0, 0) && yy >= 0 && xx >= 0 && (yy as usize) < h && (xx as usize) < w {
-                                    v = v.min(dist[yy as usize * w + xx as usize] + 1);
-                                }
-                            }
-                        }
-                        dist[y * w + x] = v;
-                    }
-                }
-            }
-        }
-        for (o, (&dv, &b)) in d.iter_mut().zip(dist.iter().zip(&bits)) {
-            if b == inside {
-                *o = if inside { dv } else { -dv };
-            }
-        }
-    }
-    d
-}
-
-fn at_density(m: &BitMask, density: f64) -> BitMask {
-    let d = signed_distance(m);
-    let mut order: Vec<usize> = (0..d.len()).collect();
-    order.sort_by_key(|&i| std::cmp::Reverse(d[i]));
-    let n = (density * d.len() as f64).round() as usize;
-    let mut bits = vec![false; d.len()];
-    for &i in &order[..n.min(d.len())] {
-        bits[i] = true;
-    }
-    BitMask::from_bools(m.height(), m.width(), &bits).expect("same size")
 }
 
 /// `count` 40x40 masks at `density` from DynConv's layer1 block masks.
