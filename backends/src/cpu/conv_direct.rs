@@ -50,9 +50,8 @@ pub(crate) struct DirectConv {
     /// when the conv pads): a table, because a division per position cost as much as the FMAs
     /// of a 3-channel stem.
     bases: Vec<u32>,
-    /// Row and plane strides of the input the kernel reads.
-    rs: usize,
-    ps: usize,
+    /// Per tap `(c, a, b)`, its input offset from a window's first tap (fixed by the strides).
+    offs: Vec<usize>,
 }
 
 /// Inputs of one image.
@@ -90,7 +89,10 @@ impl DirectConv {
             return None;
         }
         let bases = (0..g.ho).flat_map(|oy| (0..g.wo).map(move |ox| (oy * g.sh * rs + ox * g.sw) as u32)).collect();
-        Some(DirectConv { g, c, m, mpad, wt, bias: b, act, fused_add, bases, rs, ps })
+        let offs = (0..c)
+            .flat_map(|ci| (0..g.kh).flat_map(move |a| (0..g.kw).map(move |b| ci * ps + a * g.dh * rs + b * g.dw)))
+            .collect();
+        Some(DirectConv { g, c, m, mpad, wt, bias: b, act, fused_add, bases, offs })
     }
 
     /// Multiply-adds per output position.
@@ -134,22 +136,18 @@ impl DirectConv {
         if positions.is_empty() {
             return;
         }
-        let g = &self.g;
-        let (rs, ps) = (self.rs, self.ps);
+        let offs = &self.offs;
         with_padded(self, x, |xs| {
-            let offs: Vec<usize> = (0..self.c)
-                .flat_map(|c| (0..g.kh).flat_map(move |a| (0..g.kw).map(move |b| c * ps + a * g.dh * rs + b * g.dw)))
-                .collect();
             let base = |p: u32| self.bases[p as usize] as usize;
             #[cfg(target_arch = "x86_64")]
             if simd {
                 // SAFETY: AVX-512F checked by the caller; every base + offset is inside the
                 // padded input (its size covers the last position's window).
-                unsafe { avx512::run(self, xs, &offs, positions, &base, out, residual) };
+                unsafe { avx512::run(self, xs, offs, positions, &base, out, residual) };
                 return;
             }
             let _ = simd;
-            portable(self, xs, &offs, positions, &base, out, residual);
+            portable(self, xs, offs, positions, &base, out, residual);
         });
     }
 
@@ -177,7 +175,7 @@ fn needs_padding(g: &Geo2) -> bool {
     !(g.ph == 0 && g.pw == 0 && hp <= g.h && wp <= g.w)
 }
 
-/// Runs `f` on `x` with its zero padding made explicit (strides `d.rs`, `d.ps`), so the kernel
+/// Runs `f` on `x` with its zero padding made explicit (the strides `d.offs` assumes), so the kernel
 /// reads every tap without a bounds test. Unpadded convs read `x` itself.
 fn with_padded<R>(d: &DirectConv, x: &[f32], f: impl FnOnce(&[f32]) -> R) -> R {
     let g = &d.g;
