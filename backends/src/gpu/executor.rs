@@ -13,12 +13,13 @@ use super::dtype;
 use super::lower::ctx::{BufId, Ctx, LArg, Launch, Resources};
 use super::lower::{compile_time_outputs, lower};
 use super::lower::ctx::replay_launches;
+use super::lower::token::{lower_token, TokenPlans};
 use super::plan::{is_view, liveness};
 use super::sparse::step::Frames;
 use super::sparse::{build, split};
-use crate::cpu::SparseConfig;
+use crate::cpu::{ForceMember, SparseConfig};
 use dynaspa_runtime::backend::{Backend, Executable};
-use dynaspa_runtime::graph::{FillPolicy, Graph, Op};
+use dynaspa_runtime::graph::{FillPolicy, Graph, MaskKind, Op};
 use dynaspa_runtime::report::{FrameReport, SparseOpRecord};
 use dynaspa_runtime::{DType, Error, Result, Tensor};
 use std::sync::Arc;
@@ -85,6 +86,8 @@ pub struct GpuExecutable<D: GpuDevice> {
     /// The fill kernel when poisoning.
     poison: Option<Arc<D::Kernel>>,
     frames: Frames<D::Kernel, D::Event>,
+    /// Token-sparse ops: ordinary steps (no per-frame host work), listed for benchmarks.
+    tokens: TokenPlans<D::Kernel>,
     report: Option<FrameReport>,
 }
 
@@ -94,10 +97,11 @@ fn words(shape: &[usize]) -> usize {
 
 impl<D: GpuDevice> GpuExecutable<D> {
     pub fn compile(dev: Arc<D>, backend: &str, graph: &Graph, opts: &GpuOptions) -> Result<GpuExecutable<D>> {
-        let split_graph = split::split(graph);
+        let split_graph = split::split(graph, opts.sparse.force != Some(ForceMember::Dense));
         let g = &split_graph;
         let mut frames = Frames::new();
         let live = liveness(g);
+        let mut tokens = TokenPlans::new(live.root.clone());
         let mut res = Resources::<D>::new(g.values.len());
         // Buffers that came from (and may return to) the pool.
         let mut pooled: Vec<bool> = Vec::new();
@@ -169,10 +173,12 @@ impl<D: GpuDevice> GpuExecutable<D> {
                     (Op::Conv(p), Some(spec)) if split::runs_sparse(g, node) => {
                         build::lower_sparse_conv(&mut cx, &mut frames, spec, p, &opts.sparse)
                     }
+                    (_, Some(spec)) if spec.kind == MaskKind::Token => lower_token(&mut cx, &mut tokens, spec),
                     (_, Some(spec)) => build::lower_cached_dense(&mut cx, &mut frames, spec, |cx| lower(cx)),
                     _ => lower(&mut cx),
                 };
-                if node.sparse.is_some() && lowered.is_ok() {
+                let token = node.sparse.as_ref().is_some_and(|s| s.kind == MaskKind::Token);
+                if node.sparse.is_some() && !token && lowered.is_ok() {
                     sparse = Some(frames.ops.len() - 1);
                 }
                 let (launches, scratch) = (std::mem::take(&mut cx.launches), std::mem::take(&mut cx.scratch));
@@ -231,7 +237,7 @@ impl<D: GpuDevice> GpuExecutable<D> {
         };
         schedule_zero_fills(&steps, &mut frames);
         tracing::debug!(buffers = res.bufs.len(), steps = steps.len(), sparse_ops = frames.ops.len(), "gpu graph compiled");
-        Ok(GpuExecutable { dev, bufs: res.bufs, inputs, steps, outputs, poison, frames, report: None })
+        Ok(GpuExecutable { dev, bufs: res.bufs, inputs, steps, outputs, poison, frames, tokens, report: None })
     }
 
     fn replay(&mut self) -> Result<Vec<SparseOpRecord>> {
@@ -330,7 +336,7 @@ impl<D: GpuDevice> Executable for GpuExecutable<D> {
 
 #[path = "executor_bench.rs"]
 mod bench;
-pub use bench::SparseOpInfo;
+pub use bench::{NodePart, SparseOpInfo, TokenOpInfo};
 
 fn replay_launches_refs<D: GpuDevice>(dev: &D, bufs: &[D::Buffer], launches: &[&Launch<D::Kernel>]) -> Result<()> {
     for l in launches {

@@ -1,11 +1,23 @@
 //! Hooks for benchmarks (backends/examples/gpu_sparse_bench.rs): time one member of a sparse
-//! op, or its per-frame dispatch, on the values the last `run` left on the device.
+//! op, or its per-frame dispatch, or one node's launches, on the values the last `run` left on
+//! the device.
 
 use super::{replay_launches_refs, GpuExecutable};
 use crate::gpu::device::GpuDevice;
+use crate::gpu::lower::ctx::Launch;
+pub use crate::gpu::lower::token::TokenOpInfo;
 use dynaspa_runtime::sparsity::Granularity;
 use dynaspa_runtime::{Error, Result};
 use std::time::Instant;
+
+/// Which launches of a node `GpuExecutable::time_node` times.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NodePart {
+    All,
+    /// The token compaction the node launches as its mask's first reader.
+    Compaction,
+    WithoutCompaction,
+}
 
 /// A sparse op of an executable: its node and its members' names.
 #[derive(Clone, Debug)]
@@ -55,6 +67,44 @@ impl<D: GpuDevice> GpuExecutable<D> {
             out.push(t.elapsed().as_secs_f64() * 1e6);
         }
         Ok((out, chosen))
+    }
+
+    /// The token-sparse ops, in plan order.
+    pub fn token_ops(&self) -> Vec<TokenOpInfo> {
+        self.tokens.ops.clone()
+    }
+
+    /// Time per run (µs) of node `node`'s launches as a frame replays them (`part`: all of
+    /// them, only its mask's compaction, or all but that), timed as `time_member` does. Run a
+    /// frame first.
+    pub fn time_node(&mut self, node: &str, part: NodePart, samples: usize, runs: usize) -> Result<Vec<f64>> {
+        let step = self
+            .steps
+            .iter()
+            .find(|s| s.node == node)
+            .ok_or_else(|| Error::Other(format!("no step runs node '{node}'")))?;
+        let compaction = self.tokens.compaction_of(node);
+        let first = self.tokens.ops.iter().any(|o| o.node == node && o.compacts);
+        let is_compaction = |l: &Launch<D::Kernel>| first && compaction.is_some_and(|c| std::ptr::eq(&*c.kernel, &*l.kernel) && c.args == l.args);
+        let launches: Vec<&Launch<D::Kernel>> = match part {
+            NodePart::All => step.launches.iter().collect(),
+            NodePart::Compaction => step.launches.iter().filter(|l| is_compaction(l)).collect(),
+            NodePart::WithoutCompaction => step.launches.iter().filter(|l| !is_compaction(l)).collect(),
+        };
+        if launches.is_empty() {
+            return Err(Error::Other(format!("node '{node}' has no launches of that part")));
+        }
+        self.dev.finish()?;
+        let mut out = Vec::with_capacity(samples);
+        for _ in 0..samples {
+            let t = Instant::now();
+            for _ in 0..runs.max(1) {
+                replay_launches_refs(&*self.dev, &self.bufs, &launches)?;
+            }
+            self.dev.finish()?;
+            out.push(t.elapsed().as_secs_f64() * 1e6 / runs.max(1) as f64);
+        }
+        Ok(out)
     }
 
     /// DISTiles of `gran` in op `op`'s mask in the last frame or dispatch.

@@ -10,6 +10,6 @@ mod plan;
 pub(crate) mod sparse;
 
 pub use device::{Arg, DeviceInfo, GpuDevice, KernelSpec};
-pub use executor::{GpuBackend, GpuExecutable, GpuOptions, SparseOpInfo};
+pub use executor::{GpuBackend, GpuExecutable, GpuOptions, NodePart, SparseOpInfo, TokenOpInfo};
 #[cfg(feature = "wgpu")]
 pub(crate) use kernels::LINEAR_WG;

@@ -11,6 +11,7 @@ mod reduce;
 mod resize;
 pub(crate) mod sparse_conv;
 pub(crate) mod shapes;
+pub(crate) mod token;
 
 use crate::gpu::device::GpuDevice;
 use ctx::{unsupported, Ctx};

@@ -8,6 +8,7 @@ pub(crate) mod meta;
 pub(crate) mod schedules;
 pub(crate) mod split;
 pub(crate) mod step;
+pub(crate) mod token;
 
 /// Work-items of bitmask.cl's one work-group per image (fewer where the device allows fewer).
 pub(crate) const BITMASK_BLOCK: u32 = 256;

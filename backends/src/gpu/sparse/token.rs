@@ -1,0 +1,147 @@
+//! Which token annotations (A-ViT's halting masks) the GPU runs over the active tokens, and the
+//! fold of a token projection's epilogue into it.
+//!
+//! A token op runs sparsely when its mask is made inside the graph (a comparison cast to float:
+//! binary by construction). The kernels find the active tokens on the device without telling
+//! the host, so there is no readback that could report a mask value other than 0 or 1; masks
+//! given as model inputs (which the CPU checks per frame) therefore keep the dense form.
+
+use dynaspa_runtime::graph::{BinaryKind, Graph, MaskKind, MaskSource, Node, Op};
+use dynaspa_runtime::DType;
+
+fn f32_value(g: &Graph, v: Option<usize>) -> Option<&dynaspa_runtime::graph::Value> {
+    v.map(|v| &g.values[v]).filter(|x| x.dtype == DType::F32)
+}
+
+/// Whether `n` is a token-sparse MatMul or Attention the GPU token kernels run (see the module
+/// docs). Mirrors what `lower::token` accepts.
+pub(crate) fn runs_token_sparse(g: &Graph, n: &Node) -> bool {
+    let Some(sp) = &n.sparse else { return false };
+    if sp.kind != MaskKind::Token || matches!(sp.source, MaskSource::ModelInput { .. }) || n.outputs.len() != 1 {
+        return false;
+    }
+    let y = &g.values[n.outputs[0]];
+    let Some(m) = f32_value(g, Some(sp.mask)) else { return false };
+    if y.dtype != DType::F32 || y.shape.iter().product::<usize>() == 0 {
+        return false;
+    }
+    let input = |i: usize| f32_value(g, n.inputs.get(i).copied().flatten());
+    match &n.op {
+        Op::MatMul => {
+            let (Some(x), Some(w)) = (input(0), input(1)) else { return false };
+            let Some(wt) = w.constant.as_ref() else { return false };
+            let r = x.shape.len();
+            if x.constant.is_some() || !(2..=3).contains(&r) || wt.rank() != 2 || x.shape[r - 1] != wt.shape()[0] {
+                return false;
+            }
+            let (t, nout) = (x.shape[r - 2], wt.shape()[1]);
+            let mut want = x.shape[..r - 1].to_vec();
+            want.push(nout);
+            let images = if r == 3 { x.shape[0] } else { 1 };
+            // One bit per token: [images or 1, T, 1], or [T, 1] over a 2-D product.
+            let mask_ok = match r {
+                3 => m.shape.len() == 3 && (m.shape[0] == 1 || m.shape[0] == images) && m.shape[1] == t && m.shape[2] == 1,
+                _ => m.shape == [t, 1],
+            };
+            // A folded bias (input 2) holds one value per output column.
+            let bias_ok = match n.inputs.get(2).copied().flatten() {
+                None => n.inputs.len() <= 3,
+                Some(b) => {
+                    let bv = &g.values[b];
+                    bv.dtype == DType::F32 && bv.constant.is_some() && bv.shape.iter().product::<usize>() == nout
+                }
+            };
+            y.shape == want && mask_ok && bias_ok
+        }
+        Op::Attention(a) => {
+            let Some(_) = a.key_mask else { return false };
+            let (Some(q), Some(k), Some(v), Some(bias), Some(mi)) = (input(0), input(1), input(2), input(3), input(4)) else {
+                return false;
+            };
+            let (qs, ks, vs) = (&q.shape, &k.shape, &v.shape);
+            if qs.len() != 4 || ks.len() != 4 || vs.len() != 4 {
+                return false;
+            }
+            let (b, h, t, dk) = (qs[0], qs[1], qs[2], qs[3]);
+            let want_k = if a.k_transposed { [b, h, dk, t] } else { [b, h, t, dk] };
+            let mut bias_shape = vec![1usize; 4usize.saturating_sub(bias.shape.len())];
+            bias_shape.extend_from_slice(&bias.shape);
+            ks[..] == want_k
+                && vs[..3] == [b, h, t]
+                && y.shape == [b, h, t, vs[3]]
+                && bias_shape == [b, 1, 1, t]
+                && (mi.shape == [b, t] || mi.shape == [b, t, 1])
+                && n.inputs.get(4).copied().flatten() == Some(sp.mask)
+        }
+        _ => false,
+    }
+}
+
+/// Folds `Mul(Add(MatMul(x, W), bias), M)` into a token-sparse MatMul over mask `M`: the node
+/// takes the bias as input 2, writes the Mul's output (0 on inactive rows, which is what the
+/// product with `M` holds there) and is marked `fused_mul`; the Add and Mul go. Each
+/// intermediate must have that chain as its only reader. Returns how many were folded.
+pub(crate) fn fold_epilogues(g: &mut Graph) -> usize {
+    let consumers = g.consumers();
+    let sole = |v: usize| -> Option<usize> {
+        match consumers[v].as_slice() {
+            [c] if !g.is_graph_output(v) => Some(*c),
+            _ => None,
+        }
+    };
+    let mut folds = Vec::new();
+    for (i, n) in g.nodes.iter().enumerate() {
+        if n.op != Op::MatMul || n.inputs.len() != 2 || !runs_token_sparse(g, n) {
+            continue;
+        }
+        let spec = n.sparse.as_ref().expect("token-sparse nodes are annotated");
+        let y = n.outputs[0];
+        let shape = &g.values[y].shape;
+        let nout = shape[shape.len() - 1];
+        let Some(ai) = sole(y) else { continue };
+        let add = &g.nodes[ai];
+        if add.op != Op::Binary(BinaryKind::Add) || add.sparse.is_some() || add.inputs.len() != 2 || add.outputs.len() != 1 {
+            continue;
+        }
+        let Some(bias) = add.inputs.iter().flatten().copied().find(|&v| v != y) else { continue };
+        let bv = &g.values[bias];
+        // Broadcast along the rows only: [N], [1, N], [1, 1, N].
+        let row_vector = bv.shape.len() <= shape.len()
+            && bv.shape.last() == Some(&nout)
+            && bv.shape[..bv.shape.len() - 1].iter().all(|&d| d == 1);
+        if !add.inputs.contains(&Some(y)) || bv.constant.is_none() || bv.dtype != DType::F32 || !row_vector {
+            continue;
+        }
+        let a_out = add.outputs[0];
+        if g.values[a_out].shape != *shape {
+            continue;
+        }
+        let Some(mi) = sole(a_out) else { continue };
+        let mul = &g.nodes[mi];
+        let operands_ok = mul.inputs.len() == 2 && mul.inputs.contains(&Some(a_out)) && mul.inputs.contains(&Some(spec.mask));
+        if mul.op != Op::Binary(BinaryKind::Mul) || mul.sparse.is_some() || !operands_ok || mul.outputs.len() != 1 {
+            continue;
+        }
+        if g.values[mul.outputs[0]].shape != *shape {
+            continue;
+        }
+        folds.push((i, ai, mi, bias, mul.outputs[0]));
+    }
+    let mut dead = vec![false; g.nodes.len()];
+    for &(i, ai, mi, bias, out) in &folds {
+        let n = &mut g.nodes[i];
+        n.inputs.push(Some(bias));
+        n.outputs = vec![out];
+        if let Some(sp) = n.sparse.as_mut() {
+            sp.fused_mul = true;
+        }
+        dead[ai] = true;
+        dead[mi] = true;
+    }
+    let mut k = 0;
+    g.nodes.retain(|_| {
+        k += 1;
+        !dead[k - 1]
+    });
+    folds.len()
+}
