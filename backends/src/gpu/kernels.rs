@@ -164,8 +164,14 @@ fn schedules(src: Src, entry: &str) -> Vec<Vec<(&'static str, i64)>> {
         (Src::Attention, _) => (6..=13).map(|p| vec![("WG", ATTENTION_WG as i64), ("TK_MAX", 1i64 << p)]).collect(),
         (Src::SparseConv, e) => super::sparse::schedules::all(e).into_iter().map(|d| d.to_vec()).collect(),
         (Src::Bitmask, _) | (Src::Token, "token_compact") => vec![vec![("BLOCK", super::sparse::BITMASK_BLOCK as i64)]],
-        (Src::Token, "token_gemm_f32") => vec![Tile::LARGE.defines().to_vec(), Tile::SMALL.defines().to_vec()],
-        (Src::Token, _) => (6..=13).map(|p| vec![("WG", ATTENTION_WG as i64), ("TK_MAX", 1i64 << p)]).collect(),
+        // EARLY_EXIT: 1 on GPUs, 0 on OpenCL CPU devices (lower/token.rs).
+        (Src::Token, "token_gemm_f32") => [Tile::LARGE, Tile::SMALL]
+            .into_iter()
+            .flat_map(|t| (0..2).map(move |e| t.defines().into_iter().chain([("EARLY_EXIT", e)]).collect()))
+            .collect(),
+        (Src::Token, _) => (6..=13)
+            .flat_map(|p| (0..2).map(move |e| vec![("WG", ATTENTION_WG as i64), ("TK_MAX", 1i64 << p), ("EARLY_EXIT", e)]))
+            .collect(),
         _ => vec![vec![]],
     }
 }

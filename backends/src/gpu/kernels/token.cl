@@ -9,7 +9,12 @@
  * count; meta[images + n * tokens + r] is the token at compacted position r: the active tokens
  * in increasing order at r < count, then the inactive ones (in decreasing order from the end).
  * Defines: BLOCK (token_compact), TM TN TK WM WN (token_gemm_f32, as matmul.cl), WG and TK_MAX
- * (attention, as attention.cl). */
+ * (attention, as attention.cl), EARLY_EXIT.
+ *
+ * EARLY_EXIT 1: a work-group with nothing to compute returns once it has written its zeros.
+ * 0: it runs on through every barrier with empty loops instead; PoCL 3.1 corrupts the host
+ * heap when a work-group returns before a barrier it would otherwise reach (seen with these
+ * kernels), so the executor asks for 0 on OpenCL CPU devices. Both give the same results. */
 
 #ifndef BLOCK
 #define BLOCK 256
@@ -34,6 +39,9 @@
 #endif
 #ifndef TK_MAX
 #define TK_MAX 256
+#endif
+#ifndef EARLY_EXIT
+#define EARLY_EXIT 1
 #endif
 #define TX (TN / WN)
 #define TY (TM / WM)
@@ -89,19 +97,23 @@ KERNEL token_gemm_f32(GLOBAL const float* X, GLOBAL const float* W, GLOBAL float
     GLOBAL const int* order = meta + images + img * T;
     GLOBAL const float* Xb = X + img * T * K;
     GLOBAL float* Yb = Y + img * T * N;
-    if (m0 >= count) {
+    int live = m0 < count;
+    if (!live) {
         for (int e = tid; e < TM * TN; e += NT) {
             int r = m0 + e / TN, c = n0 + e % TN;
             if (r < T && c < N) Yb[order[r] * N + c] = 0.0f;
         }
-        return;
     }
+    /* The same for the whole work-group, so returning skips no barrier another work-item of
+     * the group reaches. */
+    if (EARLY_EXIT && !live) return;
     for (int e = tid; e < TM; e += NT) rows[e] = m0 + e < T ? order[m0 + e] : 0;
     LOCAL_BARRIER();
     float acc[WM][WN];
     for (int i = 0; i < WM; ++i)
         for (int j = 0; j < WN; ++j) acc[i][j] = 0.0f;
-    for (int k0 = 0; k0 < K; k0 += TK) {
+    int kend = live ? K : 0;
+    for (int k0 = 0; k0 < kend; k0 += TK) {
         for (int e = tid; e < TM * TK; e += NT) {
             int k = e % TK, m = e / TK;
             int gk = k0 + k;
@@ -122,15 +134,15 @@ KERNEL token_gemm_f32(GLOBAL const float* X, GLOBAL const float* W, GLOBAL float
         }
         LOCAL_BARRIER();
     }
-    for (int i = 0; i < WM; ++i) {
+    for (int i = 0; i < WM && live; ++i) {
         int m = ty + i * TY;
         if (m0 + m >= T) continue;
-        int live = m0 + m < count;
+        int row_live = m0 + m < count;
         for (int j = 0; j < WN; ++j) {
             int n = n0 + tx + j * TX;
             if (n >= N) continue;
             float v = 0.0f;
-            if (live) {
+            if (row_live) {
                 v = acc[i][j];
                 if (has_bias) v += bias[n];
                 v = activate(act, v, p0, p1);
@@ -216,15 +228,19 @@ KERNEL token_attention_f32(GLOBAL const float* q, GLOBAL const float* k, GLOBAL 
     GLOBAL const int* order = meta + images + b * T;
     int i = order[r];
     GLOBAL float* orow = out + (bh * T + i) * dv;
-    if (r >= count) {
+    int live = r < count;
+    if (!live) {
         for (int d = t; d < dv; d += WG) orow[d] = 0.0f;
-        return;
     }
+    /* The same for the whole work-group: no barrier is skipped by part of it. */
+    if (EARLY_EXIT && !live) return;
+    /* Without the return, a dead work-group's loops below are empty. */
+    int na = live ? count : 0;
     GLOBAL const float* qr = q + (bh * T + i) * dk;
     GLOBAL const float* kb = k + bh * T * dk;
     GLOBAL const float* vb = v + bh * T * dv;
     float mx = -F32_INF;
-    for (int jj = t; jj < count; jj += WG) {
+    for (int jj = t; jj < na; jj += WG) {
         int j = order[jj];
         float acc = 0.0f;
         for (int d = 0; d < dk; ++d) acc += qr[d] * kb[j * skj + d * skd];
@@ -234,24 +250,26 @@ KERNEL token_attention_f32(GLOBAL const float* q, GLOBAL const float* k, GLOBAL 
         mx = FMAXF(mx, x);
     }
     float qq = 0.0f;
-    for (int d = t; d < dk; d += WG) qq += qr[d] * qr[d];
+    for (int d = t; d < (live ? dk : 0); d += WG) qq += qr[d] * qr[d];
     mx = tok_reduce(red, mx, 1);
     qq = tok_reduce(red, qq, 0);
-    int ok = tok_keys_vanish(mx, SQRTF(qq), keys_zero ? 0.0f : kin[bh], smag, c, dk);
-    int n = count;
+    int ok = !live || tok_keys_vanish(mx, SQRTF(qq), keys_zero ? 0.0f : kin[bh], smag, c, dk);
+    /* A row the proof fails for takes every key, with the op's bias: the dense kernel's row.
+     * (Same work-items as above write sc, so no barrier is needed before; the reduction runs
+     * in every work-group, keeping barriers out of conditional code.) */
+    float mx_all = -F32_INF;
     if (!ok) {
-        /* Every key, with the op's bias: the dense kernel's row. */
-        n = T;
-        mx = -F32_INF;
         for (int j = t; j < T; j += WG) {
             float acc = 0.0f;
             for (int d = 0; d < dk; ++d) acc += qr[d] * kb[j * skj + d * skd];
             float x = (scale_mode == 0 ? acc * scale : acc / scale) + bias[b * sb0 + h * sb1 + i * sb2 + j * sb3];
             sc[j] = x;
-            mx = FMAXF(mx, x);
+            mx_all = FMAXF(mx_all, x);
         }
-        mx = tok_reduce(red, mx, 1);
     }
+    mx_all = tok_reduce(red, mx_all, 1);
+    int n = ok ? na : T;
+    if (!ok) mx = mx_all;
     float sum = 0.0f;
     for (int jj = t; jj < n; jj += WG) {
         float e = EXPF(sc[jj] - mx);
@@ -262,7 +280,7 @@ KERNEL token_attention_f32(GLOBAL const float* q, GLOBAL const float* k, GLOBAL 
     float inv = 1.0f / sum;
     for (int jj = t; jj < n; jj += WG) sc[jj] *= inv;
     LOCAL_BARRIER();
-    for (int d = t; d < dv; d += WG) {
+    for (int d = t; d < (live ? dv : 0); d += WG) {
         float acc = 0.0f;
         if (ok) {
             for (int jj = 0; jj < n; ++jj) acc += sc[jj] * vb[order[jj] * dv + d];

@@ -10,6 +10,12 @@ use crate::gpu::kernels::{Src, Tile, ATTENTION_WG};
 use dynaspa_runtime::graph::{Attention, Op, ScoreScale, SparseSpec, ValueId};
 use dynaspa_runtime::{Error, Result, Tensor, TensorData};
 
+/// token.cl's EARLY_EXIT for `info`'s device: 0 on OpenCL CPU devices (PoCL 3.1 corrupts the
+/// host heap when a work-group returns before a barrier; see token.cl), 1 elsewhere.
+pub(crate) fn early_exit(info: &crate::gpu::device::DeviceInfo) -> i64 {
+    (info.backend != "opencl" || info.kind != "cpu") as i64
+}
+
 /// One compaction: the token order and counts of one mask reading.
 struct Compaction<K> {
     root: ValueId,
@@ -151,7 +157,9 @@ fn linear<D: GpuDevice>(cx: &mut Ctx<D>, plans: &mut TokenPlans<D::Kernel>, spec
         LArg::F32(0.0),
     ];
     int(images * t * k.max(n), "token GEMM extent")?;
-    let kern = cx.kernel(Src::Token, "token_gemm_f32", &tile.defines())?;
+    let mut defines = tile.defines().to_vec();
+    defines.push(("EARLY_EXIT", early_exit(cx.dev.info())));
+    let kern = cx.kernel(Src::Token, "token_gemm_f32", &defines)?;
     cx.launch(kern, [n.div_ceil(tile.tn as usize), t.div_ceil(tile.tm as usize), images], tile.local(), args)?;
     plans.push(TokenOpInfo { node: cx.node.name.clone(), kind: "linear", compacts, keys_zero: false }, ci);
     Ok(())
@@ -181,7 +189,7 @@ fn attention<D: GpuDevice>(cx: &mut Ctx<D>, plans: &mut TokenPlans<D::Kernel>, s
     let (meta, compacts, ci) = compaction(cx, plans, spec.mask, b, t)?;
     let (q, k, v, bias, y) = (cx.x(0)?, cx.x(1)?, cx.x(2)?, cx.x(3)?, cx.y(0)?);
     let keys_zero = false;
-    let defines = [("WG", ATTENTION_WG as i64), ("TK_MAX", tk_max as i64)];
+    let defines = [("WG", ATTENTION_WG as i64), ("TK_MAX", tk_max as i64), ("EARLY_EXIT", early_exit(cx.dev.info()))];
     let dims = [(h, "heads"), (t, "tokens"), (dk, "key width")];
     let kin = if keys_zero {
         cx.dummy()?

@@ -15,3 +15,5 @@ pub(crate) const BITMASK_BLOCK: u32 = 256;
 
 #[cfg(test)]
 mod bitmask_tests;
+#[cfg(test)]
+mod token_tests;

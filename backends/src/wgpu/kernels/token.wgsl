@@ -13,6 +13,8 @@ override TX: u32 = TN / WN;
 override TY: u32 = TM / WM;
 override WG: u32 = 128u;
 override TK_MAX: u32 = 256u;
+// token.cl's EARLY_EXIT: 1, a work-group with nothing to compute returns after its zeros.
+override EARLY_EXIT: u32 = 1u;
 
 // ---- token_compact: grid (images, 1, 1), local (BLOCK, 1, 1) ----
 
@@ -96,13 +98,14 @@ fn token_gemm_f32(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocati
     // so the early return (the same for the whole group) may precede barriers.
     if (tid == 0) { tg_count = tg_meta[img]; }
     let count = workgroupUniformLoad(&tg_count);
-    if (m0 >= count) {
+    let live = m0 < count;
+    if (!live) {
         for (var e = tid; e < tm * tn; e += nt) {
             let r = m0 + e / tn;
             let c = n0 + e % tn;
             if (r < p.T && c < p.N) { tg_y[yb + tg_meta[ob + r] * p.N + c] = 0.0; }
         }
-        return;
+        if (EARLY_EXIT != 0u) { return; }
     }
     for (var e = tid; e < tm; e += nt) {
         var row = 0;
@@ -112,7 +115,8 @@ fn token_gemm_f32(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocati
     workgroupBarrier();
     var acc: array<f32, 16>;
     for (var e = 0; e < 16; e++) { acc[e] = 0.0; }
-    for (var k0 = 0; k0 < p.K; k0 += tk) {
+    let kend = select(0, p.K, live);
+    for (var k0 = 0; k0 < kend; k0 += tk) {
         for (var e = tid; e < tm * tk; e += nt) {
             let k = e % tk;
             let m = e / tk;
@@ -141,15 +145,15 @@ fn token_gemm_f32(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocati
         }
         workgroupBarrier();
     }
-    for (var i = 0; i < i32(WM); i++) {
+    for (var i = 0; i < i32(WM) && live; i++) {
         let m = ty + i * i32(TY);
         if (m0 + m >= p.T) { continue; }
-        let live = m0 + m < count;
+        let row_live = m0 + m < count;
         for (var j = 0; j < i32(WN); j++) {
             let n = n0 + tx + j * i32(TX);
             if (n >= p.N) { continue; }
             var v = 0.0;
-            if (live) {
+            if (row_live) {
                 v = acc[i * i32(WN) + j];
                 if (p.has_bias != 0) { v += tg_bias[n]; }
                 v = activate(p.act, v, p.p0, p.p1);
@@ -261,15 +265,18 @@ fn token_attention_f32(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_inv
     let orow = (bh * p.T + i) * p.dv;
     if (t == 0) { ta_count = ta_meta[b]; }
     let count = workgroupUniformLoad(&ta_count);
-    if (r >= count) {
+    let live = r < count;
+    if (!live) {
         for (var d = t; d < p.dv; d += step) { ta_out[orow + d] = 0.0; }
-        return;
+        if (EARLY_EXIT != 0u) { return; }
     }
+    // Without the return, a dead work-group's loops below are empty.
+    let na = select(0, count, live);
     let qr = (bh * p.T + i) * p.dk;
     let kb = bh * p.T * p.dk;
     let vb = bh * p.T * p.dv;
     var mx = -f32_inf();
-    for (var jj = t; jj < count; jj += step) {
+    for (var jj = t; jj < na; jj += step) {
         let j = ta_meta[ob + jj];
         var acc = 0.0;
         for (var d = 0; d < p.dk; d++) { acc += ta_q[qr + d] * ta_k[kb + j * p.skj + d * p.skd]; }
@@ -279,28 +286,32 @@ fn token_attention_f32(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_inv
         mx = fmax_(mx, x);
     }
     var qq = 0.0;
-    for (var d = t; d < p.dk; d += step) { qq += ta_q[qr + d] * ta_q[qr + d]; }
+    for (var d = t; d < select(0, p.dk, live); d += step) { qq += ta_q[qr + d] * ta_q[qr + d]; }
     mx = tok_reduce(lid.x, mx, true);
     qq = tok_reduce(lid.x, qq, false);
     if (t == 0) {
         var kin = 0.0;
         if (p.keys_zero == 0) { kin = ta_kin[bh]; }
-        ta_ok = select(0, 1, tok_keys_vanish(mx, sqrt(qq), kin, p.smag, p.c, p.dk));
+        ta_ok = select(0, 1, !live || tok_keys_vanish(mx, sqrt(qq), kin, p.smag, p.c, p.dk));
     }
     let ok = workgroupUniformLoad(&ta_ok) != 0;
-    var n = count;
+    // A row the proof fails for takes every key, with the op's bias: attention_f32's row (the
+    // reduction runs in every work-group, as in token.cl).
+    var mx_all = -f32_inf();
     if (!ok) {
-        // Every key, with the op's bias: attention_f32's row.
-        n = p.T;
-        mx = -f32_inf();
         for (var j = t; j < p.T; j += step) {
             var acc = 0.0;
             for (var d = 0; d < p.dk; d++) { acc += ta_q[qr + d] * ta_k[kb + j * p.skj + d * p.skd]; }
             let x = ta_scaled(acc, p) + ta_bias[b * p.sb0 + h * p.sb1 + i * p.sb2 + j * p.sb3];
             ta_sc[j] = x;
-            mx = fmax_(mx, x);
+            mx_all = fmax_(mx_all, x);
         }
-        mx = tok_reduce(lid.x, mx, true);
+    }
+    mx_all = tok_reduce(lid.x, mx_all, true);
+    var n = na;
+    if (!ok) {
+        n = p.T;
+        mx = mx_all;
     }
     var sum = 0.0;
     for (var jj = t; jj < n; jj += step) {
@@ -312,7 +323,7 @@ fn token_attention_f32(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_inv
     let inv = 1.0 / sum;
     for (var jj = t; jj < n; jj += step) { ta_sc[jj] *= inv; }
     workgroupBarrier();
-    for (var d = t; d < p.dv; d += step) {
+    for (var d = t; d < select(0, p.dv, live); d += step) {
         var acc = 0.0;
         if (ok) {
             for (var jj = 0; jj < n; jj++) { acc += ta_sc[jj] * ta_v[vb + ta_meta[ob + jj] * p.dv + d]; }
