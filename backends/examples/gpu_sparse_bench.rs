@@ -1,9 +1,11 @@
-//! GPU sparse convs against their dense member on real DynConv masks.
+//! GPU sparse convs against their dense member on real DynConv masks; with `--avit`, A-ViT's
+//! token ops (attention, qkv and proj) token-sparse against dense (common/avit_attention.rs).
 //!
 //!     cargo build --release -p dynaspa-backends --example gpu_sparse_bench
 //!     target/release/examples/gpu_sparse_bench --backend cuda [--device SEL] [--json out.jsonl]
 //!         [--masks models/masks/dynconv_full_d30.dsm] [--samples 50] [--runs 10] [--batches 1,2,4]
-//!         [--only conv3x3] [--densities 0.1,0.3,0.5,1.0]
+//!         [--only conv3x3] [--densities 0.1,0.3,0.5,1.0] [--dump-masks DIR]
+//!     target/release/examples/gpu_sparse_bench --backend cuda --avit [--only deit_s|small] [...]
 //!
 //! The binary embeds every kernel; on the GPU host it needs only the driver and the mask file
 //! (`--masks`, default `models/masks/dynconv_full_d30.dsm` under the working directory).
@@ -20,6 +22,8 @@
 //! `--samples`. The table prints the speedup of the best sparse member over the dense one; the
 //! JSON lines hold every number.
 
+#[path = "common/avit_attention.rs"]
+mod avit_attention;
 #[path = "common/mask_shaping.rs"]
 mod mask_shaping;
 
@@ -45,11 +49,13 @@ struct Args {
     /// Where to write each (density, batch)'s masks as `d{density}_b{batch}.npy` (uint8
     /// `[batch, h, w]`), so baselines run elsewhere (benches/gpu_baselines.py) use the same ones.
     dump_masks: Option<String>,
+    /// A-ViT's token ops instead of the convs.
+    avit: bool,
 }
 
 fn usage(msg: &str) -> ! {
     eprintln!("gpu_sparse_bench: {msg}");
-    eprintln!("usage: gpu_sparse_bench --backend cuda|opencl|wgpu [--device SEL] [--json PATH] [--masks FILE.dsm] [--samples N] [--runs N] [--batches 1,2,4] [--densities 0.1,0.3] [--only NAME]");
+    eprintln!("usage: gpu_sparse_bench --backend cuda|opencl|wgpu [--device SEL] [--json PATH] [--masks FILE.dsm] [--samples N] [--runs N] [--batches 1,2,4] [--densities 0.1,0.3] [--only NAME] [--dump-masks DIR] [--avit]");
     std::process::exit(2)
 }
 
@@ -69,6 +75,7 @@ fn parse_args() -> Args {
         densities: vec![0.1, 0.3, 0.5, 1.0],
         only: None,
         dump_masks: None,
+        avit: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(k) = it.next() {
@@ -84,6 +91,7 @@ fn parse_args() -> Args {
             "--densities" => a.densities = parse_list(&val(), "density"),
             "--only" => a.only = Some(val()),
             "--dump-masks" => a.dump_masks = Some(val()),
+            "--avit" => a.avit = true,
             "-h" | "--help" => usage("help"),
             _ => usage(&format!("unknown argument '{k}'")),
         }
@@ -187,6 +195,22 @@ fn median(v: &mut [f64]) -> f64 {
 }
 
 fn bench<D: GpuDevice + 'static>(dev: Arc<D>, a: &Args) -> Result<()> {
+    if a.avit {
+        let mut json = match &a.json {
+            Some(p) => Some(std::fs::File::create(p).map_err(|e| dynaspa_runtime::Error::Other(format!("--json {p}: {e}")))?),
+            None => None,
+        };
+        let mut set = avit_attention::Settings {
+            samples: a.samples,
+            runs: a.runs,
+            batches: &a.batches,
+            densities: &a.densities,
+            only: a.only.as_deref(),
+            json: json.as_mut(),
+            dump_masks: a.dump_masks.as_deref(),
+        };
+        return avit_attention::bench(dev, &mut set);
+    }
     let ds = MaskDataset::open(&a.masks).map_err(|e| dynaspa_runtime::Error::Other(format!("masks '{}': {e}", a.masks)))?;
     let mut json = match &a.json {
         Some(p) => Some(std::fs::File::create(p).map_err(|e| dynaspa_runtime::Error::Other(format!("--json {p}: {e}")))?),

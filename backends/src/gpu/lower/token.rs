@@ -188,7 +188,7 @@ fn attention<D: GpuDevice>(cx: &mut Ctx<D>, plans: &mut TokenPlans<D::Kernel>, s
     let (sb0, sb3) = (t, 1);
     let (meta, compacts, ci) = compaction(cx, plans, spec.mask, b, t)?;
     let (q, k, v, bias, y) = (cx.x(0)?, cx.x(1)?, cx.x(2)?, cx.x(3)?, cx.y(0)?);
-    let keys_zero = false;
+    let keys_zero = crate::gpu::sparse::token::keys_proven_zero(cx.graph, cx.node, &plans.roots);
     let defines = [("WG", ATTENTION_WG as i64), ("TK_MAX", tk_max as i64), ("EARLY_EXIT", early_exit(cx.dev.info()))];
     let dims = [(h, "heads"), (t, "tokens"), (dk, "key width")];
     let kin = if keys_zero {

@@ -145,3 +145,57 @@ pub(crate) fn fold_epilogues(g: &mut Graph) -> usize {
     });
     folds.len()
 }
+
+/// Whether the graph makes every inactive key of the token-sparse attention `n` exactly 0, so
+/// the attention kernel needs no pass over those keys to prove their softmax weights vanish:
+/// its `k` is, through views, transposes and Gathers of one constant index, the output of a
+/// folded token projection over the same mask (zeros on inactive rows, `fold_epilogues`), with
+/// that output's batch and token axes landing on `k`'s. `roots`: the view root of every value.
+pub(crate) fn keys_proven_zero(g: &Graph, n: &Node, roots: &[usize]) -> bool {
+    let (Op::Attention(a), Some(sp), Some(Some(k))) = (&n.op, &n.sparse, n.inputs.get(1)) else { return false };
+    let (b, t) = (g.values[*k].shape[0], g.values[n.outputs[0]].shape[2]);
+    let (mut v, mut ab, mut at) = (*k, 0usize, if a.k_transposed { 3usize } else { 2 });
+    for _ in 0..32 {
+        let Some(p) = g.nodes.iter().find(|m| m.outputs.contains(&v)) else { return false };
+        let input = |i: usize| p.inputs.get(i).copied().flatten();
+        match &p.op {
+            Op::MatMul => {
+                let Some(ps) = &p.sparse else { return false };
+                let shape = &g.values[v].shape;
+                return ps.fused_mul
+                    && runs_token_sparse(g, p)
+                    && roots[ps.mask] == roots[sp.mask]
+                    && shape.len() == 3
+                    && (ab, at) == (0, 1)
+                    && shape[..2] == [b, t];
+            }
+            Op::Transpose { perm } => {
+                let (Some(&pb), Some(&pt), Some(src)) = (perm.get(ab), perm.get(at), input(0)) else { return false };
+                (ab, at, v) = (pb, pt, src);
+            }
+            Op::Gather { axis } => {
+                let (Some(data), Some(idx)) = (input(0), input(1)) else { return false };
+                let rank = g.values[data].shape.len() as i64;
+                let ax = if *axis < 0 { axis + rank } else { *axis };
+                let scalar = g.values[idx].constant.as_ref().is_some_and(|c| c.rank() == 0);
+                if !scalar || !(0..rank).contains(&ax) {
+                    return false;
+                }
+                let ax = ax as usize;
+                (ab, at, v) = (ab + (ab >= ax) as usize, at + (at >= ax) as usize, data);
+            }
+            Op::Reshape { .. } | Op::Flatten { .. } | Op::Squeeze { .. } | Op::Unsqueeze { .. } | Op::Identity => {
+                // Only reshapes that keep every axis up to the tracked ones.
+                let Some(src) = input(0) else { return false };
+                let (ins, outs) = (&g.values[src].shape, &g.values[v].shape);
+                let hi = ab.max(at);
+                if ins.len() <= hi || outs.len() <= hi || ins[..=hi] != outs[..=hi] {
+                    return false;
+                }
+                v = src;
+            }
+            _ => return false,
+        }
+    }
+    false
+}
