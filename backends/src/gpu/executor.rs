@@ -6,7 +6,10 @@
 //! Annotated convs the sparse kernels cover run sparsely (`gpu/sparse`): per frame a member of
 //! their PolyKernel over the mask's DISTiles, inactive outputs per the fill policy (a buffer
 //! zeroed on the second queue once its last earlier user is done, the residual, or the cached
-//! activations of the last frame). Other annotations run in their dense form.
+//! activations of the last frame). Token ops over in-graph masks (A-ViT) run over their active
+//! tokens (`lower/token.rs`) as ordinary launches: the device compacts the mask and the kernels
+//! read the count, so they need no per-frame host work. Other annotations run in their dense
+//! form.
 
 use super::device::{Arg, GpuDevice};
 use super::dtype;
@@ -97,11 +100,11 @@ fn words(shape: &[usize]) -> usize {
 
 impl<D: GpuDevice> GpuExecutable<D> {
     pub fn compile(dev: Arc<D>, backend: &str, graph: &Graph, opts: &GpuOptions) -> Result<GpuExecutable<D>> {
-        let split_graph = split::split(graph, opts.sparse.force != Some(ForceMember::Dense));
+        let (split_graph, acts) = split::split(graph, opts.sparse.force != Some(ForceMember::Dense));
         let g = &split_graph;
         let mut frames = Frames::new();
         let live = liveness(g);
-        let mut tokens = TokenPlans::new(live.root.clone());
+        let mut tokens = TokenPlans::new(live.root.clone(), acts);
         let mut res = Resources::<D>::new(g.values.len());
         // Buffers that came from (and may return to) the pool.
         let mut pooled: Vec<bool> = Vec::new();

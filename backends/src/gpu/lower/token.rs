@@ -36,12 +36,17 @@ pub struct TokenOpInfo {
     pub compacts: bool,
     /// The attention's inactive keys are proven zero by the graph: no key-norm pass.
     pub keys_zero: bool,
+    /// What a projection's launch applies after the product: "" (nothing; the graph's own
+    /// nodes follow), "bias, mask" or "bias, gelu, mask" (folded by `fold_epilogues`).
+    pub epilogue: &'static str,
 }
 
 /// The compactions of an executable and its token ops, in plan order.
 pub(crate) struct TokenPlans<K> {
     /// View root of every value (views share their root's buffer and contents).
     roots: Vec<ValueId>,
+    /// Activations folded into token projections, by output value.
+    acts: crate::gpu::sparse::token::TokenActs,
     compactions: Vec<Compaction<K>>,
     pub ops: Vec<TokenOpInfo>,
     /// Per op: its compaction.
@@ -49,8 +54,8 @@ pub(crate) struct TokenPlans<K> {
 }
 
 impl<K> TokenPlans<K> {
-    pub(crate) fn new(roots: Vec<ValueId>) -> TokenPlans<K> {
-        TokenPlans { roots, compactions: Vec::new(), ops: Vec::new(), op_compaction: Vec::new() }
+    pub(crate) fn new(roots: Vec<ValueId>, acts: crate::gpu::sparse::token::TokenActs) -> TokenPlans<K> {
+        TokenPlans { roots, acts, compactions: Vec::new(), ops: Vec::new(), op_compaction: Vec::new() }
     }
 
     /// The compaction launch of token op `node`'s mask.
@@ -123,7 +128,7 @@ pub(crate) fn lower_token<D: GpuDevice>(cx: &mut Ctx<D>, plans: &mut TokenPlans<
     }
 }
 
-/// `y[t] = x[t] . W (+ bias)` on active rows, 0 on the others.
+/// `y[t] = act(x[t] . W (+ bias))` on active rows, 0 on the others.
 fn linear<D: GpuDevice>(cx: &mut Ctx<D>, plans: &mut TokenPlans<D::Kernel>, spec: &SparseSpec) -> Result<()> {
     let xs = cx.in_shape(0)?;
     let ws = cx.in_shape(1)?;
@@ -141,6 +146,7 @@ fn linear<D: GpuDevice>(cx: &mut Ctx<D>, plans: &mut TokenPlans<D::Kernel>, spec
     let (meta, compacts, ci) = compaction(cx, plans, spec.mask, images, t)?;
     let (x, w, y) = (cx.x(0)?, cx.x(1)?, cx.y(0)?);
     let (bias, has_bias) = if cx.has_input(2) { (cx.x(2)?, 1) } else { (cx.dummy()?, 0) };
+    let act = plans.acts.get(&cx.node.outputs[0]).copied().unwrap_or(-1);
     let args = vec![
         LArg::Buf(x),
         LArg::Buf(w),
@@ -152,7 +158,7 @@ fn linear<D: GpuDevice>(cx: &mut Ctx<D>, plans: &mut TokenPlans<D::Kernel>, spec
         LArg::I32(int(k, "K")?),
         LArg::I32(int(images, "images")?),
         LArg::I32(has_bias),
-        LArg::I32(-1),
+        LArg::I32(act),
         LArg::F32(0.0),
         LArg::F32(0.0),
     ];
@@ -161,7 +167,12 @@ fn linear<D: GpuDevice>(cx: &mut Ctx<D>, plans: &mut TokenPlans<D::Kernel>, spec
     defines.push(("EARLY_EXIT", early_exit(cx.dev.info())));
     let kern = cx.kernel(Src::Token, "token_gemm_f32", &defines)?;
     cx.launch(kern, [n.div_ceil(tile.tn as usize), t.div_ceil(tile.tm as usize), images], tile.local(), args)?;
-    plans.push(TokenOpInfo { node: cx.node.name.clone(), kind: "linear", compacts, keys_zero: false }, ci);
+    let epilogue = match (has_bias, act) {
+        (0, _) => "",
+        (_, -1) => "bias, mask",
+        _ => "bias, gelu, mask",
+    };
+    plans.push(TokenOpInfo { node: cx.node.name.clone(), kind: "linear", compacts, keys_zero: false, epilogue }, ci);
     Ok(())
 }
 
@@ -222,6 +233,6 @@ fn attention<D: GpuDevice>(cx: &mut Ctx<D>, plans: &mut TokenPlans<D::Kernel>, s
     int(b * h * t * dk.max(dv).max(t), "attention extent")?;
     let kern = cx.kernel(Src::Token, "token_attention_f32", &defines)?;
     cx.launch(kern, [t, b * h, 1], [ATTENTION_WG, 1, 1], args)?;
-    plans.push(TokenOpInfo { node: cx.node.name.clone(), kind: "attention", compacts, keys_zero }, ci);
+    plans.push(TokenOpInfo { node: cx.node.name.clone(), kind: "attention", compacts, keys_zero, epilogue: "" }, ci);
     Ok(())
 }

@@ -2,6 +2,8 @@
 //! mask, chosen per frame from a PolyKernel. `split` decides which annotated nodes run sparsely,
 //! `build` lowers them at compile time (members, fills, calibration), `step` runs them per frame,
 //! `meta` is the layout of the bitmask kernel's results and `schedules` the kernel variants.
+//! Token ops (A-ViT) take another road: `token` decides which run over active tokens and folds
+//! their epilogues, `lower/token.rs` lowers them to launches that need no per-frame host step.
 
 pub(crate) mod build;
 pub(crate) mod meta;

@@ -52,11 +52,12 @@ pub(crate) fn runs_cached_dense(g: &Graph, n: &Node) -> bool {
 }
 
 /// `g` with the annotations the GPU cannot run sparsely lowered to dense ops; the others kept.
-/// `tokens`: token ops run over their active tokens (else densely), with a projection's bias
-/// and mask product folded in (`token::fold_epilogues`).
-pub(crate) fn split(g: &Graph, tokens: bool) -> Graph {
+/// `tokens`: token ops run over their active tokens (else densely), with a projection's bias,
+/// GELU and mask product folded in (`token::fold_epilogues`, whose activations come back).
+pub(crate) fn split(g: &Graph, tokens: bool) -> (Graph, super::token::TokenActs) {
+    let mut acts = super::token::TokenActs::new();
     if !g.nodes.iter().any(|n| n.sparse.is_some()) {
-        return g.clone();
+        return (g.clone(), acts);
     }
     let keep: Vec<bool> = g
         .nodes
@@ -81,7 +82,7 @@ pub(crate) fn split(g: &Graph, tokens: bool) -> Graph {
         }
     }
     if tokens {
-        super::token::fold_epilogues(&mut out);
+        super::token::fold_epilogues(&mut out, &mut acts);
     }
-    out
+    (out, acts)
 }

@@ -6,7 +6,7 @@
 //! the host, so there is no readback that could report a mask value other than 0 or 1; masks
 //! given as model inputs (which the CPU checks per frame) therefore keep the dense form.
 
-use dynaspa_runtime::graph::{BinaryKind, Graph, MaskKind, MaskSource, Node, Op};
+use dynaspa_runtime::graph::{BinaryKind, Graph, MaskKind, MaskSource, Node, Op, UnaryKind};
 use dynaspa_runtime::DType;
 
 fn f32_value(g: &Graph, v: Option<usize>) -> Option<&dynaspa_runtime::graph::Value> {
@@ -77,11 +77,20 @@ pub(crate) fn runs_token_sparse(g: &Graph, n: &Node) -> bool {
     }
 }
 
-/// Folds `Mul(Add(MatMul(x, W), bias), M)` into a token-sparse MatMul over mask `M`: the node
-/// takes the bias as input 2, writes the Mul's output (0 on inactive rows, which is what the
-/// product with `M` holds there) and is marked `fused_mul`; the Add and Mul go. Each
-/// intermediate must have that chain as its only reader. Returns how many were folded.
-pub(crate) fn fold_epilogues(g: &mut Graph) -> usize {
+/// Activation codes of the fused epilogues (gpu/kernels/common.h): GELU with erf.
+pub(crate) const ACT_GELU_ERF: i32 = 7;
+
+/// Token projections whose epilogue `fold_epilogues` folded in: output value -> activation code
+/// (applied after the bias; absent: none).
+pub(crate) type TokenActs = std::collections::HashMap<usize, i32>;
+
+/// Folds `Mul(f(Add(MatMul(x, W), bias)), M)` into a token-sparse MatMul over mask `M`, `f`
+/// nothing or GELU as exported from PyTorch (`y * (Erf(y / sqrt 2) + 1) * 0.5`): the node takes
+/// the bias as input 2, writes the Mul's output (0 on inactive rows, which is what the product
+/// with `M` holds there, f(0) being 0 for both) and is marked `fused_mul`; the folded nodes
+/// go, and `acts` records GELU. Each intermediate must have the chain as its only reader.
+/// Returns how many were folded.
+pub(crate) fn fold_epilogues(g: &mut Graph, acts: &mut TokenActs) -> usize {
     let consumers = g.consumers();
     let sole = |v: usize| -> Option<usize> {
         match consumers[v].as_slice() {
@@ -99,51 +108,114 @@ pub(crate) fn fold_epilogues(g: &mut Graph) -> usize {
         let shape = &g.values[y].shape;
         let nout = shape[shape.len() - 1];
         let Some(ai) = sole(y) else { continue };
-        let add = &g.nodes[ai];
-        if add.op != Op::Binary(BinaryKind::Add) || add.sparse.is_some() || add.inputs.len() != 2 || add.outputs.len() != 1 {
-            continue;
-        }
-        let Some(bias) = add.inputs.iter().flatten().copied().find(|&v| v != y) else { continue };
+        let Some(bias) = binary_with_constant(g, ai, BinaryKind::Add, y) else { continue };
         let bv = &g.values[bias];
         // Broadcast along the rows only: [N], [1, N], [1, 1, N].
         let row_vector = bv.shape.len() <= shape.len()
             && bv.shape.last() == Some(&nout)
             && bv.shape[..bv.shape.len() - 1].iter().all(|&d| d == 1);
-        if !add.inputs.contains(&Some(y)) || bv.constant.is_none() || bv.dtype != DType::F32 || !row_vector {
+        let a_out = g.nodes[ai].outputs[0];
+        if bv.dtype != DType::F32 || !row_vector || g.values[a_out].shape != *shape {
             continue;
         }
-        let a_out = add.outputs[0];
-        if g.values[a_out].shape != *shape {
-            continue;
-        }
-        let Some(mi) = sole(a_out) else { continue };
+        let (act, mut dead, before_mask) = match sole(a_out) {
+            Some(mi) => (None, vec![ai], (a_out, mi)),
+            None => match gelu(g, a_out, &consumers, &sole) {
+                Some((nodes, out, mi)) => (Some(ACT_GELU_ERF), [vec![ai], nodes].concat(), (out, mi)),
+                None => continue,
+            },
+        };
+        let (pre, mi) = before_mask;
         let mul = &g.nodes[mi];
-        let operands_ok = mul.inputs.len() == 2 && mul.inputs.contains(&Some(a_out)) && mul.inputs.contains(&Some(spec.mask));
+        let operands_ok = mul.inputs.len() == 2 && mul.inputs.contains(&Some(pre)) && mul.inputs.contains(&Some(spec.mask));
         if mul.op != Op::Binary(BinaryKind::Mul) || mul.sparse.is_some() || !operands_ok || mul.outputs.len() != 1 {
             continue;
         }
         if g.values[mul.outputs[0]].shape != *shape {
             continue;
         }
-        folds.push((i, ai, mi, bias, mul.outputs[0]));
+        dead.push(mi);
+        folds.push((i, dead, bias, mul.outputs[0], act));
     }
-    let mut dead = vec![false; g.nodes.len()];
-    for &(i, ai, mi, bias, out) in &folds {
-        let n = &mut g.nodes[i];
-        n.inputs.push(Some(bias));
-        n.outputs = vec![out];
+    let mut gone = vec![false; g.nodes.len()];
+    for (i, dead, bias, out, act) in &folds {
+        let n = &mut g.nodes[*i];
+        n.inputs.push(Some(*bias));
+        n.outputs = vec![*out];
         if let Some(sp) = n.sparse.as_mut() {
             sp.fused_mul = true;
         }
-        dead[ai] = true;
-        dead[mi] = true;
+        if let Some(a) = act {
+            acts.insert(*out, *a);
+        }
+        for &d in dead {
+            gone[d] = true;
+        }
     }
     let mut k = 0;
     g.nodes.retain(|_| {
         k += 1;
-        !dead[k - 1]
+        !gone[k - 1]
     });
     folds.len()
+}
+
+/// The other operand of node `i` when it is the plain binary `kind` of `x` and a constant
+/// (either order).
+fn binary_with_constant(g: &Graph, i: usize, kind: BinaryKind, x: usize) -> Option<usize> {
+    let n = &g.nodes[i];
+    if n.op != Op::Binary(kind) || n.sparse.is_some() || n.inputs.len() != 2 || n.outputs.len() != 1 || !n.inputs.contains(&Some(x)) {
+        return None;
+    }
+    let other = n.inputs.iter().flatten().copied().find(|&v| v != x).unwrap_or(x);
+    g.values[other].constant.is_some().then_some(other)
+}
+
+/// The value of a scalar f32 constant.
+fn scalar(g: &Graph, v: usize) -> Option<f32> {
+    match g.values[v].constant.as_ref()?.as_f32() {
+        Ok([x]) => Some(*x),
+        _ => None,
+    }
+}
+
+/// GELU of `y` as PyTorch exports it, `Mul(Mul(y, Add(Erf(Div(y, sqrt 2)), 1)), 0.5)`, each
+/// intermediate read only by the chain and `y` only by its Div and Mul: (its nodes, its output,
+/// the one node reading the output).
+fn gelu(g: &Graph, y: usize, consumers: &[Vec<usize>], sole: &dyn Fn(usize) -> Option<usize>) -> Option<(Vec<usize>, usize, usize)> {
+    let readers = consumers[y].as_slice();
+    if readers.len() != 2 || g.is_graph_output(y) {
+        return None;
+    }
+    let di = readers.iter().copied().find(|&r| g.nodes[r].op == Op::Binary(BinaryKind::Div))?;
+    let mi = readers.iter().copied().find(|&r| r != di)?;
+    let div = &g.nodes[di];
+    let root2 = div.inputs.get(1).copied().flatten().and_then(|c| scalar(g, c))?;
+    if div.inputs.first() != Some(&Some(y)) || (root2 - std::f32::consts::SQRT_2).abs() > 1e-6 || div.sparse.is_some() {
+        return None;
+    }
+    let ei = sole(div.outputs[0])?;
+    let erf = &g.nodes[ei];
+    if erf.op != Op::Unary(UnaryKind::Erf) || erf.sparse.is_some() || erf.outputs.len() != 1 {
+        return None;
+    }
+    let ai = sole(erf.outputs[0])?;
+    let one = binary_with_constant(g, ai, BinaryKind::Add, erf.outputs[0])?;
+    let pi = sole(g.nodes[ai].outputs[0])?;
+    if pi != mi || g.nodes[mi].op != Op::Binary(BinaryKind::Mul) || g.nodes[mi].sparse.is_some() || !g.nodes[mi].inputs.contains(&Some(y)) {
+        return None;
+    }
+    let hi = sole(g.nodes[mi].outputs[0])?;
+    let half = binary_with_constant(g, hi, BinaryKind::Mul, g.nodes[mi].outputs[0])?;
+    if scalar(g, one) != Some(1.0) || scalar(g, half) != Some(0.5) {
+        return None;
+    }
+    let out = g.nodes[hi].outputs[0];
+    let shape_ok = [div.outputs[0], erf.outputs[0], g.nodes[ai].outputs[0], g.nodes[mi].outputs[0], out]
+        .iter()
+        .all(|&v| g.values[v].shape == g.values[y].shape);
+    let next = sole(out)?;
+    shape_ok.then_some((vec![di, ei, ai, mi, hi], out, next))
 }
 
 /// Whether the graph makes every inactive key of the token-sparse attention `n` exactly 0, so
