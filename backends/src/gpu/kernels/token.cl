@@ -11,10 +11,12 @@
  * Defines: BLOCK (token_compact), TM TN TK WM WN (token_gemm_f32, as matmul.cl), WG and TK_MAX
  * (attention, as attention.cl), EARLY_EXIT.
  *
- * EARLY_EXIT 1: a work-group with nothing to compute returns once it has written its zeros.
- * 0: it runs on through every barrier with empty loops instead; PoCL 3.1 corrupts the host
- * heap when a work-group returns before a barrier it would otherwise reach (seen with these
- * kernels), so the executor asks for 0 on OpenCL CPU devices. Both give the same results. */
+ * EARLY_EXIT 1: a work-group with nothing to compute returns once it has written its zeros,
+ * and barriers may sit in branches the whole work-group takes alike. 0: no barrier is ever
+ * skipped (dead work-groups run on with empty loops). PoCL 3.1 corrupts the host heap when a
+ * work-group of 32 or more work-items returns before, or branches around, a barrier (seen
+ * with these kernels), so the executor asks for 0 on OpenCL CPU devices. Both give the same
+ * results. */
 
 #ifndef BLOCK
 #define BLOCK 256
@@ -211,16 +213,19 @@ FUNC int tok_keys_vanish(float mx, float qn, float kin, float smag, float c, int
 /* Attention of the active queries over the active keys of a key-mask attention (bias
  * (M - 1) * c, M binary, Tq = Tk = T): for an active query, softmax over all keys equals
  * softmax over the active ones once every inactive weight underflows, which tok_keys_vanish
- * proves per row from kin (token_key_norms; keys_zero: the graph proves them 0, kin unused);
- * a row it cannot prove is computed over all keys with the op's bias, as attention_f32 does.
- * Rows of inactive queries are 0. q [BH, T, dk]; k, v, bias and out as attention_f32.
- * Grid: (T, BH), local (WG, 1, 1); row r of a head is the token at compacted position r. */
+ * proves per row from kin (token_key_norms), or from kin = 0 where the graph proves inactive
+ * keys zero (keys_zero: kin is not read); a row it cannot prove is computed over all keys with
+ * the op's bias, as attention_f32 does. Rows of inactive queries are 0. q [BH, T, dk]; k, v,
+ * bias and out as attention_f32. Grid: (T, BH), local (WG, 1, 1); the work-group of row r
+ * of a head takes the token at compacted position r. Local memory: the row's scores and the
+ * tokens they belong to (TK_MAX >= T each), and the reduction scratch. */
 KERNEL token_attention_f32(GLOBAL const float* q, GLOBAL const float* k, GLOBAL const float* v,
                            GLOBAL const float* bias, GLOBAL float* out, GLOBAL const int* meta,
                            GLOBAL const float* kin, int heads, int T, int dk, int dv, int skj, int skd,
                            int scale_mode, float scale, float smag, float c, int keys_zero, int sb0, int sb1,
                            int sb2, int sb3, int images) {
     LOCAL float sc[TK_MAX];
+    LOCAL int keys[TK_MAX];
     LOCAL float red[WG];
     int r = GROUP_ID(0), bh = GROUP_ID(1), t = LOCAL_ID(0);
     int b = bh / heads, h = bh - b * heads;
@@ -247,16 +252,16 @@ KERNEL token_attention_f32(GLOBAL const float* q, GLOBAL const float* k, GLOBAL 
         /* The op adds (1 - 1) * c = 0 to active keys. */
         float x = (scale_mode == 0 ? acc * scale : acc / scale) + 0.0f;
         sc[jj] = x;
+        keys[jj] = j;
         mx = FMAXF(mx, x);
     }
-    float qq = 0.0f;
-    for (int d = t; d < (live ? dk : 0); d += WG) qq += qr[d] * qr[d];
     mx = tok_reduce(red, mx, 1);
-    qq = tok_reduce(red, qq, 0);
+    /* |q| by every work-item alike (a reduction would cost barriers), so `ok` is the group's. */
+    float qq = 0.0f;
+    for (int d = 0; d < (live ? dk : 0); ++d) qq += qr[d] * qr[d];
     int ok = !live || tok_keys_vanish(mx, SQRTF(qq), keys_zero ? 0.0f : kin[bh], smag, c, dk);
     /* A row the proof fails for takes every key, with the op's bias: the dense kernel's row.
-     * (Same work-items as above write sc, so no barrier is needed before; the reduction runs
-     * in every work-group, keeping barriers out of conditional code.) */
+     * The same work-items as above write sc and keys, so no barrier is needed first. */
     float mx_all = -F32_INF;
     if (!ok) {
         for (int j = t; j < T; j += WG) {
@@ -264,12 +269,19 @@ KERNEL token_attention_f32(GLOBAL const float* q, GLOBAL const float* k, GLOBAL 
             for (int d = 0; d < dk; ++d) acc += qr[d] * kb[j * skj + d * skd];
             float x = (scale_mode == 0 ? acc * scale : acc / scale) + bias[b * sb0 + h * sb1 + i * sb2 + j * sb3];
             sc[j] = x;
+            keys[j] = j;
             mx_all = FMAXF(mx_all, x);
         }
     }
+#if EARLY_EXIT
+    /* `ok` is the same for the whole work-group. */
+    if (!ok) mx = tok_reduce(red, mx_all, 1);
+#else
+    /* Barriers stay out of conditional code here (see EARLY_EXIT). */
     mx_all = tok_reduce(red, mx_all, 1);
-    int n = ok ? na : T;
     if (!ok) mx = mx_all;
+#endif
+    int n = ok ? na : T;
     float sum = 0.0f;
     for (int jj = t; jj < n; jj += WG) {
         float e = EXPF(sc[jj] - mx);
@@ -282,11 +294,7 @@ KERNEL token_attention_f32(GLOBAL const float* q, GLOBAL const float* k, GLOBAL 
     LOCAL_BARRIER();
     for (int d = t; d < (live ? dv : 0); d += WG) {
         float acc = 0.0f;
-        if (ok) {
-            for (int jj = 0; jj < n; ++jj) acc += sc[jj] * vb[order[jj] * dv + d];
-        } else {
-            for (int j = 0; j < n; ++j) acc += sc[j] * vb[j * dv + d];
-        }
+        for (int jj = 0; jj < n; ++jj) acc += sc[jj] * vb[keys[jj] * dv + d];
         orow[d] = acc;
     }
 }

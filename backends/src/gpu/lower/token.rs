@@ -185,7 +185,8 @@ fn attention<D: GpuDevice>(cx: &mut Ctx<D>, plans: &mut TokenPlans<D::Kernel>, s
     }
     let (b, h, t, dk, dv) = (qs[0], qs[1], qs[2], qs[3], vs[3]);
     let tk_max = t.next_power_of_two().max(64);
-    let local = 4 * (tk_max + ATTENTION_WG as usize) as u64;
+    // Scores and their tokens (TK_MAX each) and the reduction scratch.
+    let local = 4 * (2 * tk_max + ATTENTION_WG as usize) as u64;
     let have = cx.dev.info().local_mem_bytes;
     if have > 0 && local > have {
         return limit(format!("Attention over {t} keys needs {local} bytes of local memory, the device has {have}"));

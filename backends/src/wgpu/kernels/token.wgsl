@@ -223,6 +223,7 @@ fn token_key_norms(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocat
 // ---- token_attention_f32: grid (T, BH), local (WG, 1, 1) ----
 
 var<workgroup> ta_sc: array<f32, TK_MAX>;
+var<workgroup> ta_keys: array<i32, TK_MAX>;
 var<workgroup> ta_count: i32;
 var<workgroup> ta_ok: i32;
 
@@ -283,20 +284,20 @@ fn token_attention_f32(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_inv
         // The op adds (1 - 1) * c = 0 to active keys.
         let x = ta_scaled(acc, p) + 0.0;
         ta_sc[jj] = x;
+        ta_keys[jj] = j;
         mx = fmax_(mx, x);
     }
-    var qq = 0.0;
-    for (var d = t; d < select(0, p.dk, live); d += step) { qq += ta_q[qr + d] * ta_q[qr + d]; }
     mx = tok_reduce(lid.x, mx, true);
-    qq = tok_reduce(lid.x, qq, false);
+    // |q| and the proof by one invocation, shared through workgroup memory (uniform to WGSL).
     if (t == 0) {
+        var qq = 0.0;
+        for (var d = 0; d < select(0, p.dk, live); d++) { qq += ta_q[qr + d] * ta_q[qr + d]; }
         var kin = 0.0;
         if (p.keys_zero == 0) { kin = ta_kin[bh]; }
         ta_ok = select(0, 1, !live || tok_keys_vanish(mx, sqrt(qq), kin, p.smag, p.c, p.dk));
     }
     let ok = workgroupUniformLoad(&ta_ok) != 0;
-    // A row the proof fails for takes every key, with the op's bias: attention_f32's row (the
-    // reduction runs in every work-group, as in token.cl).
+    // A row the proof fails for takes every key, with the op's bias: attention_f32's row.
     var mx_all = -f32_inf();
     if (!ok) {
         for (var j = t; j < p.T; j += step) {
@@ -304,15 +305,17 @@ fn token_attention_f32(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_inv
             for (var d = 0; d < p.dk; d++) { acc += ta_q[qr + d] * ta_k[kb + j * p.skj + d * p.skd]; }
             let x = ta_scaled(acc, p) + ta_bias[b * p.sb0 + h * p.sb1 + i * p.sb2 + j * p.sb3];
             ta_sc[j] = x;
+            ta_keys[j] = j;
             mx_all = fmax_(mx_all, x);
         }
     }
-    mx_all = tok_reduce(lid.x, mx_all, true);
-    var n = na;
-    if (!ok) {
-        n = p.T;
-        mx = mx_all;
+    if (EARLY_EXIT != 0u) {
+        if (!ok) { mx = tok_reduce(lid.x, mx_all, true); }
+    } else {
+        mx_all = tok_reduce(lid.x, mx_all, true);
+        if (!ok) { mx = mx_all; }
     }
+    let n = select(p.T, na, ok);
     var sum = 0.0;
     for (var jj = t; jj < n; jj += step) {
         let e = exp(ta_sc[jj] - mx);
@@ -325,11 +328,7 @@ fn token_attention_f32(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_inv
     workgroupBarrier();
     for (var d = t; d < select(0, p.dv, live); d += step) {
         var acc = 0.0;
-        if (ok) {
-            for (var jj = 0; jj < n; jj++) { acc += ta_sc[jj] * ta_v[vb + ta_meta[ob + jj] * p.dv + d]; }
-        } else {
-            for (var j = 0; j < n; j++) { acc += ta_sc[j] * ta_v[vb + j * p.dv + d]; }
-        }
+        for (var jj = 0; jj < n; jj++) { acc += ta_sc[jj] * ta_v[vb + ta_keys[jj] * p.dv + d]; }
         ta_out[orow + d] = acc;
     }
 }
