@@ -68,7 +68,7 @@ pub fn create_with(name: &str, threads: Option<usize>, sparse: cpu::SparseConfig
 #[allow(dead_code)]
 fn gpu_options(o: &BackendOptions) -> gpu::GpuOptions {
     let poison = o.poison || std::env::var("DYNASPA_GPU_POISON").is_ok_and(|v| !v.is_empty() && v != "0");
-    gpu::GpuOptions { poison, sparse: o.sparse.clone().unwrap_or_default() }
+    gpu::GpuOptions { poison, sparse: o.sparse.clone().unwrap_or_default(), counts: gpu::CountsSync::from_env() }
 }
 
 pub fn create_configured(name: &str, o: &BackendOptions) -> Result<Box<dyn Backend>> {

@@ -14,7 +14,7 @@ use super::lower::ctx::{BufId, Ctx, LArg, Launch, Resources};
 use super::lower::{compile_time_outputs, lower};
 use super::lower::ctx::replay_launches;
 use super::plan::{is_view, liveness};
-use super::sparse::step::Frames;
+use super::sparse::step::{CountsSync, Frames};
 use super::sparse::{build, split};
 use crate::cpu::SparseConfig;
 use dynaspa_runtime::backend::{Backend, Executable};
@@ -32,6 +32,8 @@ pub struct GpuOptions {
     pub poison: bool,
     /// Calibration cache and forced members of the sparse ops.
     pub sparse: SparseConfig,
+    /// How sparse ops learn each frame's DISTile counts.
+    pub counts: CountsSync,
 }
 
 /// A `Backend` over one GPU device.
@@ -84,7 +86,7 @@ pub struct GpuExecutable<D: GpuDevice> {
     outputs: Vec<Output>,
     /// The fill kernel when poisoning.
     poison: Option<Arc<D::Kernel>>,
-    frames: Frames<D::Kernel, D::Event>,
+    frames: Frames<D>,
     report: Option<FrameReport>,
 }
 
@@ -96,7 +98,7 @@ impl<D: GpuDevice> GpuExecutable<D> {
     pub fn compile(dev: Arc<D>, backend: &str, graph: &Graph, opts: &GpuOptions) -> Result<GpuExecutable<D>> {
         let split_graph = split::split(graph);
         let g = &split_graph;
-        let mut frames = Frames::new();
+        let mut frames = Frames::new(opts.counts);
         let live = liveness(g);
         let mut res = Resources::<D>::new(g.values.len());
         // Buffers that came from (and may return to) the pool.
@@ -234,7 +236,8 @@ impl<D: GpuDevice> GpuExecutable<D> {
         Ok(GpuExecutable { dev, bufs: res.bufs, inputs, steps, outputs, poison, frames, report: None })
     }
 
-    fn replay(&mut self) -> Result<Vec<SparseOpRecord>> {
+    /// Queues one frame's work; returns each sparse op's record with its index.
+    fn replay(&mut self) -> Result<Vec<(usize, SparseOpRecord)>> {
         let max = self.dev.info().max_work_group_size;
         let lw = if max > 0 { super::kernels::LINEAR_WG.min(max) } else { super::kernels::LINEAR_WG };
         let mut records = Vec::new();
@@ -250,7 +253,7 @@ impl<D: GpuDevice> GpuExecutable<D> {
                 }
             }
             match step.sparse {
-                Some(op) => records.push(self.frames.run_op(&*self.dev, &self.bufs, op, self.poison.is_some()).map_err(wrap)?),
+                Some(op) => records.push((op, self.frames.run_op(&*self.dev, &self.bufs, op, self.poison.is_some()).map_err(wrap)?)),
                 None => replay_launches(&*self.dev, &self.bufs, &step.launches).map_err(wrap)?,
             }
             self.frames.issue_zero_fills(&*self.dev, &self.bufs, Some(si)).map_err(wrap)?;
@@ -262,9 +265,9 @@ impl<D: GpuDevice> GpuExecutable<D> {
 /// For every `Zero` sparse op, the last earlier step touching its output buffer: its zero fill
 /// may start on the second queue once that step is done (pooled buffers serve other values
 /// before), overlapping the steps in between.
-fn schedule_zero_fills<K, E>(steps: &[Step<K>], frames: &mut Frames<K, E>) {
-    let touches = |st: &Step<K>, b: BufId| -> bool {
-        let in_launches = |ls: &[Launch<K>]| ls.iter().any(|l| l.args.contains(&LArg::Buf(b)));
+fn schedule_zero_fills<D: GpuDevice>(steps: &[Step<D::Kernel>], frames: &mut Frames<D>) {
+    let touches = |st: &Step<D::Kernel>, b: BufId| -> bool {
+        let in_launches = |ls: &[Launch<D::Kernel>]| ls.iter().any(|l| l.args.contains(&LArg::Buf(b)));
         in_launches(&st.launches)
             || st.writes.iter().any(|w| w.0 == b)
             || st.sparse.is_some_and(|i| {
@@ -307,7 +310,7 @@ impl<D: GpuDevice> Executable for GpuExecutable<D> {
                 self.dev.upload(&self.bufs[*b], 0, &w)?;
             }
         }
-        let sparse_ops = self.replay()?;
+        let mut sparse_ops = self.replay()?;
         let mut outs = Vec::with_capacity(self.outputs.len());
         for o in &self.outputs {
             outs.push(match o {
@@ -319,6 +322,10 @@ impl<D: GpuDevice> Executable for GpuExecutable<D> {
                 }
             });
         }
+        // The outputs were read, so the queue has drained: the counts copied behind the frame
+        // are on the host.
+        self.frames.end_frame(&*self.dev, &self.bufs, &mut sparse_ops)?;
+        let sparse_ops = sparse_ops.into_iter().map(|(_, r)| r).collect();
         // Per-node times would need a queue sync per node; the GPU report holds the frame total.
         self.report = Some(FrameReport { total: t0.elapsed(), sparse_ops, ..Default::default() });
         Ok(outs)

@@ -11,5 +11,6 @@ pub(crate) mod sparse;
 
 pub use device::{Arg, DeviceInfo, GpuDevice, KernelSpec};
 pub use executor::{GpuBackend, GpuExecutable, GpuOptions, SparseOpInfo};
+pub use sparse::step::CountsSync;
 #[cfg(feature = "wgpu")]
 pub(crate) use kernels::LINEAR_WG;

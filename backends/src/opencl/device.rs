@@ -4,6 +4,7 @@
 
 use super::platform::{cl_err, ClDeviceEntry};
 use super::program_cache::ProgramCache;
+use super::staging::ClStaging;
 use crate::gpu::{Arg, DeviceInfo, GpuDevice, KernelSpec};
 use dynaspa_runtime::{Error, Result};
 use opencl3::command_queue::CommandQueue;
@@ -188,6 +189,7 @@ impl GpuDevice for OpenClDevice {
     type Buffer = ClBuffer;
     type Kernel = ClKernel;
     type Event = ClEvent;
+    type Staging = ClStaging;
 
     fn info(&self) -> &DeviceInfo {
         &self.info
@@ -244,6 +246,42 @@ impl GpuDevice for OpenClDevice {
         }
         .map(|ev| drop(Event::new(ev)))
         .map_err(|e| self.err("reading a buffer", ClError(e)))
+    }
+
+    fn staging(&self, bytes: usize) -> Result<ClStaging> {
+        Ok(ClStaging::new(bytes))
+    }
+
+    fn download_async(&self, src: &ClBuffer, offset: usize, dst: &ClStaging) -> Result<()> {
+        check_range("download", src, offset, dst.len())?;
+        if dst.is_empty() {
+            return Ok(());
+        }
+        let r = dst.start(|ptr, len| {
+            // SAFETY: non-blocking read into memory `dst` owns and keeps (its Drop and the next
+            // `start`/`read` wait for the returned event); range checked.
+            unsafe {
+                opencl3::command_queue::enqueue_read_buffer(
+                    self.main.get(),
+                    src.mem.get(),
+                    opencl3::types::CL_NON_BLOCKING,
+                    offset,
+                    len,
+                    ptr.cast(),
+                    0,
+                    std::ptr::null(),
+                )
+            }
+            .map(Event::new)
+            .map_err(|e| ClError(e).to_string())
+        });
+        // Submitted now, so the copy does not wait for the next blocking call.
+        let _ = self.main.flush();
+        r.map_err(|e| self.err("reading a buffer asynchronously", e))
+    }
+
+    fn read_staging(&self, st: &ClStaging, out: &mut [u8]) -> Result<()> {
+        st.read(out).map_err(|e| self.err("reading a download", e))
     }
 
     fn kernel(&self, spec: &KernelSpec) -> Result<ClKernel> {

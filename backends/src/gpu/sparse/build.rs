@@ -43,7 +43,7 @@ fn bitmask_launch<D: GpuDevice>(cx: &mut Ctx<D>, mask: usize, mask_stride: usize
 }
 
 /// The mask plan for `spec`'s mask read as images x h x w, made on first use.
-fn mask_plan<D: GpuDevice>(cx: &mut Ctx<D>, frames: &mut Frames<D::Kernel, D::Event>, spec: &SparseSpec, (images, h, w): (usize, usize, usize)) -> Result<usize> {
+fn mask_plan<D: GpuDevice>(cx: &mut Ctx<D>, frames: &mut Frames<D>, spec: &SparseSpec, (images, h, w): (usize, usize, usize)) -> Result<usize> {
     let value = spec.mask;
     if let Some(i) = frames.masks.iter().position(|m| m.value == value && (m.layout.images, m.layout.h, m.layout.w) == (images, h, w)) {
         return Ok(i);
@@ -63,7 +63,7 @@ fn mask_plan<D: GpuDevice>(cx: &mut Ctx<D>, frames: &mut Frames<D::Kernel, D::Ev
 /// Lowers the sparse conv `cx.node` into `frames` (its launches live there, not in `cx`).
 pub(crate) fn lower_sparse_conv<D: GpuDevice>(
     cx: &mut Ctx<D>,
-    frames: &mut Frames<D::Kernel, D::Event>,
+    frames: &mut Frames<D>,
     spec: &SparseSpec,
     p: &Conv,
     cfg: &SparseConfig,
@@ -115,7 +115,7 @@ pub(crate) fn lower_sparse_conv<D: GpuDevice>(
 /// buffer persists across frames.
 pub(crate) fn lower_cached_dense<D: GpuDevice>(
     cx: &mut Ctx<D>,
-    frames: &mut Frames<D::Kernel, D::Event>,
+    frames: &mut Frames<D>,
     spec: &SparseSpec,
     dense: impl Fn(&mut Ctx<D>) -> Result<()>,
 ) -> Result<()> {
@@ -165,7 +165,7 @@ fn member_name(g: Option<Granularity>) -> String {
 /// calibrated or read from the cache.
 fn poly_kernel<D: GpuDevice>(
     cx: &mut Ctx<D>,
-    frames: &Frames<D::Kernel, D::Event>,
+    frames: &Frames<D>,
     m: usize,
     op: &SconvOp,
     members: &[(Option<Granularity>, Vec<Launch<D::Kernel>>)],
