@@ -205,6 +205,7 @@ fn bench<D: GpuDevice + 'static>(dev: Arc<D>, a: &Args) -> Result<()> {
         poison: false,
         sparse: SparseConfig { cache_dir: None, force: Some(ForceMember::Dense), profile: None },
         counts: CountsSync::Lagged,
+        step_times: false,
     };
     for cc in CASES.iter().filter(|c| a.only.as_deref().is_none_or(|o| c.name.contains(o))) {
         for &n in &a.batches {

@@ -64,11 +64,13 @@ pub fn create_with(name: &str, threads: Option<usize>, sparse: cpu::SparseConfig
 }
 
 /// GPU settings from the options, with `$DYNASPA_GPU_POISON` (non-empty, not "0") turning on
-/// output poisoning for tests.
+/// output poisoning for tests, `$DYNASPA_GPU_COUNTS` choosing how dispatch learns DISTile counts
+/// and `$DYNASPA_GPU_STEP_TIMES=1` a sync and a time per step (`dynaspa profile --nodes`).
 #[allow(dead_code)]
 fn gpu_options(o: &BackendOptions) -> gpu::GpuOptions {
     let poison = o.poison || std::env::var("DYNASPA_GPU_POISON").is_ok_and(|v| !v.is_empty() && v != "0");
-    gpu::GpuOptions { poison, sparse: o.sparse.clone().unwrap_or_default(), counts: gpu::CountsSync::from_env() }
+    let step_times = std::env::var_os("DYNASPA_GPU_STEP_TIMES").is_some_and(|v| v == "1");
+    gpu::GpuOptions { poison, sparse: o.sparse.clone().unwrap_or_default(), counts: gpu::CountsSync::from_env(), step_times }
 }
 
 pub fn create_configured(name: &str, o: &BackendOptions) -> Result<Box<dyn Backend>> {

@@ -396,14 +396,19 @@ impl GpuDevice for CudaDevice {
             return Ok(());
         }
         self.ctx.bind()?;
+        // On the second stream, after the main stream's work so far: the copy engine's latency
+        // stays off the main stream, whose next kernels do not read the destination.
+        let after = self.event_on(self.main)?;
         // SAFETY: range checked; the pinned destination holds `dst.len()` bytes and lives until
-        // the event recorded next has completed (its Drop waits for it).
+        // the event recorded next has completed (its Drop waits for it); live event and streams.
         unsafe {
-            sys::cuMemcpyDtoHAsync_v2(dst.host_ptr().cast(), src.ptr + offset as u64, dst.len(), self.main)
+            result::stream::wait_event(self.fill, after.ev, sys::CUevent_wait_flags::CU_EVENT_WAIT_DEFAULT)
+                .ctx(|| "cuStreamWaitEvent".into())?;
+            sys::cuMemcpyDtoHAsync_v2(dst.host_ptr().cast(), src.ptr + offset as u64, dst.len(), self.fill)
                 .result()
                 .ctx(|| "cuMemcpyDtoHAsync".into())?;
         }
-        dst.set_done(self.event_on(self.main)?)
+        dst.set_done(self.event_on(self.fill)?)
     }
 
     fn read_staging(&self, st: &CudaStaging, out: &mut [u8]) -> Result<()> {

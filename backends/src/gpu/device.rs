@@ -73,7 +73,8 @@ pub trait GpuDevice: Send + Sync {
     /// Host memory for `bytes`-byte asynchronous downloads.
     fn staging(&self, bytes: usize) -> Result<Self::Staging>;
     /// Queues a copy of the staging's length from `src` at `offset` into `dst` behind the work on
-    /// the main queue so far, without waiting for it.
+    /// the main queue so far, without waiting for it (the copy may run on the second queue, so
+    /// the main queue's later work does not wait for it either).
     fn download_async(&self, src: &Self::Buffer, offset: usize, dst: &Self::Staging) -> Result<()>;
     /// Waits for the last `download_async` into `st` (returns at once when the queue already got
     /// past it) and copies its bytes into `out` (as many as `out` holds).

@@ -34,6 +34,9 @@ pub struct GpuOptions {
     pub sparse: SparseConfig,
     /// How sparse ops learn each frame's DISTile counts.
     pub counts: CountsSync,
+    /// Wait for the queue after every step and report each step's time (`FrameReport::
+    /// step_times`): where a frame's time goes, at the price of a sync per step.
+    pub step_times: bool,
 }
 
 /// A `Backend` over one GPU device.
@@ -88,7 +91,10 @@ pub struct GpuExecutable<D: GpuDevice> {
     poison: Option<Arc<D::Kernel>>,
     frames: Frames<D>,
     report: Option<FrameReport>,
+    step_times: bool,
 }
+
+type StepRecords = (Vec<(usize, SparseOpRecord)>, Vec<(String, String, std::time::Duration)>);
 
 fn words(shape: &[usize]) -> usize {
     shape.iter().product()
@@ -233,17 +239,20 @@ impl<D: GpuDevice> GpuExecutable<D> {
         };
         schedule_zero_fills(&steps, &mut frames);
         tracing::debug!(buffers = res.bufs.len(), steps = steps.len(), sparse_ops = frames.ops.len(), "gpu graph compiled");
-        Ok(GpuExecutable { dev, bufs: res.bufs, inputs, steps, outputs, poison, frames, report: None })
+        Ok(GpuExecutable { dev, bufs: res.bufs, inputs, steps, outputs, poison, frames, report: None, step_times: opts.step_times })
     }
 
-    /// Queues one frame's work; returns each sparse op's record with its index.
-    fn replay(&mut self) -> Result<Vec<(usize, SparseOpRecord)>> {
+    /// Queues one frame's work; returns each sparse op's record with its index, and the steps'
+    /// times when they are timed.
+    fn replay(&mut self) -> Result<StepRecords> {
         let max = self.dev.info().max_work_group_size;
         let lw = if max > 0 { super::kernels::LINEAR_WG.min(max) } else { super::kernels::LINEAR_WG };
         let mut records = Vec::new();
+        let mut step_times = Vec::new();
         self.frames.begin_frame();
         self.frames.issue_zero_fills(&*self.dev, &self.bufs, None)?;
         for (si, step) in self.steps.iter().enumerate() {
+            let t_step = Instant::now();
             let wrap = |e: Error| Error::node(&step.node, step.op, e.to_string());
             if let Some(fill) = &self.poison {
                 for &(b, n) in step.writes.iter().filter(|w| w.1 > 0) {
@@ -257,8 +266,12 @@ impl<D: GpuDevice> GpuExecutable<D> {
                 None => replay_launches(&*self.dev, &self.bufs, &step.launches).map_err(wrap)?,
             }
             self.frames.issue_zero_fills(&*self.dev, &self.bufs, Some(si)).map_err(wrap)?;
+            if self.step_times {
+                self.dev.finish().map_err(wrap)?;
+                step_times.push((step.node.clone(), step.op.to_string(), t_step.elapsed()));
+            }
         }
-        Ok(records)
+        Ok((records, step_times))
     }
 }
 
@@ -310,7 +323,10 @@ impl<D: GpuDevice> Executable for GpuExecutable<D> {
                 self.dev.upload(&self.bufs[*b], 0, &w)?;
             }
         }
-        let mut sparse_ops = self.replay()?;
+        if self.step_times {
+            self.dev.finish()?;
+        }
+        let (mut sparse_ops, step_times) = self.replay()?;
         let mut outs = Vec::with_capacity(self.outputs.len());
         for o in &self.outputs {
             outs.push(match o {
@@ -327,7 +343,7 @@ impl<D: GpuDevice> Executable for GpuExecutable<D> {
         self.frames.end_frame(&*self.dev, &self.bufs, &mut sparse_ops)?;
         let sparse_ops = sparse_ops.into_iter().map(|(_, r)| r).collect();
         // Per-node times would need a queue sync per node; the GPU report holds the frame total.
-        self.report = Some(FrameReport { total: t0.elapsed(), sparse_ops, ..Default::default() });
+        self.report = Some(FrameReport { total: t0.elapsed(), sparse_ops, step_times, ..Default::default() });
         Ok(outs)
     }
     fn last_report(&self) -> Option<&FrameReport> {

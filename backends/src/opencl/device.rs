@@ -257,26 +257,31 @@ impl GpuDevice for OpenClDevice {
         if dst.is_empty() {
             return Ok(());
         }
+        // On the second queue, after the main queue's work so far: the main queue's next kernels
+        // do not wait for the copy.
+        let after = self.marker()?;
+        let wait = events(std::slice::from_ref(&after));
         let r = dst.start(|ptr, len| {
             // SAFETY: non-blocking read into memory `dst` owns and keeps (its Drop and the next
-            // `start`/`read` wait for the returned event); range checked.
+            // `start`/`read` wait for the returned event); range checked; the wait list is live.
             unsafe {
                 opencl3::command_queue::enqueue_read_buffer(
-                    self.main.get(),
+                    self.fill.get(),
                     src.mem.get(),
                     opencl3::types::CL_NON_BLOCKING,
                     offset,
                     len,
                     ptr.cast(),
-                    0,
-                    std::ptr::null(),
+                    wait.len() as u32,
+                    wait.as_ptr(),
                 )
             }
             .map(Event::new)
             .map_err(|e| ClError(e).to_string())
         });
-        // Submitted now, so the copy does not wait for the next blocking call.
+        // Submitted now, so neither waits for the next blocking call.
         let _ = self.main.flush();
+        let _ = self.fill.flush();
         r.map_err(|e| self.err("reading a buffer asynchronously", e))
     }
 

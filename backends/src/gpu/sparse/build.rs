@@ -33,6 +33,9 @@ pub(crate) fn bitmask_block(max_work_group: u32) -> u32 {
 /// The launch of bitmask.cl reading `mask` (`mask_stride` floats per image) into `meta`.
 fn bitmask_launch<D: GpuDevice>(cx: &mut Ctx<D>, mask: usize, mask_stride: usize, meta: usize, grans: usize, l: &MetaLayout) -> Result<Launch<D::Kernel>> {
     let block = bitmask_block(cx.dev.info().max_work_group_size);
+    if block < 32 {
+        return Err(Error::Unsupported(vec![format!("the bitmask kernel needs work-groups of 32 work-items; the device allows {block}")]));
+    }
     let kern = cx.kernel(Src::Bitmask, "bitmask_tiles", &[("BLOCK", block as i64)])?;
     let mut args = vec![LArg::Buf(mask), LArg::Buf(meta), LArg::Buf(grans)];
     for v in [l.h, l.w, mask_stride, l.grans.len(), l.data0, l.img_stride] {
