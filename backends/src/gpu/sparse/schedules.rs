@@ -3,7 +3,10 @@
 //! granularity of the columns. Every combination the lowering can ask for is listed by `all`,
 //! so CI compiles each through NVRTC.
 
+use super::knobs::{check_depthwise, GemmKnobs, GpuLimits};
 use crate::gpu::kernels::Tile;
+use crate::gpu::lower::sparse_conv::SconvKind;
+use dynaspa_runtime::dispatch::Schedule;
 use dynaspa_runtime::sparsity::Granularity;
 
 /// Sparse members' granularities. 1x1 gathers single active positions (no wasted columns, the
@@ -42,7 +45,7 @@ fn dense_groups_per_cu() -> usize {
 }
 
 /// One variant of the sparse conv GEMM.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct SconvSchedule {
     pub tile: Tile,
     pub ks: u32,
@@ -84,6 +87,16 @@ impl SconvSchedule {
         self
     }
 
+    /// The GEMM knobs of this variant, as profiles name them.
+    pub(crate) fn knobs(&self) -> GemmKnobs {
+        let t = self.tile;
+        GemmKnobs { tm: t.tm, tn: t.tn, tk: t.tk, wm: t.wm, wn: t.wn, ks: self.ks }
+    }
+
+    pub(crate) fn from_knobs(k: GemmKnobs, gran: Option<Granularity>) -> SconvSchedule {
+        SconvSchedule { tile: Tile { tm: k.tm, tn: k.tn, tk: k.tk, wm: k.wm, wn: k.wn }, ks: k.ks, gran }
+    }
+
     fn gran_defines(gran: Option<Granularity>) -> [(&'static str, i64); 3] {
         let g = gran.map(Granularity::effective);
         [
@@ -109,6 +122,27 @@ impl SconvSchedule {
     pub(crate) fn dw_defines(gran: Option<Granularity>) -> Vec<(&'static str, i64)> {
         Self::gran_defines(gran).to_vec()
     }
+}
+
+/// The kernel variant a PolyKernel member `s` (from a profile, the tuner or calibration) stands
+/// for on a conv of `kind` with `cout` output channels and reduction `k`: its granularity, and
+/// for the GEMM its knobs over the defaults (`dense` for the dense member, `for_op` for sparse
+/// ones), checked against the device's `limits`. The error names the member and what is wrong.
+pub(crate) fn member_schedule(kind: SconvKind, cout: usize, k: usize, dense: SconvSchedule, s: &Schedule, limits: &GpuLimits) -> Result<SconvSchedule, String> {
+    let gran = s.granularity;
+    if let Some(g) = gran {
+        if g.h == 0 || g.w == 0 || g.h > 64 || g.w > 64 {
+            return Err(format!("member '{}': granularity {g} is outside 1x1..64x64", s.name));
+        }
+    }
+    if kind == SconvKind::Depthwise {
+        check_depthwise(s)?;
+        return Ok(SconvSchedule { gran, ..dense });
+    }
+    let base = if gran.is_none() { dense } else { SconvSchedule::for_op(cout, k, gran) };
+    let knobs = GemmKnobs::from_map(&s.knobs, base.knobs()).map_err(|e| format!("member '{}': {e}", s.name))?;
+    knobs.check(limits).map_err(|e| format!("member '{}': {e}", s.name))?;
+    Ok(SconvSchedule::from_knobs(knobs, gran))
 }
 
 /// Every define set the lowering can launch `entry` of sparse_conv.cl with.
