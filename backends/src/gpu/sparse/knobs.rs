@@ -187,6 +187,18 @@ impl std::fmt::Display for GemmKnobs {
     }
 }
 
+/// The knobs the executor uses when a profile names none: calibration's members for a sparse
+/// schedule (`dense` false), the dense member otherwise, whose reduction is split while its grid
+/// of `positions` x `images` columns stays small for a device of `compute_units` (0: unknown).
+pub fn default_gemm(cout: usize, k: usize, dense: bool, positions: usize, images: usize, compute_units: u32) -> GemmKnobs {
+    use super::schedules::SconvSchedule;
+    let gran = (!dense).then_some(Granularity::new(1, 1));
+    let s = SconvSchedule::for_op(cout, k, gran);
+    let t = s.tile;
+    let base = positions.div_ceil(t.tn as usize) * cout.div_ceil(t.tm as usize) * images;
+    s.with_dense_split(k, base, compute_units).knobs()
+}
+
 /// Checks that a depthwise conv's schedule names no knob (its kernel has none).
 pub fn check_depthwise(s: &Schedule) -> Result<(), String> {
     match s.knobs.keys().next() {
