@@ -109,7 +109,7 @@ pub fn create_configured(name: &str, o: &BackendOptions) -> Result<Box<dyn Backe
 /// device they run on, ready to time at any schedule (the tuner's measurements).
 pub fn gpu_conv_timers(name: &str, o: &BackendOptions, graph: &dynaspa_runtime::graph::Graph) -> Result<(gpu::DeviceInfo, Vec<Box<dyn gpu::SparseConvTimer>>)> {
     #[allow(unused_variables)]
-    let sparse = o.sparse.clone().unwrap_or_else(cpu::SparseConfig::from_env);
+    let (sparse, graph) = (o.sparse.clone().unwrap_or_else(cpu::SparseConfig::from_env), graph);
     match name {
         #[cfg(feature = "opencl")]
         "opencl" => {

@@ -244,6 +244,14 @@ pub fn tune(a: TuneArgs) -> Result<()> {
             Error::Other(format!("--predict '{dev_id}': no built-in device of that name; there are: {}", devices::BUILTIN_IDS.join(", ")))
         })?;
         let ops = predict::graph_ops(&g, &dev);
+        if !ops.iter().any(|o| o.geometry.is_some() && masks.ops.contains_key(&o.node)) {
+            return Err(Error::Other(format!(
+                "{}: no sparse op of this model runs sparsely on {} (its {} backend's sparse kernels are 2-D convs: one group with constant weights, or depthwise); nothing to predict",
+                a.model.display(),
+                dev.name,
+                dev.backend
+            )));
+        }
         let (profile, reports) = predict::predict(&dev, &ops, &masks, &stem, &cfg)?;
         profile.save(&a.output)?;
         summary(&reports);

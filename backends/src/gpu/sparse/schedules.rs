@@ -145,7 +145,10 @@ pub(crate) fn member_schedule(kind: SconvKind, cout: usize, k: usize, dense: Sco
     Ok(SconvSchedule::from_knobs(knobs, gran))
 }
 
-/// Every define set the lowering can launch `entry` of sparse_conv.cl with.
+/// Define sets of sparse_conv.cl's `entry` that CI compiles: every one calibration and the
+/// dense lowering launch, every schedule of the GPU profiles shipped under `profiles/`, and a
+/// spread of the tuner's space (every knob value at least once, on a 1024-thread, 48 KiB
+/// device with NVIDIA's register file), since a tune on another device can pick any of them.
 #[cfg(test)]
 pub(crate) fn all(entry: &str) -> Vec<Vec<(&'static str, i64)>> {
     let grans: Vec<Option<Granularity>> = std::iter::once(None).chain(GRANULARITIES.iter().copied().map(Some)).collect();
@@ -168,8 +171,84 @@ pub(crate) fn all(entry: &str) -> Vec<Vec<(&'static str, i64)>> {
             _ => {}
         }
     }
+    let tuned: Vec<SconvSchedule> = shipped_gpu_schedules().into_iter().chain(space_sample()).collect();
+    for s in tuned {
+        match entry {
+            "sconv_gemm_f32" => v.push(s.gemm_defines()),
+            "sconv_finish_f32" if s.ks > 1 => v.push(s.finish_defines()),
+            "sconv_dw_f32" if s.tile == GEMM_LARGE && s.ks == 1 => v.push(SconvSchedule::dw_defines(s.gran)),
+            _ => {}
+        }
+    }
     if entry == "sconv_fill_residual_f32" || entry == "sconv_blend_cached_f32" {
         v.push(vec![]);
     }
+    v.sort();
+    v.dedup();
     v
+}
+
+/// Sparse members of every GPU profile under `profiles/`, as kernel variants (the GEMM knobs
+/// over the defaults of a 64-channel op; depthwise members come out as the default tile).
+#[cfg(test)]
+fn shipped_gpu_schedules() -> Vec<SconvSchedule> {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../profiles");
+    let mut out = Vec::new();
+    let Ok(dirs) = std::fs::read_dir(&root) else { return out };
+    let mut files: Vec<std::path::PathBuf> = dirs.flatten().flat_map(|d| std::fs::read_dir(d.path()).into_iter().flatten().flatten().map(|f| f.path())).collect();
+    files.sort();
+    for f in files.iter().filter(|f| f.extension().is_some_and(|e| e == "json")) {
+        let p = dynaspa_runtime::profile::Profile::load(f).unwrap_or_else(|e| panic!("{e}"));
+        if p.device.backend == "cpu" {
+            continue;
+        }
+        for op in &p.ops {
+            for m in op.poly.members().iter().filter(|m| m.schedule.granularity.is_some()) {
+                let k = GemmKnobs::from_map(&m.schedule.knobs, SconvSchedule::for_op(64, 576, m.schedule.granularity).knobs())
+                    .unwrap_or_else(|e| panic!("{}: {}: {e}", f.display(), m.schedule.name));
+                out.push(SconvSchedule::from_knobs(k, m.schedule.granularity));
+            }
+        }
+    }
+    out
+}
+
+/// Valid points of the tuner's GEMM space spread so that every value of every knob appears.
+#[cfg(test)]
+fn space_sample() -> Vec<SconvSchedule> {
+    use super::knobs::GEMM_DOMAINS;
+    let limits = GpuLimits { wgsl: false, max_group_threads: 1024, local_mem_bytes: 48 * 1024, registers_per_group: 65536, registers_per_thread: 255 };
+    let d = |i: usize| GEMM_DOMAINS[i].1;
+    let mut valid = Vec::new();
+    for &tm in d(0) {
+        for &tn in d(1) {
+            for &tk in d(2) {
+                for &wm in d(3) {
+                    for &wn in d(4) {
+                        for &ks in d(5) {
+                            let k = GemmKnobs { tm: tm as u32, tn: tn as u32, tk: tk as u32, wm: wm as u32, wn: wn as u32, ks: ks as u32 };
+                            if k.check(&limits).is_ok() && k.threads() >= 16 {
+                                valid.push(k);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    let mut picked: Vec<GemmKnobs> = Vec::new();
+    for (i, (_, values)) in GEMM_DOMAINS.iter().enumerate() {
+        for &val in values.iter() {
+            let get = |k: &GemmKnobs| [k.tm, k.tn, k.tk, k.wm, k.wn, k.ks][i] as i64;
+            if !picked.iter().any(|k| get(k) == val) {
+                // The middle of the valid points with this value: neither extreme of the others.
+                let with: Vec<&GemmKnobs> = valid.iter().filter(|k| get(k) == val).collect();
+                if let Some(k) = with.get(with.len() / 2) {
+                    picked.push(**k);
+                }
+            }
+        }
+    }
+    let grans = [Some(Granularity::new(1, 1)), Some(Granularity::new(3, 6)), None];
+    picked.iter().enumerate().map(|(i, &k)| SconvSchedule::from_knobs(k, grans[i % grans.len()])).collect()
 }
