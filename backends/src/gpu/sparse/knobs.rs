@@ -233,7 +233,7 @@ mod tests {
         assert_eq!(k.local_bytes(false), 4 * (16 * 96 + 96));
         let e = GemmKnobs { tm: 128, tn: 128, wm: 2, wn: 2, ..k }.check(&lim(false)).unwrap_err();
         assert!(e.contains("4096 work-items"), "{e}");
-        let e = GemmKnobs { tm: 128, tn: 128, tk: 32, wm: 8, wn: 8, ..k }.check(&lim(false)).unwrap_err();
+        let e = GemmKnobs { tm: 128, tn: 128, tk: 64, wm: 8, wn: 8, ..k }.check(&lim(false)).unwrap_err();
         assert!(e.contains("local memory"), "{e}");
         let e = GemmKnobs { wm: 3, ..k }.check(&lim(false)).unwrap_err();
         assert!(e.contains("divide"), "{e}");
