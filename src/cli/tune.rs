@@ -26,6 +26,11 @@ selection, they are measured on the backend, the model is refitted. The k member
 included) are chosen greedily and measured on frames spread over the tuning set for their
 dispatch tables. The last --held-out share of the frames is never used.
 
+On a GPU backend (--backend opencl|cuda|wgpu, --device SEL) the space is the GPU sparse conv
+kernels' own knobs (granularity, TM TN TK WM WN KS; depthwise: the granularity), checked against
+the device's limits as the executor checks a profile, and the roofline's constants are first
+fitted to a few measurements of the default schedules. Ops the GPU runs dense are left out.
+
 Every measurement is appended to OUTPUT with the extension .log.jsonl; running the same command
 again replays it, so an interrupted tune resumes where it stopped. --predict DEVICE (orin,
 xavier, adreno650) makes a roofline-only profile marked \"predicted\", measuring nothing.")]
