@@ -55,6 +55,14 @@ impl<D: GpuDevice> GpuBackend<D> {
     }
 }
 
+impl<D: GpuDevice + 'static> GpuBackend<D> {
+    /// Every sparse conv of `graph` (the graph `compile` would take), ready to time at any
+    /// schedule: what `dynaspa tune` measures through.
+    pub fn sparse_conv_timers(&self, graph: &Graph) -> Result<Vec<Box<dyn super::SparseConvTimer>>> {
+        super::sparse::timer::SconvTimer::all(&self.dev, graph)
+    }
+}
+
 impl<D: GpuDevice + 'static> Backend for GpuBackend<D> {
     fn name(&self) -> &str {
         &self.name
@@ -92,6 +100,8 @@ pub struct GpuExecutable<D: GpuDevice> {
     frames: Frames<D>,
     report: Option<FrameReport>,
     step_times: bool,
+    /// Why the profile given in the options was not used at all (another device or backend).
+    profile_refused: Option<String>,
 }
 
 type StepRecords = (Vec<(usize, SparseOpRecord)>, Vec<(String, String, std::time::Duration)>);
@@ -105,6 +115,8 @@ impl<D: GpuDevice> GpuExecutable<D> {
         let split_graph = split::split(graph);
         let g = &split_graph;
         let mut frames = Frames::new(opts.counts);
+        let tuned = build::profile_polys(dev.info(), backend, g, &opts.sparse);
+        frames.grans = build::plan_granularities(g, &tuned.polys);
         let live = liveness(g);
         let mut res = Resources::<D>::new(g.values.len());
         // Buffers that came from (and may return to) the pool.
@@ -175,7 +187,7 @@ impl<D: GpuDevice> GpuExecutable<D> {
                 let mut sparse = None;
                 let lowered = match (&node.op, &node.sparse) {
                     (Op::Conv(p), Some(spec)) if split::runs_sparse(g, node) => {
-                        build::lower_sparse_conv(&mut cx, &mut frames, spec, p, &opts.sparse)
+                        build::lower_sparse_conv(&mut cx, &mut frames, spec, p, &opts.sparse, tuned.polys.get(&node.name))
                     }
                     (_, Some(spec)) => build::lower_cached_dense(&mut cx, &mut frames, spec, |cx| lower(cx)),
                     _ => lower(&mut cx),
@@ -239,7 +251,18 @@ impl<D: GpuDevice> GpuExecutable<D> {
         };
         schedule_zero_fills(&steps, &mut frames);
         tracing::debug!(buffers = res.bufs.len(), steps = steps.len(), sparse_ops = frames.ops.len(), "gpu graph compiled");
-        Ok(GpuExecutable { dev, bufs: res.bufs, inputs, steps, outputs, poison, frames, report: None, step_times: opts.step_times })
+        Ok(GpuExecutable {
+            dev,
+            bufs: res.bufs,
+            inputs,
+            steps,
+            outputs,
+            poison,
+            frames,
+            report: None,
+            step_times: opts.step_times,
+            profile_refused: tuned.refused,
+        })
     }
 
     /// Queues one frame's work; returns each sparse op's record with its index, and the steps'
@@ -285,7 +308,7 @@ fn schedule_zero_fills<D: GpuDevice>(steps: &[Step<D::Kernel>], frames: &mut Fra
             || st.writes.iter().any(|w| w.0 == b)
             || st.sparse.is_some_and(|i| {
                 let op = &frames.ops[i];
-                op.members.iter().any(|(_, l)| in_launches(l))
+                op.members.iter().any(|l| in_launches(l))
                     || in_launches(&op.residual_fill)
                     || in_launches(&op.cached_first)
                     || in_launches(std::slice::from_ref(&frames.masks[op.mask].bitmask))

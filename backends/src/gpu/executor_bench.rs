@@ -4,22 +4,40 @@
 use super::{replay_launches_refs, GpuExecutable};
 use crate::gpu::device::GpuDevice;
 use crate::gpu::sparse::step::CountsSync;
+use dynaspa_runtime::dispatch::Schedule;
 use dynaspa_runtime::sparsity::Granularity;
 use dynaspa_runtime::{Error, Result};
 use std::time::Instant;
 
-/// A sparse op of an executable: its node and its members' names.
+/// A sparse op of an executable: its node, its members' names and schedules, and whether its
+/// PolyKernel came from a profile (else calibration).
 #[derive(Clone, Debug)]
 pub struct SparseOpInfo {
     pub node: String,
     pub members: Vec<String>,
+    pub schedules: Vec<Schedule>,
+    pub from_profile: bool,
 }
 
 impl<D: GpuDevice> GpuExecutable<D> {
     pub fn sparse_ops(&self) -> Vec<SparseOpInfo> {
         (0..self.frames.ops.len())
-            .map(|i| SparseOpInfo { node: self.frames.ops[i].node.clone(), members: self.frames.member_names(i) })
+            .map(|i| {
+                let op = &self.frames.ops[i];
+                SparseOpInfo {
+                    node: op.node.clone(),
+                    members: self.frames.member_names(i),
+                    schedules: op.poly.members().iter().map(|m| m.schedule.clone()).collect(),
+                    from_profile: op.from_profile,
+                }
+            })
             .collect()
+    }
+
+    /// Why the profile of the options was refused as a whole (made for another device or
+    /// backend), with both fingerprints; `None` when it was used or none was given.
+    pub fn profile_refused(&self) -> Option<&str> {
+        self.profile_refused.as_deref()
     }
 
     /// Time per run (µs) of member `member` of sparse op `op`: `samples` samples, each `runs`

@@ -44,8 +44,11 @@ pub(crate) struct SparseOp<K> {
     pub mask: usize,
     pub fill: FillPolicy,
     pub poly: PolyKernel,
-    /// Launches per member granularity (`None`: the dense member).
-    pub members: Vec<(Option<Granularity>, Vec<Launch<K>>)>,
+    /// Launches of each PolyKernel member, in `poly.members()` order (members may share a
+    /// granularity and differ in their other knobs).
+    pub members: Vec<Vec<Launch<K>>>,
+    /// Whether `poly` came from a profile (else calibration, or a forced member's placeholder).
+    pub from_profile: bool,
     /// `Residual`: act(residual) at inactive positions, before any member.
     pub residual_fill: Vec<Launch<K>>,
     /// `Cached`: the first frame computes every position (there is nothing cached yet).
@@ -101,6 +104,9 @@ impl<S> Default for MaskCounts<S> {
 pub(crate) struct Frames<D: GpuDevice> {
     pub masks: Vec<MaskPlan<D::Kernel>>,
     pub ops: Vec<SparseOp<D::Kernel>>,
+    /// Granularities each mask reading (value, images, h, w) needs tile lists for: what the
+    /// PolyKernels of the ops reading it use, decided before lowering (profiles bring their own).
+    pub grans: Vec<((usize, usize, usize, usize), Vec<Granularity>)>,
     pub sync: CountsSync,
     counts: Vec<MaskCounts<D::Staging>>,
     zero_events: Vec<Option<D::Event>>,
@@ -108,7 +114,7 @@ pub(crate) struct Frames<D: GpuDevice> {
 
 impl<D: GpuDevice> Frames<D> {
     pub(crate) fn new(sync: CountsSync) -> Frames<D> {
-        Frames { masks: Vec::new(), ops: Vec::new(), sync, counts: Vec::new(), zero_events: Vec::new() }
+        Frames { masks: Vec::new(), ops: Vec::new(), grans: Vec::new(), sync, counts: Vec::new(), zero_events: Vec::new() }
     }
 
     pub(crate) fn begin_frame(&mut self) {
@@ -223,7 +229,7 @@ impl<D: GpuDevice> Frames<D> {
         let ones = layout.index(Granularity::new(1, 1)).map_or(0, |k| counts[k]);
         let density = ones as f64 / (layout.images * layout.h * layout.w) as f64;
         let op = &self.ops[i];
-        let choice = choose(op, layout, &counts)?;
+        let pick = choose(op, layout, &counts)?;
         let t2 = Instant::now();
         if fresh {
             ph.bitmask = t1 - t0;
@@ -249,18 +255,18 @@ impl<D: GpuDevice> Frames<D> {
             op.cached_ready = true;
             ("dense (first cached frame)".to_string(), None, 0)
         } else {
-            let (gran, launches) = &op.members[choice.1];
-            replay_launches(dev, bufs, launches)?;
-            let tiles = gran.and_then(|g| layout.index(g)).map_or(0, |k| counts[k]);
-            (op.poly.members()[choice.0].schedule.name.clone(), *gran, tiles)
+            replay_launches(dev, bufs, &op.members[pick])?;
+            let s = &op.poly.members()[pick].schedule;
+            let tiles = s.granularity.and_then(|g| layout.index(g)).map_or(0, |k| counts[k]);
+            (s.name.clone(), s.granularity, tiles)
         };
         ph.compute = t3.elapsed();
         Ok(SparseOpRecord { node: op.node.clone(), op: op.op.to_string(), density, member, granularity, tiles, phases: ph })
     }
 }
 
-/// (PolyKernel member, index into `op.members`) for this frame's counts.
-fn choose<K>(op: &SparseOp<K>, layout: &MetaLayout, counts: &[usize]) -> Result<(usize, usize)> {
+/// The PolyKernel member to run for this frame's counts.
+fn choose<K>(op: &SparseOp<K>, layout: &MetaLayout, counts: &[usize]) -> Result<usize> {
     let members = op.poly.members();
     let pick = match op.force {
         Some(ForceMember::Dense) => op.poly.dense_index(),
@@ -283,13 +289,10 @@ fn choose<K>(op: &SparseOp<K>, layout: &MetaLayout, counts: &[usize]) -> Result<
             op.poly.try_select(&op.poly.member_counts(&per_gran)?)?
         }
     };
-    let gran = members[pick].schedule.granularity;
-    let idx = op
-        .members
-        .iter()
-        .position(|(g, _)| *g == gran)
-        .ok_or_else(|| Error::Other(format!("{}: no kernel for member '{}'", op.node, members[pick].schedule.name)))?;
-    Ok((pick, idx))
+    if op.members.len() != members.len() {
+        return Err(Error::Other(format!("{}: {} member launches for {} members", op.node, op.members.len(), members.len())));
+    }
+    Ok(pick)
 }
 
 impl<D: GpuDevice> Frames<D> {
@@ -301,9 +304,8 @@ impl<D: GpuDevice> Frames<D> {
     /// The launches of op `i`'s member `name` (with the residual fill, which every member needs).
     pub(crate) fn member_launches(&self, i: usize, name: &str) -> Option<Vec<&Launch<D::Kernel>>> {
         let op = &self.ops[i];
-        let gran = op.poly.members().iter().find(|m| m.schedule.name == name)?.schedule.granularity;
-        let (_, l) = op.members.iter().find(|(g, _)| *g == gran)?;
-        Some(op.residual_fill.iter().chain(l.iter()).collect())
+        let at = op.poly.members().iter().position(|m| m.schedule.name == name)?;
+        Some(op.residual_fill.iter().chain(op.members.get(at)?.iter()).collect())
     }
 
     /// One frame's dispatch of op `i` from scratch: bitmask launch, counts readback, selection.
@@ -315,7 +317,7 @@ impl<D: GpuDevice> Frames<D> {
         }
         self.counts[m].select = None;
         let counts = self.counts(dev, bufs, m)?.to_vec();
-        let (pick, _) = choose(&self.ops[i], &self.masks[m].layout, &counts)?;
+        let pick = choose(&self.ops[i], &self.masks[m].layout, &counts)?;
         Ok(self.ops[i].poly.members()[pick].schedule.name.clone())
     }
 
