@@ -61,7 +61,7 @@ fn compile(name: &str, g: &Graph, force: Option<ForceMember>, cache: &std::path:
         let ops = exe.token_ops();
         (Box::new(exe), ops)
     }
-    let opts = GpuOptions { poison: true, sparse: SparseConfig { cache_dir: Some(cache.to_path_buf()), force, profile: None } };
+    let opts = GpuOptions { poison: true, sparse: SparseConfig { cache_dir: Some(cache.to_path_buf()), force, profile: None }, ..Default::default() };
     match name {
         #[cfg(feature = "opencl")]
         "opencl" => Some(on(dynaspa::backends::opencl::shared_device(None, None).unwrap(), name, g, &opts)),

@@ -235,7 +235,7 @@ fn time_pair<D: GpuDevice>(
 }
 
 fn opts(force: Option<ForceMember>) -> GpuOptions {
-    GpuOptions { poison: false, sparse: SparseConfig { cache_dir: None, force, profile: None } }
+    GpuOptions { poison: false, sparse: SparseConfig { cache_dir: None, force, profile: None }, ..Default::default() }
 }
 
 pub fn bench<D: GpuDevice + 'static>(dev: Arc<D>, set: &mut Settings) -> Result<()> {

@@ -17,6 +17,7 @@ mod libs;
 pub mod nvrtc;
 pub mod probe;
 pub mod selfcheck;
+mod staging;
 
 #[cfg(test)]
 mod nvrtc_tests;
@@ -24,6 +25,7 @@ mod nvrtc_tests;
 mod selfcheck_test;
 
 pub use device::{CudaBuffer, CudaDevice, CudaEvent, CudaKernel};
+pub use staging::CudaStaging;
 pub use kernel_cache::{CacheStats, KernelCache};
 pub use probe::{probe, Unavailable};
 

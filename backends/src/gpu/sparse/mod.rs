@@ -6,11 +6,13 @@
 //! their epilogues, `lower/token.rs` lowers them to launches that need no per-frame host step.
 
 pub(crate) mod build;
+pub mod knobs;
 pub(crate) mod meta;
 pub(crate) mod schedules;
 pub(crate) mod split;
 pub(crate) mod step;
 pub(crate) mod token;
+pub(crate) mod timer;
 
 /// Work-items of bitmask.cl's one work-group per image (fewer where the device allows fewer).
 pub(crate) const BITMASK_BLOCK: u32 = 256;
