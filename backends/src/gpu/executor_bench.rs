@@ -12,12 +12,18 @@ use std::time::Instant;
 pub struct SparseOpInfo {
     pub node: String,
     pub members: Vec<String>,
+    /// What the dense member runs when it is a vendor library's conv ("cudnn ..."), else `None`.
+    pub dense_vendor: Option<String>,
 }
 
 impl<D: GpuDevice> GpuExecutable<D> {
     pub fn sparse_ops(&self) -> Vec<SparseOpInfo> {
         (0..self.frames.ops.len())
-            .map(|i| SparseOpInfo { node: self.frames.ops[i].node.clone(), members: self.frames.member_names(i) })
+            .map(|i| SparseOpInfo {
+                node: self.frames.ops[i].node.clone(),
+                members: self.frames.member_names(i),
+                dense_vendor: self.frames.ops[i].dense_vendor.clone(),
+            })
             .collect()
     }
 

@@ -9,7 +9,10 @@ pub(crate) mod lower;
 mod plan;
 pub(crate) mod sparse;
 
-pub use device::{Arg, DeviceInfo, GpuDevice, KernelSpec};
+pub use device::{Arg, DeviceInfo, GpuDevice, KernelSpec, VendorConv, VendorConvDesc, VendorFused, VendorPolicy};
 pub use executor::{GpuBackend, GpuExecutable, GpuOptions, SparseOpInfo};
 #[cfg(feature = "wgpu")]
 pub(crate) use kernels::LINEAR_WG;
+
+#[cfg(all(test, feature = "opencl"))]
+mod vendor_tests;

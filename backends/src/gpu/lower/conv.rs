@@ -77,7 +77,13 @@ fn check_float<D: GpuDevice>(cx: &Ctx<D>) -> Result<()> {
     Ok(())
 }
 
+/// A Conv node: our kernels, or the device's vendor library where it is faster
+/// (`vendor_conv`).
 pub(crate) fn conv<D: GpuDevice>(cx: &mut Ctx<D>, p: &Conv) -> Result<()> {
+    super::vendor_conv::lower_dense(cx, p, None, &mut |cx| conv_ours(cx, p)).map(|_| ())
+}
+
+fn conv_ours<D: GpuDevice>(cx: &mut Ctx<D>, p: &Conv) -> Result<()> {
     check_float(cx)?;
     let (xs, ws, os) = (cx.in_shape(0)?, cx.in_shape(1)?, cx.out_shape(0));
     let g = geom("Conv", &p.window, xs, os, ws.get(2..).unwrap_or(&[]))?;

@@ -62,6 +62,8 @@ pub(crate) struct Resources<D: GpuDevice> {
     pub pool: Pool,
     kernels: HashMap<KernelSpec, Arc<D::Kernel>>,
     dummy: Option<BufId>,
+    /// The vendor library's workspace, shared by every vendor call of the executable.
+    workspace: Option<BufId>,
 }
 
 impl<D: GpuDevice> Resources<D> {
@@ -73,6 +75,7 @@ impl<D: GpuDevice> Resources<D> {
             pool: Pool::default(),
             kernels: HashMap::new(),
             dummy: None,
+            workspace: None,
         }
     }
 
@@ -90,6 +93,28 @@ impl<D: GpuDevice> Resources<D> {
         self.bufs.push(dev.alloc(bytes)?);
         self.caps.push(bytes);
         Ok(self.bufs.len() - 1)
+    }
+
+    /// The executable's vendor workspace, grown to at least `bytes` (`None` for 0). One serves
+    /// every vendor call: launches run one after another on the main queue. Launches recorded
+    /// earlier name the buffer by id, so growing replaces the buffer under the same id.
+    pub(crate) fn workspace(&mut self, dev: &D, bytes: usize) -> Result<Option<BufId>> {
+        if bytes == 0 {
+            return Ok(None);
+        }
+        match self.workspace {
+            Some(b) if self.caps[b] >= bytes => Ok(Some(b)),
+            Some(b) => {
+                self.bufs[b] = dev.alloc(bytes)?;
+                self.caps[b] = bytes;
+                Ok(Some(b))
+            }
+            None => {
+                let b = self.alloc_own(dev, bytes)?;
+                self.workspace = Some(b);
+                Ok(Some(b))
+            }
+        }
     }
 
     /// A buffer of its own (never pooled) holding `t` as device words.

@@ -13,6 +13,7 @@ use crate::gpu::device::GpuDevice;
 use crate::gpu::kernels::Src;
 use crate::gpu::lower::ctx::{int, replay_launches, Ctx, LArg, Launch};
 use crate::gpu::lower::sparse_conv::{launch_blend_cached, prepare, SconvKind, SconvOp};
+use crate::gpu::lower::vendor_conv::lower_dense;
 use dynaspa_runtime::dispatch::{DispatchTable, Member, PolyKernel, Schedule};
 use dynaspa_runtime::graph::{Conv, FillPolicy, SparseSpec};
 use dynaspa_runtime::sparsity::{BitMask, Granularity};
@@ -77,8 +78,15 @@ pub(crate) fn lower_sparse_conv<D: GpuDevice>(
     let part_len = scheds.iter().map(|s| op.part_len(s, Some(&layout))).max().unwrap_or(0);
     let part = if part_len > 0 { Some(cx.scratch(part_len)?) } else { None };
     let mut members = Vec::new();
+    let mut dense_vendor = None;
     for s in &scheds {
-        op.launch(cx, s, Some((meta, &layout)), part, true)?;
+        if s.gran.is_none() {
+            // The dense member may be the vendor's conv followed by the masked store.
+            let ours = &mut |cx: &mut Ctx<D>| op.launch(cx, s, Some((meta, &layout)), part, true);
+            dense_vendor = lower_dense(cx, p, Some((meta, &layout)), ours)?;
+        } else {
+            op.launch(cx, s, Some((meta, &layout)), part, true)?;
+        }
         members.push((s.gran, std::mem::take(&mut cx.launches)));
     }
     let mut residual_fill = Vec::new();
@@ -106,6 +114,7 @@ pub(crate) fn lower_sparse_conv<D: GpuDevice>(
         zero,
         zero_after: None,
         force: cfg.force,
+        dense_vendor,
     });
     Ok(())
 }
@@ -153,6 +162,7 @@ pub(crate) fn lower_cached_dense<D: GpuDevice>(
         zero: None,
         zero_after: None,
         force: None,
+        dense_vendor: None,
     });
     Ok(())
 }

@@ -53,6 +53,8 @@ pub(crate) struct SparseOp<K> {
     pub zero: Option<(BufId, usize)>,
     pub zero_after: Option<usize>,
     pub force: Option<ForceMember>,
+    /// The vendor call the dense member makes (`None`: our kernel).
+    pub dense_vendor: Option<String>,
 }
 
 /// Every sparse op of an executable and the per-frame state.
