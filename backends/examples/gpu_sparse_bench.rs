@@ -17,8 +17,9 @@
 //! as the median of `--samples` samples of `--runs` launches bracketed by a queue finish (the
 //! finish is shared by the runs), after warm-up; inputs random non-zero. `overhead` is one
 //! frame's dispatch (bitmask kernel, counts readback, selection) from an idle queue, median of
-//! `--samples`. The table prints the speedup of the best sparse member over the dense one; the
-//! JSON lines hold every number.
+//! `--samples`. The table prints the speedup of the best sparse member over the dense one and
+//! what the dense member runs (ours, or cuDNN where the CUDA backend chose it: `DYNASPA_CUDNN`
+//! = 0 / force for A/B); the JSON lines hold every number.
 
 #[path = "common/mask_shaping.rs"]
 mod mask_shaping;
@@ -194,7 +195,7 @@ fn bench<D: GpuDevice + 'static>(dev: Arc<D>, a: &Args) -> Result<()> {
     };
     let info = dev.info().clone();
     println!("device: {} ({}, {}), samples {} x {} runs", info.name, info.backend, info.driver, a.samples, a.runs);
-    println!("{:<10} {:>5} {:>7} {:>10} {:>10} {:>10} {:>10} {:>10} {:>9} {:>8}", "op", "batch", "density", "dense", "1x1", "2x8", "4x4", "8x8", "overhead", "speedup");
+    println!("{:<10} {:>5} {:>7} {:>10} {:>10} {:>10} {:>10} {:>10} {:>9} {:>8}  dense member", "op", "batch", "density", "dense", "1x1", "2x8", "4x4", "8x8", "overhead", "speedup");
     let mut rng = Rng(0x2545_f491_4f6c_dd1d);
     // Forced to one member, the executable skips calibration; every member is timed directly.
     let opts = GpuOptions { poison: false, sparse: SparseConfig { cache_dir: None, force: Some(ForceMember::Dense), profile: None } };
@@ -202,6 +203,9 @@ fn bench<D: GpuDevice + 'static>(dev: Arc<D>, a: &Args) -> Result<()> {
         for &n in &a.batches {
             let g = graph(cc, n, &mut rng)?;
             let mut exe = GpuExecutable::compile(dev.clone(), &info.backend, &g, &opts)?;
+            // Our kernel, or a vendor library's conv where the backend chose it (cuDNN on CUDA;
+            // DYNASPA_CUDNN=0 / force for A/B).
+            let dense_impl = exe.sparse_ops().first().and_then(|o| o.dense_vendor.clone()).unwrap_or_else(|| "ours".into());
             let ho = g.values[g.inputs[1]].shape[2];
             let x = Tensor::from_f32(g.values[g.inputs[0]].shape.clone(), rng.vec(g.values[g.inputs[0]].shape.iter().product()))?;
             for &d in &a.densities {
@@ -227,7 +231,7 @@ fn bench<D: GpuDevice + 'static>(dev: Arc<D>, a: &Args) -> Result<()> {
                 let best = times.iter().filter(|t| t.0 != "dense").map(|t| t.1).fold(f64::INFINITY, f64::min);
                 let cell = |g: &str| times.iter().find(|t| t.0 == format!("tiles{g}")).map_or("-".to_string(), |t| format!("{:.1}", t.1));
                 println!(
-                    "{:<10} {:>5} {:>7.3} {:>10.1} {:>10} {:>10} {:>10} {:>10} {:>9.1} {:>7.2}x",
+                    "{:<10} {:>5} {:>7.3} {:>10.1} {:>10} {:>10} {:>10} {:>10} {:>9.1} {:>7.2}x  {dense_impl}",
                     cc.name, n, real, dense, cell("1x1"), cell("2x8"), cell("4x4"), cell("8x8"), overhead, dense / best
                 );
                 if let Some(f) = json.as_mut() {
@@ -238,7 +242,7 @@ fn bench<D: GpuDevice + 'static>(dev: Arc<D>, a: &Args) -> Result<()> {
                             "device": info.name, "backend": info.backend, "driver": info.driver,
                             "op": cc.name, "batch": n, "density_target": d, "density": real,
                             "member": name, "tiles": tiles, "us": us, "overhead_us": overhead,
-                            "samples": a.samples, "runs": a.runs,
+                            "samples": a.samples, "runs": a.runs, "dense_impl": dense_impl,
                         });
                         writeln!(f, "{line}").map_err(|e| dynaspa_runtime::Error::Other(format!("--json: {e}")))?;
                     }

@@ -9,7 +9,8 @@
 //! y = act(conv(x) + z + bias) with act ReLU or the identity (which cuDNN runs only with
 //! IMPLICIT_PRECOMP_GEMM) and z the residual, or y with weight 0 when there is none.
 
-use super::cudnn_lib::{self as lib, Desc, FwdAlgoPerf, Handle, Loaded, Status};
+use super::cudnn_graph::{self, EnginePlan};
+use super::cudnn_lib::{self as lib, Api, Desc, FwdAlgoPerf, Handle, Loaded, Status};
 use super::device::{Context, CudaBuffer, CudaDevice};
 use super::error::err;
 use crate::gpu::{GpuDevice, VendorConvDesc};
@@ -53,7 +54,10 @@ pub(crate) struct CudnnHandle {
     lib: &'static Loaded,
     raw: Mutex<RawHandle>,
     ctx: Arc<Context>,
+    /// Per geometry: the legacy API's algorithm search result.
     found: Mutex<HashMap<String, Found>>,
+    /// Per geometry: the fastest fp32 engine of the backend API, or `None`.
+    engines: Mutex<HashMap<String, Option<Arc<EnginePlan>>>>,
 }
 
 impl CudnnHandle {
@@ -75,14 +79,23 @@ impl CudnnHandle {
             unsafe { (api.destroy)(h) };
             return Err(format!("cudnnSetStream: {}", api.status_text(s)));
         }
-        Ok(CudnnHandle { lib, raw: Mutex::new(RawHandle(h)), ctx, found: Mutex::new(HashMap::new()) })
+        Ok(CudnnHandle { lib, raw: Mutex::new(RawHandle(h)), ctx, found: Mutex::new(HashMap::new()), engines: Mutex::new(HashMap::new()) })
     }
 
     pub(crate) fn version(&self) -> (usize, usize, usize) {
         self.lib.version
     }
 
-    fn check(&self, s: Status, what: &str) -> Result<()> {
+    pub(crate) fn api(&self) -> &'static Api {
+        &self.lib.api
+    }
+
+    /// The handle as an attribute value (backend descriptors name it); not for calls.
+    pub(crate) fn raw_handle(&self) -> Result<Handle> {
+        Ok(self.raw.lock().map_err(|_| err("cuDNN handle lock poisoned"))?.0)
+    }
+
+    pub(crate) fn check(&self, s: Status, what: &str) -> Result<()> {
         if s == lib::SUCCESS {
             Ok(())
         } else {
@@ -91,7 +104,7 @@ impl CudnnHandle {
     }
 
     /// Runs `f` with the handle, the device's context current, calls serialised.
-    fn with<T>(&self, f: impl FnOnce(Handle) -> T) -> Result<T> {
+    pub(crate) fn with<T>(&self, f: impl FnOnce(Handle) -> T) -> Result<T> {
         let h = self.raw.lock().map_err(|_| err("cuDNN handle lock poisoned"))?;
         self.ctx.bind()?;
         Ok(f(h.0))
@@ -100,6 +113,11 @@ impl CudnnHandle {
 
 impl Drop for CudnnHandle {
     fn drop(&mut self) {
+        if let Ok(mut e) = self.engines.lock() {
+            for plan in e.drain().filter_map(|(_, p)| p) {
+                cudnn_graph::destroy_plan(self, &plan);
+            }
+        }
         if let (Ok(h), Ok(())) = (self.raw.lock(), self.ctx.bind()) {
             // SAFETY: created in new(), destroyed once.
             unsafe { (self.lib.api.destroy)(h.0) };
@@ -129,20 +147,48 @@ impl Drop for Owned {
     }
 }
 
-/// A planned conv: descriptors, algorithm, workspace.
+/// A planned conv: through the legacy API (descriptors and an algorithm, bare or with bias,
+/// residual and activation fused) or an execution plan of the backend API (bare).
 pub(crate) struct CudnnConv {
     h: Arc<CudnnHandle>,
-    x: Owned,
-    w: Owned,
-    y: Owned,
-    conv: Owned,
-    /// The fused form: bias descriptor, activation, whether z is the residual.
-    fused: Option<(Owned, Owned, bool)>,
-    algo: c_int,
+    kind: Kind,
     workspace: usize,
     /// Bytes x, w, y and bias must have at least.
     bytes: [usize; 4],
     pub(crate) label: String,
+}
+
+enum Kind {
+    Legacy {
+        x: Owned,
+        w: Owned,
+        y: Owned,
+        conv: Owned,
+        /// The fused form: bias descriptor, activation, whether z is the residual.
+        fused: Option<(Owned, Owned, bool)>,
+        algo: c_int,
+    },
+    Engine {
+        plan: Arc<EnginePlan>,
+        /// The variant pack of the last launch's pointers (x, w, y, workspace): replays reuse it.
+        pack: Mutex<Option<([u64; 4], RawDesc)>>,
+    },
+}
+
+/// A variant pack kept between launches.
+struct RawDesc(Desc);
+// SAFETY: a finalized descriptor, used under the pack's mutex.
+unsafe impl Send for RawDesc {}
+
+impl Drop for CudnnConv {
+    fn drop(&mut self) {
+        if let Kind::Engine { pack, .. } = &self.kind {
+            if let Some((_, d)) = pack.lock().ok().and_then(|mut p| p.take()) {
+                // SAFETY: made by variant_pack() for this conv, destroyed once.
+                unsafe { (self.h.api().backend_destroy)(d.0) };
+            }
+        }
+    }
 }
 
 // SAFETY: descriptors are plain host objects never changed after planning; calls that use
@@ -171,19 +217,40 @@ impl CudnnConv {
         short(w, self.bytes[1], "weight")?;
         short(y, self.bytes[2], "output")?;
         short(ws, self.workspace, "workspace")?;
-        if let Some((_, _, residual)) = &self.fused {
+        let (x, w, bias, z, y, ws) = (*x, *w, *bias, *z, *y, *ws);
+        let p = |b: &CudaBuffer| b.device_ptr() as usize as *mut c_void;
+        let (one, zero) = (1.0f32, 0.0f32);
+        let api = self.h.api();
+        let (fused, x_d, w_d, y_d, conv_d, algo) = match &self.kind {
+            Kind::Engine { plan, pack } => {
+                let key = [x.device_ptr(), w.device_ptr(), y.device_ptr(), ws.device_ptr()];
+                let mut cached = pack.lock().map_err(|_| err("cuDNN variant pack lock poisoned"))?;
+                if cached.as_ref().is_none_or(|(k, _)| *k != key) {
+                    let vp = cudnn_graph::variant_pack(&self.h, [p(x), p(w), p(y)], p(ws))?;
+                    if let Some((_, old)) = cached.replace((key, RawDesc(vp.into_raw()))) {
+                        // SAFETY: the previous pointers' pack, made here, destroyed once.
+                        unsafe { (api.backend_destroy)(old.0) };
+                    }
+                }
+                let vp = cached.as_ref().map(|(_, d)| d.0).ok_or_else(|| err("no variant pack"))?;
+                // SAFETY: a finalized plan and pack of this handle; the buffers were checked.
+                let s = self.h.with(|h| unsafe { (api.backend_execute)(h, plan.plan, vp) })?;
+                self.h.check(s, &self.label)?;
+                LAUNCHES.fetch_add(1, Ordering::Relaxed);
+                return Ok(());
+            }
+            Kind::Legacy { x, w, y, conv, fused, algo } => (fused, x.p, w.p, y.p, conv.p, *algo),
+        };
+        if let Some((_, _, residual)) = fused {
             short(bias, self.bytes[3], "bias")?;
             short(z, if *residual { self.bytes[2] } else { 0 }, "residual")?;
         }
-        let p = |b: &CudaBuffer| b.device_ptr() as usize as *mut c_void;
-        let (one, zero) = (1.0f32, 0.0f32);
-        let api = &self.h.lib.api;
-        let s = self.h.with(|h| match &self.fused {
+        let s = self.h.with(|h| match fused {
             // SAFETY: descriptors of this plan; buffers checked above to hold the tensors the
             // descriptors describe; alpha/beta are host floats, as cuDNN reads them for float
             // data; the call only queues work on the handle's stream.
             None => unsafe {
-                (api.conv_fwd)(h, (&one as *const f32).cast(), self.x.p, p(x), self.w.p, p(w), self.conv.p, self.algo, p(ws), self.workspace, (&zero as *const f32).cast(), self.y.p, p(y))
+                (api.conv_fwd)(h, (&one as *const f32).cast(), x_d, p(x), w_d, p(w), conv_d, algo, p(ws), self.workspace, (&zero as *const f32).cast(), y_d, p(y))
             },
             Some((bias_d, act, residual)) => {
                 let alpha2: f32 = if *residual { 1.0 } else { 0.0 };
@@ -193,21 +260,21 @@ impl CudnnConv {
                     (api.conv_bias_act_fwd)(
                         h,
                         (&one as *const f32).cast(),
-                        self.x.p,
+                        x_d,
                         p(x),
-                        self.w.p,
+                        w_d,
                         p(w),
-                        self.conv.p,
-                        self.algo,
+                        conv_d,
+                        algo,
                         p(ws),
                         self.workspace,
                         (&alpha2 as *const f32).cast(),
-                        self.y.p,
+                        y_d,
                         z,
                         bias_d.p,
                         p(bias),
                         act.p,
-                        self.y.p,
+                        y_d,
                         p(y),
                     )
                 }
@@ -303,7 +370,39 @@ pub(crate) fn plan(dev: &CudaDevice, h: &Arc<CudnnHandle>, d: &VendorConvDesc, x
     }
     let name = lib::ALGO_NAMES.get(algo as usize).copied().unwrap_or("algorithm ?");
     PLANS.fetch_add(1, Ordering::Relaxed);
-    Ok(Some(CudnnConv { h: h.clone(), x: xd, w: wd, y: yd, conv: cd, fused, algo, workspace, bytes, label: format!("cudnn {name}{what}") }))
+    Ok(Some(CudnnConv { h: h.clone(), kind: Kind::Legacy { x: xd, w: wd, y: yd, conv: cd, fused, algo }, workspace, bytes, label: format!("cudnn {name}{what}") }))
+}
+
+/// Plans `d`'s bare conv on the backend API's fastest fp32 engine, searching the engines on
+/// `x`, `w` and `y` (overwritten) the first time this geometry is seen; `Ok(None)` where none
+/// runs it.
+pub(crate) fn plan_engine(dev: &CudaDevice, h: &Arc<CudnnHandle>, d: &VendorConvDesc, x: &CudaBuffer, w: &CudaBuffer, y: &CudaBuffer) -> Result<Option<CudnnConv>> {
+    if d.fused.is_some() {
+        return Ok(None);
+    }
+    let bytes = [4 * d.n * d.cin * d.h * d.w, 4 * d.cout * (d.cin / d.groups) * d.kernel[0] * d.kernel[1], 4 * d.n * d.cout * d.oh * d.ow, 4 * d.cout];
+    for (b, need, what) in [(x, bytes[0], "input"), (w, bytes[1], "weight"), (y, bytes[2], "output")] {
+        if b.len() < need {
+            return Err(err(format!("cuDNN engine plan: {what} buffer of {} bytes, {need} needed", b.len())));
+        }
+    }
+    let geometry = format!("{d:?}");
+    let known = h.engines.lock().ok().and_then(|e| e.get(&geometry).cloned());
+    let plan = match known {
+        Some(p) => p,
+        None => {
+            SEARCHES.fetch_add(1, Ordering::Relaxed);
+            let p = cudnn_graph::search(dev, h, d, x, w, y)?.map(Arc::new);
+            if let Ok(mut e) = h.engines.lock() {
+                e.insert(geometry, p.clone());
+            }
+            p
+        }
+    };
+    let Some(plan) = plan else { return Ok(None) };
+    PLANS.fetch_add(1, Ordering::Relaxed);
+    let (workspace, label) = (plan.workspace, plan.label.clone());
+    Ok(Some(CudnnConv { h: h.clone(), kind: Kind::Engine { plan, pack: Mutex::new(None) }, workspace, bytes, label }))
 }
 
 /// cuDNN's timed search over its algorithms on the real buffers, with a workspace as large as

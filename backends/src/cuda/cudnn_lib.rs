@@ -68,7 +68,7 @@ macro_rules! api {
         }
 
         /// Every function `Api` needs, for the check and the error.
-        pub(crate) const SYMBOLS: &[&str] = &[$($name),*];
+        pub const SYMBOLS: &[&str] = &[$($name),*];
 
         impl Api {
             fn resolve(lib: &libloading::Library) -> Result<Api, String> {
@@ -115,6 +115,77 @@ api! {
     fwd_workspace = "cudnnGetConvolutionForwardWorkspaceSize": fn(Handle, Desc, Desc, Desc, Desc, c_int, *mut usize) -> Status;
     conv_fwd = "cudnnConvolutionForward": fn(Handle, *const c_void, Desc, *const c_void, Desc, *const c_void, Desc, c_int, *mut c_void, usize, *const c_void, Desc, *mut c_void) -> Status;
     conv_bias_act_fwd = "cudnnConvolutionBiasActivationForward": fn(Handle, *const c_void, Desc, *const c_void, Desc, *const c_void, Desc, c_int, *mut c_void, usize, *const c_void, Desc, *const c_void, Desc, *const c_void, Desc, Desc, *mut c_void) -> Status;
+    backend_create = "cudnnBackendCreateDescriptor": fn(c_int, *mut Desc) -> Status;
+    backend_destroy = "cudnnBackendDestroyDescriptor": fn(Desc) -> Status;
+    backend_set = "cudnnBackendSetAttribute": fn(Desc, c_int, c_int, i64, *const c_void) -> Status;
+    backend_get = "cudnnBackendGetAttribute": fn(Desc, c_int, c_int, i64, *mut i64, *mut c_void) -> Status;
+    backend_finalize = "cudnnBackendFinalize": fn(Desc) -> Status;
+    backend_execute = "cudnnBackendExecute": fn(Handle, Desc, Desc) -> Status;
+}
+
+/// Values of the backend (graph) API's enums (cudnn_graph.h, cuDNN 9).
+pub(crate) mod graph {
+    use std::ffi::c_int;
+    // cudnnBackendDescriptorType_t
+    pub const CONVOLUTION_DESCRIPTOR: c_int = 1;
+    pub const ENGINE_DESCRIPTOR: c_int = 2;
+    pub const ENGINECFG_DESCRIPTOR: c_int = 3;
+    pub const ENGINEHEUR_DESCRIPTOR: c_int = 4;
+    pub const EXECUTION_PLAN_DESCRIPTOR: c_int = 5;
+    pub const OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR: c_int = 10;
+    pub const OPERATIONGRAPH_DESCRIPTOR: c_int = 15;
+    pub const VARIANT_PACK_DESCRIPTOR: c_int = 16;
+    pub const TENSOR_DESCRIPTOR: c_int = 17;
+    // cudnnBackendAttributeType_t
+    pub const TYPE_HANDLE: c_int = 0;
+    pub const TYPE_DATA_TYPE: c_int = 1;
+    pub const TYPE_INT64: c_int = 3;
+    pub const TYPE_FLOAT: c_int = 4;
+    pub const TYPE_VOID_PTR: c_int = 6;
+    pub const TYPE_CONVOLUTION_MODE: c_int = 7;
+    pub const TYPE_HEUR_MODE: c_int = 8;
+    pub const TYPE_NUMERICAL_NOTE: c_int = 11;
+    pub const TYPE_BACKEND_DESCRIPTOR: c_int = 15;
+    // cudnnBackendAttributeName_t
+    pub const CONVOLUTION_COMP_TYPE: c_int = 100;
+    pub const CONVOLUTION_CONV_MODE: c_int = 101;
+    pub const CONVOLUTION_DILATIONS: c_int = 102;
+    pub const CONVOLUTION_FILTER_STRIDES: c_int = 103;
+    pub const CONVOLUTION_POST_PADDINGS: c_int = 104;
+    pub const CONVOLUTION_PRE_PADDINGS: c_int = 105;
+    pub const CONVOLUTION_SPATIAL_DIMS: c_int = 106;
+    pub const ENGINEHEUR_MODE: c_int = 200;
+    pub const ENGINEHEUR_OPERATION_GRAPH: c_int = 201;
+    pub const ENGINEHEUR_RESULTS: c_int = 202;
+    pub const ENGINECFG_ENGINE: c_int = 300;
+    pub const EXECUTION_PLAN_HANDLE: c_int = 400;
+    pub const EXECUTION_PLAN_ENGINE_CONFIG: c_int = 401;
+    pub const EXECUTION_PLAN_WORKSPACE_SIZE: c_int = 402;
+    pub const OPERATION_CONVOLUTION_FORWARD_ALPHA: c_int = 700;
+    pub const OPERATION_CONVOLUTION_FORWARD_BETA: c_int = 701;
+    pub const OPERATION_CONVOLUTION_FORWARD_CONV_DESC: c_int = 702;
+    pub const OPERATION_CONVOLUTION_FORWARD_W: c_int = 703;
+    pub const OPERATION_CONVOLUTION_FORWARD_X: c_int = 704;
+    pub const OPERATION_CONVOLUTION_FORWARD_Y: c_int = 705;
+    pub const OPERATIONGRAPH_HANDLE: c_int = 800;
+    pub const OPERATIONGRAPH_OPS: c_int = 801;
+    pub const TENSOR_BYTE_ALIGNMENT: c_int = 900;
+    pub const TENSOR_DATA_TYPE: c_int = 901;
+    pub const TENSOR_DIMENSIONS: c_int = 902;
+    pub const TENSOR_STRIDES: c_int = 903;
+    pub const TENSOR_UNIQUE_ID: c_int = 906;
+    pub const VARIANT_PACK_UNIQUE_IDS: c_int = 1000;
+    pub const VARIANT_PACK_DATA_POINTERS: c_int = 1001;
+    pub const VARIANT_PACK_WORKSPACE: c_int = 1003;
+    pub const ENGINE_GLOBAL_INDEX: c_int = 1301;
+    pub const ENGINE_NUMERICAL_NOTE: c_int = 1303;
+    // cudnnBackendHeurMode_t
+    pub const HEUR_MODE_FALLBACK: c_int = 2;
+    pub const HEUR_MODE_A: c_int = 3;
+    // cudnnBackendNumericalNote_t: engines with these do not keep fp32 semantics.
+    pub const NOTE_TENSOR_CORE: c_int = 0;
+    pub const NOTE_DOWN_CONVERT_INPUTS: c_int = 1;
+    pub const NOTE_REDUCED_PRECISION_REDUCTION: c_int = 2;
 }
 
 impl Api {
@@ -209,11 +280,21 @@ static KEPT: Mutex<Vec<libloading::os::unix::Library>> = Mutex::new(Vec::new());
 fn open_global(path: &Path) -> Result<(), String> {
     use libloading::os::unix::{Library, RTLD_GLOBAL, RTLD_LAZY};
     // SAFETY: loading a cuDNN library runs its initialisers, which is what using it means.
-    let lib = unsafe { Library::open(Some(path), RTLD_LAZY | RTLD_GLOBAL) }.map_err(|e| e.to_string())?;
+    let lib = unsafe { Library::open(Some(path), RTLD_LAZY | RTLD_GLOBAL) }.map_err(|e| dl_text(&e))?;
     if let Ok(mut k) = KEPT.lock() {
         k.push(lib);
     }
     Ok(())
+}
+
+/// Whether libcudnn loads here (its version), or why not.
+pub fn load_status() -> Result<(usize, usize, usize), String> {
+    load().map(|l| l.version)
+}
+
+/// The loader's own message (libloading keeps it as the error's source).
+fn dl_text(e: &libloading::Error) -> String {
+    std::error::Error::source(e).map_or_else(|| e.to_string(), |s| s.to_string())
 }
 
 /// libcudnn once per process: the library and its functions, or why not.
@@ -309,7 +390,7 @@ fn mapped_path(name: &str) -> Option<PathBuf> {
 
 fn open_at(path: &Path) -> Result<Loaded, String> {
     // SAFETY: loading cuDNN runs its initialisers, which is what using it means anyway.
-    let lib = unsafe { libloading::Library::new(path) }.map_err(|e| format!("{}: {e}", path.display()))?;
+    let lib = unsafe { libloading::Library::new(path) }.map_err(|e| format!("{}: {}", path.display(), dl_text(&e)))?;
     finish(lib, path.to_path_buf())
 }
 

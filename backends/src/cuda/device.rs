@@ -584,15 +584,28 @@ impl GpuDevice for CudaDevice {
         }
     }
 
-    fn vendor_conv(&self, desc: &VendorConvDesc, x: &CudaBuffer, w: &CudaBuffer, y: &CudaBuffer) -> Result<Option<VendorConv<CudaKernel>>> {
-        let Ok(h) = self.cudnn() else { return Ok(None) };
+    /// cuDNN's fastest fp32 engine of the backend API (bare convs) and its legacy API's fastest
+    /// FMA algorithm (bare or fused); the lowering times them against each other and ours.
+    fn vendor_convs(&self, desc: &VendorConvDesc, x: &CudaBuffer, w: &CudaBuffer, y: &CudaBuffer) -> Result<Vec<VendorConv<CudaKernel>>> {
+        let Ok(h) = self.cudnn() else { return Ok(Vec::new()) };
         for b in [x, w, y] {
             self.same_device(&b.ctx, "buffer")?;
         }
-        let Some(plan) = cudnn::plan(self, h, desc, x, w, y)? else { return Ok(None) };
-        let (workspace, label) = (plan.workspace(), plan.label.clone());
-        let kernel = CudaKernel { ctx: self.ctx.clone(), name: label.clone(), body: Body::Cudnn(Arc::new(plan)) };
-        Ok(Some(VendorConv { kernel, workspace, label }))
+        let mut plans = Vec::new();
+        // An engine search that fails leaves the legacy API's plan (and ours).
+        match cudnn::plan_engine(self, h, desc, x, w, y) {
+            Ok(p) => plans.extend(p),
+            Err(e) => tracing::warn!(?desc, "cuDNN engine search failed: {e}"),
+        }
+        plans.extend(cudnn::plan(self, h, desc, x, w, y)?);
+        Ok(plans
+            .into_iter()
+            .map(|plan| {
+                let (workspace, label) = (plan.workspace(), plan.label.clone());
+                let kernel = CudaKernel { ctx: self.ctx.clone(), name: label.clone(), body: Body::Cudnn(Arc::new(plan)) };
+                VendorConv { kernel, workspace, label }
+            })
+            .collect())
     }
 
     fn finish(&self) -> Result<()> {

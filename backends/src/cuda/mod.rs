@@ -12,6 +12,7 @@
 //! - `selfcheck`: checks against CPU references that the GPU self-check runs.
 
 pub mod cudnn;
+mod cudnn_graph;
 pub mod cudnn_lib;
 pub mod device;
 mod error;
@@ -21,6 +22,7 @@ mod libs;
 pub mod nvrtc;
 pub mod probe;
 pub mod selfcheck;
+pub mod selfcheck_cudnn;
 
 #[cfg(test)]
 mod nvrtc_tests;

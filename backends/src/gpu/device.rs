@@ -133,11 +133,12 @@ pub trait GpuDevice: Send + Sync {
     fn vendor_policy(&self) -> VendorPolicy {
         VendorPolicy::Never
     }
-    /// The vendor library's kernel for `desc`, or `None` where it has none (or cannot run this
-    /// conv). `x`, `w` and `y` are buffers of the conv's shapes the device may run it on to
-    /// choose an algorithm (`y` is overwritten).
-    fn vendor_conv(&self, desc: &VendorConvDesc, x: &Self::Buffer, w: &Self::Buffer, y: &Self::Buffer) -> Result<Option<VendorConv<Self::Kernel>>> {
+    /// The vendor library's ways to compute `desc` (none where it has none or cannot run this
+    /// conv), each timed by the lowering against the others and our kernels. `x`, `w` and `y`
+    /// are buffers of the conv's shapes the device may run it on to choose algorithms (`y` is
+    /// overwritten).
+    fn vendor_convs(&self, desc: &VendorConvDesc, x: &Self::Buffer, w: &Self::Buffer, y: &Self::Buffer) -> Result<Vec<VendorConv<Self::Kernel>>> {
         let _ = (desc, x, w, y);
-        Ok(None)
+        Ok(Vec::new())
     }
 }

@@ -31,7 +31,8 @@ struct Shim {
 
 enum ShimKernel {
     Ours(ClKernel),
-    Vendor { d: VendorConvDesc, workspace: usize },
+    /// `alt`: a second algorithm for bare convs, always slow.
+    Vendor { d: VendorConvDesc, workspace: usize, alt: bool },
 }
 
 struct ShimBuf {
@@ -55,7 +56,7 @@ impl Shim {
         Some(Shim { inner, info, policy, repeat: [1, 1], refuse_fused: false, plans: AtomicUsize::new(0), launches: AtomicUsize::new(0), fused_launches: AtomicUsize::new(0) })
     }
 
-    fn run_vendor(&self, d: &VendorConvDesc, workspace: usize, args: &[Arg<'_, ShimBuf>]) -> Result<()> {
+    fn run_vendor(&self, d: &VendorConvDesc, workspace: usize, alt: bool, args: &[Arg<'_, ShimBuf>]) -> Result<()> {
         let bufs: Vec<&ShimBuf> = args.iter().filter_map(|a| if let Arg::Buf(b) = a { Some(*b) } else { None }).collect();
         let [x, w, bias, z, y, ws] = bufs[..] else { return Err(Error::Other(format!("{} vendor arguments", args.len()))) };
         let need = |b: &ShimBuf, n: usize, what: &str| {
@@ -92,7 +93,8 @@ impl Shim {
         let total = d.n * d.cout * d.oh * d.ow;
         a.extend([Arg::I32(d.fused.is_some() as i32), Arg::I32(has_res), Arg::I32(act), Arg::F32(0.0), Arg::F32(0.0), Arg::I32(total as i32)]);
         let k = self.inner.kernel(&super::kernels::spec(super::kernels::Src::Conv, "conv_direct_f32", &[]))?;
-        for _ in 0..self.repeat[d.fused.is_some() as usize] {
+        let repeat = if alt { 30 } else { self.repeat[d.fused.is_some() as usize] };
+        for _ in 0..repeat {
             self.inner.launch(&k, [total.div_ceil(64) as u32, 1, 1], [64, 1, 1], &a)?;
         }
         self.launches.fetch_add(1, Ordering::Relaxed);
@@ -137,7 +139,7 @@ impl GpuDevice for Shim {
                     .collect();
                 self.inner.launch(k, groups, local, &a)
             }
-            ShimKernel::Vendor { d, workspace } => self.run_vendor(d, *workspace, args),
+            ShimKernel::Vendor { d, workspace, alt } => self.run_vendor(d, *workspace, *alt, args),
         }
     }
     fn fill_zero_async(&self, buf: &ShimBuf, offset: usize, bytes: usize, after: &[ClEvent]) -> Result<ClEvent> {
@@ -155,12 +157,17 @@ impl GpuDevice for Shim {
     fn vendor_policy(&self) -> VendorPolicy {
         self.policy
     }
-    fn vendor_conv(&self, d: &VendorConvDesc, _x: &ShimBuf, _w: &ShimBuf, _y: &ShimBuf) -> Result<Option<VendorConv<ShimKernel>>> {
+    fn vendor_convs(&self, d: &VendorConvDesc, _x: &ShimBuf, _w: &ShimBuf, _y: &ShimBuf) -> Result<Vec<VendorConv<ShimKernel>>> {
         self.plans.fetch_add(1, Ordering::Relaxed);
         // Workspaces of different sizes per conv, so the shared one has to grow.
         let workspace = 64 * d.cout * d.kernel[0];
         let label = if d.fused.is_some() { "shim fused" } else { "shim" };
-        Ok(Some(VendorConv { kernel: ShimKernel::Vendor { d: d.clone(), workspace }, workspace, label: label.into() }))
+        let mut v = vec![VendorConv { kernel: ShimKernel::Vendor { d: d.clone(), workspace, alt: false }, workspace, label: label.into() }];
+        if d.fused.is_none() {
+            let kernel = ShimKernel::Vendor { d: d.clone(), workspace: 2 * workspace, alt: true };
+            v.push(VendorConv { kernel, workspace: 2 * workspace, label: "shim alt".into() });
+        }
+        Ok(v)
     }
 }
 

@@ -168,8 +168,7 @@ fn vendor_candidates<D: GpuDevice>(cx: &mut Ctx<D>, p: &Conv, desc: &VendorConvD
     let (x, w, y) = (cx.x(0)?, cx.x(1)?, cx.y(0)?);
     let mut out = Vec::new();
     let raw = if needs_epilogue || mask.is_some() { cx.scratch(desc.n * desc.cout * desc.oh * desc.ow)? } else { y };
-    let bare = cx.dev.vendor_conv(desc, &cx.res.bufs[x], &cx.res.bufs[w], &cx.res.bufs[raw])?;
-    if let Some(v) = bare {
+    for v in cx.dev.vendor_convs(desc, &cx.res.bufs[x], &cx.res.bufs[w], &cx.res.bufs[raw])? {
         let dummy = cx.dummy()?;
         let ws = cx.res.workspace(cx.dev, v.workspace)?.unwrap_or(dummy);
         let args = vec![LArg::Buf(x), LArg::Buf(w), LArg::Buf(dummy), LArg::Buf(dummy), LArg::Buf(raw), LArg::Buf(ws)];
@@ -190,16 +189,19 @@ fn vendor_candidates<D: GpuDevice>(cx: &mut Ctx<D>, p: &Conv, desc: &VendorConvD
     };
     if mask.is_none() && needs_epilogue {
         let fused = VendorConvDesc { fused: Some(VendorFused { residual: has_res, relu }), ..desc.clone() };
-        if let Some(v) = cx.dev.vendor_conv(&fused, &cx.res.bufs[x], &cx.res.bufs[w], &cx.res.bufs[y])? {
+        let vs = cx.dev.vendor_convs(&fused, &cx.res.bufs[x], &cx.res.bufs[w], &cx.res.bufs[y])?;
+        if !vs.is_empty() {
             let bias = if has_bias { cx.x(2)? } else { cx.meta_f32(&vec![0.0; desc.cout])? };
             let z = if has_res { cx.x(3)? } else { y };
-            let dummy = cx.dummy()?;
-            let ws = cx.res.workspace(cx.dev, v.workspace)?.unwrap_or(dummy);
-            let args = vec![LArg::Buf(x), LArg::Buf(w), LArg::Buf(bias), LArg::Buf(z), LArg::Buf(y), LArg::Buf(ws)];
-            let at = cx.launches.len();
-            cx.launch(std::sync::Arc::new(v.kernel), [1, 1, 1], [1, 1, 1], args)?;
-            let launches = cx.launches.split_off(at);
-            out.push(Candidate { label: Some(v.label), launches });
+            for v in vs {
+                let dummy = cx.dummy()?;
+                let ws = cx.res.workspace(cx.dev, v.workspace)?.unwrap_or(dummy);
+                let args = vec![LArg::Buf(x), LArg::Buf(w), LArg::Buf(bias), LArg::Buf(z), LArg::Buf(y), LArg::Buf(ws)];
+                let at = cx.launches.len();
+                cx.launch(std::sync::Arc::new(v.kernel), [1, 1, 1], [1, 1, 1], args)?;
+                let launches = cx.launches.split_off(at);
+                out.push(Candidate { label: Some(v.label), launches });
+            }
         }
     }
     Ok(keep_working(cx, out))
