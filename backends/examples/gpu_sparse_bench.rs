@@ -275,6 +275,9 @@ fn members_gran(name: &str) -> Option<Granularity> {
 }
 
 fn main() {
+    // RUST_LOG=dynaspa_backends::cuda=debug shows cuDNN's searches, for one.
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
     let a = parse_args();
     let r = match a.backend.as_str() {
         #[cfg(feature = "cuda")]
