@@ -25,29 +25,40 @@ use std::sync::{Arc, Mutex};
 const SEARCH_WORKSPACE_CAP: usize = 256 << 20;
 
 static PLANS: AtomicUsize = AtomicUsize::new(0);
+static ENGINE_PLANS: AtomicUsize = AtomicUsize::new(0);
 static SEARCHES: AtomicUsize = AtomicUsize::new(0);
 static LAUNCHES: AtomicUsize = AtomicUsize::new(0);
 
-/// Counts of this process's cuDNN use, for self-checks and reports: convs planned, algorithm
-/// searches run (one per geometry and device), conv calls made.
+/// Counts of this process's cuDNN use, for self-checks and reports: convs planned (of them on
+/// backend-API engines), searches run (one per geometry, API and device), conv calls made.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct CudnnStats {
     pub plans: usize,
+    pub engine_plans: usize,
     pub searches: usize,
     pub launches: usize,
 }
 
 pub fn stats() -> CudnnStats {
-    CudnnStats { plans: PLANS.load(Ordering::Relaxed), searches: SEARCHES.load(Ordering::Relaxed), launches: LAUNCHES.load(Ordering::Relaxed) }
+    CudnnStats {
+        plans: PLANS.load(Ordering::Relaxed),
+        engine_plans: ENGINE_PLANS.load(Ordering::Relaxed),
+        searches: SEARCHES.load(Ordering::Relaxed),
+        launches: LAUNCHES.load(Ordering::Relaxed),
+    }
 }
 
 struct RawHandle(Handle);
 // SAFETY: a cuDNN handle may be used from any thread, one call at a time (the mutex).
 unsafe impl Send for RawHandle {}
 
-/// What the algorithm search found for one geometry: (algorithm, workspace bytes), or `None`
-/// when cuDNN has no FMA algorithm for it.
-type Found = Option<(c_int, usize)>;
+/// What the algorithm search found for one geometry: the fastest FMA algorithms with their
+/// workspace bytes (none when cuDNN has no FMA algorithm for it).
+type Found = Vec<(c_int, usize)>;
+/// Legacy algorithms offered per geometry: cuDNN's own timing of near-equal ones is noisy (it
+/// ranked IMPLICIT_GEMM first on one run and IMPLICIT_PRECOMP_GEMM on the next), so the
+/// lowering times the best few again on the whole launch.
+const LEGACY_ALGOS: usize = 2;
 
 /// The device's cuDNN handle.
 pub(crate) struct CudnnHandle {
@@ -58,6 +69,8 @@ pub(crate) struct CudnnHandle {
     found: Mutex<HashMap<String, Found>>,
     /// Per geometry: the fastest fp32 engine of the backend API, or `None`.
     engines: Mutex<HashMap<String, Option<Arc<EnginePlan>>>>,
+    /// Why the last engine search found no plan (self-checks report it).
+    engine_note: Mutex<Option<String>>,
 }
 
 impl CudnnHandle {
@@ -79,11 +92,22 @@ impl CudnnHandle {
             unsafe { (api.destroy)(h) };
             return Err(format!("cudnnSetStream: {}", api.status_text(s)));
         }
-        Ok(CudnnHandle { lib, raw: Mutex::new(RawHandle(h)), ctx, found: Mutex::new(HashMap::new()), engines: Mutex::new(HashMap::new()) })
+        Ok(CudnnHandle { lib, raw: Mutex::new(RawHandle(h)), ctx, found: Mutex::new(HashMap::new()), engines: Mutex::new(HashMap::new()), engine_note: Mutex::new(None) })
     }
 
     pub(crate) fn version(&self) -> (usize, usize, usize) {
         self.lib.version
+    }
+
+    pub(crate) fn note_engine(&self, why: String) {
+        if let Ok(mut n) = self.engine_note.lock() {
+            *n = Some(why);
+        }
+    }
+
+    /// Why the last engine search found no plan, if one did not.
+    pub(crate) fn engine_note(&self) -> Option<String> {
+        self.engine_note.lock().ok().and_then(|n| n.clone())
     }
 
     pub(crate) fn api(&self) -> &'static Api {
@@ -290,10 +314,10 @@ fn int(v: usize) -> Option<c_int> {
     c_int::try_from(v).ok()
 }
 
-/// Plans `d` on `dev`, searching the algorithm on `x`, `w` and `y` (overwritten) the first time
-/// this geometry is seen. `Ok(None)` where cuDNN does not compute this conv as ONNX does (its
-/// output extent differs: asymmetric pads) or has no FMA algorithm for it.
-pub(crate) fn plan(dev: &CudaDevice, h: &Arc<CudnnHandle>, d: &VendorConvDesc, x: &CudaBuffer, w: &CudaBuffer, y: &CudaBuffer) -> Result<Option<CudnnConv>> {
+/// The legacy API's descriptors of `d`: x, w, y and the conv (FMA math); `None` where cuDNN
+/// does not compute the conv as ONNX does (its output extent differs: asymmetric pads) or a
+/// size does not fit its ints.
+fn descriptors(h: &CudnnHandle, d: &VendorConvDesc) -> Result<Option<[Owned; 4]>> {
     let dims: Option<Vec<c_int>> = [d.n, d.cin, d.h, d.w, d.cout, d.cin / d.groups.max(1), d.kernel[0], d.kernel[1], d.pad[0], d.pad[1], d.stride[0], d.stride[1], d.dilation[0], d.dilation[1], d.groups, d.oh, d.ow]
         .iter()
         .map(|&v| int(v))
@@ -324,28 +348,65 @@ pub(crate) fn plan(dev: &CudaDevice, h: &Arc<CudnnHandle>, d: &VendorConvDesc, x
     let yd = Owned::new(h, api.tensor_fns(), "cudnnCreateTensorDescriptor")?;
     // SAFETY: as above.
     h.check(unsafe { (api.set_tensor_4d)(yd.p, lib::TENSOR_NCHW, lib::DATA_FLOAT, n, cout, oh, ow) }, "cudnnSetTensor4dDescriptor (y)")?;
-    let bytes = [4 * d.n * d.cin * d.h * d.w, 4 * d.cout * (d.cin / d.groups) * d.kernel[0] * d.kernel[1], 4 * d.n * d.cout * d.oh * d.ow, 4 * d.cout];
+    Ok(Some([xd, wd, yd, cd]))
+}
+
+/// Bytes x, w, y and the bias of `d` take.
+fn tensor_bytes(d: &VendorConvDesc) -> [usize; 4] {
+    [4 * d.n * d.cin * d.h * d.w, 4 * d.cout * (d.cin / d.groups.max(1)) * d.kernel[0] * d.kernel[1], 4 * d.n * d.cout * d.oh * d.ow, 4 * d.cout]
+}
+
+/// Plans `d` on the legacy API's fastest FMA algorithms (up to `LEGACY_ALGOS`), searching them
+/// on `x`, `w` and `y` (overwritten) the first time this geometry is seen. None where cuDNN
+/// does not compute this conv as ONNX does or has no FMA algorithm for it.
+pub(crate) fn plan(dev: &CudaDevice, h: &Arc<CudnnHandle>, d: &VendorConvDesc, x: &CudaBuffer, w: &CudaBuffer, y: &CudaBuffer) -> Result<Vec<CudnnConv>> {
+    let Some(first) = descriptors(h, d)? else { return Ok(Vec::new()) };
+    let bytes = tensor_bytes(d);
     for (b, need, what) in [(x, bytes[0], "input"), (w, bytes[1], "weight"), (y, bytes[2], "output")] {
         if b.len() < need {
             return Err(err(format!("cuDNN conv plan: {what} buffer of {} bytes, {need} needed", b.len())));
         }
     }
     let geometry = format!("{:?}", VendorConvDesc { fused: None, ..d.clone() });
-    let known = h.found.lock().ok().and_then(|f| f.get(&geometry).copied());
+    let known = h.found.lock().ok().and_then(|f| f.get(&geometry).cloned());
     let found = match known {
         Some(f) => f,
         None => {
-            let f = search(dev, h, (&xd, &wd, &cd, &yd), (x, w, y))?;
+            let [xd, wd, yd, cd] = &first;
+            let f = search(dev, h, (xd, wd, cd, yd), (x, w, y))?;
             if let Ok(mut m) = h.found.lock() {
-                m.insert(geometry, f);
+                m.insert(geometry, f.clone());
             }
             f
         }
     };
-    let Some((mut algo, mut workspace)) = found else { return Ok(None) };
+    let mut first = Some(first);
+    let mut out = Vec::new();
+    for (i, &(algo, workspace)) in found.iter().enumerate() {
+        // The fused identity runs on one algorithm only.
+        if i > 0 && d.fused.is_some_and(|f| !f.relu) {
+            break;
+        }
+        let descs = match first.take() {
+            Some(f) => f,
+            None => match descriptors(h, d)? {
+                Some(f) => f,
+                None => break,
+            },
+        };
+        out.extend(legacy_plan(h, d, descs, algo, workspace)?);
+    }
+    Ok(out)
+}
+
+/// One legacy plan: the bare conv on `algo`, or the fused form (the identity moves it to
+/// IMPLICIT_PRECOMP_GEMM, the one algorithm it runs).
+fn legacy_plan(h: &Arc<CudnnHandle>, d: &VendorConvDesc, [xd, wd, yd, cd]: [Owned; 4], mut algo: c_int, mut workspace: usize) -> Result<Option<CudnnConv>> {
+    let api = &h.lib.api;
     let mut fused = None;
     let mut what = String::new();
     if let Some(f) = d.fused {
+        let cout = int(d.cout).ok_or_else(|| err("cuDNN conv plan: channels past a C int"))?;
         let bd = Owned::new(h, api.tensor_fns(), "cudnnCreateTensorDescriptor")?;
         let ad = Owned::new(h, api.activation_fns(), "cudnnCreateActivationDescriptor")?;
         let mode = if f.relu { lib::ACTIVATION_RELU } else { lib::ACTIVATION_IDENTITY };
@@ -355,7 +416,6 @@ pub(crate) fn plan(dev: &CudaDevice, h: &Arc<CudnnHandle>, d: &VendorConvDesc, x
             h.check((api.set_activation)(ad.p, mode, lib::NOT_PROPAGATE_NAN, 0.0), "cudnnSetActivationDescriptor")?;
         }
         if !f.relu && algo != lib::ALGO_IMPLICIT_PRECOMP_GEMM {
-            // The fused identity exists for this algorithm only.
             algo = lib::ALGO_IMPLICIT_PRECOMP_GEMM;
             let mut size = 0usize;
             // SAFETY: live handle and descriptors; writes one size.
@@ -370,7 +430,13 @@ pub(crate) fn plan(dev: &CudaDevice, h: &Arc<CudnnHandle>, d: &VendorConvDesc, x
     }
     let name = lib::ALGO_NAMES.get(algo as usize).copied().unwrap_or("algorithm ?");
     PLANS.fetch_add(1, Ordering::Relaxed);
-    Ok(Some(CudnnConv { h: h.clone(), kind: Kind::Legacy { x: xd, w: wd, y: yd, conv: cd, fused, algo }, workspace, bytes, label: format!("cudnn {name}{what}") }))
+    Ok(Some(CudnnConv {
+        h: h.clone(),
+        kind: Kind::Legacy { x: xd, w: wd, y: yd, conv: cd, fused, algo },
+        workspace,
+        bytes: tensor_bytes(d),
+        label: format!("cudnn {name}{what}"),
+    }))
 }
 
 /// Plans `d`'s bare conv on the backend API's fastest fp32 engine, searching the engines on
@@ -380,7 +446,7 @@ pub(crate) fn plan_engine(dev: &CudaDevice, h: &Arc<CudnnHandle>, d: &VendorConv
     if d.fused.is_some() {
         return Ok(None);
     }
-    let bytes = [4 * d.n * d.cin * d.h * d.w, 4 * d.cout * (d.cin / d.groups) * d.kernel[0] * d.kernel[1], 4 * d.n * d.cout * d.oh * d.ow, 4 * d.cout];
+    let bytes = tensor_bytes(d);
     for (b, need, what) in [(x, bytes[0], "input"), (w, bytes[1], "weight"), (y, bytes[2], "output")] {
         if b.len() < need {
             return Err(err(format!("cuDNN engine plan: {what} buffer of {} bytes, {need} needed", b.len())));
@@ -392,7 +458,13 @@ pub(crate) fn plan_engine(dev: &CudaDevice, h: &Arc<CudnnHandle>, d: &VendorConv
         Some(p) => p,
         None => {
             SEARCHES.fetch_add(1, Ordering::Relaxed);
-            let p = cudnn_graph::search(dev, h, d, x, w, y)?.map(Arc::new);
+            let p = match cudnn_graph::search(dev, h, d, x, w, y) {
+                Ok(p) => p.map(Arc::new),
+                Err(e) => {
+                    h.note_engine(format!("engine search failed: {e}"));
+                    return Err(e);
+                }
+            };
             if let Ok(mut e) = h.engines.lock() {
                 e.insert(geometry, p.clone());
             }
@@ -401,6 +473,7 @@ pub(crate) fn plan_engine(dev: &CudaDevice, h: &Arc<CudnnHandle>, d: &VendorConv
     };
     let Some(plan) = plan else { return Ok(None) };
     PLANS.fetch_add(1, Ordering::Relaxed);
+    ENGINE_PLANS.fetch_add(1, Ordering::Relaxed);
     let (workspace, label) = (plan.workspace, plan.label.clone());
     Ok(Some(CudnnConv { h: h.clone(), kind: Kind::Engine { plan, pack: Mutex::new(None) }, workspace, bytes, label }))
 }
@@ -440,12 +513,14 @@ fn search(dev: &CudaDevice, h: &CudnnHandle, (xd, wd, cd, yd): (&Owned, &Owned, 
         .collect();
     tracing::debug!(workspace = ws_bytes, "cuDNN algorithm search: {}", text.join(", "));
     // Results come fastest first; only FMA math keeps fp32 semantics.
-    let best = results
+    let best: Found = results
         .iter()
-        .find(|r| r.status == lib::SUCCESS && r.math_type == lib::FMA_MATH && r.memory <= ws_bytes && (0..lib::ALGO_COUNT).contains(&r.algo))
-        .map(|r| (r.algo, r.memory));
-    if best.is_none() {
-        tracing::warn!("cuDNN offers no FMA-math algorithm for this conv (our kernels run it): {}", text.join(", "));
+        .filter(|r| r.status == lib::SUCCESS && r.math_type == lib::FMA_MATH && r.memory <= ws_bytes && (0..lib::ALGO_COUNT).contains(&r.algo))
+        .map(|r| (r.algo, r.memory))
+        .take(LEGACY_ALGOS)
+        .collect();
+    if best.is_empty() {
+        tracing::warn!("cuDNN offers no FMA-math algorithm for this conv: {}", text.join(", "));
     }
     Ok(best)
 }

@@ -124,7 +124,8 @@ fn op_graph<'h>(h: &'h CudnnHandle, d: &VendorConvDesc) -> Result<Option<Vec<Bac
     op.set(g::OPERATION_CONVOLUTION_FORWARD_ALPHA, g::TYPE_FLOAT, &[1.0f32])?;
     op.set(g::OPERATION_CONVOLUTION_FORWARD_BETA, g::TYPE_FLOAT, &[0.0f32])?;
     // An output extent that does not follow from the window is refused here.
-    if op.finalize("conv forward operation").is_err() {
+    if let Err(e) = op.finalize("conv forward operation") {
+        h.note_engine(format!("the conv's operation is refused: {e}"));
         return Ok(None);
     }
     let graph = BackendDesc::new(h, g::OPERATIONGRAPH_DESCRIPTOR)?;
@@ -184,23 +185,44 @@ pub(crate) fn execute(h: &CudnnHandle, plan: Desc, pack: &BackendDesc) -> Result
 pub(crate) fn search(dev: &CudaDevice, h: &CudnnHandle, d: &VendorConvDesc, x: &CudaBuffer, w: &CudaBuffer, y: &CudaBuffer) -> Result<Option<EnginePlan>> {
     let Some(mut parts) = op_graph(h, d)? else { return Ok(None) };
     let graph = parts.pop().expect("op_graph returns the graph last");
-    let mut cfgs = configs(h, &graph, g::HEUR_MODE_A)?;
-    cfgs.extend(configs(h, &graph, g::HEUR_MODE_FALLBACK).unwrap_or_default());
+    // What each stage kept or why it dropped a candidate: logged, and the reason when none is left.
+    let mut notes: Vec<String> = Vec::new();
+    let mut cfgs = Vec::new();
+    for (mode, name) in [(g::HEUR_MODE_A, "A"), (g::HEUR_MODE_FALLBACK, "fallback")] {
+        match configs(h, &graph, mode) {
+            Ok(c) => {
+                notes.push(format!("{} configs from heuristics {name}", c.len()));
+                cfgs.extend(c);
+            }
+            Err(e) => notes.push(format!("heuristics {name}: {e}")),
+        }
+    }
     let raw = h.raw_handle()?;
     let mut plans: Vec<(BackendDesc, i64, usize)> = Vec::new();
     // Index into `cfgs` of each plan's configuration.
     let mut plans_cfg: Vec<usize> = Vec::new();
     let mut seen = Vec::new();
     for (ci, cfg) in cfgs.iter().enumerate() {
-        let Ok((index, fp32)) = engine_of(h, cfg) else { continue };
-        if !fp32 || seen.contains(&index) {
+        let (index, fp32) = match engine_of(h, cfg) {
+            Ok(e) => e,
+            Err(e) => {
+                notes.push(format!("config {ci}: {e}"));
+                continue;
+            }
+        };
+        if !fp32 {
+            notes.push(format!("engine {index}: not fp32"));
+            continue;
+        }
+        if seen.contains(&index) {
             continue;
         }
         seen.push(index);
         let plan = BackendDesc::new(h, g::EXECUTION_PLAN_DESCRIPTOR)?;
         plan.set(g::EXECUTION_PLAN_HANDLE, g::TYPE_HANDLE, &[raw])?;
         plan.set(g::EXECUTION_PLAN_ENGINE_CONFIG, g::TYPE_BACKEND_DESCRIPTOR, &[cfg.p])?;
-        if plan.finalize("execution plan").is_err() {
+        if let Err(e) = plan.finalize("execution plan") {
+            notes.push(format!("engine {index}: {e}"));
             continue;
         }
         let mut ws = [0i64];
@@ -209,21 +231,26 @@ pub(crate) fn search(dev: &CudaDevice, h: &CudnnHandle, d: &VendorConvDesc, x: &
         if ws <= WORKSPACE_CAP {
             plans.push((plan, index, ws));
             plans_cfg.push(ci);
+        } else {
+            notes.push(format!("engine {index}: workspace {ws} B"));
         }
     }
     if plans.is_empty() {
-        tracing::debug!(?d, "cuDNN's heuristics offer no fp32 engine");
+        let why = format!("no fp32 engine plan: {}", notes.join("; "));
+        tracing::info!(?d, "cuDNN engines: {why}");
+        h.note_engine(why);
         return Ok(None);
     }
-    let wsb = dev.alloc(plans.iter().map(|p| p.2).max().unwrap_or(0))?;
+    // Never a null workspace (some engines check it even when they use none).
+    let wsb = dev.alloc(plans.iter().map(|p| p.2).max().unwrap_or(0).max(256))?;
     let p = |b: &CudaBuffer| b.device_ptr() as usize as *mut c_void;
     let pack = variant_pack(h, [p(x), p(w), p(y)], p(&wsb))?;
     let mut best: Option<(f64, usize)> = None;
     let mut report = Vec::new();
     for (i, (plan, index, ws)) in plans.iter().enumerate() {
         // A plan that fails to run is left out.
-        if execute(h, plan.p, &pack).and_then(|_| dev.finish()).is_err() {
-            report.push(format!("engine {index}: fails"));
+        if let Err(e) = execute(h, plan.p, &pack).and_then(|_| dev.finish()) {
+            report.push(format!("engine {index} fails: {e}"));
             continue;
         }
         let mut samples = Vec::new();
@@ -242,8 +269,11 @@ pub(crate) fn search(dev: &CudaDevice, h: &CudnnHandle, d: &VendorConvDesc, x: &
             best = Some((us, i));
         }
     }
-    tracing::debug!(?d, "cuDNN engines timed: {}", report.join(", "));
-    let Some((_, i)) = best else { return Ok(None) };
+    tracing::info!(?d, "cuDNN engines timed: {} ({})", report.join(", "), notes.join("; "));
+    let Some((_, i)) = best else {
+        h.note_engine(format!("no engine ran: {}", report.join(", ")));
+        return Ok(None);
+    };
     let (plan, index, workspace) = plans.swap_remove(i);
     let cfg = cfgs.swap_remove(plans_cfg[i]);
     drop(pack);

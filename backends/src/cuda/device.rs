@@ -289,6 +289,11 @@ impl CudaDevice {
             .map_err(String::as_str)
     }
 
+    /// Why cuDNN's last backend-API engine search on this device found no plan, if it did not.
+    pub fn cudnn_engine_note(&self) -> Option<String> {
+        self.cudnn().ok().and_then(|h| h.engine_note())
+    }
+
     /// The cuDNN version in use on this device, or why none is.
     pub fn cudnn_status(&self) -> std::result::Result<(usize, usize, usize), String> {
         self.cudnn().map(|h| h.version()).map_err(str::to_string)
@@ -592,11 +597,7 @@ impl GpuDevice for CudaDevice {
             self.same_device(&b.ctx, "buffer")?;
         }
         let mut plans = Vec::new();
-        // An engine search that fails leaves the legacy API's plan (and ours).
-        match cudnn::plan_engine(self, h, desc, x, w, y) {
-            Ok(p) => plans.extend(p),
-            Err(e) => tracing::warn!(?desc, "cuDNN engine search failed: {e}"),
-        }
+        plans.extend(cudnn::plan_engine(self, h, desc, x, w, y)?);
         plans.extend(cudnn::plan(self, h, desc, x, w, y)?);
         Ok(plans
             .into_iter()

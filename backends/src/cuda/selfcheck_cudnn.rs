@@ -1,5 +1,5 @@
 //! The cuDNN part of the GPU self-check: dense convs (3x3 stride 1 and 2, 1x1; bias, ReLU,
-//! residual; batch 2) through cuDNN (forced) against our own kernels and the CPU backend, and
+//! residual; batch 2, and the benchmarks' 40x40 256->256 at batch 1) through cuDNN (forced) against our own kernels and the CPU backend, and
 //! sparse ops' dense members through cuDNN with zero and residual fills; random non-zero
 //! inputs, every output poisoned with NaN before its kernels run. Relative L2 at most 1e-4:
 //! the reductions are long enough (576 to 2304 terms) that TF32 tensor-core math would not pass.
@@ -17,6 +17,7 @@ use std::sync::Arc;
 
 struct Case {
     name: &'static str,
+    n: usize,
     cin: usize,
     cout: usize,
     hw: usize,
@@ -28,14 +29,15 @@ struct Case {
     fill: Option<FillPolicy>,
 }
 
-const CASES: [Case; 7] = [
-    Case { name: "3x3 s1 bias+relu", cin: 64, cout: 96, hw: 24, k: 3, s: 1, bias: true, residual: false, relu: true, fill: None },
-    Case { name: "3x3 s1 bias+residual+relu", cin: 64, cout: 64, hw: 20, k: 3, s: 1, bias: true, residual: true, relu: true, fill: None },
-    Case { name: "3x3 s2 bias", cin: 128, cout: 64, hw: 26, k: 3, s: 2, bias: true, residual: false, relu: false, fill: None },
-    Case { name: "1x1 residual", cin: 256, cout: 128, hw: 14, k: 1, s: 1, bias: false, residual: true, relu: false, fill: None },
-    Case { name: "1x1 plain", cin: 96, cout: 80, hw: 17, k: 1, s: 1, bias: false, residual: false, relu: false, fill: None },
-    Case { name: "3x3 s1 dense member, zero fill", cin: 64, cout: 96, hw: 24, k: 3, s: 1, bias: true, residual: false, relu: true, fill: Some(FillPolicy::Zero) },
-    Case { name: "3x3 s1 dense member, residual fill", cin: 64, cout: 64, hw: 20, k: 3, s: 1, bias: true, residual: true, relu: true, fill: Some(FillPolicy::Residual) },
+const CASES: [Case; 8] = [
+    Case { n: 2, name: "3x3 s1 bias+relu", cin: 64, cout: 96, hw: 24, k: 3, s: 1, bias: true, residual: false, relu: true, fill: None },
+    Case { n: 2, name: "3x3 s1 bias+residual+relu", cin: 64, cout: 64, hw: 20, k: 3, s: 1, bias: true, residual: true, relu: true, fill: None },
+    Case { n: 2, name: "3x3 s2 bias", cin: 128, cout: 64, hw: 26, k: 3, s: 2, bias: true, residual: false, relu: false, fill: None },
+    Case { n: 2, name: "1x1 residual", cin: 256, cout: 128, hw: 14, k: 1, s: 1, bias: false, residual: true, relu: false, fill: None },
+    Case { n: 2, name: "1x1 plain", cin: 96, cout: 80, hw: 17, k: 1, s: 1, bias: false, residual: false, relu: false, fill: None },
+    Case { n: 2, name: "3x3 s1 dense member, zero fill", cin: 64, cout: 96, hw: 24, k: 3, s: 1, bias: true, residual: false, relu: true, fill: Some(FillPolicy::Zero) },
+    Case { n: 1, name: "3x3 s1 40x40 256->256 dense member", cin: 256, cout: 256, hw: 40, k: 3, s: 1, bias: true, residual: false, relu: true, fill: Some(FillPolicy::Zero) },
+    Case { n: 2, name: "3x3 s1 dense member, residual fill", cin: 64, cout: 64, hw: 20, k: 3, s: 1, bias: true, residual: true, relu: true, fill: Some(FillPolicy::Residual) },
 ];
 
 fn value(g: &mut Graph, name: &str, shape: Vec<usize>, constant: Option<Vec<f32>>) -> dynaspa_runtime::Result<usize> {
@@ -124,7 +126,7 @@ pub fn check_cudnn_conv(ordinal: usize, rng: &mut Rng) -> Outcome {
     let cpu = CpuBackend::new(None).map_err(|e| e.to_string())?;
     let mut notes = Vec::new();
     for c in &CASES {
-        let (g, feeds) = build(c, 2, rng).map_err(|e| e.to_string())?;
+        let (g, feeds) = build(c, c.n, rng).map_err(|e| e.to_string())?;
         let before = stats().launches;
         let (via_cudnn, label) = run_gpu(&dev, &g, &feeds, Policy::Force).map_err(|e| format!("{}: {e}", c.name))?;
         if stats().launches <= before {
@@ -157,6 +159,10 @@ pub fn check_cudnn_conv(ordinal: usize, rng: &mut Rng) -> Outcome {
         ));
     }
     let s = stats();
-    Ok(format!("cuDNN {}.{}.{}: {}; {} plans, {} searches", version.0, version.1, version.2, notes.join(", "), s.plans, s.searches))
+    let engines = match (s.engine_plans, dev.cudnn_engine_note()) {
+        (0, Some(why)) => format!("no backend-API engine plan ({why})"),
+        (n, _) => format!("{n} on backend-API engines"),
+    };
+    Ok(format!("cuDNN {}.{}.{}: {}; {} plans ({engines}), {} searches", version.0, version.1, version.2, notes.join(", "), s.plans, s.searches))
 }
 
