@@ -21,6 +21,10 @@ const UID_Y: i64 = 3;
 const MAX_CANDIDATES: usize = 16;
 /// Largest workspace an engine may ask for.
 const WORKSPACE_CAP: usize = 256 << 20;
+/// Time the plans of one search may take to build: runtime-compiled engines compile when their
+/// plan is finalized, which can take a second each; the heuristics' order puts the likely
+/// winners first.
+const BUILD_BUDGET: std::time::Duration = std::time::Duration::from_millis(1500);
 
 /// A backend descriptor, destroyed with its owner.
 pub(crate) struct BackendDesc<'h> {
@@ -47,11 +51,14 @@ impl<'h> BackendDesc<'h> {
         self.h.check(unsafe { (self.h.api().backend_finalize)(self.p) }, what)
     }
 
-    /// Up to `out.len()` elements of an attribute; how many there were.
+    /// Up to `out.len()` elements of an attribute; how many there were. An empty `out` asks
+    /// for the count alone (cuDNN answers it only for a null array: a zero-length one reads as
+    /// a request for none and says 0).
     fn get<T>(&self, name: std::ffi::c_int, ty: std::ffi::c_int, out: &mut [T]) -> Result<usize> {
         let mut n = 0i64;
-        // SAFETY: `out` has room for `len` elements of the attribute's type.
-        let s = unsafe { (self.h.api().backend_get)(self.p, name, ty, out.len() as i64, &mut n, out.as_mut_ptr().cast()) };
+        let ptr: *mut c_void = if out.is_empty() { std::ptr::null_mut() } else { out.as_mut_ptr().cast() };
+        // SAFETY: `out` has room for `len` elements of the attribute's type (or is null).
+        let s = unsafe { (self.h.api().backend_get)(self.p, name, ty, out.len() as i64, &mut n, ptr) };
         self.h.check(s, &format!("cudnnBackendGetAttribute({name})"))?;
         Ok(n.max(0) as usize)
     }
@@ -202,7 +209,12 @@ pub(crate) fn search(dev: &CudaDevice, h: &CudnnHandle, d: &VendorConvDesc, x: &
     // Index into `cfgs` of each plan's configuration.
     let mut plans_cfg: Vec<usize> = Vec::new();
     let mut seen = Vec::new();
+    let t0 = Instant::now();
     for (ci, cfg) in cfgs.iter().enumerate() {
+        if t0.elapsed() > BUILD_BUDGET {
+            notes.push(format!("{} configs left untried after {:?}", cfgs.len() - ci, BUILD_BUDGET));
+            break;
+        }
         let (index, fp32) = match engine_of(h, cfg) {
             Ok(e) => e,
             Err(e) => {
