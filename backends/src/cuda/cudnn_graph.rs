@@ -17,8 +17,14 @@ use std::time::Instant;
 const UID_X: i64 = 1;
 const UID_W: i64 = 2;
 const UID_Y: i64 = 3;
-/// Engine configurations timed per geometry, at most.
+/// fp32 engine plans built and timed per geometry, at most.
 const MAX_CANDIDATES: usize = 16;
+/// Configurations read from one heuristics query, at most. The fp32 filter comes after: on the
+/// H100 the first 16 of mode A were mostly TF32 engines, and reading only those left 4 fp32
+/// ones (none faster than the legacy API's best at batch 1 and 2).
+const MAX_CONFIGS: usize = 256;
+/// Configurations of one engine timed, at most.
+const CONFIGS_PER_ENGINE: usize = 4;
 /// Largest workspace an engine may ask for.
 const WORKSPACE_CAP: usize = 256 << 20;
 /// Time the plans of one search may take to build: runtime-compiled engines compile when their
@@ -150,7 +156,7 @@ fn configs<'h>(h: &'h CudnnHandle, graph: &BackendDesc<'h>, mode: std::ffi::c_in
     heur.set(g::ENGINEHEUR_MODE, g::TYPE_HEUR_MODE, &[mode])?;
     heur.finalize("engine heuristics")?;
     let mut none: [Desc; 0] = [];
-    let count = heur.get(g::ENGINEHEUR_RESULTS, g::TYPE_BACKEND_DESCRIPTOR, &mut none)?.min(MAX_CANDIDATES);
+    let count = heur.get(g::ENGINEHEUR_RESULTS, g::TYPE_BACKEND_DESCRIPTOR, &mut none)?.min(MAX_CONFIGS);
     let cfgs: Vec<BackendDesc<'h>> = (0..count).map(|_| BackendDesc::new(h, g::ENGINECFG_DESCRIPTOR)).collect::<Result<_>>()?;
     let mut raw: Vec<Desc> = cfgs.iter().map(|c| c.p).collect();
     let got = heur.get(g::ENGINEHEUR_RESULTS, g::TYPE_BACKEND_DESCRIPTOR, &mut raw)?;
@@ -209,10 +215,11 @@ pub(crate) fn search(dev: &CudaDevice, h: &CudnnHandle, d: &VendorConvDesc, x: &
     // Index into `cfgs` of each plan's configuration.
     let mut plans_cfg: Vec<usize> = Vec::new();
     let mut seen = Vec::new();
+    let mut not_fp32 = 0usize;
     let t0 = Instant::now();
     for (ci, cfg) in cfgs.iter().enumerate() {
-        if t0.elapsed() > BUILD_BUDGET {
-            notes.push(format!("{} configs left untried after {:?}", cfgs.len() - ci, BUILD_BUDGET));
+        if t0.elapsed() > BUILD_BUDGET || plans.len() >= MAX_CANDIDATES {
+            notes.push(format!("{} configs left untried ({} plans, {:?})", cfgs.len() - ci, plans.len(), t0.elapsed()));
             break;
         }
         let (index, fp32) = match engine_of(h, cfg) {
@@ -223,10 +230,12 @@ pub(crate) fn search(dev: &CudaDevice, h: &CudnnHandle, d: &VendorConvDesc, x: &
             }
         };
         if !fp32 {
-            notes.push(format!("engine {index}: not fp32"));
+            not_fp32 += 1;
             continue;
         }
-        if seen.contains(&index) {
+        // Configurations of one engine differ in their knobs (tile sizes, split-K): a few
+        // of each are timed, not only the first.
+        if seen.iter().filter(|&&i| i == index).count() >= CONFIGS_PER_ENGINE {
             continue;
         }
         seen.push(index);
@@ -247,6 +256,7 @@ pub(crate) fn search(dev: &CudaDevice, h: &CudnnHandle, d: &VendorConvDesc, x: &
             notes.push(format!("engine {index}: workspace {ws} B"));
         }
     }
+    notes.push(format!("{not_fp32} configs not fp32 (tensor cores, down-converted inputs or reduced-precision reductions)"));
     if plans.is_empty() {
         let why = format!("no fp32 engine plan: {}", notes.join("; "));
         tracing::info!(?d, "cuDNN engines: {why}");
