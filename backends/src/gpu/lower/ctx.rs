@@ -64,6 +64,9 @@ pub(crate) struct Resources<D: GpuDevice> {
     dummy: Option<BufId>,
     /// The vendor library's workspace, shared by every vendor call of the executable.
     workspace: Option<BufId>,
+    /// Bytes of it the vendor calls kept in the launches need (candidates that lost a race
+    /// grew it too).
+    workspace_need: usize,
 }
 
 impl<D: GpuDevice> Resources<D> {
@@ -76,6 +79,7 @@ impl<D: GpuDevice> Resources<D> {
             kernels: HashMap::new(),
             dummy: None,
             workspace: None,
+            workspace_need: 0,
         }
     }
 
@@ -115,6 +119,25 @@ impl<D: GpuDevice> Resources<D> {
                 Ok(Some(b))
             }
         }
+    }
+
+    /// Notes that a launch kept for the executable uses `bytes` of the vendor workspace.
+    pub(crate) fn need_workspace(&mut self, bytes: usize) {
+        self.workspace_need = self.workspace_need.max(bytes);
+    }
+
+    /// Shrinks the vendor workspace to what the kept launches need, once compilation is done
+    /// (a losing candidate's FFT or Winograd workspace can be hundreds of MiB).
+    pub(crate) fn fit_workspace(&mut self, dev: &D) -> Result<()> {
+        if let Some(b) = self.workspace {
+            // Never empty: a library may not take a null workspace even when it uses none.
+            let need = self.workspace_need.max(256);
+            if self.caps[b] > need {
+                self.bufs[b] = dev.alloc(need)?;
+                self.caps[b] = need;
+            }
+        }
+        Ok(())
     }
 
     /// A buffer of its own (never pooled) holding `t` as device words.

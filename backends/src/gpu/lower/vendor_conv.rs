@@ -46,10 +46,12 @@ fn remember(key: String, choice: Option<String>) {
     }
 }
 
-/// One way to compute the op: its label (`None`: our kernels) and launches.
+/// One way to compute the op: its label (`None`: our kernels), launches and the vendor
+/// workspace bytes they use.
 struct Candidate<K> {
     label: Option<String>,
     launches: Vec<Launch<K>>,
+    workspace: usize,
 }
 
 /// Lowers the dense conv `cx.node` (a sparse op's dense member with `mask`) into `cx.launches`:
@@ -88,6 +90,7 @@ pub(crate) fn lower_dense<D: GpuDevice>(
     if let Some(Some(label)) = &known {
         if let Some(i) = cands.iter().position(|c| c.label.as_ref() == Some(label)) {
             let c = cands.swap_remove(i);
+            cx.res.need_workspace(c.workspace);
             cx.launches.extend(c.launches);
             return Ok(c.label);
         }
@@ -96,7 +99,7 @@ pub(crate) fn lower_dense<D: GpuDevice>(
         let ours_result = ours(cx);
         let launches = cx.launches.split_off(before);
         match ours_result {
-            Ok(()) => cands.push(Candidate { label: None, launches }),
+            Ok(()) => cands.push(Candidate { label: None, launches, workspace: 0 }),
             // Where only the vendor runs the conv, it runs it.
             Err(e) if cands.is_empty() => return Err(e),
             Err(e) => tracing::debug!(node = %cx.node.name, "our kernels cannot run this conv ({e}); the vendor's can"),
@@ -111,6 +114,7 @@ pub(crate) fn lower_dense<D: GpuDevice>(
     let c = cands.swap_remove(pick);
     tracing::debug!(node = %cx.node.name, choice = c.label.as_deref().unwrap_or("ours"), "dense conv implementation chosen");
     remember(key, c.label.clone());
+    cx.res.need_workspace(c.workspace);
     cx.launches.extend(c.launches);
     Ok(c.label)
 }
@@ -180,7 +184,7 @@ fn vendor_candidates<D: GpuDevice>(cx: &mut Ctx<D>, p: &Conv, desc: &VendorConvD
             label.push_str(" + epilogue");
         }
         let launches = cx.launches.split_off(at);
-        out.push(Candidate { label: Some(label), launches });
+        out.push(Candidate { label: Some(label), launches, workspace: v.workspace });
     }
     let relu = match p.activation {
         None => false,
@@ -200,7 +204,7 @@ fn vendor_candidates<D: GpuDevice>(cx: &mut Ctx<D>, p: &Conv, desc: &VendorConvD
                 let at = cx.launches.len();
                 cx.launch(std::sync::Arc::new(v.kernel), [1, 1, 1], [1, 1, 1], args)?;
                 let launches = cx.launches.split_off(at);
-                out.push(Candidate { label: Some(v.label), launches });
+                out.push(Candidate { label: Some(v.label), launches, workspace: v.workspace });
             }
         }
     }
