@@ -17,16 +17,20 @@
 //! as the median of `--samples` samples of `--runs` launches bracketed by a queue finish (the
 //! finish is shared by the runs), after warm-up; inputs random non-zero. `overhead` is one
 //! frame's dispatch (bitmask kernel, counts readback, selection) from an idle queue, median of
-//! `--samples`. The table prints the speedup of the best sparse member over the dense one and
-//! what the dense member runs (ours, or cuDNN where the CUDA backend chose it: `DYNASPA_CUDNN`
-//! = 0 / force for A/B); the JSON lines hold every number.
+//! `--samples`. Then, for the fastest member: its time alone and with each frame's dispatch in
+//! front of it, frames back to back, under lagged counts (the default: the counts copied to the
+//! host behind the work, selection from the last frame's) and exact ones (a readback per frame);
+//! the differences are what dispatch costs a frame in steady state. The table prints the speedup
+//! of the best sparse member over the dense one and what the dense member runs (ours, or cuDNN
+//! where the CUDA backend chose it: `DYNASPA_CUDNN` = 0 / force for A/B); the JSON lines hold
+//! every number.
 
 #[path = "common/mask_shaping.rs"]
 mod mask_shaping;
 
 use dynaspa_backends::cpu::{ForceMember, SparseConfig};
 use mask_shaping::{at_density, resample};
-use dynaspa_backends::gpu::{GpuDevice, GpuExecutable, GpuOptions};
+use dynaspa_backends::gpu::{CountsSync, GpuDevice, GpuExecutable, GpuOptions};
 use dynaspa_runtime::graph::{Activation, AutoPad, Conv, FillPolicy, Graph, MaskKind, MaskSource, Node, Op, SparseSpec, Value, Window};
 use dynaspa_runtime::sparsity::{BitMask, Granularity, MaskDataset};
 use dynaspa_runtime::{DType, Result, Tensor};
@@ -196,9 +200,15 @@ fn bench<D: GpuDevice + 'static>(dev: Arc<D>, a: &Args) -> Result<()> {
     let info = dev.info().clone();
     println!("device: {} ({}, {}), samples {} x {} runs", info.name, info.backend, info.driver, a.samples, a.runs);
     println!("{:<10} {:>5} {:>7} {:>10} {:>10} {:>10} {:>10} {:>10} {:>9} {:>8}  dense member", "op", "batch", "density", "dense", "1x1", "2x8", "4x4", "8x8", "overhead", "speedup");
+    println!("  (then: fastest member, its µs alone, and what lagged / exact dispatch add to it per frame back to back)");
     let mut rng = Rng(0x2545_f491_4f6c_dd1d);
     // Forced to one member, the executable skips calibration; every member is timed directly.
-    let opts = GpuOptions { poison: false, sparse: SparseConfig { cache_dir: None, force: Some(ForceMember::Dense), profile: None } };
+    let opts = GpuOptions {
+        poison: false,
+        sparse: SparseConfig { cache_dir: None, force: Some(ForceMember::Dense), profile: None },
+        counts: CountsSync::Lagged,
+        step_times: false,
+    };
     for cc in CASES.iter().filter(|c| a.only.as_deref().is_none_or(|o| c.name.contains(o))) {
         for &n in &a.batches {
             let g = graph(cc, n, &mut rng)?;
@@ -229,10 +239,21 @@ fn bench<D: GpuDevice + 'static>(dev: Arc<D>, a: &Args) -> Result<()> {
                 let overhead = median(&mut ov);
                 let dense = times.iter().find(|t| t.0 == "dense").map_or(f64::NAN, |t| t.1);
                 let best = times.iter().filter(|t| t.0 != "dense").map(|t| t.1).fold(f64::INFINITY, f64::min);
+                // What dispatch adds to the member dispatch would pick (the fastest), in steady
+                // state: member alone vs dispatch + member, alternating, same queue pattern.
+                let pick = times.iter().min_by(|x, y| x.1.total_cmp(&y.1)).map(|t| t.0.clone()).unwrap_or_default();
+                let (mut alone, mut lagged, mut exact) = (Vec::new(), Vec::new(), Vec::new());
+                for _ in 0..5 {
+                    alone.extend(exe.time_member(0, &pick, a.samples.div_ceil(5), a.runs)?);
+                    lagged.extend(exe.time_dispatched(0, &pick, CountsSync::Lagged, a.samples.div_ceil(5), a.runs)?);
+                    exact.extend(exe.time_dispatched(0, &pick, CountsSync::Exact, a.samples.div_ceil(5), a.runs)?);
+                }
+                let (alone, lagged, exact) = (median(&mut alone), median(&mut lagged), median(&mut exact));
                 let cell = |g: &str| times.iter().find(|t| t.0 == format!("tiles{g}")).map_or("-".to_string(), |t| format!("{:.1}", t.1));
                 println!(
-                    "{:<10} {:>5} {:>7.3} {:>10.1} {:>10} {:>10} {:>10} {:>10} {:>9.1} {:>7.2}x  {dense_impl}",
-                    cc.name, n, real, dense, cell("1x1"), cell("2x8"), cell("4x4"), cell("8x8"), overhead, dense / best
+                    "{:<10} {:>5} {:>7.3} {:>10.1} {:>10} {:>10} {:>10} {:>10} {:>9.1} {:>7.2}x  {dense_impl}\n    {:>8} {:>8.1} {:>9.1} {:>9.1}",
+                    cc.name, n, real, dense, cell("1x1"), cell("2x8"), cell("4x4"), cell("8x8"), overhead, dense / best,
+                    pick, alone, lagged - alone, exact - alone
                 );
                 if let Some(f) = json.as_mut() {
                     for (name, us) in &times {
@@ -242,6 +263,7 @@ fn bench<D: GpuDevice + 'static>(dev: Arc<D>, a: &Args) -> Result<()> {
                             "device": info.name, "backend": info.backend, "driver": info.driver,
                             "op": cc.name, "batch": n, "density_target": d, "density": real,
                             "member": name, "tiles": tiles, "us": us, "overhead_us": overhead,
+                            "steady_member": pick, "steady_alone_us": alone, "steady_lagged_us": lagged, "steady_exact_us": exact,
                             "samples": a.samples, "runs": a.runs, "dense_impl": dense_impl,
                         });
                         writeln!(f, "{line}").map_err(|e| dynaspa_runtime::Error::Other(format!("--json: {e}")))?;

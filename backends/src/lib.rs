@@ -64,11 +64,13 @@ pub fn create_with(name: &str, threads: Option<usize>, sparse: cpu::SparseConfig
 }
 
 /// GPU settings from the options, with `$DYNASPA_GPU_POISON` (non-empty, not "0") turning on
-/// output poisoning for tests.
+/// output poisoning for tests, `$DYNASPA_GPU_COUNTS` choosing how dispatch learns DISTile counts
+/// and `$DYNASPA_GPU_STEP_TIMES=1` a sync and a time per step (`dynaspa profile --nodes`).
 #[allow(dead_code)]
 fn gpu_options(o: &BackendOptions) -> gpu::GpuOptions {
     let poison = o.poison || std::env::var("DYNASPA_GPU_POISON").is_ok_and(|v| !v.is_empty() && v != "0");
-    gpu::GpuOptions { poison, sparse: o.sparse.clone().unwrap_or_default() }
+    let step_times = std::env::var_os("DYNASPA_GPU_STEP_TIMES").is_some_and(|v| v == "1");
+    gpu::GpuOptions { poison, sparse: o.sparse.clone().unwrap_or_default(), counts: gpu::CountsSync::from_env(), step_times }
 }
 
 pub fn create_configured(name: &str, o: &BackendOptions) -> Result<Box<dyn Backend>> {
@@ -102,6 +104,33 @@ pub fn create_configured(name: &str, o: &BackendOptions) -> Result<Box<dyn Backe
             Err(Error::Other("backend 'wgpu': this build has no wgpu support (cargo feature 'wgpu')".into()))
         }
         other => Err(Error::Other(format!("unknown backend '{other}'; this build has: auto, {}", available().join(", ")))),
+    }
+}
+
+/// The sparse convs of `graph` on the GPU backend `name` ("opencl", "cuda", "wgpu") and the
+/// device they run on, ready to time at any schedule (the tuner's measurements).
+pub fn gpu_conv_timers(name: &str, o: &BackendOptions, graph: &dynaspa_runtime::graph::Graph) -> Result<(gpu::DeviceInfo, Vec<Box<dyn gpu::SparseConvTimer>>)> {
+    #[allow(unused_variables)]
+    let (sparse, graph) = (o.sparse.clone().unwrap_or_else(cpu::SparseConfig::from_env), graph);
+    match name {
+        #[cfg(feature = "opencl")]
+        "opencl" => {
+            let b = opencl::backend(o.device.as_deref(), sparse.cache_dir.as_deref(), gpu_options(o))?;
+            Ok((gpu::GpuDevice::info(&**b.device()).clone(), b.sparse_conv_timers(graph)?))
+        }
+        #[cfg(feature = "cuda")]
+        "cuda" => {
+            let b = cuda::backend(o.device.as_deref(), sparse.cache_dir.as_deref(), gpu_options(o))?;
+            Ok((gpu::GpuDevice::info(&**b.device()).clone(), b.sparse_conv_timers(graph)?))
+        }
+        #[cfg(feature = "wgpu")]
+        "wgpu" => {
+            let b = wgpu::backend(o.device.as_deref(), gpu_options(o))?;
+            Ok((gpu::GpuDevice::info(&**b.device()).clone(), b.sparse_conv_timers(graph)?))
+        }
+        #[allow(unreachable_patterns)]
+        "opencl" | "cuda" | "wgpu" => Err(Error::Other(format!("backend '{name}': this build does not have it (cargo feature '{name}')"))),
+        other => Err(Error::Other(format!("'{other}' is not a GPU backend; the GPU backends are opencl, cuda and wgpu"))),
     }
 }
 

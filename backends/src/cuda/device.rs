@@ -11,6 +11,7 @@ use super::error::{err, Ctx};
 use super::kernel_cache::{CacheStats, KernelCache, Origin};
 use super::cudnn::{self, CudnnConv, CudnnHandle};
 use super::cudnn_lib::{self, Policy};
+use super::staging::CudaStaging;
 use super::{libs, nvrtc, probe};
 use crate::gpu::{Arg, DeviceInfo, GpuDevice, KernelSpec, VendorConv, VendorConvDesc, VendorPolicy};
 use cudarc::driver::{result, sys};
@@ -393,6 +394,7 @@ impl GpuDevice for CudaDevice {
     type Buffer = CudaBuffer;
     type Kernel = CudaKernel;
     type Event = CudaEvent;
+    type Staging = CudaStaging;
 
     fn info(&self) -> &DeviceInfo {
         &self.info
@@ -433,6 +435,35 @@ impl GpuDevice for CudaDevice {
             result::memcpy_dtoh_async(out, src.ptr + offset as u64, self.main).ctx(|| "cuMemcpyDtoHAsync".into())?;
             result::stream::synchronize(self.main).ctx(|| "cuStreamSynchronize (download)".into())
         }
+    }
+
+    fn staging(&self, bytes: usize) -> Result<CudaStaging> {
+        CudaStaging::new(bytes, self.ctx.clone())
+    }
+
+    fn download_async(&self, src: &CudaBuffer, offset: usize, dst: &CudaStaging) -> Result<()> {
+        self.check_range(src, offset, dst.len(), "download")?;
+        if dst.is_empty() {
+            return Ok(());
+        }
+        self.ctx.bind()?;
+        // On the second stream, after the main stream's work so far: the copy engine's latency
+        // stays off the main stream, whose next kernels do not read the destination.
+        let after = self.event_on(self.main)?;
+        // SAFETY: range checked; the pinned destination holds `dst.len()` bytes and lives until
+        // the event recorded next has completed (its Drop waits for it); live event and streams.
+        unsafe {
+            result::stream::wait_event(self.fill, after.ev, sys::CUevent_wait_flags::CU_EVENT_WAIT_DEFAULT)
+                .ctx(|| "cuStreamWaitEvent".into())?;
+            sys::cuMemcpyDtoHAsync_v2(dst.host_ptr().cast(), src.ptr + offset as u64, dst.len(), self.fill)
+                .result()
+                .ctx(|| "cuMemcpyDtoHAsync".into())?;
+        }
+        dst.set_done(self.event_on(self.fill)?)
+    }
+
+    fn read_staging(&self, st: &CudaStaging, out: &mut [u8]) -> Result<()> {
+        st.read(out)
     }
 
     fn kernel(&self, spec: &KernelSpec) -> Result<CudaKernel> {

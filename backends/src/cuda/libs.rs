@@ -35,6 +35,8 @@ const DRIVER_SYMBOLS: &[&str] = &[
     "cuEventSynchronize",
     "cuMemAlloc_v2",
     "cuMemFree_v2",
+    "cuMemHostAlloc",
+    "cuMemFreeHost",
     "cuMemcpyHtoDAsync_v2",
     "cuMemcpyDtoHAsync_v2",
     "cuMemsetD8Async",

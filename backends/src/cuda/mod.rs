@@ -23,6 +23,7 @@ pub mod nvrtc;
 pub mod probe;
 pub mod selfcheck;
 pub mod selfcheck_cudnn;
+mod staging;
 
 #[cfg(test)]
 mod nvrtc_tests;
@@ -30,6 +31,7 @@ mod nvrtc_tests;
 mod selfcheck_test;
 
 pub use device::{CudaBuffer, CudaDevice, CudaEvent, CudaKernel};
+pub use staging::CudaStaging;
 pub use kernel_cache::{CacheStats, KernelCache};
 pub use probe::{probe, Unavailable};
 

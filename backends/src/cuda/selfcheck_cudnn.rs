@@ -105,7 +105,7 @@ fn rel_l2(a: &[f32], b: &[f32]) -> f64 {
 /// dense member's vendor label for a sparse op.
 fn run_gpu(dev: &Arc<CudaDevice>, g: &Graph, feeds: &[Tensor], policy: Policy) -> Result<(Vec<f32>, Option<String>), String> {
     cudnn_lib::set_policy_override(Some(policy));
-    let opts = GpuOptions { poison: true, sparse: SparseConfig { cache_dir: None, force: Some(ForceMember::Dense), profile: None } };
+    let opts = GpuOptions { poison: true, sparse: SparseConfig { cache_dir: None, force: Some(ForceMember::Dense), profile: None }, ..Default::default() };
     let compiled = GpuExecutable::compile(dev.clone(), "cuda", g, &opts);
     cudnn_lib::set_policy_override(None);
     let mut exe = compiled.map_err(|e| e.to_string())?;

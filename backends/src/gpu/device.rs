@@ -108,6 +108,8 @@ pub trait GpuDevice: Send + Sync {
     type Buffer: Send + Sync;
     type Kernel: Send + Sync;
     type Event: Send + Sync;
+    /// Host memory a `download_async` copies into (pinned where the API has it).
+    type Staging: Send + Sync;
 
     fn info(&self) -> &DeviceInfo;
     /// A device buffer of `bytes` bytes; contents undefined.
@@ -116,6 +118,15 @@ pub trait GpuDevice: Send + Sync {
     fn upload(&self, dst: &Self::Buffer, offset: usize, data: &[u8]) -> Result<()>;
     /// Device to host after all work queued on the main queue so far.
     fn download(&self, src: &Self::Buffer, offset: usize, out: &mut [u8]) -> Result<()>;
+    /// Host memory for `bytes`-byte asynchronous downloads.
+    fn staging(&self, bytes: usize) -> Result<Self::Staging>;
+    /// Queues a copy of the staging's length from `src` at `offset` into `dst` behind the work on
+    /// the main queue so far, without waiting for it (the copy may run on the second queue, so
+    /// the main queue's later work does not wait for it either).
+    fn download_async(&self, src: &Self::Buffer, offset: usize, dst: &Self::Staging) -> Result<()>;
+    /// Waits for the last `download_async` into `st` (returns at once when the queue already got
+    /// past it) and copies its bytes into `out` (as many as `out` holds).
+    fn read_staging(&self, st: &Self::Staging, out: &mut [u8]) -> Result<()>;
     /// Compiles (or fetches from the memory and disk caches) one kernel.
     fn kernel(&self, spec: &KernelSpec) -> Result<Self::Kernel>;
     /// Queues `kernel` on the main queue over `groups` work-groups of `local` work-items each.

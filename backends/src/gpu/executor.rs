@@ -14,7 +14,7 @@ use super::lower::ctx::{BufId, Ctx, LArg, Launch, Resources};
 use super::lower::{compile_time_outputs, lower};
 use super::lower::ctx::replay_launches;
 use super::plan::{is_view, liveness};
-use super::sparse::step::Frames;
+use super::sparse::step::{CountsSync, Frames};
 use super::sparse::{build, split};
 use crate::cpu::SparseConfig;
 use dynaspa_runtime::backend::{Backend, Executable};
@@ -32,6 +32,11 @@ pub struct GpuOptions {
     pub poison: bool,
     /// Calibration cache and forced members of the sparse ops.
     pub sparse: SparseConfig,
+    /// How sparse ops learn each frame's DISTile counts.
+    pub counts: CountsSync,
+    /// Wait for the queue after every step and report each step's time (`FrameReport::
+    /// step_times`): where a frame's time goes, at the price of a sync per step.
+    pub step_times: bool,
 }
 
 /// A `Backend` over one GPU device.
@@ -47,6 +52,14 @@ impl<D: GpuDevice> GpuBackend<D> {
     }
     pub fn device(&self) -> &Arc<D> {
         &self.dev
+    }
+}
+
+impl<D: GpuDevice + 'static> GpuBackend<D> {
+    /// Every sparse conv of `graph` (the graph `compile` would take), ready to time at any
+    /// schedule: what `dynaspa tune` measures through.
+    pub fn sparse_conv_timers(&self, graph: &Graph) -> Result<Vec<Box<dyn super::SparseConvTimer>>> {
+        super::sparse::timer::SconvTimer::all(&self.dev, graph)
     }
 }
 
@@ -84,9 +97,14 @@ pub struct GpuExecutable<D: GpuDevice> {
     outputs: Vec<Output>,
     /// The fill kernel when poisoning.
     poison: Option<Arc<D::Kernel>>,
-    frames: Frames<D::Kernel, D::Event>,
+    frames: Frames<D>,
     report: Option<FrameReport>,
+    step_times: bool,
+    /// Why the profile given in the options was not used at all (another device or backend).
+    profile_refused: Option<String>,
 }
+
+type StepRecords = (Vec<(usize, SparseOpRecord)>, Vec<(String, String, std::time::Duration)>);
 
 fn words(shape: &[usize]) -> usize {
     shape.iter().product()
@@ -96,7 +114,9 @@ impl<D: GpuDevice> GpuExecutable<D> {
     pub fn compile(dev: Arc<D>, backend: &str, graph: &Graph, opts: &GpuOptions) -> Result<GpuExecutable<D>> {
         let split_graph = split::split(graph);
         let g = &split_graph;
-        let mut frames = Frames::new();
+        let mut frames = Frames::new(opts.counts);
+        let tuned = build::profile_polys(dev.info(), backend, g, &opts.sparse);
+        frames.grans = build::plan_granularities(g, &tuned.polys);
         let live = liveness(g);
         let mut res = Resources::<D>::new(g.values.len());
         // Buffers that came from (and may return to) the pool.
@@ -167,7 +187,7 @@ impl<D: GpuDevice> GpuExecutable<D> {
                 let mut sparse = None;
                 let lowered = match (&node.op, &node.sparse) {
                     (Op::Conv(p), Some(spec)) if split::runs_sparse(g, node) => {
-                        build::lower_sparse_conv(&mut cx, &mut frames, spec, p, &opts.sparse)
+                        build::lower_sparse_conv(&mut cx, &mut frames, spec, p, &opts.sparse, tuned.polys.get(&node.name))
                     }
                     (_, Some(spec)) => build::lower_cached_dense(&mut cx, &mut frames, spec, |cx| lower(cx)),
                     _ => lower(&mut cx),
@@ -232,16 +252,31 @@ impl<D: GpuDevice> GpuExecutable<D> {
         res.fit_workspace(&*dev)?;
         schedule_zero_fills(&steps, &mut frames);
         tracing::debug!(buffers = res.bufs.len(), steps = steps.len(), sparse_ops = frames.ops.len(), "gpu graph compiled");
-        Ok(GpuExecutable { dev, bufs: res.bufs, inputs, steps, outputs, poison, frames, report: None })
+        Ok(GpuExecutable {
+            dev,
+            bufs: res.bufs,
+            inputs,
+            steps,
+            outputs,
+            poison,
+            frames,
+            report: None,
+            step_times: opts.step_times,
+            profile_refused: tuned.refused,
+        })
     }
 
-    fn replay(&mut self) -> Result<Vec<SparseOpRecord>> {
+    /// Queues one frame's work; returns each sparse op's record with its index, and the steps'
+    /// times when they are timed.
+    fn replay(&mut self) -> Result<StepRecords> {
         let max = self.dev.info().max_work_group_size;
         let lw = if max > 0 { super::kernels::LINEAR_WG.min(max) } else { super::kernels::LINEAR_WG };
         let mut records = Vec::new();
+        let mut step_times = Vec::new();
         self.frames.begin_frame();
         self.frames.issue_zero_fills(&*self.dev, &self.bufs, None)?;
         for (si, step) in self.steps.iter().enumerate() {
+            let t_step = Instant::now();
             let wrap = |e: Error| Error::node(&step.node, step.op, e.to_string());
             if let Some(fill) = &self.poison {
                 for &(b, n) in step.writes.iter().filter(|w| w.1 > 0) {
@@ -251,26 +286,30 @@ impl<D: GpuDevice> GpuExecutable<D> {
                 }
             }
             match step.sparse {
-                Some(op) => records.push(self.frames.run_op(&*self.dev, &self.bufs, op, self.poison.is_some()).map_err(wrap)?),
+                Some(op) => records.push((op, self.frames.run_op(&*self.dev, &self.bufs, op, self.poison.is_some()).map_err(wrap)?)),
                 None => replay_launches(&*self.dev, &self.bufs, &step.launches).map_err(wrap)?,
             }
             self.frames.issue_zero_fills(&*self.dev, &self.bufs, Some(si)).map_err(wrap)?;
+            if self.step_times {
+                self.dev.finish().map_err(wrap)?;
+                step_times.push((step.node.clone(), step.op.to_string(), t_step.elapsed()));
+            }
         }
-        Ok(records)
+        Ok((records, step_times))
     }
 }
 
 /// For every `Zero` sparse op, the last earlier step touching its output buffer: its zero fill
 /// may start on the second queue once that step is done (pooled buffers serve other values
 /// before), overlapping the steps in between.
-fn schedule_zero_fills<K, E>(steps: &[Step<K>], frames: &mut Frames<K, E>) {
-    let touches = |st: &Step<K>, b: BufId| -> bool {
-        let in_launches = |ls: &[Launch<K>]| ls.iter().any(|l| l.args.contains(&LArg::Buf(b)));
+fn schedule_zero_fills<D: GpuDevice>(steps: &[Step<D::Kernel>], frames: &mut Frames<D>) {
+    let touches = |st: &Step<D::Kernel>, b: BufId| -> bool {
+        let in_launches = |ls: &[Launch<D::Kernel>]| ls.iter().any(|l| l.args.contains(&LArg::Buf(b)));
         in_launches(&st.launches)
             || st.writes.iter().any(|w| w.0 == b)
             || st.sparse.is_some_and(|i| {
                 let op = &frames.ops[i];
-                op.members.iter().any(|(_, l)| in_launches(l))
+                op.members.iter().any(|l| in_launches(l))
                     || in_launches(&op.residual_fill)
                     || in_launches(&op.cached_first)
                     || in_launches(std::slice::from_ref(&frames.masks[op.mask].bitmask))
@@ -308,7 +347,10 @@ impl<D: GpuDevice> Executable for GpuExecutable<D> {
                 self.dev.upload(&self.bufs[*b], 0, &w)?;
             }
         }
-        let sparse_ops = self.replay()?;
+        if self.step_times {
+            self.dev.finish()?;
+        }
+        let (mut sparse_ops, step_times) = self.replay()?;
         let mut outs = Vec::with_capacity(self.outputs.len());
         for o in &self.outputs {
             outs.push(match o {
@@ -320,8 +362,12 @@ impl<D: GpuDevice> Executable for GpuExecutable<D> {
                 }
             });
         }
+        // The outputs were read, so the queue has drained: the counts copied behind the frame
+        // are on the host.
+        self.frames.end_frame(&*self.dev, &self.bufs, &mut sparse_ops)?;
+        let sparse_ops = sparse_ops.into_iter().map(|(_, r)| r).collect();
         // Per-node times would need a queue sync per node; the GPU report holds the frame total.
-        self.report = Some(FrameReport { total: t0.elapsed(), sparse_ops, ..Default::default() });
+        self.report = Some(FrameReport { total: t0.elapsed(), sparse_ops, step_times, ..Default::default() });
         Ok(outs)
     }
     fn last_report(&self) -> Option<&FrameReport> {

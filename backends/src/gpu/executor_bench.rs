@@ -3,28 +3,44 @@
 
 use super::{replay_launches_refs, GpuExecutable};
 use crate::gpu::device::GpuDevice;
+use crate::gpu::sparse::step::CountsSync;
+use dynaspa_runtime::dispatch::Schedule;
 use dynaspa_runtime::sparsity::Granularity;
 use dynaspa_runtime::{Error, Result};
 use std::time::Instant;
 
-/// A sparse op of an executable: its node and its members' names.
+/// A sparse op of an executable: its node, its members' names and schedules, and whether its
+/// PolyKernel came from a profile (else calibration).
 #[derive(Clone, Debug)]
 pub struct SparseOpInfo {
     pub node: String,
     pub members: Vec<String>,
     /// What the dense member runs when it is a vendor library's conv ("cudnn ..."), else `None`.
     pub dense_vendor: Option<String>,
+    pub schedules: Vec<Schedule>,
+    pub from_profile: bool,
 }
 
 impl<D: GpuDevice> GpuExecutable<D> {
     pub fn sparse_ops(&self) -> Vec<SparseOpInfo> {
         (0..self.frames.ops.len())
-            .map(|i| SparseOpInfo {
-                node: self.frames.ops[i].node.clone(),
-                members: self.frames.member_names(i),
-                dense_vendor: self.frames.ops[i].dense_vendor.clone(),
+            .map(|i| {
+                let op = &self.frames.ops[i];
+                SparseOpInfo {
+                    node: op.node.clone(),
+                    members: self.frames.member_names(i),
+                    schedules: op.poly.members().iter().map(|m| m.schedule.clone()).collect(),
+                    from_profile: op.from_profile,
+                    dense_vendor: op.dense_vendor.clone(),
+                }
             })
             .collect()
+    }
+
+    /// Why the profile of the options was refused as a whole (made for another device or
+    /// backend), with both fingerprints; `None` when it was used or none was given.
+    pub fn profile_refused(&self) -> Option<&str> {
+        self.profile_refused.as_deref()
     }
 
     /// Time per run (µs) of member `member` of sparse op `op`: `samples` samples, each `runs`
@@ -48,19 +64,56 @@ impl<D: GpuDevice> GpuExecutable<D> {
         Ok(out)
     }
 
-    /// Time (µs) of op `op`'s per-frame dispatch: bitmask launch, counts readback (a host sync),
-    /// selection; one sample per call, each from an idle queue. Returns the times and the member
-    /// the last sample chose.
+    /// Time (µs) of op `op`'s per-frame dispatch with exact counts: bitmask launch, counts
+    /// readback (a host sync), selection; one sample per call, each from an idle queue. Returns
+    /// the times and the member the last sample chose.
     pub fn time_dispatch(&mut self, op: usize, samples: usize) -> Result<(Vec<f64>, String)> {
+        let saved = std::mem::replace(&mut self.frames.sync, CountsSync::Exact);
         let mut out = Vec::with_capacity(samples);
-        let mut chosen = String::new();
+        let mut chosen = Ok(String::new());
         for _ in 0..samples {
             self.dev.finish()?;
             let t = Instant::now();
-            chosen = self.frames.dispatch_once(&*self.dev, &self.bufs, op)?;
+            chosen = self.frames.dispatch_once(&*self.dev, &self.bufs, op);
+            if chosen.is_err() {
+                break;
+            }
             out.push(t.elapsed().as_secs_f64() * 1e6);
         }
-        Ok((out, chosen))
+        self.frames.sync = saved;
+        Ok((out, chosen?))
+    }
+
+    /// Time per run (µs) of a frame's dispatch under `sync` followed by member `member`, `runs`
+    /// of them queued back to back per sample (as consecutive frames would be): the member's
+    /// time plus what dispatch adds to it. Run a frame first (lagged selection needs one).
+    pub fn time_dispatched(&mut self, op: usize, member: &str, sync: CountsSync, samples: usize, runs: usize) -> Result<Vec<f64>> {
+        let launches: Vec<_> = self
+            .frames
+            .member_launches(op, member)
+            .ok_or_else(|| Error::Other(format!("sparse op {op} has no member '{member}'")))?
+            .into_iter()
+            .cloned()
+            .collect();
+        let saved = std::mem::replace(&mut self.frames.sync, sync);
+        let r = (|| {
+            self.dev.finish()?;
+            let mut out = Vec::with_capacity(samples);
+            for _ in 0..samples {
+                let t = Instant::now();
+                for _ in 0..runs.max(1) {
+                    self.frames.dispatch_once(&*self.dev, &self.bufs, op)?;
+                    super::replay_launches(&*self.dev, &self.bufs, &launches)?;
+                }
+                self.dev.finish()?;
+                out.push(t.elapsed().as_secs_f64() * 1e6 / runs.max(1) as f64);
+            }
+            // Collects the copies in flight, as the end of a frame would.
+            self.frames.end_frame(&*self.dev, &self.bufs, &mut [])?;
+            Ok(out)
+        })();
+        self.frames.sync = saved;
+        r
     }
 
     /// DISTiles of `gran` in op `op`'s mask in the last frame or dispatch.

@@ -79,7 +79,7 @@ pub(crate) fn spec(src: Src, entry: &'static str, defines: &[(&str, i64)]) -> Ke
 
 /// Tile shape of the GEMM-like kernels (matmul.cl, conv.cl): a TM x TN output tile per work-group,
 /// TK-deep slices, WM x WN outputs per work-item.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct Tile {
     pub tm: u32,
     pub tn: u32,

@@ -9,7 +9,7 @@
 use super::device::{Arg, DeviceInfo, GpuDevice, KernelSpec, VendorConv, VendorConvDesc, VendorPolicy};
 use super::{GpuExecutable, GpuOptions};
 use crate::cpu::{CpuBackend, ForceMember, SparseConfig};
-use crate::opencl::{ClBuffer, ClEvent, ClKernel, OpenClDevice};
+use crate::opencl::{ClBuffer, ClEvent, ClKernel, ClStaging, OpenClDevice};
 use dynaspa_runtime::backend::{Backend, Executable};
 use dynaspa_runtime::graph::{Activation, AutoPad, Conv, FillPolicy, Graph, MaskKind, MaskSource, Node, Op, SparseSpec, Value, Window};
 use dynaspa_runtime::{DType, Error, Result, Tensor};
@@ -118,9 +118,19 @@ impl GpuDevice for Shim {
     type Buffer = ShimBuf;
     type Kernel = ShimKernel;
     type Event = ClEvent;
+    type Staging = ClStaging;
 
     fn info(&self) -> &DeviceInfo {
         &self.info
+    }
+    fn staging(&self, bytes: usize) -> Result<ClStaging> {
+        self.inner.staging(bytes)
+    }
+    fn download_async(&self, src: &ShimBuf, offset: usize, dst: &ClStaging) -> Result<()> {
+        self.inner.download_async(&src.b, offset, dst)
+    }
+    fn read_staging(&self, st: &ClStaging, out: &mut [u8]) -> Result<()> {
+        self.inner.read_staging(st, out)
     }
     fn alloc(&self, bytes: usize) -> Result<ShimBuf> {
         Ok(ShimBuf { b: self.inner.alloc(bytes)?, bytes })
@@ -275,7 +285,7 @@ fn rel_l2(a: &[f32], b: &[f32]) -> f64 {
 }
 
 fn opts(force_dense: bool) -> GpuOptions {
-    GpuOptions { poison: true, sparse: SparseConfig { cache_dir: None, force: force_dense.then_some(ForceMember::Dense), profile: None } }
+    GpuOptions { poison: true, sparse: SparseConfig { cache_dir: None, force: force_dense.then_some(ForceMember::Dense), profile: None }, ..Default::default() }
 }
 
 /// Runs `frames` (input sets) through `g` on the shim and the CPU; every output within 1e-5

@@ -4,10 +4,12 @@
 //! `meta` is the layout of the bitmask kernel's results and `schedules` the kernel variants.
 
 pub(crate) mod build;
+pub mod knobs;
 pub(crate) mod meta;
 pub(crate) mod schedules;
 pub(crate) mod split;
 pub(crate) mod step;
+pub(crate) mod timer;
 
 /// Work-items of bitmask.cl's one work-group per image (fewer where the device allows fewer).
 pub(crate) const BITMASK_BLOCK: u32 = 256;
