@@ -23,7 +23,9 @@
 //! front of it, frames back to back, under lagged counts (the default: the counts copied to the
 //! host behind the work, selection from the last frame's) and exact ones (a readback per frame);
 //! the differences are what dispatch costs a frame in steady state. The table prints the speedup
-//! of the best sparse member over the dense one; the JSON lines hold every number.
+//! of the best sparse member over the dense one and what the dense member runs (ours, or cuDNN
+//! where the CUDA backend chose it: `DYNASPA_CUDNN` = 0 / force for A/B); the JSON lines hold
+//! every number.
 
 #[path = "common/avit_attention.rs"]
 mod avit_attention;
@@ -221,7 +223,7 @@ fn bench<D: GpuDevice + 'static>(dev: Arc<D>, a: &Args) -> Result<()> {
     };
     let info = dev.info().clone();
     println!("device: {} ({}, {}), samples {} x {} runs", info.name, info.backend, info.driver, a.samples, a.runs);
-    println!("{:<10} {:>5} {:>7} {:>10} {:>10} {:>10} {:>10} {:>10} {:>9} {:>8}", "op", "batch", "density", "dense", "1x1", "2x8", "4x4", "8x8", "overhead", "speedup");
+    println!("{:<10} {:>5} {:>7} {:>10} {:>10} {:>10} {:>10} {:>10} {:>9} {:>8}  dense member", "op", "batch", "density", "dense", "1x1", "2x8", "4x4", "8x8", "overhead", "speedup");
     println!("  (then: fastest member, its µs alone, and what lagged / exact dispatch add to it per frame back to back)");
     let mut rng = Rng(0x2545_f491_4f6c_dd1d);
     // Forced to one member, the executable skips calibration; every member is timed directly.
@@ -235,6 +237,9 @@ fn bench<D: GpuDevice + 'static>(dev: Arc<D>, a: &Args) -> Result<()> {
         for &n in &a.batches {
             let g = graph(cc, n, &mut rng)?;
             let mut exe = GpuExecutable::compile(dev.clone(), &info.backend, &g, &opts)?;
+            // Our kernel, or a vendor library's conv where the backend chose it (cuDNN on CUDA;
+            // DYNASPA_CUDNN=0 / force for A/B).
+            let dense_impl = exe.sparse_ops().first().and_then(|o| o.dense_vendor.clone()).unwrap_or_else(|| "ours".into());
             let ho = g.values[g.inputs[1]].shape[2];
             let x = Tensor::from_f32(g.values[g.inputs[0]].shape.clone(), rng.vec(g.values[g.inputs[0]].shape.iter().product()))?;
             for &d in &a.densities {
@@ -270,7 +275,7 @@ fn bench<D: GpuDevice + 'static>(dev: Arc<D>, a: &Args) -> Result<()> {
                 let (alone, lagged, exact) = (median(&mut alone), median(&mut lagged), median(&mut exact));
                 let cell = |g: &str| times.iter().find(|t| t.0 == format!("tiles{g}")).map_or("-".to_string(), |t| format!("{:.1}", t.1));
                 println!(
-                    "{:<10} {:>5} {:>7.3} {:>10.1} {:>10} {:>10} {:>10} {:>10} {:>9.1} {:>7.2}x {:>8} {:>8.1} {:>9.1} {:>9.1}",
+                    "{:<10} {:>5} {:>7.3} {:>10.1} {:>10} {:>10} {:>10} {:>10} {:>9.1} {:>7.2}x  {dense_impl}\n    {:>8} {:>8.1} {:>9.1} {:>9.1}",
                     cc.name, n, real, dense, cell("1x1"), cell("2x8"), cell("4x4"), cell("8x8"), overhead, dense / best,
                     pick, alone, lagged - alone, exact - alone
                 );
@@ -283,7 +288,7 @@ fn bench<D: GpuDevice + 'static>(dev: Arc<D>, a: &Args) -> Result<()> {
                             "op": cc.name, "batch": n, "density_target": d, "density": real,
                             "member": name, "tiles": tiles, "us": us, "overhead_us": overhead,
                             "steady_member": pick, "steady_alone_us": alone, "steady_lagged_us": lagged, "steady_exact_us": exact,
-                            "samples": a.samples, "runs": a.runs,
+                            "samples": a.samples, "runs": a.runs, "dense_impl": dense_impl,
                         });
                         writeln!(f, "{line}").map_err(|e| dynaspa_runtime::Error::Other(format!("--json: {e}")))?;
                     }
@@ -316,6 +321,9 @@ fn members_gran(name: &str) -> Option<Granularity> {
 }
 
 fn main() {
+    // RUST_LOG=dynaspa_backends::cuda=debug shows cuDNN's searches, for one.
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
     let a = parse_args();
     let r = match a.backend.as_str() {
         #[cfg(feature = "cuda")]

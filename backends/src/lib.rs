@@ -145,6 +145,8 @@ pub struct DeviceListing {
     pub info: Option<gpu::DeviceInfo>,
     /// Set when the backend cannot run here, saying why.
     pub unavailable: Option<String>,
+    /// Vendor libraries the backend uses beside its own kernels, or why not (CUDA: cuDNN).
+    pub libraries: Option<String>,
 }
 
 /// Every backend of this build with its devices. Each backend adds its own lines.
@@ -158,6 +160,7 @@ pub fn devices() -> Vec<DeviceListing> {
             platform: Some(d.platform.clone()),
             info: Some(d.info),
             unavailable: None,
+            libraries: None,
         })),
         Ok(_) => out.push(unavailable("opencl", "the OpenCL loader lists no platform or device (no driver installed)")),
         Err(e) => out.push(unavailable("opencl", &e.to_string())),
@@ -165,15 +168,19 @@ pub fn devices() -> Vec<DeviceListing> {
     #[cfg(not(feature = "opencl"))]
     out.push(unavailable("opencl", "this build has no OpenCL support (cargo feature 'opencl')"));
     #[cfg(feature = "cuda")]
-    match cuda::probe::list() {
-        Ok(list) => out.extend(list.into_iter().enumerate().map(|(i, info)| DeviceListing {
-            backend: "cuda".into(),
-            selector: Some(i.to_string()),
-            platform: None,
-            info: Some(info),
-            unavailable: None,
-        })),
-        Err(why) => out.push(unavailable("cuda", &why)),
+    {
+        let cudnn = cuda::cudnn_lib::describe();
+        match cuda::probe::list() {
+            Ok(list) => out.extend(list.into_iter().enumerate().map(|(i, info)| DeviceListing {
+                backend: "cuda".into(),
+                selector: Some(i.to_string()),
+                platform: None,
+                info: Some(info),
+                unavailable: None,
+                libraries: Some(cudnn.clone()),
+            })),
+            Err(why) => out.push(DeviceListing { libraries: Some(cudnn), ..unavailable("cuda", &why) }),
+        }
     }
     #[cfg(not(feature = "cuda"))]
     out.push(unavailable("cuda", "this build has no CUDA support (cargo feature 'cuda')"));
@@ -185,6 +192,7 @@ pub fn devices() -> Vec<DeviceListing> {
             platform: Some(d.info.arch.clone()),
             info: Some(d.info),
             unavailable: None,
+            libraries: None,
         })),
         Ok(_) => out.push(unavailable("wgpu", "wgpu finds no Vulkan or Metal adapter (no driver installed)")),
         Err(e) => out.push(unavailable("wgpu", &e.to_string())),
@@ -195,7 +203,7 @@ pub fn devices() -> Vec<DeviceListing> {
 }
 
 fn unavailable(backend: &str, why: &str) -> DeviceListing {
-    DeviceListing { backend: backend.into(), selector: None, platform: None, info: None, unavailable: Some(why.into()) }
+    DeviceListing { backend: backend.into(), selector: None, platform: None, info: None, unavailable: Some(why.into()), libraries: None }
 }
 
 fn cpu_listing() -> DeviceListing {
@@ -210,5 +218,6 @@ fn cpu_listing() -> DeviceListing {
         platform: None,
         info: Some(gpu::DeviceInfo { backend: "cpu".into(), name: model, kind: "cpu".into(), compute_units: threads, ..Default::default() }),
         unavailable: None,
+        libraries: None,
     }
 }

@@ -258,6 +258,7 @@ impl<D: GpuDevice> GpuExecutable<D> {
         } else {
             None
         };
+        res.fit_workspace(&*dev)?;
         schedule_zero_fills(&steps, &mut frames);
         tracing::debug!(buffers = res.bufs.len(), steps = steps.len(), sparse_ops = frames.ops.len(), "gpu graph compiled");
         Ok(GpuExecutable {

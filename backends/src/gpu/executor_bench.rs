@@ -27,6 +27,8 @@ pub enum NodePart {
 pub struct SparseOpInfo {
     pub node: String,
     pub members: Vec<String>,
+    /// What the dense member runs when it is a vendor library's conv ("cudnn ..."), else `None`.
+    pub dense_vendor: Option<String>,
     pub schedules: Vec<Schedule>,
     pub from_profile: bool,
 }
@@ -41,6 +43,7 @@ impl<D: GpuDevice> GpuExecutable<D> {
                     members: self.frames.member_names(i),
                     schedules: op.poly.members().iter().map(|m| m.schedule.clone()).collect(),
                     from_profile: op.from_profile,
+                    dense_vendor: op.dense_vendor.clone(),
                 }
             })
             .collect()

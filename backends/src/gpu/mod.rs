@@ -9,7 +9,7 @@ pub(crate) mod lower;
 mod plan;
 pub(crate) mod sparse;
 
-pub use device::{Arg, DeviceInfo, GpuDevice, KernelSpec};
+pub use device::{Arg, DeviceInfo, GpuDevice, KernelSpec, VendorConv, VendorConvDesc, VendorFused, VendorPolicy};
 pub use executor::{GpuBackend, GpuExecutable, GpuOptions, NodePart, SparseOpInfo, TokenOpInfo};
 pub use sparse::step::CountsSync;
 pub use sparse::knobs as sconv_knobs;
@@ -22,3 +22,6 @@ pub fn runs_sparse(g: &dynaspa_runtime::graph::Graph, n: &dynaspa_runtime::graph
 }
 #[cfg(feature = "wgpu")]
 pub(crate) use kernels::LINEAR_WG;
+
+#[cfg(all(test, feature = "opencl"))]
+mod vendor_tests;

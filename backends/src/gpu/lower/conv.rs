@@ -83,7 +83,13 @@ const REDUCE_MIN: usize = 256;
 /// conv_reduce_f32's work-group (its RBLOCK).
 const REDUCE_BLOCK: u32 = 128;
 
+/// A Conv node: our kernels, or the device's vendor library where it is faster
+/// (`vendor_conv`).
 pub(crate) fn conv<D: GpuDevice>(cx: &mut Ctx<D>, p: &Conv) -> Result<()> {
+    super::vendor_conv::lower_dense(cx, p, None, &mut |cx| conv_ours(cx, p)).map(|_| ())
+}
+
+fn conv_ours<D: GpuDevice>(cx: &mut Ctx<D>, p: &Conv) -> Result<()> {
     check_float(cx)?;
     let (xs, ws, os) = (cx.in_shape(0)?, cx.in_shape(1)?, cx.out_shape(0));
     let g = geom("Conv", &p.window, xs, os, ws.get(2..).unwrap_or(&[]))?;

@@ -10,6 +10,7 @@ mod movement;
 mod reduce;
 mod resize;
 pub(crate) mod sparse_conv;
+pub(crate) mod vendor_conv;
 pub(crate) mod shapes;
 pub(crate) mod token;
 

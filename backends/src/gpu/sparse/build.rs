@@ -15,6 +15,7 @@ use crate::gpu::device::{DeviceInfo, GpuDevice};
 use crate::gpu::kernels::Src;
 use crate::gpu::lower::ctx::{int, replay_launches, Ctx, LArg, Launch};
 use crate::gpu::lower::sparse_conv::{launch_blend_cached, prepare, sconv_dims, SconvKind, SconvOp};
+use crate::gpu::lower::vendor_conv::lower_dense;
 use dynaspa_runtime::dispatch::{DispatchTable, Member, PolyKernel, Schedule};
 use dynaspa_runtime::graph::{Conv, FillPolicy, Graph, SparseSpec};
 use dynaspa_runtime::profile::OpSignature;
@@ -166,6 +167,16 @@ pub(crate) fn lower_sparse_conv<D: GpuDevice>(
     let tuned_scheds = tuned.map(schedules_of).transpose()?;
     let part_len = candidates.iter().chain(tuned_scheds.iter().flatten()).map(|s| op.part_len(s, Some(&layout))).max().unwrap_or(0);
     let part = if part_len > 0 { Some(cx.scratch(part_len)?) } else { None };
+    // The dense member may be the vendor's conv followed by the masked store; returns what it
+    // runs when it is the vendor's.
+    let launch_member = |cx: &mut Ctx<D>, s: &SconvSchedule| -> Result<Option<String>> {
+        if s.gran.is_none() {
+            let ours = &mut |cx: &mut Ctx<D>| op.launch(cx, s, Some((meta, &layout)), part, true);
+            lower_dense(cx, p, Some((meta, &layout)), ours)
+        } else {
+            op.launch(cx, s, Some((meta, &layout)), part, true).map(|_| None)
+        }
+    };
     let mut residual_fill = Vec::new();
     if spec.fill == FillPolicy::Residual {
         op.launch_residual_fill(cx, meta, &layout)?;
@@ -176,7 +187,7 @@ pub(crate) fn lower_sparse_conv<D: GpuDevice>(
         _ => {
             let mut cands = Vec::new();
             for s in &candidates {
-                op.launch(cx, s, Some((meta, &layout)), part, true)?;
+                launch_member(cx, s)?;
                 cands.push((s.gran, std::mem::take(&mut cx.launches)));
             }
             let poly = poly_kernel(cx, frames, m, &op, &cands, &residual_fill, cfg)?;
@@ -185,8 +196,11 @@ pub(crate) fn lower_sparse_conv<D: GpuDevice>(
         }
     };
     let mut members = Vec::with_capacity(scheds.len());
+    let mut dense_vendor = None;
     for s in &scheds {
-        op.launch(cx, s, Some((meta, &layout)), part, true)?;
+        if let Some(v) = launch_member(cx, s)? {
+            dense_vendor = Some(v);
+        }
         members.push(std::mem::take(&mut cx.launches));
     }
     let mut cached_first = Vec::new();
@@ -209,6 +223,7 @@ pub(crate) fn lower_sparse_conv<D: GpuDevice>(
         zero,
         zero_after: None,
         force: cfg.force,
+        dense_vendor,
     });
     Ok(())
 }
@@ -257,6 +272,7 @@ pub(crate) fn lower_cached_dense<D: GpuDevice>(
         zero: None,
         zero_after: None,
         force: None,
+        dense_vendor: None,
     });
     Ok(())
 }

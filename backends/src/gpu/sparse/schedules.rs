@@ -119,6 +119,13 @@ impl SconvSchedule {
         d
     }
 
+    /// sconv_finish_f32 as a pass of its own after a conv computed elsewhere (a vendor
+    /// library's): one split over every position, adding bias and residual, activating, and
+    /// storing only active positions when masked.
+    pub(crate) fn epilogue_defines() -> Vec<(&'static str, i64)> {
+        SconvSchedule { tile: GEMM_LARGE, ks: 1, gran: None }.finish_defines()
+    }
+
     pub(crate) fn dw_defines(gran: Option<Granularity>) -> Vec<(&'static str, i64)> {
         Self::gran_defines(gran).to_vec()
     }
@@ -165,6 +172,9 @@ pub(crate) fn all(entry: &str) -> Vec<Vec<(&'static str, i64)>> {
             "sconv_finish_f32" => {
                 for ks in SPLITS.into_iter().filter(|&k| k > 1) {
                     v.push(SconvSchedule { tile: GEMM_LARGE, ks, gran }.finish_defines());
+                }
+                if gran.is_none() {
+                    v.push(SconvSchedule::epilogue_defines());
                 }
             }
             "sconv_dw_f32" => v.push(SconvSchedule::dw_defines(gran)),

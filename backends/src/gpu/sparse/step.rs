@@ -59,6 +59,8 @@ pub(crate) struct SparseOp<K> {
     pub zero: Option<(BufId, usize)>,
     pub zero_after: Option<usize>,
     pub force: Option<ForceMember>,
+    /// The vendor call the dense member makes (`None`: our kernel).
+    pub dense_vendor: Option<String>,
 }
 
 /// How the host learns a frame's DISTile counts (see the module docs).
