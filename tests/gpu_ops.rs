@@ -263,6 +263,9 @@ fn matmuls_and_gemms_match_the_cpu() {
         ("matmul 1-D left", vec![45], vec![2, 45, 7]),
         ("matmul 1-D right", vec![5, 64, 33], vec![33]),
         ("matmul large tile", vec![130, 96], vec![96, 140]),
+        // Few rows, long reductions: a work-group per output (gemm_reduce_f32).
+        ("matmul few rows, batched", vec![2, 3, 300], vec![2, 300, 50]),
+        ("matmul 1-D left, long", vec![700], vec![700, 9]),
     ] {
         let xs = [("a", a.as_slice()), ("b", b.as_slice())];
         check_onnx(case, &one_node("MatMul", &xs, vec![], vec![], &["y"], 17), &feeds(&mut rng, &xs));
@@ -281,6 +284,15 @@ fn matmuls_and_gemms_match_the_cpu() {
     );
     gemm(&mut rng, "gemm large tile, column bias", &[128, 100], &[100, 130], &[128, 1], vec![]);
     gemm(&mut rng, "gemm scalar bias", &[7, 9], &[9, 3], &[], vec![float_attr("beta", -0.5)]);
+    gemm(
+        &mut rng,
+        "gemm classifier at batch 1 (B transposed, row bias)",
+        &[1, 2048],
+        &[1000, 2048],
+        &[1000],
+        vec![int_attr("transB", 1), float_attr("alpha", 0.9)],
+    );
+    gemm(&mut rng, "gemm few rows, A transposed, full bias", &[260, 5], &[260, 30], &[5, 30], vec![int_attr("transA", 1), float_attr("beta", 0.5)]);
 }
 
 #[test]

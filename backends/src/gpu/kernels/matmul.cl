@@ -90,3 +90,31 @@ KERNEL gemm_f32(GLOBAL const float* A, GLOBAL const float* B, GLOBAL float* C, i
         }
     }
 }
+
+/* GEMM with few rows and a long reduction (a classifier's Gemm at batch 1: 1 x 2048 by 2048 x
+ * 1000): gemm_f32 would give each of a few work-groups the whole K loop, a barrier pair per TK
+ * step, so the op is latency bound. Here a work-group of GRB work-items sums one output's
+ * reduction in a tree instead. Arguments as gemm_f32. Grid: (N, M, batch), local (GRB, 1, 1). */
+#define GRB 128
+KERNEL gemm_reduce_f32(GLOBAL const float* A, GLOBAL const float* B, GLOBAL float* C, int M, int N, int K,
+                       int sam, int sak, int sbk, int sbn, int scm, GLOBAL const int* boff, float alpha,
+                       GLOBAL const float* bias, int has_bias, float beta, int sbm, int sbn_, int act, float p0,
+                       float p1) {
+    LOCAL float s[GRB];
+    int n = GROUP_ID(0), m = GROUP_ID(1), bt = GROUP_ID(2), tid = LOCAL_ID(0);
+    GLOBAL const float* Am = A + boff[3 * bt] + m * sam;
+    GLOBAL const float* Bn = B + boff[3 * bt + 1] + n * sbn;
+    float acc = 0.0f;
+    for (int k = tid; k < K; k += GRB) acc += Am[k * sak] * Bn[k * sbk];
+    s[tid] = acc;
+    LOCAL_BARRIER();
+    for (int off = GRB / 2; off > 0; off >>= 1) {
+        if (tid < off) s[tid] += s[tid + off];
+        LOCAL_BARRIER();
+    }
+    if (tid == 0) {
+        float v = alpha * s[0];
+        if (has_bias) v += beta * bias[m * sbm + n * sbn_];
+        C[boff[3 * bt + 2] + m * scm + n] = activate(act, v, p0, p1);
+    }
+}

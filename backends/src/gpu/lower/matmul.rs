@@ -22,16 +22,26 @@ pub(crate) struct GemmCall {
     pub bias: Option<(usize, f32, usize, usize)>,
 }
 
+/// Rows (M) up to which, with a reduction of at least `REDUCE_MIN_K`, a GEMM gets a work-group
+/// per output (gemm_reduce_f32): the tiled kernel would leave most of each tile's rows empty
+/// and run the whole K loop in a few work-groups (a classifier at batch 1).
+const REDUCE_MAX_M: usize = 8;
+const REDUCE_MIN_K: usize = 256;
+/// gemm_reduce_f32's work-group (its GRB).
+const REDUCE_BLOCK: u32 = 128;
+
 pub(crate) fn launch_gemm<D: GpuDevice>(cx: &mut Ctx<D>, a: usize, b: usize, c: usize, call: &GemmCall) -> Result<()> {
     let batch = call.offsets.len() / 3;
     if batch == 0 || call.m == 0 || call.n == 0 {
         return Ok(());
     }
+    let max_wg = cx.dev.info().max_work_group_size;
+    let reduce = call.m <= REDUCE_MAX_M && call.k >= REDUCE_MIN_K && (max_wg == 0 || max_wg >= REDUCE_BLOCK);
     let tile = Tile::for_output(call.m, call.n);
-    if tile.local_bytes() > cx.dev.info().local_mem_bytes && cx.dev.info().local_mem_bytes > 0 {
+    if !reduce && tile.local_bytes() > cx.dev.info().local_mem_bytes && cx.dev.info().local_mem_bytes > 0 {
         return limit(format!("GEMM tiles need {} bytes of local memory", tile.local_bytes()));
     }
-    let kern = cx.kernel(Src::Matmul, "gemm_f32", &tile.defines())?;
+    let kern = if reduce { cx.kernel(Src::Matmul, "gemm_reduce_f32", &[])? } else { cx.kernel(Src::Matmul, "gemm_f32", &tile.defines())? };
     let offs = cx.meta(&call.offsets)?;
     let (bias, has_bias, beta, sbm, sbn) = match call.bias {
         Some((buf, beta, sm, sn)) => (buf, 1, beta, sm, sn),
@@ -60,6 +70,9 @@ pub(crate) fn launch_gemm<D: GpuDevice>(cx: &mut Ctx<D>, a: usize, b: usize, c: 
         LArg::F32(0.0),
         LArg::F32(0.0),
     ];
+    if reduce {
+        return cx.launch(kern, [call.n, call.m, batch], [REDUCE_BLOCK, 1, 1], args);
+    }
     let groups = [call.n.div_ceil(tile.tn as usize), call.m.div_ceil(tile.tm as usize), batch];
     cx.launch(kern, groups, tile.local(), args)
 }
