@@ -1,5 +1,5 @@
 /* Mask -> packed BitMask words -> aligned DISTile counts and lists for several granularities,
- * one work-group per image: what dispatch needs per frame and mask (the counts choose the
+ * one work-group per image and granularity: what dispatch needs per frame and mask (the counts choose the
  * PolyKernel member, the lists feed its launch). Same results as the host's BitMask::from_f32
  * (bit i of word i / 32 is position i, LSB first; tail bits zero), count_tiles_many and
  * aligned_tiles (row-major; an edge tile reaching past the map exists when any in-bounds
@@ -7,8 +7,8 @@
  * OpenCL C 1.2 work-group barriers so every backend shares it.
  *
  * The kernel runs once per mask per frame ahead of every sparse op reading the mask, so its
- * latency is on the frame's critical path; one work-group does everything, so what matters is
- * how many dependent steps it takes. Words: every work-item reads PER positions a pass, all
+ * latency is on the frame's critical path: what matters is how many dependent steps a
+ * work-group takes. Words: every work-item reads PER positions a pass, all
  * loads coalesced and in flight together, and an OR tree over each 32 work-items packs a word
  * (no 32-step loop per word, no atomics). Tiles: tested on the packed words (a row of a tile is
  * one or two word reads), each work-item takes TPT consecutive tiles, and a work-group scan of
@@ -19,7 +19,10 @@
  * per image, from data0 + n * img_stride, the packed words and, at grans[3 g + 2] words further,
  * granularity g's list of tile origins (y * w + x). grans holds (tile height, tile width, list
  * offset) per granularity. Define: BLOCK, the work-items of the group (a power of two, >= 32).
- * Grid: (N, 1, 1), local (BLOCK, 1, 1). */
+ * Grid: (N, G, 1), local (BLOCK, 1, 1): the G work-groups of an image split its granularities
+ * (G = n_gran takes one each, so they run side by side instead of one after another); each
+ * packs the image's words itself (the same values, so their stores may overlap) and reads only
+ * the words it stored or identical ones. */
 
 #ifndef BLOCK
 #define BLOCK 256
@@ -83,11 +86,11 @@ KERNEL bitmask_tiles(GLOBAL const float* mask, GLOBAL int* meta, GLOBAL const in
         if (tid < off) s[tid] = IMIN(s[tid], s[tid + off]);
         LOCAL_BARRIER();
     }
-    if (tid == 0) counts[n_gran] = s[0] == 0x7fffffff ? -1 : s[0];
+    if (tid == 0 && GROUP_ID(1) == 0) counts[n_gran] = s[0] == 0x7fffffff ? -1 : s[0];
     /* The words other work-items wrote are read below. */
     GLOBAL_BARRIER();
 
-    for (int g = 0; g < n_gran; ++g) {
+    for (int g = GROUP_ID(1); g < n_gran; g += NUM_GROUPS(1)) {
         int gh = IMAX(grans[3 * g], 1), gw = IMAX(grans[3 * g + 1], 1), at = grans[3 * g + 2];
         int tiles_x = (w + gw - 1) / gw;
         int n_tiles = ((h + gh - 1) / gh) * tiles_x;

@@ -26,8 +26,9 @@ fn bytes<T: Copy>(v: &[T], f: impl Fn(T) -> [u8; 4]) -> Vec<u8> {
     v.iter().flat_map(|&x| f(x)).collect()
 }
 
-/// Runs the kernel on `masks` (one per image, all h x w) and returns the whole meta buffer.
-fn run<D: GpuDevice>(dev: &D, masks: &[Vec<f32>], h: usize, w: usize, gs: &[Granularity]) -> (MetaLayout, Vec<i32>) {
+/// Runs the kernel on `masks` (one per image, all h x w) with `gy` work-groups per image
+/// sharing the granularities, and returns the whole meta buffer.
+fn run<D: GpuDevice>(dev: &D, masks: &[Vec<f32>], h: usize, w: usize, gs: &[Granularity], gy: u32) -> (MetaLayout, Vec<i32>) {
     let l = MetaLayout::new(masks.len(), h, w, gs).unwrap();
     let block = super::build::bitmask_block(dev.info().max_work_group_size);
     let k = dev.kernel(&spec(Src::Bitmask, "bitmask_tiles", &[("BLOCK", block as i64)])).unwrap();
@@ -50,7 +51,7 @@ fn run<D: GpuDevice>(dev: &D, masks: &[Vec<f32>], h: usize, w: usize, gs: &[Gran
         Arg::I32(l.data0 as i32),
         Arg::I32(l.img_stride as i32),
     ];
-    dev.launch(&k, [masks.len() as u32, 1, 1], [block, 1, 1], &args).unwrap();
+    dev.launch(&k, [masks.len() as u32, gy, 1], [block, 1, 1], &args).unwrap();
     let mut out = vec![0u8; l.total() * 4];
     dev.download(&meta, 0, &mut out).unwrap();
     (l, ints(&out))
@@ -63,7 +64,9 @@ fn check<D: GpuDevice>(dev: &D, what: &str) {
     for &(h, w) in &[(40usize, 40usize), (19, 23), (1, 77), (33, 1), (7, 300)] {
         for &d in &[0.0, 0.02, 0.3, 1.0] {
             let masks: Vec<Vec<f32>> = (0..2).map(|_| (0..h * w).map(|_| (rng.next() < d) as u8 as f32).collect()).collect();
-            let (l, meta) = run(dev, &masks, h, w, &gs);
+            // One group per granularity (the executor's launch), all in one, and a split between.
+            let gy = [gs.len() as u32, 1, 2][(h + (d * 100.0) as usize) % 3];
+            let (l, meta) = run(dev, &masks, h, w, &gs, gy);
             for (img, mv) in masks.iter().enumerate() {
                 let bm = BitMask::from_f32(h, w, mv).unwrap();
                 let base = l.data0 + img * l.img_stride;
@@ -87,7 +90,7 @@ fn check<D: GpuDevice>(dev: &D, what: &str) {
     a[200] = f32::NAN;
     a[100] = 0.5;
     let b: Vec<f32> = (0..19 * 23).map(|i| if i == 300 { -1.0 } else { -0.0 }).collect();
-    let (l, meta) = run(dev, &[a, b], 19, 23, &gs);
+    let (l, meta) = run(dev, &[a, b], 19, 23, &gs, gs.len() as u32);
     assert_eq!(meta[gs.len()], 100, "{what}: image 0's first bad position");
     assert_eq!(meta[l.cstride + gs.len()], 300, "{what}: image 1's first bad position");
 }

@@ -46,7 +46,8 @@ pub(crate) fn bitmask_launch<D: GpuDevice>(cx: &mut Ctx<D>, mask: usize, mask_st
     for v in [l.h, l.w, mask_stride, l.grans.len(), l.data0, l.img_stride] {
         args.push(LArg::I32(int(v, "mask geometry")?));
     }
-    cx.launch(kern, [l.images, 1, 1], [block, 1, 1], args)?;
+    // A work-group per image and granularity: they run side by side (see bitmask.cl).
+    cx.launch(kern, [l.images, l.grans.len().max(1), 1], [block, 1, 1], args)?;
     Ok(cx.launches.pop().expect("just pushed"))
 }
 

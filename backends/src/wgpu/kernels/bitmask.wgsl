@@ -1,6 +1,7 @@
 // Mask -> packed words -> aligned DISTile counts and lists per granularity (bitmask.cl documents
-// the layout of `meta` and why the passes are shaped this way), one work-group per image.
-// Grid: (N, 1, 1), local (BLOCK, 1, 1); BLOCK a power of two, at least 32.
+// the layout of `meta` and why the passes are shaped this way), one work-group per image and
+// granularity. Grid: (N, G, 1), local (BLOCK, 1, 1); BLOCK a power of two, at least 32; the G
+// groups of an image split its granularities, each packing the image's words itself.
 
 override BLOCK: u32 = 256u;
 
@@ -33,7 +34,7 @@ fn bits_any(base: i32, lo: i32, hi: i32) -> bool {
 }
 
 @compute @workgroup_size(WG_X, WG_Y, WG_Z)
-fn bitmask_tiles(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
+fn bitmask_tiles(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
     let tid = i32(lid.x);
     let lane = tid & 31;
     let blk = i32(BLOCK);
@@ -76,12 +77,12 @@ fn bitmask_tiles(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocatio
         if (tid < off) { bscan[tid] = min(bscan[tid], bscan[tid + off]); }
         workgroupBarrier();
     }
-    if (tid == 0) { bmeta[cbase + bp.n_gran] = select(bscan[0], -1, bscan[0] == NO_BAD); }
+    if (tid == 0 && wid.y == 0u) { bmeta[cbase + bp.n_gran] = select(bscan[0], -1, bscan[0] == NO_BAD); }
     // The words other invocations wrote are read below.
     storageBarrier();
     workgroupBarrier();
 
-    for (var g = 0; g < bp.n_gran; g++) {
+    for (var g = i32(wid.y); g < bp.n_gran; g += i32(nwg.y)) {
         let gh = max(bgrans[3 * g], 1);
         let gw = max(bgrans[3 * g + 1], 1);
         let at = bgrans[3 * g + 2];
