@@ -31,6 +31,7 @@ mod norm;
 mod pad;
 mod par;
 mod pool;
+mod pool2d;
 mod reduce;
 mod resize;
 mod softmax;
