@@ -8,6 +8,7 @@ mod binary;
 mod broadcast;
 mod conv;
 mod conv_direct;
+mod conv_rows;
 mod conv_dw;
 mod conv_gemm;
 #[cfg(target_arch = "x86_64")]
