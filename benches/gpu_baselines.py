@@ -4,6 +4,7 @@ cudnn.benchmark on), timed on the same GPU in the same run as dynaspa's GPU benc
 
     python3 benches/gpu_baselines.py --masks DIR [--batches 1,2,4] [--runs 200] [--json OUT]
     python3 benches/gpu_baselines.py --models [--runs 50] [--json OUT]
+    python3 benches/gpu_baselines.py --attention DIR [--runs 200] [--json OUT]
 
 Per op (the ops of issue 5: conv3x3 s1 40x40 256->256, conv1x1 40x40 256->256, conv3x3 s2
 80x80->40x40 128->256, depthwise 3x3 40x40 256; bias + ReLU epilogue) and batch:
@@ -17,6 +18,17 @@ Masks come from DIR (`d{density}_b{batch}.npy`, uint8 [batch, H, W]), written by
 `gpu_sparse_bench --dump-masks DIR`, so both sides see the same masks. --models times the full-size DynConv (ResNet-50 layout,
 224x224), A-ViT (DeiT-S) and SIGE generators in PyTorch eager with cuDNN, batch 1: the dense
 baseline of the end-to-end comparison (their masks multiply, they do not skip work).
+
+--attention times A-ViT's attention (DeiT-S: 197 tokens, 6 heads x 64; the reduced model: 109
+tokens, 2 heads x 32) on the token sets `gpu_sparse_bench --avit --dump-masks DIR` used
+(`avit_{size}_d{density}_b{batch}.npy`, uint8 [batch, tokens]); q, k, v random normal with the
+rows of halted tokens zero (A-ViT multiplies qkv by the mask), bias (m - 1) * 1e4 as
+[B, 1, 1, T], scale dh^-0.5, fp32:
+  sdpa    F.scaled_dot_product_attention(q, k, v, attn_mask=bias): the kernel PyTorch picks.
+  manual  softmax(q k^T * scale + bias) v as three ops (matmul, softmax, matmul).
+  gather  per image: active tokens by nonzero() (a sync), SDPA on the compacted q, k, v, the
+          rows scattered into a zeroed output: active-token attention in PyTorch.
+Each is checked against `manual` on the rows of active tokens before it is timed.
 
 Timing: CUDA events around each call, median over --runs calls after --warmup calls; inputs
 random normal (never all-zero). One JSON object per line on stdout (and in --json).
@@ -161,6 +173,69 @@ def bench_ops(args):
     return rows
 
 
+AVIT_SIZES = {"deit_s": (197, 6, 64), "small": (109, 2, 32)}
+
+
+def load_token_masks(d):
+    """{(size, density_tag, batch): uint8 [batch, tokens]} from gpu_sparse_bench --avit --dump-masks."""
+    out = {}
+    for f in sorted(os.listdir(d)):
+        if f.startswith("avit_") and f.endswith(".npy") and "_d" in f and "_b" in f:
+            size, rest = f[len("avit_"):-4].rsplit("_d", 1)
+            tag, b = rest.split("_b")
+            if size in AVIT_SIZES:
+                out[(size, tag, int(b))] = np.load(os.path.join(d, f))
+    if not out:
+        sys.exit(f"gpu_baselines: no avit_*_d*_b*.npy token masks in {d}")
+    return out
+
+
+def bench_attention(args):
+    dev = torch.device("cuda")
+    for (size, tag, batch), ms in sorted(load_token_masks(args.attention).items()):
+        if args.only and args.only not in size:
+            continue
+        t, h, dh = AVIT_SIZES[size]
+        if ms.shape != (batch, t):
+            sys.exit(f"gpu_baselines: token mask {size} d{tag} b{batch} has shape {ms.shape}, expected {(batch, t)}")
+        m = torch.from_numpy(ms.astype(np.float32)).to(dev)
+        rows = m.view(batch, 1, t, 1)
+        q, k, v = (torch.randn(batch, h, t, dh, device=dev) * rows for _ in range(3))
+        bias = ((m - 1.0) * 1e4).view(batch, 1, 1, t)
+        scale = dh ** -0.5
+        active = [m[b].nonzero().squeeze(1) for b in range(batch)]
+
+        def manual():
+            return torch.softmax(q @ k.transpose(-2, -1) * scale + bias, dim=-1) @ v
+
+        def sdpa():
+            return F.scaled_dot_product_attention(q, k, v, attn_mask=bias)
+
+        def gather():
+            out = torch.zeros_like(q)
+            for b in range(batch):
+                idx = m[b].nonzero().squeeze(1)  # sync: the count sizes the compacted tensors
+                qa, ka, va = (x[b:b + 1].index_select(2, idx) for x in (q, k, v))
+                out[b:b + 1].index_copy_(2, idx, F.scaled_dot_product_attention(qa, ka, va))
+            return out
+
+        want = manual()
+        for name, fn in (("sdpa", sdpa), ("gather", gather)):
+            got = fn()
+            for b in range(batch):
+                a = active[b]
+                ref = want[b][:, a]
+                err = ((got[b][:, a] - ref).norm() / ref.norm().clamp_min(1e-30)).item()
+                if err > 1e-4:
+                    sys.exit(f"gpu_baselines: attention {name} differs from manual on {size} d{tag} b{batch}: rel L2 {err:.2e}")
+        density = float(ms.mean())
+        for name, fn in (("sdpa", sdpa), ("manual", manual), ("gather", gather)):
+            with torch.no_grad():
+                us, mn = time_cuda(fn, args.runs, args.warmup)
+            emit(dict(kind="attention", size=size, tokens=t, heads=h, head_dim=dh, batch=batch, impl=name,
+                      density_target=float(tag), density=density, us=us, min_us=mn), args)
+
+
 def bench_models(args):
     here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "models")
     sys.path.insert(0, here)
@@ -201,6 +276,7 @@ def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--masks", help="directory of d{density}_b{batch}.npy masks (gpu_sparse_bench --dump-masks)")
     p.add_argument("--models", action="store_true")
+    p.add_argument("--attention", help="directory of avit_*_d*_b*.npy token masks (gpu_sparse_bench --avit --dump-masks)")
     p.add_argument("--batches", default="1,2,4")
     p.add_argument("--blocks", default="4,8")
     p.add_argument("--runs", type=int, default=200)
@@ -217,8 +293,10 @@ def main():
         bench_ops(args)
     if args.models:
         bench_models(args)
-    if not (args.masks or args.models):
-        sys.exit("gpu_baselines: give --masks NPZ and/or --models")
+    if args.attention:
+        bench_attention(args)
+    if not (args.masks or args.models or args.attention):
+        sys.exit("gpu_baselines: give --masks DIR, --attention DIR and/or --models")
 
 
 if __name__ == "__main__":

@@ -9,11 +9,12 @@
 //!   references on random data with poisoned outputs, the zero-fill stream and its events, the
 //!   disk kernel cache, the bitmask/DISTile kernel against the host's BitMask, misuse errors;
 //! - the executor end to end: every model of tests/goldens/ on the `cuda` backend (outputs
-//!   poisoned before each node) against the ONNX Runtime goldens, as tests/goldens.rs does.
+//!   poisoned before each node) against the ONNX Runtime goldens, as tests/goldens.rs does;
+//!   where cuDNN loads, again with every conv it can run forced onto it.
 //!
 //! `RUST_LOG=debug` shows compiles and library lookups.
 
-use dynaspa::backends::cuda::selfcheck;
+use dynaspa::backends::cuda::{cudnn, cudnn_lib, selfcheck};
 use dynaspa::io::npy;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -127,6 +128,7 @@ fn main() -> ExitCode {
         }
     };
     println!("cuda_selfcheck: device {}, seed {}, repository {}", a.device, a.seed, a.repo.display());
+    println!("{}", cudnn_lib::describe());
     let mut report = |name: &str, outcome: &selfcheck::Outcome| match outcome {
         Ok(detail) => println!("PASS {name}: {detail}"),
         Err(why) => println!("FAIL {name}: {why}"),
@@ -142,11 +144,27 @@ fn main() -> ExitCode {
             report("goldens", &Err(format!("no tests/goldens/*/meta.json under {} (pass --repo)", a.repo.display())));
             failures += 1;
         }
-        for d in dirs {
+        for d in &dirs {
             let name = format!("golden {} [{}]", d.file_name().unwrap_or_default().to_string_lossy(), a.backend);
-            let o = check_golden(&a.repo, &d, &a.backend, a.device);
+            let o = check_golden(&a.repo, d, &a.backend, a.device);
             failures += o.is_err() as usize;
             report(&name, &o);
+        }
+        // Again with every conv cuDNN can run on cuDNN, where it loads.
+        if a.backend == "cuda" && cudnn_lib::load_status().is_ok() {
+            cudnn_lib::set_policy_override(Some(cudnn_lib::Policy::Force));
+            let before = cudnn::stats().launches;
+            for d in &dirs {
+                let name = format!("golden {} [cuda, cuDNN forced]", d.file_name().unwrap_or_default().to_string_lossy());
+                let o = check_golden(&a.repo, d, "cuda", a.device);
+                failures += o.is_err() as usize;
+                report(&name, &o);
+            }
+            cudnn_lib::set_policy_override(None);
+            let calls = cudnn::stats().launches - before;
+            let o = if calls > 0 { Ok(format!("{calls} cuDNN conv calls in the forced golden runs")) } else { Err("cuDNN forced, but the goldens made no cuDNN call".to_string()) };
+            failures += o.is_err() as usize;
+            report("goldens used cuDNN", &o);
         }
     }
     if failures == 0 {

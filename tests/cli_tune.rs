@@ -73,9 +73,16 @@ fn predicted_profiles_are_marked_and_bad_input_is_refused() {
     assert!(stdout.contains("roofline only"), "{stdout}");
     let p = Profile::load(&out).unwrap();
     assert!(p.predicted && p.cost_model == "roofline" && p.device.fingerprint.starts_with("predicted:"));
-    // GPU schedules carry their knobs.
-    let m = &p.ops[0].poly.members()[1].schedule;
-    assert!(m.knobs.contains_key("oc_per_group") && m.knobs.contains_key("work_per_thread"), "{m:?}");
+    // GPU schedules carry the sparse conv kernel's knobs, under its defines' names.
+    let m = p.ops.iter().flat_map(|o| o.poly.members()).find(|m| m.schedule.granularity.is_some() && !m.schedule.knobs.is_empty()).expect("a sparse GEMM member");
+    let names: Vec<&str> = m.schedule.knobs.keys().map(String::as_str).collect();
+    assert_eq!(names, ["KS", "TK", "TM", "TN", "WM", "WN"], "{m:?}");
+    // A-ViT's token ops run dense on the GPU backends: nothing to predict, and it says so.
+    let avit = common::repo_path("models/avit_small_d30.onnx").display().to_string();
+    let adsm = common::repo_path("models/masks/avit_small_d30.dsm").display().to_string();
+    let (code, _, stderr) = dynaspa(&["tune", &avit, "--masks", &adsm, "--predict", "xavier", "-o", out.to_str().unwrap()]);
+    assert_eq!(code, 1);
+    assert!(stderr.contains("nothing to predict"), "{stderr}");
 
     let (code, _, stderr) = dynaspa(&["tune", &model, "--masks", &dsm, "--predict", "pixel9", "-o", out.to_str().unwrap()]);
     assert_eq!(code, 1);
@@ -113,4 +120,63 @@ fn tune_collects_masks_from_frames() {
     assert_eq!(p.masks.frames, 8);
     assert_eq!(p.masks.tuned_on, 6, "the last quarter is held out");
     assert!(p.masks.source.ends_with("vtest"));
+}
+
+/// `dynaspa tune --backend opencl` (PoCL on CI): a profile of this device's fingerprint whose
+/// members are kernel schedules, a resumed tune that measures nothing, `bench --profile` taking
+/// it without refusal, and a model without GPU sparse ops refused with the reason.
+#[test]
+fn tune_on_opencl_writes_a_profile_the_gpu_executor_takes() {
+    if !common::backends().iter().any(|b| b == "opencl") {
+        eprintln!("skipped: no OpenCL device");
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    let model = common::repo_path("models/sige_small.onnx").display().to_string();
+    let masks = common::repo_path("models/masks").display().to_string();
+    let out = d.path().join("opencl/sige_small.json");
+    let cache = d.path().join("cache");
+    let run = |args: &[&str]| {
+        let o = Command::new(env!("CARGO_BIN_EXE_dynaspa")).args(args).env("DYNASPA_CACHE_DIR", &cache).output().expect("binary runs");
+        (o.status.code().unwrap_or(-1), String::from_utf8_lossy(&o.stdout).into_owned(), String::from_utf8_lossy(&o.stderr).into_owned())
+    };
+    let args = ["tune", &model, "--masks", &masks, "--backend", "opencl", "--trials", "1", "--k", "3", "--batch", "4", "-o", out.to_str().unwrap()];
+    let (code, stdout, stderr) = run(&args);
+    assert_eq!(code, 0, "{stderr}");
+    let p = Profile::load(&out).unwrap();
+    assert_eq!((p.device.backend.as_str(), p.predicted), ("opencl", false));
+    assert!(p.device.fingerprint.starts_with("opencl|"), "{:?}", p.device);
+    assert_eq!(p.ops.len(), 8, "{stdout}");
+    for o in &p.ops {
+        assert!(o.poly.members().len() <= 3);
+        for m in o.poly.members().iter().filter(|m| m.schedule.granularity.is_some()) {
+            assert!(m.schedule.knobs.contains_key("TM") && m.schedule.knobs.contains_key("KS"), "{m:?}");
+        }
+    }
+    assert!(stdout.contains("speedup"), "no summary table: {stdout}");
+    assert!(p.ops.iter().any(|o| o.poly.members().len() > 1), "no op got a sparse member: {stdout}");
+    let (code, stdout, stderr) = run(&args);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stderr.contains("resuming"), "{stderr}");
+    assert_eq!(measurements_taken(&stdout), 0, "{stdout}");
+    assert_eq!(Profile::load(&out).unwrap().ops, p.ops, "a replayed tune makes the same PolyKernels");
+
+    let frames = common::repo_path("models/frames/vtest").display().to_string();
+    let mask = common::repo_path("tests/goldens/sige_small/mask_0.npy").display().to_string();
+    let (code, stdout, stderr) = run(&[
+        "bench", &model, "--frames", &frames, "--input", &format!("mask={mask}"), "--max-frames", "2", "--rounds", "1",
+        "--backend", "opencl", "--profile", out.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.contains("speedup_vs_dense"), "{stdout}");
+    assert!(!stderr.contains("ignoring the profile") && !stderr.contains("calibrating"), "{stderr}");
+    // The CPU refuses the OpenCL profile (another backend), naming it, and runs on.
+    let (code, _, stderr) = run(&["run", &model, "--frames", &frames, "--input", &format!("mask={mask}"), "--max-frames", "1", "--backend", "cpu", "--profile", out.to_str().unwrap()]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stderr.contains("ignoring the profile") && stderr.contains("opencl"), "{stderr}");
+
+    let avit = common::repo_path("models/avit_small_d30.onnx").display().to_string();
+    let (code, _, stderr) = run(&["tune", &avit, "--masks", &masks, "--backend", "opencl", "-o", d.path().join("a.json").to_str().unwrap()]);
+    assert_eq!(code, 1);
+    assert!(stderr.contains("nothing to tune") && stderr.contains("opencl"), "{stderr}");
 }

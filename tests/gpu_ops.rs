@@ -116,6 +116,16 @@ fn convolutions_and_pools_match_the_cpu() {
         let xs = [("x", x)];
         check_onnx(case, &one_node("Conv", &xs, inits, attrs, &["y"], 17), &feeds(rng, &xs));
     };
+    // One and three output channels over a long reduction (a mask unit): a work-group per output.
+    conv(&mut rng, "conv 1x1 to 1 channel, 300 inputs", &[2, 300, 7, 9], &[1, 300, 1, 1], vec![], true);
+    conv(
+        &mut rng,
+        "conv 3x3 s2 to 3 channels, 40 inputs",
+        &[1, 40, 11, 10],
+        &[3, 40, 3, 3],
+        vec![ints_attr("pads", &[1, 1, 1, 1]), ints_attr("strides", &[2, 2])],
+        false,
+    );
     // 64 output channels x 420 positions: the large GEMM tile.
     conv(
         &mut rng,

@@ -286,3 +286,44 @@ fn calibrated_dispatch_runs_sparse_at_low_density_and_caches() {
     }
     let _ = std::fs::remove_dir_all(&cache);
 }
+
+/// By default a frame selects with the last frame's DISTile counts (copied to the host behind
+/// the work, no sync) and the first frame waits for its own; outputs are exact either way and
+/// the report shows each frame's own density.
+#[test]
+fn lagged_counts_select_with_the_last_frame_and_report_this_one() {
+    let mut rng = Rng(seed() ^ 0x1a99);
+    let cache = tmp("lagged");
+    for backend in gpus() {
+        let (bytes, xs, ms) = conv_model("conv3x3", 1, (64, 40, 40), 64, &mut rng);
+        let path = cache.join("lag.onnx");
+        std::fs::write(&path, &bytes).unwrap();
+        let mut cpu = dynaspa::open(&path, "cpu", &opts(None, &cache, false)).unwrap();
+        let full = vec![1f32; ms[2] * ms[3]];
+        let sparse = rng.mask(ms[2], ms[3], 0.03);
+        let density = sparse.iter().filter(|&&v| v == 1.0).count() as f64 / sparse.len() as f64;
+        let x = Tensor::from_f32(xs.clone(), rng.vec(xs.iter().product())).unwrap();
+        let feeds = |m: &[f32]| vec![("x".to_string(), x.clone()), ("m".to_string(), Tensor::from_f32(ms.clone(), m.to_vec()).unwrap())];
+        let mut run = |s: &mut dynaspa::Session, m: &[f32], what: &str| {
+            let want = cpu.run(feeds(m)).unwrap().remove(0).1;
+            let got = s.run(feeds(m)).unwrap().remove(0).1;
+            let err = common::rel_l2(got.as_f32().unwrap(), want.as_f32().unwrap());
+            assert!(err <= 1e-4, "{backend} {what}: relative L2 {err:.2e}");
+            s.last_report().unwrap().sparse_ops[0].clone()
+        };
+        // What exact counts pick for the sparse mask: a fresh session's first frame.
+        let mut fresh = dynaspa::open(&path, &backend, &opts(None, &cache, true)).unwrap();
+        let exact_sparse = run(&mut fresh, &sparse, "fresh session, sparse mask");
+        let mut s = dynaspa::open(&path, &backend, &opts(None, &cache, true)).unwrap();
+        let a = run(&mut s, &full, "frame 1 (all ones)");
+        let b = run(&mut s, &sparse, "frame 2 (sparse, selected with frame 1's counts)");
+        let c = run(&mut s, &sparse, "frame 3 (sparse again)");
+        assert_ne!(a.member, exact_sparse.member, "{backend}: calibration picks the same member at density 1 and 0.03; the lag is not observable");
+        assert_eq!(b.member, a.member, "{backend}: frame 2 must select with frame 1's counts");
+        assert_eq!(c.member, exact_sparse.member, "{backend}: frame 3 selects with frame 2's counts");
+        assert!((a.density - 1.0).abs() < 1e-9, "{backend}: frame 1 reports density {}", a.density);
+        assert!((b.density - density).abs() < 1e-9, "{backend}: frame 2 reports density {} (its mask: {density})", b.density);
+        eprintln!("{backend}: members {} / {} / {}; exact pick for the sparse mask {}", a.member, b.member, c.member, exact_sparse.member);
+    }
+    let _ = std::fs::remove_dir_all(&cache);
+}

@@ -1,9 +1,11 @@
-//! GPU sparse convs against their dense member on real DynConv masks.
+//! GPU sparse convs against their dense member on real DynConv masks; with `--avit`, A-ViT's
+//! token ops (attention, qkv and proj) token-sparse against dense (common/avit_attention.rs).
 //!
 //!     cargo build --release -p dynaspa-backends --example gpu_sparse_bench
 //!     target/release/examples/gpu_sparse_bench --backend cuda [--device SEL] [--json out.jsonl]
 //!         [--masks models/masks/dynconv_full_d30.dsm] [--samples 50] [--runs 10] [--batches 1,2,4]
-//!         [--only conv3x3] [--densities 0.1,0.3,0.5,1.0]
+//!         [--only conv3x3] [--densities 0.1,0.3,0.5,1.0] [--dump-masks DIR]
+//!     target/release/examples/gpu_sparse_bench --backend cuda --avit [--only deit_s|small] [...]
 //!
 //! The binary embeds every kernel; on the GPU host it needs only the driver and the mask file
 //! (`--masks`, default `models/masks/dynconv_full_d30.dsm` under the working directory).
@@ -17,15 +19,22 @@
 //! as the median of `--samples` samples of `--runs` launches bracketed by a queue finish (the
 //! finish is shared by the runs), after warm-up; inputs random non-zero. `overhead` is one
 //! frame's dispatch (bitmask kernel, counts readback, selection) from an idle queue, median of
-//! `--samples`. The table prints the speedup of the best sparse member over the dense one; the
-//! JSON lines hold every number.
+//! `--samples`. Then, for the fastest member: its time alone and with each frame's dispatch in
+//! front of it, frames back to back, under lagged counts (the default: the counts copied to the
+//! host behind the work, selection from the last frame's) and exact ones (a readback per frame);
+//! the differences are what dispatch costs a frame in steady state. The table prints the speedup
+//! of the best sparse member over the dense one and what the dense member runs (ours, or cuDNN
+//! where the CUDA backend chose it: `DYNASPA_CUDNN` = 0 / force for A/B); the JSON lines hold
+//! every number.
 
+#[path = "common/avit_attention.rs"]
+mod avit_attention;
 #[path = "common/mask_shaping.rs"]
 mod mask_shaping;
 
 use dynaspa_backends::cpu::{ForceMember, SparseConfig};
 use mask_shaping::{at_density, resample};
-use dynaspa_backends::gpu::{GpuDevice, GpuExecutable, GpuOptions};
+use dynaspa_backends::gpu::{CountsSync, GpuDevice, GpuExecutable, GpuOptions};
 use dynaspa_runtime::graph::{Activation, AutoPad, Conv, FillPolicy, Graph, MaskKind, MaskSource, Node, Op, SparseSpec, Value, Window};
 use dynaspa_runtime::sparsity::{BitMask, Granularity, MaskDataset};
 use dynaspa_runtime::{DType, Result, Tensor};
@@ -45,11 +54,13 @@ struct Args {
     /// Where to write each (density, batch)'s masks as `d{density}_b{batch}.npy` (uint8
     /// `[batch, h, w]`), so baselines run elsewhere (benches/gpu_baselines.py) use the same ones.
     dump_masks: Option<String>,
+    /// A-ViT's token ops instead of the convs.
+    avit: bool,
 }
 
 fn usage(msg: &str) -> ! {
     eprintln!("gpu_sparse_bench: {msg}");
-    eprintln!("usage: gpu_sparse_bench --backend cuda|opencl|wgpu [--device SEL] [--json PATH] [--masks FILE.dsm] [--samples N] [--runs N] [--batches 1,2,4] [--densities 0.1,0.3] [--only NAME]");
+    eprintln!("usage: gpu_sparse_bench --backend cuda|opencl|wgpu [--device SEL] [--json PATH] [--masks FILE.dsm] [--samples N] [--runs N] [--batches 1,2,4] [--densities 0.1,0.3] [--only NAME] [--dump-masks DIR] [--avit]");
     std::process::exit(2)
 }
 
@@ -69,6 +80,7 @@ fn parse_args() -> Args {
         densities: vec![0.1, 0.3, 0.5, 1.0],
         only: None,
         dump_masks: None,
+        avit: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(k) = it.next() {
@@ -84,6 +96,7 @@ fn parse_args() -> Args {
             "--densities" => a.densities = parse_list(&val(), "density"),
             "--only" => a.only = Some(val()),
             "--dump-masks" => a.dump_masks = Some(val()),
+            "--avit" => a.avit = true,
             "-h" | "--help" => usage("help"),
             _ => usage(&format!("unknown argument '{k}'")),
         }
@@ -187,6 +200,22 @@ fn median(v: &mut [f64]) -> f64 {
 }
 
 fn bench<D: GpuDevice + 'static>(dev: Arc<D>, a: &Args) -> Result<()> {
+    if a.avit {
+        let mut json = match &a.json {
+            Some(p) => Some(std::fs::File::create(p).map_err(|e| dynaspa_runtime::Error::Other(format!("--json {p}: {e}")))?),
+            None => None,
+        };
+        let mut set = avit_attention::Settings {
+            samples: a.samples,
+            runs: a.runs,
+            batches: &a.batches,
+            densities: &a.densities,
+            only: a.only.as_deref(),
+            json: json.as_mut(),
+            dump_masks: a.dump_masks.as_deref(),
+        };
+        return avit_attention::bench(dev, &mut set);
+    }
     let ds = MaskDataset::open(&a.masks).map_err(|e| dynaspa_runtime::Error::Other(format!("masks '{}': {e}", a.masks)))?;
     let mut json = match &a.json {
         Some(p) => Some(std::fs::File::create(p).map_err(|e| dynaspa_runtime::Error::Other(format!("--json {p}: {e}")))?),
@@ -194,14 +223,23 @@ fn bench<D: GpuDevice + 'static>(dev: Arc<D>, a: &Args) -> Result<()> {
     };
     let info = dev.info().clone();
     println!("device: {} ({}, {}), samples {} x {} runs", info.name, info.backend, info.driver, a.samples, a.runs);
-    println!("{:<10} {:>5} {:>7} {:>10} {:>10} {:>10} {:>10} {:>10} {:>9} {:>8}", "op", "batch", "density", "dense", "1x1", "2x8", "4x4", "8x8", "overhead", "speedup");
+    println!("{:<10} {:>5} {:>7} {:>10} {:>10} {:>10} {:>10} {:>10} {:>9} {:>8}  dense member", "op", "batch", "density", "dense", "1x1", "2x8", "4x4", "8x8", "overhead", "speedup");
+    println!("  (then: fastest member, its µs alone, and what lagged / exact dispatch add to it per frame back to back)");
     let mut rng = Rng(0x2545_f491_4f6c_dd1d);
     // Forced to one member, the executable skips calibration; every member is timed directly.
-    let opts = GpuOptions { poison: false, sparse: SparseConfig { cache_dir: None, force: Some(ForceMember::Dense), profile: None } };
+    let opts = GpuOptions {
+        poison: false,
+        sparse: SparseConfig { cache_dir: None, force: Some(ForceMember::Dense), profile: None },
+        counts: CountsSync::Lagged,
+        step_times: false,
+    };
     for cc in CASES.iter().filter(|c| a.only.as_deref().is_none_or(|o| c.name.contains(o))) {
         for &n in &a.batches {
             let g = graph(cc, n, &mut rng)?;
             let mut exe = GpuExecutable::compile(dev.clone(), &info.backend, &g, &opts)?;
+            // Our kernel, or a vendor library's conv where the backend chose it (cuDNN on CUDA;
+            // DYNASPA_CUDNN=0 / force for A/B).
+            let dense_impl = exe.sparse_ops().first().and_then(|o| o.dense_vendor.clone()).unwrap_or_else(|| "ours".into());
             let ho = g.values[g.inputs[1]].shape[2];
             let x = Tensor::from_f32(g.values[g.inputs[0]].shape.clone(), rng.vec(g.values[g.inputs[0]].shape.iter().product()))?;
             for &d in &a.densities {
@@ -225,10 +263,21 @@ fn bench<D: GpuDevice + 'static>(dev: Arc<D>, a: &Args) -> Result<()> {
                 let overhead = median(&mut ov);
                 let dense = times.iter().find(|t| t.0 == "dense").map_or(f64::NAN, |t| t.1);
                 let best = times.iter().filter(|t| t.0 != "dense").map(|t| t.1).fold(f64::INFINITY, f64::min);
+                // What dispatch adds to the member dispatch would pick (the fastest), in steady
+                // state: member alone vs dispatch + member, alternating, same queue pattern.
+                let pick = times.iter().min_by(|x, y| x.1.total_cmp(&y.1)).map(|t| t.0.clone()).unwrap_or_default();
+                let (mut alone, mut lagged, mut exact) = (Vec::new(), Vec::new(), Vec::new());
+                for _ in 0..5 {
+                    alone.extend(exe.time_member(0, &pick, a.samples.div_ceil(5), a.runs)?);
+                    lagged.extend(exe.time_dispatched(0, &pick, CountsSync::Lagged, a.samples.div_ceil(5), a.runs)?);
+                    exact.extend(exe.time_dispatched(0, &pick, CountsSync::Exact, a.samples.div_ceil(5), a.runs)?);
+                }
+                let (alone, lagged, exact) = (median(&mut alone), median(&mut lagged), median(&mut exact));
                 let cell = |g: &str| times.iter().find(|t| t.0 == format!("tiles{g}")).map_or("-".to_string(), |t| format!("{:.1}", t.1));
                 println!(
-                    "{:<10} {:>5} {:>7.3} {:>10.1} {:>10} {:>10} {:>10} {:>10} {:>9.1} {:>7.2}x",
-                    cc.name, n, real, dense, cell("1x1"), cell("2x8"), cell("4x4"), cell("8x8"), overhead, dense / best
+                    "{:<10} {:>5} {:>7.3} {:>10.1} {:>10} {:>10} {:>10} {:>10} {:>9.1} {:>7.2}x  {dense_impl}\n    {:>8} {:>8.1} {:>9.1} {:>9.1}",
+                    cc.name, n, real, dense, cell("1x1"), cell("2x8"), cell("4x4"), cell("8x8"), overhead, dense / best,
+                    pick, alone, lagged - alone, exact - alone
                 );
                 if let Some(f) = json.as_mut() {
                     for (name, us) in &times {
@@ -238,7 +287,8 @@ fn bench<D: GpuDevice + 'static>(dev: Arc<D>, a: &Args) -> Result<()> {
                             "device": info.name, "backend": info.backend, "driver": info.driver,
                             "op": cc.name, "batch": n, "density_target": d, "density": real,
                             "member": name, "tiles": tiles, "us": us, "overhead_us": overhead,
-                            "samples": a.samples, "runs": a.runs,
+                            "steady_member": pick, "steady_alone_us": alone, "steady_lagged_us": lagged, "steady_exact_us": exact,
+                            "samples": a.samples, "runs": a.runs, "dense_impl": dense_impl,
                         });
                         writeln!(f, "{line}").map_err(|e| dynaspa_runtime::Error::Other(format!("--json: {e}")))?;
                     }
@@ -271,6 +321,9 @@ fn members_gran(name: &str) -> Option<Granularity> {
 }
 
 fn main() {
+    // RUST_LOG=dynaspa_backends::cuda=debug shows cuDNN's searches, for one.
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
     let a = parse_args();
     let r = match a.backend.as_str() {
         #[cfg(feature = "cuda")]

@@ -64,11 +64,13 @@ pub fn create_with(name: &str, threads: Option<usize>, sparse: cpu::SparseConfig
 }
 
 /// GPU settings from the options, with `$DYNASPA_GPU_POISON` (non-empty, not "0") turning on
-/// output poisoning for tests.
+/// output poisoning for tests, `$DYNASPA_GPU_COUNTS` choosing how dispatch learns DISTile counts
+/// and `$DYNASPA_GPU_STEP_TIMES=1` a sync and a time per step (`dynaspa profile --nodes`).
 #[allow(dead_code)]
 fn gpu_options(o: &BackendOptions) -> gpu::GpuOptions {
     let poison = o.poison || std::env::var("DYNASPA_GPU_POISON").is_ok_and(|v| !v.is_empty() && v != "0");
-    gpu::GpuOptions { poison, sparse: o.sparse.clone().unwrap_or_default() }
+    let step_times = std::env::var_os("DYNASPA_GPU_STEP_TIMES").is_some_and(|v| v == "1");
+    gpu::GpuOptions { poison, sparse: o.sparse.clone().unwrap_or_default(), counts: gpu::CountsSync::from_env(), step_times }
 }
 
 pub fn create_configured(name: &str, o: &BackendOptions) -> Result<Box<dyn Backend>> {
@@ -105,6 +107,33 @@ pub fn create_configured(name: &str, o: &BackendOptions) -> Result<Box<dyn Backe
     }
 }
 
+/// The sparse convs of `graph` on the GPU backend `name` ("opencl", "cuda", "wgpu") and the
+/// device they run on, ready to time at any schedule (the tuner's measurements).
+pub fn gpu_conv_timers(name: &str, o: &BackendOptions, graph: &dynaspa_runtime::graph::Graph) -> Result<(gpu::DeviceInfo, Vec<Box<dyn gpu::SparseConvTimer>>)> {
+    #[allow(unused_variables)]
+    let (sparse, graph) = (o.sparse.clone().unwrap_or_else(cpu::SparseConfig::from_env), graph);
+    match name {
+        #[cfg(feature = "opencl")]
+        "opencl" => {
+            let b = opencl::backend(o.device.as_deref(), sparse.cache_dir.as_deref(), gpu_options(o))?;
+            Ok((gpu::GpuDevice::info(&**b.device()).clone(), b.sparse_conv_timers(graph)?))
+        }
+        #[cfg(feature = "cuda")]
+        "cuda" => {
+            let b = cuda::backend(o.device.as_deref(), sparse.cache_dir.as_deref(), gpu_options(o))?;
+            Ok((gpu::GpuDevice::info(&**b.device()).clone(), b.sparse_conv_timers(graph)?))
+        }
+        #[cfg(feature = "wgpu")]
+        "wgpu" => {
+            let b = wgpu::backend(o.device.as_deref(), gpu_options(o))?;
+            Ok((gpu::GpuDevice::info(&**b.device()).clone(), b.sparse_conv_timers(graph)?))
+        }
+        #[allow(unreachable_patterns)]
+        "opencl" | "cuda" | "wgpu" => Err(Error::Other(format!("backend '{name}': this build does not have it (cargo feature '{name}')"))),
+        other => Err(Error::Other(format!("'{other}' is not a GPU backend; the GPU backends are opencl, cuda and wgpu"))),
+    }
+}
+
 /// One line of `dynaspa devices`: a device a backend can run on, or why a backend has none.
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct DeviceListing {
@@ -116,6 +145,8 @@ pub struct DeviceListing {
     pub info: Option<gpu::DeviceInfo>,
     /// Set when the backend cannot run here, saying why.
     pub unavailable: Option<String>,
+    /// Vendor libraries the backend uses beside its own kernels, or why not (CUDA: cuDNN).
+    pub libraries: Option<String>,
 }
 
 /// Every backend of this build with its devices. Each backend adds its own lines.
@@ -129,6 +160,7 @@ pub fn devices() -> Vec<DeviceListing> {
             platform: Some(d.platform.clone()),
             info: Some(d.info),
             unavailable: None,
+            libraries: None,
         })),
         Ok(_) => out.push(unavailable("opencl", "the OpenCL loader lists no platform or device (no driver installed)")),
         Err(e) => out.push(unavailable("opencl", &e.to_string())),
@@ -136,15 +168,19 @@ pub fn devices() -> Vec<DeviceListing> {
     #[cfg(not(feature = "opencl"))]
     out.push(unavailable("opencl", "this build has no OpenCL support (cargo feature 'opencl')"));
     #[cfg(feature = "cuda")]
-    match cuda::probe::list() {
-        Ok(list) => out.extend(list.into_iter().enumerate().map(|(i, info)| DeviceListing {
-            backend: "cuda".into(),
-            selector: Some(i.to_string()),
-            platform: None,
-            info: Some(info),
-            unavailable: None,
-        })),
-        Err(why) => out.push(unavailable("cuda", &why)),
+    {
+        let cudnn = cuda::cudnn_lib::describe();
+        match cuda::probe::list() {
+            Ok(list) => out.extend(list.into_iter().enumerate().map(|(i, info)| DeviceListing {
+                backend: "cuda".into(),
+                selector: Some(i.to_string()),
+                platform: None,
+                info: Some(info),
+                unavailable: None,
+                libraries: Some(cudnn.clone()),
+            })),
+            Err(why) => out.push(DeviceListing { libraries: Some(cudnn), ..unavailable("cuda", &why) }),
+        }
     }
     #[cfg(not(feature = "cuda"))]
     out.push(unavailable("cuda", "this build has no CUDA support (cargo feature 'cuda')"));
@@ -156,6 +192,7 @@ pub fn devices() -> Vec<DeviceListing> {
             platform: Some(d.info.arch.clone()),
             info: Some(d.info),
             unavailable: None,
+            libraries: None,
         })),
         Ok(_) => out.push(unavailable("wgpu", "wgpu finds no Vulkan or Metal adapter (no driver installed)")),
         Err(e) => out.push(unavailable("wgpu", &e.to_string())),
@@ -166,7 +203,7 @@ pub fn devices() -> Vec<DeviceListing> {
 }
 
 fn unavailable(backend: &str, why: &str) -> DeviceListing {
-    DeviceListing { backend: backend.into(), selector: None, platform: None, info: None, unavailable: Some(why.into()) }
+    DeviceListing { backend: backend.into(), selector: None, platform: None, info: None, unavailable: Some(why.into()), libraries: None }
 }
 
 fn cpu_listing() -> DeviceListing {
@@ -181,5 +218,6 @@ fn cpu_listing() -> DeviceListing {
         platform: None,
         info: Some(gpu::DeviceInfo { backend: "cpu".into(), name: model, kind: "cpu".into(), compute_units: threads, ..Default::default() }),
         unavailable: None,
+        libraries: None,
     }
 }

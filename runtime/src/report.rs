@@ -53,6 +53,10 @@ pub struct FrameReport {
     /// Wall time of every node in graph order (index = node index), dense and sparse alike;
     /// empty where a backend does not time nodes.
     pub node_times: Vec<Duration>,
+    /// (node, op, time) of every step a backend timed by name, where its steps are not the
+    /// graph's nodes one to one (the GPU executor after its own lowering, when asked to sync
+    /// after every step); empty otherwise.
+    pub step_times: Vec<(String, String, Duration)>,
 }
 
 impl FrameReport {

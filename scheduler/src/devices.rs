@@ -3,6 +3,7 @@
 //! GPUs through `DeviceInfo` plus the compute-capability tables), built in for the devices we
 //! predict profiles for without reaching them.
 
+use dynaspa_backends::gpu::sconv_knobs::{GpuLimits, WGSL_MAX_STORAGE, WGSL_MAX_THREADS};
 use dynaspa_backends::gpu::DeviceInfo;
 use serde::{Deserialize, Serialize};
 
@@ -11,7 +12,7 @@ pub struct DeviceDesc {
     /// Short id: profile directory names and `--predict` take it.
     pub id: String,
     pub name: String,
-    /// Backend whose kernels this describes: "cpu", "cuda", "opencl".
+    /// Backend whose kernels this describes: "cpu", "cuda", "opencl", "wgpu".
     pub backend: String,
     /// SMs / compute units / CPU cores in use.
     pub compute_units: u32,
@@ -35,6 +36,10 @@ pub struct DeviceDesc {
     /// one compute unit, and seconds of fixed cost per wave.
     pub alpha_s: f64,
     pub gamma_s: f64,
+    /// GPUs: seconds one dependent global-memory round trip takes (a stage of the GEMM's
+    /// reduction cannot finish faster when too few warps hide it).
+    #[serde(default)]
+    pub latency_s: f64,
     /// "fitted" when alpha/gamma come from a micro-benchmark on the device, "spec" when derived
     /// from published peak figures (devices we cannot run on).
     pub alpha_source: String,
@@ -44,6 +49,20 @@ impl DeviceDesc {
     /// Peak FP32 multiply-adds per second, from lanes and clock.
     pub fn peak_macs(&self) -> f64 {
         self.compute_units as f64 * self.lanes_per_cu as f64 * self.clock_ghz * 1e9
+    }
+
+    /// What bounds a GPU sparse conv schedule on this device, as the executor checks it
+    /// (`max_registers_per_thread` 0: registers are not checked).
+    pub fn limits(&self) -> GpuLimits {
+        let wgsl = self.backend == "wgpu";
+        let regs = self.max_registers_per_thread > 0;
+        GpuLimits {
+            wgsl,
+            max_group_threads: if wgsl { self.max_group_threads.min(WGSL_MAX_THREADS) } else { self.max_group_threads },
+            local_mem_bytes: if wgsl { (self.local_mem_per_group as u64).min(WGSL_MAX_STORAGE) } else { self.local_mem_per_group as u64 },
+            registers_per_group: if regs { self.registers_per_cu } else { 0 },
+            registers_per_thread: self.max_registers_per_thread,
+        }
     }
 
     /// alpha from the lanes: a warp instruction occupies `simd_width / lanes_per_cu` clocks
@@ -96,6 +115,10 @@ fn cuda_like(id: &str, name: &str, cc: &str, sms: u32, ghz: f64, bw: f64) -> Dev
         // Assumed: ~2 µs of launch and tail per wave, the order measured for small kernels on
         // Jetson-class GPUs; replaced by the fitted value where the device can be reached.
         gamma_s: 2e-6,
+        // ~500 clocks of global-memory latency (the order microbenchmarks report for Volta to
+        // Hopper: Jia et al., "Dissecting the NVIDIA Volta GPU Architecture via
+        // Microbenchmarking", 2018, and their Turing/Ampere follow-ups).
+        latency_s: 500.0 / (ghz * 1e9),
         alpha_source: "spec".into(),
     }
 }
@@ -137,6 +160,8 @@ pub fn builtin(id: &str) -> Option<DeviceDesc> {
             local_banks: 32,
             alpha_s: DeviceDesc::spec_alpha(64, 341, 0.587),
             gamma_s: 5e-6,
+            // Assumed: ~300 clocks to LPDDR5 (no published figure).
+            latency_s: 300.0 / 0.587e9,
             alpha_source: "spec".into(),
         },
         _ => return None,
@@ -161,6 +186,18 @@ pub fn from_device_info(info: &DeviceInfo) -> DeviceDesc {
     if info.local_mem_bytes > 0 {
         // The device's own per-group limit (CUDA reports the default 48 KiB, not the opt-in).
         d.local_mem_per_group = info.local_mem_bytes.min(u32::MAX as u64) as u32;
+        d.local_mem_per_cu = d.local_mem_per_cu.max(d.local_mem_per_group);
+    }
+    // Register files are known for NVIDIA only (CUDA or NVIDIA's OpenCL); elsewhere the space
+    // does not check them (as the executor does not), and occupancy keeps the generic figure.
+    if !(info.backend == "cuda" || info.vendor.to_ascii_lowercase().contains("nvidia")) {
+        d.max_registers_per_thread = 0;
+    }
+    if info.kind == "cpu" {
+        // PoCL and lavapipe run work-groups on CPU cores: no warps to hide latency with, and
+        // a work-item loop per group rather than lanes.
+        d.simd_width = 16;
+        d.latency_s = 100e-9;
     }
     d
 }
@@ -208,6 +245,7 @@ pub fn cpu(threads: usize) -> DeviceDesc {
         local_banks: 1,
         alpha_s: DeviceDesc::spec_alpha(simd, simd * 2, ghz),
         gamma_s: 1e-6,
+        latency_s: 0.0,
         alpha_source: "spec".into(),
     }
 }

@@ -5,6 +5,8 @@
 
 use crate::space::OpGeometry;
 use dynaspa_backends::cpu::SparseOpTimer;
+use dynaspa_backends::gpu::{DeviceInfo, SparseConvTimer};
+use dynaspa_runtime::graph::Graph;
 use dynaspa_runtime::dispatch::Schedule;
 use dynaspa_runtime::profile::{DeviceId, OpSignature};
 use dynaspa_runtime::sparsity::BitMask;
@@ -106,6 +108,60 @@ impl Measurer for CpuMeasurer {
     }
 }
 
+/// A GPU backend through its sparse conv timers (`GpuBackend::sparse_conv_timers`): the
+/// schedule's kernels are built on first use and timed as calibration times members (several
+/// runs per sync); one warm-up, then the minimum of `reps` calls.
+pub struct GpuMeasurer {
+    timers: Vec<Box<dyn SparseConvTimer>>,
+    ops: Vec<TunableOp>,
+    device: DeviceId,
+    reps: usize,
+    failures: usize,
+}
+
+/// Schedules that fail to build or launch before a tune gives up: one is a schedule the
+/// limits did not foresee (it is recorded as never winning); many are a broken device.
+const MAX_FAILURES: usize = 32;
+
+impl GpuMeasurer {
+    /// `graph`: the graph the timers were made from (for the ops' signatures and geometry).
+    pub fn new(info: &DeviceInfo, graph: &Graph, timers: Vec<Box<dyn SparseConvTimer>>, reps: usize) -> Result<GpuMeasurer> {
+        let mut ops = Vec::with_capacity(timers.len());
+        for t in &timers {
+            let n = graph.nodes.iter().find(|n| n.name == t.node()).ok_or_else(|| Error::Other(format!("timer for unknown node '{}'", t.node())))?;
+            ops.push(TunableOp { node: n.name.clone(), signature: OpSignature::of(graph, n), geometry: OpGeometry::of(graph, n), plane: t.plane() });
+        }
+        let device = DeviceId { backend: info.backend.clone(), name: info.name.clone(), fingerprint: info.fingerprint() };
+        Ok(GpuMeasurer { timers, ops, device, reps: reps.max(1), failures: 0 })
+    }
+}
+
+impl Measurer for GpuMeasurer {
+    fn device(&self) -> DeviceId {
+        self.device.clone()
+    }
+    fn ops(&self) -> &[TunableOp] {
+        &self.ops
+    }
+    fn measure(&mut self, op: usize, schedule: Option<&Schedule>, mask: &BitMask) -> Result<f64> {
+        let t = self.timers.get_mut(op).ok_or_else(|| Error::Other(format!("no sparse op {op}")))?;
+        if let Err(e) = t.time(schedule, mask) {
+            let Some(s) = schedule else { return Err(e) };
+            self.failures += 1;
+            if self.failures > MAX_FAILURES {
+                return Err(Error::Other(format!("{MAX_FAILURES} schedules failed on this device; the last, '{}' of '{}': {e}", s.name, t.node())));
+            }
+            tracing::warn!(node = %t.node(), schedule = %s.name, "schedule failed, recorded as never winning: {e}");
+            return Ok(f64::INFINITY);
+        }
+        let mut best = f64::INFINITY;
+        for _ in 0..self.reps {
+            best = best.min(t.time(schedule, mask)?);
+        }
+        Ok(best)
+    }
+}
+
 /// First line of a measurement log: a log is replayed only into the same tune.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct LogHeader {
@@ -122,7 +178,8 @@ struct LogLine {
     op: String,
     schedule: String,
     frame: usize,
-    seconds: f64,
+    /// `null`: the schedule failed to run (read back as infinitely slow).
+    seconds: Option<f64>,
 }
 
 /// Measurements keyed by (op, schedule name, frame), backed by an append-only JSON-lines file.
@@ -152,7 +209,7 @@ impl MeasureLog {
                     keep = true;
                     for l in lines {
                         if let Ok(m) = serde_json::from_str::<LogLine>(l) {
-                            seen.insert((m.op, m.schedule, m.frame), m.seconds);
+                            seen.insert((m.op, m.schedule, m.frame), m.seconds.unwrap_or(f64::INFINITY));
                         }
                     }
                 }
@@ -185,7 +242,7 @@ impl MeasureLog {
     pub fn record(&mut self, op: &str, schedule: &str, frame: usize, seconds: f64) -> Result<()> {
         self.seen.insert((op.to_string(), schedule.to_string(), frame), seconds);
         if let (Some(f), Some(p)) = (self.file.as_mut(), self.path.as_ref()) {
-            let line = serde_json::to_string(&LogLine { op: op.into(), schedule: schedule.into(), frame, seconds })
+            let line = serde_json::to_string(&LogLine { op: op.into(), schedule: schedule.into(), frame, seconds: seconds.is_finite().then_some(seconds) })
                 .map_err(|e| Error::Other(e.to_string()))?;
             writeln!(f, "{line}").map_err(|e| Error::io(p, e))?;
         }
@@ -216,17 +273,19 @@ mod tests {
         let mut l = MeasureLog::open(&p, &header(1)).unwrap();
         l.record("/a", "tiles1x1", 3, 1.5e-5).unwrap();
         l.record("/a", "dense", 3, 9e-5).unwrap();
+        l.record("/a", "tiles2x2_failed", 3, f64::INFINITY).unwrap();
         drop(l);
         // A torn line from a kill in mid-write.
         std::fs::OpenOptions::new().append(true).open(&p).unwrap().write_all(b"{\"op\":\"/a\",\"sched").unwrap();
         let mut l = MeasureLog::open(&p, &header(1)).unwrap();
-        assert_eq!(l.replayed, 2);
+        assert_eq!(l.replayed, 3);
         assert_eq!(l.get("/a", "tiles1x1", 3), Some(1.5e-5));
+        assert_eq!(l.get("/a", "tiles2x2_failed", 3), Some(f64::INFINITY), "a failed schedule replays as failed");
         assert_eq!(l.get("/a", "tiles1x1", 4), None);
         l.record("/b", "dense", 0, 2e-5).unwrap();
         drop(l);
         let l = MeasureLog::open(&p, &header(1)).unwrap();
-        assert_eq!(l.replayed, 3, "the record after the torn line is read back");
+        assert_eq!(l.replayed, 4, "the record after the torn line is read back");
         drop(l);
         let l = MeasureLog::open(&p, &header(2)).unwrap();
         assert_eq!(l.replayed, 0);

@@ -4,7 +4,13 @@
 //! position counts, so alpha is the throughput the kernels reach, not the datasheet's.
 
 use crate::devices::DeviceDesc;
+use crate::masks::MaskSet;
+use crate::measure::Measurer;
+use crate::roofline::{self, TileStats};
 use crate::space::{OpGeometry, OpKind};
+use dynaspa_backends::gpu::sconv_knobs::{default_gemm, schedule_name, GemmKnobs};
+use dynaspa_runtime::dispatch::Schedule;
+use dynaspa_runtime::sparsity::Granularity;
 use dynaspa_backends::cpu::sparse::SparseConv;
 use dynaspa_runtime::graph::{AutoPad, Conv, Window};
 use dynaspa_runtime::sparsity::BitMask;
@@ -94,6 +100,64 @@ pub fn fit_cpu(dev: &mut DeviceDesc, threads: usize) -> Result<()> {
         Ok(())
     })?;
     dev.mem_bandwidth_gbs = (buf.len() * 4) as f64 / t / 1e9;
+    Ok(())
+}
+
+/// Fits a GPU descriptor's `alpha_s`, `gamma_s` and `latency_s` to the device: the sparse
+/// convs' default schedules (the dense member, and 1x1 tiles with calibration's knobs) are
+/// measured on a few masks of up to four ops, and each constant is scaled by the power of two
+/// (1/64 to 64) that, all three together, minimises the squared log error of the roofline
+/// over those samples. Bandwidth keeps its table value. About 24 measurements.
+pub fn fit_gpu(dev: &mut DeviceDesc, m: &mut dyn Measurer, masks: &MaskSet) -> Result<()> {
+    let ops = m.ops().to_vec();
+    let one = Granularity::new(1, 1);
+    // (op, granularity and knobs of the sparse schedule or None for dense, tile stats, seconds)
+    let mut samples: Vec<(OpGeometry, Option<(Granularity, Option<GemmKnobs>)>, TileStats, f64)> = vec![];
+    for (i, o) in ops.iter().enumerate() {
+        let (Some(geo), Some(om)) = (o.geometry.clone(), masks.ops.get(&o.node)) else { continue };
+        if geo.is_token() || om.is_empty() {
+            continue;
+        }
+        let knobs = (geo.kind == OpKind::Conv).then(|| default_gemm(geo.c_out, geo.k_dim(), false, geo.h * geo.w, geo.images.max(1), dev.compute_units));
+        let sched = knobs.map_or_else(|| Schedule::sparse("tiles1x1", one), |k| k.apply(Schedule::sparse(schedule_name(Some(one), Some(&k)), one)));
+        for f in [0, om.len() / 2, om.len() - 1] {
+            let t = m.measure(i, None, &om[f])?;
+            samples.push((geo.clone(), None, TileStats::dense(geo.h, geo.w), t));
+            let t = m.measure(i, Some(&sched), &om[f])?;
+            samples.push((geo.clone(), Some((one, knobs)), TileStats::of(&om[f], one), t));
+        }
+        if samples.len() >= 24 {
+            break;
+        }
+    }
+    samples.retain(|s| s.3.is_finite() && s.3 > 0.0);
+    if samples.len() < 4 {
+        return Ok(());
+    }
+    let est = |d: &DeviceDesc, (op, s, st, _): &(OpGeometry, Option<(Granularity, Option<GemmKnobs>)>, TileStats, f64)| match s {
+        None => roofline::estimate_dense(op, d).total,
+        Some((g, Some(k))) => roofline::gemm(op, Some(*g), k, st, d).total,
+        Some((g, None)) => roofline::depthwise(op, Some(*g), st, d).total,
+    };
+    let base = dev.clone();
+    let steps: Vec<f64> = (-6..=6).map(|e| 2f64.powi(e)).collect();
+    let mut best = (f64::INFINITY, 1.0, 1.0, 1.0);
+    for &a in &steps {
+        for &g in &steps {
+            for &l in &steps {
+                let d = DeviceDesc { alpha_s: base.alpha_s * a, gamma_s: base.gamma_s * g, latency_s: base.latency_s * l, ..base.clone() };
+                let err: f64 = samples.iter().map(|s| (est(&d, s).max(1e-12) / s.3).ln().powi(2)).sum();
+                if err < best.0 {
+                    best = (err, a, g, l);
+                }
+            }
+        }
+    }
+    dev.alpha_s = base.alpha_s * best.1;
+    dev.gamma_s = base.gamma_s * best.2;
+    dev.latency_s = base.latency_s * best.3;
+    dev.alpha_source = "fitted".into();
+    tracing::info!(samples = samples.len(), rms_log_error = (best.0 / samples.len() as f64).sqrt(), "GPU roofline constants fitted");
     Ok(())
 }
 

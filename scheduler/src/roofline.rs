@@ -10,10 +10,19 @@
 //!   slowed when occupancy is too low to hide latency.
 //! - Compute: `C * (alpha * ops * warps + gamma)`, C waves of work-groups over the compute
 //!   units, `ops` instructions per thread, `warps` resident per compute unit, alpha and gamma
-//!   per device (fitted by the micro-benchmark where we can run, from specs otherwise).
+//!   per device (fitted by the micro-benchmark where we can run, from specs otherwise). On
+//!   GPUs a GEMM work-group is a chain of reduction stages, each at least one global-memory
+//!   round trip (`latency_s`) when too few warps are resident to hide it: what makes few
+//!   columns (sparse frames) latency-bound and the split of the reduction (`KS`) pay.
+//!
+//! The GPU model follows the GPU sparse conv kernels as they are (sparse_conv.cl): the
+//! implicit GEMM's `TM x TN` tiles with `WM x WN` outputs per work-item, `TK`-deep stages with a
+//! register prefetch, `KS` splits with their finish kernel, grids sized for every tile of the
+//! map; depthwise as one work-item per output.
 
-use crate::space::{OpGeometry, Point, Space, Target};
 use crate::devices::DeviceDesc;
+use crate::space::{OpGeometry, OpKind, Point, Space, Target};
+use dynaspa_backends::gpu::sconv_knobs::{default_gemm, GemmKnobs};
 use dynaspa_runtime::sparsity::{BitMask, Granularity};
 
 /// What a mask means for one granularity.
@@ -91,16 +100,20 @@ fn images(op: &OpGeometry) -> f64 {
     op.images.max(1) as f64
 }
 
-/// The dense member's estimate on `dev` (CPU or GPU: every position, no gather).
+/// The dense member's estimate on `dev`: every position. On a GPU the dense member is the same
+/// sparse conv kernel over every position (no tile list), with the executor's default knobs.
 pub fn estimate_dense(op: &OpGeometry, dev: &DeviceDesc) -> Estimate {
     let st = TileStats::dense(op.h, op.w);
-    let mut e = cpu(op, &st, dev, images(op));
-    if dev.backend != "cpu" {
-        // A dense GPU kernel fills the machine: the peak-rate bound.
-        let macs = op.macs_per_position() * (op.h * op.w) as f64 * images(op);
-        e = Estimate::of(e.global, 0.0, macs / dev.peak_macs() + dev.gamma_s);
+    if dev.backend == "cpu" {
+        return cpu(op, &st, dev, images(op));
     }
-    e
+    match op.kind {
+        OpKind::Depthwise => depthwise(op, None, &st, dev),
+        _ => {
+            let k = default_gemm(op.c_out, op.k_dim(), true, op.h * op.w, op.images.max(1), dev.compute_units);
+            gemm(op, None, &k, &st, dev)
+        }
+    }
 }
 
 fn cpu(op: &OpGeometry, st: &TileStats, dev: &DeviceDesc, images: f64) -> Estimate {
@@ -124,73 +137,139 @@ fn cpu(op: &OpGeometry, st: &TileStats, dev: &DeviceDesc, images: f64) -> Estima
 }
 
 fn gpu(space: &Space, p: &Point, st: &TileStats, dev: &DeviceDesc) -> Estimate {
-    let op = &space.op;
     let g = space.granularity(p);
-    let knob = |n: &str| space.knob(p, n).unwrap_or(1).max(1) as f64;
-    let (tpg, oc, wpt, ks, unroll, v) = (knob("tiles_per_group"), knob("oc_per_group"), knob("work_per_thread"), knob("k_step"), knob("unroll"), knob("vec"));
-    let staged = space.knob(p, "stage") == Some(1);
-    let Some(threads) = space.threads(p) else { return Estimate::IMPOSSIBLE };
-    let simd = dev.simd_width as f64;
-    let warps_per_group = (threads as f64 / simd).ceil();
-    // Occupancy: work-groups resident per compute unit, by each limit.
-    let local = space.local_bytes(p) as f64;
-    let regs = space.registers(p) as f64;
-    let by_threads = (dev.max_threads_per_cu as f64 / (warps_per_group * simd)).floor();
-    let by_local = if local > 0.0 { (dev.local_mem_per_cu as f64 / local).floor() } else { f64::INFINITY };
-    let by_regs = (dev.registers_per_cu as f64 / (regs * warps_per_group * simd)).floor();
-    let resident = (dev.max_groups_per_cu as f64).min(by_threads).min(by_local).min(by_regs);
-    if resident < 1.0 || st.tiles == 0 && st.active > 0 {
+    match space.gemm(p) {
+        Some(k) => gemm(&space.op, Some(g), &k, st, dev),
+        None if space.op.kind == OpKind::Depthwise => depthwise(&space.op, Some(g), st, dev),
+        None => Estimate::IMPOSSIBLE,
+    }
+}
+
+/// What a GPU launch over the columns of a mask looks like: columns computed per image (tiles x
+/// their area, phantoms included), columns the grid is sized for (every tile the map can have),
+/// and the mean run of columns that are consecutive in memory (coalescing).
+struct Columns {
+    cols: f64,
+    cap: f64,
+    run: f64,
+}
+
+fn columns(op: &OpGeometry, g: Option<Granularity>, st: &TileStats) -> Columns {
+    let hw = (op.h * op.w) as f64;
+    match g {
+        None => Columns { cols: hw, cap: hw, run: op.w as f64 },
+        Some(g) => {
+            let (gh, gw) = (g.h.max(1) as usize, g.w.max(1) as usize);
+            let area = (gh * gw) as f64;
+            let cap = (op.h.div_ceil(gh) * op.w.div_ceil(gw)) as f64 * area;
+            let cols = st.tiles as f64 * area;
+            // Columns run tile by tile, row by row within a tile: one-row tiles of a band merge
+            // into the band's runs (the list is row-major), taller tiles break every GW.
+            let run = if gh == 1 { cols / st.runs.max(1) as f64 } else { gw as f64 };
+            Columns { cols, cap, run: run.max(1.0) }
+        }
+    }
+}
+
+/// Work-groups resident per compute unit for groups of `threads` using `local` bytes and
+/// `regs` registers per thread (0 when nothing fits).
+fn resident(dev: &DeviceDesc, threads: f64, local: f64, regs: f64) -> f64 {
+    let simd = dev.simd_width.max(1) as f64;
+    let warps = (threads / simd).ceil().max(1.0);
+    let by_threads = (dev.max_threads_per_cu as f64 / (warps * simd)).floor();
+    let by_local = if local > 0.0 && dev.local_mem_per_cu > 0 { (dev.local_mem_per_cu as f64 / local).floor() } else { f64::INFINITY };
+    let by_regs = (dev.registers_per_cu as f64 / (regs * warps * simd)).floor();
+    (dev.max_groups_per_cu as f64).min(by_threads).min(by_local).min(by_regs).max(0.0)
+}
+
+/// sconv_gemm_f32 (and sconv_finish_f32 when the reduction is split) on a mask with tile
+/// statistics `st` at granularity `g` (`None`: the dense member, every position).
+pub fn gemm(op: &OpGeometry, g: Option<Granularity>, k: &GemmKnobs, st: &TileStats, dev: &DeviceDesc) -> Estimate {
+    let images = images(op);
+    let c = columns(op, g, st);
+    let (tm, tn, tk, wm, wn, ks) = (k.tm as f64, k.tn as f64, k.tk as f64, k.wm as f64, k.wn as f64, k.ks as f64);
+    let threads = k.threads() as f64;
+    let wgsl = dev.backend == "wgpu";
+    let res = resident(dev, threads, k.local_bytes(wgsl) as f64, k.registers() as f64);
+    if res < 1.0 {
         return Estimate::IMPOSSIBLE;
     }
-    let images = images(op);
-    let area = (g.h as usize * g.w as usize) as f64;
-    let groups = (st.tiles as f64 / tpg).ceil() * (op.c_out as f64 / oc).ceil() * images;
-    let waves = (groups / (resident * dev.compute_units as f64)).ceil().max(1.0);
-    let warps_resident = resident.min(groups) * warps_per_group;
+    let cus = dev.compute_units.max(1) as f64;
+    let simd = dev.simd_width.max(1) as f64;
+    let ctiles = (op.c_out as f64 / tm).ceil();
+    let groups = (c.cols / tn).ceil() * ctiles * ks * images;
+    // Groups past the frame's tiles start and return at once.
+    let empty = ((c.cap / tn).ceil() - (c.cols / tn).ceil()).max(0.0) * ctiles * ks * images;
+    let kd = op.k_dim().max(1) as f64;
+    let chunk = ((kd / ks).ceil() / tk).ceil() * tk;
+    let per_split = kd.min(chunk);
+    let stages = (per_split / tk).ceil().max(1.0);
+    let warps = (threads / simd).ceil();
+    let per_cu = (groups / cus).max(1.0).min(res);
+    let warps_res = per_cu * warps;
+    let waves = (groups / (res * cus)).ceil().max(1.0);
+
+    // Compute, per work-item and stage: the FMAs, the operand reads from local memory, the
+    // prefetch (a global load with its index arithmetic each, a local store), two barriers.
+    // A stage of a work-group's chain takes at least one global round trip.
+    let prefetch = k.prefetch() as f64;
+    let ops_stage = tk * wm * wn + tk * (wm + wn) + prefetch * 6.0 + 4.0;
+    let stage = (dev.alpha_s * ops_stage * warps_res).max(dev.latency_s);
+    let mut compute = waves * (stages * stage + dev.gamma_s) + dev.alpha_s * 24.0 * empty * warps / cus;
+    // Global memory: the weight panel of each group (coalesced along channels), the gathered
+    // inputs (runs of consecutive columns coalesce), the stores of active outputs, and the
+    // partial sums written and read back when the reduction is split.
+    let tb = dev.transaction_bytes.max(4) as f64;
+    let run = c.run.min(tn);
+    let row_tx = |floats: f64| (floats * 4.0 / tb).ceil() + 0.5;
+    let weight_tx = groups * tm * per_split * 4.0 / tb;
+    let input_tx = groups * per_split * (tn / run) * row_tx(run * op.sw as f64);
+    let out_tx = st.active as f64 * images * op.c_out as f64 / c.run * row_tx(c.run);
+    let mut tx = weight_tx + input_tx + out_tx;
+    if k.ks > 1 {
+        tx += 2.0 * c.cols * images * op.c_out as f64 * ks * 4.0 / tb;
+        // sconv_finish_f32: one work-item per (column, channel) adding KS partials.
+        let items = c.cols * images * op.c_out as f64;
+        compute += dev.gamma_s + dev.alpha_s * (4.0 * ks + 16.0) * (items / simd).ceil() / cus;
+    }
     let max_warps = dev.max_threads_per_cu as f64 / simd;
-    // Below half the resident warps a CU can hold, latency is no longer hidden.
-    let hiding = (warps_resident / (0.5 * max_warps)).min(1.0);
+    let hiding = (warps_res / (0.5 * max_warps)).clamp(0.25, 1.0);
+    let global = tx * tb / (dev.mem_bandwidth_gbs * 1e9) / hiding;
+    // Local memory: every work-item reads WM + WN operands per reduction index and stores its
+    // prefetch once per stage; reads of A are broadcasts and B runs along the banks.
+    let accesses = groups * threads * stages * (tk * (wm + wn) + prefetch);
+    let rate = dev.local_banks.max(1) as f64 * dev.clock_ghz * 1e9 * cus;
+    let local = accesses / rate / hiding;
+    Estimate::of(global, local, compute)
+}
 
-    // Compute: per thread, a multiply-add per reduction element per output, the loop
-    // overhead per unrolled step, and the K-step barriers and loads.
-    let k = op.k_dim() as f64;
-    let ops = k * wpt + (k / unroll) * 2.0 + (k / ks) * if staged { 8.0 } else { 2.0 };
-    let compute = waves * (dev.alpha_s * ops * warps_resident + dev.gamma_s);
-
-    // Global memory. A warp's threads walk positions along x within a tile row: `g.w`
-    // consecutive floats coalesce; unstaged, every output re-reads its window. Weights:
-    // vector loads along K, shared by the group when staged.
-    let tb = dev.transaction_bytes as f64;
-    let cin = (op.c_in / op.groups.max(1)).max(1) as f64;
-    let per_row = |floats: f64| (floats * 4.0 / tb).ceil() + 1.0;
-    let positions = st.computed as f64 * images;
-    let (input_tx, weight_tx) = if op.is_token() {
-        (positions * (k * 4.0 / tb).ceil(), groups * oc * (k * 4.0 / (tb * v).min(k * 4.0)).ceil() / if staged { 1.0 } else { 0.5 })
-    } else if staged {
-        let pw = (g.w as f64 - 1.0) * op.sw as f64 + op.kw as f64;
-        let ph = (g.h as f64 - 1.0) * op.sh as f64 + op.kh as f64;
-        (st.tiles as f64 * images * (op.c_out / oc as usize).max(1) as f64 * cin * ph * per_row(pw), groups * oc * k * 4.0 / tb)
-    } else {
-        // Each (channel, ky, kx) load of a warp covers one tile row of g.w positions.
-        let rows = positions / g.w as f64;
-        (rows * k * per_row(g.w as f64 * op.sw as f64) * (op.c_out as f64 / oc).ceil(), groups * oc * k * (4.0 * v).max(tb) / tb / v)
-    };
-    let out_rows = st.active as f64 * images / g.w as f64;
-    let out_tx = out_rows * op.c_out as f64 * per_row(g.w as f64);
-    let global = (input_tx + weight_tx + out_tx) * tb / (dev.mem_bandwidth_gbs * 1e9) / hiding.max(0.25);
-
-    // Local memory: staged operands are read from the banks by every thread; strided windows
-    // hit the same bank `stride` times.
-    let local_t = if staged {
-        let outputs = groups * area * tpg * oc;
-        let accesses = outputs * k / wpt + outputs * k / v;
-        let conflict = (op.sw as f64).min(dev.local_banks as f64).max(1.0);
-        let rate = dev.local_banks as f64 * dev.clock_ghz * 1e9 * dev.compute_units as f64;
-        accesses * conflict / rate / hiding.max(0.1)
-    } else {
-        0.0
-    };
-    Estimate::of(global, local_t, compute)
+/// sconv_dw_f32: a work-item per (column, channel), 64 per group.
+pub fn depthwise(op: &OpGeometry, g: Option<Granularity>, st: &TileStats, dev: &DeviceDesc) -> Estimate {
+    const WG: f64 = 64.0;
+    let images = images(op);
+    let c = columns(op, g, st);
+    let ch = op.c_out as f64;
+    let groups = (c.cols / WG).ceil() * ch * images;
+    let empty = ((c.cap / WG).ceil() - (c.cols / WG).ceil()).max(0.0) * ch * images;
+    let res = resident(dev, WG, 0.0, 32.0);
+    if res < 1.0 {
+        return Estimate::IMPOSSIBLE;
+    }
+    let cus = dev.compute_units.max(1) as f64;
+    let simd = dev.simd_width.max(1) as f64;
+    let warps = (WG / simd).ceil();
+    let warps_res = (groups / cus).max(1.0).min(res) * warps;
+    let waves = (groups / (res * cus)).ceil().max(1.0);
+    let taps = (op.kh * op.kw) as f64;
+    let ops = taps * 4.0 + 30.0;
+    let compute = waves * ((dev.alpha_s * ops * warps_res).max(dev.latency_s) + dev.gamma_s) + dev.alpha_s * 8.0 * empty * warps / cus;
+    let tb = dev.transaction_bytes.max(4) as f64;
+    let row_tx = |floats: f64| (floats * 4.0 / tb).ceil() + 0.5;
+    let items = c.cols * images * ch;
+    let tx = items / c.run * (taps * row_tx(c.run * op.sw as f64) + 1.0) + st.active as f64 * images * ch / c.run * row_tx(c.run);
+    let max_warps = dev.max_threads_per_cu as f64 / simd;
+    let hiding = (warps_res / (0.5 * max_warps)).clamp(0.25, 1.0);
+    Estimate::of(tx * tb / (dev.mem_bandwidth_gbs * 1e9) / hiding, 0.0, compute)
 }
 
 /// The indices of the best `fraction` of `scores` (lowest first), at least `min_keep` of them.
@@ -262,12 +341,45 @@ mod tests {
         assert!(finite > pts.len() / 2, "{finite} of {}", pts.len());
         // Same knobs, tiles one position wide against eight wide: the narrow rows coalesce worse.
         let find = |gh: u16, gw: u16| {
-            pts.iter().find(|p| space.granularity(p) == Granularity::new(gh, gw) && space.knob(p, "stage") == Some(0) && space.knob(p, "oc_per_group") == Some(32) && space.knob(p, "work_per_thread") == Some(4) && space.knob(p, "tiles_per_group") == Some(2) && space.knob(p, "k_step") == Some(8) && space.knob(p, "unroll") == Some(1) && space.knob(p, "vec") == Some(1)).unwrap()
+            let want = GemmKnobs { tm: 32, tn: 32, tk: 8, wm: 2, wn: 2, ks: 1 };
+            pts.iter().find(|p| space.granularity(p) == Granularity::new(gh, gw) && space.gemm(p) == Some(want)).unwrap()
         };
         let full = BitMask::ones(12, 16);
         let narrow = estimate(&space, find(8, 1), &TileStats::of(&full, Granularity::new(8, 1)), &dev);
         let wide = estimate(&space, find(1, 8), &TileStats::of(&full, Granularity::new(1, 8)), &dev);
         assert!(narrow.global > wide.global, "narrow {narrow:?} wide {wide:?}");
+    }
+
+    #[test]
+    fn gpu_model_sees_latency_bound_chains_and_the_split_that_shortens_them() {
+        // conv3x3 256 -> 256 on 40 x 40 at 1% density on an H100: a few columns, 144 stages of
+        // K per work-group at KS = 1. Splitting the reduction 8 ways cuts the chain (measured on
+        // the H100: 256 -> 32 indices per split took this conv from 53 to 38 µs at 10%).
+        let op = conv(256, 256, 40, 40);
+        let info = dynaspa_backends::gpu::DeviceInfo {
+            backend: "cuda".into(),
+            name: "NVIDIA H100 80GB HBM3".into(),
+            compute_units: 132,
+            local_mem_bytes: 49152,
+            max_work_group_size: 1024,
+            arch: "9.0".into(),
+            ..Default::default()
+        };
+        let dev = devices::from_device_info(&info);
+        let space = Space::gpu(op.clone(), &dev);
+        let m = BitMask::from_fn(40, 40, |y, x| y % 10 == 3 && x % 10 == 4);
+        let g = Granularity::new(1, 1);
+        let st = TileStats::of(&m, g);
+        let at = |ks: u32| {
+            let want = GemmKnobs { tm: 64, tn: 32, tk: 16, wm: 4, wn: 2, ks };
+            let p = space.points().into_iter().find(|p| space.granularity(p) == g && space.gemm(p) == Some(want)).unwrap();
+            estimate(&space, &p, &st, &dev)
+        };
+        let (one, eight) = (at(1), at(8));
+        assert!(eight.compute < one.compute / 3.0 && eight.total < one.total * 0.6, "KS 1 {one:?}, KS 8 {eight:?}");
+        // The dense member costs more than this sparse frame, less than 10x a full frame's sparse run.
+        let dense = estimate_dense(&op, &dev);
+        assert!(dense.total > eight.total, "dense {dense:?}");
     }
 
     #[test]

@@ -4,13 +4,15 @@
 //! [`Schedule`]s for profiles.
 //!
 //! Two targets. The CPU sparse kernels have one knob, the DISTile granularity (the gather and
-//! the packed GEMM's register tile are fixed in the kernel). The GPU spaces are the implicit
-//! GEMM knobs of the GPU sparse conv and token kernels (positions and output channels per
-//! work-group, outputs per thread, K step, staging in local memory, unroll, vector width),
-//! checked against the device's limits (threads per group, local memory, registers) without
-//! depending on the kernel code.
+//! the packed GEMM's register tile are fixed in the kernel). The GPU spaces are the knobs of the
+//! GPU sparse conv kernels themselves, under the names their defines and profiles use (`TM TN
+//! TK WM WN KS`, see `dynaspa_backends::gpu::sconv_knobs`), checked against the device's limits
+//! by the same function the executor checks a profile with, so every point is a schedule the
+//! kernels run; points that run but waste most of a work-group or of the split reduction are
+//! left out too.
 
 use crate::devices::DeviceDesc;
+use dynaspa_backends::gpu::sconv_knobs::{schedule_name, GemmKnobs, GEMM_DOMAINS};
 use dynaspa_runtime::dispatch::Schedule;
 use dynaspa_runtime::graph::{Graph, MaskKind, Node, Op};
 use dynaspa_runtime::sparsity::Granularity;
@@ -184,26 +186,17 @@ impl Space {
         Space { target: Target::Cpu, op, granularities, knobs: vec![], device: None }
     }
 
-    /// The GPU space for `op` on `dev`: implicit-GEMM knobs (token ops: rows per work-group in
-    /// place of tiles; granularity 1x1).
+    /// The GPU space for `op` on `dev`: the knobs of the GPU sparse conv kernels as profiles
+    /// name them (`dynaspa_backends::gpu::sconv_knobs`: `TM TN TK WM WN KS` for the implicit
+    /// GEMM, the granularity alone for depthwise). Token ops have no GPU sparse kernel: their
+    /// space is empty.
     pub fn gpu(op: OpGeometry, dev: &DeviceDesc) -> Space {
-        let granularities = if op.is_token() {
-            vec![Granularity::new(1, 1)]
-        } else {
-            GPU_SIDES_H.iter().flat_map(|&h| GPU_SIDES_W.iter().map(move |&w| Granularity::new(h, w))).collect()
+        let sides = || GPU_SIDES_H.iter().flat_map(|&h| GPU_SIDES_W.iter().map(move |&w| Granularity::new(h, w))).collect();
+        let (granularities, knobs) = match op.kind {
+            OpKind::Conv => (sides(), GEMM_DOMAINS.iter().map(|&(name, values)| Knob { name, values: values.to_vec() }).collect()),
+            OpKind::Depthwise => (sides(), vec![]),
+            OpKind::TokenLinear | OpKind::Attention => (vec![], vec![]),
         };
-        let knobs = vec![
-            // DISTiles (token ops: tokens) one work-group computes.
-            Knob { name: "tiles_per_group", values: vec![1, 2, 4, 8, 16] },
-            Knob { name: "oc_per_group", values: vec![8, 16, 32, 64, 128] },
-            // Outputs per thread (register blocking).
-            Knob { name: "work_per_thread", values: vec![1, 2, 4, 8, 16] },
-            Knob { name: "k_step", values: vec![4, 8, 16, 32] },
-            // 1: the input patch and the weight slice of a K step go through local memory.
-            Knob { name: "stage", values: vec![0, 1] },
-            Knob { name: "unroll", values: vec![1, 2, 4, 8] },
-            Knob { name: "vec", values: vec![1, 2, 4] },
-        ];
         Space { target: Target::Gpu, op, granularities, knobs, device: Some(dev.clone()) }
     }
 
@@ -262,38 +255,26 @@ impl Space {
         out
     }
 
-    /// Threads one work-group of a GPU point launches.
+    /// The GEMM knobs of a GPU point (`None` for depthwise and CPU points).
+    pub fn gemm(&self, p: &Point) -> Option<GemmKnobs> {
+        let k = |n: &str| self.knob(p, n).map(|v| v as u32);
+        Some(GemmKnobs { tm: k("TM")?, tn: k("TN")?, tk: k("TK")?, wm: k("WM")?, wn: k("WN")?, ks: k("KS")? })
+    }
+
+    /// Threads one work-group of a GPU GEMM point launches.
     pub fn threads(&self, p: &Point) -> Option<usize> {
-        let g = self.granularity(p);
-        let (tiles, oc, wpt) = (self.knob(p, "tiles_per_group")?, self.knob(p, "oc_per_group")?, self.knob(p, "work_per_thread")?);
-        let outputs = tiles as usize * g.h as usize * g.w as usize * oc as usize;
-        (outputs % wpt as usize == 0).then_some(outputs / wpt as usize)
+        self.gemm(p).map(|k| k.threads() as usize)
     }
 
-    /// Bytes of local memory one work-group of a GPU point uses (0 without staging): the input
-    /// patch of its positions with the halo, and the weight slice, for one K step.
+    /// Bytes of local memory one work-group of a GPU GEMM point uses.
     pub fn local_bytes(&self, p: &Point) -> usize {
-        if self.knob(p, "stage") != Some(1) {
-            return 0;
-        }
-        let g = self.granularity(p);
-        let o = &self.op;
-        let (tiles, oc, ks) =
-            (self.knob(p, "tiles_per_group").unwrap_or(1) as usize, self.knob(p, "oc_per_group").unwrap_or(1) as usize, self.knob(p, "k_step").unwrap_or(1) as usize);
-        let patch = if o.is_token() {
-            tiles
-        } else {
-            tiles * ((g.h as usize - 1) * o.sh + o.kh) * ((g.w as usize - 1) * o.sw + o.kw)
-        };
-        4 * (patch * ks.min(o.k_dim().max(1)) + ks * oc)
+        let wgsl = self.device.as_ref().is_some_and(|d| d.backend == "wgpu");
+        self.gemm(p).map_or(0, |k| k.local_bytes(wgsl) as usize)
     }
 
-    /// 32-bit registers per thread a GPU point needs, estimated: the accumulators, a K step's
-    /// operands as unrolled, vector loads, and a fixed allowance for addressing.
+    /// 32-bit registers per thread of a GPU GEMM point, estimated (see `GemmKnobs::registers`).
     pub fn registers(&self, p: &Point) -> usize {
-        let (wpt, unroll, v) =
-            (self.knob(p, "work_per_thread").unwrap_or(1), self.knob(p, "unroll").unwrap_or(1), self.knob(p, "vec").unwrap_or(1));
-        (wpt + unroll * v * 2 + 24) as usize
+        self.gemm(p).map_or(24, |k| k.registers() as usize)
     }
 
     /// Why a point cannot run, or `Ok`. CPU points are valid when the kernel supports them;
@@ -311,43 +292,24 @@ impl Space {
             return Ok(());
         }
         let dev = self.device.as_ref().ok_or("a GPU space needs a device")?;
+        let Some(k) = self.gemm(p) else {
+            // Depthwise: any granularity; token ops have no points.
+            return if self.op.is_token() { Err("no GPU sparse kernel for token ops".into()) } else { Ok(()) };
+        };
+        // What the kernels can run on the device: the same check the executor applies to a
+        // profile's members.
+        k.check(&dev.limits())?;
+        // What they can run, but only by wasting most of the work-group or the reduction.
         let o = &self.op;
-        let g = self.granularity(p);
-        let knob = |n: &str| self.knob(p, n).unwrap_or(1) as usize;
-        let (oc, wpt, ks, unroll, v) = (knob("oc_per_group"), knob("work_per_thread"), knob("k_step"), knob("unroll"), knob("vec"));
-        let threads = self.threads(p).ok_or("outputs per group not divisible by work per thread")?;
-        if threads > dev.max_group_threads as usize {
-            return Err(format!("{threads} threads per group; the device allows {}", dev.max_group_threads));
+        let threads = k.threads();
+        if threads < dev.simd_width / 2 {
+            return Err(format!("{threads} work-items per group leave most of a {}-wide SIMD unit idle", dev.simd_width));
         }
-        if threads < dev.simd_width as usize / 2 {
-            return Err(format!("{threads} threads per group leave most of a {}-wide SIMD unit idle", dev.simd_width));
+        if k.tm as usize > o.c_out.next_power_of_two().max(16) {
+            return Err(format!("TM = {} output channels per group for an op with {}", k.tm, o.c_out));
         }
-        if oc > o.c_out.next_power_of_two().max(8) {
-            return Err(format!("{oc} output channels per group for an op with {}", o.c_out));
-        }
-        // A thread's outputs run along channels, vector-wide.
-        if wpt % v != 0 || oc % v != 0 {
-            return Err(format!("vector width {v} must divide work per thread {wpt} and channels per group {oc}"));
-        }
-        if wpt > oc {
-            return Err(format!("work per thread {wpt} exceeds channels per group {oc}"));
-        }
-        if ks % unroll != 0 {
-            return Err(format!("unroll {unroll} must divide the K step {ks}"));
-        }
-        if ks > o.k_dim().next_power_of_two().max(4) {
-            return Err(format!("K step {ks} beyond the reduction length {}", o.k_dim()));
-        }
-        if o.is_token() && g != Granularity::new(1, 1) {
-            return Err("token ops take single tokens".into());
-        }
-        let local = self.local_bytes(p);
-        if local > dev.local_mem_per_group as usize {
-            return Err(format!("{local} B of local memory per group; the device allows {}", dev.local_mem_per_group));
-        }
-        let regs = self.registers(p);
-        if regs > dev.max_registers_per_thread as usize {
-            return Err(format!("about {regs} registers per thread; the device allows {}", dev.max_registers_per_thread));
+        if k.ks > 1 && (k.ks * k.tk) as usize > o.k_dim() {
+            return Err(format!("KS = {} splits of TK = {} for a reduction of {}: some splits get no stage", k.ks, k.tk, o.k_dim()));
         }
         Ok(())
     }
@@ -356,28 +318,12 @@ impl Space {
     /// caches key on it).
     pub fn schedule(&self, p: &Point) -> Schedule {
         let g = self.granularity(p);
-        let mut name = format!("tiles{g}");
-        let mut s = Schedule::sparse(String::new(), g);
+        let gemm = self.gemm(p);
+        let mut s = Schedule::sparse(schedule_name(Some(g), gemm.as_ref()), g);
         for (i, k) in self.knobs.iter().enumerate() {
-            let v = k.values[p[i + 1] as usize];
-            name += &format!("_{}{v}", abbrev(k.name));
-            s = s.with_knob(k.name, v);
+            s = s.with_knob(k.name, k.values[p[i + 1] as usize]);
         }
-        s.name = name;
         s
-    }
-}
-
-fn abbrev(knob: &str) -> &str {
-    match knob {
-        "tiles_per_group" => "t",
-        "oc_per_group" => "oc",
-        "work_per_thread" => "w",
-        "k_step" => "k",
-        "stage" => "s",
-        "unroll" => "u",
-        "vec" => "v",
-        other => other,
     }
 }
 
@@ -420,33 +366,53 @@ mod tests {
     }
 
     #[test]
-    fn gpu_validity_follows_the_device_limits() {
+    fn gpu_points_are_schedules_the_kernels_run_on_the_device() {
         let op = conv(64, 64, 12, 16);
         let xavier = devices::builtin("xavier").unwrap();
         let adreno = devices::builtin("adreno650").unwrap();
         let sx = Space::gpu(op.clone(), &xavier);
+        assert_eq!(sx.knobs.iter().map(|k| k.name).collect::<Vec<_>>(), ["TM", "TN", "TK", "WM", "WN", "KS"]);
         let pts = sx.points();
         assert!(pts.len() > 1000 && pts.len() < sx.raw_size(), "{} of {}", pts.len(), sx.raw_size());
         for p in pts.iter().step_by(97) {
-            let t = sx.threads(p).unwrap();
-            assert!(t <= xavier.max_group_threads as usize && t >= 16, "{p:?}: {t}");
+            let k = sx.gemm(p).unwrap();
+            assert!(k.threads() <= xavier.max_group_threads && k.threads() >= 16, "{p:?}: {k}");
             assert!(sx.local_bytes(p) <= xavier.local_mem_per_group as usize);
+            assert_eq!(k.tm % k.wm, 0);
+            // The schedule names exactly the kernel's defines, and reads back as the same knobs.
+            let s = sx.schedule(p);
+            assert_eq!(GemmKnobs::from_map(&s.knobs, GemmKnobs { tm: 1, tn: 1, tk: 1, wm: 1, wn: 1, ks: 1 }).unwrap(), k);
+            assert!(s.name.starts_with(&format!("tiles{}_m{}n{}", sx.granularity(p), k.tm, k.tn)), "{}", s.name);
             // Every neighbour is valid too.
             for q in sx.neighbours(p) {
                 sx.valid(&q).unwrap();
             }
         }
-        // A point over the device's work-group limit, with the reason.
-        let mut big: Point = vec![0; 8];
-        big[0] = sx.granularities.iter().position(|&g| g == Granularity::new(8, 16)).unwrap() as u16;
-        big[1] = 4; // 16 tiles
-        big[2] = 4; // 128 channels: 8*16*16*128 outputs
+        // A point over the device's work-group limit, with the reason: 128 x 128 outputs of
+        // 1 x 1 per work-item.
+        let idx = |name: &str, v: i64| sx.knobs.iter().find(|k| k.name == name).unwrap().values.iter().position(|&x| x == v).unwrap() as u16;
+        let big: Point = vec![0, idx("TM", 64), idx("TN", 128), idx("TK", 16), idx("WM", 1), idx("WN", 1), idx("KS", 1)];
         let e = sx.valid(&big).unwrap_err();
-        assert!(e.contains("threads per group"), "{e}");
-        // Less local memory on the Adreno: staging that fits a Volta SM does not fit there.
-        let sa = Space::gpu(op, &adreno);
-        let fits_x = sx.points().into_iter().filter(|p| sx.local_bytes(p) > 0).count();
-        let fits_a = sa.points().into_iter().filter(|p| sa.local_bytes(p) > 0).count();
-        assert!(fits_a < fits_x, "adreno {fits_a} staged points, xavier {fits_x}");
+        assert!(e.contains("work-items per group"), "{e}");
+        // KS = 16 splits of 32 for a reduction of 64 x 9 = 576: fine; of 1 x 1 x 16 = 16: not.
+        let split: Point = vec![0, idx("TM", 64), idx("TN", 32), idx("TK", 32), idx("WM", 4), idx("WN", 2), idx("KS", 16)];
+        sx.valid(&split).unwrap();
+        let e = Space::gpu(OpGeometry { kh: 1, kw: 1, c_in: 16, ..op.clone() }, &xavier).valid(&split).unwrap_err();
+        assert!(e.contains("KS = 16"), "{e}");
+        // Less local memory on the Adreno: stages that fit a Volta SM do not fit there.
+        let sa = Space::gpu(op.clone(), &adreno);
+        let big_x = sx.points().into_iter().filter(|p| sx.local_bytes(p) > 24 * 1024).count();
+        let big_a = sa.points().into_iter().filter(|p| sa.local_bytes(p) > 24 * 1024).count();
+        assert!(big_x > 0 && big_a < big_x, "adreno {big_a} points over 24 KiB, xavier {big_x}");
+        // WGSL (lavapipe-like): at most 256 invocations, 16 KiB, 16 outputs per invocation.
+        let mut lp = xavier.clone();
+        lp.backend = "wgpu".into();
+        let sw = Space::gpu(op.clone(), &lp);
+        assert!(sw.points().iter().all(|p| sw.gemm(p).is_some_and(|k| k.threads() <= 256 && k.wm * k.wn <= 16 && k.local_bytes(true) <= 16384)));
+        // Depthwise: the granularity alone; token ops: nothing to run on a GPU.
+        let dw = Space::gpu(OpGeometry { kind: OpKind::Depthwise, ..op.clone() }, &xavier);
+        assert_eq!(dw.points().len(), 36);
+        assert_eq!(dw.schedule(&dw.points()[7]).knobs.len(), 0);
+        assert!(Space::gpu(OpGeometry { kind: OpKind::TokenLinear, ..op }, &xavier).points().is_empty());
     }
 }

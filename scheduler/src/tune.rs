@@ -208,6 +208,10 @@ pub fn tune(
                 let t = measure(Some(s), *key)?;
                 anchors.push((mask.count_aligned_tiles(g) as u32, t * 1e6));
             }
+            if ts.iter().chain(anchors.iter().map(|a| &a.1)).any(|t| !t.is_finite()) {
+                tracing::warn!(node = %o.node, schedule = %schedules[s].name, "failed on a table frame; left out of the PolyKernel");
+                continue;
+            }
             members.push(Member { schedule: schedules[s].clone(), table: dispatch_table_with(pts, 6, &anchors)? });
             member_times.push(ts);
             done += 1;

@@ -18,8 +18,9 @@ fn mib(b: u64) -> String {
 }
 
 fn line(d: &DeviceListing) -> String {
+    let libs = d.libraries.as_deref().map(|l| format!("; {l}")).unwrap_or_default();
     if let Some(why) = &d.unavailable {
-        return format!("{:<7} unavailable: {why}", d.backend);
+        return format!("{:<7} unavailable: {why}{libs}", d.backend);
     }
     let Some(i) = &d.info else {
         return format!("{:<7} (no details)", d.backend);
@@ -40,8 +41,8 @@ fn line(d: &DeviceListing) -> String {
         i.max_work_group_size,
         mib(i.global_mem_bytes),
         i.arch,
-        i.driver
-    )
+        i.driver,
+    ) + &libs
 }
 
 pub fn devices_cmd(a: DevicesArgs) -> dynaspa::Result<()> {

@@ -57,13 +57,11 @@ pub struct InspectArgs {
 }
 
 /// Sparse settings from the environment, with the `--profile` file loaded (a missing or corrupt
-/// profile is an error; one made for another device is refused by the backend with a warning).
-pub(crate) fn sparse_config(profile: Option<&std::path::Path>, backend: &str) -> dynaspa::Result<Option<dynaspa::backends::cpu::SparseConfig>> {
+/// profile is an error; one made for another device or backend is refused by the backend with
+/// a warning naming both, and its ops are calibrated).
+pub(crate) fn sparse_config(profile: Option<&std::path::Path>, _backend: &str) -> dynaspa::Result<Option<dynaspa::backends::cpu::SparseConfig>> {
     let Some(p) = profile else { return Ok(None) };
     let loaded = dynaspa::runtime::profile::Profile::load(p)?;
-    if backend != "cpu" && backend != "auto" {
-        eprintln!("warning: --profile {}: the {backend} backend does not read profiles yet (its sparse kernels are not in); ignoring it", p.display());
-    }
     let mut cfg = dynaspa::backends::cpu::SparseConfig::from_env();
     cfg.profile = Some(std::sync::Arc::new(loaded));
     Ok(Some(cfg))

@@ -256,6 +256,7 @@ mod tests {
             total: Duration::from_millis(1),
             sparse_ops: vec![rec("a", 0.2, a), rec("b", 0.4, b)],
             node_times: vec![],
+            step_times: vec![],
         };
         let reports = vec![
             frame([1, 1, 0, 2, 96], [0, 0, 0, 0, 10]),

@@ -8,7 +8,7 @@ use dynaspa::runtime::graph::sparse_detect::{detect_sparse_regions, SparseOption
 use dynaspa::runtime::sparsity::MaskDataset;
 use dynaspa::{Error, Result};
 use dynaspa_scheduler::masks::MaskSet;
-use dynaspa_scheduler::measure::{CpuMeasurer, LogHeader, MeasureLog};
+use dynaspa_scheduler::measure::{CpuMeasurer, GpuMeasurer, LogHeader, MeasureLog, Measurer};
 use dynaspa_scheduler::tune::{OpReport, Progress, TuneConfig};
 use dynaspa_scheduler::{devices, microbench, predict};
 use std::collections::BTreeMap;
@@ -26,15 +26,24 @@ selection, they are measured on the backend, the model is refitted. The k member
 included) are chosen greedily and measured on frames spread over the tuning set for their
 dispatch tables. The last --held-out share of the frames is never used.
 
+On a GPU backend (--backend opencl|cuda|wgpu, --device SEL) the space is the GPU sparse conv
+kernels' own knobs (granularity, TM TN TK WM WN KS; depthwise: the granularity), checked against
+the device's limits as the executor checks a profile, and the roofline's constants are first
+fitted to a few measurements of the default schedules. Ops the GPU runs dense are left out.
+
 Every measurement is appended to OUTPUT with the extension .log.jsonl; running the same command
 again replays it, so an interrupted tune resumes where it stopped. --predict DEVICE (orin,
 xavier, adreno650) makes a roofline-only profile marked \"predicted\", measuring nothing.")]
 pub struct TuneArgs {
     /// ONNX model file.
     model: PathBuf,
-    /// Backend to measure on (cpu; GPU backends have no sparse kernels to tune yet).
+    /// Backend to measure on: cpu, opencl, cuda or wgpu (the GPU backends tune their sparse
+    /// convs; ops they run dense are left out).
     #[arg(long, default_value = "cpu")]
     backend: String,
+    /// GPU backends: which device (a number from `dynaspa devices`, or part of its name).
+    #[arg(long, value_name = "SEL")]
+    device: Option<String>,
     /// A mask dataset (.dsm), or a directory holding one made for this model.
     #[arg(long, value_name = "FILE|DIR", conflicts_with = "frames", required_unless_present = "frames")]
     masks: Option<PathBuf>,
@@ -239,25 +248,51 @@ pub fn tune(a: TuneArgs) -> Result<()> {
         let dev = devices::builtin(dev_id).ok_or_else(|| {
             Error::Other(format!("--predict '{dev_id}': no built-in device of that name; there are: {}", devices::BUILTIN_IDS.join(", ")))
         })?;
-        let ops = predict::graph_ops(&g);
+        let ops = predict::graph_ops(&g, &dev);
+        if !ops.iter().any(|o| o.geometry.is_some() && masks.ops.contains_key(&o.node)) {
+            return Err(Error::Other(format!(
+                "{}: no sparse op of this model runs sparsely on {} (its {} backend's sparse kernels are 2-D convs: one group with constant weights, or depthwise); nothing to predict",
+                a.model.display(),
+                dev.name,
+                dev.backend
+            )));
+        }
         let (profile, reports) = predict::predict(&dev, &ops, &masks, &stem, &cfg)?;
         profile.save(&a.output)?;
         summary(&reports);
         println!("predicted profile for {} ({} ops, roofline only) written to {} in {:.1} s", dev.name, profile.ops.len(), a.output.display(), t0.elapsed().as_secs_f64());
         return Ok(());
     }
-    if a.backend != "cpu" {
-        return Err(Error::Other(format!(
-            "--backend {}: only the CPU backend has sparse kernels to measure so far; use --backend cpu, or --predict DEVICE for a roofline-only profile",
-            a.backend
-        )));
-    }
-    let threads = a.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
-    let backend = dynaspa::backends::cpu::CpuBackend::new(Some(threads))?
-        .with_sparse_config(dynaspa::backends::cpu::SparseConfig { cache_dir: None, force: Some(dynaspa::backends::cpu::ForceMember::Dense), profile: None });
-    let mut measurer = CpuMeasurer::new(&backend, Arc::new(g), 3)?.flush_caches(true);
-    let mut dev = devices::cpu(threads);
-    let device = dynaspa_scheduler::measure::Measurer::device(&measurer);
+    let (mut measurer, mut dev, threads): (Box<dyn Measurer>, _, _) = match a.backend.as_str() {
+        "cpu" => {
+            let threads = a.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+            let backend = dynaspa::backends::cpu::CpuBackend::new(Some(threads))?
+                .with_sparse_config(dynaspa::backends::cpu::SparseConfig { cache_dir: None, force: Some(dynaspa::backends::cpu::ForceMember::Dense), profile: None });
+            let m = CpuMeasurer::new(&backend, Arc::new(g), 3)?.flush_caches(true);
+            (Box::new(m), devices::cpu(threads), Some(threads))
+        }
+        "opencl" | "cuda" | "wgpu" => {
+            let opts = dynaspa::backends::BackendOptions {
+                device: a.device.clone(),
+                sparse: Some(dynaspa::backends::cpu::SparseConfig { cache_dir: dynaspa::backends::cache_dir::cache_root(), force: None, profile: None }),
+                ..Default::default()
+            };
+            let (info, timers) = dynaspa::backends::gpu_conv_timers(&a.backend, &opts, &g)?;
+            if timers.is_empty() || !timers.iter().any(|t| masks.ops.contains_key(t.node())) {
+                return Err(Error::Other(format!(
+                    "{}: no sparse op of this model runs sparsely on the {} backend (its sparse kernels are 2-D convs: one group with constant weights, or depthwise); nothing to tune",
+                    a.model.display(),
+                    a.backend
+                )));
+            }
+            let m = GpuMeasurer::new(&info, &g, timers, 3)?;
+            (Box::new(m), devices::from_device_info(&info), None)
+        }
+        other => {
+            return Err(Error::Other(format!("--backend {other}: the backends are cpu, opencl, cuda and wgpu (or --predict DEVICE for a roofline-only profile)")))
+        }
+    };
+    let device = measurer.device();
     let header = LogHeader {
         log: "dynaspa-tune".into(),
         // 2: runs timed with the private caches flushed; logs of version 1 are set aside.
@@ -277,18 +312,24 @@ pub fn tune(a: TuneArgs) -> Result<()> {
     let fitted = ["alpha_s", "gamma_s", "bandwidth_gbs"].map(|k| log.get("#device", k, 0));
     if let [Some(al), Some(ga), Some(bw)] = fitted {
         (dev.alpha_s, dev.gamma_s, dev.mem_bandwidth_gbs, dev.alpha_source) = (al, ga, bw, "fitted".into());
+        // Logs of CPU tunes before GPU tuning have no latency (the CPU model does not use it).
+        dev.latency_s = log.get("#device", "latency_s", 0).unwrap_or(dev.latency_s);
     } else {
-        microbench::fit_cpu(&mut dev, threads)?;
-        for (k, v) in [("alpha_s", dev.alpha_s), ("gamma_s", dev.gamma_s), ("bandwidth_gbs", dev.mem_bandwidth_gbs)] {
+        match threads {
+            Some(t) => microbench::fit_cpu(&mut dev, t)?,
+            None => microbench::fit_gpu(&mut dev, measurer.as_mut(), &masks)?,
+        }
+        for (k, v) in [("alpha_s", dev.alpha_s), ("gamma_s", dev.gamma_s), ("bandwidth_gbs", dev.mem_bandwidth_gbs), ("latency_s", dev.latency_s)] {
             log.record("#device", k, 0, v)?;
         }
     }
+    let workers = threads.map_or_else(|| format!("{} backend", a.backend), |t| format!("{t} threads"));
     eprintln!(
-        "tuning {} on {} ({} threads; roofline alpha {:.3e} s, gamma {:.3e} s fitted, {:.1} GB/s), masks {} ({} frames)",
-        stem, device.name, threads, dev.alpha_s, dev.gamma_s, dev.mem_bandwidth_gbs, masks.source, masks.frames
+        "tuning {} on {} ({workers}; roofline alpha {:.3e} s, gamma {:.3e} s {}, {:.1} GB/s), masks {} ({} frames)",
+        stem, device.name, dev.alpha_s, dev.gamma_s, dev.alpha_source, dev.mem_bandwidth_gbs, masks.source, masks.frames
     );
     let mut bar = Bar { t0: Instant::now(), last: Instant::now() - Duration::from_secs(60), tty: std::io::stderr().is_terminal() };
-    let out = dynaspa_scheduler::tune::tune(&mut measurer, &dev, &masks, &stem, &cfg, &mut log, &mut bar)?;
+    let out = dynaspa_scheduler::tune::tune(measurer.as_mut(), &dev, &masks, &stem, &cfg, &mut log, &mut bar)?;
     out.profile.save(&a.output)?;
     summary(&out.reports);
     println!(

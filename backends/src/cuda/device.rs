@@ -9,21 +9,24 @@
 
 use super::error::{err, Ctx};
 use super::kernel_cache::{CacheStats, KernelCache, Origin};
+use super::cudnn::{self, CudnnConv, CudnnHandle};
+use super::cudnn_lib::{self, Policy};
+use super::staging::CudaStaging;
 use super::{libs, nvrtc, probe};
-use crate::gpu::{Arg, DeviceInfo, GpuDevice, KernelSpec};
+use crate::gpu::{Arg, DeviceInfo, GpuDevice, KernelSpec, VendorConv, VendorConvDesc, VendorPolicy};
 use cudarc::driver::{result, sys};
 use dynaspa_runtime::Result;
 use std::collections::HashMap;
 use std::ffi::{c_void, CString};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 /// Kernel parameters one launch may pass (more is a kernel signature bug, not a use case).
 const MAX_ARGS: usize = 64;
 
 /// The retained primary context; released when the last buffer, event, kernel and the device
 /// holding it are gone.
-struct Context {
+pub(crate) struct Context {
     dev: sys::CUdevice,
     ctx: sys::CUcontext,
 }
@@ -33,7 +36,7 @@ unsafe impl Send for Context {}
 unsafe impl Sync for Context {}
 
 impl Context {
-    fn bind(&self) -> Result<()> {
+    pub(crate) fn bind(&self) -> Result<()> {
         // SAFETY: the context is retained for as long as `self` lives.
         unsafe { result::ctx::set_current(self.ctx) }.ctx(|| "cuCtxSetCurrent".into())
     }
@@ -126,19 +129,27 @@ impl Drop for Module {
     }
 }
 
-/// One entry point of a loaded module.
+/// One entry point of a loaded module, or a cuDNN conv (launched through the same call, so
+/// the executor replays either).
 pub struct CudaKernel {
-    func: sys::CUfunction,
-    _module: Arc<Module>,
     ctx: Arc<Context>,
-    /// "file:entry", for errors.
+    /// "file:entry" or the cuDNN plan's label, for errors.
     name: String,
-    /// Byte size of each parameter, when the driver can say (cuFuncGetParamInfo, 12.4+).
-    param_sizes: Option<Vec<usize>>,
-    max_threads: u32,
+    body: Body,
 }
 
-// SAFETY: functions are driver handles usable from any thread.
+enum Body {
+    Function {
+        func: sys::CUfunction,
+        _module: Arc<Module>,
+        /// Byte size of each parameter, when the driver can say (cuFuncGetParamInfo, 12.4+).
+        param_sizes: Option<Vec<usize>>,
+        max_threads: u32,
+    },
+    Cudnn(Arc<CudnnConv>),
+}
+
+// SAFETY: functions are driver handles usable from any thread; cuDNN plans are Send + Sync.
 unsafe impl Send for CudaKernel {}
 unsafe impl Sync for CudaKernel {}
 
@@ -147,12 +158,22 @@ impl CudaKernel {
         &self.name
     }
     /// Threads per block this kernel can be launched with (its register use may lower it
-    /// below the device's limit).
+    /// below the device's limit); 0 for a cuDNN conv.
     pub fn max_threads(&self) -> u32 {
-        self.max_threads
+        match &self.body {
+            Body::Function { max_threads, .. } => *max_threads,
+            Body::Cudnn(_) => 0,
+        }
     }
     pub fn param_sizes(&self) -> Option<&[usize]> {
-        self.param_sizes.as_deref()
+        match &self.body {
+            Body::Function { param_sizes, .. } => param_sizes.as_deref(),
+            Body::Cudnn(_) => None,
+        }
+    }
+    /// Whether this is a cuDNN conv rather than a compiled kernel.
+    pub fn is_cudnn(&self) -> bool {
+        matches!(self.body, Body::Cudnn(_))
     }
 }
 
@@ -168,6 +189,8 @@ pub struct CudaDevice {
     cache: KernelCache,
     modules: Mutex<HashMap<String, Arc<Module>>>,
     memory_hits: AtomicUsize,
+    /// The cuDNN handle, made on first use (or why there is none).
+    cudnn: OnceLock<std::result::Result<Arc<CudnnHandle>, String>>,
 }
 
 // SAFETY: streams and the context are driver handles; the driver API is thread-safe, and the
@@ -182,6 +205,7 @@ impl CudaDevice {
     }
 
     pub fn with_cache(ordinal: usize, cache: KernelCache) -> Result<CudaDevice> {
+        cudnn_lib::policy().map_err(err)?;
         let info = probe::device_info(ordinal)?;
         let dev = result::device::get(ordinal as i32).ctx(|| format!("cuDeviceGet({ordinal})"))?;
         use sys::CUdevice_attribute as A;
@@ -227,6 +251,7 @@ impl CudaDevice {
             cache,
             modules: Mutex::new(HashMap::new()),
             memory_hits: AtomicUsize::new(0),
+            cudnn: OnceLock::new(),
         })
     }
 
@@ -249,6 +274,30 @@ impl CudaDevice {
         if let Ok(mut m) = self.modules.lock() {
             m.clear();
         }
+    }
+
+    /// The device's cuDNN handle, made on first use; `Err` says why cuDNN cannot be used.
+    pub(crate) fn cudnn(&self) -> std::result::Result<&Arc<CudnnHandle>, &str> {
+        self.cudnn
+            .get_or_init(|| {
+                let h = CudnnHandle::new(self.ctx.clone(), self.main).map(Arc::new);
+                if let Err(e) = &h {
+                    tracing::warn!(device = %self.info.name, "cuDNN not used: {e}");
+                }
+                h
+            })
+            .as_ref()
+            .map_err(String::as_str)
+    }
+
+    /// Why cuDNN's last backend-API engine search on this device found no plan, if it did not.
+    pub fn cudnn_engine_note(&self) -> Option<String> {
+        self.cudnn().ok().and_then(|h| h.engine_note())
+    }
+
+    /// The cuDNN version in use on this device, or why none is.
+    pub fn cudnn_status(&self) -> std::result::Result<(usize, usize, usize), String> {
+        self.cudnn().map(|h| h.version()).map_err(str::to_string)
     }
 
     fn same_device(&self, ctx: &Arc<Context>, what: &str) -> Result<()> {
@@ -325,6 +374,9 @@ impl CudaDevice {
 
 impl Drop for CudaDevice {
     fn drop(&mut self) {
+        // cuDNN's handle is bound to the main stream: it goes first (plans still alive keep
+        // their own reference and release it later).
+        drop(self.cudnn.take());
         if self.ctx.bind().is_ok() {
             // SAFETY: both streams were created in this context and are destroyed once, after
             // their work is done.
@@ -342,6 +394,7 @@ impl GpuDevice for CudaDevice {
     type Buffer = CudaBuffer;
     type Kernel = CudaKernel;
     type Event = CudaEvent;
+    type Staging = CudaStaging;
 
     fn info(&self) -> &DeviceInfo {
         &self.info
@@ -384,6 +437,35 @@ impl GpuDevice for CudaDevice {
         }
     }
 
+    fn staging(&self, bytes: usize) -> Result<CudaStaging> {
+        CudaStaging::new(bytes, self.ctx.clone())
+    }
+
+    fn download_async(&self, src: &CudaBuffer, offset: usize, dst: &CudaStaging) -> Result<()> {
+        self.check_range(src, offset, dst.len(), "download")?;
+        if dst.is_empty() {
+            return Ok(());
+        }
+        self.ctx.bind()?;
+        // On the second stream, after the main stream's work so far: the copy engine's latency
+        // stays off the main stream, whose next kernels do not read the destination.
+        let after = self.event_on(self.main)?;
+        // SAFETY: range checked; the pinned destination holds `dst.len()` bytes and lives until
+        // the event recorded next has completed (its Drop waits for it); live event and streams.
+        unsafe {
+            result::stream::wait_event(self.fill, after.ev, sys::CUevent_wait_flags::CU_EVENT_WAIT_DEFAULT)
+                .ctx(|| "cuStreamWaitEvent".into())?;
+            sys::cuMemcpyDtoHAsync_v2(dst.host_ptr().cast(), src.ptr + offset as u64, dst.len(), self.fill)
+                .result()
+                .ctx(|| "cuMemcpyDtoHAsync".into())?;
+        }
+        dst.set_done(self.event_on(self.fill)?)
+    }
+
+    fn read_staging(&self, st: &CudaStaging, out: &mut [u8]) -> Result<()> {
+        st.read(out)
+    }
+
     fn kernel(&self, spec: &KernelSpec) -> Result<CudaKernel> {
         let module = self.load_module(spec)?;
         let entry = CString::new(spec.entry).map_err(|_| err(format!("entry name {:?} contains NUL", spec.entry)))?;
@@ -397,24 +479,42 @@ impl GpuDevice for CudaDevice {
         }
         .ctx(|| "cuFuncGetAttribute".into())?;
         Ok(CudaKernel {
-            func,
-            _module: module,
             ctx: self.ctx.clone(),
             name: format!("{}:{}", spec.file, spec.entry),
-            param_sizes: CudaDevice::param_sizes(func),
-            max_threads: max_threads.max(0) as u32,
+            body: Body::Function {
+                func,
+                _module: module,
+                param_sizes: CudaDevice::param_sizes(func),
+                max_threads: max_threads.max(0) as u32,
+            },
         })
     }
 
     fn launch(&self, kernel: &CudaKernel, groups: [u32; 3], local: [u32; 3], args: &[Arg<'_, CudaBuffer>]) -> Result<()> {
         self.same_device(&kernel.ctx, "kernel")?;
         let name = &kernel.name;
+        let (func, param_sizes, max_threads) = match &kernel.body {
+            Body::Function { func, param_sizes, max_threads, .. } => (*func, param_sizes, *max_threads),
+            Body::Cudnn(conv) => {
+                let mut bufs = Vec::with_capacity(args.len());
+                for a in args {
+                    match a {
+                        Arg::Buf(b) => {
+                            self.same_device(&b.ctx, "buffer argument")?;
+                            bufs.push(*b);
+                        }
+                        _ => return Err(err(format!("{name}: a cuDNN conv takes buffers only"))),
+                    }
+                }
+                return conv.run(&bufs);
+            }
+        };
         if local.contains(&0) {
             return Err(err(format!("{name}: work-group size {local:?} has a zero side")));
         }
         let threads = local.iter().map(|&d| d as u64).product::<u64>();
-        if threads > kernel.max_threads as u64 {
-            return Err(err(format!("{name}: {threads} threads per block, the kernel allows {}", kernel.max_threads)));
+        if threads > max_threads as u64 {
+            return Err(err(format!("{name}: {threads} threads per block, the kernel allows {max_threads}")));
         }
         for d in 0..3 {
             if local[d] > self.max_block[d] || groups[d] > self.max_grid[d] {
@@ -427,7 +527,7 @@ impl GpuDevice for CudaDevice {
         if args.len() > MAX_ARGS {
             return Err(err(format!("{name}: {} arguments, at most {MAX_ARGS}", args.len())));
         }
-        if let Some(sizes) = &kernel.param_sizes {
+        if let Some(sizes) = param_sizes {
             let got: Vec<usize> = args.iter().map(|a| if matches!(a, Arg::Buf(_)) { 8 } else { 4 }).collect();
             if &got != sizes {
                 return Err(err(format!(
@@ -463,7 +563,7 @@ impl GpuDevice for CudaDevice {
         // copies parameters at launch).
         unsafe {
             result::launch_kernel(
-                kernel.func,
+                func,
                 (groups[0], groups[1], groups[2]),
                 (local[0], local[1], local[2]),
                 0,
@@ -510,6 +610,34 @@ impl GpuDevice for CudaDevice {
                 .ctx(|| "cuStreamWaitEvent".into())?;
         }
         Ok(())
+    }
+
+    fn vendor_policy(&self) -> VendorPolicy {
+        match cudnn_lib::policy() {
+            Ok(Policy::Timed) if cudnn_lib::load().is_ok() => VendorPolicy::Timed,
+            Ok(Policy::Force) if cudnn_lib::load().is_ok() => VendorPolicy::Always,
+            _ => VendorPolicy::Never,
+        }
+    }
+
+    /// cuDNN's fastest fp32 engine of the backend API (bare convs) and its legacy API's fastest
+    /// FMA algorithm (bare or fused); the lowering times them against each other and ours.
+    fn vendor_convs(&self, desc: &VendorConvDesc, x: &CudaBuffer, w: &CudaBuffer, y: &CudaBuffer) -> Result<Vec<VendorConv<CudaKernel>>> {
+        let Ok(h) = self.cudnn() else { return Ok(Vec::new()) };
+        for b in [x, w, y] {
+            self.same_device(&b.ctx, "buffer")?;
+        }
+        let mut plans = Vec::new();
+        plans.extend(cudnn::plan_engine(self, h, desc, x, w, y)?);
+        plans.extend(cudnn::plan(self, h, desc, x, w, y)?);
+        Ok(plans
+            .into_iter()
+            .map(|plan| {
+                let (workspace, label) = (plan.workspace(), plan.label.clone());
+                let kernel = CudaKernel { ctx: self.ctx.clone(), name: label.clone(), body: Body::Cudnn(Arc::new(plan)) };
+                VendorConv { kernel, workspace, label }
+            })
+            .collect())
     }
 
     fn finish(&self) -> Result<()> {

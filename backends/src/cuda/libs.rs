@@ -35,6 +35,8 @@ const DRIVER_SYMBOLS: &[&str] = &[
     "cuEventSynchronize",
     "cuMemAlloc_v2",
     "cuMemFree_v2",
+    "cuMemHostAlloc",
+    "cuMemFreeHost",
     "cuMemcpyHtoDAsync_v2",
     "cuMemcpyDtoHAsync_v2",
     "cuMemsetD8Async",
@@ -130,7 +132,7 @@ impl Which {
 
 /// Files in `dir` that look like the library (`libnvrtc.so`, `libnvrtc.so.13`, ...; never
 /// `libnvrtc-builtins`), highest version first.
-fn candidates_in(dir: &Path, stem: &str) -> Vec<PathBuf> {
+pub(crate) fn candidates_in(dir: &Path, stem: &str) -> Vec<PathBuf> {
     let Ok(rd) = std::fs::read_dir(dir) else { return Vec::new() };
     let mut found: Vec<(Vec<u32>, PathBuf)> = rd
         .filter_map(|e| e.ok())
@@ -165,36 +167,67 @@ fn fallback_dirs(which: Which) -> Vec<PathBuf> {
         Which::Nvrtc => {
             dirs.push("/usr/local/cuda/lib64".into());
             // The pip wheels: nvidia-cuda-nvrtc (CUDA 13 puts it under nvidia/cu13/lib, 12 under
-            // nvidia/cuda_nvrtc/lib), in any Python's site- or dist-packages.
-            let mut roots: Vec<PathBuf> = vec!["/usr/lib".into(), "/usr/local/lib".into()];
-            if let Some(home) = std::env::var_os("HOME") {
-                roots.push(PathBuf::from(home).join(".local/lib"));
-            }
-            if let Some(venv) = std::env::var_os("VIRTUAL_ENV") {
-                roots.push(PathBuf::from(venv).join("lib"));
-            }
-            let pyenv = std::env::var_os("PYENV_ROOT")
-                .map(PathBuf::from)
-                .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".pyenv")));
-            if let Some(Ok(rd)) = pyenv.map(|p| std::fs::read_dir(p.join("versions"))) {
-                roots.extend(rd.filter_map(|e| e.ok()).map(|e| e.path().join("lib")));
-            }
-            for root in roots {
-                let Ok(rd) = std::fs::read_dir(&root) else { continue };
-                for e in rd.filter_map(|e| e.ok()) {
-                    if !e.file_name().to_string_lossy().starts_with("python3") {
-                        continue;
-                    }
-                    for pkgs in ["site-packages", "dist-packages"] {
-                        for sub in ["nvidia/cu13/lib", "nvidia/cuda_nvrtc/lib"] {
-                            dirs.push(e.path().join(pkgs).join(sub));
-                        }
-                    }
+            // nvidia/cuda_nvrtc/lib).
+            for pkgs in python_package_dirs() {
+                for sub in ["nvidia/cu13/lib", "nvidia/cuda_nvrtc/lib"] {
+                    dirs.push(pkgs.join(sub));
                 }
             }
         }
     }
     dirs
+}
+
+/// Every Python's site- and dist-packages this process can guess without running Python:
+/// under /usr, /usr/local, ~/.local, $VIRTUAL_ENV, pyenv's versions and the prefix of every
+/// `python3*` on `PATH` (a venv's bin/ or a toolchain's), where NVIDIA's pip wheels put their
+/// libraries (`nvidia/<package>/lib`).
+pub(crate) fn python_package_dirs() -> Vec<PathBuf> {
+    let mut roots: Vec<PathBuf> = vec!["/usr/lib".into(), "/usr/local/lib".into()];
+    if let Some(home) = std::env::var_os("HOME") {
+        roots.push(PathBuf::from(home).join(".local/lib"));
+    }
+    if let Some(venv) = std::env::var_os("VIRTUAL_ENV") {
+        roots.push(PathBuf::from(venv).join("lib"));
+    }
+    let pyenv = std::env::var_os("PYENV_ROOT")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".pyenv")));
+    if let Some(Ok(rd)) = pyenv.map(|p| std::fs::read_dir(p.join("versions"))) {
+        roots.extend(rd.filter_map(|e| e.ok()).map(|e| e.path().join("lib")));
+    }
+    for bin in std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default()) {
+        let Ok(rd) = std::fs::read_dir(&bin) else { continue };
+        let pythons: Vec<PathBuf> =
+            rd.filter_map(|e| e.ok()).filter(|e| e.file_name().to_string_lossy().starts_with("python3")).map(|e| e.path()).collect();
+        if pythons.is_empty() {
+            continue;
+        }
+        // The prefix of bin/ (a venv keeps its packages there even when python3 links out)
+        // and of each interpreter it links to.
+        let mut prefixes: Vec<PathBuf> = bin.parent().map(Path::to_path_buf).into_iter().collect();
+        prefixes.extend(pythons.iter().filter_map(|p| std::fs::canonicalize(p).ok()?.parent()?.parent().map(Path::to_path_buf)));
+        for p in prefixes {
+            roots.push(p.join("lib"));
+            roots.push(p.join("local/lib"));
+        }
+    }
+    let mut out: Vec<PathBuf> = Vec::new();
+    for root in roots {
+        let Ok(rd) = std::fs::read_dir(&root) else { continue };
+        for e in rd.filter_map(|e| e.ok()) {
+            if !e.file_name().to_string_lossy().starts_with("python3") {
+                continue;
+            }
+            for pkgs in ["site-packages", "dist-packages"] {
+                let d = e.path().join(pkgs);
+                if d.is_dir() && !out.contains(&d) {
+                    out.push(d);
+                }
+            }
+        }
+    }
+    out
 }
 
 /// Opens `path` and keeps it open; returns the address of the library's first function (see

@@ -7,8 +7,13 @@
 //! - `nvrtc` + `prelude.h`: kernel sources of the shared dialect (`gpu/kernels/*.cl`) and
 //!   CUDA-only ones (`cuda/kernels/*.cu`) to CUBIN; `kernel_cache`: those CUBINs on disk;
 //! - `kernels`: the CUDA-only kernels (bitmask + DISTile generation);
+//! - `cudnn_lib` / `cudnn`: cuDNN found and loaded as carefully as the driver, and dense convs
+//!   through it (the lowering races them against our kernels: `gpu/lower/vendor_conv.rs`);
 //! - `selfcheck`: checks against CPU references that the GPU self-check runs.
 
+pub mod cudnn;
+mod cudnn_graph;
+pub mod cudnn_lib;
 pub mod device;
 mod error;
 pub mod kernel_cache;
@@ -17,6 +22,8 @@ mod libs;
 pub mod nvrtc;
 pub mod probe;
 pub mod selfcheck;
+pub mod selfcheck_cudnn;
+mod staging;
 
 #[cfg(test)]
 mod nvrtc_tests;
@@ -24,6 +31,7 @@ mod nvrtc_tests;
 mod selfcheck_test;
 
 pub use device::{CudaBuffer, CudaDevice, CudaEvent, CudaKernel};
+pub use staging::CudaStaging;
 pub use kernel_cache::{CacheStats, KernelCache};
 pub use probe::{probe, Unavailable};
 

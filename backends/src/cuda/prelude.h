@@ -11,6 +11,7 @@
 #define RESTRICT __restrict__
 #define FUNC static __device__ inline
 #define LOCAL_BARRIER() __syncthreads()
+#define GLOBAL_BARRIER() __syncthreads()
 
 // Work-item ids and sizes as int, like the OpenCL prelude's casts of get_*_id; a dimension past
 // 2 reads as OpenCL's do (id 0, size 1).

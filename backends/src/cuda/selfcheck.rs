@@ -1,5 +1,6 @@
 //! Checks of the CUDA backend on a real GPU against CPU references: what
-//! `examples/cuda_selfcheck.rs` runs (on a machine without a Rust toolchain) and what the
+//! `examples/cuda_selfcheck.rs` runs (on a machine without a Rust toolchain; the cuDNN checks
+//! are in `selfcheck_cudnn`) and what the
 //! `cuda_selfcheck` test runs where CUDA is present. Inputs are random (the seed is printed;
 //! `DYNASPA_TEST_SEED` fixes it), outputs are poisoned first so a kernel that writes nothing
 //! cannot pass.
@@ -466,5 +467,6 @@ pub fn run_all(ordinal: usize, seed: u64, report: &mut dyn FnMut(&str, &Outcome)
     note("disk cache", check_disk_cache(ordinal, seed));
     note("bitmask kernel", check_bitmask(&dev, &mut rng));
     note("errors", check_errors(&dev));
+    note("cudnn conv", super::selfcheck_cudnn::check_cudnn_conv(ordinal, &mut rng));
     failures
 }

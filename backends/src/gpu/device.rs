@@ -56,10 +56,60 @@ pub enum Arg<'a, B> {
     F32(f32),
 }
 
+/// Whether a device's vendor library (cuDNN on CUDA) competes with our kernels for dense convs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum VendorPolicy {
+    /// No vendor library here, or it is turned off: our kernels only.
+    Never,
+    /// Timed against our kernels once per conv shape at compile time; the faster one runs.
+    Timed,
+    /// The vendor's wherever it can run the conv (A/B measurements, checks).
+    Always,
+}
+
+/// A dense 2-D convolution as a vendor library takes it: fp32, NCHW, the ONNX window with the
+/// begin pads (the device refuses a conv whose output extent then differs from `oh` x `ow`).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct VendorConvDesc {
+    pub n: usize,
+    pub cin: usize,
+    pub h: usize,
+    pub w: usize,
+    pub cout: usize,
+    pub oh: usize,
+    pub ow: usize,
+    pub kernel: [usize; 2],
+    pub stride: [usize; 2],
+    pub pad: [usize; 2],
+    pub dilation: [usize; 2],
+    pub groups: usize,
+    /// `None`: y = conv(x). `Some`: y = act(conv(x) + bias + z), z the residual or ignored.
+    pub fused: Option<VendorFused>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct VendorFused {
+    pub residual: bool,
+    /// ReLU, else the identity.
+    pub relu: bool,
+}
+
+/// A vendor conv ready to launch: `launch(&kernel, [1; 3], [1; 3], [x, w, bias, z, y,
+/// workspace])` (placeholders for what the conv does not read; the workspace at least
+/// `workspace` bytes).
+pub struct VendorConv<K> {
+    pub kernel: K,
+    pub workspace: usize,
+    /// What runs, for logs and reports ("cudnn IMPLICIT_PRECOMP_GEMM").
+    pub label: String,
+}
+
 pub trait GpuDevice: Send + Sync {
     type Buffer: Send + Sync;
     type Kernel: Send + Sync;
     type Event: Send + Sync;
+    /// Host memory a `download_async` copies into (pinned where the API has it).
+    type Staging: Send + Sync;
 
     fn info(&self) -> &DeviceInfo;
     /// A device buffer of `bytes` bytes; contents undefined.
@@ -68,6 +118,15 @@ pub trait GpuDevice: Send + Sync {
     fn upload(&self, dst: &Self::Buffer, offset: usize, data: &[u8]) -> Result<()>;
     /// Device to host after all work queued on the main queue so far.
     fn download(&self, src: &Self::Buffer, offset: usize, out: &mut [u8]) -> Result<()>;
+    /// Host memory for `bytes`-byte asynchronous downloads.
+    fn staging(&self, bytes: usize) -> Result<Self::Staging>;
+    /// Queues a copy of the staging's length from `src` at `offset` into `dst` behind the work on
+    /// the main queue so far, without waiting for it (the copy may run on the second queue, so
+    /// the main queue's later work does not wait for it either).
+    fn download_async(&self, src: &Self::Buffer, offset: usize, dst: &Self::Staging) -> Result<()>;
+    /// Waits for the last `download_async` into `st` (returns at once when the queue already got
+    /// past it) and copies its bytes into `out` (as many as `out` holds).
+    fn read_staging(&self, st: &Self::Staging, out: &mut [u8]) -> Result<()>;
     /// Compiles (or fetches from the memory and disk caches) one kernel.
     fn kernel(&self, spec: &KernelSpec) -> Result<Self::Kernel>;
     /// Queues `kernel` on the main queue over `groups` work-groups of `local` work-items each.
@@ -81,4 +140,16 @@ pub trait GpuDevice: Send + Sync {
     fn wait_for(&self, events: &[Self::Event]) -> Result<()>;
     /// Blocks until both queues are idle.
     fn finish(&self) -> Result<()>;
+    /// How the lowering treats `vendor_conv` on this device.
+    fn vendor_policy(&self) -> VendorPolicy {
+        VendorPolicy::Never
+    }
+    /// The vendor library's ways to compute `desc` (none where it has none or cannot run this
+    /// conv), each timed by the lowering against the others and our kernels. `x`, `w` and `y`
+    /// are buffers of the conv's shapes the device may run it on to choose algorithms (`y` is
+    /// overwritten).
+    fn vendor_convs(&self, desc: &VendorConvDesc, x: &Self::Buffer, w: &Self::Buffer, y: &Self::Buffer) -> Result<Vec<VendorConv<Self::Kernel>>> {
+        let _ = (desc, x, w, y);
+        Ok(Vec::new())
+    }
 }

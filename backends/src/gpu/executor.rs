@@ -6,19 +6,23 @@
 //! Annotated convs the sparse kernels cover run sparsely (`gpu/sparse`): per frame a member of
 //! their PolyKernel over the mask's DISTiles, inactive outputs per the fill policy (a buffer
 //! zeroed on the second queue once its last earlier user is done, the residual, or the cached
-//! activations of the last frame). Other annotations run in their dense form.
+//! activations of the last frame). Token ops over in-graph masks (A-ViT) run over their active
+//! tokens (`lower/token.rs`) as ordinary launches: the device compacts the mask and the kernels
+//! read the count, so they need no per-frame host work. Other annotations run in their dense
+//! form.
 
 use super::device::{Arg, GpuDevice};
 use super::dtype;
 use super::lower::ctx::{BufId, Ctx, LArg, Launch, Resources};
 use super::lower::{compile_time_outputs, lower};
 use super::lower::ctx::replay_launches;
+use super::lower::token::{lower_token, TokenPlans};
 use super::plan::{is_view, liveness};
-use super::sparse::step::Frames;
+use super::sparse::step::{CountsSync, Frames};
 use super::sparse::{build, split};
-use crate::cpu::SparseConfig;
+use crate::cpu::{ForceMember, SparseConfig};
 use dynaspa_runtime::backend::{Backend, Executable};
-use dynaspa_runtime::graph::{FillPolicy, Graph, Op};
+use dynaspa_runtime::graph::{FillPolicy, Graph, MaskKind, Op};
 use dynaspa_runtime::report::{FrameReport, SparseOpRecord};
 use dynaspa_runtime::{DType, Error, Result, Tensor};
 use std::sync::Arc;
@@ -32,6 +36,11 @@ pub struct GpuOptions {
     pub poison: bool,
     /// Calibration cache and forced members of the sparse ops.
     pub sparse: SparseConfig,
+    /// How sparse ops learn each frame's DISTile counts.
+    pub counts: CountsSync,
+    /// Wait for the queue after every step and report each step's time (`FrameReport::
+    /// step_times`): where a frame's time goes, at the price of a sync per step.
+    pub step_times: bool,
 }
 
 /// A `Backend` over one GPU device.
@@ -47,6 +56,14 @@ impl<D: GpuDevice> GpuBackend<D> {
     }
     pub fn device(&self) -> &Arc<D> {
         &self.dev
+    }
+}
+
+impl<D: GpuDevice + 'static> GpuBackend<D> {
+    /// Every sparse conv of `graph` (the graph `compile` would take), ready to time at any
+    /// schedule: what `dynaspa tune` measures through.
+    pub fn sparse_conv_timers(&self, graph: &Graph) -> Result<Vec<Box<dyn super::SparseConvTimer>>> {
+        super::sparse::timer::SconvTimer::all(&self.dev, graph)
     }
 }
 
@@ -84,9 +101,16 @@ pub struct GpuExecutable<D: GpuDevice> {
     outputs: Vec<Output>,
     /// The fill kernel when poisoning.
     poison: Option<Arc<D::Kernel>>,
-    frames: Frames<D::Kernel, D::Event>,
+    frames: Frames<D>,
+    /// Token-sparse ops: ordinary steps (no per-frame host work), listed for benchmarks.
+    tokens: TokenPlans<D::Kernel>,
     report: Option<FrameReport>,
+    step_times: bool,
+    /// Why the profile given in the options was not used at all (another device or backend).
+    profile_refused: Option<String>,
 }
+
+type StepRecords = (Vec<(usize, SparseOpRecord)>, Vec<(String, String, std::time::Duration)>);
 
 fn words(shape: &[usize]) -> usize {
     shape.iter().product()
@@ -94,10 +118,13 @@ fn words(shape: &[usize]) -> usize {
 
 impl<D: GpuDevice> GpuExecutable<D> {
     pub fn compile(dev: Arc<D>, backend: &str, graph: &Graph, opts: &GpuOptions) -> Result<GpuExecutable<D>> {
-        let split_graph = split::split(graph);
+        let (split_graph, acts) = split::split(graph, opts.sparse.force != Some(ForceMember::Dense));
         let g = &split_graph;
-        let mut frames = Frames::new();
+        let mut frames = Frames::new(opts.counts);
+        let tuned = build::profile_polys(dev.info(), backend, g, &opts.sparse);
+        frames.grans = build::plan_granularities(g, &tuned.polys);
         let live = liveness(g);
+        let mut tokens = TokenPlans::new(live.root.clone(), acts);
         let mut res = Resources::<D>::new(g.values.len());
         // Buffers that came from (and may return to) the pool.
         let mut pooled: Vec<bool> = Vec::new();
@@ -167,12 +194,14 @@ impl<D: GpuDevice> GpuExecutable<D> {
                 let mut sparse = None;
                 let lowered = match (&node.op, &node.sparse) {
                     (Op::Conv(p), Some(spec)) if split::runs_sparse(g, node) => {
-                        build::lower_sparse_conv(&mut cx, &mut frames, spec, p, &opts.sparse)
+                        build::lower_sparse_conv(&mut cx, &mut frames, spec, p, &opts.sparse, tuned.polys.get(&node.name))
                     }
+                    (_, Some(spec)) if spec.kind == MaskKind::Token => lower_token(&mut cx, &mut tokens, spec),
                     (_, Some(spec)) => build::lower_cached_dense(&mut cx, &mut frames, spec, |cx| lower(cx)),
                     _ => lower(&mut cx),
                 };
-                if node.sparse.is_some() && lowered.is_ok() {
+                let token = node.sparse.as_ref().is_some_and(|s| s.kind == MaskKind::Token);
+                if node.sparse.is_some() && !token && lowered.is_ok() {
                     sparse = Some(frames.ops.len() - 1);
                 }
                 let (launches, scratch) = (std::mem::take(&mut cx.launches), std::mem::take(&mut cx.scratch));
@@ -229,18 +258,35 @@ impl<D: GpuDevice> GpuExecutable<D> {
         } else {
             None
         };
+        res.fit_workspace(&*dev)?;
         schedule_zero_fills(&steps, &mut frames);
         tracing::debug!(buffers = res.bufs.len(), steps = steps.len(), sparse_ops = frames.ops.len(), "gpu graph compiled");
-        Ok(GpuExecutable { dev, bufs: res.bufs, inputs, steps, outputs, poison, frames, report: None })
+        Ok(GpuExecutable {
+            dev,
+            bufs: res.bufs,
+            inputs,
+            steps,
+            outputs,
+            poison,
+            frames,
+            tokens,
+            report: None,
+            step_times: opts.step_times,
+            profile_refused: tuned.refused,
+        })
     }
 
-    fn replay(&mut self) -> Result<Vec<SparseOpRecord>> {
+    /// Queues one frame's work; returns each sparse op's record with its index, and the steps'
+    /// times when they are timed.
+    fn replay(&mut self) -> Result<StepRecords> {
         let max = self.dev.info().max_work_group_size;
         let lw = if max > 0 { super::kernels::LINEAR_WG.min(max) } else { super::kernels::LINEAR_WG };
         let mut records = Vec::new();
+        let mut step_times = Vec::new();
         self.frames.begin_frame();
         self.frames.issue_zero_fills(&*self.dev, &self.bufs, None)?;
         for (si, step) in self.steps.iter().enumerate() {
+            let t_step = Instant::now();
             let wrap = |e: Error| Error::node(&step.node, step.op, e.to_string());
             if let Some(fill) = &self.poison {
                 for &(b, n) in step.writes.iter().filter(|w| w.1 > 0) {
@@ -250,26 +296,30 @@ impl<D: GpuDevice> GpuExecutable<D> {
                 }
             }
             match step.sparse {
-                Some(op) => records.push(self.frames.run_op(&*self.dev, &self.bufs, op, self.poison.is_some()).map_err(wrap)?),
+                Some(op) => records.push((op, self.frames.run_op(&*self.dev, &self.bufs, op, self.poison.is_some()).map_err(wrap)?)),
                 None => replay_launches(&*self.dev, &self.bufs, &step.launches).map_err(wrap)?,
             }
             self.frames.issue_zero_fills(&*self.dev, &self.bufs, Some(si)).map_err(wrap)?;
+            if self.step_times {
+                self.dev.finish().map_err(wrap)?;
+                step_times.push((step.node.clone(), step.op.to_string(), t_step.elapsed()));
+            }
         }
-        Ok(records)
+        Ok((records, step_times))
     }
 }
 
 /// For every `Zero` sparse op, the last earlier step touching its output buffer: its zero fill
 /// may start on the second queue once that step is done (pooled buffers serve other values
 /// before), overlapping the steps in between.
-fn schedule_zero_fills<K, E>(steps: &[Step<K>], frames: &mut Frames<K, E>) {
-    let touches = |st: &Step<K>, b: BufId| -> bool {
-        let in_launches = |ls: &[Launch<K>]| ls.iter().any(|l| l.args.contains(&LArg::Buf(b)));
+fn schedule_zero_fills<D: GpuDevice>(steps: &[Step<D::Kernel>], frames: &mut Frames<D>) {
+    let touches = |st: &Step<D::Kernel>, b: BufId| -> bool {
+        let in_launches = |ls: &[Launch<D::Kernel>]| ls.iter().any(|l| l.args.contains(&LArg::Buf(b)));
         in_launches(&st.launches)
             || st.writes.iter().any(|w| w.0 == b)
             || st.sparse.is_some_and(|i| {
                 let op = &frames.ops[i];
-                op.members.iter().any(|(_, l)| in_launches(l))
+                op.members.iter().any(|l| in_launches(l))
                     || in_launches(&op.residual_fill)
                     || in_launches(&op.cached_first)
                     || in_launches(std::slice::from_ref(&frames.masks[op.mask].bitmask))
@@ -307,7 +357,10 @@ impl<D: GpuDevice> Executable for GpuExecutable<D> {
                 self.dev.upload(&self.bufs[*b], 0, &w)?;
             }
         }
-        let sparse_ops = self.replay()?;
+        if self.step_times {
+            self.dev.finish()?;
+        }
+        let (mut sparse_ops, step_times) = self.replay()?;
         let mut outs = Vec::with_capacity(self.outputs.len());
         for o in &self.outputs {
             outs.push(match o {
@@ -319,8 +372,12 @@ impl<D: GpuDevice> Executable for GpuExecutable<D> {
                 }
             });
         }
+        // The outputs were read, so the queue has drained: the counts copied behind the frame
+        // are on the host.
+        self.frames.end_frame(&*self.dev, &self.bufs, &mut sparse_ops)?;
+        let sparse_ops = sparse_ops.into_iter().map(|(_, r)| r).collect();
         // Per-node times would need a queue sync per node; the GPU report holds the frame total.
-        self.report = Some(FrameReport { total: t0.elapsed(), sparse_ops, ..Default::default() });
+        self.report = Some(FrameReport { total: t0.elapsed(), sparse_ops, step_times, ..Default::default() });
         Ok(outs)
     }
     fn last_report(&self) -> Option<&FrameReport> {
@@ -330,7 +387,7 @@ impl<D: GpuDevice> Executable for GpuExecutable<D> {
 
 #[path = "executor_bench.rs"]
 mod bench;
-pub use bench::SparseOpInfo;
+pub use bench::{NodePart, SparseOpInfo, TokenOpInfo};
 
 fn replay_launches_refs<D: GpuDevice>(dev: &D, bufs: &[D::Buffer], launches: &[&Launch<D::Kernel>]) -> Result<()> {
     for l in launches {

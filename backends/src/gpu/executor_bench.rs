@@ -1,24 +1,58 @@
 //! Hooks for benchmarks (backends/examples/gpu_sparse_bench.rs): time one member of a sparse
-//! op, or its per-frame dispatch, on the values the last `run` left on the device.
+//! op, or its per-frame dispatch, or one node's launches, on the values the last `run` left on
+//! the device.
 
 use super::{replay_launches_refs, GpuExecutable};
 use crate::gpu::device::GpuDevice;
+use crate::gpu::lower::ctx::Launch;
+pub use crate::gpu::lower::token::TokenOpInfo;
+use crate::gpu::sparse::step::CountsSync;
+use dynaspa_runtime::dispatch::Schedule;
 use dynaspa_runtime::sparsity::Granularity;
 use dynaspa_runtime::{Error, Result};
 use std::time::Instant;
 
-/// A sparse op of an executable: its node and its members' names.
+/// Which launches of a node `GpuExecutable::time_node` times.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NodePart {
+    All,
+    /// The token compaction the node launches as its mask's first reader.
+    Compaction,
+    WithoutCompaction,
+}
+
+/// A sparse op of an executable: its node, its members' names and schedules, and whether its
+/// PolyKernel came from a profile (else calibration).
 #[derive(Clone, Debug)]
 pub struct SparseOpInfo {
     pub node: String,
     pub members: Vec<String>,
+    /// What the dense member runs when it is a vendor library's conv ("cudnn ..."), else `None`.
+    pub dense_vendor: Option<String>,
+    pub schedules: Vec<Schedule>,
+    pub from_profile: bool,
 }
 
 impl<D: GpuDevice> GpuExecutable<D> {
     pub fn sparse_ops(&self) -> Vec<SparseOpInfo> {
         (0..self.frames.ops.len())
-            .map(|i| SparseOpInfo { node: self.frames.ops[i].node.clone(), members: self.frames.member_names(i) })
+            .map(|i| {
+                let op = &self.frames.ops[i];
+                SparseOpInfo {
+                    node: op.node.clone(),
+                    members: self.frames.member_names(i),
+                    schedules: op.poly.members().iter().map(|m| m.schedule.clone()).collect(),
+                    from_profile: op.from_profile,
+                    dense_vendor: op.dense_vendor.clone(),
+                }
+            })
             .collect()
+    }
+
+    /// Why the profile of the options was refused as a whole (made for another device or
+    /// backend), with both fingerprints; `None` when it was used or none was given.
+    pub fn profile_refused(&self) -> Option<&str> {
+        self.profile_refused.as_deref()
     }
 
     /// Time per run (µs) of member `member` of sparse op `op`: `samples` samples, each `runs`
@@ -42,19 +76,94 @@ impl<D: GpuDevice> GpuExecutable<D> {
         Ok(out)
     }
 
-    /// Time (µs) of op `op`'s per-frame dispatch: bitmask launch, counts readback (a host sync),
-    /// selection; one sample per call, each from an idle queue. Returns the times and the member
-    /// the last sample chose.
+    /// Time (µs) of op `op`'s per-frame dispatch with exact counts: bitmask launch, counts
+    /// readback (a host sync), selection; one sample per call, each from an idle queue. Returns
+    /// the times and the member the last sample chose.
     pub fn time_dispatch(&mut self, op: usize, samples: usize) -> Result<(Vec<f64>, String)> {
+        let saved = std::mem::replace(&mut self.frames.sync, CountsSync::Exact);
         let mut out = Vec::with_capacity(samples);
-        let mut chosen = String::new();
+        let mut chosen = Ok(String::new());
         for _ in 0..samples {
             self.dev.finish()?;
             let t = Instant::now();
-            chosen = self.frames.dispatch_once(&*self.dev, &self.bufs, op)?;
+            chosen = self.frames.dispatch_once(&*self.dev, &self.bufs, op);
+            if chosen.is_err() {
+                break;
+            }
             out.push(t.elapsed().as_secs_f64() * 1e6);
         }
-        Ok((out, chosen))
+        self.frames.sync = saved;
+        Ok((out, chosen?))
+    }
+
+    /// Time per run (µs) of a frame's dispatch under `sync` followed by member `member`, `runs`
+    /// of them queued back to back per sample (as consecutive frames would be): the member's
+    /// time plus what dispatch adds to it. Run a frame first (lagged selection needs one).
+    pub fn time_dispatched(&mut self, op: usize, member: &str, sync: CountsSync, samples: usize, runs: usize) -> Result<Vec<f64>> {
+        let launches: Vec<_> = self
+            .frames
+            .member_launches(op, member)
+            .ok_or_else(|| Error::Other(format!("sparse op {op} has no member '{member}'")))?
+            .into_iter()
+            .cloned()
+            .collect();
+        let saved = std::mem::replace(&mut self.frames.sync, sync);
+        let r = (|| {
+            self.dev.finish()?;
+            let mut out = Vec::with_capacity(samples);
+            for _ in 0..samples {
+                let t = Instant::now();
+                for _ in 0..runs.max(1) {
+                    self.frames.dispatch_once(&*self.dev, &self.bufs, op)?;
+                    super::replay_launches(&*self.dev, &self.bufs, &launches)?;
+                }
+                self.dev.finish()?;
+                out.push(t.elapsed().as_secs_f64() * 1e6 / runs.max(1) as f64);
+            }
+            // Collects the copies in flight, as the end of a frame would.
+            self.frames.end_frame(&*self.dev, &self.bufs, &mut [])?;
+            Ok(out)
+        })();
+        self.frames.sync = saved;
+        r
+    }
+
+    /// The token-sparse ops, in plan order.
+    pub fn token_ops(&self) -> Vec<TokenOpInfo> {
+        self.tokens.ops.clone()
+    }
+
+    /// Time per run (µs) of node `node`'s launches as a frame replays them (`part`: all of
+    /// them, only its mask's compaction, or all but that), timed as `time_member` does. Run a
+    /// frame first.
+    pub fn time_node(&mut self, node: &str, part: NodePart, samples: usize, runs: usize) -> Result<Vec<f64>> {
+        let step = self
+            .steps
+            .iter()
+            .find(|s| s.node == node)
+            .ok_or_else(|| Error::Other(format!("no step runs node '{node}'")))?;
+        let compaction = self.tokens.compaction_of(node);
+        let first = self.tokens.ops.iter().any(|o| o.node == node && o.compacts);
+        let is_compaction = |l: &Launch<D::Kernel>| first && compaction.is_some_and(|c| std::ptr::eq(&*c.kernel, &*l.kernel) && c.args == l.args);
+        let launches: Vec<&Launch<D::Kernel>> = match part {
+            NodePart::All => step.launches.iter().collect(),
+            NodePart::Compaction => step.launches.iter().filter(|l| is_compaction(l)).collect(),
+            NodePart::WithoutCompaction => step.launches.iter().filter(|l| !is_compaction(l)).collect(),
+        };
+        if launches.is_empty() {
+            return Err(Error::Other(format!("node '{node}' has no launches of that part")));
+        }
+        self.dev.finish()?;
+        let mut out = Vec::with_capacity(samples);
+        for _ in 0..samples {
+            let t = Instant::now();
+            for _ in 0..runs.max(1) {
+                replay_launches_refs(&*self.dev, &self.bufs, &launches)?;
+            }
+            self.dev.finish()?;
+            out.push(t.elapsed().as_secs_f64() * 1e6 / runs.max(1) as f64);
+        }
+        Ok(out)
     }
 
     /// DISTiles of `gran` in op `op`'s mask in the last frame or dispatch.

@@ -25,6 +25,7 @@ pub(crate) enum Src {
     Attention,
     SparseConv,
     Bitmask,
+    Token,
 }
 
 impl Src {
@@ -39,6 +40,7 @@ impl Src {
             Src::Attention => "attention.cl",
             Src::SparseConv => "sparse_conv.cl",
             Src::Bitmask => "bitmask.cl",
+            Src::Token => "token.cl",
         }
     }
 
@@ -53,11 +55,12 @@ impl Src {
             Src::Attention => source!("attention.cl"),
             Src::SparseConv => source!("sparse_conv.cl"),
             Src::Bitmask => source!("bitmask.cl"),
+            Src::Token => source!("token.cl"),
         }
     }
 
     #[cfg(test)]
-    pub(crate) const ALL: [Src; 9] = [
+    pub(crate) const ALL: [Src; 10] = [
         Src::Elementwise,
         Src::Movement,
         Src::Reduce,
@@ -67,6 +70,7 @@ impl Src {
         Src::Attention,
         Src::SparseConv,
         Src::Bitmask,
+        Src::Token,
     ];
 }
 
@@ -79,7 +83,7 @@ pub(crate) fn spec(src: Src, entry: &'static str, defines: &[(&str, i64)]) -> Ke
 
 /// Tile shape of the GEMM-like kernels (matmul.cl, conv.cl): a TM x TN output tile per work-group,
 /// TK-deep slices, WM x WN outputs per work-item.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct Tile {
     pub tm: u32,
     pub tn: u32,
@@ -159,7 +163,15 @@ fn schedules(src: Src, entry: &str) -> Vec<Vec<(&'static str, i64)>> {
         // fits local memory (8192 keys in 48 KiB).
         (Src::Attention, _) => (6..=13).map(|p| vec![("WG", ATTENTION_WG as i64), ("TK_MAX", 1i64 << p)]).collect(),
         (Src::SparseConv, e) => super::sparse::schedules::all(e).into_iter().map(|d| d.to_vec()).collect(),
-        (Src::Bitmask, _) => vec![vec![("BLOCK", super::sparse::BITMASK_BLOCK as i64)]],
+        (Src::Bitmask, _) | (Src::Token, "token_compact") => vec![vec![("BLOCK", super::sparse::BITMASK_BLOCK as i64)]],
+        // EARLY_EXIT: 1 on GPUs, 0 on OpenCL CPU devices (lower/token.rs).
+        (Src::Token, "token_gemm_f32") => [Tile::LARGE, Tile::SMALL]
+            .into_iter()
+            .flat_map(|t| (0..2).map(move |e| t.defines().into_iter().chain([("EARLY_EXIT", e)]).collect()))
+            .collect(),
+        (Src::Token, _) => (6..=13)
+            .flat_map(|p| (0..2).map(move |e| vec![("WG", ATTENTION_WG as i64), ("TK_MAX", 1i64 << p), ("EARLY_EXIT", e)]))
+            .collect(),
         _ => vec![vec![]],
     }
 }

@@ -9,7 +9,19 @@ pub(crate) mod lower;
 mod plan;
 pub(crate) mod sparse;
 
-pub use device::{Arg, DeviceInfo, GpuDevice, KernelSpec};
-pub use executor::{GpuBackend, GpuExecutable, GpuOptions, SparseOpInfo};
+pub use device::{Arg, DeviceInfo, GpuDevice, KernelSpec, VendorConv, VendorConvDesc, VendorFused, VendorPolicy};
+pub use executor::{GpuBackend, GpuExecutable, GpuOptions, NodePart, SparseOpInfo, TokenOpInfo};
+pub use sparse::step::CountsSync;
+pub use sparse::knobs as sconv_knobs;
+pub use sparse::timer::{SparseConvTimer, RUNS_PER_CALL};
+
+/// Whether the GPU backends run node `n` of `g` sparsely (a 2-D float conv, one group with
+/// constant weights or depthwise, over a spatial mask): the ops they have schedules to tune for.
+pub fn runs_sparse(g: &dynaspa_runtime::graph::Graph, n: &dynaspa_runtime::graph::Node) -> bool {
+    sparse::split::runs_sparse(g, n)
+}
 #[cfg(feature = "wgpu")]
 pub(crate) use kernels::LINEAR_WG;
+
+#[cfg(all(test, feature = "opencl"))]
+mod vendor_tests;

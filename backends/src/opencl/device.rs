@@ -4,6 +4,7 @@
 
 use super::platform::{cl_err, ClDeviceEntry};
 use super::program_cache::ProgramCache;
+use super::staging::ClStaging;
 use crate::gpu::{Arg, DeviceInfo, GpuDevice, KernelSpec};
 use dynaspa_runtime::{Error, Result};
 use opencl3::command_queue::CommandQueue;
@@ -188,6 +189,7 @@ impl GpuDevice for OpenClDevice {
     type Buffer = ClBuffer;
     type Kernel = ClKernel;
     type Event = ClEvent;
+    type Staging = ClStaging;
 
     fn info(&self) -> &DeviceInfo {
         &self.info
@@ -244,6 +246,47 @@ impl GpuDevice for OpenClDevice {
         }
         .map(|ev| drop(Event::new(ev)))
         .map_err(|e| self.err("reading a buffer", ClError(e)))
+    }
+
+    fn staging(&self, bytes: usize) -> Result<ClStaging> {
+        Ok(ClStaging::new(bytes))
+    }
+
+    fn download_async(&self, src: &ClBuffer, offset: usize, dst: &ClStaging) -> Result<()> {
+        check_range("download", src, offset, dst.len())?;
+        if dst.is_empty() {
+            return Ok(());
+        }
+        // On the second queue, after the main queue's work so far: the main queue's next kernels
+        // do not wait for the copy.
+        let after = self.marker()?;
+        let wait = events(std::slice::from_ref(&after));
+        let r = dst.start(|ptr, len| {
+            // SAFETY: non-blocking read into memory `dst` owns and keeps (its Drop and the next
+            // `start`/`read` wait for the returned event); range checked; the wait list is live.
+            unsafe {
+                opencl3::command_queue::enqueue_read_buffer(
+                    self.fill.get(),
+                    src.mem.get(),
+                    opencl3::types::CL_NON_BLOCKING,
+                    offset,
+                    len,
+                    ptr.cast(),
+                    wait.len() as u32,
+                    wait.as_ptr(),
+                )
+            }
+            .map(Event::new)
+            .map_err(|e| ClError(e).to_string())
+        });
+        // Submitted now, so neither waits for the next blocking call.
+        let _ = self.main.flush();
+        let _ = self.fill.flush();
+        r.map_err(|e| self.err("reading a buffer asynchronously", e))
+    }
+
+    fn read_staging(&self, st: &ClStaging, out: &mut [u8]) -> Result<()> {
+        st.read(out).map_err(|e| self.err("reading a download", e))
     }
 
     fn kernel(&self, spec: &KernelSpec) -> Result<ClKernel> {

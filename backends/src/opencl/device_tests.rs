@@ -34,11 +34,12 @@ fn every_kernel_source_builds_with_every_schedule() {
             Src::Attention => "attention_f32",
             Src::SparseConv => "sconv_gemm_f32",
             Src::Bitmask => "bitmask_tiles",
+            Src::Token => "token_compact",
         };
         d.kernel(&spec(src, entry, &[])).unwrap_or_else(|e| panic!("{}: {e}", src.file()));
     }
     // The sparse family with every schedule the lowering can ask for.
-    for s in crate::gpu::kernels::all_specs().into_iter().filter(|s| s.file == "sparse_conv.cl" || s.file == "bitmask.cl") {
+    for s in crate::gpu::kernels::all_specs().into_iter().filter(|s| matches!(s.file, "sparse_conv.cl" | "bitmask.cl" | "token.cl")) {
         d.kernel(&s).unwrap_or_else(|e| panic!("{} {} {:?}: {e}", s.file, s.entry, s.defines));
     }
     for t in [Tile::LARGE, Tile::SMALL] {

@@ -5,8 +5,10 @@
 mod device;
 mod platform;
 mod program_cache;
+mod staging;
 
 pub use device::{ClBuffer, ClEvent, ClKernel, OpenClDevice, ProgramStats};
+pub use staging::ClStaging;
 pub use platform::{list, runtime_loaded, select, ClDeviceEntry};
 
 use crate::gpu::{GpuBackend, GpuOptions};

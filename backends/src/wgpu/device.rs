@@ -13,6 +13,7 @@
 
 use super::adapter::{describe, panic_text, wgpu_err, WgpuAdapterEntry};
 use super::shaders;
+use super::staging::WgpuStaging;
 use crate::gpu::{Arg, DeviceInfo, GpuDevice, KernelSpec};
 use dynaspa_runtime::{Error, Result};
 use std::collections::HashMap;
@@ -250,6 +251,7 @@ impl GpuDevice for WgpuDevice {
     type Buffer = WgpuBuffer;
     type Kernel = WgpuKernel;
     type Event = WgpuEvent;
+    type Staging = WgpuStaging;
 
     fn info(&self) -> &DeviceInfo {
         &self.info
@@ -287,26 +289,40 @@ impl GpuDevice for WgpuDevice {
     }
 
     fn download(&self, src: &WgpuBuffer, offset: usize, out: &mut [u8]) -> Result<()> {
-        if offset % 4 != 0 || out.len() % 4 != 0 || offset + out.len() > src.bytes {
-            return Err(self.err("download", format!("{} bytes at {offset} from a buffer of {} (whole words only)", out.len(), src.bytes)));
-        }
         if out.is_empty() {
+            return check_words("download", src, offset, 0).map_err(|m| self.err("download", m));
+        }
+        let st = self.staging(out.len())?;
+        self.download_async(src, offset, &st)?;
+        self.read_staging(&st, out)
+    }
+
+    fn staging(&self, bytes: usize) -> Result<WgpuStaging> {
+        let st = WgpuStaging::new(&self.device, bytes);
+        self.check(&format!("allocating a {bytes}-byte download buffer"))?;
+        Ok(st)
+    }
+
+    fn download_async(&self, src: &WgpuBuffer, offset: usize, dst: &WgpuStaging) -> Result<()> {
+        check_words("download", src, offset, dst.bytes).map_err(|m| self.err("download", m))?;
+        if dst.bytes == 0 {
             return Ok(());
         }
-        let staging = self.device.create_buffer(&wgpu::BufferDescriptor {
-            label: Some("download"),
-            size: out.len() as u64,
-            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
-            mapped_at_creation: false,
-        });
-        {
-            let mut p = self.lock_pending();
-            let enc = p.encoder.get_or_insert_with(|| self.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: None }));
-            enc.copy_buffer_to_buffer(&src.buf, offset as u64, &staging, 0, out.len() as u64);
-            self.submit(&mut p);
+        let mut p = self.lock_pending();
+        let enc = p.encoder.get_or_insert_with(|| self.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: None }));
+        enc.copy_buffer_to_buffer(&src.buf, offset as u64, &dst.buf, 0, dst.bytes as u64);
+        // Submitted now so the copy runs behind the work before it, not at the next flush.
+        self.submit(&mut p);
+        drop(p);
+        self.check("download")
+    }
+
+    fn read_staging(&self, st: &WgpuStaging, out: &mut [u8]) -> Result<()> {
+        if st.bytes == 0 || out.is_empty() {
+            return Ok(());
         }
-        self.check("download")?;
-        let slice = staging.slice(..);
+        self.flush()?;
+        let slice = st.buf.slice(..st.bytes as u64);
         let (tx, rx) = std::sync::mpsc::channel();
         slice.map_async(wgpu::MapMode::Read, move |r| {
             let _ = tx.send(r);
@@ -319,9 +335,10 @@ impl GpuDevice for WgpuDevice {
         }
         {
             let view = slice.get_mapped_range().map_err(|e| self.err("reading a download", e))?;
-            out.copy_from_slice(&view);
+            let n = out.len().min(st.bytes);
+            out[..n].copy_from_slice(&view[..n]);
         }
-        staging.unmap();
+        st.buf.unmap();
         Ok(())
     }
 
@@ -403,4 +420,12 @@ impl GpuDevice for WgpuDevice {
         self.flush()?;
         self.wait_idle()
     }
+}
+
+/// Downloads move whole words inside the buffer.
+fn check_words(what: &str, src: &WgpuBuffer, offset: usize, len: usize) -> std::result::Result<(), String> {
+    if offset % 4 != 0 || len % 4 != 0 || offset.checked_add(len).is_none_or(|e| e > src.bytes) {
+        return Err(format!("{what}: {len} bytes at {offset} from a buffer of {} (whole words only)", src.bytes));
+    }
+    Ok(())
 }

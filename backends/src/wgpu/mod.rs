@@ -5,9 +5,11 @@
 mod adapter;
 mod device;
 mod shaders;
+mod staging;
 
 pub use adapter::{list, WgpuAdapterEntry};
 pub use device::{WgpuBuffer, WgpuDevice, WgpuEvent, WgpuKernel};
+pub use staging::WgpuStaging;
 
 use crate::gpu::{GpuBackend, GpuOptions};
 use dynaspa_runtime::Result;

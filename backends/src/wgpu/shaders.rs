@@ -24,6 +24,7 @@ pub(crate) fn source(file: &str) -> Option<&'static str> {
         "attention.cl" => wgsl!("attention.wgsl"),
         "sparse_conv.cl" => wgsl!("sparse_conv.wgsl"),
         "bitmask.cl" => wgsl!("bitmask.wgsl"),
+        "token.cl" => wgsl!("token.wgsl"),
         _ => return None,
     })
 }
@@ -40,7 +41,8 @@ pub(crate) fn default_local(spec: &KernelSpec) -> [u32; 3] {
     let get = |k: &str| spec.defines.iter().find(|(n, _)| n == k).and_then(|(_, v)| v.parse::<u32>().ok());
     match (get("TM"), get("TN"), get("WM"), get("WN"), get("WG")) {
         (Some(tm), Some(tn), Some(wm), Some(wn), _) if wm > 0 && wn > 0 => [tn / wn, tm / wm, 1],
-        (_, _, _, _, Some(wg)) if spec.file == "attention.cl" => [wg, 1, 1],
+        (_, _, _, _, Some(wg)) if spec.file == "attention.cl" || spec.file == "token.cl" => [wg, 1, 1],
+        _ if spec.file == "token.cl" => [get("BLOCK").unwrap_or(crate::gpu::LINEAR_WG), 1, 1],
         _ => [crate::gpu::LINEAR_WG, 1, 1],
     }
 }

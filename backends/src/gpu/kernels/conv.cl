@@ -138,6 +138,46 @@ KERNEL conv_direct_f32(GLOBAL const float* X, GLOBAL const float* W, GLOBAL cons
     Y[i] = conv_epilogue(acc, co, bias, has_bias, res, has_res, i, act, p0, p1);
 }
 
+/* One work-group of RBLOCK work-items per output element, striding over the reduction (cin_g x
+ * taps) and summing in a tree: for thin convs with a long reduction (a 1-channel mask unit over
+ * 2048 channels), which one work-item per output would run alone, thousands of steps deep.
+ * Grid: (min(total, 65535), ceil(total / 65535)), local (RBLOCK, 1, 1). */
+#define RBLOCK 128
+KERNEL conv_reduce_f32(GLOBAL const float* X, GLOBAL const float* W, GLOBAL const float* bias,
+                       GLOBAL const float* res, GLOBAL float* Y, CONV_GEOMETRY, int has_bias, int has_res, int act,
+                       float p0, float p1, int total) {
+    LOCAL float s[RBLOCK];
+    int i = GROUP_ID(0) + GROUP_ID(1) * NUM_GROUPS(0), tid = LOCAL_ID(0);
+    if (i >= total) return;
+    int P = od * oh * ow, ohw = oh * ow;
+    int p = i % P;
+    int nc = i / P;
+    int cout = groups * cout_g;
+    int co = nc % cout, n = nc / cout;
+    int g = co / cout_g;
+    int oz = p / ohw, q = p - oz * ohw;
+    int oy = q / ow, ox = q - oy * ow;
+    int ivol = id * ih * iw, taps = kd * kh * kw, khw = kh * kw;
+    GLOBAL const float* Xg = X + (n * groups + g) * cin_g * ivol;
+    GLOBAL const float* Wc = W + co * cin_g * taps;
+    float acc = 0.0f;
+    for (int r = tid; r < cin_g * taps; r += RBLOCK) {
+        int ci = r / taps, t = r - ci * taps;
+        int kz = t / khw, t2 = t - kz * khw;
+        int ky = t2 / kw, kx = t2 - ky * kw;
+        int iz = oz * sd - pd + kz * dd, iy = oy * sh - ph + ky * dh, ix = ox * sw - pw + kx * dw;
+        if (iz >= 0 && iz < id && iy >= 0 && iy < ih && ix >= 0 && ix < iw)
+            acc += Wc[r] * Xg[ci * ivol + (iz * ih + iy) * iw + ix];
+    }
+    s[tid] = acc;
+    LOCAL_BARRIER();
+    for (int off = RBLOCK / 2; off > 0; off >>= 1) {
+        if (tid < off) s[tid] += s[tid + off];
+        LOCAL_BARRIER();
+    }
+    if (tid == 0) Y[i] = conv_epilogue(s[0], co, bias, has_bias, res, has_res, i, act, p0, p1);
+}
+
 /* ConvTranspose as a gather: output (n, co, z, y, x) sums every (ci, tap) whose scattered
  * position lands on it. W is [Cin, cout_g, kd, kh, kw]; here cin_g/cout_g are per group. */
 KERNEL conv_transpose_f32(GLOBAL const float* X, GLOBAL const float* W, GLOBAL const float* bias,

@@ -9,6 +9,8 @@
 #define RESTRICT restrict
 #define FUNC static inline
 #define LOCAL_BARRIER() barrier(CLK_LOCAL_MEM_FENCE)
+/* Also orders the group's global memory accesses (a work-group reads what it wrote). */
+#define GLOBAL_BARRIER() barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE)
 #define GROUP_ID(d) ((int)get_group_id(d))
 #define LOCAL_ID(d) ((int)get_local_id(d))
 #define GLOBAL_ID(d) ((int)get_global_id(d))

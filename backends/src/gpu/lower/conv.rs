@@ -77,7 +77,19 @@ fn check_float<D: GpuDevice>(cx: &Ctx<D>) -> Result<()> {
     Ok(())
 }
 
+/// Reductions (input channels x taps) from which a thin conv gets a work-group per output
+/// (conv_reduce_f32) instead of a work-item: below, one work-item's loop is short enough.
+const REDUCE_MIN: usize = 256;
+/// conv_reduce_f32's work-group (its RBLOCK).
+const REDUCE_BLOCK: u32 = 128;
+
+/// A Conv node: our kernels, or the device's vendor library where it is faster
+/// (`vendor_conv`).
 pub(crate) fn conv<D: GpuDevice>(cx: &mut Ctx<D>, p: &Conv) -> Result<()> {
+    super::vendor_conv::lower_dense(cx, p, None, &mut |cx| conv_ours(cx, p)).map(|_| ())
+}
+
+fn conv_ours<D: GpuDevice>(cx: &mut Ctx<D>, p: &Conv) -> Result<()> {
     check_float(cx)?;
     let (xs, ws, os) = (cx.in_shape(0)?, cx.in_shape(1)?, cx.out_shape(0));
     let g = geom("Conv", &p.window, xs, os, ws.get(2..).unwrap_or(&[]))?;
@@ -124,6 +136,12 @@ pub(crate) fn conv<D: GpuDevice>(cx: &mut Ctx<D>, p: &Conv) -> Result<()> {
     let positions: usize = g.output.iter().product();
     // A GEMM tile needs rows (output channels) and depth (input taps) to fill; depthwise and
     // other thin convolutions run one work-item per output instead.
+    if cout_g < 8 && cin_g * taps >= REDUCE_MIN && cx.dev.info().max_work_group_size >= REDUCE_BLOCK {
+        let kern = cx.kernel(Src::Conv, "conv_reduce_f32", &[])?;
+        args.push(LArg::I32(int(total, "elements")?));
+        let grid = [total.min(65535), total.div_ceil(65535), 1];
+        return cx.launch(kern, grid, [REDUCE_BLOCK, 1, 1], args);
+    }
     if cout_g < 8 || cin_g * taps < 8 {
         let kern = cx.kernel(Src::Conv, "conv_direct_f32", &[])?;
         args.push(LArg::I32(int(total, "elements")?));

@@ -62,6 +62,11 @@ pub(crate) struct Resources<D: GpuDevice> {
     pub pool: Pool,
     kernels: HashMap<KernelSpec, Arc<D::Kernel>>,
     dummy: Option<BufId>,
+    /// The vendor library's workspace, shared by every vendor call of the executable.
+    workspace: Option<BufId>,
+    /// Bytes of it the vendor calls kept in the launches need (candidates that lost a race
+    /// grew it too).
+    workspace_need: usize,
 }
 
 impl<D: GpuDevice> Resources<D> {
@@ -73,6 +78,8 @@ impl<D: GpuDevice> Resources<D> {
             pool: Pool::default(),
             kernels: HashMap::new(),
             dummy: None,
+            workspace: None,
+            workspace_need: 0,
         }
     }
 
@@ -90,6 +97,47 @@ impl<D: GpuDevice> Resources<D> {
         self.bufs.push(dev.alloc(bytes)?);
         self.caps.push(bytes);
         Ok(self.bufs.len() - 1)
+    }
+
+    /// The executable's vendor workspace, grown to at least `bytes` (`None` for 0). One serves
+    /// every vendor call: launches run one after another on the main queue. Launches recorded
+    /// earlier name the buffer by id, so growing replaces the buffer under the same id.
+    pub(crate) fn workspace(&mut self, dev: &D, bytes: usize) -> Result<Option<BufId>> {
+        if bytes == 0 {
+            return Ok(None);
+        }
+        match self.workspace {
+            Some(b) if self.caps[b] >= bytes => Ok(Some(b)),
+            Some(b) => {
+                self.bufs[b] = dev.alloc(bytes)?;
+                self.caps[b] = bytes;
+                Ok(Some(b))
+            }
+            None => {
+                let b = self.alloc_own(dev, bytes)?;
+                self.workspace = Some(b);
+                Ok(Some(b))
+            }
+        }
+    }
+
+    /// Notes that a launch kept for the executable uses `bytes` of the vendor workspace.
+    pub(crate) fn need_workspace(&mut self, bytes: usize) {
+        self.workspace_need = self.workspace_need.max(bytes);
+    }
+
+    /// Shrinks the vendor workspace to what the kept launches need, once compilation is done
+    /// (a losing candidate's FFT or Winograd workspace can be hundreds of MiB).
+    pub(crate) fn fit_workspace(&mut self, dev: &D) -> Result<()> {
+        if let Some(b) = self.workspace {
+            // Never empty: a library may not take a null workspace even when it uses none.
+            let need = self.workspace_need.max(256);
+            if self.caps[b] > need {
+                self.bufs[b] = dev.alloc(need)?;
+                self.caps[b] = need;
+            }
+        }
+        Ok(())
     }
 
     /// A buffer of its own (never pooled) holding `t` as device words.

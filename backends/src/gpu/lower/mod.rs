@@ -10,7 +10,9 @@ mod movement;
 mod reduce;
 mod resize;
 pub(crate) mod sparse_conv;
+pub(crate) mod vendor_conv;
 pub(crate) mod shapes;
+pub(crate) mod token;
 
 use crate::gpu::device::GpuDevice;
 use ctx::{unsupported, Ctx};

@@ -10,7 +10,7 @@ use crate::gpu::device::GpuDevice;
 use crate::gpu::kernels::Src;
 use crate::gpu::sparse::meta::MetaLayout;
 use crate::gpu::sparse::schedules::SconvSchedule;
-use dynaspa_runtime::graph::Conv;
+use dynaspa_runtime::graph::{Conv, Op};
 use dynaspa_runtime::{DType, Error, Result};
 
 /// Work-items per group of the one-per-column kernels.
@@ -38,6 +38,25 @@ pub(crate) struct SconvOp {
     ktab: BufId,
     geometry: Vec<LArg>,
     epilogue: [LArg; 5],
+}
+
+/// Kind, output channels and reduction length (input channels x taps for the GEMM, taps for
+/// depthwise) of a conv `split::runs_sparse` accepts, read from the graph (before lowering).
+pub(crate) fn sconv_dims(g: &dynaspa_runtime::graph::Graph, n: &dynaspa_runtime::graph::Node) -> Option<(SconvKind, usize, usize)> {
+    let Op::Conv(p) = &n.op else { return None };
+    let shape = |i: usize| n.inputs.get(i).copied().flatten().map(|v| &g.values[v].shape);
+    let (x, w) = (shape(0)?, shape(1)?);
+    if x.len() != 4 || w.len() != 4 {
+        return None;
+    }
+    let taps = w[2] * w[3];
+    if p.group == 1 && w[1] == x[1] {
+        Some((SconvKind::Gemm, w[0], x[1] * taps))
+    } else if p.group == x[1] && w[1] == 1 {
+        Some((SconvKind::Depthwise, w[0], taps))
+    } else {
+        None
+    }
 }
 
 /// `None` when the conv is not one this kernel family runs (not 2-D, grouped other than

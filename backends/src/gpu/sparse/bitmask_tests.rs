@@ -94,7 +94,7 @@ fn check<D: GpuDevice>(dev: &D, what: &str) {
 
 /// Skips a missing backend, unless `DYNASPA_REQUIRE_BACKENDS` names it.
 #[allow(dead_code)]
-fn skip(name: &str, e: impl std::fmt::Display) {
+pub(super) fn skip(name: &str, e: impl std::fmt::Display) {
     let required = std::env::var("DYNASPA_REQUIRE_BACKENDS").is_ok_and(|v| v.split(',').any(|b| b.trim() == name));
     assert!(!required, "{name} is required: {e}");
     eprintln!("skipped: {e}");

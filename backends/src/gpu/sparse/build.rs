@@ -3,21 +3,26 @@
 //! per op signature and device the way the CPU backend does (cpu/sparse_exec/calibrate.rs:
 //! blob masks of a few densities, tables cached on disk keyed by the device fingerprint).
 
+use super::knobs::GpuLimits;
 use super::meta::MetaLayout;
-use super::schedules::{SconvSchedule, GRANULARITIES};
+use super::schedules::{member_schedule, SconvSchedule, GRANULARITIES};
+use super::split;
 use super::step::{Frames, MaskPlan, SparseOp};
 use super::BITMASK_BLOCK;
 use crate::cpu::sparse_exec::calibrate::{self, blob_mask, random_tensor, Subject};
 use crate::cpu::SparseConfig;
-use crate::gpu::device::GpuDevice;
+use crate::gpu::device::{DeviceInfo, GpuDevice};
 use crate::gpu::kernels::Src;
 use crate::gpu::lower::ctx::{int, replay_launches, Ctx, LArg, Launch};
-use crate::gpu::lower::sparse_conv::{launch_blend_cached, prepare, SconvKind, SconvOp};
+use crate::gpu::lower::sparse_conv::{launch_blend_cached, prepare, sconv_dims, SconvKind, SconvOp};
+use crate::gpu::lower::vendor_conv::lower_dense;
 use dynaspa_runtime::dispatch::{DispatchTable, Member, PolyKernel, Schedule};
-use dynaspa_runtime::graph::{Conv, FillPolicy, SparseSpec};
+use dynaspa_runtime::graph::{Conv, FillPolicy, Graph, SparseSpec};
+use dynaspa_runtime::profile::OpSignature;
 use dynaspa_runtime::sparsity::{BitMask, Granularity};
 use dynaspa_runtime::{DType, Error, Result, Tensor, TensorData};
 use std::cell::RefCell;
+use std::collections::HashMap;
 
 /// Bumped whenever kernels or schedules change what a member costs: old cached tables go stale.
 const CALIBRATION_VERSION: &str = "gpu-sconv-v2";
@@ -31,8 +36,11 @@ pub(crate) fn bitmask_block(max_work_group: u32) -> u32 {
 }
 
 /// The launch of bitmask.cl reading `mask` (`mask_stride` floats per image) into `meta`.
-fn bitmask_launch<D: GpuDevice>(cx: &mut Ctx<D>, mask: usize, mask_stride: usize, meta: usize, grans: usize, l: &MetaLayout) -> Result<Launch<D::Kernel>> {
+pub(crate) fn bitmask_launch<D: GpuDevice>(cx: &mut Ctx<D>, mask: usize, mask_stride: usize, meta: usize, grans: usize, l: &MetaLayout) -> Result<Launch<D::Kernel>> {
     let block = bitmask_block(cx.dev.info().max_work_group_size);
+    if block < 32 {
+        return Err(Error::Unsupported(vec![format!("the bitmask kernel needs work-groups of 32 work-items; the device allows {block}")]));
+    }
     let kern = cx.kernel(Src::Bitmask, "bitmask_tiles", &[("BLOCK", block as i64)])?;
     let mut args = vec![LArg::Buf(mask), LArg::Buf(meta), LArg::Buf(grans)];
     for v in [l.h, l.w, mask_stride, l.grans.len(), l.data0, l.img_stride] {
@@ -42,8 +50,9 @@ fn bitmask_launch<D: GpuDevice>(cx: &mut Ctx<D>, mask: usize, mask_stride: usize
     Ok(cx.launches.pop().expect("just pushed"))
 }
 
-/// The mask plan for `spec`'s mask read as images x h x w, made on first use.
-fn mask_plan<D: GpuDevice>(cx: &mut Ctx<D>, frames: &mut Frames<D::Kernel, D::Event>, spec: &SparseSpec, (images, h, w): (usize, usize, usize)) -> Result<usize> {
+/// The mask plan for `spec`'s mask read as images x h x w, made on first use, with tile lists
+/// for the granularities `frames.grans` planned for it (else the calibrated members').
+fn mask_plan<D: GpuDevice>(cx: &mut Ctx<D>, frames: &mut Frames<D>, spec: &SparseSpec, (images, h, w): (usize, usize, usize)) -> Result<usize> {
     let value = spec.mask;
     if let Some(i) = frames.masks.iter().position(|m| m.value == value && (m.layout.images, m.layout.h, m.layout.w) == (images, h, w)) {
         return Ok(i);
@@ -52,7 +61,8 @@ fn mask_plan<D: GpuDevice>(cx: &mut Ctx<D>, frames: &mut Frames<D::Kernel, D::Ev
     let mshape = &cx.graph.values[value].shape;
     let mask_stride = if mshape[0] == 1 { 0 } else { h * w };
     let mask_buf = cx.res.slot[value].ok_or_else(|| Error::Other(format!("mask '{name}' has no buffer")))?;
-    let layout = MetaLayout::new(images, h, w, &GRANULARITIES)?;
+    let grans = frames.grans.iter().find(|(k, _)| *k == (value, images, h, w)).map_or_else(|| GRANULARITIES.to_vec(), |(_, g)| g.clone());
+    let layout = MetaLayout::new(images, h, w, &grans)?;
     let meta = cx.res.upload(cx.dev, &Tensor::new(vec![layout.total()], TensorData::I32(vec![0; layout.total()]))?, "mask metadata")?;
     let grans = cx.meta(&layout.grans_table())?;
     let bitmask = bitmask_launch(cx, mask_buf, mask_stride, meta, grans, &layout)?;
@@ -60,39 +70,145 @@ fn mask_plan<D: GpuDevice>(cx: &mut Ctx<D>, frames: &mut Frames<D::Kernel, D::Ev
     Ok(frames.masks.len() - 1)
 }
 
-/// Lowers the sparse conv `cx.node` into `frames` (its launches live there, not in `cx`).
+/// What a profile gives the sparse convs of one executable: per node, the PolyKernel to use
+/// instead of calibrating, and why the whole profile was refused, if it was.
+#[derive(Default)]
+pub(crate) struct ProfileUse {
+    pub polys: HashMap<String, PolyKernel>,
+    pub refused: Option<String>,
+}
+
+/// The PolyKernels `cfg.profile` holds for the sparse convs of `g` on this device: none when
+/// the profile was made for another device or backend (refused with a warning naming both),
+/// none with a member forced; per op, only when every member is a schedule this device's
+/// kernels run (else that op is calibrated, with a warning naming the member and the reason).
+pub(crate) fn profile_polys(info: &DeviceInfo, backend: &str, g: &Graph, cfg: &SparseConfig) -> ProfileUse {
+    let mut out = ProfileUse::default();
+    let Some(p) = cfg.profile.as_deref() else { return out };
+    if cfg.force.is_some() {
+        tracing::info!("a member is forced: the profile's PolyKernels are not used");
+        return out;
+    }
+    if let Err(e) = p.check_device(backend, &info.fingerprint(), &info.name) {
+        tracing::warn!("{e}; ignoring the profile and calibrating instead");
+        out.refused = Some(e.to_string());
+        return out;
+    }
+    let limits = GpuLimits::of(info);
+    for n in g.nodes.iter().filter(|n| split::runs_sparse(g, n)) {
+        let Some((kind, cout, k)) = sconv_dims(g, n) else { continue };
+        let Some(poly) = p.poly_for(&n.name, &OpSignature::of(g, n)) else {
+            tracing::info!(node = %n.name, "not in the profile; calibrating");
+            continue;
+        };
+        // The dense member's defaults need the launch (its split depends on the grid); any
+        // schedule stands in for the check of the sparse members and explicit dense knobs.
+        let dense = SconvSchedule::for_op(cout, k, None);
+        match poly.members().iter().try_for_each(|m| member_schedule(kind, cout, k, dense, &m.schedule, &limits).map(|_| ())) {
+            Ok(()) => {
+                tracing::debug!(node = %n.name, "PolyKernel from the profile");
+                out.polys.insert(n.name.clone(), poly.clone());
+            }
+            Err(e) => tracing::warn!(node = %n.name, "profile's PolyKernel cannot run here ({e}); calibrating"),
+        }
+    }
+    out
+}
+
+/// The granularities each mask reading of `g` needs: the union over the sparse convs reading
+/// it of their PolyKernels' (a profile's, else calibration's candidates), with 1x1 always (the
+/// frame's density is read from its count).
+pub(crate) fn plan_granularities(g: &Graph, polys: &HashMap<String, PolyKernel>) -> Vec<((usize, usize, usize, usize), Vec<Granularity>)> {
+    let mut out: Vec<((usize, usize, usize, usize), Vec<Granularity>)> = Vec::new();
+    for n in g.nodes.iter().filter(|n| split::runs_sparse(g, n)) {
+        let (Some(sp), Some(&y)) = (n.sparse.as_ref(), n.outputs.first()) else { continue };
+        let os = &g.values[y].shape;
+        let key = (sp.mask, os[0], os[2], os[3]);
+        let mut want: Vec<Granularity> = match polys.get(&n.name) {
+            Some(p) => p.granularities().to_vec(),
+            None => GRANULARITIES.to_vec(),
+        };
+        want.push(Granularity::new(1, 1));
+        match out.iter_mut().find(|(k, _)| *k == key) {
+            Some((_, v)) => v.extend(want),
+            None => out.push((key, want)),
+        }
+    }
+    for (_, v) in &mut out {
+        v.sort_unstable();
+        v.dedup();
+    }
+    out
+}
+
+/// Lowers the sparse conv `cx.node` into `frames` (its launches live there, not in `cx`), with
+/// the PolyKernel `tuned` (from a profile) or, without one, calibrated.
 pub(crate) fn lower_sparse_conv<D: GpuDevice>(
     cx: &mut Ctx<D>,
-    frames: &mut Frames<D::Kernel, D::Event>,
+    frames: &mut Frames<D>,
     spec: &SparseSpec,
     p: &Conv,
     cfg: &SparseConfig,
+    tuned: Option<&PolyKernel>,
 ) -> Result<()> {
     let op = prepare(cx, p)?.ok_or_else(|| Error::Other("the sparse conv kernels do not cover this conv".into()))?;
     let m = mask_plan(cx, frames, spec, (op.images, op.oh, op.ow))?;
     let (meta, layout) = (frames.masks[m].meta, frames.masks[m].layout.clone());
-    let scheds: Vec<SconvSchedule> = std::iter::once(op.dense_schedule(cx))
-        .chain(GRANULARITIES.iter().map(|&g| SconvSchedule::for_op(op.cout, op.k, Some(g))))
-        .collect();
-    let part_len = scheds.iter().map(|s| op.part_len(s, Some(&layout))).max().unwrap_or(0);
+    let dense = op.dense_schedule(cx);
+    let limits = GpuLimits::of(cx.dev.info());
+    let schedules_of = |poly: &PolyKernel| -> Result<Vec<SconvSchedule>> {
+        poly.members().iter().map(|mb| member_schedule(op.kind, op.cout, op.k, dense, &mb.schedule, &limits).map_err(Error::Other)).collect()
+    };
+    // Calibration's candidates: the dense member and each granularity with the default tile.
+    let candidates: Vec<SconvSchedule> = match tuned {
+        Some(_) => vec![],
+        None => std::iter::once(dense).chain(GRANULARITIES.iter().map(|&g| SconvSchedule::for_op(op.cout, op.k, Some(g)))).collect(),
+    };
+    let tuned_scheds = tuned.map(schedules_of).transpose()?;
+    let part_len = candidates.iter().chain(tuned_scheds.iter().flatten()).map(|s| op.part_len(s, Some(&layout))).max().unwrap_or(0);
     let part = if part_len > 0 { Some(cx.scratch(part_len)?) } else { None };
-    let mut members = Vec::new();
-    for s in &scheds {
-        op.launch(cx, s, Some((meta, &layout)), part, true)?;
-        members.push((s.gran, std::mem::take(&mut cx.launches)));
-    }
+    // The dense member may be the vendor's conv followed by the masked store; returns what it
+    // runs when it is the vendor's.
+    let launch_member = |cx: &mut Ctx<D>, s: &SconvSchedule| -> Result<Option<String>> {
+        if s.gran.is_none() {
+            let ours = &mut |cx: &mut Ctx<D>| op.launch(cx, s, Some((meta, &layout)), part, true);
+            lower_dense(cx, p, Some((meta, &layout)), ours)
+        } else {
+            op.launch(cx, s, Some((meta, &layout)), part, true).map(|_| None)
+        }
+    };
     let mut residual_fill = Vec::new();
     if spec.fill == FillPolicy::Residual {
         op.launch_residual_fill(cx, meta, &layout)?;
         residual_fill = std::mem::take(&mut cx.launches);
     }
+    let (poly, scheds) = match (tuned, tuned_scheds) {
+        (Some(poly), Some(scheds)) => (poly.clone(), scheds),
+        _ => {
+            let mut cands = Vec::new();
+            for s in &candidates {
+                launch_member(cx, s)?;
+                cands.push((s.gran, std::mem::take(&mut cx.launches)));
+            }
+            let poly = poly_kernel(cx, frames, m, &op, &cands, &residual_fill, cfg)?;
+            let scheds = schedules_of(&poly)?;
+            (poly, scheds)
+        }
+    };
+    let mut members = Vec::with_capacity(scheds.len());
+    let mut dense_vendor = None;
+    for s in &scheds {
+        if let Some(v) = launch_member(cx, s)? {
+            dense_vendor = Some(v);
+        }
+        members.push(std::mem::take(&mut cx.launches));
+    }
     let mut cached_first = Vec::new();
     if spec.fill == FillPolicy::Cached {
-        op.launch(cx, &scheds[0], None, part, false)?;
+        op.launch(cx, &dense, None, part, false)?;
         cached_first = std::mem::take(&mut cx.launches);
     }
     let zero = (spec.fill == FillPolicy::Zero).then(|| (op.y, cx.out_len(0) * 4));
-    let poly = poly_kernel(cx, frames, m, &op, &members, &residual_fill, cfg)?;
     frames.ops.push(SparseOp {
         node: cx.node.name.clone(),
         op: cx.node.op.name(),
@@ -100,12 +216,14 @@ pub(crate) fn lower_sparse_conv<D: GpuDevice>(
         fill: spec.fill,
         poly,
         members,
+        from_profile: tuned.is_some(),
         residual_fill,
         cached_first,
         cached_ready: false,
         zero,
         zero_after: None,
         force: cfg.force,
+        dense_vendor,
     });
     Ok(())
 }
@@ -115,7 +233,7 @@ pub(crate) fn lower_sparse_conv<D: GpuDevice>(
 /// buffer persists across frames.
 pub(crate) fn lower_cached_dense<D: GpuDevice>(
     cx: &mut Ctx<D>,
-    frames: &mut Frames<D::Kernel, D::Event>,
+    frames: &mut Frames<D>,
     spec: &SparseSpec,
     dense: impl Fn(&mut Ctx<D>) -> Result<()>,
 ) -> Result<()> {
@@ -138,7 +256,7 @@ pub(crate) fn lower_cached_dense<D: GpuDevice>(
         blended.push(l);
     }
     let cached_first = blended.pop().expect("two");
-    let members = vec![(None, blended.pop().expect("one"))];
+    let members = vec![blended.pop().expect("one")];
     let poly = PolyKernel::new(vec![Member { schedule: Schedule::dense("dense"), table: DispatchTable::constant(1.0)? }])?;
     frames.ops.push(SparseOp {
         node: cx.node.name.clone(),
@@ -147,12 +265,14 @@ pub(crate) fn lower_cached_dense<D: GpuDevice>(
         fill: FillPolicy::Cached,
         poly,
         members,
+        from_profile: false,
         residual_fill: Vec::new(),
         cached_first,
         cached_ready: false,
         zero: None,
         zero_after: None,
         force: None,
+        dense_vendor: None,
     });
     Ok(())
 }
@@ -165,7 +285,7 @@ fn member_name(g: Option<Granularity>) -> String {
 /// calibrated or read from the cache.
 fn poly_kernel<D: GpuDevice>(
     cx: &mut Ctx<D>,
-    frames: &Frames<D::Kernel, D::Event>,
+    frames: &Frames<D>,
     m: usize,
     op: &SconvOp,
     members: &[(Option<Granularity>, Vec<Launch<D::Kernel>>)],

@@ -2,15 +2,22 @@
 //! mask, chosen per frame from a PolyKernel. `split` decides which annotated nodes run sparsely,
 //! `build` lowers them at compile time (members, fills, calibration), `step` runs them per frame,
 //! `meta` is the layout of the bitmask kernel's results and `schedules` the kernel variants.
+//! Token ops (A-ViT) take another road: `token` decides which run over active tokens and folds
+//! their epilogues, `lower/token.rs` lowers them to launches that need no per-frame host step.
 
 pub(crate) mod build;
+pub mod knobs;
 pub(crate) mod meta;
 pub(crate) mod schedules;
 pub(crate) mod split;
 pub(crate) mod step;
+pub(crate) mod token;
+pub(crate) mod timer;
 
 /// Work-items of bitmask.cl's one work-group per image (fewer where the device allows fewer).
 pub(crate) const BITMASK_BLOCK: u32 = 256;
 
 #[cfg(test)]
 mod bitmask_tests;
+#[cfg(test)]
+mod token_tests;

@@ -3,7 +3,10 @@
 //! granularity of the columns. Every combination the lowering can ask for is listed by `all`,
 //! so CI compiles each through NVRTC.
 
+use super::knobs::{check_depthwise, GemmKnobs, GpuLimits};
 use crate::gpu::kernels::Tile;
+use crate::gpu::lower::sparse_conv::SconvKind;
+use dynaspa_runtime::dispatch::Schedule;
 use dynaspa_runtime::sparsity::Granularity;
 
 /// Sparse members' granularities. 1x1 gathers single active positions (no wasted columns, the
@@ -42,7 +45,7 @@ fn dense_groups_per_cu() -> usize {
 }
 
 /// One variant of the sparse conv GEMM.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct SconvSchedule {
     pub tile: Tile,
     pub ks: u32,
@@ -84,6 +87,16 @@ impl SconvSchedule {
         self
     }
 
+    /// The GEMM knobs of this variant, as profiles name them.
+    pub(crate) fn knobs(&self) -> GemmKnobs {
+        let t = self.tile;
+        GemmKnobs { tm: t.tm, tn: t.tn, tk: t.tk, wm: t.wm, wn: t.wn, ks: self.ks }
+    }
+
+    pub(crate) fn from_knobs(k: GemmKnobs, gran: Option<Granularity>) -> SconvSchedule {
+        SconvSchedule { tile: Tile { tm: k.tm, tn: k.tn, tk: k.tk, wm: k.wm, wn: k.wn }, ks: k.ks, gran }
+    }
+
     fn gran_defines(gran: Option<Granularity>) -> [(&'static str, i64); 3] {
         let g = gran.map(Granularity::effective);
         [
@@ -106,12 +119,43 @@ impl SconvSchedule {
         d
     }
 
+    /// sconv_finish_f32 as a pass of its own after a conv computed elsewhere (a vendor
+    /// library's): one split over every position, adding bias and residual, activating, and
+    /// storing only active positions when masked.
+    pub(crate) fn epilogue_defines() -> Vec<(&'static str, i64)> {
+        SconvSchedule { tile: GEMM_LARGE, ks: 1, gran: None }.finish_defines()
+    }
+
     pub(crate) fn dw_defines(gran: Option<Granularity>) -> Vec<(&'static str, i64)> {
         Self::gran_defines(gran).to_vec()
     }
 }
 
-/// Every define set the lowering can launch `entry` of sparse_conv.cl with.
+/// The kernel variant a PolyKernel member `s` (from a profile, the tuner or calibration) stands
+/// for on a conv of `kind` with `cout` output channels and reduction `k`: its granularity, and
+/// for the GEMM its knobs over the defaults (`dense` for the dense member, `for_op` for sparse
+/// ones), checked against the device's `limits`. The error names the member and what is wrong.
+pub(crate) fn member_schedule(kind: SconvKind, cout: usize, k: usize, dense: SconvSchedule, s: &Schedule, limits: &GpuLimits) -> Result<SconvSchedule, String> {
+    let gran = s.granularity;
+    if let Some(g) = gran {
+        if g.h == 0 || g.w == 0 || g.h > 64 || g.w > 64 {
+            return Err(format!("member '{}': granularity {g} is outside 1x1..64x64", s.name));
+        }
+    }
+    if kind == SconvKind::Depthwise {
+        check_depthwise(s)?;
+        return Ok(SconvSchedule { gran, ..dense });
+    }
+    let base = if gran.is_none() { dense } else { SconvSchedule::for_op(cout, k, gran) };
+    let knobs = GemmKnobs::from_map(&s.knobs, base.knobs()).map_err(|e| format!("member '{}': {e}", s.name))?;
+    knobs.check(limits).map_err(|e| format!("member '{}': {e}", s.name))?;
+    Ok(SconvSchedule::from_knobs(knobs, gran))
+}
+
+/// Define sets of sparse_conv.cl's `entry` that CI compiles: every one calibration and the
+/// dense lowering launch, every schedule of the GPU profiles shipped under `profiles/`, and a
+/// spread of the tuner's space (every knob value at least once, on a 1024-thread, 48 KiB
+/// device with NVIDIA's register file), since a tune on another device can pick any of them.
 #[cfg(test)]
 pub(crate) fn all(entry: &str) -> Vec<Vec<(&'static str, i64)>> {
     let grans: Vec<Option<Granularity>> = std::iter::once(None).chain(GRANULARITIES.iter().copied().map(Some)).collect();
@@ -129,13 +173,92 @@ pub(crate) fn all(entry: &str) -> Vec<Vec<(&'static str, i64)>> {
                 for ks in SPLITS.into_iter().filter(|&k| k > 1) {
                     v.push(SconvSchedule { tile: GEMM_LARGE, ks, gran }.finish_defines());
                 }
+                if gran.is_none() {
+                    v.push(SconvSchedule::epilogue_defines());
+                }
             }
             "sconv_dw_f32" => v.push(SconvSchedule::dw_defines(gran)),
+            _ => {}
+        }
+    }
+    let tuned: Vec<SconvSchedule> = shipped_gpu_schedules().into_iter().chain(space_sample()).collect();
+    for s in tuned {
+        match entry {
+            "sconv_gemm_f32" => v.push(s.gemm_defines()),
+            "sconv_finish_f32" if s.ks > 1 => v.push(s.finish_defines()),
+            "sconv_dw_f32" if s.tile == GEMM_LARGE && s.ks == 1 => v.push(SconvSchedule::dw_defines(s.gran)),
             _ => {}
         }
     }
     if entry == "sconv_fill_residual_f32" || entry == "sconv_blend_cached_f32" {
         v.push(vec![]);
     }
+    v.sort();
+    v.dedup();
     v
+}
+
+/// Sparse members of every GPU profile under `profiles/`, as kernel variants (the GEMM knobs
+/// over the defaults of a 64-channel op; depthwise members come out as the default tile).
+#[cfg(test)]
+fn shipped_gpu_schedules() -> Vec<SconvSchedule> {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../profiles");
+    let mut out = Vec::new();
+    let Ok(dirs) = std::fs::read_dir(&root) else { return out };
+    let mut files: Vec<std::path::PathBuf> = dirs.flatten().flat_map(|d| std::fs::read_dir(d.path()).into_iter().flatten().flatten().map(|f| f.path())).collect();
+    files.sort();
+    for f in files.iter().filter(|f| f.extension().is_some_and(|e| e == "json")) {
+        let p = dynaspa_runtime::profile::Profile::load(f).unwrap_or_else(|e| panic!("{e}"));
+        if p.device.backend == "cpu" {
+            continue;
+        }
+        for op in &p.ops {
+            for m in op.poly.members().iter().filter(|m| m.schedule.granularity.is_some()) {
+                let k = GemmKnobs::from_map(&m.schedule.knobs, SconvSchedule::for_op(64, 576, m.schedule.granularity).knobs())
+                    .unwrap_or_else(|e| panic!("{}: {}: {e}", f.display(), m.schedule.name));
+                out.push(SconvSchedule::from_knobs(k, m.schedule.granularity));
+            }
+        }
+    }
+    out
+}
+
+/// Valid points of the tuner's GEMM space spread so that every value of every knob appears.
+#[cfg(test)]
+fn space_sample() -> Vec<SconvSchedule> {
+    use super::knobs::GEMM_DOMAINS;
+    let limits = GpuLimits { wgsl: false, max_group_threads: 1024, local_mem_bytes: 48 * 1024, registers_per_group: 65536, registers_per_thread: 255 };
+    let d = |i: usize| GEMM_DOMAINS[i].1;
+    let mut valid = Vec::new();
+    for &tm in d(0) {
+        for &tn in d(1) {
+            for &tk in d(2) {
+                for &wm in d(3) {
+                    for &wn in d(4) {
+                        for &ks in d(5) {
+                            let k = GemmKnobs { tm: tm as u32, tn: tn as u32, tk: tk as u32, wm: wm as u32, wn: wn as u32, ks: ks as u32 };
+                            if k.check(&limits).is_ok() && k.threads() >= 16 {
+                                valid.push(k);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    let mut picked: Vec<GemmKnobs> = Vec::new();
+    for (i, (_, values)) in GEMM_DOMAINS.iter().enumerate() {
+        for &val in values.iter() {
+            let get = |k: &GemmKnobs| [k.tm, k.tn, k.tk, k.wm, k.wn, k.ks][i] as i64;
+            if !picked.iter().any(|k| get(k) == val) {
+                // The middle of the valid points with this value: neither extreme of the others.
+                let with: Vec<&GemmKnobs> = valid.iter().filter(|k| get(k) == val).collect();
+                if let Some(k) = with.get(with.len() / 2) {
+                    picked.push(**k);
+                }
+            }
+        }
+    }
+    let grans = [Some(Granularity::new(1, 1)), Some(Granularity::new(3, 6)), None];
+    picked.iter().enumerate().map(|(i, &k)| SconvSchedule::from_knobs(k, grans[i % grans.len()])).collect()
 }

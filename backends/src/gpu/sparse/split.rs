@@ -1,7 +1,7 @@
 //! Which annotated nodes the GPU runs sparsely: 2-D float convs over a spatial mask, with a
-//! GEMM (one group, weights known at compile time) or depthwise. Every other annotation runs
-//! in its dense form (`lower_to_dense`: computed everywhere, multiplied by the mask); A-ViT's
-//! token ops are among those for now.
+//! GEMM (one group, weights known at compile time) or depthwise, and token MatMuls and
+//! attentions over an in-graph token mask (`token`). Every other annotation runs in its dense
+//! form (`lower_to_dense`: computed everywhere, multiplied by the mask).
 
 use dynaspa_runtime::graph::sparse_lower::lower_to_dense;
 use dynaspa_runtime::graph::{FillPolicy, Graph, MaskKind, Node, Op};
@@ -52,11 +52,18 @@ pub(crate) fn runs_cached_dense(g: &Graph, n: &Node) -> bool {
 }
 
 /// `g` with the annotations the GPU cannot run sparsely lowered to dense ops; the others kept.
-pub(crate) fn split(g: &Graph) -> Graph {
+/// `tokens`: token ops run over their active tokens (else densely), with a projection's bias,
+/// GELU and mask product folded in (`token::fold_epilogues`, whose activations come back).
+pub(crate) fn split(g: &Graph, tokens: bool) -> (Graph, super::token::TokenActs) {
+    let mut acts = super::token::TokenActs::new();
     if !g.nodes.iter().any(|n| n.sparse.is_some()) {
-        return g.clone();
+        return (g.clone(), acts);
     }
-    let keep: Vec<bool> = g.nodes.iter().map(|n| runs_sparse(g, n) || runs_cached_dense(g, n)).collect();
+    let keep: Vec<bool> = g
+        .nodes
+        .iter()
+        .map(|n| runs_sparse(g, n) || runs_cached_dense(g, n) || (tokens && super::token::runs_token_sparse(g, n)))
+        .collect();
     let mut stripped = g.clone();
     let mut kept = Vec::new();
     for (n, &k) in stripped.nodes.iter_mut().zip(&keep) {
@@ -74,5 +81,8 @@ pub(crate) fn split(g: &Graph) -> Graph {
             }
         }
     }
-    out
+    if tokens {
+        super::token::fold_epilogues(&mut out, &mut acts);
+    }
+    (out, acts)
 }

@@ -1,15 +1,18 @@
 //! Sparse ops at run time. Per frame and mask value, the first op reading the mask launches
-//! bitmask.cl (words, DISTile counts and lists for every granularity, on the device) and reads
-//! back only the counts; every op sharing the mask reuses them (`Frames::counts`). Each op then
-//! picks its PolyKernel member from the counts and replays that member's launches, which
-//! were built at compile time: their grids cover every tile the map can have and work-groups
-//! past the frame's count return at once, so nothing is sized on the host per frame.
+//! bitmask.cl (words, DISTile counts and lists for every granularity, on the device); every op
+//! sharing the mask then picks its PolyKernel member from DISTile counts and replays that
+//! member's launches, which were built at compile time: their grids cover every tile the map
+//! can have and work-groups past the device-side count return at once, so any member computes
+//! the right output whatever counts the host selected with.
 //!
-//! The readback is the one host sync a sparse region adds per frame: `download` waits for the
-//! main queue to drain up to the bitmask launch (the mask's producer included), then copies
-//! `images x (granularities + 1)` ints. On a discrete GPU that is one round trip through the
-//! driver (a few µs to ~20 µs with the drain); work queued behind it cannot start before the
-//! host has selected, so the GPU idles for about that long once per mask per frame.
+//! That is what lets selection run without a host sync (`CountsSync::Lagged`, the default):
+//! the counts are copied to host memory behind the frame's work (`download_async`) and read at
+//! the end of the frame, after its outputs (the queue has drained by then, so the read waits for
+//! nothing); the next frame selects with them. A camera's masks change little from one frame to
+//! the next, so the pick is the one the exact counts would give nearly always, and the GPU never
+//! idles waiting for the host. The first frame, and every frame under `CountsSync::Exact`, reads
+//! the counts back right after the bitmask launch: one round trip per mask per frame that the
+//! work queued behind it must wait for (~30 µs on an H100 through the driver).
 
 use super::meta::MetaLayout;
 use crate::cpu::ForceMember;
@@ -41,8 +44,11 @@ pub(crate) struct SparseOp<K> {
     pub mask: usize,
     pub fill: FillPolicy,
     pub poly: PolyKernel,
-    /// Launches per member granularity (`None`: the dense member).
-    pub members: Vec<(Option<Granularity>, Vec<Launch<K>>)>,
+    /// Launches of each PolyKernel member, in `poly.members()` order (members may share a
+    /// granularity and differ in their other knobs).
+    pub members: Vec<Vec<Launch<K>>>,
+    /// Whether `poly` came from a profile (else calibration, or a forced member's placeholder).
+    pub from_profile: bool,
     /// `Residual`: act(residual) at inactive positions, before any member.
     pub residual_fill: Vec<Launch<K>>,
     /// `Cached`: the first frame computes every position (there is nothing cached yet).
@@ -53,34 +59,79 @@ pub(crate) struct SparseOp<K> {
     pub zero: Option<(BufId, usize)>,
     pub zero_after: Option<usize>,
     pub force: Option<ForceMember>,
+    /// The vendor call the dense member makes (`None`: our kernel).
+    pub dense_vendor: Option<String>,
+}
+
+/// How the host learns a frame's DISTile counts (see the module docs).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum CountsSync {
+    /// Select with the previous frame's counts, read without waiting; the first frame waits.
+    #[default]
+    Lagged,
+    /// Wait for this frame's counts before the first op reading the mask (one sync per mask).
+    Exact,
+}
+
+impl CountsSync {
+    /// `DYNASPA_GPU_COUNTS=exact|lagged`, else the default.
+    pub fn from_env() -> CountsSync {
+        match std::env::var("DYNASPA_GPU_COUNTS").ok().as_deref().map(str::trim) {
+            Some(v) if v.eq_ignore_ascii_case("exact") => CountsSync::Exact,
+            _ => CountsSync::Lagged,
+        }
+    }
+}
+
+/// Per mask: the counts the frame selects with, and this frame's counts in flight to the host.
+struct MaskCounts<S> {
+    /// Counts for selection this frame (`None`: not launched yet this frame).
+    select: Option<Vec<usize>>,
+    /// This frame's exact counts, once known.
+    exact: Option<Vec<usize>>,
+    /// Last frame's exact counts (what `Lagged` selects with).
+    last: Option<Vec<usize>>,
+    /// Host memory the counts are copied into, and whether a copy of this frame is in it.
+    staging: Option<S>,
+    in_flight: bool,
+}
+
+impl<S> Default for MaskCounts<S> {
+    fn default() -> Self {
+        MaskCounts { select: None, exact: None, last: None, staging: None, in_flight: false }
+    }
 }
 
 /// Every sparse op of an executable and the per-frame state.
-pub(crate) struct Frames<K, E> {
-    pub masks: Vec<MaskPlan<K>>,
-    pub ops: Vec<SparseOp<K>>,
-    counts: Vec<Option<Vec<usize>>>,
-    zero_events: Vec<Option<E>>,
+pub(crate) struct Frames<D: GpuDevice> {
+    pub masks: Vec<MaskPlan<D::Kernel>>,
+    pub ops: Vec<SparseOp<D::Kernel>>,
+    /// Granularities each mask reading (value, images, h, w) needs tile lists for: what the
+    /// PolyKernels of the ops reading it use, decided before lowering (profiles bring their own).
+    pub grans: Vec<((usize, usize, usize, usize), Vec<Granularity>)>,
+    pub sync: CountsSync,
+    counts: Vec<MaskCounts<D::Staging>>,
+    zero_events: Vec<Option<D::Event>>,
 }
 
-impl<K, E> Frames<K, E> {
-    pub(crate) fn new() -> Frames<K, E> {
-        Frames { masks: Vec::new(), ops: Vec::new(), counts: Vec::new(), zero_events: Vec::new() }
+impl<D: GpuDevice> Frames<D> {
+    pub(crate) fn new(sync: CountsSync) -> Frames<D> {
+        Frames { masks: Vec::new(), ops: Vec::new(), grans: Vec::new(), sync, counts: Vec::new(), zero_events: Vec::new() }
     }
 
     pub(crate) fn begin_frame(&mut self) {
-        self.counts = (0..self.masks.len()).map(|_| None).collect();
+        self.counts.resize_with(self.masks.len(), MaskCounts::default);
+        for c in &mut self.counts {
+            c.select = None;
+            c.exact = None;
+            c.in_flight = false;
+        }
         self.zero_events = (0..self.ops.len()).map(|_| None).collect();
     }
-}
 
-impl<K, E> Frames<K, E> {
     /// Queues the zero fill of every `Zero` op whose buffer is free once step `after` is done
     /// (`None`: free from the start of the frame).
-    pub(crate) fn issue_zero_fills<D>(&mut self, dev: &D, bufs: &[D::Buffer], after: Option<usize>) -> Result<()>
-    where
-        D: GpuDevice<Kernel = K, Event = E>,
-    {
+    pub(crate) fn issue_zero_fills(&mut self, dev: &D, bufs: &[D::Buffer], after: Option<usize>) -> Result<()> {
         let mut marker = None;
         for (i, op) in self.ops.iter().enumerate() {
             if let (Some((b, bytes)), true) = (op.zero, op.zero_after == after) {
@@ -94,45 +145,93 @@ impl<K, E> Frames<K, E> {
         Ok(())
     }
 
-    /// Tile counts per granularity of mask `m` this frame (summed over images), launching the
-    /// bitmask kernel and reading the counts back on first use.
-    fn counts<D>(&mut self, dev: &D, bufs: &[D::Buffer], m: usize) -> Result<&[usize]>
-    where
-        D: GpuDevice<Kernel = K, Event = E>,
-    {
-        if self.counts[m].is_none() {
+    /// Decoded counts from the raw ints of mask `m`'s counts region.
+    fn decode(&self, dev: &D, bufs: &[D::Buffer], m: usize, raw: &[u8]) -> Result<Vec<usize>> {
+        let mp = &self.masks[m];
+        let ints: Vec<i32> = raw.chunks_exact(4).map(|c| i32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
+        // The offending value, for the error message only.
+        let value = |img: usize, pos: usize| {
+            let mut b = [0u8; 4];
+            dev.download(&bufs[mp.mask_buf], (img * mp.mask_stride + pos) * 4, &mut b).ok().map(|_| f32::from_le_bytes(b))
+        };
+        mp.layout.decode(&ints, &mp.name, value)
+    }
+
+    /// Tile counts per granularity of mask `m` (summed over images) that this frame selects
+    /// with, launching the bitmask kernel on first use: this frame's counts read back now
+    /// (`Exact`, or the first frame), else the last frame's while this frame's are copied to the
+    /// host behind the work.
+    fn counts(&mut self, dev: &D, bufs: &[D::Buffer], m: usize) -> Result<&[usize]> {
+        if self.counts[m].select.is_none() {
             let mp = &self.masks[m];
             replay_launches(dev, bufs, std::slice::from_ref(&mp.bitmask))?;
-            let mut raw = vec![0u8; mp.layout.data0 * 4];
-            dev.download(&bufs[mp.meta], 0, &mut raw)?;
-            let ints: Vec<i32> = raw.chunks_exact(4).map(|c| i32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
-            // The offending value, for the error message only.
-            let value = |img: usize, pos: usize| {
-                let mut b = [0u8; 4];
-                dev.download(&bufs[mp.mask_buf], (img * mp.mask_stride + pos) * 4, &mut b).ok().map(|_| f32::from_le_bytes(b))
-            };
-            self.counts[m] = Some(mp.layout.decode(&ints, &mp.name, value)?);
+            let bytes = mp.layout.data0 * 4;
+            let lagged = self.sync == CountsSync::Lagged && self.counts[m].last.is_some();
+            if lagged {
+                let mc = &mut self.counts[m];
+                if mc.staging.is_none() {
+                    mc.staging = Some(dev.staging(bytes)?);
+                }
+                dev.download_async(&bufs[mp.meta], 0, mc.staging.as_ref().expect("made above"))?;
+                mc.in_flight = true;
+                mc.select = mc.last.clone();
+            } else {
+                let mut raw = vec![0u8; bytes];
+                dev.download(&bufs[mp.meta], 0, &mut raw)?;
+                let c = self.decode(dev, bufs, m, &raw)?;
+                let mc = &mut self.counts[m];
+                mc.select = Some(c.clone());
+                mc.exact = Some(c);
+            }
         }
-        Ok(self.counts[m].as_deref().expect("filled above"))
+        Ok(self.counts[m].select.as_deref().expect("filled above"))
+    }
+
+    /// Ends a frame once its work is done (after the outputs were read): reads the counts
+    /// copied to the host (waiting for nothing by then), keeps them for the next frame's
+    /// selection and corrects the records of ops that selected with last frame's counts, so the
+    /// report shows this frame's density and DISTiles.
+    pub(crate) fn end_frame(&mut self, dev: &D, bufs: &[D::Buffer], records: &mut [(usize, SparseOpRecord)]) -> Result<()> {
+        for m in 0..self.counts.len() {
+            if self.counts[m].in_flight {
+                let mut raw = vec![0u8; self.masks[m].layout.data0 * 4];
+                let st = self.counts[m].staging.as_ref().ok_or_else(|| Error::Other("counts in flight without host memory".into()))?;
+                dev.read_staging(st, &mut raw)?;
+                self.counts[m].in_flight = false;
+                let c = self.decode(dev, bufs, m, &raw)?;
+                self.counts[m].exact = Some(c);
+            }
+            let mc = &mut self.counts[m];
+            if let Some(c) = mc.exact.take() {
+                mc.last = Some(c);
+            }
+        }
+        for (i, rec) in records.iter_mut() {
+            let m = self.ops[*i].mask;
+            let (Some(c), layout) = (self.counts[m].last.as_ref(), &self.masks[m].layout) else { continue };
+            let ones = layout.index(Granularity::new(1, 1)).map_or(0, |k| c[k]);
+            rec.density = ones as f64 / (layout.images * layout.h * layout.w) as f64;
+            if let Some(g) = rec.granularity {
+                rec.tiles = layout.index(g).map_or(0, |k| c[k]);
+            }
+        }
+        Ok(())
     }
 
     /// Runs sparse op `i`: selection, fill, the chosen member. `poison`: the step's outputs were
     /// just filled with NaN, so the zero fill must come after that, not ahead of time.
-    pub(crate) fn run_op<D>(&mut self, dev: &D, bufs: &[D::Buffer], i: usize, poison: bool) -> Result<SparseOpRecord>
-    where
-        D: GpuDevice<Kernel = K, Event = E>,
-    {
+    pub(crate) fn run_op(&mut self, dev: &D, bufs: &[D::Buffer], i: usize, poison: bool) -> Result<SparseOpRecord> {
         let mut ph = PhaseTimes::default();
         let t0 = Instant::now();
         let m = self.ops[i].mask;
-        let fresh = self.counts[m].is_none();
+        let fresh = self.counts[m].select.is_none();
         let counts = self.counts(dev, bufs, m)?.to_vec();
         let t1 = Instant::now();
         let layout = &self.masks[m].layout;
         let ones = layout.index(Granularity::new(1, 1)).map_or(0, |k| counts[k]);
         let density = ones as f64 / (layout.images * layout.h * layout.w) as f64;
         let op = &self.ops[i];
-        let choice = choose(op, layout, &counts)?;
+        let pick = choose(op, layout, &counts)?;
         let t2 = Instant::now();
         if fresh {
             ph.bitmask = t1 - t0;
@@ -158,18 +257,18 @@ impl<K, E> Frames<K, E> {
             op.cached_ready = true;
             ("dense (first cached frame)".to_string(), None, 0)
         } else {
-            let (gran, launches) = &op.members[choice.1];
-            replay_launches(dev, bufs, launches)?;
-            let tiles = gran.and_then(|g| layout.index(g)).map_or(0, |k| counts[k]);
-            (op.poly.members()[choice.0].schedule.name.clone(), *gran, tiles)
+            replay_launches(dev, bufs, &op.members[pick])?;
+            let s = &op.poly.members()[pick].schedule;
+            let tiles = s.granularity.and_then(|g| layout.index(g)).map_or(0, |k| counts[k]);
+            (s.name.clone(), s.granularity, tiles)
         };
         ph.compute = t3.elapsed();
         Ok(SparseOpRecord { node: op.node.clone(), op: op.op.to_string(), density, member, granularity, tiles, phases: ph })
     }
 }
 
-/// (PolyKernel member, index into `op.members`) for this frame's counts.
-fn choose<K>(op: &SparseOp<K>, layout: &MetaLayout, counts: &[usize]) -> Result<(usize, usize)> {
+/// The PolyKernel member to run for this frame's counts.
+fn choose<K>(op: &SparseOp<K>, layout: &MetaLayout, counts: &[usize]) -> Result<usize> {
     let members = op.poly.members();
     let pick = match op.force {
         Some(ForceMember::Dense) => op.poly.dense_index(),
@@ -192,49 +291,43 @@ fn choose<K>(op: &SparseOp<K>, layout: &MetaLayout, counts: &[usize]) -> Result<
             op.poly.try_select(&op.poly.member_counts(&per_gran)?)?
         }
     };
-    let gran = members[pick].schedule.granularity;
-    let idx = op
-        .members
-        .iter()
-        .position(|(g, _)| *g == gran)
-        .ok_or_else(|| Error::Other(format!("{}: no kernel for member '{}'", op.node, members[pick].schedule.name)))?;
-    Ok((pick, idx))
+    if op.members.len() != members.len() {
+        return Err(Error::Other(format!("{}: {} member launches for {} members", op.node, op.members.len(), members.len())));
+    }
+    Ok(pick)
 }
 
-impl<K, E> Frames<K, E> {
+impl<D: GpuDevice> Frames<D> {
     /// Member names of op `i`, in PolyKernel order (benchmarks).
     pub(crate) fn member_names(&self, i: usize) -> Vec<String> {
         self.ops[i].poly.members().iter().map(|m| m.schedule.name.clone()).collect()
     }
 
     /// The launches of op `i`'s member `name` (with the residual fill, which every member needs).
-    pub(crate) fn member_launches(&self, i: usize, name: &str) -> Option<Vec<&Launch<K>>> {
+    pub(crate) fn member_launches(&self, i: usize, name: &str) -> Option<Vec<&Launch<D::Kernel>>> {
         let op = &self.ops[i];
-        let gran = op.poly.members().iter().find(|m| m.schedule.name == name)?.schedule.granularity;
-        let (_, l) = op.members.iter().find(|(g, _)| *g == gran)?;
-        Some(op.residual_fill.iter().chain(l.iter()).collect())
+        let at = op.poly.members().iter().position(|m| m.schedule.name == name)?;
+        Some(op.residual_fill.iter().chain(op.members.get(at)?.iter()).collect())
     }
 
     /// One frame's dispatch of op `i` from scratch: bitmask launch, counts readback, selection.
     /// Returns the chosen member's name.
-    pub(crate) fn dispatch_once<D>(&mut self, dev: &D, bufs: &[D::Buffer], i: usize) -> Result<String>
-    where
-        D: GpuDevice<Kernel = K, Event = E>,
-    {
+    pub(crate) fn dispatch_once(&mut self, dev: &D, bufs: &[D::Buffer], i: usize) -> Result<String> {
         let m = self.ops[i].mask;
         if self.counts.len() != self.masks.len() {
             self.begin_frame();
         }
-        self.counts[m] = None;
+        self.counts[m].select = None;
         let counts = self.counts(dev, bufs, m)?.to_vec();
-        let (pick, _) = choose(&self.ops[i], &self.masks[m].layout, &counts)?;
+        let pick = choose(&self.ops[i], &self.masks[m].layout, &counts)?;
         Ok(self.ops[i].poly.members()[pick].schedule.name.clone())
     }
 
     /// Tiles of op `i`'s member granularity in the last frame (0 for dense or unknown).
     pub(crate) fn last_tiles(&self, i: usize, gran: Option<Granularity>) -> usize {
         let m = self.ops[i].mask;
-        match (self.counts.get(m).and_then(|c| c.as_ref()), gran) {
+        let c = self.counts.get(m).and_then(|c| c.exact.as_ref().or(c.last.as_ref()));
+        match (c, gran) {
             (Some(c), Some(g)) => self.masks[m].layout.index(g).map_or(0, |k| c[k]),
             _ => 0,
         }

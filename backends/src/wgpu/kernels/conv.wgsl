@@ -34,6 +34,7 @@ struct ConvP {
 }
 @group(0) @binding(8) var<uniform> conv_gemm_p: ConvP;
 @group(0) @binding(8) var<uniform> conv_direct_p: ConvP;
+@group(0) @binding(8) var<uniform> conv_reduce_p: ConvP;
 
 struct ConvTP {
     cin_g: i32, cout_g: i32, groups: i32, id: i32, ih: i32, iw: i32, od: i32, oh: i32, ow: i32,
@@ -174,6 +175,59 @@ fn conv_direct_f32(@builtin(global_invocation_id) gid: vec3<u32>) {
         }
     }
     cy[i] = conv_epilogue(acc, co, i, p.has_bias, p.has_res, p.act, p.p0, p.p1);
+}
+
+// One work-group of RBLOCK invocations per output element, summing the reduction in a tree (see
+// conv.cl). Grid: (min(total, 65535), ceil(total / 65535)), local (RBLOCK, 1, 1).
+const RBLOCK: i32 = 128;
+var<workgroup> rsum: array<f32, 128>;
+
+@compute @workgroup_size(WG_X, WG_Y, WG_Z)
+fn conv_reduce_f32(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
+    let p = conv_reduce_p;
+    let i = i32(wid.x + wid.y * nwg.x);
+    let tid = i32(lid.x);
+    // Uniform across the work-group (it depends on the group only), so the barriers below are.
+    if (i >= p.total) { return; }
+    let P = p.od * p.oh * p.ow;
+    let ohw = p.oh * p.ow;
+    let q0 = i % P;
+    let nc = i / P;
+    let cout = p.groups * p.cout_g;
+    let co = nc % cout;
+    let n = nc / cout;
+    let g = co / p.cout_g;
+    let oz = q0 / ohw;
+    let q = q0 - oz * ohw;
+    let oy = q / p.ow;
+    let ox = q - oy * p.ow;
+    let ivol = p.id * p.ih * p.iw;
+    let taps = p.kd * p.kh * p.kw;
+    let khw = p.kh * p.kw;
+    let xg = (n * p.groups + g) * p.cin_g * ivol;
+    let wc = co * p.cin_g * taps;
+    var acc = 0.0;
+    for (var r = tid; r < p.cin_g * taps; r += RBLOCK) {
+        let ci = r / taps;
+        let t = r - ci * taps;
+        let kz = t / khw;
+        let t2 = t - kz * khw;
+        let ky = t2 / p.kw;
+        let kx = t2 - ky * p.kw;
+        let iz = oz * p.sd - p.pd + kz * p.dd;
+        let iy = oy * p.sh - p.ph + ky * p.dh;
+        let ix = ox * p.sw - p.pw + kx * p.dw;
+        if (iz >= 0 && iz < p.id && iy >= 0 && iy < p.ih && ix >= 0 && ix < p.iw) {
+            acc += cw[wc + r] * cx[xg + ci * ivol + (iz * p.ih + iy) * p.iw + ix];
+        }
+    }
+    rsum[tid] = acc;
+    workgroupBarrier();
+    for (var off = RBLOCK / 2; off > 0; off >>= 1u) {
+        if (tid < off) { rsum[tid] += rsum[tid + off]; }
+        workgroupBarrier();
+    }
+    if (tid == 0) { cy[i] = conv_epilogue(rsum[0], co, i, p.has_bias, p.has_res, p.act, p.p0, p.p1); }
 }
 
 // ConvTranspose as a gather: output (n, co, z, y, x) sums every (ci, tap) whose scattered

@@ -1,0 +1,300 @@
+/* Token sparsity (A-ViT's halting masks) on the device, with no host readback: a binary token
+ * mask is compacted once per frame into an active count and a token order per image
+ * (token_compact); the token-sparse projections (token_gemm_f32) and attention
+ * (token_key_norms, token_attention_f32) read that order. Their grids cover every token, and
+ * work-groups past the image's count only write the zeros inactive rows hold (the CPU backend's
+ * Zero fill), so nothing is sized on the host per frame.
+ *
+ * Layout of `meta` (ints), for `images` images of `tokens` tokens: meta[n] is image n's active
+ * count; meta[images + n * tokens + r] is the token at compacted position r: the active tokens
+ * in increasing order at r < count, then the inactive ones (in decreasing order from the end).
+ * Defines: BLOCK (token_compact), TM TN TK WM WN (token_gemm_f32, as matmul.cl), WG and TK_MAX
+ * (attention, as attention.cl), EARLY_EXIT.
+ *
+ * EARLY_EXIT 1: a work-group with nothing to compute returns once it has written its zeros,
+ * and barriers may sit in branches the whole work-group takes alike. 0: no barrier is ever
+ * skipped (dead work-groups run on with empty loops). PoCL 3.1 corrupts the host heap when a
+ * work-group of 32 or more work-items returns before, or branches around, a barrier (seen
+ * with these kernels), so the executor asks for 0 on OpenCL CPU devices. Both give the same
+ * results. */
+
+#ifndef BLOCK
+#define BLOCK 256
+#endif
+#ifndef TM
+#define TM 32
+#endif
+#ifndef TN
+#define TN 32
+#endif
+#ifndef TK
+#define TK 16
+#endif
+#ifndef WM
+#define WM 2
+#endif
+#ifndef WN
+#define WN 2
+#endif
+#ifndef WG
+#define WG 128
+#endif
+#ifndef TK_MAX
+#define TK_MAX 256
+#endif
+#ifndef EARLY_EXIT
+#define EARLY_EXIT 1
+#endif
+#define TX (TN / WN)
+#define TY (TM / WM)
+#define NT (TX * TY)
+
+/* mask: per image `tokens` floats at n * mask_stride (0: one mask for the whole batch); a token
+ * is active where its value is exactly 1 (the masks this runs on are proven binary).
+ * Grid: (images, 1, 1), local (BLOCK, 1, 1). */
+KERNEL token_compact(GLOBAL const float* mask, GLOBAL int* meta, int tokens, int mask_stride, int images) {
+    LOCAL int s[BLOCK];
+    int tid = LOCAL_ID(0), n = GROUP_ID(0);
+    GLOBAL const float* m = mask + n * mask_stride;
+    GLOBAL int* order = meta + images + n * tokens;
+    int found = 0;
+    for (int t0 = 0; t0 < tokens; t0 += BLOCK) {
+        int t = t0 + tid;
+        int on = (t < tokens && m[t] == 1.0f) ? 1 : 0;
+        /* Inclusive scan of the flags (Hillis-Steele; BLOCK is small). */
+        s[tid] = on;
+        LOCAL_BARRIER();
+        for (int off = 1; off < BLOCK; off <<= 1) {
+            int v = tid >= off ? s[tid - off] : 0;
+            LOCAL_BARRIER();
+            s[tid] += v;
+            LOCAL_BARRIER();
+        }
+        if (t < tokens) {
+            int before = found + s[tid] - on;
+            if (on) order[before] = t;
+            else order[tokens - 1 - (t - before)] = t;
+        }
+        found += s[BLOCK - 1];
+        /* s is rewritten by the next chunk. */
+        LOCAL_BARRIER();
+    }
+    if (tid == 0) meta[n] = found;
+}
+
+/* Y[n, t, :] = act(X[n, t, :] . W + bias) for the active tokens t of image n, 0 for the others.
+ * X [images, T, K], W [K, N], Y [images, T, N], all row-major; bias [N] when has_bias.
+ * Rows are taken in compacted order, so a work-group's TM rows are active tokens (or, past the
+ * count, inactive ones it only zeroes). Grid: (ceil(N/TN), ceil(T/TM), images), local (TX, TY). */
+KERNEL token_gemm_f32(GLOBAL const float* X, GLOBAL const float* W, GLOBAL float* Y, GLOBAL const int* meta,
+                      GLOBAL const float* bias, int T, int N, int K, int images, int has_bias, int act, float p0,
+                      float p1) {
+    LOCAL float As[TK][TM];
+    LOCAL float Bs[TK][TN];
+    LOCAL int rows[TM];
+    int tx = LOCAL_ID(0), ty = LOCAL_ID(1);
+    int tid = ty * TX + tx;
+    int n0 = GROUP_ID(0) * TN, m0 = GROUP_ID(1) * TM, img = GROUP_ID(2);
+    int count = meta[img];
+    GLOBAL const int* order = meta + images + img * T;
+    GLOBAL const float* Xb = X + img * T * K;
+    GLOBAL float* Yb = Y + img * T * N;
+    int live = m0 < count;
+    if (!live) {
+        for (int e = tid; e < TM * TN; e += NT) {
+            int r = m0 + e / TN, c = n0 + e % TN;
+            if (r < T && c < N) Yb[order[r] * N + c] = 0.0f;
+        }
+    }
+    /* The same for the whole work-group, so returning skips no barrier another work-item of
+     * the group reaches. */
+    if (EARLY_EXIT && !live) return;
+    for (int e = tid; e < TM; e += NT) rows[e] = m0 + e < T ? order[m0 + e] : 0;
+    LOCAL_BARRIER();
+    float acc[WM][WN];
+    for (int i = 0; i < WM; ++i)
+        for (int j = 0; j < WN; ++j) acc[i][j] = 0.0f;
+    int kend = live ? K : 0;
+    for (int k0 = 0; k0 < kend; k0 += TK) {
+        for (int e = tid; e < TM * TK; e += NT) {
+            int k = e % TK, m = e / TK;
+            int gk = k0 + k;
+            As[k][m] = (m0 + m < count && gk < K) ? Xb[rows[m] * K + gk] : 0.0f;
+        }
+        for (int e = tid; e < TN * TK; e += NT) {
+            int n = e % TN, k = e / TN;
+            int gn = n0 + n, gk = k0 + k;
+            Bs[k][n] = (gn < N && gk < K) ? W[gk * N + gn] : 0.0f;
+        }
+        LOCAL_BARRIER();
+        for (int kk = 0; kk < TK; ++kk) {
+            float a[WM], b[WN];
+            for (int i = 0; i < WM; ++i) a[i] = As[kk][ty + i * TY];
+            for (int j = 0; j < WN; ++j) b[j] = Bs[kk][tx + j * TX];
+            for (int i = 0; i < WM; ++i)
+                for (int j = 0; j < WN; ++j) acc[i][j] += a[i] * b[j];
+        }
+        LOCAL_BARRIER();
+    }
+    for (int i = 0; i < WM && live; ++i) {
+        int m = ty + i * TY;
+        if (m0 + m >= T) continue;
+        int row_live = m0 + m < count;
+        for (int j = 0; j < WN; ++j) {
+            int n = n0 + tx + j * TX;
+            if (n >= N) continue;
+            float v = 0.0f;
+            if (row_live) {
+                v = acc[i][j];
+                if (has_bias) v += bias[n];
+                v = activate(act, v, p0, p1);
+            }
+            Yb[rows[m] * N + n] = v;
+        }
+    }
+}
+
+/* max(a, b) that keeps NaN (fmax drops it): a NaN key must not pass the proof below. */
+FUNC float tok_nanmax(float a, float b) {
+    return (ISNAN(a) || ISNAN(b)) ? F32_NAN : FMAXF(a, b);
+}
+
+/* A work-group reduction over WG values: is_max 1 max (NaN-keeping), 0 sum. */
+FUNC float tok_reduce(LOCAL_PTR float* s, float v, int is_max) {
+    int t = LOCAL_ID(0);
+    s[t] = v;
+    LOCAL_BARRIER();
+    for (int k = WG / 2; k > 0; k >>= 1) {
+        if (t < k) s[t] = is_max ? tok_nanmax(s[t], s[t + k]) : s[t] + s[t + k];
+        LOCAL_BARRIER();
+    }
+    float r = s[0];
+    LOCAL_BARRIER();
+    return r;
+}
+
+/* kin[bh]: the largest Euclidean norm of an inactive key of head bh (-inf when every key is
+ * active, NaN when one holds NaN), for token_attention_f32's proof. k as in attention.cl:
+ * element (bh, j, d) at bh*T*dk + j*skj + d*skd. Grid: (BH, 1, 1), local (WG, 1, 1). */
+KERNEL token_key_norms(GLOBAL const float* k, GLOBAL const int* meta, GLOBAL float* kin, int heads, int T, int dk,
+                       int skj, int skd, int images) {
+    LOCAL float red[WG];
+    int bh = GROUP_ID(0), t = LOCAL_ID(0);
+    int b = bh / heads;
+    int count = meta[b];
+    GLOBAL const int* order = meta + images + b * T;
+    GLOBAL const float* kb = k + bh * T * dk;
+    float w = -F32_INF;
+    for (int jj = count + t; jj < T; jj += WG) {
+        int j = order[jj];
+        float n2 = 0.0f;
+        for (int d = 0; d < dk; ++d) {
+            float x = kb[j * skj + d * skd];
+            n2 += x * x;
+        }
+        w = tok_nanmax(w, n2);
+    }
+    w = tok_reduce(red, w, 1);
+    if (t == 0) kin[bh] = w == -F32_INF ? w : SQRTF(w);
+}
+
+/* Whether every inactive key of a query row gets softmax weight exactly 0 in the dense op,
+ * whose bias is (M - 1) * c: f32 exp underflows to 0 below about -103.97, and every inactive
+ * score is at most smag |q| kin - c (Cauchy-Schwarz); 110 and the relative slack cover the
+ * rounding of the dot products, norms and bias. NaN anywhere answers 0 (as the CPU's
+ * attention_active does). */
+FUNC int tok_keys_vanish(float mx, float qn, float kin, float smag, float c, int dk) {
+    if (kin == -F32_INF) return 1;
+    float slack = 1e-3f + 4.0f * (float)dk * 1.1920929e-7f;
+    float halted = smag * qn * kin * (1.0f + slack) + 1e-3f - c * (1.0f - 1e-6f);
+    return (mx - halted >= 110.0f) ? 1 : 0;
+}
+
+/* Attention of the active queries over the active keys of a key-mask attention (bias
+ * (M - 1) * c, M binary, Tq = Tk = T): for an active query, softmax over all keys equals
+ * softmax over the active ones once every inactive weight underflows, which tok_keys_vanish
+ * proves per row from kin (token_key_norms), or from kin = 0 where the graph proves inactive
+ * keys zero (keys_zero: kin is not read); a row it cannot prove is computed over all keys with
+ * the op's bias, as attention_f32 does. Rows of inactive queries are 0. q [BH, T, dk]; k, v,
+ * bias and out as attention_f32. Grid: (T, BH), local (WG, 1, 1); the work-group of row r
+ * of a head takes the token at compacted position r. Local memory: the row's scores and the
+ * tokens they belong to (TK_MAX >= T each), and the reduction scratch. */
+KERNEL token_attention_f32(GLOBAL const float* q, GLOBAL const float* k, GLOBAL const float* v,
+                           GLOBAL const float* bias, GLOBAL float* out, GLOBAL const int* meta,
+                           GLOBAL const float* kin, int heads, int T, int dk, int dv, int skj, int skd,
+                           int scale_mode, float scale, float smag, float c, int keys_zero, int sb0, int sb1,
+                           int sb2, int sb3, int images) {
+    LOCAL float sc[TK_MAX];
+    LOCAL int keys[TK_MAX];
+    LOCAL float red[WG];
+    int r = GROUP_ID(0), bh = GROUP_ID(1), t = LOCAL_ID(0);
+    int b = bh / heads, h = bh - b * heads;
+    int count = meta[b];
+    GLOBAL const int* order = meta + images + b * T;
+    int i = order[r];
+    GLOBAL float* orow = out + (bh * T + i) * dv;
+    int live = r < count;
+    if (!live) {
+        for (int d = t; d < dv; d += WG) orow[d] = 0.0f;
+    }
+    /* The same for the whole work-group: no barrier is skipped by part of it. */
+    if (EARLY_EXIT && !live) return;
+    /* Without the return, a dead work-group's loops below are empty. */
+    int na = live ? count : 0;
+    GLOBAL const float* qr = q + (bh * T + i) * dk;
+    GLOBAL const float* kb = k + bh * T * dk;
+    GLOBAL const float* vb = v + bh * T * dv;
+    float mx = -F32_INF;
+    for (int jj = t; jj < na; jj += WG) {
+        int j = order[jj];
+        float acc = 0.0f;
+        for (int d = 0; d < dk; ++d) acc += qr[d] * kb[j * skj + d * skd];
+        /* The op adds (1 - 1) * c = 0 to active keys. */
+        float x = (scale_mode == 0 ? acc * scale : acc / scale) + 0.0f;
+        sc[jj] = x;
+        keys[jj] = j;
+        mx = FMAXF(mx, x);
+    }
+    mx = tok_reduce(red, mx, 1);
+    /* |q| by every work-item alike (a reduction would cost barriers), so `ok` is the group's. */
+    float qq = 0.0f;
+    for (int d = 0; d < (live ? dk : 0); ++d) qq += qr[d] * qr[d];
+    int ok = !live || tok_keys_vanish(mx, SQRTF(qq), keys_zero ? 0.0f : kin[bh], smag, c, dk);
+    /* A row the proof fails for takes every key, with the op's bias: the dense kernel's row.
+     * The same work-items as above write sc and keys, so no barrier is needed first. */
+    float mx_all = -F32_INF;
+    if (!ok) {
+        for (int j = t; j < T; j += WG) {
+            float acc = 0.0f;
+            for (int d = 0; d < dk; ++d) acc += qr[d] * kb[j * skj + d * skd];
+            float x = (scale_mode == 0 ? acc * scale : acc / scale) + bias[b * sb0 + h * sb1 + i * sb2 + j * sb3];
+            sc[j] = x;
+            keys[j] = j;
+            mx_all = FMAXF(mx_all, x);
+        }
+    }
+#if EARLY_EXIT
+    /* `ok` is the same for the whole work-group. */
+    if (!ok) mx = tok_reduce(red, mx_all, 1);
+#else
+    /* Barriers stay out of conditional code here (see EARLY_EXIT). */
+    mx_all = tok_reduce(red, mx_all, 1);
+    if (!ok) mx = mx_all;
+#endif
+    int n = ok ? na : T;
+    float sum = 0.0f;
+    for (int jj = t; jj < n; jj += WG) {
+        float e = EXPF(sc[jj] - mx);
+        sc[jj] = e;
+        sum += e;
+    }
+    sum = tok_reduce(red, sum, 0);
+    float inv = 1.0f / sum;
+    for (int jj = t; jj < n; jj += WG) sc[jj] *= inv;
+    LOCAL_BARRIER();
+    for (int d = t; d < (live ? dv : 0); d += WG) {
+        float acc = 0.0f;
+        for (int jj = 0; jj < n; ++jj) acc += sc[jj] * vb[keys[jj] * dv + d];
+        orow[d] = acc;
+    }
+}

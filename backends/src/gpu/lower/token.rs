@@ -1,0 +1,239 @@
+//! Token-sparse ops (kernels/token.cl): projections and attention over the active tokens of
+//! an in-graph token mask. The first such op reading a mask (per view root, image count and
+//! token count) launches the compaction that later ops of the frame reuse; nothing goes back to
+//! the host, and every launch is sized by the token count, the kernels skipping (and zeroing)
+//! what lies past the device-side active count.
+
+use super::ctx::{int, limit, unsupported, BufId, Ctx, LArg, Launch};
+use crate::gpu::device::GpuDevice;
+use crate::gpu::kernels::{Src, Tile, ATTENTION_WG};
+use dynaspa_runtime::graph::{Attention, Op, ScoreScale, SparseSpec, ValueId};
+use dynaspa_runtime::{Error, Result, Tensor, TensorData};
+
+/// token.cl's EARLY_EXIT for `info`'s device: 0 on OpenCL CPU devices (PoCL 3.1 corrupts the
+/// host heap when a work-group returns before a barrier; see token.cl), 1 elsewhere.
+pub(crate) fn early_exit(info: &crate::gpu::device::DeviceInfo) -> i64 {
+    (info.backend != "opencl" || info.kind != "cpu") as i64
+}
+
+/// One compaction: the token order and counts of one mask reading.
+struct Compaction<K> {
+    root: ValueId,
+    images: usize,
+    tokens: usize,
+    stride: usize,
+    meta: BufId,
+    launch: Launch<K>,
+}
+
+/// A lowered token op (benchmarks and tests).
+#[derive(Clone, Debug)]
+pub struct TokenOpInfo {
+    pub node: String,
+    /// "linear" or "attention".
+    pub kind: &'static str,
+    /// Whether this op's launches begin with its mask's compaction (it is the mask's first reader).
+    pub compacts: bool,
+    /// The attention's inactive keys are proven zero by the graph: no key-norm pass.
+    pub keys_zero: bool,
+    /// What a projection's launch applies after the product: "" (nothing; the graph's own
+    /// nodes follow), "bias, mask" or "bias, gelu, mask" (folded by `fold_epilogues`).
+    pub epilogue: &'static str,
+}
+
+/// The compactions of an executable and its token ops, in plan order.
+pub(crate) struct TokenPlans<K> {
+    /// View root of every value (views share their root's buffer and contents).
+    roots: Vec<ValueId>,
+    /// Activations folded into token projections, by output value.
+    acts: crate::gpu::sparse::token::TokenActs,
+    compactions: Vec<Compaction<K>>,
+    pub ops: Vec<TokenOpInfo>,
+    /// Per op: its compaction.
+    op_compaction: Vec<usize>,
+}
+
+impl<K> TokenPlans<K> {
+    pub(crate) fn new(roots: Vec<ValueId>, acts: crate::gpu::sparse::token::TokenActs) -> TokenPlans<K> {
+        TokenPlans { roots, acts, compactions: Vec::new(), ops: Vec::new(), op_compaction: Vec::new() }
+    }
+
+    /// The compaction launch of token op `node`'s mask.
+    pub(crate) fn compaction_of(&self, node: &str) -> Option<&Launch<K>> {
+        let i = self.ops.iter().position(|o| o.node == node)?;
+        Some(&self.compactions[self.op_compaction[i]].launch)
+    }
+
+    fn push(&mut self, op: TokenOpInfo, compaction: usize) {
+        self.ops.push(op);
+        self.op_compaction.push(compaction);
+    }
+}
+
+/// Geometry of a token mask reading: images, tokens, floats per image (0: one mask shared by
+/// the batch).
+fn mask_geometry<D: GpuDevice>(cx: &Ctx<D>, mask: ValueId, images: usize, tokens: usize) -> Result<usize> {
+    let ms = &cx.graph.values[mask].shape;
+    let per: usize = ms.iter().product();
+    if per == tokens {
+        Ok(0)
+    } else if per == images * tokens {
+        Ok(tokens)
+    } else {
+        Err(Error::Other(format!("token mask of shape {ms:?} for {images} images of {tokens} tokens")))
+    }
+}
+
+/// The compaction buffer of `mask` read as images x tokens, launching the compaction first when
+/// this op is the mask's first reader.
+fn compaction<D: GpuDevice>(
+    cx: &mut Ctx<D>,
+    plans: &mut TokenPlans<D::Kernel>,
+    mask: ValueId,
+    images: usize,
+    tokens: usize,
+) -> Result<(BufId, bool, usize)> {
+    let stride = mask_geometry(cx, mask, images, tokens)?;
+    let root = plans.roots[mask];
+    if let Some(i) = plans.compactions.iter().position(|c| (c.root, c.images, c.tokens, c.stride) == (root, images, tokens, stride)) {
+        return Ok((plans.compactions[i].meta, false, i));
+    }
+    let name = &cx.graph.values[mask].name;
+    let mask_buf = cx.res.slot[mask].ok_or_else(|| Error::Other(format!("token mask '{name}' has no buffer")))?;
+    let words = images * (tokens + 1);
+    // Its own buffer: later ops of the frame read it, so the pool must not hand it out.
+    let meta = cx.res.upload(cx.dev, &Tensor::new(vec![words], TensorData::I32(vec![0; words]))?, "token order")?;
+    // The bitmask kernel's work-group: a power of two within the device's limit.
+    let block = crate::gpu::sparse::build::bitmask_block(cx.dev.info().max_work_group_size);
+    let kern = cx.kernel(Src::Token, "token_compact", &[("BLOCK", block as i64)])?;
+    let args = vec![
+        LArg::Buf(mask_buf),
+        LArg::Buf(meta),
+        LArg::I32(int(tokens, "tokens")?),
+        LArg::I32(int(stride, "mask stride")?),
+        LArg::I32(int(images, "images")?),
+    ];
+    cx.launch(kern, [images, 1, 1], [block, 1, 1], args)?;
+    let launch = cx.launches.last().expect("just pushed").clone();
+    plans.compactions.push(Compaction { root, images, tokens, stride, meta, launch });
+    Ok((meta, true, plans.compactions.len() - 1))
+}
+
+/// Lowers the token-sparse `cx.node` (see `sparse::token::runs_token_sparse`).
+pub(crate) fn lower_token<D: GpuDevice>(cx: &mut Ctx<D>, plans: &mut TokenPlans<D::Kernel>, spec: &SparseSpec) -> Result<()> {
+    match &cx.node.op {
+        Op::MatMul => linear(cx, plans, spec),
+        Op::Attention(a) => attention(cx, plans, spec, a),
+        op => unsupported(format!("token sparsity on {}", op.name())),
+    }
+}
+
+/// `y[t] = act(x[t] . W (+ bias))` on active rows, 0 on the others.
+fn linear<D: GpuDevice>(cx: &mut Ctx<D>, plans: &mut TokenPlans<D::Kernel>, spec: &SparseSpec) -> Result<()> {
+    let xs = cx.in_shape(0)?;
+    let ws = cx.in_shape(1)?;
+    let r = xs.len();
+    if !(2..=3).contains(&r) || ws.len() != 2 || xs[r - 1] != ws[0] {
+        return unsupported(format!("a token-sparse MatMul of {xs:?} and {ws:?}"));
+    }
+    let (images, t, k, n) = (if r == 3 { xs[0] } else { 1 }, xs[r - 2], ws[0], ws[1]);
+    let tile = Tile::for_output(t, n);
+    let have = cx.dev.info().local_mem_bytes;
+    let need = tile.local_bytes() + 4 * tile.tm as u64;
+    if have > 0 && need > have {
+        return limit(format!("token GEMM tiles need {need} bytes of local memory, the device has {have}"));
+    }
+    let (meta, compacts, ci) = compaction(cx, plans, spec.mask, images, t)?;
+    let (x, w, y) = (cx.x(0)?, cx.x(1)?, cx.y(0)?);
+    let (bias, has_bias) = if cx.has_input(2) { (cx.x(2)?, 1) } else { (cx.dummy()?, 0) };
+    let act = plans.acts.get(&cx.node.outputs[0]).copied().unwrap_or(-1);
+    let args = vec![
+        LArg::Buf(x),
+        LArg::Buf(w),
+        LArg::Buf(y),
+        LArg::Buf(meta),
+        LArg::Buf(bias),
+        LArg::I32(int(t, "tokens")?),
+        LArg::I32(int(n, "N")?),
+        LArg::I32(int(k, "K")?),
+        LArg::I32(int(images, "images")?),
+        LArg::I32(has_bias),
+        LArg::I32(act),
+        LArg::F32(0.0),
+        LArg::F32(0.0),
+    ];
+    int(images * t * k.max(n), "token GEMM extent")?;
+    let mut defines = tile.defines().to_vec();
+    defines.push(("EARLY_EXIT", early_exit(cx.dev.info())));
+    let kern = cx.kernel(Src::Token, "token_gemm_f32", &defines)?;
+    cx.launch(kern, [n.div_ceil(tile.tn as usize), t.div_ceil(tile.tm as usize), images], tile.local(), args)?;
+    let epilogue = match (has_bias, act) {
+        (0, _) => "",
+        (_, -1) => "bias, mask",
+        _ => "bias, gelu, mask",
+    };
+    plans.push(TokenOpInfo { node: cx.node.name.clone(), kind: "linear", compacts, keys_zero: false, epilogue }, ci);
+    Ok(())
+}
+
+/// Attention of the active queries over the active keys; rows of inactive queries are 0.
+fn attention<D: GpuDevice>(cx: &mut Ctx<D>, plans: &mut TokenPlans<D::Kernel>, spec: &SparseSpec, a: &Attention) -> Result<()> {
+    let km = a.key_mask.ok_or_else(|| Error::Other("token-sparse attention without a key mask".into()))?;
+    let (qs, ks, vs) = (cx.in_shape(0)?, cx.in_shape(1)?, cx.in_shape(2)?);
+    if qs.len() != 4 || ks.len() != 4 || vs.len() != 4 {
+        return unsupported(format!("token-sparse Attention of q {qs:?}, k {ks:?}, v {vs:?}"));
+    }
+    let (b, h, t, dk, dv) = (qs[0], qs[1], qs[2], qs[3], vs[3]);
+    let tk_max = t.next_power_of_two().max(64);
+    // Scores and their tokens (TK_MAX each) and the reduction scratch.
+    let local = 4 * (2 * tk_max + ATTENTION_WG as usize) as u64;
+    let have = cx.dev.info().local_mem_bytes;
+    if have > 0 && local > have {
+        return limit(format!("Attention over {t} keys needs {local} bytes of local memory, the device has {have}"));
+    }
+    let (skj, skd) = if a.k_transposed { (1, t) } else { (dk, 1) };
+    let (mode, scale) = match a.scale {
+        ScoreScale::Mul(s) => (0, s),
+        ScoreScale::Div(d) => (1, d),
+    };
+    // The op's bias is [B, 1, 1, T] (checked by runs_token_sparse): strides along b and j.
+    let (sb0, sb3) = (t, 1);
+    let (meta, compacts, ci) = compaction(cx, plans, spec.mask, b, t)?;
+    let (q, k, v, bias, y) = (cx.x(0)?, cx.x(1)?, cx.x(2)?, cx.x(3)?, cx.y(0)?);
+    let keys_zero = crate::gpu::sparse::token::keys_proven_zero(cx.graph, cx.node, &plans.roots);
+    let defines = [("WG", ATTENTION_WG as i64), ("TK_MAX", tk_max as i64), ("EARLY_EXIT", early_exit(cx.dev.info()))];
+    let dims = [(h, "heads"), (t, "tokens"), (dk, "key width")];
+    let kin = if keys_zero {
+        cx.dummy()?
+    } else {
+        let kin = cx.scratch(b * h)?;
+        let kern = cx.kernel(Src::Token, "token_key_norms", &defines)?;
+        let mut args = vec![LArg::Buf(k), LArg::Buf(meta), LArg::Buf(kin)];
+        for (x, what) in dims.into_iter().chain([(skj, "stride"), (skd, "stride"), (b, "images")]) {
+            args.push(LArg::I32(int(x, what)?));
+        }
+        cx.launch(kern, [b * h, 1, 1], [ATTENTION_WG, 1, 1], args)?;
+        kin
+    };
+    let mut args = vec![LArg::Buf(q), LArg::Buf(k), LArg::Buf(v), LArg::Buf(bias), LArg::Buf(y), LArg::Buf(meta), LArg::Buf(kin)];
+    for (x, what) in dims.into_iter().chain([(dv, "value width"), (skj, "stride"), (skd, "stride")]) {
+        args.push(LArg::I32(int(x, what)?));
+    }
+    args.extend([
+        LArg::I32(mode),
+        LArg::F32(scale),
+        LArg::F32(a.scale.magnitude() as f32),
+        LArg::F32(km.c),
+        LArg::I32(keys_zero as i32),
+        LArg::I32(int(sb0, "bias stride")?),
+        LArg::I32(0),
+        LArg::I32(0),
+        LArg::I32(sb3),
+        LArg::I32(int(b, "images")?),
+    ]);
+    int(b * h * t * dk.max(dv).max(t), "attention extent")?;
+    let kern = cx.kernel(Src::Token, "token_attention_f32", &defines)?;
+    cx.launch(kern, [t, b * h, 1], [ATTENTION_WG, 1, 1], args)?;
+    plans.push(TokenOpInfo { node: cx.node.name.clone(), kind: "attention", compacts, keys_zero, epilogue: "" }, ci);
+    Ok(())
+}

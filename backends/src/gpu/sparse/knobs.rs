@@ -1,0 +1,274 @@
+//! The schedule knobs of the GPU sparse conv kernels (sparse_conv.cl and its WGSL twin) as
+//! profiles name them, the values the tuner explores, and which combinations a device runs.
+//! One definition for the three places that need it: the tuner's space (dynaspa-scheduler), the
+//! executor taking members from a profile, and the timer measuring a schedule; so whatever the
+//! tuner writes is something the kernels run, and a profile edited by hand is checked the same.
+//!
+//! Knobs of `sconv_gemm_f32` are its defines: `TM` x `TN` outputs (channels x columns) per
+//! work-group, `TK` reduction indices per local-memory stage, `WM` x `WN` outputs per work-item,
+//! `KS` work-groups splitting the reduction. The granularity is the schedule's own field (the
+//! kernel's `GH`, `GW`, `TILED`). `sconv_dw_f32` (depthwise) has no knob but the granularity.
+
+use crate::gpu::DeviceInfo;
+use dynaspa_runtime::dispatch::Schedule;
+use dynaspa_runtime::sparsity::Granularity;
+use std::collections::BTreeMap;
+
+/// Knob names and the values the tuner explores, in the order the annealer steps through them.
+pub const GEMM_DOMAINS: [(&str, &[i64]); 6] = [
+    ("TM", &[16, 32, 64, 128]),
+    ("TN", &[16, 32, 64, 128]),
+    ("TK", &[4, 8, 16, 32]),
+    ("WM", &[1, 2, 4, 8]),
+    ("WN", &[1, 2, 4, 8]),
+    ("KS", &[1, 2, 4, 8, 16]),
+];
+
+/// Largest split of the reduction a schedule may ask for (each split is a work-group chain and
+/// `KS` x outputs of partial sums).
+pub const MAX_KS: u32 = 32;
+/// Prefetch registers per work-item (a stage of A and B, `ceil(TM*TK/threads) +
+/// ceil(TN*TK/threads)`) beyond which the kernel's private arrays spill: refused.
+pub const MAX_PREFETCH: u32 = 64;
+/// WebGPU's default limits, which the wgpu device requests: invocations per work-group (and
+/// per dimension) and bytes of workgroup storage; the WGSL kernel keeps 16 accumulators.
+pub const WGSL_MAX_THREADS: u32 = 256;
+pub const WGSL_MAX_STORAGE: u64 = 16384;
+pub const WGSL_MAX_OUTPUTS: u32 = 16;
+
+/// The knobs of one `sconv_gemm_f32` variant.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct GemmKnobs {
+    pub tm: u32,
+    pub tn: u32,
+    pub tk: u32,
+    pub wm: u32,
+    pub wn: u32,
+    pub ks: u32,
+}
+
+/// What bounds a schedule on one device.
+#[derive(Clone, Debug, PartialEq)]
+pub struct GpuLimits {
+    /// The WGSL kernels (wgpu): WebGPU's limits and the 16-accumulator array apply.
+    pub wgsl: bool,
+    pub max_group_threads: u32,
+    /// Bytes of local memory one work-group may use.
+    pub local_mem_bytes: u64,
+    /// 32-bit registers one work-group may hold in all (0: not known, not checked).
+    pub registers_per_group: u32,
+    /// Registers one work-item may hold (0: not known, not checked).
+    pub registers_per_thread: u32,
+}
+
+impl GpuLimits {
+    /// Limits of a device as its backend reports it. Register files are not in `DeviceInfo`:
+    /// NVIDIA's (CUDA and NVIDIA's OpenCL) are 64K registers per block and 255 per thread for
+    /// every compute capability since 5.0 (CUDA C++ Programming Guide, technical specifications);
+    /// others are not checked (a launch that fails is a failed measurement, not a crash).
+    pub fn of(info: &DeviceInfo) -> GpuLimits {
+        let wgsl = info.backend == "wgpu";
+        let nvidia = info.backend == "cuda" || info.vendor.to_ascii_lowercase().contains("nvidia");
+        let mut max = if info.max_work_group_size > 0 { info.max_work_group_size } else { 1024 };
+        let mut local = if info.local_mem_bytes > 0 { info.local_mem_bytes } else { 16384 };
+        if wgsl {
+            max = max.min(WGSL_MAX_THREADS);
+            local = local.min(WGSL_MAX_STORAGE);
+        }
+        GpuLimits {
+            wgsl,
+            max_group_threads: max,
+            local_mem_bytes: local,
+            registers_per_group: if nvidia { 65536 } else { 0 },
+            registers_per_thread: if nvidia { 255 } else { 0 },
+        }
+    }
+}
+
+impl GemmKnobs {
+    /// Work-items of one work-group: `TN/WN` x `TM/WM`.
+    pub fn threads(&self) -> u32 {
+        (self.tn / self.wn.max(1)) * (self.tm / self.wm.max(1))
+    }
+
+    /// Bytes of local memory one work-group uses: the two operand stages and three ints per
+    /// column (its position and input origin); WGSL adds the column count.
+    pub fn local_bytes(&self, wgsl: bool) -> u64 {
+        4 * (self.tk as u64 * (self.tm as u64 + self.tn as u64) + 3 * self.tn as u64) + if wgsl { 4 } else { 0 }
+    }
+
+    /// Registers of one stage's prefetch per work-item (the kernel's `SC_AL + SC_BL`).
+    pub fn prefetch(&self) -> u32 {
+        let nt = self.threads().max(1);
+        (self.tm * self.tk).div_ceil(nt) + (self.tn * self.tk).div_ceil(nt)
+    }
+
+    /// 32-bit registers per work-item, estimated: accumulators, prefetch, the operands of one
+    /// reduction step, and an allowance for indices and pointers.
+    pub fn registers(&self) -> u32 {
+        self.wm * self.wn + self.prefetch() + self.wm + self.wn + 32
+    }
+
+    /// Why the kernel cannot run these knobs on a device with `limits`, or `Ok`.
+    pub fn check(&self, limits: &GpuLimits) -> Result<(), String> {
+        let GemmKnobs { tm, tn, tk, wm, wn, ks } = *self;
+        if [tm, tn, tk, wm, wn, ks].contains(&0) {
+            return Err(format!("{self}: every knob must be at least 1"));
+        }
+        if tm % wm != 0 || tn % wn != 0 {
+            return Err(format!("{self}: WM must divide TM and WN divide TN (each work-item owns WM x WN of the tile)"));
+        }
+        if tm > 1024 || tn > 1024 || tk > 256 || ks > MAX_KS {
+            return Err(format!("{self}: beyond TM, TN <= 1024, TK <= 256, KS <= {MAX_KS}"));
+        }
+        let threads = self.threads();
+        if threads > limits.max_group_threads {
+            return Err(format!("{self}: {threads} work-items per group; the device allows {}", limits.max_group_threads));
+        }
+        let local = self.local_bytes(limits.wgsl);
+        if local > limits.local_mem_bytes {
+            return Err(format!("{self}: {local} B of local memory per group; the device allows {}", limits.local_mem_bytes));
+        }
+        if self.prefetch() > MAX_PREFETCH {
+            return Err(format!("{self}: {} prefetch registers per work-item (at most {MAX_PREFETCH}; more spill)", self.prefetch()));
+        }
+        if limits.wgsl && wm * wn > WGSL_MAX_OUTPUTS {
+            return Err(format!("{self}: WM x WN = {} outputs per invocation; the WGSL kernel holds {WGSL_MAX_OUTPUTS}", wm * wn));
+        }
+        let regs = self.registers();
+        if limits.registers_per_thread > 0 && regs > limits.registers_per_thread {
+            return Err(format!("{self}: about {regs} registers per work-item; the device allows {}", limits.registers_per_thread));
+        }
+        if limits.registers_per_group > 0 && regs * threads > limits.registers_per_group {
+            return Err(format!(
+                "{self}: about {regs} registers x {threads} work-items; the device has {} per group",
+                limits.registers_per_group
+            ));
+        }
+        Ok(())
+    }
+
+    /// The knobs of `knobs` (a profile schedule's map) over `defaults`; an unknown name or a
+    /// value outside 1..=1024 is an error naming it.
+    pub fn from_map(knobs: &BTreeMap<String, i64>, defaults: GemmKnobs) -> Result<GemmKnobs, String> {
+        let mut k = defaults;
+        for (name, &v) in knobs {
+            let slot = match name.as_str() {
+                "TM" => &mut k.tm,
+                "TN" => &mut k.tn,
+                "TK" => &mut k.tk,
+                "WM" => &mut k.wm,
+                "WN" => &mut k.wn,
+                "KS" => &mut k.ks,
+                other => {
+                    return Err(format!(
+                        "unknown knob '{other}' for the GPU sparse conv (its knobs are {})",
+                        GEMM_DOMAINS.map(|d| d.0).join(", ")
+                    ))
+                }
+            };
+            *slot = u32::try_from(v).ok().filter(|v| (1..=1024).contains(v)).ok_or_else(|| format!("knob {name} = {v} is outside 1..=1024"))?;
+        }
+        Ok(k)
+    }
+
+    /// `s` with these knobs set.
+    pub fn apply(&self, mut s: Schedule) -> Schedule {
+        for (n, v) in [("TM", self.tm), ("TN", self.tn), ("TK", self.tk), ("WM", self.wm), ("WN", self.wn), ("KS", self.ks)] {
+            s.knobs.insert(n.into(), v as i64);
+        }
+        s
+    }
+}
+
+impl std::fmt::Display for GemmKnobs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "TM={} TN={} TK={} WM={} WN={} KS={}", self.tm, self.tn, self.tk, self.wm, self.wn, self.ks)
+    }
+}
+
+/// The knobs the executor uses when a profile names none: calibration's members for a sparse
+/// schedule (`dense` false), the dense member otherwise, whose reduction is split while its grid
+/// of `positions` x `images` columns stays small for a device of `compute_units` (0: unknown).
+pub fn default_gemm(cout: usize, k: usize, dense: bool, positions: usize, images: usize, compute_units: u32) -> GemmKnobs {
+    use super::schedules::SconvSchedule;
+    let gran = (!dense).then_some(Granularity::new(1, 1));
+    let s = SconvSchedule::for_op(cout, k, gran);
+    let t = s.tile;
+    let base = positions.div_ceil(t.tn as usize) * cout.div_ceil(t.tm as usize) * images;
+    s.with_dense_split(k, base, compute_units).knobs()
+}
+
+/// Checks that a depthwise conv's schedule names no knob (its kernel has none).
+pub fn check_depthwise(s: &Schedule) -> Result<(), String> {
+    match s.knobs.keys().next() {
+        Some(k) => Err(format!("member '{}': knob '{k}', but the depthwise sparse conv has no knobs besides the granularity", s.name)),
+        None => Ok(()),
+    }
+}
+
+/// The name of a schedule in profiles, logs and reports: `tiles<g>` (depthwise, calibration's
+/// members), with the GEMM knobs `tiles1x1_m64n32k16_w4x2_s4`; `dense` for the dense member.
+pub fn schedule_name(g: Option<Granularity>, knobs: Option<&GemmKnobs>) -> String {
+    let mut s = g.map_or_else(|| "dense".to_string(), |g| format!("tiles{g}"));
+    if let Some(k) = knobs {
+        s += &format!("_m{}n{}k{}_w{}x{}_s{}", k.tm, k.tn, k.tk, k.wm, k.wn, k.ks);
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lim(wgsl: bool) -> GpuLimits {
+        GpuLimits { wgsl, max_group_threads: 1024, local_mem_bytes: 48 * 1024, registers_per_group: 65536, registers_per_thread: 255 }
+    }
+
+    #[test]
+    fn checks_name_the_limit_they_hit() {
+        let k = GemmKnobs { tm: 64, tn: 32, tk: 16, wm: 4, wn: 2, ks: 1 };
+        k.check(&lim(false)).unwrap();
+        assert_eq!(k.threads(), 256);
+        assert_eq!(k.local_bytes(false), 4 * (16 * 96 + 96));
+        let e = GemmKnobs { tm: 128, tn: 128, wm: 2, wn: 2, ..k }.check(&lim(false)).unwrap_err();
+        assert!(e.contains("4096 work-items"), "{e}");
+        let e = GemmKnobs { tm: 128, tn: 128, tk: 64, wm: 8, wn: 8, ..k }.check(&lim(false)).unwrap_err();
+        assert!(e.contains("local memory"), "{e}");
+        let e = GemmKnobs { wm: 3, ..k }.check(&lim(false)).unwrap_err();
+        assert!(e.contains("divide"), "{e}");
+        // WGSL: 16 accumulators and 256 invocations.
+        let e = GemmKnobs { tm: 128, tn: 64, wm: 8, wn: 4, ..k }.check(&lim(true)).unwrap_err();
+        assert!(e.contains("WGSL"), "{e}");
+        let l = GpuLimits::of(&DeviceInfo { backend: "wgpu".into(), max_work_group_size: 1024, local_mem_bytes: 65536, ..Default::default() });
+        assert_eq!((l.max_group_threads, l.local_mem_bytes), (256, 16384));
+        let e = GemmKnobs { tm: 64, tn: 64, wm: 2, wn: 2, ..k }.check(&l).unwrap_err();
+        assert!(e.contains("1024 work-items"), "{e}");
+        // Registers: 1024 work-items of about 42 registers do not fit a 32K register file.
+        let big = GemmKnobs { tm: 64, tn: 64, tk: 16, wm: 2, wn: 2, ks: 1 };
+        big.check(&lim(false)).unwrap();
+        let e = big.check(&GpuLimits { registers_per_group: 32768, ..lim(false) }).unwrap_err();
+        assert!(e.contains("registers"), "{e}");
+    }
+
+    #[test]
+    fn profile_knobs_parse_over_defaults_and_unknown_names_are_refused() {
+        let d = GemmKnobs { tm: 64, tn: 32, tk: 16, wm: 4, wn: 2, ks: 1 };
+        let mut m = BTreeMap::new();
+        m.insert("TN".to_string(), 64);
+        m.insert("KS".to_string(), 4);
+        let k = GemmKnobs::from_map(&m, d).unwrap();
+        assert_eq!((k.tn, k.ks, k.tm), (64, 4, 64));
+        let s = k.apply(Schedule::sparse("x", Granularity::new(2, 8)));
+        assert_eq!(GemmKnobs::from_map(&s.knobs, GemmKnobs { tm: 1, tn: 1, tk: 1, wm: 1, wn: 1, ks: 1 }).unwrap(), k);
+        m.insert("tiles_per_group".to_string(), 4);
+        let e = GemmKnobs::from_map(&m, d).unwrap_err();
+        assert!(e.contains("tiles_per_group") && e.contains("TM"), "{e}");
+        let mut bad = BTreeMap::new();
+        bad.insert("TK".to_string(), 0);
+        assert!(GemmKnobs::from_map(&bad, d).unwrap_err().contains("TK = 0"));
+        assert_eq!(schedule_name(Some(Granularity::new(1, 1)), Some(&k)), "tiles1x1_m64n64k16_w4x2_s4");
+        assert_eq!(schedule_name(None, None), "dense");
+        assert!(check_depthwise(&s).unwrap_err().contains("depthwise"));
+    }
+}

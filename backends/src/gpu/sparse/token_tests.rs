@@ -1,0 +1,281 @@
+//! token.cl on the OpenCL and wgpu devices against host references: the compaction (counts
+//! and token order per image, a mask per image or one for the batch, token counts above the
+//! work-group), the token GEMM (bias and activation, rows of inactive tokens zeroed) and the
+//! attention over active tokens (against the CPU's attention_active, with and without the
+//! all-keys fallback). Outputs are poisoned with NaN before the kernels run, and each case
+//! runs several times (a race shows as a difference between runs).
+
+use crate::gpu::device::{Arg, GpuDevice};
+use crate::gpu::kernels::{spec, Src, Tile, ATTENTION_WG};
+
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> f64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        (self.0 >> 11) as f64 / (1u64 << 53) as f64
+    }
+    fn vec(&mut self, n: usize, a: f64) -> Vec<f32> {
+        (0..n).map(|_| ((self.next() * 2.0 - 1.0) * a) as f32).collect()
+    }
+}
+
+fn ints(b: &[u8]) -> Vec<i32> {
+    b.chunks_exact(4).map(|c| i32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()
+}
+
+fn floats(b: &[u8]) -> Vec<f32> {
+    b.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()
+}
+
+fn buf_f32<D: GpuDevice>(dev: &D, v: &[f32]) -> D::Buffer {
+    let b = dev.alloc(v.len().max(1) * 4).unwrap();
+    let bytes: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
+    dev.upload(&b, 0, &bytes).unwrap();
+    b
+}
+
+fn read<D: GpuDevice>(dev: &D, b: &D::Buffer, words: usize) -> Vec<u8> {
+    let mut out = vec![0u8; words * 4];
+    dev.download(b, 0, &mut out).unwrap();
+    out
+}
+
+/// token_compact on `mask` (`images` x `tokens`, or one mask for all when `shared`); returns
+/// the meta buffer and its words.
+fn compact<D: GpuDevice>(dev: &D, mask: &[f32], images: usize, tokens: usize, shared: bool) -> (D::Buffer, Vec<i32>) {
+    let block = super::build::bitmask_block(dev.info().max_work_group_size);
+    let k = dev.kernel(&spec(Src::Token, "token_compact", &[("BLOCK", block as i64)])).unwrap();
+    let mb = buf_f32(dev, mask);
+    let words = images * (tokens + 1);
+    let meta = buf_f32(dev, &vec![f32::from_bits(0xA5A5_A5A5); words]);
+    let stride = if shared { 0 } else { tokens };
+    let args = [Arg::Buf(&mb), Arg::Buf(&meta), Arg::I32(tokens as i32), Arg::I32(stride as i32), Arg::I32(images as i32)];
+    dev.launch(&k, [images as u32, 1, 1], [block, 1, 1], &args).unwrap();
+    let got = ints(&read(dev, &meta, words));
+    (meta, got)
+}
+
+/// The EARLY_EXIT values to test on a device: the executor's, and 0 as well where that is 1.
+fn exits(info: &crate::gpu::DeviceInfo) -> Vec<i64> {
+    let e = crate::gpu::lower::token::early_exit(info);
+    if e == 1 { vec![1, 0] } else { vec![e] }
+}
+
+fn masks(rng: &mut Rng, images: usize, tokens: usize, d: f64) -> Vec<f32> {
+    (0..images * tokens).map(|_| (rng.next() < d) as u8 as f32).collect()
+}
+
+fn check_compaction<D: GpuDevice>(dev: &D, what: &str) {
+    let mut rng = Rng(0x7a3c_5e11_0f0f_1234);
+    for &tokens in &[1usize, 37, 109, 197, 256, 257, 300, 600] {
+        for &d in &[0.0, 0.02, 0.3, 0.7, 1.0] {
+            for shared in [false, true] {
+                let images = 3;
+                let m = masks(&mut rng, if shared { 1 } else { images }, tokens, d);
+                for rep in 0..3 {
+                    let (_, meta) = compact(dev, &m, images, tokens, shared);
+                    for img in 0..images {
+                        let mi = &m[if shared { 0 } else { img * tokens }..][..tokens];
+                        let active: Vec<i32> = (0..tokens as i32).filter(|&t| mi[t as usize] == 1.0).collect();
+                        let inactive: Vec<i32> = (0..tokens as i32).rev().filter(|&t| mi[t as usize] != 1.0).collect();
+                        let order = &meta[images + img * tokens..][..tokens];
+                        let c = format!("{what} T={tokens} d={d} shared {shared} image {img} run {rep}");
+                        assert_eq!(meta[img], active.len() as i32, "{c}: count");
+                        assert_eq!(&order[..active.len()], &active[..], "{c}: active tokens");
+                        assert_eq!(&order[active.len()..], &inactive[..], "{c}: inactive tokens");
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Host reference of token_gemm_f32: act(x . w + bias) on active rows, 0 elsewhere.
+#[allow(clippy::too_many_arguments)]
+fn gemm_ref(x: &[f32], w: &[f32], bias: Option<&[f32]>, mask: &[f32], images: usize, t: usize, k: usize, n: usize) -> Vec<f32> {
+    let mut y = vec![0.0f32; images * t * n];
+    for img in 0..images {
+        for r in 0..t {
+            if mask[img * t + r] != 1.0 {
+                continue;
+            }
+            for c in 0..n {
+                let mut acc = 0.0f64;
+                for kk in 0..k {
+                    acc += x[(img * t + r) * k + kk] as f64 * w[kk * n + c] as f64;
+                }
+                let v = acc as f32 + bias.map_or(0.0, |b| b[c]);
+                y[(img * t + r) * n + c] = v.max(0.0);
+            }
+        }
+    }
+    y
+}
+
+fn check_gemm<D: GpuDevice>(dev: &D, what: &str) {
+    let mut rng = Rng(0x3141_5926_5358_9793);
+    for &(t, k, n) in &[(37usize, 24usize, 40usize), (109, 64, 192), (197, 48, 70), (300, 16, 64)] {
+        for &d in &[0.0, 0.05, 0.4, 1.0] {
+            let images = 2;
+            let m = masks(&mut rng, images, t, d);
+            let (meta, _) = compact(dev, &m, images, t, false);
+            let x = rng.vec(images * t * k, 1.0);
+            let w = rng.vec(k * n, 0.5);
+            let bias = rng.vec(n, 0.2);
+            let want = gemm_ref(&x, &w, Some(&bias), &m, images, t, k, n);
+            for (tile, early) in [Tile::LARGE, Tile::SMALL].into_iter().flat_map(|t| exits(dev.info()).into_iter().map(move |e| (t, e))) {
+                let mut defines = tile.defines().to_vec();
+                defines.push(("EARLY_EXIT", early));
+                let kern = dev.kernel(&spec(Src::Token, "token_gemm_f32", &defines)).unwrap();
+                let (xb, wb, bb) = (buf_f32(dev, &x), buf_f32(dev, &w), buf_f32(dev, &bias));
+                for rep in 0..2 {
+                    let yb = buf_f32(dev, &vec![f32::NAN; images * t * n]);
+                    let args = [
+                        Arg::Buf(&xb),
+                        Arg::Buf(&wb),
+                        Arg::Buf(&yb),
+                        Arg::Buf(&meta),
+                        Arg::Buf(&bb),
+                        Arg::I32(t as i32),
+                        Arg::I32(n as i32),
+                        Arg::I32(k as i32),
+                        Arg::I32(images as i32),
+                        Arg::I32(1),
+                        Arg::I32(0),
+                        Arg::F32(0.0),
+                        Arg::F32(0.0),
+                    ];
+                    let groups = [n.div_ceil(tile.tn as usize) as u32, t.div_ceil(tile.tm as usize) as u32, images as u32];
+                    dev.launch(&kern, groups, tile.local(), &args).unwrap();
+                    let got = floats(&read(dev, &yb, images * t * n));
+                    for (i, (&g, &wv)) in got.iter().zip(&want).enumerate() {
+                        let c = format!("{what} T={t} K={k} N={n} d={d} tile {}x{} early exit {early} run {rep}, element {i}", tile.tm, tile.tn);
+                        assert!((g - wv).abs() <= 1e-4 * (1.0 + wv.abs()), "{c}: {g} vs {wv}");
+                        if wv == 0.0 && m[i / n] != 1.0 {
+                            assert_eq!(g.to_bits(), 0, "{c}: inactive row not zeroed");
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The attention kernels against the CPU's active-token attention (its rows of inactive tokens
+/// are 0 too). `c`: the key-mask factor (small values force the all-keys fallback).
+fn check_attention<D: GpuDevice>(dev: &D, what: &str) {
+    use dynaspa_runtime::graph::ScoreScale;
+    let mut rng = Rng(0x2718_2818_2845_9045);
+    for &(t, heads, dh, c) in &[(37usize, 3usize, 16usize, 1e4f32), (197, 2, 64, 1e4), (300, 2, 8, 1e4), (45, 2, 16, 3.0)] {
+        for &d in &[0.0, 0.03, 0.5, 1.0] {
+            let b = 2;
+            let m = masks(&mut rng, b, t, d);
+            let (meta, _) = compact(dev, &m, b, t, false);
+            let n = b * heads * t * dh;
+            // Halted rows of q, k and v are zero, as A-ViT's masked qkv makes them.
+            let mut qkv: Vec<Vec<f32>> = (0..3).map(|_| rng.vec(n, 1.0)).collect();
+            for v in qkv.iter_mut() {
+                for (i, x) in v.iter_mut().enumerate() {
+                    let (bi, tok) = (i / (heads * t * dh), (i / dh) % t);
+                    if m[bi * t + tok] != 1.0 {
+                        *x = 0.0;
+                    }
+                }
+            }
+            let bias: Vec<f32> = m.iter().map(|&mv| (mv - 1.0) * c).collect();
+            let scale = ScoreScale::Mul((dh as f32).powf(-0.5));
+            let s = crate::cpu::AttnShape { batch: b, heads, tq: t, tk: t, dk: dh, dv: dh, k_transposed: false };
+            let lists: Vec<Vec<u32>> = (0..b).map(|bi| (0..t as u32).filter(|&tok| m[bi * t + tok as usize] == 1.0).collect()).collect();
+            let refs: Vec<&[u32]> = lists.iter().map(|l| l.as_slice()).collect();
+            let mut want = vec![0.0f32; n];
+            crate::cpu::attention_active(&s, scale, c, &qkv[0], &qkv[1], &qkv[2], &refs, &mut want).unwrap();
+            let tk_max = t.next_power_of_two().max(64) as i64;
+            let (qb, kb, vb, biasb) = (buf_f32(dev, &qkv[0]), buf_f32(dev, &qkv[1]), buf_f32(dev, &qkv[2]), buf_f32(dev, &bias));
+            for (early, keys_zero) in exits(dev.info()).into_iter().flat_map(|e| [(e, false), (e, true)]) {
+                let defines = [("WG", ATTENTION_WG as i64), ("TK_MAX", tk_max), ("EARLY_EXIT", early)];
+                let norms = dev.kernel(&spec(Src::Token, "token_key_norms", &defines)).unwrap();
+                let att = dev.kernel(&spec(Src::Token, "token_attention_f32", &defines)).unwrap();
+                for rep in 0..2 {
+                    let kin = buf_f32(dev, &vec![f32::NAN; b * heads]);
+                    let out = buf_f32(dev, &vec![f32::NAN; n]);
+                    let dims = [heads as i32, t as i32, dh as i32];
+                    if !keys_zero {
+                        let mut args = vec![Arg::Buf(&kb), Arg::Buf(&meta), Arg::Buf(&kin)];
+                        args.extend(dims.iter().map(|&x| Arg::I32(x)));
+                        args.extend([Arg::I32(dh as i32), Arg::I32(1), Arg::I32(b as i32)]);
+                        dev.launch(&norms, [(b * heads) as u32, 1, 1], [ATTENTION_WG, 1, 1], &args).unwrap();
+                    }
+                    let mut args = vec![Arg::Buf(&qb), Arg::Buf(&kb), Arg::Buf(&vb), Arg::Buf(&biasb), Arg::Buf(&out), Arg::Buf(&meta), Arg::Buf(&kin)];
+                    args.extend(dims.iter().map(|&x| Arg::I32(x)));
+                    args.extend([Arg::I32(dh as i32), Arg::I32(dh as i32), Arg::I32(1), Arg::I32(0)]);
+                    args.extend([Arg::F32((dh as f32).powf(-0.5)), Arg::F32((dh as f32).powf(-0.5)), Arg::F32(c), Arg::I32(keys_zero as i32)]);
+                    args.extend([Arg::I32(t as i32), Arg::I32(0), Arg::I32(0), Arg::I32(1), Arg::I32(b as i32)]);
+                    dev.launch(&att, [t as u32, (b * heads) as u32, 1], [ATTENTION_WG, 1, 1], &args).unwrap();
+                    let got = floats(&read(dev, &out, n));
+                    for (i, (&g, &wv)) in got.iter().zip(&want).enumerate() {
+                        let cs = format!("{what} T={t} heads {heads} dh {dh} c {c} d={d} keys_zero {keys_zero} early exit {early} run {rep}, element {i}");
+                        assert!((g - wv).abs() <= 1e-4 * (1.0 + wv.abs()), "{cs}: {g} vs {wv}");
+                        let (bi, tok) = (i / (heads * t * dh), (i / dh) % t);
+                        if m[bi * t + tok] != 1.0 {
+                            assert_eq!(g.to_bits(), 0, "{cs}: inactive row not zeroed");
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[cfg(feature = "opencl")]
+fn on_opencl(f: impl Fn(&crate::opencl::OpenClDevice, &str)) {
+    match crate::opencl::shared_device(None, None) {
+        Ok(d) => f(&d, "opencl"),
+        Err(e) => super::bitmask_tests::skip("opencl", e),
+    }
+}
+
+#[cfg(feature = "wgpu")]
+fn on_wgpu(f: impl Fn(&crate::wgpu::WgpuDevice, &str)) {
+    match crate::wgpu::shared_device(None) {
+        Ok(d) => f(&d, "wgpu"),
+        Err(e) => super::bitmask_tests::skip("wgpu", e),
+    }
+}
+
+#[cfg(feature = "opencl")]
+#[test]
+fn token_compaction_matches_the_host_on_opencl() {
+    on_opencl(|d, w| check_compaction(d, w));
+}
+
+#[cfg(feature = "opencl")]
+#[test]
+fn token_gemm_matches_the_host_on_opencl() {
+    on_opencl(|d, w| check_gemm(d, w));
+}
+
+#[cfg(feature = "opencl")]
+#[test]
+fn token_attention_matches_the_cpu_on_opencl() {
+    on_opencl(|d, w| check_attention(d, w));
+}
+
+#[cfg(feature = "wgpu")]
+#[test]
+fn token_compaction_matches_the_host_on_wgpu() {
+    on_wgpu(|d, w| check_compaction(d, w));
+}
+
+#[cfg(feature = "wgpu")]
+#[test]
+fn token_gemm_matches_the_host_on_wgpu() {
+    on_wgpu(|d, w| check_gemm(d, w));
+}
+
+#[cfg(feature = "wgpu")]
+#[test]
+fn token_attention_matches_the_cpu_on_wgpu() {
+    on_wgpu(|d, w| check_attention(d, w));
+}

@@ -1,0 +1,186 @@
+//! The GPU executor takes its sparse convs' PolyKernels from a profile made on this device:
+//! the members it reports are the profile's (schedules with their knobs), dispatch picks among
+//! them and the outputs stay those of the CPU. A profile made for another device is refused as
+//! a whole with both fingerprints named, and the ops are calibrated; a member the device cannot
+//! run (too many work-items, a knob the kernel does not have) sends its op to calibration.
+
+mod common;
+
+use dynaspa::backends::gpu::{DeviceInfo, GpuDevice, GpuExecutable, GpuOptions};
+use dynaspa::backends::cpu::SparseConfig;
+use dynaspa::runtime::dispatch::{DispatchTable, Member, PolyKernel, Schedule};
+use dynaspa::runtime::graph::sparse_detect::{detect_sparse_regions, SparseOptions};
+use dynaspa::runtime::graph::Graph;
+use dynaspa::runtime::profile::{DeviceId, MaskSetInfo, OpProfile, OpSignature, Profile};
+use dynaspa::runtime::sparsity::Granularity;
+use dynaspa::runtime::backend::Executable;
+use dynaspa::Tensor;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+fn graph() -> Graph {
+    let mut g = dynaspa::load_graph(common::repo_path("models/sige_small.onnx"), &Default::default()).unwrap();
+    detect_sparse_regions(&mut g, &SparseOptions::default());
+    g
+}
+
+/// A member at 3x5 tiles (a size dividing no side of sige_small's maps) with knobs unlike any
+/// calibration uses, which dispatch always prefers to dense.
+fn tuned(g: &Graph, n: &dynaspa::runtime::graph::Node, knobs: &[(&str, i64)]) -> Member {
+    let w = &g.values[n.inputs[1].unwrap()].shape;
+    let depthwise = w[1] == 1;
+    let mut s = Schedule::sparse(if depthwise { "tuned3x5" } else { "tuned3x5_m16n16k8_w2x2_s2" }, Granularity::new(3, 5));
+    if !depthwise {
+        for &(k, v) in knobs {
+            s = s.with_knob(k, v);
+        }
+    }
+    Member { schedule: s, table: DispatchTable::constant(1.0).unwrap() }
+}
+
+const KNOBS: [(&str, i64); 6] = [("TM", 16), ("TN", 16), ("TK", 8), ("WM", 2), ("WN", 2), ("KS", 2)];
+
+fn profile(g: &Graph, device: DeviceId, knobs: &BTreeMap<String, Vec<(&str, i64)>>) -> Profile {
+    let mut p = Profile::new(device, "sige_small", false, "test", MaskSetInfo::default());
+    for n in g.nodes.iter().filter(|n| dynaspa::backends::gpu::runs_sparse(g, n)) {
+        let k = knobs.get(&n.name).cloned().unwrap_or_else(|| KNOBS.to_vec());
+        let poly = PolyKernel::new(vec![Member { schedule: Schedule::dense("dense"), table: DispatchTable::constant(1e9).unwrap() }, tuned(g, n, &k)]).unwrap();
+        p.ops.push(OpProfile { node: n.name.clone(), signature: OpSignature::of(g, n), poly, stats: None });
+    }
+    p
+}
+
+fn this_device(info: &DeviceInfo) -> DeviceId {
+    DeviceId { backend: info.backend.clone(), name: info.name.clone(), fingerprint: info.fingerprint() }
+}
+
+fn compile<D: GpuDevice + 'static>(dev: &Arc<D>, backend: &str, g: &Graph, p: Option<Profile>, cache: &std::path::Path) -> GpuExecutable<D> {
+    let sparse = SparseConfig { cache_dir: Some(cache.to_path_buf()), force: None, profile: p.map(Arc::new) };
+    GpuExecutable::compile(dev.clone(), backend, g, &GpuOptions { poison: true, sparse, ..Default::default() }).unwrap()
+}
+
+/// A random image and a mask of two blocks (about a fifth of the map), in graph input order.
+fn inputs(g: &Graph) -> Vec<Tensor> {
+    let mut st = 0x2545_f491_4f6c_dd1du64;
+    let img: Vec<f32> = (0..3 * 48 * 64)
+        .map(|_| {
+            st ^= st << 13;
+            st ^= st >> 7;
+            st ^= st << 17;
+            (st >> 40) as f32 / (1u64 << 24) as f32
+        })
+        .collect();
+    let mask: Vec<f32> = (0..48 * 64).map(|i| (((i / 64) % 24 < 10) && ((i % 64) % 32 < 12)) as u8 as f32).collect();
+    g.inputs
+        .iter()
+        .map(|&v| match g.values[v].name.as_str() {
+            "input" => Tensor::from_f32(vec![1, 3, 48, 64], img.clone()).unwrap(),
+            "mask" => Tensor::from_f32(vec![1, 1, 48, 64], mask.clone()).unwrap(),
+            other => panic!("unexpected input {other}"),
+        })
+        .collect()
+}
+
+#[allow(dead_code)]
+fn check<D: GpuDevice + 'static>(dev: Arc<D>, backend: &str) {
+    let g = graph();
+    let cache = std::env::temp_dir().join(format!("dynaspa-gpu-profile-{backend}-{}", std::process::id()));
+    let info = dev.info().clone();
+    let convs: Vec<String> = g.nodes.iter().filter(|n| dynaspa::backends::gpu::runs_sparse(&g, n)).map(|n| n.name.clone()).collect();
+    assert!(convs.len() >= 8, "{convs:?}");
+    let mut cpu = dynaspa::open(common::repo_path("models/sige_small.onnx"), "cpu", &Default::default()).unwrap();
+    let feeds: Vec<(String, Tensor)> = g.inputs.iter().map(|&v| g.values[v].name.clone()).zip(inputs(&g)).collect();
+    let want = cpu.run(feeds).unwrap();
+
+    // Calibrated: no profile member anywhere.
+    let calibrated = compile(&dev, backend, &g, None, &cache);
+    let cal_ops = calibrated.sparse_ops();
+    assert_eq!(cal_ops.len(), convs.len());
+    assert!(cal_ops.iter().all(|o| !o.from_profile && !o.members.iter().any(|m| m.starts_with("tuned"))), "{cal_ops:?}");
+    assert!(calibrated.profile_refused().is_none());
+
+    // This device's profile: its members are what the executor runs, and the outputs hold.
+    let mut exe = compile(&dev, backend, &g, Some(profile(&g, this_device(&info), &BTreeMap::new())), &cache);
+    assert!(exe.profile_refused().is_none());
+    let ops = exe.sparse_ops();
+    assert_eq!(ops.len(), convs.len());
+    for o in &ops {
+        assert!(o.from_profile, "{o:?}");
+        assert_eq!(o.members[0], "dense");
+        assert!(o.members[1].starts_with("tuned3x5"), "{o:?}");
+        assert_eq!(o.schedules[1].granularity, Some(Granularity::new(3, 5)));
+        if o.members[1] != "tuned3x5" {
+            assert_eq!(o.schedules[1].knobs.get("TN"), Some(&16), "{o:?}");
+            assert_eq!(o.schedules[1].knobs.get("KS"), Some(&2), "{o:?}");
+        }
+    }
+    let got = exe.run(&inputs(&g)).unwrap();
+    let report = exe.last_report().unwrap();
+    assert!(report.sparse_ops.len() >= convs.len());
+    for r in &report.sparse_ops {
+        assert!(r.member.starts_with("tuned3x5") && r.tiles > 0, "{backend}: {r:?}");
+    }
+    let out = got[0].as_f32().unwrap();
+    let e = common::rel_l2(out, want[0].1.as_f32().unwrap());
+    assert!(e < 1e-4, "{backend}: profile members change the output: rel L2 {e}");
+
+    // Another device's profile: refused with both fingerprints, everything calibrated.
+    let other = DeviceId { backend: info.backend.clone(), name: "Some Other GPU".into(), fingerprint: "opencl|Other Vendor|Some Other GPU|3.0|1.0".into() };
+    let exe = compile(&dev, backend, &g, Some(profile(&g, other, &BTreeMap::new())), &cache);
+    let why = exe.profile_refused().expect("another device's profile is refused");
+    assert!(why.contains("Some Other GPU") && why.contains(&info.fingerprint()), "{why}");
+    assert!(exe.sparse_ops().iter().all(|o| !o.from_profile && !o.members.iter().any(|m| m.starts_with("tuned"))));
+    // The same device on another backend is another device too.
+    let wrong_backend = DeviceId { backend: if backend == "wgpu" { "opencl".into() } else { "wgpu".into() }, ..this_device(&info) };
+    let exe = compile(&dev, backend, &g, Some(profile(&g, wrong_backend, &BTreeMap::new())), &cache);
+    assert!(exe.profile_refused().is_some_and(|w| w.contains("backend")));
+
+    // Members this device cannot run: their ops are calibrated, the others keep the profile.
+    let mut bad = BTreeMap::new();
+    bad.insert(convs[0].clone(), vec![("TM", 128), ("TN", 128), ("WM", 1), ("WN", 1)]);
+    bad.insert(convs[1].clone(), vec![("tiles_per_group", 4)]);
+    let exe = compile(&dev, backend, &g, Some(profile(&g, this_device(&info), &bad)), &cache);
+    for o in exe.sparse_ops() {
+        let knob_op = g.nodes.iter().find(|n| n.name == o.node).is_some_and(|n| g.values[n.inputs[1].unwrap()].shape[1] != 1);
+        let broken = knob_op && (o.node == convs[0] || o.node == convs[1]);
+        assert_eq!(o.from_profile, !broken, "{o:?}");
+    }
+    let _ = std::fs::remove_dir_all(&cache);
+}
+
+#[allow(dead_code)]
+fn skip(name: &str, e: impl std::fmt::Display) {
+    let required = std::env::var("DYNASPA_REQUIRE_BACKENDS").is_ok_and(|v| v.split(',').any(|b| b.trim() == name));
+    assert!(!required, "{name} is required: {e}");
+    eprintln!("skipped {name}: {e}");
+}
+
+#[cfg(feature = "opencl")]
+#[test]
+fn opencl_runs_the_profile_of_its_device_and_refuses_another() {
+    match dynaspa::backends::opencl::shared_device(None, None) {
+        Ok(d) => check(d, "opencl"),
+        Err(e) => skip("opencl", e),
+    }
+}
+
+#[cfg(feature = "wgpu")]
+#[test]
+fn wgpu_runs_the_profile_of_its_device_and_refuses_another() {
+    match dynaspa::backends::wgpu::shared_device(None) {
+        Ok(d) => check(d, "wgpu"),
+        Err(e) => skip("wgpu", e),
+    }
+}
+
+#[cfg(feature = "cuda")]
+#[test]
+fn cuda_runs_the_profile_of_its_device_and_refuses_another() {
+    match dynaspa::backends::cuda::shared_device(None, None) {
+        Ok(d) => check(d, "cuda"),
+        Err(e) => {
+            // Without a GPU (CI) there is no libcuda: nothing to run.
+            eprintln!("skipped cuda: {e}");
+        }
+    }
+}
