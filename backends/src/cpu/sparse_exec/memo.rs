@@ -38,7 +38,12 @@ impl MaskInfo {
             return n;
         }
         let t = std::time::Instant::now();
-        let n = self.masks.iter().map(|m| m.count_aligned_tiles(g)).sum();
+        // A span of its own (inside `select`, which asked), so the trace shows the counting
+        // that lazy selection could not avoid.
+        let n = {
+            let _s = tracing::trace_span!("tiles").entered();
+            self.masks.iter().map(|m| m.count_aligned_tiles(g)).sum()
+        };
         *spent += t.elapsed();
         if self.n_counts < MEMO_COUNTS {
             self.counts[self.n_counts] = (g, n);
