@@ -104,11 +104,27 @@ pub(crate) fn conv_winograd(
 /// Conv through the direct kernel prepared at compile time (`conv_direct::pays` chose it). The
 /// bias is the one `d` was built with (a constant of the graph).
 pub(crate) fn conv_direct(p: &Conv, d: &super::conv_direct::DirectConv, ins: &[Option<&Tensor>], out: &TensorSpec) -> Result<Tensor> {
+    per_image(p, &d.g, ins, out, |x, o, r| d.run_all(super::conv_direct::Image { x, out: o, residual: r }))
+}
+
+/// Conv through the row kernel prepared at compile time (`conv_rows::pays` chose it).
+pub(crate) fn conv_rows(p: &Conv, r: &super::conv_rows::RowsConv, ins: &[Option<&Tensor>], out: &TensorSpec) -> Result<Tensor> {
+    per_image(p, r.geometry(), ins, out, |x, o, res| r.run(x, o, res))
+}
+
+/// Checks a prepared kernel's call (input and output as prepared, the fused addend's shape)
+/// and runs `f(x, out, residual)` per image.
+fn per_image(
+    p: &Conv,
+    g: &super::sparse::gather::Geo2,
+    ins: &[Option<&Tensor>],
+    out: &TensorSpec,
+    f: impl Fn(&[f32], &mut [f32], Option<&[f32]>),
+) -> Result<Tensor> {
     let x = input(ins, 0, OP)?;
     let w = input(ins, 1, OP)?;
     let xd = f32_data(x, OP, "X")?;
     let dims = check(p, x.shape(), w.shape(), &out.shape)?;
-    let g = &d.g;
     if x.shape()[1..] != [dims.c, g.h, g.w] || out.shape[2..] != [g.ho, g.wo] {
         return err(format!("{OP}: input {:?} / output {:?} differ from the shapes the kernel was prepared for", x.shape(), out.shape));
     }
@@ -124,8 +140,7 @@ pub(crate) fn conv_direct(p: &Conv, d: &super::conv_direct::DirectConv, ins: &[O
     let (xi, oi) = (xd.len() / dims.n.max(1), dims.m * g.out_plane());
     let mut y = vec![0.0f32; dims.n * oi];
     for (i, o) in y.chunks_exact_mut(oi.max(1)).enumerate() {
-        let img = super::conv_direct::Image { x: &xd[i * xi..][..xi], out: o, residual: add.map(|a| &a[i * oi..][..oi]) };
-        d.run_all(img);
+        f(&xd[i * xi..][..xi], o, add.map(|a| &a[i * oi..][..oi]));
     }
     Tensor::from_f32(out.shape.clone(), y)
 }

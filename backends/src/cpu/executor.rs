@@ -111,6 +111,7 @@ pub(crate) enum Prepared {
     #[cfg(target_arch = "x86_64")]
     Winograd(super::conv_winograd::WinoWeights),
     Direct(super::conv_direct::DirectConv),
+    Rows(super::conv_rows::RowsConv),
 }
 
 pub(crate) fn prepare(g: &Graph, n: &dynaspa_runtime::graph::Node) -> Option<Prepared> {
@@ -122,8 +123,18 @@ pub(crate) fn prepare(g: &Graph, n: &dynaspa_runtime::graph::Node) -> Option<Pre
             // The direct kernel wants a constant bias (or none) and an f32 input.
             let bias_ok = n.inputs.get(2).copied().flatten().is_none() || constant(2).is_some();
             if bias_ok && x.dtype == dynaspa_runtime::DType::F32 && x.shape.len() == 4 {
-                let direct = super::sparse::SparseConv::new(p, &x.shape, w, constant(2)).ok().and_then(|c| c.into_direct());
-                if let Some(d) = direct {
+                let sc = super::sparse::SparseConv::new(p, &x.shape, w, constant(2)).ok();
+                let rows = sc.as_ref().and_then(|sc| sc.ungrouped_shape()).and_then(|(geo, c, m)| {
+                    let bias = constant(2).and_then(|b| b.as_f32().ok());
+                    let wd = w.as_f32().ok()?;
+                    super::conv_rows::pays(c, m, geo.kh, geo.kw, c * geo.plane())
+                        .then(|| super::conv_rows::RowsConv::new(geo, c, m, wd, bias, p.activation, p.fused_add))
+                        .flatten()
+                });
+                if let Some(r) = rows {
+                    return Some(Prepared::Rows(r));
+                }
+                if let Some(d) = sc.and_then(|c| c.into_direct()) {
                     return Some(Prepared::Direct(d));
                 }
             }
@@ -141,6 +152,7 @@ pub(crate) fn eval_node(op: &Op, prepared: Option<&Prepared>, ins: &[Option<&Ten
         #[cfg(target_arch = "x86_64")]
         (Op::Conv(p), Some(Prepared::Winograd(wt))) => Ok(vec![super::conv::conv_winograd(p, ins, &specs[0], wt)?]),
         (Op::Conv(p), Some(Prepared::Direct(d))) => Ok(vec![super::conv::conv_direct(p, d, ins, &specs[0])?]),
+        (Op::Conv(p), Some(Prepared::Rows(r))) => Ok(vec![super::conv::conv_rows(p, r, ins, &specs[0])?]),
         _ => eval_op(op, ins, specs),
     }
 }

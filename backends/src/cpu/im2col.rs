@@ -188,18 +188,66 @@ pub(crate) fn phase_offset(w: usize, s: usize, r: usize) -> usize {
 pub(crate) fn split_row(src: &[f32], s: usize, offs: &[usize], dst: &mut [f32]) {
     if s == 2 {
         let (even, odd) = dst.split_at_mut(src.len().div_ceil(2));
-        for ((e, o), c) in even.iter_mut().zip(odd.iter_mut()).zip(src.chunks_exact(2)) {
-            *e = c[0];
-            *o = c[1];
-        }
-        if src.len() % 2 == 1 {
-            even[src.len() / 2] = src[src.len() - 1];
-        }
+        deinterleave2(src, even, odd);
     } else {
         for (i, &v) in src.iter().enumerate() {
             dst[offs[i % s] + i / s] = v;
         }
     }
+}
+
+/// `even[i] = src[2i]`, `odd[i] = src[2i + 1]` for every such index of `src`; `even` needs
+/// `ceil(n / 2)` slots and `odd` `floor(n / 2)`. The compiler leaves the stride-2 loop scalar;
+/// on AVX-512 two permutes turn 32 values into 16 evens and 16 odds.
+#[inline]
+pub(crate) fn deinterleave2(src: &[f32], even: &mut [f32], odd: &mut [f32]) {
+    let n = src.len();
+    assert!(even.len() >= n.div_ceil(2) && odd.len() >= n / 2, "deinterleave2: {n} values into {} + {}", even.len(), odd.len());
+    let mut done = 0;
+    #[cfg(target_arch = "x86_64")]
+    if n >= 8 && super::kernel_util::has_avx512() {
+        // SAFETY: AVX-512F detected; the lengths were checked above.
+        done = unsafe { deinterleave2_avx512(src, even, odd) };
+    }
+    for i in done / 2..n / 2 {
+        even[i] = src[2 * i];
+        odd[i] = src[2 * i + 1];
+    }
+    if n % 2 == 1 {
+        even[n / 2] = src[n - 1];
+    }
+}
+
+/// Splits all of `src`; returns how many values it split.
+///
+/// # Safety
+/// AVX-512F available; `even` holds at least `ceil(n / 2)` values and `odd` `n / 2`.
+#[cfg(target_arch = "x86_64")]
+#[inline]
+#[target_feature(enable = "avx512f")]
+pub(crate) unsafe fn deinterleave2_avx512(src: &[f32], even: &mut [f32], odd: &mut [f32]) -> usize {
+    use std::arch::x86_64::*;
+    let blocks = src.len() / 32;
+    let ie = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    let io = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+    let (s, e, o) = (src.as_ptr(), even.as_mut_ptr(), odd.as_mut_ptr());
+    for b in 0..blocks {
+        let lo = _mm512_loadu_ps(s.add(32 * b));
+        let hi = _mm512_loadu_ps(s.add(32 * b + 16));
+        _mm512_storeu_ps(e.add(16 * b), _mm512_permutex2var_ps(lo, ie, hi));
+        _mm512_storeu_ps(o.add(16 * b), _mm512_permutex2var_ps(lo, io, hi));
+    }
+    // The ragged end (rows of 24-50 values are common) with masked loads and stores.
+    let r = src.len() - 32 * blocks;
+    if r > 0 {
+        let mask = |n: usize| if n >= 16 { 0xffffu16 } else { (1u16 << n) - 1 };
+        let at = 32 * blocks;
+        let lo = _mm512_maskz_loadu_ps(mask(r), s.add(at));
+        let hi = _mm512_maskz_loadu_ps(mask(r.saturating_sub(16)), s.add(at + 16));
+        _mm512_mask_storeu_ps(e.add(at / 2), mask(r.div_ceil(2)), _mm512_permutex2var_ps(lo, ie, hi));
+        _mm512_mask_storeu_ps(o.add(at / 2), mask(r / 2), _mm512_permutex2var_ps(lo, io, hi));
+    }
+    src.len()
 }
 
 multiversion! {

@@ -8,6 +8,7 @@ mod binary;
 mod broadcast;
 mod conv;
 mod conv_direct;
+mod conv_rows;
 mod conv_dw;
 mod conv_gemm;
 #[cfg(target_arch = "x86_64")]
@@ -31,6 +32,7 @@ mod norm;
 mod pad;
 mod par;
 mod pool;
+mod pool2d;
 mod reduce;
 mod resize;
 mod softmax;

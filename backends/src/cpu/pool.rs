@@ -6,6 +6,7 @@
 use super::gemm_util::with_scratch;
 use super::im2col::{phase_offset, split_row, Geom, ValidTable};
 use super::input;
+use super::pool2d;
 use super::kernel_util::{err, f32_data, multiversion, per_axis, split_pads};
 use dynaspa_runtime::backend::TensorSpec;
 use dynaspa_runtime::graph::*;
@@ -28,8 +29,17 @@ pub(crate) fn average_pool(p: &Pool, ins: &[Option<&Tensor>], out: &TensorSpec) 
 
 /// Values below which a pooling op stays on one thread.
 const PAR_MIN_VALUES: usize = 1 << 16;
+/// Input values per task of the 2-D row path: it does ~16 values per few cycles, so the
+/// reduced DynConv's 16x36x48 pool (~10 µs) stays on one thread, where waking the second
+/// worker cost about what it saved; ResNet-18's 64x112x112 one splits in four.
+const PAR_MIN_2D_VALUES: usize = 1 << 18;
 
 fn pool(op: &str, kind: Kind, p: &Pool, ins: &[Option<&Tensor>], out: &TensorSpec) -> Result<Tensor> {
+    pool_with(op, kind, p, ins, out, true)
+}
+
+/// `rows_2d: false` keeps 2-D windows on the general N-D loop (the A/B benchmark's baseline).
+fn pool_with(op: &str, kind: Kind, p: &Pool, ins: &[Option<&Tensor>], out: &TensorSpec, rows_2d: bool) -> Result<Tensor> {
     let x = input(ins, 0, op)?;
     let xd = f32_data(x, op, "X")?;
     let (xs, os) = (x.shape(), out.shape.as_slice());
@@ -58,11 +68,31 @@ fn pool(op: &str, kind: Kind, p: &Pool, ins: &[Option<&Tensor>], out: &TensorSpe
     if !y.is_empty() {
         // Averages divide by a count that factorises over axes.
         let counts: Vec<Vec<f32>> = (0..3).map(|a| axis_counts(&g, a, pad_end[a], kind)).collect();
-        let vt = g.valid_table();
         let min = (PAR_MIN_VALUES / (img * g.kernel_len()).max(1)).max(1);
-        y.par_chunks_mut(o_len).zip(xd.par_chunks(img.max(1))).with_min_len(min).for_each(|(yc, xc)| {
-            pool_plane(&g, &vt, kind, &counts, xc, yc);
-        });
+        if rows_2d && pool2d::applies(&g) && img > 0 {
+            let min = (PAR_MIN_2D_VALUES / img).max(1);
+            let avg = matches!(kind, Kind::Avg { .. });
+            let planes = y.len() / o_len;
+            let run = |ys: &mut [f32], xs: &[f32]| {
+                with_scratch(pool2d::scratch_len(&g), |s| {
+                    for (yc, xc) in ys.chunks_exact_mut(o_len).zip(xs.chunks_exact(img)) {
+                        pool2d::pool_plane_2d(&g, avg, &counts, xc, yc, s);
+                    }
+                })
+            };
+            if planes <= min {
+                run(&mut y, xd);
+            } else {
+                // Whole groups of planes per task: one scratch borrow and dispatch per group.
+                let per = planes.div_ceil(planes.div_ceil(min));
+                y.par_chunks_mut(per * o_len).zip(xd.par_chunks(per * img)).for_each(|(yc, xc)| run(yc, xc));
+            }
+        } else {
+            let vt = g.valid_table();
+            y.par_chunks_mut(o_len).zip(xd.par_chunks(img.max(1))).with_min_len(min).for_each(|(yc, xc)| {
+                pool_plane(&g, &vt, kind, &counts, xc, yc);
+            });
+        }
     }
     Tensor::from_f32(out.shape.clone(), y)
 }
@@ -306,6 +336,37 @@ mod tests {
         }
     }
 
+    /// The 2-D row path (`pool2d`) on random windows: kernels 1-5, strides 1-4, every pad up to
+    /// the kernel, ceil mode, widths past 32 (the vector deinterleave) and ragged ones, enough
+    /// planes to split over threads; against the per-output reference.
+    #[test]
+    fn pools_2d_random_windows_match_reference() {
+        let mut rng = Rng::new(77);
+        let kinds = [Kind::Max, Kind::Avg { count_include_pad: false }, Kind::Avg { count_include_pad: true }];
+        for case in 0..300u64 {
+            let pick = |rng: &mut Rng, n: usize| rng.below(n);
+            let (kh, kw) = (1 + pick(&mut rng, 5), 1 + pick(&mut rng, 5));
+            let (sh, sw) = (1 + pick(&mut rng, 4), 1 + pick(&mut rng, 4));
+            let pads = [pick(&mut rng, kh), pick(&mut rng, kw), pick(&mut rng, kh), pick(&mut rng, kw)];
+            let (h, w) = (kh + pick(&mut rng, 30), kw + pick(&mut rng, 70));
+            let planes = [1, 3, 40][pick(&mut rng, 3)];
+            let ceil = case % 3 == 0;
+            let kind = kinds[case as usize % 3];
+            run(kind, &[1, planes, h, w], &[kh, kw], &[sh, sw], &[1, 1], &pads, ceil, 1000 + case);
+        }
+    }
+
+    #[test]
+    fn deinterleave2_splits_every_length() {
+        for n in 0..100usize {
+            let src: Vec<f32> = (0..n).map(|i| i as f32).collect();
+            let (mut e, mut o) = (vec![-1.0; n.div_ceil(2)], vec![-1.0; n / 2]);
+            crate::cpu::im2col::deinterleave2(&src, &mut e, &mut o);
+            assert!(e.iter().enumerate().all(|(i, &v)| v == (2 * i) as f32), "n {n}: evens {e:?}");
+            assert!(o.iter().enumerate().all(|(i, &v)| v == (2 * i + 1) as f32), "n {n}: odds {o:?}");
+        }
+    }
+
     #[test]
     fn global_average_pool_matches_mean() {
         let mut rng = Rng::new(5);
@@ -347,6 +408,49 @@ mod tests {
         assert!(max_pool(&p, &[Some(&xi)], &spec(&[1, 1, 1, 1])).unwrap_err().to_string().contains("INT64"));
         // An extent larger than the windows reach is clipped, not a crash.
         assert!(max_pool(&p, &[Some(&x)], &spec(&[1, 2, 9, 9])).is_ok());
+    }
+
+    /// The pools of the reduced DynConv, the row path against the general loop, interleaved:
+    /// `BENCH_THREADS=1 cargo test --release -p dynaspa-backends --lib bench_dynconv_pools --
+    /// --ignored --nocapture` (median µs of 15 rounds of 200 calls each).
+    #[test]
+    #[ignore]
+    fn bench_dynconv_pools() {
+        let nt: usize = std::env::var("BENCH_THREADS").ok().and_then(|v| v.parse().ok()).unwrap_or(2);
+        let win = |k: usize, s: usize, p: usize| Pool {
+            window: Window { kernel_shape: vec![k, k], strides: vec![s, s], pads: vec![p; 4], dilations: vec![], auto_pad: AutoPad::NotSet },
+            ceil_mode: false,
+            count_include_pad: false,
+        };
+        let cases = [
+            ("maxpool 3x3 s2 p1 16x36x48 (stem)", vec![1, 16, 36, 48], win(3, 2, 1), vec![1, 16, 18, 24]),
+            ("maxpool 3x3 s1 p1 1x18x24 (mask halo)", vec![1, 1, 18, 24], win(3, 1, 1), vec![1, 1, 18, 24]),
+            ("maxpool 2x2 s2 8x32x32", vec![1, 8, 32, 32], win(2, 2, 0), vec![1, 8, 16, 16]),
+            ("maxpool 3x3 s2 p1 64x112x112 (resnet18)", vec![1, 64, 112, 112], win(3, 2, 1), vec![1, 64, 56, 56]),
+        ];
+        rayon::ThreadPoolBuilder::new().num_threads(nt).build().unwrap().install(|| {
+            let mut rng = Rng::new(3);
+            for (name, xs, p, os) in cases {
+                let x = rng.tensor(&xs);
+                let reps = if xs[2] > 100 { 20 } else { 200 };
+                let (mut old, mut new) = (vec![], vec![]);
+                for _ in 0..15 {
+                    for (rows, v) in [(false, &mut old), (true, &mut new)] {
+                        let t = std::time::Instant::now();
+                        for _ in 0..reps {
+                            drop(pool_with("MaxPool", Kind::Max, &p, &[Some(&x)], &spec(&os), rows).unwrap());
+                        }
+                        v.push(t.elapsed().as_secs_f64() * 1e6 / reps as f64);
+                    }
+                }
+                let med = |v: &mut Vec<f64>| {
+                    v.sort_by(f64::total_cmp);
+                    v[v.len() / 2]
+                };
+                let (o, n) = (med(&mut old), med(&mut new));
+                println!("{name}: general {o:.2} µs, rows {n:.2} µs ({:.1}x), {nt} thread(s)", o / n);
+            }
+        });
     }
 
     /// The non-conv ops of ResNet-18 at batch 1: `BENCH_THREADS=1 cargo test --release -p

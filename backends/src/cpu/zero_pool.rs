@@ -150,24 +150,13 @@ fn clear(buf: &mut [f32], dirty: &Dirty) {
                 buf.fill(0.0);
                 return;
             }
-            let w = masks[0].width();
             for (img, m) in buf.chunks_mut(channels * plane).zip(masks.iter()) {
-                for y in 0..m.height() {
-                    let mut x = 0;
-                    while x < w {
-                        if !m.get(y, x) {
-                            x += 1;
-                            continue;
-                        }
-                        let x0 = x;
-                        while x < w && m.get(y, x) {
-                            x += 1;
-                        }
-                        for ch in img.chunks_mut(plane) {
-                            ch[y * w + x0..y * w + x].fill(0.0);
-                        }
+                // Runs of written positions are runs of each channel plane too.
+                m.for_each_run(|a, b| {
+                    for ch in img.chunks_mut(plane) {
+                        ch[a..b].fill(0.0);
                     }
-                }
+                });
             }
         }
     }

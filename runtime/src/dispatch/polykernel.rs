@@ -162,6 +162,46 @@ impl PolyKernel {
         Ok(best.0)
     }
 
+    /// [`PolyKernel::try_select`]'s choice with tile counts asked for only where they could
+    /// change it: `ones` is the mask's number of set positions (the exact count at 1x1; at
+    /// granularity g the count lies in `ceil(ones / area)..=ones`), and `count(g)` is called
+    /// for a member only when the least time its table predicts over that range could beat
+    /// the best member so far. Members whose count is free go first, so the usual 1x1 member
+    /// sets the bar before any tile is counted; ties break as in `try_select` (dense, then
+    /// the earlier member).
+    pub fn select_lazy(&self, ones: usize, mut count: impl FnMut(Granularity) -> usize) -> usize {
+        // (time, member); `better` orders by time, then dense first, then index.
+        let dense = self.dense;
+        let better = |t: f64, i: usize, best: (f64, usize)| {
+            t < best.0 || (t == best.0 && best.1 != dense && i < best.1)
+        };
+        let mut best = (self.members[dense].table.last_time_us(), dense);
+        let one = Granularity::new(1, 1);
+        for (i, m) in self.members.iter().enumerate() {
+            if m.schedule.granularity.map(Granularity::effective) == Some(one) {
+                let t = m.table.predict(ones);
+                if better(t, i, best) {
+                    best = (t, i);
+                }
+            }
+        }
+        for (i, m) in self.members.iter().enumerate() {
+            let Some(g) = m.schedule.granularity.map(Granularity::effective) else { continue };
+            if g == one {
+                continue;
+            }
+            let lo = ones.div_ceil(g.area().max(1));
+            if !better(m.table.min_between(lo, ones), i, best) {
+                continue;
+            }
+            let t = m.table.predict(count(g));
+            if better(t, i, best) {
+                best = (t, i);
+            }
+        }
+        best.1
+    }
+
     /// [`PolyKernel::try_select`], falling back to the dense member when `counts` does not
     /// line up with the members (dense is always correct, never the wrong kernel).
     pub fn select(&self, counts: &[usize]) -> usize {
@@ -244,10 +284,16 @@ mod tests {
         for case in 0..200 {
             let n = rng.range(1, MAX_MEMBERS + 1);
             let dense = rng.range(0, n);
+            // Half the cases on a coarse time grid, so that ties (which lazy selection must
+            // break as `select` does) are common.
+            let grid = rng.range(0, 2) == 0;
             let members: Vec<Member> = (0..n)
                 .map(|i| {
                     let s = if i == dense {
                         Schedule::dense(format!("m{i}"))
+                    } else if rng.range(0, 4) == 0 {
+                        // 1x1 is the member whose count is free (the popcount).
+                        Schedule::sparse(format!("m{i}"), Granularity::new(1, 1))
                     } else {
                         let g = Granularity::new(rng.range(1, 17) as u16, rng.range(1, 17) as u16);
                         Schedule::sparse(format!("m{i}"), g)
@@ -256,7 +302,8 @@ mod tests {
                     let points = (0..rng.range(1, 6))
                         .map(|_| {
                             x += rng.range(1, 200) as u32;
-                            (x, rng.unit() * 200.0)
+                            let t = rng.unit() * 200.0;
+                            (x, if grid { (t / 40.0).round() * 40.0 } else { t })
                         })
                         .collect();
                     member(s, points)
@@ -272,6 +319,14 @@ mod tests {
                 .collect();
             let pick = pk.select_for_mask(&m);
             assert_eq!(pick, pk.select(&counts), "case {case}");
+            // The lazy form picks the same member, counting no more granularities than it must.
+            let mut asked = Vec::new();
+            let lazy = pk.select_lazy(m.count_ones(), |g| {
+                asked.push(g);
+                m.count_aligned_tiles(g)
+            });
+            assert_eq!(lazy, pick, "case {case}: select_lazy");
+            assert!(!asked.contains(&Granularity::new(1, 1)), "case {case}: 1x1 is the popcount");
             let best = pk.predict(pick, counts[pick]).unwrap();
             for (i, &c) in counts.iter().enumerate() {
                 let t = pk.predict(i, c).unwrap();
@@ -283,6 +338,65 @@ mod tests {
             }
             assert!(best <= pk.predict(pk.dense_index(), 0).unwrap(), "never slower than dense");
         }
+    }
+
+    /// What makes lazy selection cheap: a member whose table cannot beat the bar anywhere in
+    /// its possible count range is never counted, and one that might is (and wins if it does).
+    #[test]
+    fn select_lazy_counts_only_members_that_could_win() {
+        let pk = PolyKernel::new(vec![
+            member(Schedule::dense("d"), vec![(0, 100.0)]),
+            member(Schedule::sparse("px", Granularity::new(1, 1)), vec![(0, 2.0), (1000, 102.0)]),
+            // 4x4: at least 8 µs even at its floor; 8x8: 1 µs floor, 10 µs per tile.
+            member(Schedule::sparse("t4", Granularity::new(4, 4)), vec![(0, 8.0), (100, 208.0)]),
+            member(Schedule::sparse("t8", Granularity::new(8, 8)), vec![(0, 1.0), (10, 101.0)]),
+        ])
+        .unwrap();
+        let run = |ones: usize, tiles: usize| {
+            let mut asked = Vec::new();
+            let pick = pk.select_lazy(ones, |g| {
+                asked.push(g);
+                tiles
+            });
+            (pick, asked)
+        };
+        // 30 set positions: 1x1 predicts 5 µs. 4x4 has at least ceil(30/16) = 2 tiles (12 µs),
+        // 8x8 at least 1 (11 µs): neither can win, neither is counted.
+        assert_eq!(run(30, 1), (1, vec![]));
+        // 900 set positions: 1x1 at 92 µs; 8x8 needs at least 15 tiles (151 µs): not counted;
+        // 4x4 at ceil(900/16) = 57 tiles could take 122 µs > 92: not counted either.
+        assert_eq!(run(900, 57), (1, vec![]));
+        // No set position with a slow 1x1: 4x4's floor 8 µs ties nothing, 8x8's 1 µs could win.
+        let slow = PolyKernel::new(vec![
+            member(Schedule::dense("d"), vec![(0, 100.0)]),
+            member(Schedule::sparse("t4", Granularity::new(4, 4)), vec![(0, 8.0), (100, 208.0)]),
+            member(Schedule::sparse("t8", Granularity::new(8, 8)), vec![(0, 1.0), (10, 101.0)]),
+        ])
+        .unwrap();
+        let mut asked = Vec::new();
+        let pick = slow.select_lazy(64, |g| {
+            asked.push(g);
+            if g == Granularity::new(8, 8) { 1 } else { 4 }
+        });
+        // 4x4 counted first (bar is dense's 100 µs): 4 tiles, 16 µs; 8x8 could reach 11 µs: counted, wins.
+        assert_eq!((pick, asked), (2, vec![Granularity::new(4, 4), Granularity::new(8, 8)]));
+        // Ties: a sparse member predicting exactly the dense time loses to dense, and of two
+        // equal sparse members the earlier wins, counted or not.
+        let tie = PolyKernel::new(vec![
+            member(Schedule::sparse("a", Granularity::new(2, 2)), vec![(0, 50.0)]),
+            member(Schedule::sparse("b", Granularity::new(1, 1)), vec![(0, 50.0)]),
+            member(Schedule::dense("d"), vec![(0, 50.0)]),
+        ])
+        .unwrap();
+        assert_eq!(tie.select_lazy(10, |_| 3), 2);
+        let tie = PolyKernel::new(vec![
+            member(Schedule::sparse("a", Granularity::new(2, 2)), vec![(0, 40.0)]),
+            member(Schedule::sparse("b", Granularity::new(1, 1)), vec![(0, 40.0)]),
+            member(Schedule::dense("d"), vec![(0, 50.0)]),
+        ])
+        .unwrap();
+        assert_eq!(tie.select_lazy(10, |_| 3), tie.select(&[3, 10, 0]));
+        assert_eq!(tie.select_lazy(10, |_| 3), 0);
     }
 
     #[test]

@@ -98,11 +98,48 @@ impl DispatchTable {
             y
         }
     }
+
+    /// A lower bound of `predict(n)` for every `n` in `lo..=hi`: the least of the prediction
+    /// at both ends and at the points between (the prediction is linear between points and
+    /// constant or linear past the ends, so its minimum over the interval is at one of them).
+    pub fn min_between(&self, lo: usize, hi: usize) -> f64 {
+        let (lo, hi) = (lo.min(hi), lo.max(hi));
+        let inner = self.points.iter().filter(|&&(t, _)| (t as usize) > lo && (t as usize) < hi).map(|&(_, y)| y);
+        inner.fold(self.predict(lo).min(self.predict(hi)), f64::min)
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn min_between_bounds_every_count_in_the_interval() {
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = |n: u64| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state % n
+        };
+        for _ in 0..300 {
+            let mut x = 0u32;
+            let points: Vec<(u32, f64)> = (0..1 + next(6))
+                .map(|_| {
+                    x += 1 + next(40) as u32;
+                    (x, next(1000) as f64 / 10.0)
+                })
+                .collect();
+            let t = DispatchTable::new(points).unwrap();
+            let (lo, hi) = (next(250) as usize, next(250) as usize);
+            let (a, b) = (lo.min(hi), lo.max(hi));
+            let exact = (a..=b).map(|n| t.predict(n)).fold(f64::INFINITY, f64::min);
+            let bound = t.min_between(lo, hi);
+            assert!(bound <= exact, "{t:?} on {a}..={b}: bound {bound} above the least prediction {exact}");
+            // Tight where the least value is at a point or an end (always, for integer points).
+            assert!((bound - exact).abs() < 1e-9, "{t:?} on {a}..={b}: bound {bound}, least {exact}");
+        }
+    }
 
     fn err(points: Vec<(u32, f64)>) -> String {
         DispatchTable::new(points).unwrap_err().to_string()

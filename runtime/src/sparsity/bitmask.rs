@@ -125,8 +125,9 @@ impl BitMask {
     /// From row-major f32 values as a model computes a mask (`Cast`, `Greater`, a halting
     /// score thresholded in-graph): each must be exactly 1.0 or 0.0 (-0.0 counts as 0.0).
     /// Anything else (NaN, 0.5, 2.0, ...) is an error naming the first such position, since
-    /// a `Mul` by it would not be a mask. Called per frame per sparse op: values are checked
-    /// and packed 64 at a time by their bit patterns, without branches per value.
+    /// a `Mul` by it would not be a mask. Called per frame per mask value: values are checked
+    /// and packed without branches per value (16 per compare on AVX-512, else 64 at a time by
+    /// their bit patterns).
     pub fn from_f32(height: usize, width: usize, values: &[f32]) -> Result<BitMask> {
         if height.checked_mul(width) != Some(values.len()) {
             return Err(Error::Other(format!(
@@ -134,24 +135,21 @@ impl BitMask {
                 values.len()
             )));
         }
-        let mut raw = vec![0u64; values.len().div_ceil(64)];
-        let mut ok = true;
-        let chunks = values.chunks_exact(64);
-        let tail = chunks.remainder();
-        for (w, c) in raw.iter_mut().zip(chunks) {
-            let (word, good) = pack_f32(c.try_into().expect("chunks_exact(64) yields 64 values"));
-            *w = word;
-            ok &= good;
+        let mut m = BitMask::zeros(height, width);
+        m.refill_f32(values)?;
+        Ok(m)
+    }
+
+    /// [`BitMask::from_f32`] into this mask's own storage (same size): the per-frame rebuild
+    /// of a mask allocates nothing. On an error the mask's contents are unspecified.
+    pub fn refill_f32(&mut self, values: &[f32]) -> Result<()> {
+        let (height, width) = (self.height, self.width);
+        if values.len() != self.len() {
+            return Err(Error::Other(format!("BitMask {height}x{width} from f32: got {} values", values.len())));
         }
-        if !tail.is_empty() {
-            // Zeros are valid mask values and set no bit, so padding the tail with them is neutral.
-            let mut last = [0.0f32; 64];
-            last[..tail.len()].copy_from_slice(tail);
-            let (word, good) = pack_f32(&last);
-            raw[values.len() / 64] = word;
-            ok &= good;
-        }
-        if !ok {
+        let raw = self.bits.as_raw_mut_slice();
+        // Every word is rewritten, and the packing leaves bits past the last position clear.
+        if !pack_all(values, raw) {
             // Only on the error path: find the first offender for the message.
             if let Some(i) = values.iter().position(|v| !f32_is_binary(v.to_bits())) {
                 let (y, x) = (i / width, i % width);
@@ -162,8 +160,110 @@ impl BitMask {
                 )));
             }
         }
-        Ok(BitMask::from_words(height, width, raw))
+        Ok(())
     }
+
+    /// Calls `f(start, end)` for every maximal run of set positions, as flat row-major indices
+    /// (a run may go on from the end of one row into the next): what clears or copies the
+    /// active part of a plane a slice at a time.
+    pub fn for_each_run(&self, mut f: impl FnMut(usize, usize)) {
+        let (words, n) = (self.words(), self.len());
+        // First index >= i whose bit is `want` (n if none).
+        let next = |i: usize, want: bool| -> usize {
+            let flip = if want { 0 } else { !0u64 };
+            let mut wi = i / 64;
+            if wi >= words.len() {
+                return n;
+            }
+            let mut w = (words[wi] ^ flip) & (!0u64 << (i % 64));
+            loop {
+                if w != 0 {
+                    return (wi * 64 + w.trailing_zeros() as usize).min(n);
+                }
+                wi += 1;
+                if wi >= words.len() {
+                    return n;
+                }
+                w = words[wi] ^ flip;
+            }
+        };
+        let mut i = 0;
+        while i < n {
+            let a = next(i, true);
+            if a >= n {
+                break;
+            }
+            let b = next(a, false);
+            f(a, b);
+            i = b;
+        }
+    }
+}
+
+/// Packs `values` into `raw` (`ceil(n / 64)` words); false if any value is not 0.0, -0.0 or 1.0.
+pub(crate) fn pack_all(values: &[f32], raw: &mut [u64]) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx512f") {
+        // SAFETY: AVX-512F detected; `raw` has a word per 64 values.
+        return unsafe { pack_avx512(values, raw) };
+    }
+    pack_portable(values, raw)
+}
+
+/// Sixteen values per compare: 1.0 sets the bit, 0.0 (either sign) leaves it clear, anything
+/// else (NaN included: it equals nothing) is flagged. A 432-value DynConv mask is 27 vectors.
+///
+/// # Safety
+/// AVX-512F available; `raw.len() >= values.len().div_ceil(64)`.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn pack_avx512(values: &[f32], raw: &mut [u64]) -> bool {
+    use std::arch::x86_64::*;
+    let (one, zero) = (_mm512_set1_ps(1.0), _mm512_setzero_ps());
+    let n = values.len();
+    let mut bad: __mmask16 = 0;
+    for (wi, w) in raw.iter_mut().enumerate().take(n.div_ceil(64)) {
+        let mut word = 0u64;
+        for q in 0..4 {
+            let i = wi * 64 + q * 16;
+            if i >= n {
+                break;
+            }
+            let left = n - i;
+            let k: __mmask16 = if left >= 16 { 0xffff } else { (1u16 << left) - 1 };
+            let v = _mm512_maskz_loadu_ps(k, values.as_ptr().add(i));
+            let ones = _mm512_mask_cmp_ps_mask::<_CMP_EQ_OQ>(k, v, one);
+            let zeros = _mm512_mask_cmp_ps_mask::<_CMP_EQ_OQ>(k, v, zero);
+            bad |= k & !(ones | zeros);
+            word |= (ones as u64) << (16 * q);
+        }
+        *w = word;
+    }
+    bad == 0
+}
+
+/// `pack_f32` 64 values at a time (any machine).
+pub(crate) fn pack_portable(values: &[f32], raw: &mut [u64]) -> bool {
+    let mut ok = true;
+    let chunks = values.chunks_exact(64);
+    let tail = chunks.remainder();
+    for (w, c) in raw.iter_mut().zip(chunks) {
+        let (word, good) = pack_f32(c.try_into().expect("chunks_exact(64) yields 64 values"));
+        *w = word;
+        ok &= good;
+    }
+    if !tail.is_empty() {
+        // Zeros are valid mask values and set no bit, so padding the tail with them is neutral.
+        let mut last = [0.0f32; 64];
+        last[..tail.len()].copy_from_slice(tail);
+        let (word, good) = pack_f32(&last);
+        raw[values.len() / 64] = word;
+        ok &= good;
+    }
+    ok
+}
+
+impl BitMask {
 
     /// From bytes packed least significant bit first (bit `i` in byte `i / 8`, bit `i % 8`), as
     /// `numpy.packbits(..., bitorder="little")` writes them. Needs exactly

@@ -320,6 +320,63 @@ fn from_f32_round_trips() {
     }
 }
 
+/// Runs cover exactly the set positions, each maximal, in order; refilling a mask in place
+/// gives what building it anew does.
+#[test]
+fn runs_and_refill_match_the_bits() {
+    let (mut rng, _seed) = TestRng::fresh();
+    for case in 0..300 {
+        let m = random_mask(&mut rng, 150);
+        let mut runs = Vec::new();
+        m.for_each_run(|a, b| runs.push((a, b)));
+        let bits: Vec<bool> = m.to_bools();
+        let mut want = Vec::new();
+        let mut i = 0;
+        while i < bits.len() {
+            if bits[i] {
+                let a = i;
+                while i < bits.len() && bits[i] {
+                    i += 1;
+                }
+                want.push((a, i));
+            } else {
+                i += 1;
+            }
+        }
+        assert_eq!(runs, want, "case {case}: {m:?}");
+        let other = random_mask(&mut rng, 150);
+        if other.height() == m.height() && other.width() == m.width() {
+            let mut r = other.clone();
+            r.refill_f32(&as_f32(&m, &mut rng)).unwrap();
+            assert_eq!(r, m, "case {case}: refill");
+            assert_eq!(r.words(), m.words(), "case {case}: refill padding bits");
+        }
+        let mut r = m.clone();
+        assert!(r.refill_f32(&vec![0.0; m.len() + 1]).is_err());
+    }
+}
+
+/// The vector packing (where the machine has it) and the portable one agree on every length,
+/// on the bits and on whether a value is bad.
+#[test]
+fn f32_packings_agree() {
+    let (mut rng, _seed) = TestRng::fresh();
+    let vals = [0.0f32, -0.0, 1.0, 0.5, f32::NAN, -1.0, f32::from_bits(1)];
+    for case in 0..500 {
+        let n = rng.range(0, 300);
+        let bad_rate = [0, 0, 1, 50][rng.range(0, 4)];
+        let v: Vec<f32> = (0..n)
+            .map(|_| if rng.range(0, 1000) < bad_rate { vals[rng.range(3, vals.len())] } else { vals[rng.range(0, 3)] })
+            .collect();
+        let (mut a, mut b) = (vec![0u64; n.div_ceil(64)], vec![0u64; n.div_ceil(64)]);
+        let (ok_a, ok_b) = (super::bitmask::pack_all(&v, &mut a), super::bitmask::pack_portable(&v, &mut b));
+        assert_eq!(ok_a, ok_b, "case {case}: validity");
+        if ok_a {
+            assert_eq!(a, b, "case {case}: bits");
+        }
+    }
+}
+
 #[test]
 fn from_f32_rejects_non_binary_values_naming_the_first() {
     let (mut rng, _seed) = TestRng::fresh();

@@ -54,7 +54,7 @@ fn tile_timing() {
     let (mut rng, _seed) = TestRng::fresh();
     let gs = [Granularity::new(2, 2), Granularity::new(4, 4), Granularity::new(8, 8), Granularity::new(3, 5)];
     println!("granularities {}", gs.iter().map(|g| g.to_string()).collect::<Vec<_>>().join(", "));
-    for (h, w) in [(56, 56), (40, 40), (18, 24), (112, 112)] {
+    for (h, w) in [(56, 56), (40, 40), (18, 24), (9, 12), (5, 6), (112, 112)] {
         let m = blobby(&mut rng, h, w);
         println!("\nmask {h}x{w}, density {:.2}, {} components", m.density(), m.components().len());
         let mut single = 0.0;

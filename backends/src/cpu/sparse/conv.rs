@@ -519,6 +519,11 @@ impl SparseConv {
     pub(crate) fn into_direct(self) -> Option<DirectConv> {
         self.direct
     }
+    /// Geometry, input and output channels of an ungrouped conv (what the dense row kernel
+    /// is built from); `None` for grouped and depthwise convs.
+    pub(crate) fn ungrouped_shape(&self) -> Option<(Geo2, usize, usize)> {
+        (self.groups == 1 && self.kind == ConvKind::Gemm).then_some((self.g, self.c, self.m))
+    }
     #[cfg(test)]
     pub(crate) fn has_direct(&self) -> bool {
         self.direct.is_some()

@@ -7,6 +7,34 @@ use dynaspa_runtime::{Error, Result, Tensor};
 /// `mask` is `[N or 1, 1, h, w]` (spatial) or `[N or 1, t]` / `[N or 1, t, 1]` (token, returned as
 /// 1 x t masks); a batch of 1 is broadcast to `images`. Values must be exactly 0 or 1.
 pub(crate) fn bitmasks(mask: &Tensor, name: &str, kind: MaskKind, images: usize, h: usize, w: usize) -> Result<Vec<BitMask>> {
+    let mh = if kind == MaskKind::Spatial { h } else { 1 };
+    let mut out = vec![BitMask::zeros(mh, w); images];
+    refill(mask, name, kind, &mut out, h, w)?;
+    Ok(out)
+}
+
+/// One mask value as a sparse op reads it, for `MaskMemo::get`.
+pub(crate) struct Reading<'a> {
+    pub mask: &'a Tensor,
+    pub name: &'a str,
+    pub kind: MaskKind,
+    pub images: usize,
+    pub h: usize,
+    pub w: usize,
+}
+
+impl super::memo::MaskSource for Reading<'_> {
+    fn new(&self) -> Result<Vec<BitMask>> {
+        bitmasks(self.mask, self.name, self.kind, self.images, self.h, self.w)
+    }
+    fn refill(&self, masks: &mut [BitMask]) -> Result<()> {
+        refill(self.mask, self.name, self.kind, masks, self.h, self.w)
+    }
+}
+
+/// [`bitmasks`] into masks of the right sizes made earlier (last frame's): nothing is allocated.
+pub(crate) fn refill(mask: &Tensor, name: &str, kind: MaskKind, out: &mut [BitMask], h: usize, w: usize) -> Result<()> {
+    let images = out.len();
     let s = mask.shape();
     let shape_ok = match kind {
         MaskKind::Spatial => s.len() == 4 && s[1] == 1 && s[2] == h && s[3] == w,
@@ -20,20 +48,18 @@ pub(crate) fn bitmasks(mask: &Tensor, name: &str, kind: MaskKind, images: usize,
         return Err(Error::Other(format!("mask '{name}' has shape {s:?}, the sparse op needs {want}")));
     }
     let v = mask.as_f32().map_err(|_| Error::Other(format!("mask '{name}' must be FLOAT, got {}", mask.dtype())))?;
-    let (mh, plane) = match kind {
-        MaskKind::Spatial => (h, h * w),
-        MaskKind::Token => (1, w),
+    let plane = match kind {
+        MaskKind::Spatial => h * w,
+        MaskKind::Token => w,
     };
-    let mut out = Vec::with_capacity(images);
-    for img in 0..s[0] {
-        let m = BitMask::from_f32(mh, w, &v[img * plane..][..plane])
-            .map_err(|e| Error::Other(format!("mask '{name}', image {img}: {e}")))?;
-        out.push(m);
+    for (img, m) in out.iter_mut().enumerate().take(s[0]) {
+        m.refill_f32(&v[img * plane..][..plane]).map_err(|e| Error::Other(format!("mask '{name}', image {img}: {e}")))?;
     }
-    while out.len() < images {
-        out.push(out[0].clone());
+    if s[0] == 1 && images > 1 {
+        let (first, rest) = out.split_at_mut(1);
+        rest.iter_mut().for_each(|m| m.clone_from(&first[0]));
     }
-    Ok(out)
+    Ok(())
 }
 
 #[cfg(test)]

@@ -130,21 +130,19 @@ impl SparseStep {
         let (kind, images, h, w) = (self.spec.kind, self.images, self.h, self.w);
         let info = {
             let _s = tracing::trace_span!("bitmask").entered();
-            memo.get(self.spec.mask, (kind, images, h, w), || masks::bitmasks(mask, &self.mask_name, kind, images, h, w))?
+            memo.get(self.spec.mask, (kind, images, h, w), &masks::Reading { mask, name: &self.mask_name, kind, images, h, w })?
         };
         let (masks, density) = (info.masks.clone(), info.density);
         let t1 = Instant::now();
-        let counts = {
-            let _s = tracing::trace_span!("tiles").entered();
-            info.counts(self.poly.granularities())
-        };
-        let t2 = Instant::now();
+        // Selection asks for DISTile counts only where they could change its choice; the time
+        // spent counting them is the `tiles` phase, the rest of the selection `select`.
+        let mut counting = std::time::Duration::ZERO;
         let member = {
             let _s = tracing::trace_span!("select").entered();
-            self.choose(&counts)?
+            self.choose(info, &mut counting)
         };
-        let t3 = Instant::now();
-        (ph.bitmask, ph.tiles, ph.select) = (t1 - t0, t2 - t1, t3 - t2);
+        let t2 = Instant::now();
+        (ph.bitmask, ph.tiles, ph.select) = (t1 - t0, counting, (t2 - t1).saturating_sub(counting));
         let schedule = &self.poly.members()[member].schedule;
         let (member_name, gran) = (schedule.name.clone(), schedule.granularity);
         let first_cached_frame = self.spec.fill == FillPolicy::Cached && self.cache.is_none();
@@ -197,23 +195,23 @@ impl SparseStep {
         Ok(StepOutput { tensor, record, dirty })
     }
 
-    fn choose(&self, counts: &[usize]) -> Result<usize> {
+    fn choose(&self, info: &mut memo::MaskInfo, counting: &mut std::time::Duration) -> usize {
         let members = self.poly.members();
         match self.force {
-            Some(ForceMember::Dense) => Ok(self.poly.dense_index()),
+            Some(ForceMember::Dense) => self.poly.dense_index(),
             Some(ForceMember::Tiles(g)) => {
                 // The member whose granularity is closest to the forced one.
                 let dist = |h: Granularity| (h.h as i32 - g.h as i32).abs() + (h.w as i32 - g.w as i32).abs();
-                Ok(members
+                members
                     .iter()
                     .enumerate()
                     .filter_map(|(i, m)| m.schedule.granularity.map(|h| (dist(h), i)))
                     .min()
-                    .map_or(self.poly.dense_index(), |(_, i)| i))
+                    .map_or(self.poly.dense_index(), |(_, i)| i)
             }
             None => {
-                let per_member = self.poly.member_counts(counts)?;
-                self.poly.try_select(&per_member)
+                let ones = info.ones;
+                self.poly.select_lazy(ones, |g| info.count(g, counting))
             }
         }
     }
