@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Joins gpu_sparse_bench --json (ours) with gpu_baselines.py --masks --json (PyTorch) from the
 same run: per op, batch and density, our dense member, our fastest member alone and with
-lagged dispatch (what a frame pays), PyTorch's cuDNN conv and its best gather-conv-scatter,
+lagged dispatch (what a frame pays), PyTorch's cuDNN conv with its bias and ReLU (what a framework runs; `conv`: the conv alone)
+and its best gather-conv-scatter,
 the speedup over cuDNN and issue 5's target for it.
 
     python3 benches/gpu_vs_torch.py OURS.jsonl TORCH.jsonl
@@ -26,7 +27,7 @@ def main(ours_path, torch_path):
     torch = [json.loads(l) for l in open(torch_path) if l.strip()]
     keys = sorted({(o["op"], o["batch"], o["density_target"]) for o in ours})
     print(f"{'op':<10} {'b':>2} {'dens':>5} | {'ours dense':>10} {'best':>8} {'member':>9} {'+lagged':>8} | "
-          f"{'cuDNN':>8} {'gcs':>8} | {'vs cuDNN':>8} {'target':>6}  {'ok':>3}")
+          f"{'cuDNN':>8} {'conv':>7} {'gcs':>8} | {'vs cuDNN':>8} {'target':>6}  {'ok':>3}")
     for op, b, d in keys:
         rows = [o for o in ours if (o["op"], o["batch"], o["density_target"]) == (op, b, d)]
         dense = next((o["us"] for o in rows if o["member"] == "dense"), float("nan"))
@@ -38,11 +39,13 @@ def main(ours_path, torch_path):
         gcs = [t["us"] for t in torch if t.get("op") == tname and t["batch"] == b and t["impl"].startswith("gcs")
                and abs(t.get("density_target", 1.0) - d) < 1e-6]
         cu = cud[0] if cud else float("nan")
+        only = [t["us"] for t in torch if t.get("op") == tname and t["batch"] == b and t["impl"] == "cudnn-conv-only"]
+        co = only[0] if only else float("nan")
         tg = target(op, d)
         sp = cu / lag if lag == lag else float("nan")
         ok = "yes" if tg and sp >= tg else "no"
         print(f"{op:<10} {b:>2} {d:>5.2f} | {dense:>10.1f} {best['us']:>8.1f} {best['member']:>9} {lag:>8.1f} | "
-              f"{cu:>8.1f} {min(gcs) if gcs else float('nan'):>8.1f} | {sp:>7.2f}x {tg or 0:>6.2f}  {ok:>3}")
+              f"{cu:>8.1f} {co:>7.1f} {min(gcs) if gcs else float('nan'):>8.1f} | {sp:>7.2f}x {tg or 0:>6.2f}  {ok:>3}")
 
 
 if __name__ == "__main__":
