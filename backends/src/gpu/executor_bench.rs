@@ -63,17 +63,7 @@ impl<D: GpuDevice> GpuExecutable<D> {
             .frames
             .member_launches(op, member)
             .ok_or_else(|| Error::Other(format!("sparse op {op} has no member '{member}'")))?;
-        self.dev.finish()?;
-        let mut out = Vec::with_capacity(samples);
-        for _ in 0..samples {
-            let t = Instant::now();
-            for _ in 0..runs.max(1) {
-                replay_launches_refs(&*self.dev, &self.bufs, &launches)?;
-            }
-            self.dev.finish()?;
-            out.push(t.elapsed().as_secs_f64() * 1e6 / runs.max(1) as f64);
-        }
-        Ok(out)
+        time_launches(&*self.dev, &self.bufs, &launches, samples, runs)
     }
 
     /// Time (µs) of op `op`'s per-frame dispatch with exact counts: bitmask launch, counts
@@ -153,21 +143,27 @@ impl<D: GpuDevice> GpuExecutable<D> {
         if launches.is_empty() {
             return Err(Error::Other(format!("node '{node}' has no launches of that part")));
         }
-        self.dev.finish()?;
-        let mut out = Vec::with_capacity(samples);
-        for _ in 0..samples {
-            let t = Instant::now();
-            for _ in 0..runs.max(1) {
-                replay_launches_refs(&*self.dev, &self.bufs, &launches)?;
-            }
-            self.dev.finish()?;
-            out.push(t.elapsed().as_secs_f64() * 1e6 / runs.max(1) as f64);
-        }
-        Ok(out)
+        time_launches(&*self.dev, &self.bufs, &launches, samples, runs)
     }
 
     /// DISTiles of `gran` in op `op`'s mask in the last frame or dispatch.
     pub fn last_tiles(&self, op: usize, gran: Option<Granularity>) -> usize {
         self.frames.last_tiles(op, gran)
     }
+}
+
+/// Time per run (µs) of `launches`: `samples` samples of `runs` replays queued back to back and
+/// bracketed by a queue finish (shared by the runs), from an idle queue.
+fn time_launches<D: GpuDevice>(dev: &D, bufs: &[D::Buffer], launches: &[&Launch<D::Kernel>], samples: usize, runs: usize) -> Result<Vec<f64>> {
+    dev.finish()?;
+    let mut out = Vec::with_capacity(samples);
+    for _ in 0..samples {
+        let t = Instant::now();
+        for _ in 0..runs.max(1) {
+            replay_launches_refs(dev, bufs, launches)?;
+        }
+        dev.finish()?;
+        out.push(t.elapsed().as_secs_f64() * 1e6 / runs.max(1) as f64);
+    }
+    Ok(out)
 }
