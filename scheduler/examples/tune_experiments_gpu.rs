@@ -9,10 +9,14 @@
 //!    (mean over evaluation frames of the best member, dense included, measured); measurements
 //!    (schedule x mask) until the pruned search is within 5% of the unpruned search's final.
 //!
+//! 3. a k = 6 PolyKernel (dense + 5) chosen greedily from the sampled and pruned schedules'
+//!    times on the training frames, against the oracle (the best measured schedule, dense
+//!    included, per frame) on HELD held-out frames; both with ideal per-frame dispatch.
+//!
 //! Every (schedule, frame) is measured once (minimum of 3 after a warm-up) and cached.
 //!
 //! ```sh
-//! cargo run --release -p dynaspa-scheduler --example tune_experiments_gpu -- MODEL DSM BACKEND [OPS] [SAMPLE] [SEEDS] [TRIALS]
+//! cargo run --release -p dynaspa-scheduler --example tune_experiments_gpu -- MODEL DSM BACKEND [OPS] [SAMPLE] [SEEDS] [TRIALS] [HELD]
 //! ```
 
 use dynaspa_backends::gpu::sconv_knobs::default_gemm;
@@ -22,7 +26,7 @@ use dynaspa_runtime::sparsity::{Granularity, MaskDataset};
 use dynaspa_scheduler::cost_model::CostModel;
 use dynaspa_scheduler::masks::MaskSet;
 use dynaspa_scheduler::measure::{GpuMeasurer, Measurer};
-use dynaspa_scheduler::polykernel::objective;
+use dynaspa_scheduler::polykernel::{greedy, objective};
 use dynaspa_scheduler::rng::Rng;
 use dynaspa_scheduler::search::{self, Candidates, SearchConfig};
 use dynaspa_scheduler::space::{OpKind, Point};
@@ -58,6 +62,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let sample: usize = args.get(5).map_or(Ok(150), |s| s.parse())?;
     let seeds: u64 = args.get(6).map_or(Ok(3), |s| s.parse())?;
     let trials: usize = args.get(7).map_or(Ok(24), |s| s.parse())?;
+    let n_held: usize = args.get(8).map_or(Ok(4), |s| s.parse())?;
     let bytes = std::fs::read(model)?;
     let mut g = dynaspa_runtime::session::load_graph(&bytes, &Default::default(), &dynaspa_backends::cpu::CpuEvaluator)?;
     detect_sparse_regions(&mut g, &Default::default());
@@ -72,8 +77,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         info.name, dev.alpha_s, dev.gamma_s, dev.latency_s
     );
     let cfg = TuneConfig::default();
-    let (train, _) = masks.split(cfg.held_out);
+    let (train, held) = masks.split(cfg.held_out);
     let tau_frames = spread(&train, 4);
+    let held_frames = spread(&held, n_held);
     let eval_frames = spread(&train, 16);
     let ops = m.ops().to_vec();
     // Ops spread over the model (first, middle, last...), GEMM convs only: depthwise spaces
@@ -139,6 +145,43 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             best_pruned / calib_t,
             median(&per_frame).unwrap_or(f64::NAN)
         );
+
+        // 3. k = 6 from the training frames' times against the oracle on held-out frames.
+        if !held_frames.is_empty() {
+            let (mut train_t, mut held_t) = (Vec::with_capacity(pts.len()), Vec::with_capacity(pts.len()));
+            for p in &pts {
+                let s = space.schedule(p);
+                let (mut a, mut b) = (vec![], vec![]);
+                for &f in &tau_frames {
+                    a.push(cache.get(Some(&s), f)?);
+                }
+                for &f in &held_frames {
+                    b.push(cache.get(Some(&s), f)?);
+                }
+                train_t.push(a);
+                held_t.push(b);
+            }
+            let (mut dense_train, mut dense_held) = (vec![], vec![]);
+            for &f in &tau_frames {
+                dense_train.push(cache.get(None, f)?);
+            }
+            for &f in &held_frames {
+                dense_held.push(cache.get(None, f)?);
+            }
+            let sel = greedy(&train_t, &dense_train, 5);
+            let poly = objective(&sel, &held_t, &dense_held);
+            let oracle = (0..held_frames.len()).map(|j| held_t.iter().map(|t| t[j]).fold(dense_held[j], f64::min)).sum::<f64>()
+                / held_frames.len() as f64;
+            println!(
+                "  k=6 (greedy on {} training frames) over {} held-out frames: {:.2} µs, oracle over {} schedules + dense {:.2} µs: {:.3}x the oracle",
+                tau_frames.len(),
+                held_frames.len(),
+                poly * 1e6,
+                pts.len(),
+                oracle * 1e6,
+                poly / oracle
+            );
+        }
 
         // 2. Pruning: live searches on the whole space and on the pruned candidates.
         let dense_eval: Vec<f64> = eval_frames.iter().map(|&f| cache.get(None, f)).collect::<Result<_, _>>()?;
