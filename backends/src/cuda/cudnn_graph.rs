@@ -9,7 +9,7 @@ use super::cudnn::CudnnHandle;
 use super::cudnn_lib::{graph as g, Desc};
 use super::device::{CudaBuffer, CudaDevice};
 use crate::gpu::{GpuDevice, VendorConvDesc};
-use dynaspa_runtime::Result;
+use dynaspa_runtime::{Error, Result};
 use std::ffi::c_void;
 use std::time::Instant;
 
@@ -197,7 +197,7 @@ pub(crate) fn execute(h: &CudnnHandle, plan: Desc, pack: &BackendDesc) -> Result
 /// `None` where cuDNN's heuristics offer none.
 pub(crate) fn search(dev: &CudaDevice, h: &CudnnHandle, d: &VendorConvDesc, x: &CudaBuffer, w: &CudaBuffer, y: &CudaBuffer) -> Result<Option<EnginePlan>> {
     let Some(mut parts) = op_graph(h, d)? else { return Ok(None) };
-    let graph = parts.pop().expect("op_graph returns the graph last");
+    let graph = parts.pop().ok_or_else(|| Error::Other("cuDNN operation graph: no graph descriptor".into()))?;
     // What each stage kept or why it dropped a candidate: logged, and the reason when none is left.
     let mut notes: Vec<String> = Vec::new();
     let mut cfgs = Vec::new();

@@ -79,14 +79,17 @@ KERNEL bitmask_tiles(GLOBAL const float* mask, GLOBAL int* meta, GLOBAL const in
             LOCAL_BARRIER();
         }
     }
-    /* First non-binary position: a minimum over the group. */
-    s[tid] = bad;
-    LOCAL_BARRIER();
-    for (int off = BLOCK / 2; off > 0; off >>= 1) {
-        if (tid < off) s[tid] = IMIN(s[tid], s[tid + off]);
+    /* First non-binary position: a minimum over the group, by the image's first group only
+     * (the condition is the same for the whole group, so its barriers are reached by all). */
+    if (GROUP_ID(1) == 0) {
+        s[tid] = bad;
         LOCAL_BARRIER();
+        for (int off = BLOCK / 2; off > 0; off >>= 1) {
+            if (tid < off) s[tid] = IMIN(s[tid], s[tid + off]);
+            LOCAL_BARRIER();
+        }
+        if (tid == 0) counts[n_gran] = s[0] == 0x7fffffff ? -1 : s[0];
     }
-    if (tid == 0 && GROUP_ID(1) == 0) counts[n_gran] = s[0] == 0x7fffffff ? -1 : s[0];
     /* The words other work-items wrote are read below. */
     GLOBAL_BARRIER();
 

@@ -71,13 +71,16 @@ fn bitmask_tiles(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups)
             workgroupBarrier();
         }
     }
-    bscan[tid] = bad;
-    workgroupBarrier();
-    for (var off = blk / 2; off > 0; off >>= 1u) {
-        if (tid < off) { bscan[tid] = min(bscan[tid], bscan[tid + off]); }
+    // First non-binary position, by the image's first group only (wid.y is uniform per group).
+    if (wid.y == 0u) {
+        bscan[tid] = bad;
         workgroupBarrier();
+        for (var off = blk / 2; off > 0; off >>= 1u) {
+            if (tid < off) { bscan[tid] = min(bscan[tid], bscan[tid + off]); }
+            workgroupBarrier();
+        }
+        if (tid == 0) { bmeta[cbase + bp.n_gran] = select(bscan[0], -1, bscan[0] == NO_BAD); }
     }
-    if (tid == 0 && wid.y == 0u) { bmeta[cbase + bp.n_gran] = select(bscan[0], -1, bscan[0] == NO_BAD); }
     // The words other invocations wrote are read below.
     storageBarrier();
     workgroupBarrier();
