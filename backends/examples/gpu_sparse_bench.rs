@@ -4,7 +4,7 @@
 //!     cargo build --release -p dynaspa-backends --example gpu_sparse_bench
 //!     target/release/examples/gpu_sparse_bench --backend cuda [--device SEL] [--json out.jsonl]
 //!         [--masks models/masks/dynconv_full_d30.dsm] [--samples 50] [--runs 10] [--batches 1,2,4]
-//!         [--only conv3x3] [--densities 0.1,0.3,0.5,1.0] [--dump-masks DIR]
+//!         [--only conv3x3] [--densities 0.1,0.3,0.5,1.0] [--dump-masks DIR] [--knobs N]
 //!     target/release/examples/gpu_sparse_bench --backend cuda --avit [--only deit_s|small] [...]
 //!
 //! The binary embeds every kernel; on the GPU host it needs only the driver and the mask file
@@ -25,10 +25,14 @@
 //! the differences are what dispatch costs a frame in steady state. The table prints the speedup
 //! of the best sparse member over the dense one and what the dense member runs (ours, or cuDNN
 //! where the CUDA backend chose it: `DYNASPA_CUDNN` = 0 / force for A/B); the JSON lines hold
-//! every number.
+//! every number. `--knobs N` also times, for the GEMM convs, larger register tiles and N random
+//! valid GEMM schedules (1x1 DISTiles) as members of profiles, as a tuned profile would hold
+//! them; the fastest member overall, default or sampled, is the one timed with dispatch.
 
 #[path = "common/avit_attention.rs"]
 mod avit_attention;
+#[path = "common/knob_sample.rs"]
+mod knob_sample;
 #[path = "common/mask_shaping.rs"]
 mod mask_shaping;
 
@@ -56,11 +60,14 @@ struct Args {
     dump_masks: Option<String>,
     /// A-ViT's token ops instead of the convs.
     avit: bool,
+    /// GEMM schedules beyond the defaults to time per GEMM conv (hand-picked tiles and this
+    /// many random valid ones), as a tuned profile would hold them.
+    knobs: usize,
 }
 
 fn usage(msg: &str) -> ! {
     eprintln!("gpu_sparse_bench: {msg}");
-    eprintln!("usage: gpu_sparse_bench --backend cuda|opencl|wgpu [--device SEL] [--json PATH] [--masks FILE.dsm] [--samples N] [--runs N] [--batches 1,2,4] [--densities 0.1,0.3] [--only NAME] [--dump-masks DIR] [--avit]");
+    eprintln!("usage: gpu_sparse_bench --backend cuda|opencl|wgpu [--device SEL] [--json PATH] [--masks FILE.dsm] [--samples N] [--runs N] [--batches 1,2,4] [--densities 0.1,0.3] [--only NAME] [--dump-masks DIR] [--knobs N] [--avit]");
     std::process::exit(2)
 }
 
@@ -81,6 +88,7 @@ fn parse_args() -> Args {
         only: None,
         dump_masks: None,
         avit: false,
+        knobs: 0,
     };
     let mut it = std::env::args().skip(1);
     while let Some(k) = it.next() {
@@ -97,6 +105,7 @@ fn parse_args() -> Args {
             "--only" => a.only = Some(val()),
             "--dump-masks" => a.dump_masks = Some(val()),
             "--avit" => a.avit = true,
+            "--knobs" => a.knobs = parse_list::<usize>(&val(), "--knobs")[0],
             "-h" | "--help" => usage("help"),
             _ => usage(&format!("unknown argument '{k}'")),
         }
@@ -194,6 +203,15 @@ fn masks(ds: &MaskDataset, density: f64, h: usize, count: usize) -> Vec<BitMask>
     out
 }
 
+fn rel_l2(a: &[f32], b: &[f32]) -> f64 {
+    let (mut d, mut n) = (0.0f64, 0.0f64);
+    for (x, y) in a.iter().zip(b) {
+        d += (*x as f64 - *y as f64).powi(2);
+        n += (*y as f64).powi(2);
+    }
+    if a.len() != b.len() { f64::INFINITY } else { (d / n.max(1e-30)).sqrt() }
+}
+
 fn median(v: &mut [f64]) -> f64 {
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
@@ -242,6 +260,16 @@ fn bench<D: GpuDevice + 'static>(dev: Arc<D>, a: &Args) -> Result<()> {
             let dense_impl = exe.sparse_ops().first().and_then(|o| o.dense_vendor.clone()).unwrap_or_else(|| "ours".into());
             let ho = g.values[g.inputs[1]].shape[2];
             let x = Tensor::from_f32(g.values[g.inputs[0]].shape.clone(), rng.vec(g.values[g.inputs[0]].shape.iter().product()))?;
+            // Sampled schedules, a few per executable (a PolyKernel holds at most 8 members).
+            let mut tuned: Vec<(GpuExecutable<D>, Vec<String>)> = Vec::new();
+            if a.knobs > 0 && cc.group == 1 {
+                let ks = knob_sample::sample(&info, a.knobs, 0x5eed ^ n as u64);
+                for (p, names) in knob_sample::profiles(&info, &g, cc.name, &ks)? {
+                    let o = GpuOptions { sparse: SparseConfig { cache_dir: None, force: None, profile: Some(Arc::new(p)) }, ..opts.clone() };
+                    tuned.push((GpuExecutable::compile(dev.clone(), &info.backend, &g, &o)?, names));
+                }
+                eprintln!("{} b{n}: {} sampled schedules in {} executables", cc.name, ks.len(), tuned.len());
+            }
             for &d in &a.densities {
                 let ms = masks(&ds, d, ho, n);
                 let mv: Vec<f32> = ms.iter().flat_map(|m| m.to_bools().into_iter().map(|b| b as u8 as f32)).collect();
@@ -251,7 +279,8 @@ fn bench<D: GpuDevice + 'static>(dev: Arc<D>, a: &Args) -> Result<()> {
                 }
                 let mt = Tensor::from_f32(vec![n, 1, ho, ho], mv)?;
                 use dynaspa_runtime::backend::Executable;
-                exe.run(&[x.clone(), mt])?;
+                // Forced dense: the reference every sampled schedule's output is checked against.
+                let reference = exe.run(&[x.clone(), mt.clone()])?.remove(0).as_f32()?.to_vec();
                 let members = exe.sparse_ops()[0].members.clone();
                 let mut times = Vec::new();
                 for name in &members {
@@ -259,18 +288,49 @@ fn bench<D: GpuDevice + 'static>(dev: Arc<D>, a: &Args) -> Result<()> {
                     let mut t = exe.time_member(0, name, a.samples, a.runs)?;
                     times.push((name.clone(), median(&mut t)));
                 }
+                // Which executable holds each timed member: 0 the default, i + 1 tuned[i].
+                let mut home: Vec<usize> = vec![0; times.len()];
+                let mut wrong = 0usize;
+                for (i, (te, names)) in tuned.iter_mut().enumerate() {
+                    te.run(&[x.clone(), mt.clone()])?;
+                    let have = te.sparse_ops()[0].members.clone();
+                    for name in names.iter() {
+                        if !have.contains(name) {
+                            return Err(dynaspa_runtime::Error::Other(format!("{}: sampled schedule '{name}' was not built (members: {have:?})", cc.name)));
+                        }
+                        te.time_member(0, name, 3, a.runs)?;
+                        let err = rel_l2(te.read_output(0)?.as_f32()?, &reference);
+                        if !(err <= 1e-4) {
+                            // Reported and left out, so one bad variant does not lose the run.
+                            eprintln!("WRONG {} b{n} d{d}: sampled schedule '{name}': relative L2 {err:.2e} against dense; not timed", cc.name);
+                            wrong += 1;
+                            continue;
+                        }
+                        let mut t = te.time_member(0, name, a.samples, a.runs)?;
+                        times.push((name.clone(), median(&mut t)));
+                        home.push(i + 1);
+                    }
+                }
+                if wrong > 0 {
+                    println!("    {wrong} sampled schedules gave wrong outputs (see WRONG lines)");
+                }
                 let (mut ov, _) = exe.time_dispatch(0, a.samples)?;
                 let overhead = median(&mut ov);
                 let dense = times.iter().find(|t| t.0 == "dense").map_or(f64::NAN, |t| t.1);
                 let best = times.iter().filter(|t| t.0 != "dense").map(|t| t.1).fold(f64::INFINITY, f64::min);
                 // What dispatch adds to the member dispatch would pick (the fastest), in steady
                 // state: member alone vs dispatch + member, alternating, same queue pattern.
-                let pick = times.iter().min_by(|x, y| x.1.total_cmp(&y.1)).map(|t| t.0.clone()).unwrap_or_default();
+                let at = (0..times.len()).min_by(|&i, &j| times[i].1.total_cmp(&times[j].1)).unwrap_or(0);
+                let pick = times.get(at).map(|t| t.0.clone()).unwrap_or_default();
+                let pe = match home.get(at) {
+                    Some(&h) if h > 0 => &mut tuned[h - 1].0,
+                    _ => &mut exe,
+                };
                 let (mut alone, mut lagged, mut exact) = (Vec::new(), Vec::new(), Vec::new());
                 for _ in 0..5 {
-                    alone.extend(exe.time_member(0, &pick, a.samples.div_ceil(5), a.runs)?);
-                    lagged.extend(exe.time_dispatched(0, &pick, CountsSync::Lagged, a.samples.div_ceil(5), a.runs)?);
-                    exact.extend(exe.time_dispatched(0, &pick, CountsSync::Exact, a.samples.div_ceil(5), a.runs)?);
+                    alone.extend(pe.time_member(0, &pick, a.samples.div_ceil(5), a.runs)?);
+                    lagged.extend(pe.time_dispatched(0, &pick, CountsSync::Lagged, a.samples.div_ceil(5), a.runs)?);
+                    exact.extend(pe.time_dispatched(0, &pick, CountsSync::Exact, a.samples.div_ceil(5), a.runs)?);
                 }
                 let (alone, lagged, exact) = (median(&mut alone), median(&mut lagged), median(&mut exact));
                 let cell = |g: &str| times.iter().find(|t| t.0 == format!("tiles{g}")).map_or("-".to_string(), |t| format!("{:.1}", t.1));
@@ -316,7 +376,8 @@ fn write_npy_u8(path: &str, shape: &[usize], values: &[f32]) -> Result<()> {
 }
 
 fn members_gran(name: &str) -> Option<Granularity> {
-    let (h, w) = name.strip_prefix("tiles")?.split_once('x')?;
+    let g = name.strip_prefix("tiles")?;
+    let (h, w) = g.split('_').next()?.split_once('x')?;
     Some(Granularity::new(h.parse().ok()?, w.parse().ok()?))
 }
 

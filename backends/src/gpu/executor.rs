@@ -345,6 +345,23 @@ fn mark(pooled: &mut Vec<bool>, b: BufId, value: bool) {
     pooled[b] = value;
 }
 
+impl<D: GpuDevice> GpuExecutable<D> {
+    /// Graph output `i` as the device holds it now (a download waits for the queue): after a
+    /// `run`, that frame's; after `time_member`, what the member wrote over the frame's fill,
+    /// so a bench can check every member it times.
+    pub fn read_output(&self, i: usize) -> Result<Tensor> {
+        match self.outputs.get(i) {
+            None => Err(Error::Other(format!("output {i}: the graph has {}", self.outputs.len()))),
+            Some(Output::Host(t)) => Ok((**t).clone()),
+            Some(Output::Device { buf, dtype, shape }) => {
+                let mut bytes = vec![0u8; words(shape) * 4];
+                self.dev.download(&self.bufs[*buf], 0, &mut bytes)?;
+                dtype::from_words(&bytes, *dtype, shape.clone())
+            }
+        }
+    }
+}
+
 impl<D: GpuDevice> Executable for GpuExecutable<D> {
     fn run(&mut self, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
         let t0 = Instant::now();
@@ -361,17 +378,7 @@ impl<D: GpuDevice> Executable for GpuExecutable<D> {
             self.dev.finish()?;
         }
         let (mut sparse_ops, step_times) = self.replay()?;
-        let mut outs = Vec::with_capacity(self.outputs.len());
-        for o in &self.outputs {
-            outs.push(match o {
-                Output::Host(t) => (**t).clone(),
-                Output::Device { buf, dtype, shape } => {
-                    let mut bytes = vec![0u8; words(shape) * 4];
-                    self.dev.download(&self.bufs[*buf], 0, &mut bytes)?;
-                    dtype::from_words(&bytes, *dtype, shape.clone())?
-                }
-            });
-        }
+        let outs = (0..self.outputs.len()).map(|i| self.read_output(i)).collect::<Result<Vec<_>>>()?;
         // The outputs were read, so the queue has drained: the counts copied behind the frame
         // are on the host.
         self.frames.end_frame(&*self.dev, &self.bufs, &mut sparse_ops)?;

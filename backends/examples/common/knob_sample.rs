@@ -1,0 +1,72 @@
+//! Sparse conv GEMM schedules for gpu_sparse_bench's `--knobs N`: what a tuned profile could
+//! hold for one bench op, handed to the executor as profiles of up to MAX_MEMBERS - 1 sparse
+//! members (plus the dense one) so every schedule is timed by the runtime's own launches.
+
+use dynaspa_backends::gpu::sconv_knobs::{schedule_name, GemmKnobs, GpuLimits, GEMM_DOMAINS};
+use dynaspa_backends::gpu::DeviceInfo;
+use dynaspa_runtime::dispatch::{DispatchTable, Member, PolyKernel, Schedule, MAX_MEMBERS};
+use dynaspa_runtime::graph::Graph;
+use dynaspa_runtime::profile::{DeviceId, MaskSetInfo, OpProfile, OpSignature, Profile};
+use dynaspa_runtime::sparsity::Granularity;
+use dynaspa_runtime::{Error, Result};
+
+/// Register tiles larger than the default 4 x 2 per work-item (whose inner loop issues 6
+/// local-memory loads per 8 FMAs), each with the splits that give a sparse frame's few
+/// columns enough work-groups; then `n` seeded random valid points. Invalid ones (for this
+/// device's limits) and duplicates are dropped.
+pub fn sample(info: &DeviceInfo, n: usize, seed: u64) -> Vec<GemmKnobs> {
+    let limits = GpuLimits::of(info);
+    let mut out: Vec<GemmKnobs> = Vec::new();
+    let keep = |k: GemmKnobs, out: &mut Vec<GemmKnobs>| {
+        if k.check(&limits).is_ok() && !out.contains(&k) {
+            out.push(k);
+        }
+    };
+    let tiles: [(u32, u32, u32, u32, u32); 6] =
+        [(128, 64, 8, 8, 8), (128, 64, 16, 8, 4), (128, 32, 16, 8, 4), (64, 64, 16, 4, 4), (64, 64, 16, 8, 4), (64, 32, 16, 8, 4)];
+    for (tm, tn, tk, wm, wn) in tiles {
+        for ks in [4, 8, 16] {
+            keep(GemmKnobs { tm, tn, tk, wm, wn, ks }, &mut out);
+        }
+    }
+    let mut state = seed | 1;
+    let mut pick = |d: &[i64]| {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        d[(state >> 33) as usize % d.len()] as u32
+    };
+    let want = out.len() + n;
+    for _ in 0..n * 200 {
+        if out.len() >= want {
+            break;
+        }
+        let v: Vec<u32> = GEMM_DOMAINS.iter().map(|(_, d)| pick(d)).collect();
+        keep(GemmKnobs { tm: v[0], tn: v[1], tk: v[2], wm: v[3], wn: v[4], ks: v[5] }, &mut out);
+    }
+    out
+}
+
+/// One profile per group of schedules for node `node` of `g` (1x1 DISTiles), each with the
+/// dense member; the dispatch tables are placeholders (the bench times every member itself).
+pub fn profiles(info: &DeviceInfo, g: &Graph, node: &str, knobs: &[GemmKnobs]) -> Result<Vec<(Profile, Vec<String>)>> {
+    let n = g.nodes.iter().find(|n| n.name == node).ok_or_else(|| Error::Other(format!("no node '{node}'")))?;
+    let signature = OpSignature::of(g, n);
+    let device = DeviceId { backend: info.backend.clone(), name: info.name.clone(), fingerprint: info.fingerprint() };
+    let g1 = Granularity::new(1, 1);
+    let mut out = Vec::new();
+    for group in knobs.chunks(MAX_MEMBERS - 1) {
+        let mut members = vec![Member { schedule: Schedule::dense("dense"), table: DispatchTable::constant(1.0)? }];
+        let mut names = Vec::new();
+        for k in group {
+            let name = schedule_name(Some(g1), Some(k));
+            let schedule = k.apply(Schedule::sparse(name.clone(), g1));
+            members.push(Member { schedule, table: DispatchTable::constant(0.5)? });
+            names.push(name);
+        }
+        let mut p = Profile::new(device.clone(), "gpu_sparse_bench", false, "knob sample", MaskSetInfo::default());
+        p.ops.push(OpProfile { node: node.into(), signature: signature.clone(), poly: PolyKernel::new(members)?, stats: None });
+        out.push((p, names));
+    }
+    Ok(out)
+}
