@@ -333,12 +333,15 @@ fn bench<D: GpuDevice + 'static>(dev: Arc<D>, a: &Args) -> Result<()> {
                     exact.extend(pe.time_dispatched(0, &pick, CountsSync::Exact, a.samples.div_ceil(5), a.runs)?);
                 }
                 let (alone, lagged, exact) = (median(&mut alone), median(&mut lagged), median(&mut exact));
+                // Where the member's time goes: each of its launches alone (GEMM, split-K finish).
+                let parts = pe.time_member_launches(0, &pick, a.samples, a.runs)?;
                 let cell = |g: &str| times.iter().find(|t| t.0 == format!("tiles{g}")).map_or("-".to_string(), |t| format!("{:.1}", t.1));
                 println!(
                     "{:<10} {:>5} {:>7.3} {:>10.1} {:>10} {:>10} {:>10} {:>10} {:>9.1} {:>7.2}x  {dense_impl}\n    {:>8} {:>8.1} {:>9.1} {:>9.1}",
                     cc.name, n, real, dense, cell("1x1"), cell("2x8"), cell("4x4"), cell("8x8"), overhead, dense / best,
                     pick, alone, lagged - alone, exact - alone
                 );
+                println!("    launches alone (µs): {}", parts.iter().map(|t| format!("{t:.1}")).collect::<Vec<_>>().join(" + "));
                 if let Some(f) = json.as_mut() {
                     for (name, us) in &times {
                         let gran = members_gran(name);
@@ -347,7 +350,7 @@ fn bench<D: GpuDevice + 'static>(dev: Arc<D>, a: &Args) -> Result<()> {
                             "device": info.name, "backend": info.backend, "driver": info.driver,
                             "op": cc.name, "batch": n, "density_target": d, "density": real,
                             "member": name, "tiles": tiles, "us": us, "overhead_us": overhead,
-                            "steady_member": pick, "steady_alone_us": alone, "steady_lagged_us": lagged, "steady_exact_us": exact,
+                            "steady_member": pick, "steady_alone_us": alone, "steady_launches_us": parts, "steady_lagged_us": lagged, "steady_exact_us": exact,
                             "samples": a.samples, "runs": a.runs, "dense_impl": dense_impl,
                         });
                         writeln!(f, "{line}").map_err(|e| dynaspa_runtime::Error::Other(format!("--json: {e}")))?;

@@ -66,6 +66,22 @@ impl<D: GpuDevice> GpuExecutable<D> {
         time_launches(&*self.dev, &self.bufs, &launches, samples, runs)
     }
 
+    /// Time (µs) of each launch of `member` alone, in launch order (a split-K GEMM, then its
+    /// finish): median of `samples` samples of `runs` launches, as `time_member`.
+    pub fn time_member_launches(&mut self, op: usize, member: &str, samples: usize, runs: usize) -> Result<Vec<f64>> {
+        let launches = self
+            .frames
+            .member_launches(op, member)
+            .ok_or_else(|| Error::Other(format!("sparse op {op} has no member '{member}'")))?;
+        let mut out = Vec::with_capacity(launches.len());
+        for l in &launches {
+            let mut t = time_launches(&*self.dev, &self.bufs, &[*l], samples, runs)?;
+            t.sort_by(f64::total_cmp);
+            out.push(t[t.len() / 2]);
+        }
+        Ok(out)
+    }
+
     /// Time (µs) of op `op`'s per-frame dispatch with exact counts: bitmask launch, counts
     /// readback (a host sync), selection; one sample per call, each from an idle queue. Returns
     /// the times and the member the last sample chose.
