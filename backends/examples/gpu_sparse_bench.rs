@@ -266,7 +266,14 @@ fn bench<D: GpuDevice + 'static>(dev: Arc<D>, a: &Args) -> Result<()> {
                 let ks = knob_sample::sample(&info, a.knobs, 0x5eed ^ n as u64);
                 for (p, names) in knob_sample::profiles(&info, &g, cc.name, &ks)? {
                     let o = GpuOptions { sparse: SparseConfig { cache_dir: None, force: None, profile: Some(Arc::new(p)) }, ..opts.clone() };
-                    tuned.push((GpuExecutable::compile(dev.clone(), &info.backend, &g, &o)?, names));
+                    let te = GpuExecutable::compile(dev.clone(), &info.backend, &g, &o)?;
+                    // A member the compiled kernel cannot run (registers) sends the op back to
+                    // calibration: that group is reported and left out.
+                    if te.sparse_ops().first().is_some_and(|op| op.from_profile) {
+                        tuned.push((te, names));
+                    } else {
+                        eprintln!("{} b{n}: a schedule of {names:?} cannot run here; group left out (RUST_LOG=warn says which)", cc.name);
+                    }
                 }
                 eprintln!("{} b{n}: {} sampled schedules in {} executables", cc.name, ks.len(), tuned.len());
             }

@@ -391,6 +391,10 @@ impl Drop for CudaDevice {
 }
 
 impl GpuDevice for CudaDevice {
+    fn kernel_max_threads(&self, kernel: &CudaKernel) -> Option<u32> {
+        Some(kernel.max_threads()).filter(|&m| m > 0)
+    }
+
     type Buffer = CudaBuffer;
     type Kernel = CudaKernel;
     type Event = CudaEvent;

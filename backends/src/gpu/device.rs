@@ -129,6 +129,12 @@ pub trait GpuDevice: Send + Sync {
     fn read_staging(&self, st: &Self::Staging, out: &mut [u8]) -> Result<()>;
     /// Compiles (or fetches from the memory and disk caches) one kernel.
     fn kernel(&self, spec: &KernelSpec) -> Result<Self::Kernel>;
+    /// Work-items per group `kernel` can be launched with, where the device says (its register
+    /// use may put it below the device's limit); `None`: only the device's limit applies.
+    fn kernel_max_threads(&self, kernel: &Self::Kernel) -> Option<u32> {
+        let _ = kernel;
+        None
+    }
     /// Queues `kernel` on the main queue over `groups` work-groups of `local` work-items each.
     fn launch(&self, kernel: &Self::Kernel, groups: [u32; 3], local: [u32; 3], args: &[Arg<'_, Self::Buffer>]) -> Result<()>;
     /// Zeroes `bytes` bytes at `offset` on the second queue once `after` (main-queue events) are done;

@@ -29,10 +29,14 @@ struct Shim {
     fused_launches: AtomicUsize,
     /// Bytes of the workspace buffer the last vendor launch was given.
     last_workspace: AtomicUsize,
+    /// Work-items per group the sparse conv GEMM allows, as a compiler that spends more
+    /// registers would (`None`: the device's limit).
+    gemm_limit: Option<u32>,
 }
 
 enum ShimKernel {
-    Ours(ClKernel),
+    /// With the work-items per group it can run, where the shim limits it.
+    Ours(ClKernel, Option<u32>),
     /// `alt`: a second algorithm for bare convs, always slow.
     Vendor { d: VendorConvDesc, workspace: usize, alt: bool },
 }
@@ -61,7 +65,7 @@ impl Shim {
         };
         // A name of its own: remembered decisions are per device.
         let info = DeviceInfo { name: format!("{} (vendor shim {tag}, {})", inner.info().name, std::process::id()), ..inner.info().clone() };
-        Some(Shim { inner, info, policy, repeat: [1, 1], refuse_fused: false, plans: AtomicUsize::new(0), launches: AtomicUsize::new(0), fused_launches: AtomicUsize::new(0), last_workspace: AtomicUsize::new(0) })
+        Some(Shim { inner, info, policy, repeat: [1, 1], refuse_fused: false, plans: AtomicUsize::new(0), launches: AtomicUsize::new(0), fused_launches: AtomicUsize::new(0), last_workspace: AtomicUsize::new(0), gemm_limit: None })
     }
 
     fn run_vendor(&self, d: &VendorConvDesc, workspace: usize, alt: bool, args: &[Arg<'_, ShimBuf>]) -> Result<()> {
@@ -120,6 +124,13 @@ impl GpuDevice for Shim {
     type Event = ClEvent;
     type Staging = ClStaging;
 
+    fn kernel_max_threads(&self, kernel: &ShimKernel) -> Option<u32> {
+        match kernel {
+            ShimKernel::Ours(_, limit) => *limit,
+            ShimKernel::Vendor { .. } => None,
+        }
+    }
+
     fn info(&self) -> &DeviceInfo {
         &self.info
     }
@@ -142,11 +153,12 @@ impl GpuDevice for Shim {
         self.inner.download(&src.b, offset, out)
     }
     fn kernel(&self, spec: &KernelSpec) -> Result<ShimKernel> {
-        Ok(ShimKernel::Ours(self.inner.kernel(spec)?))
+        let limit = self.gemm_limit.filter(|_| spec.entry == "sconv_gemm_f32");
+        Ok(ShimKernel::Ours(self.inner.kernel(spec)?, limit))
     }
     fn launch(&self, kernel: &ShimKernel, groups: [u32; 3], local: [u32; 3], args: &[Arg<'_, ShimBuf>]) -> Result<()> {
         match kernel {
-            ShimKernel::Ours(k) => {
+            ShimKernel::Ours(k, _) => {
                 let a: Vec<Arg<'_, ClBuffer>> = args
                     .iter()
                     .map(|a| match a {
@@ -412,4 +424,48 @@ fn never_asks_no_library() {
     let exe = agree(shim.clone(), &g, &[f], "never");
     assert_eq!(shim.plans.load(Ordering::Relaxed), 0);
     assert_eq!(exe.sparse_ops()[0].dense_vendor, None);
+}
+
+/// A profile whose sparse member needs 512 work-items per group, on a device whose compiled
+/// GEMM allows 256: the op falls back to calibration (a warning, not a failed compile or a
+/// failing frame) and its outputs still match the CPU; where 512 are allowed the profile runs.
+#[test]
+fn a_profile_member_the_compiled_kernel_cannot_run_sends_its_op_to_calibration() {
+    use dynaspa_runtime::dispatch::{DispatchTable, Member, PolyKernel, Schedule};
+    use dynaspa_runtime::profile::{DeviceId, MaskSetInfo, OpProfile, OpSignature, Profile};
+    use dynaspa_runtime::sparsity::Granularity;
+    let mut rng = Rng(0x2468_ace0_1357_9bdf);
+    let g = graph(1, 12, &[Layer { cin: 16, cout: 64, ..L }], Some(FillPolicy::Zero), &mut rng);
+    let frames: Vec<Vec<Tensor>> = [0.4, 0.7].iter().map(|&d| inputs(&g, &mut rng, d)).collect();
+    let mut cpu = CpuBackend::new(Some(2)).unwrap().compile(Arc::new(g.clone())).unwrap();
+    for (limit, profiled) in [(Some(256), false), (None, true)] {
+        let Some(mut shim) = Shim::new(&format!("limit {limit:?}"), VendorPolicy::Never) else { return };
+        shim.gemm_limit = limit;
+        let shim = Arc::new(shim);
+        let info = shim.info().clone();
+        // TM 64 / WM 2 x TN 32 / WN 2: 32 x 16 = 512 work-items.
+        let mut s = Schedule::sparse("tiles1x1_m64n32k16_w2x2_s2", Granularity::new(1, 1));
+        for (k, v) in [("TM", 64), ("TN", 32), ("TK", 16), ("WM", 2), ("WN", 2), ("KS", 2)] {
+            s = s.with_knob(k, v);
+        }
+        let members = vec![
+            Member { schedule: Schedule::dense("dense"), table: DispatchTable::constant(1e9).unwrap() },
+            Member { schedule: s, table: DispatchTable::constant(1.0).unwrap() },
+        ];
+        let device = DeviceId { backend: "shim".into(), name: info.name.clone(), fingerprint: info.fingerprint() };
+        let mut p = Profile::new(device, "limit", false, "test", MaskSetInfo::default());
+        let node = &g.nodes[0];
+        p.ops.push(OpProfile { node: node.name.clone(), signature: OpSignature::of(&g, node), poly: PolyKernel::new(members).unwrap(), stats: None });
+        let o = GpuOptions { poison: true, sparse: SparseConfig { cache_dir: None, force: None, profile: Some(Arc::new(p)) }, ..Default::default() };
+        let mut exe = GpuExecutable::compile(shim, "shim", &g, &o).unwrap_or_else(|e| panic!("limit {limit:?}: {e}"));
+        let op = &exe.sparse_ops()[0];
+        assert_eq!(op.from_profile, profiled, "limit {limit:?}: {op:?}");
+        assert_eq!(op.members.iter().any(|m| m.starts_with("tiles1x1_m64n32")), profiled, "limit {limit:?}: {op:?}");
+        for f in &frames {
+            let got = exe.run(f).unwrap_or_else(|e| panic!("limit {limit:?}: {e}"));
+            let want = cpu.run(f).unwrap();
+            let e = rel_l2(got[0].as_f32().unwrap(), want[0].as_f32().unwrap());
+            assert!(e < 1e-5, "limit {limit:?}: relative L2 {e:.2e}");
+        }
+    }
 }

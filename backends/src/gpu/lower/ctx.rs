@@ -284,6 +284,14 @@ impl<'a, D: GpuDevice> Ctx<'a, D> {
         if max > 0 && threads > max {
             return limit(format!("a work-group of {threads} work-items exceeds the device limit of {max}"));
         }
+        // Checked here rather than at launch so a schedule the compiled kernel cannot run (a
+        // profile member on a compiler that allocates more registers) fails while lowering,
+        // where the sparse ops can fall back to calibration.
+        if let Some(kmax) = self.dev.kernel_max_threads(&kernel) {
+            if threads > kmax as u64 {
+                return limit(format!("a work-group of {threads} work-items exceeds the {kmax} this compiled kernel allows (registers)"));
+            }
+        }
         let g = [
             u32::try_from(groups[0]).or_else(|_| limit(format!("a grid of {groups:?} work-groups exceeds 32 bits")))?,
             u32::try_from(groups[1]).or_else(|_| limit(format!("a grid of {groups:?} work-groups exceeds 32 bits")))?,

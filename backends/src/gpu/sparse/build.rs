@@ -160,11 +160,10 @@ pub(crate) fn lower_sparse_conv<D: GpuDevice>(
     let schedules_of = |poly: &PolyKernel| -> Result<Vec<SconvSchedule>> {
         poly.members().iter().map(|mb| member_schedule(op.kind, op.cout, op.k, dense, &mb.schedule, &limits).map_err(Error::Other)).collect()
     };
-    // Calibration's candidates: the dense member and each granularity with the default tile.
-    let candidates: Vec<SconvSchedule> = match tuned {
-        Some(_) => vec![],
-        None => std::iter::once(dense).chain(GRANULARITIES.iter().map(|&g| SconvSchedule::for_op(op.cout, op.k, Some(g)))).collect(),
-    };
+    // Calibration's candidates: the dense member and each granularity with the default tile
+    // (also the fallback when a profile's members cannot be built here).
+    let candidates: Vec<SconvSchedule> =
+        std::iter::once(dense).chain(GRANULARITIES.iter().map(|&g| SconvSchedule::for_op(op.cout, op.k, Some(g)))).collect();
     let tuned_scheds = tuned.map(schedules_of).transpose()?;
     let part_len = candidates.iter().chain(tuned_scheds.iter().flatten()).map(|s| op.part_len(s, Some(&layout))).max().unwrap_or(0);
     let part = if part_len > 0 { Some(cx.scratch(part_len)?) } else { None };
@@ -183,27 +182,45 @@ pub(crate) fn lower_sparse_conv<D: GpuDevice>(
         op.launch_residual_fill(cx, meta, &layout)?;
         residual_fill = std::mem::take(&mut cx.launches);
     }
-    let (poly, scheds) = match (tuned, tuned_scheds) {
-        (Some(poly), Some(scheds)) => (poly.clone(), scheds),
-        _ => {
+    // Each member's launches, and what the dense one runs when it is the vendor's.
+    let lower_members = |cx: &mut Ctx<D>, scheds: &[SconvSchedule]| -> Result<(Vec<Vec<Launch<D::Kernel>>>, Option<String>)> {
+        let mut members = Vec::with_capacity(scheds.len());
+        let mut dense_vendor = None;
+        for s in scheds {
+            if let Some(v) = launch_member(cx, s)? {
+                dense_vendor = Some(v);
+            }
+            members.push(std::mem::take(&mut cx.launches));
+        }
+        Ok((members, dense_vendor))
+    };
+    let mut from_profile = None;
+    if let (Some(poly), Some(scheds)) = (tuned, tuned_scheds) {
+        match lower_members(cx, &scheds) {
+            Ok(lowered) => from_profile = Some((poly.clone(), lowered)),
+            Err(e) => {
+                cx.launches.clear();
+                tracing::warn!(node = %cx.node.name, "profile's PolyKernel cannot be built here ({e}); calibrating");
+            }
+        }
+    }
+    let used_profile = from_profile.is_some();
+    let (poly, (members, dense_vendor)) = match from_profile {
+        Some(p) => p,
+        None => {
             let mut cands = Vec::new();
-            for s in &candidates {
+            // The mask plan was made for the profile's granularities when it had one (1x1 is
+            // always there): a fallback calibrates among those.
+            for s in candidates.iter().filter(|s| s.gran.is_none_or(|g| layout.index(g).is_some())) {
                 launch_member(cx, s)?;
                 cands.push((s.gran, std::mem::take(&mut cx.launches)));
             }
             let poly = poly_kernel(cx, frames, m, &op, &cands, &residual_fill, cfg)?;
             let scheds = schedules_of(&poly)?;
-            (poly, scheds)
+            let lowered = lower_members(cx, &scheds)?;
+            (poly, lowered)
         }
     };
-    let mut members = Vec::with_capacity(scheds.len());
-    let mut dense_vendor = None;
-    for s in &scheds {
-        if let Some(v) = launch_member(cx, s)? {
-            dense_vendor = Some(v);
-        }
-        members.push(std::mem::take(&mut cx.launches));
-    }
     let mut cached_first = Vec::new();
     if spec.fill == FillPolicy::Cached {
         op.launch(cx, &dense, None, part, false)?;
@@ -217,7 +234,7 @@ pub(crate) fn lower_sparse_conv<D: GpuDevice>(
         fill: spec.fill,
         poly,
         members,
-        from_profile: tuned.is_some(),
+        from_profile: used_profile,
         residual_fill,
         cached_first,
         cached_ready: false,
