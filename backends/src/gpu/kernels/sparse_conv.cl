@@ -195,11 +195,13 @@ KERNEL sconv_gemm_f32(SCONV_ARGS) {
     }
 }
 
-/* Adds the KS partial sums of sconv_gemm_f32 and stores like it. Grid: (ceil(cap / 64), cout, N),
- * local (64, 1, 1). */
+/* Adds the KS partial sums of sconv_gemm_f32 and stores like it, a work-item per output.
+ * Grid: (ceil(cap / 64), ceil(cout / CH), N), local (64, CH, 1): CH channels per work-group
+ * (the vendor epilogue launches CH = 1), so a frame with few columns does not pay for a row of
+ * mostly idle work-groups per channel. */
 KERNEL sconv_finish_f32(SCONV_ARGS) {
-    int c = GLOBAL_ID(0), m = GROUP_ID(1), n = GROUP_ID(2);
-    if (c >= IMIN(cap, sconv_columns(meta, n, cstride, gi, oh, ow))) return;
+    int c = GLOBAL_ID(0), m = GROUP_ID(1) * LOCAL_SIZE(1) + LOCAL_ID(1), n = GROUP_ID(2);
+    if (m >= cout || c >= IMIN(cap, sconv_columns(meta, n, cstride, gi, oh, ow))) return;
     int base = data0 + n * img_stride;
     int p = sconv_position(meta, base, tiles_at, c, oh, ow);
     if (p < 0 || (masked && !mask_bit(meta, base, p))) return;

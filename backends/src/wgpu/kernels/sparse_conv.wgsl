@@ -158,13 +158,15 @@ fn sconv_gemm_f32(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocati
     }
 }
 
-// Adds the KS partial sums of sconv_gemm_f32. Grid: (ceil(cap / 64), cout, N), local (64, 1, 1).
+// Adds the KS partial sums of sconv_gemm_f32, an invocation per output.
+// Grid: (ceil(cap / 64), ceil(cout / CH), N), local (64, CH, 1) (sparse_conv.cl says why).
 @compute @workgroup_size(WG_X, WG_Y, WG_Z)
-fn sconv_finish_f32(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {
+fn sconv_finish_f32(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>,
+                    @builtin(local_invocation_id) lid: vec3<u32>) {
     let c = i32(gid.x);
-    let m = i32(wid.y);
+    let m = i32(wid.y * WG_Y + lid.y);
     let n = i32(wid.z);
-    if (c >= min(sc.cap, sconv_columns(n))) { return; }
+    if (m >= sc.cout || c >= min(sc.cap, sconv_columns(n))) { return; }
     let base = sc.data0 + n * sc.img_stride;
     let p = sconv_position(base, c);
     if (p < 0 || (sc.masked != 0 && !mask_bit(base, p))) { return; }
