@@ -3,8 +3,13 @@
 //! them and the outputs stay those of the CPU. A profile made for another device is refused as
 //! a whole with both fingerprints named, and the ops are calibrated; a member the device cannot
 //! run (too many work-items, a knob the kernel does not have) sends its op to calibration.
+//! GEMM members that split the reduction (KS > 1) over small work-groups compute what the
+//! CPU does (PoCL once ran them as if every input were 0; see sconv_load_stage).
 
 mod common;
+#[path = "common/onnx_build.rs"]
+#[allow(dead_code)]
+mod onnx_build;
 
 use dynaspa::backends::gpu::{DeviceInfo, GpuDevice, GpuExecutable, GpuOptions};
 use dynaspa::backends::cpu::SparseConfig;
@@ -148,6 +153,107 @@ fn check<D: GpuDevice + 'static>(dev: Arc<D>, backend: &str) {
     let _ = std::fs::remove_dir_all(&cache);
 }
 
+/// GEMM members (TM, TN, TK, WM, WN) of 32, 64 and 128 work-items, each run with KS 2 and 8:
+/// the shapes PoCL miscompiled when it kept sconv_load_stage out of line (every split's partial
+/// sums 0), among them two of the bogus members its shipped profiles once held. Those a device
+/// cannot run (WGSL holds 16 outputs per invocation) are left out there.
+const SPLIT_TILES: [[i64; 5]; 6] = [[16, 16, 16, 2, 4], [32, 32, 16, 4, 4], [64, 32, 16, 4, 4], [128, 64, 16, 8, 8], [64, 32, 4, 8, 8], [16, 128, 4, 8, 8]];
+
+/// `Mul(Relu(Conv3x3(x)), m)`, 32 -> 256 channels on a 13 x 21 map (no granularity divides it):
+/// a reduction of 288, so KS = 8 still leaves each split several TK stages to prefetch.
+fn split_model(dir: &std::path::Path) -> std::path::PathBuf {
+    use onnx_build::{f32_init, int_attr, ints_attr, model, node, value_info, with_attrs};
+    let (cin, cout, h, w) = (32usize, 256usize, 13i64, 21i64);
+    let mut st = 0x9e37_79b9_7f4a_7c15u64;
+    let wv: Vec<f32> = (0..cout * cin * 9)
+        .map(|_| {
+            st ^= st << 13;
+            st ^= st >> 7;
+            st ^= st << 17;
+            ((st >> 40) as f32 / (1u64 << 24) as f32 - 0.5) * 0.2
+        })
+        .collect();
+    let nodes = vec![
+        with_attrs(node("Conv", "conv", &["x", "w", "b"], &["y"]), vec![ints_attr("kernel_shape", &[3, 3]), ints_attr("pads", &[1, 1, 1, 1]), int_attr("group", 1)]),
+        node("Relu", "act", &["y"], &["r"]),
+        node("Mul", "mask", &["r", "m"], &["out"]),
+    ];
+    let inits = vec![
+        f32_init("w", &[cout as i64, cin as i64, 3, 3], &wv),
+        f32_init("b", &[cout as i64], &(0..cout).map(|i| (i % 7) as f32 * 0.02 - 0.06).collect::<Vec<_>>()),
+    ];
+    let bytes = model(
+        nodes,
+        vec![value_info("x", 1, &[1, cin as i64, h, w]), value_info("m", 1, &[1, 1, h, w])],
+        vec![value_info("out", 1, &[1, cout as i64, h, w])],
+        inits,
+    );
+    let path = dir.join("split_conv.onnx");
+    std::fs::write(&path, bytes).unwrap();
+    path
+}
+
+#[allow(dead_code)]
+fn check_split_members<D: GpuDevice + 'static>(dev: Arc<D>, backend: &str) {
+    use dynaspa::backends::gpu::sconv_knobs::{GemmKnobs, GpuLimits};
+    let cache = std::env::temp_dir().join(format!("dynaspa-gpu-split-{backend}-{}", std::process::id()));
+    std::fs::create_dir_all(&cache).unwrap();
+    let path = split_model(&cache);
+    let mut g = dynaspa::load_graph(&path, &Default::default()).unwrap();
+    detect_sparse_regions(&mut g, &SparseOptions::default());
+    let conv = g.nodes.iter().find(|n| dynaspa::backends::gpu::runs_sparse(&g, n)).expect("the conv runs sparse").clone();
+    let info = dev.info().clone();
+    let limits = GpuLimits::of(&info);
+
+    let mut st = 0x2545_f491_4f6c_dd1du64;
+    let x: Vec<f32> = (0..32 * 13 * 21)
+        .map(|_| {
+            st ^= st << 13;
+            st ^= st >> 7;
+            st ^= st << 17;
+            (st >> 40) as f32 / (1u64 << 24) as f32 - 0.3
+        })
+        .collect();
+    // Two blocks, about 40% of the map, with edge tiles.
+    let m: Vec<f32> = (0..13 * 21).map(|i| ((i / 21 < 6 && i % 21 < 13) || (i / 21 >= 9 && i % 21 >= 15)) as u8 as f32).collect();
+    let feeds = vec![Tensor::from_f32(vec![1, 32, 13, 21], x).unwrap(), Tensor::from_f32(vec![1, 1, 13, 21], m).unwrap()];
+    let mut cpu = dynaspa::open(&path, "cpu", &Default::default()).unwrap();
+    let want = cpu.run(vec![("x".to_string(), feeds[0].clone()), ("m".to_string(), feeds[1].clone())]).unwrap().remove(0).1;
+
+    let mut ran = 0;
+    for [tm, tn, tk, wm, wn] in SPLIT_TILES {
+        for ks in [2i64, 8] {
+            let k = GemmKnobs { tm: tm as u32, tn: tn as u32, tk: tk as u32, wm: wm as u32, wn: wn as u32, ks: ks as u32 };
+            if k.check(&limits).is_err() {
+                continue;
+            }
+            let name = format!("tiles4x4_m{tm}n{tn}k{tk}_w{wm}x{wn}_s{ks}");
+            let mut s = Schedule::sparse(name.clone(), Granularity::new(4, 4));
+            for (knob, v) in [("TM", tm), ("TN", tn), ("TK", tk), ("WM", wm), ("WN", wn), ("KS", ks)] {
+                s = s.with_knob(knob, v);
+            }
+            let poly = PolyKernel::new(vec![
+                Member { schedule: Schedule::dense("dense"), table: DispatchTable::constant(1e9).unwrap() },
+                Member { schedule: s, table: DispatchTable::constant(1.0).unwrap() },
+            ])
+            .unwrap();
+            let mut p = Profile::new(this_device(&info), "split_conv", false, "test", MaskSetInfo::default());
+            p.ops.push(OpProfile { node: conv.name.clone(), signature: OpSignature::of(&g, &conv), poly, stats: None });
+            let mut exe = compile(&dev, backend, &g, Some(p), &cache);
+            assert!(exe.sparse_ops().iter().all(|o| o.from_profile), "{backend} {name}: {:?}", exe.sparse_ops());
+            let got = exe.run(&feeds).unwrap();
+            let r = exe.last_report().unwrap();
+            assert!(r.sparse_ops.iter().all(|o| o.member == name && o.tiles > 0), "{backend}: {:?}", r.sparse_ops);
+            let e = common::rel_l2(got[0].as_f32().unwrap(), want.as_f32().unwrap());
+            assert!(e < 1e-4, "{backend} {name} ({} work-items): relative L2 {e:.2e} against the CPU", k.threads());
+            ran += 1;
+        }
+    }
+    // Every member runs on OpenCL and CUDA; WGSL refuses only the three 64-output tiles.
+    assert_eq!(ran, if limits.wgsl { 6 } else { 12 }, "{backend}: members run");
+    let _ = std::fs::remove_dir_all(&cache);
+}
+
 #[allow(dead_code)]
 fn skip(name: &str, e: impl std::fmt::Display) {
     let required = std::env::var("DYNASPA_REQUIRE_BACKENDS").is_ok_and(|v| v.split(',').any(|b| b.trim() == name));
@@ -161,6 +267,33 @@ fn opencl_runs_the_profile_of_its_device_and_refuses_another() {
     match dynaspa::backends::opencl::shared_device(None, None) {
         Ok(d) => check(d, "opencl"),
         Err(e) => skip("opencl", e),
+    }
+}
+
+#[cfg(feature = "opencl")]
+#[test]
+fn opencl_split_reduction_members_over_small_work_groups_equal_the_cpu() {
+    match dynaspa::backends::opencl::shared_device(None, None) {
+        Ok(d) => check_split_members(d, "opencl"),
+        Err(e) => skip("opencl", e),
+    }
+}
+
+#[cfg(feature = "wgpu")]
+#[test]
+fn wgpu_split_reduction_members_over_small_work_groups_equal_the_cpu() {
+    match dynaspa::backends::wgpu::shared_device(None) {
+        Ok(d) => check_split_members(d, "wgpu"),
+        Err(e) => skip("wgpu", e),
+    }
+}
+
+#[cfg(feature = "cuda")]
+#[test]
+fn cuda_split_reduction_members_over_small_work_groups_equal_the_cpu() {
+    match dynaspa::backends::cuda::shared_device(None, None) {
+        Ok(d) => check_split_members(d, "cuda"),
+        Err(e) => eprintln!("skipped cuda: {e}"),
     }
 }
 

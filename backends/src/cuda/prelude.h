@@ -10,6 +10,7 @@
 #define LOCAL_PTR
 #define RESTRICT __restrict__
 #define FUNC static __device__ inline
+#define FUNC_INLINE static __device__ __forceinline__
 #define LOCAL_BARRIER() __syncthreads()
 #define GLOBAL_BARRIER() __syncthreads()
 

@@ -8,6 +8,8 @@
 #define LOCAL_PTR __local
 #define RESTRICT restrict
 #define FUNC static inline
+/* A FUNC the compiler must inline (see sconv_load_stage in sparse_conv.cl for why). */
+#define FUNC_INLINE static inline __attribute__((always_inline))
 #define LOCAL_BARRIER() barrier(CLK_LOCAL_MEM_FENCE)
 /* Also orders the group's global memory accesses (a work-group reads what it wrote). */
 #define GLOBAL_BARRIER() barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE)

@@ -92,8 +92,18 @@ FUNC float sconv_epilogue(float v, int co, GLOBAL const float* bias, int has_bia
 
 /* Loads stage k0 (TK reduction indices, clipped at ke) of the transposed weight (ra) and of
  * the gathered input columns (rb) into registers; element e of a stage is tid + l * NT, laid
- * out [k][m] and [k][c] as As and Bs. Out-of-range elements are 0. */
-FUNC void sconv_load_stage(GLOBAL const float* Wt, GLOBAL const float* Xn, GLOBAL const int* ktab, LOCAL_PTR int* cy,
+ * out [k][m] and [k][c] as As and Bs. Out-of-range elements are 0.
+ *
+ * Always inlined: it reads the kernel's LOCAL arrays cy and cxs. Where clang declines to
+ * inline it (two call sites and a body that grows with SC_AL + SC_BL: on PoCL with KS > 1
+ * and work-groups under 256 items), IPSCCP replaces its cy/cxs
+ * parameters with direct references to the kernel's LOCAL globals. PoCL (3.1, LLVM 15) then
+ * turns the kernel's automatic LOCAL arrays into hidden arguments but rewrites only the
+ * kernel's own uses: the helper still reads the old global, which nothing writes any more,
+ * so LLVM folds every B (input) element to 0 and each split's partial sums come out 0.
+ * NVRTC and NVIDIA's OpenCL computed these members right without the attribute (on an H100);
+ * the forced inlining there is expected to change nothing but has not been timed. */
+FUNC_INLINE void sconv_load_stage(GLOBAL const float* Wt, GLOBAL const float* Xn, GLOBAL const int* ktab, LOCAL_PTR int* cy,
                            LOCAL_PTR int* cxs, float* ra, float* rb, int tid, int m0, int k0, int ke, int cout, int ih,
                            int iw) {
     for (int l = 0; l < SC_AL; ++l) {
