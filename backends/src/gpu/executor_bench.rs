@@ -75,7 +75,7 @@ impl<D: GpuDevice> GpuExecutable<D> {
             .ok_or_else(|| Error::Other(format!("sparse op {op} has no member '{member}'")))?;
         let mut out = Vec::with_capacity(launches.len());
         for l in &launches {
-            let mut t = time_launches(&*self.dev, &self.bufs, &[*l], samples, runs)?;
+            let mut t = time_launches(&*self.dev, &self.bufs, &[*l], samples.max(1), runs)?;
             t.sort_by(f64::total_cmp);
             out.push(t[t.len() / 2]);
         }
