@@ -60,3 +60,19 @@ FUNC float activate(int code, float x, float p0, float p1) {
     default: return x;
     }
 }
+
+/* Sum of v over the first n work-items of dimension 0 (n a power of two, the group's size
+ * there), in a tree through s (n floats of LOCAL memory); every work-item gets the result.
+ * Call from uniform control flow: it holds barriers. */
+FUNC float group_sum(LOCAL_PTR float* s, float v, int n) {
+    int t = LOCAL_ID(0);
+    s[t] = v;
+    LOCAL_BARRIER();
+    for (int k = n / 2; k > 0; k >>= 1) {
+        if (t < k) s[t] += s[t + k];
+        LOCAL_BARRIER();
+    }
+    float r = s[0];
+    LOCAL_BARRIER();
+    return r;
+}

@@ -169,13 +169,8 @@ KERNEL conv_reduce_f32(GLOBAL const float* X, GLOBAL const float* W, GLOBAL cons
         if (iz >= 0 && iz < id && iy >= 0 && iy < ih && ix >= 0 && ix < iw)
             acc += Wc[r] * Xg[ci * ivol + (iz * ih + iy) * iw + ix];
     }
-    s[tid] = acc;
-    LOCAL_BARRIER();
-    for (int off = RBLOCK / 2; off > 0; off >>= 1) {
-        if (tid < off) s[tid] += s[tid + off];
-        LOCAL_BARRIER();
-    }
-    if (tid == 0) Y[i] = conv_epilogue(s[0], co, bias, has_bias, res, has_res, i, act, p0, p1);
+    acc = group_sum(s, acc, RBLOCK);
+    if (tid == 0) Y[i] = conv_epilogue(acc, co, bias, has_bias, res, has_res, i, act, p0, p1);
 }
 
 /* ConvTranspose as a gather: output (n, co, z, y, x) sums every (ci, tap) whose scattered

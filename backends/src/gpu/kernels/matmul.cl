@@ -106,14 +106,9 @@ KERNEL gemm_reduce_f32(GLOBAL const float* A, GLOBAL const float* B, GLOBAL floa
     GLOBAL const float* Bn = B + boff[3 * bt + 1] + n * sbn;
     float acc = 0.0f;
     for (int k = tid; k < K; k += GRB) acc += Am[k * sak] * Bn[k * sbk];
-    s[tid] = acc;
-    LOCAL_BARRIER();
-    for (int off = GRB / 2; off > 0; off >>= 1) {
-        if (tid < off) s[tid] += s[tid + off];
-        LOCAL_BARRIER();
-    }
+    acc = group_sum(s, acc, GRB);
     if (tid == 0) {
-        float v = alpha * s[0];
+        float v = alpha * acc;
         if (has_bias) v += beta * bias[m * sbm + n * sbn_];
         C[boff[3 * bt + 2] + m * scm + n] = activate(act, v, p0, p1);
     }

@@ -8,16 +8,7 @@
 
 /* Tree reductions over the work-group; every work-item gets the result. */
 FUNC float wg_sum(LOCAL_PTR float* s, float v) {
-    int t = LOCAL_ID(0);
-    s[t] = v;
-    LOCAL_BARRIER();
-    for (int k = WG / 2; k > 0; k >>= 1) {
-        if (t < k) s[t] += s[t + k];
-        LOCAL_BARRIER();
-    }
-    float r = s[0];
-    LOCAL_BARRIER();
-    return r;
+    return group_sum(s, v, WG);
 }
 
 /* NaN wins, as in numpy's maximum.reduce. */

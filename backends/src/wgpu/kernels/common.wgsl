@@ -135,3 +135,20 @@ fn activate(code: i32, x: f32, p0: f32, p1: f32) -> f32 {
         default: { return x; }
     }
 }
+
+// Scratch of group_sum: every module has it, a pipeline only where its entry point calls it.
+var<workgroup> grp_sum: array<f32, 256>;
+
+// Sum of v over the first n invocations of dimension 0 (n a power of two, at most 256, the
+// group's size there) in a tree; every invocation gets the result. Uniform control flow only.
+fn group_sum(t: u32, v: f32, n: u32) -> f32 {
+    grp_sum[t] = v;
+    workgroupBarrier();
+    for (var k = n / 2u; k > 0u; k >>= 1u) {
+        if (t < k) { grp_sum[t] += grp_sum[t + k]; }
+        workgroupBarrier();
+    }
+    let r = grp_sum[0];
+    workgroupBarrier();
+    return r;
+}

@@ -180,7 +180,6 @@ fn conv_direct_f32(@builtin(global_invocation_id) gid: vec3<u32>) {
 // One work-group of RBLOCK invocations per output element, summing the reduction in a tree (see
 // conv.cl). Grid: (min(total, 65535), ceil(total / 65535)), local (RBLOCK, 1, 1).
 const RBLOCK: i32 = 128;
-var<workgroup> rsum: array<f32, 128>;
 
 @compute @workgroup_size(WG_X, WG_Y, WG_Z)
 fn conv_reduce_f32(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
@@ -221,13 +220,8 @@ fn conv_reduce_f32(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroup
             acc += cw[wc + r] * cx[xg + ci * ivol + (iz * p.ih + iy) * p.iw + ix];
         }
     }
-    rsum[tid] = acc;
-    workgroupBarrier();
-    for (var off = RBLOCK / 2; off > 0; off >>= 1u) {
-        if (tid < off) { rsum[tid] += rsum[tid + off]; }
-        workgroupBarrier();
-    }
-    if (tid == 0) { cy[i] = conv_epilogue(rsum[0], co, i, p.has_bias, p.has_res, p.act, p.p0, p.p1); }
+    let total = group_sum(lid.x, acc, u32(RBLOCK));
+    if (tid == 0) { cy[i] = conv_epilogue(total, co, i, p.has_bias, p.has_res, p.act, p.p0, p.p1); }
 }
 
 // ConvTranspose as a gather: output (n, co, z, y, x) sums every (ci, tap) whose scattered

@@ -98,7 +98,6 @@ fn gemm_f32(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id)
 // GEMM with few rows and a long reduction (matmul.cl's gemm_reduce_f32): a work-group of GRB
 // invocations sums one output's reduction in a tree. Grid: (N, M, batch), local (GRB, 1, 1).
 const GRB: i32 = 128;
-var<workgroup> gr_sum: array<f32, 128>;
 @group(0) @binding(8) var<uniform> gemm_reduce_p: GemmP;
 
 @compute @workgroup_size(WG_X, WG_Y, WG_Z)
@@ -112,14 +111,9 @@ fn gemm_reduce_f32(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocat
     let bn = gboff[3 * bt + 1] + n * p.sbn;
     var acc = 0.0;
     for (var k = tid; k < p.K; k += GRB) { acc += ga[am + k * p.sak] * gb[bn + k * p.sbk]; }
-    gr_sum[tid] = acc;
-    workgroupBarrier();
-    for (var off = GRB / 2; off > 0; off >>= 1u) {
-        if (tid < off) { gr_sum[tid] += gr_sum[tid + off]; }
-        workgroupBarrier();
-    }
+    let total = group_sum(lid.x, acc, u32(GRB));
     if (tid == 0) {
-        var v = p.alpha * gr_sum[0];
+        var v = p.alpha * total;
         if (p.has_bias != 0) { v += p.beta * gbias[m * p.sbm + n * p.sbn_]; }
         gc[gboff[3 * bt + 2] + m * p.scm + n] = activate(p.act, v, p.p0, p.p1);
     }

@@ -9,15 +9,7 @@ var<workgroup> red_s: array<f32, 256>;
 // Tree reductions over the work-group; every invocation gets the result. Called from uniform
 // control flow only (WGSL requires barriers there).
 fn wg_sum(t: u32, v: f32) -> f32 {
-    red_s[t] = v;
-    workgroupBarrier();
-    for (var k = WG / 2u; k > 0u; k >>= 1u) {
-        if (t < k) { red_s[t] += red_s[t + k]; }
-        workgroupBarrier();
-    }
-    let r = red_s[0];
-    workgroupBarrier();
-    return r;
+    return group_sum(t, v, WG);
 }
 
 // NaN wins, as in numpy's maximum.reduce.
