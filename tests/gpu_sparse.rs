@@ -30,6 +30,14 @@ fn forced() -> Vec<ForceMember> {
     v
 }
 
+/// Held by the tests whose assertions rest on calibration's timings (which member wins at a
+/// density): run beside this file's other tests on a 2-core CI machine, the timings were noisy
+/// enough that calibration once picked the same member at density 1 and 0.03.
+fn timing_lock() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 fn tmp(tag: &str) -> std::path::PathBuf {
     let d = std::env::temp_dir().join(format!("dynaspa-gpu-sparse-{tag}-{}", std::process::id()));
     std::fs::create_dir_all(&d).unwrap();
@@ -257,6 +265,7 @@ fn cached_fill_matches_the_sige_golden() {
 
 #[test]
 fn calibrated_dispatch_runs_sparse_at_low_density_and_caches() {
+    let _quiet = timing_lock();
     let mut rng = Rng(seed() ^ 0x51);
     let cache = tmp("calibrated");
     for backend in gpus() {
@@ -292,6 +301,7 @@ fn calibrated_dispatch_runs_sparse_at_low_density_and_caches() {
 /// the report shows each frame's own density.
 #[test]
 fn lagged_counts_select_with_the_last_frame_and_report_this_one() {
+    let _quiet = timing_lock();
     let mut rng = Rng(seed() ^ 0x1a99);
     let cache = tmp("lagged");
     for backend in gpus() {
