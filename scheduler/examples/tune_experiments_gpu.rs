@@ -14,6 +14,9 @@
 //!    included, per frame) on HELD held-out frames; both with ideal per-frame dispatch.
 //!
 //! Every (schedule, frame) is measured once (minimum of 3 after a warm-up) and cached.
+//! With `TX_DUMP=FILE`, step 1's pairs go to FILE as JSON lines (op geometry, knobs, the
+//! frame's tile statistics, the roofline's components, the measured seconds): the data the
+//! model's terms are checked against offline.
 //!
 //! ```sh
 //! cargo run --release -p dynaspa-scheduler --example tune_experiments_gpu -- MODEL DSM BACKEND [OPS] [SAMPLE] [SEEDS] [TRIALS] [HELD]
@@ -87,6 +90,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let gemm: Vec<usize> = (0..ops.len()).filter(|&i| ops[i].geometry.as_ref().is_some_and(|g| g.kind == OpKind::Conv) && masks.ops.contains_key(&ops[i].node)).collect();
     let chosen: Vec<usize> = if gemm.len() <= n_ops { gemm.clone() } else { (0..n_ops).map(|j| gemm[j * (gemm.len() - 1) / (n_ops - 1).max(1)]).collect() };
     let mut reach: [Vec<f64>; 2] = [vec![], vec![]];
+    let mut dump = match std::env::var_os("TX_DUMP") {
+        Some(p) => {
+            use std::io::Write;
+            let mut w = std::io::BufWriter::new(std::fs::File::create(p)?);
+            writeln!(w, "{}", serde_json::json!({ "device": dev }))?;
+            Some(w)
+        }
+        None => None,
+    };
     let mut taus = vec![];
     println!("\nop | valid | pruned | tau sample+pruned (pairs) | best pruned / best sampled | best pruned / calibration default | per-frame tau median");
     for &oi in &chosen {
@@ -114,7 +126,23 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 if !t.is_finite() {
                     continue;
                 }
-                let e = c.estimate(i, f).1.total;
+                let (st, full) = c.estimate(i, f);
+                let e = full.total;
+                if let Some(w) = dump.as_mut() {
+                    use std::io::Write;
+                    let gr = space.granularity(p);
+                    let k = space.gemm(p);
+                    let row = serde_json::json!({
+                        "op": o.node, "c_in": geo.c_in, "c_out": geo.c_out, "groups": geo.groups, "kh": geo.kh, "kw": geo.kw, "sh": geo.sh, "sw": geo.sw,
+                        "h": geo.h, "w": geo.w, "images": geo.images, "sampled": i < n_sampled,
+                        "schedule": space.schedule(p).name, "gh": gr.h, "gw": gr.w,
+                        "tm": k.map(|k| k.tm), "tn": k.map(|k| k.tn), "tk": k.map(|k| k.tk),
+                        "wm": k.map(|k| k.wm), "wn": k.map(|k| k.wn), "ks": k.map(|k| k.ks),
+                        "frame": f, "tiles": st.tiles, "computed": st.computed, "active": st.active, "runs": st.runs,
+                        "est_global": full.global, "est_local": full.local, "est_compute": full.compute, "est": e, "seconds": t,
+                    });
+                    writeln!(w, "{row}")?;
+                }
                 est.push(e);
                 meas.push(t);
                 e1.push(e);
@@ -122,6 +150,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 mean_meas[i] += t / tau_frames.len() as f64;
             }
             per_frame.extend(kendall_tau(&e1, &m1));
+        }
+        if let Some(w) = dump.as_mut() {
+            use std::io::Write;
+            w.flush()?;
         }
         let tau = kendall_tau(&est, &meas).unwrap_or(f64::NAN);
         taus.push(tau);

@@ -40,6 +40,10 @@ pub struct DeviceDesc {
     /// reduction cannot finish faster when too few warps hide it).
     #[serde(default)]
     pub latency_s: f64,
+    /// GPUs: seconds per counted operation of one work-item when nothing hides it (few warps
+    /// resident): a reduction stage takes at least its work-item's operations one after another.
+    #[serde(default)]
+    pub serial_op_s: f64,
     /// "fitted" when alpha/gamma come from a micro-benchmark on the device, "spec" when derived
     /// from published peak figures (devices we cannot run on).
     pub alpha_source: String,
@@ -119,6 +123,10 @@ fn cuda_like(id: &str, name: &str, cc: &str, sms: u32, ghz: f64, bw: f64) -> Dev
         // Hopper: Jia et al., "Dissecting the NVIDIA Volta GPU Architecture via
         // Microbenchmarking", 2018, and their Turing/Ampere follow-ups).
         latency_s: 500.0 / (ghz * 1e9),
+        // ~16 clocks per counted operation of a lone work-item: what the H100 fit gave
+        // (session 8 call L: 8 ns at 1.98 GHz); an operation here is an FMA with its operand
+        // reads, so dependent issue and local-memory latency both land in it.
+        serial_op_s: 16.0 / (ghz * 1e9),
         alpha_source: "spec".into(),
     }
 }
@@ -162,6 +170,8 @@ pub fn builtin(id: &str) -> Option<DeviceDesc> {
             gamma_s: 5e-6,
             // Assumed: ~300 clocks to LPDDR5 (no published figure).
             latency_s: 300.0 / 0.587e9,
+            // Assumed as for NVIDIA parts: ~16 clocks per operation of a lone work-item.
+            serial_op_s: 16.0 / 0.587e9,
             alpha_source: "spec".into(),
         },
         _ => return None,
@@ -246,6 +256,7 @@ pub fn cpu(threads: usize) -> DeviceDesc {
         alpha_s: DeviceDesc::spec_alpha(simd, simd * 2, ghz),
         gamma_s: 1e-6,
         latency_s: 0.0,
+        serial_op_s: 0.0,
         alpha_source: "spec".into(),
     }
 }

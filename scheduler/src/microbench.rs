@@ -7,7 +7,8 @@ use crate::devices::DeviceDesc;
 use crate::masks::MaskSet;
 use crate::measure::Measurer;
 use crate::roofline::{self, TileStats};
-use crate::space::{OpGeometry, OpKind};
+use crate::rng::Rng;
+use crate::space::{OpGeometry, OpKind, Point, Space};
 use dynaspa_backends::gpu::sconv_knobs::{default_gemm, schedule_name, GemmKnobs};
 use dynaspa_runtime::dispatch::Schedule;
 use dynaspa_runtime::sparsity::Granularity;
@@ -103,16 +104,20 @@ pub fn fit_cpu(dev: &mut DeviceDesc, threads: usize) -> Result<()> {
     Ok(())
 }
 
-/// Fits a GPU descriptor's `alpha_s`, `gamma_s` and `latency_s` to the device: the sparse
-/// convs' default schedules (the dense member, and 1x1 tiles with calibration's knobs) are
-/// measured on a few masks of up to four ops, and each constant is scaled by the power of two
-/// (1/64 to 64) that, all three together, minimises the squared log error of the roofline
-/// over those samples. Bandwidth keeps its table value. About 24 measurements.
+/// Fits a GPU descriptor's `alpha_s`, `gamma_s`, `latency_s` and `serial_op_s` to the device.
+/// Measured: the sparse convs' default schedules (the dense member, and 1x1 tiles with
+/// calibration's knobs) on a few masks of up to four ops, plus a seeded sample of the first
+/// GEMM op's schedule space on one mask. The defaults alone cannot tell the constants apart
+/// (every default is a many-warp schedule, so a lone work-item's cost and the round-trip
+/// latency never bind: a fit on them alone put latency at 4 ns); the sample's one-warp groups
+/// and long and short reduction chains do. Each constant is scaled by the power of two (1/64 to
+/// 64) that, all four together, minimises the squared log error of the roofline over the
+/// samples. Bandwidth keeps its table value. About 40 measurements.
 pub fn fit_gpu(dev: &mut DeviceDesc, m: &mut dyn Measurer, masks: &MaskSet) -> Result<()> {
     let ops = m.ops().to_vec();
     let one = Granularity::new(1, 1);
-    // (op, granularity and knobs of the sparse schedule or None for dense, tile stats, seconds)
-    let mut samples: Vec<(OpGeometry, Option<(Granularity, Option<GemmKnobs>)>, TileStats, f64)> = vec![];
+    let mut samples: Vec<Sample> = vec![];
+    let mut sampled_space = false;
     for (i, o) in ops.iter().enumerate() {
         let (Some(geo), Some(om)) = (o.geometry.clone(), masks.ops.get(&o.node)) else { continue };
         if geo.is_token() || om.is_empty() {
@@ -126,7 +131,20 @@ pub fn fit_gpu(dev: &mut DeviceDesc, m: &mut dyn Measurer, masks: &MaskSet) -> R
             let t = m.measure(i, Some(&sched), &om[f])?;
             samples.push((geo.clone(), Some((one, knobs)), TileStats::of(&om[f], one), t));
         }
-        if samples.len() >= 24 {
+        if geo.kind == OpKind::Conv && !sampled_space {
+            sampled_space = true;
+            let mask = &om[om.len() / 2];
+            let st = TileStats::of(mask, one);
+            let space = Space::gpu(geo.clone(), dev);
+            let pts: Vec<Point> = space.points().into_iter().filter(|p| space.granularity(p) == one).collect();
+            let mut rng = Rng::new(0x5e7 ^ pts.len() as u64);
+            for _ in 0..SPACE_SAMPLES.min(pts.len()) {
+                let p = &pts[rng.below(pts.len())];
+                let t = m.measure(i, Some(&space.schedule(p)), mask)?;
+                samples.push((geo.clone(), Some((one, space.gemm(p))), st, t));
+            }
+        }
+        if samples.len() >= 24 + SPACE_SAMPLES {
             break;
         }
     }
@@ -134,31 +152,48 @@ pub fn fit_gpu(dev: &mut DeviceDesc, m: &mut dyn Measurer, masks: &MaskSet) -> R
     if samples.len() < 4 {
         return Ok(());
     }
-    let est = |d: &DeviceDesc, (op, s, st, _): &(OpGeometry, Option<(Granularity, Option<GemmKnobs>)>, TileStats, f64)| match s {
+    let (err, d) = fit_constants(dev, &samples);
+    *dev = d;
+    dev.alpha_source = "fitted".into();
+    tracing::info!(samples = samples.len(), rms_log_error = (err / samples.len() as f64).sqrt(), "GPU roofline constants fitted");
+    Ok(())
+}
+
+/// Schedules of the first GEMM op's space measured by [`fit_gpu`].
+const SPACE_SAMPLES: usize = 16;
+
+/// (op, granularity and knobs of the sparse schedule or None for dense, tile stats, seconds)
+pub type Sample = (OpGeometry, Option<(Granularity, Option<GemmKnobs>)>, TileStats, f64);
+
+/// The grid search of [`fit_gpu`]: the descriptor of least squared log error and that error.
+pub fn fit_constants(base: &DeviceDesc, samples: &[Sample]) -> (f64, DeviceDesc) {
+    let est = |d: &DeviceDesc, (op, s, st, _): &Sample| match s {
         None => roofline::estimate_dense(op, d).total,
         Some((g, Some(k))) => roofline::gemm(op, Some(*g), k, st, d).total,
         Some((g, None)) => roofline::depthwise(op, Some(*g), st, d).total,
     };
-    let base = dev.clone();
     let steps: Vec<f64> = (-6..=6).map(|e| 2f64.powi(e)).collect();
-    let mut best = (f64::INFINITY, 1.0, 1.0, 1.0);
+    let mut best = (f64::INFINITY, base.clone());
     for &a in &steps {
         for &g in &steps {
             for &l in &steps {
-                let d = DeviceDesc { alpha_s: base.alpha_s * a, gamma_s: base.gamma_s * g, latency_s: base.latency_s * l, ..base.clone() };
-                let err: f64 = samples.iter().map(|s| (est(&d, s).max(1e-12) / s.3).ln().powi(2)).sum();
-                if err < best.0 {
-                    best = (err, a, g, l);
+                for &o in &steps {
+                    let d = DeviceDesc {
+                        alpha_s: base.alpha_s * a,
+                        gamma_s: base.gamma_s * g,
+                        latency_s: base.latency_s * l,
+                        serial_op_s: base.serial_op_s * o,
+                        ..base.clone()
+                    };
+                    let err: f64 = samples.iter().map(|s| (est(&d, s).max(1e-12) / s.3).ln().powi(2)).sum();
+                    if err < best.0 {
+                        best = (err, d);
+                    }
                 }
             }
         }
     }
-    dev.alpha_s = base.alpha_s * best.1;
-    dev.gamma_s = base.gamma_s * best.2;
-    dev.latency_s = base.latency_s * best.3;
-    dev.alpha_source = "fitted".into();
-    tracing::info!(samples = samples.len(), rms_log_error = (best.0 / samples.len() as f64).sqrt(), "GPU roofline constants fitted");
-    Ok(())
+    best
 }
 
 #[cfg(test)]

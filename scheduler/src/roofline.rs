@@ -211,10 +211,14 @@ pub fn gemm(op: &OpGeometry, g: Option<Granularity>, k: &GemmKnobs, st: &TileSta
 
     // Compute, per work-item and stage: the FMAs, the operand reads from local memory, the
     // prefetch (a global load with its index arithmetic each, a local store), two barriers.
-    // A stage of a work-group's chain takes at least one global round trip.
+    // A stage of a work-group's chain takes at least one global round trip, and at least its
+    // work-item's own operations one after another: with few warps resident nothing overlaps
+    // them. Without that floor the model ranked a 64->64 1x1 conv's schedules inversely (tau
+    // -0.46 on the H100: one-warp groups of 32 accumulators each, modelled fastest, measured
+    // 33 µs against 9 µs for 256 work-items of 2).
     let prefetch = k.prefetch() as f64;
     let ops_stage = tk * wm * wn + tk * (wm + wn) + prefetch * 6.0 + 4.0;
-    let stage = (dev.alpha_s * ops_stage * warps_res).max(dev.latency_s);
+    let stage = (dev.alpha_s * ops_stage * warps_res).max(dev.latency_s).max(dev.serial_op_s * ops_stage);
     let mut compute = waves * (stages * stage + dev.gamma_s) + dev.alpha_s * 24.0 * empty * warps / cus;
     // Global memory: the weight panel of each group (coalesced along channels), the gathered
     // inputs (runs of consecutive columns coalesce), the stores of active outputs, and the
@@ -228,9 +232,10 @@ pub fn gemm(op: &OpGeometry, g: Option<Granularity>, k: &GemmKnobs, st: &TileSta
     let mut tx = weight_tx + input_tx + out_tx;
     if k.ks > 1 {
         tx += 2.0 * c.cols * images * op.c_out as f64 * ks * 4.0 / tb;
-        // sconv_finish_f32: one work-item per (column, channel) adding KS partials.
+        // sconv_finish_f32: one work-item per (column, channel) adding KS partials. Its fixed
+        // cost is a launch, about half a GEMM wave's (fitted on the H100's pairs with the rest).
         let items = c.cols * images * op.c_out as f64;
-        compute += dev.gamma_s + dev.alpha_s * (4.0 * ks + 16.0) * (items / simd).ceil() / cus;
+        compute += 0.5 * dev.gamma_s + dev.alpha_s * (4.0 * ks + 16.0) * (items / simd).ceil() / cus;
     }
     let max_warps = dev.max_threads_per_cu as f64 / simd;
     let hiding = (warps_res / (0.5 * max_warps)).clamp(0.25, 1.0);
@@ -262,7 +267,7 @@ pub fn depthwise(op: &OpGeometry, g: Option<Granularity>, st: &TileStats, dev: &
     let waves = (groups / (res * cus)).ceil().max(1.0);
     let taps = (op.kh * op.kw) as f64;
     let ops = taps * 4.0 + 30.0;
-    let compute = waves * ((dev.alpha_s * ops * warps_res).max(dev.latency_s) + dev.gamma_s) + dev.alpha_s * 8.0 * empty * warps / cus;
+    let compute = waves * ((dev.alpha_s * ops * warps_res).max(dev.latency_s).max(dev.serial_op_s * ops) + dev.gamma_s) + dev.alpha_s * 8.0 * empty * warps / cus;
     let tb = dev.transaction_bytes.max(4) as f64;
     let row_tx = |floats: f64| (floats * 4.0 / tb).ceil() + 0.5;
     let items = c.cols * images * ch;
@@ -380,6 +385,31 @@ mod tests {
         // The dense member costs more than this sparse frame, less than 10x a full frame's sparse run.
         let dense = estimate_dense(&op, &dev);
         assert!(dense.total > eight.total, "dense {dense:?}");
+    }
+
+    #[test]
+    fn gpu_model_charges_a_lone_work_items_serial_stage() {
+        // 1x1 conv 64 -> 64 on 56 x 56 at ~40% density on an H100 (session 8 call L): one-warp
+        // groups with 32 accumulators per work-item measured 33 µs, 256 work-items of 2
+        // outputs 9 µs. Both are latency-bound on paper; only the serial stage tells them apart.
+        let op = OpGeometry { kh: 1, kw: 1, ..conv(64, 64, 56, 56) };
+        let info = dynaspa_backends::gpu::DeviceInfo {
+            backend: "cuda".into(),
+            name: "NVIDIA H100 80GB HBM3".into(),
+            compute_units: 132,
+            local_mem_bytes: 49152,
+            max_work_group_size: 1024,
+            arch: "9.0".into(),
+            ..Default::default()
+        };
+        let dev = devices::from_device_info(&info);
+        let m = BitMask::from_fn(56, 56, |y, x| (y / 7 + x / 5) % 5 < 2);
+        let g = Granularity::new(1, 1);
+        let st = TileStats::of(&m, g);
+        let wide = GemmKnobs { tm: 32, tn: 32, tk: 32, wm: 4, wn: 8, ks: 1 };
+        let narrow = GemmKnobs { tm: 32, tn: 16, tk: 16, wm: 1, wn: 2, ks: 1 };
+        let (w, n) = (gemm(&op, Some(g), &wide, &st, &dev), gemm(&op, Some(g), &narrow, &st, &dev));
+        assert!(n.total < 0.6 * w.total, "narrow {n:?} wide {w:?}");
     }
 
     #[test]

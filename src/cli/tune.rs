@@ -314,12 +314,13 @@ pub fn tune(a: TuneArgs) -> Result<()> {
         (dev.alpha_s, dev.gamma_s, dev.mem_bandwidth_gbs, dev.alpha_source) = (al, ga, bw, "fitted".into());
         // Logs of CPU tunes before GPU tuning have no latency (the CPU model does not use it).
         dev.latency_s = log.get("#device", "latency_s", 0).unwrap_or(dev.latency_s);
+        dev.serial_op_s = log.get("#device", "serial_op_s", 0).unwrap_or(dev.serial_op_s);
     } else {
         match threads {
             Some(t) => microbench::fit_cpu(&mut dev, t)?,
             None => microbench::fit_gpu(&mut dev, measurer.as_mut(), &masks)?,
         }
-        for (k, v) in [("alpha_s", dev.alpha_s), ("gamma_s", dev.gamma_s), ("bandwidth_gbs", dev.mem_bandwidth_gbs), ("latency_s", dev.latency_s)] {
+        for (k, v) in [("alpha_s", dev.alpha_s), ("gamma_s", dev.gamma_s), ("bandwidth_gbs", dev.mem_bandwidth_gbs), ("latency_s", dev.latency_s), ("serial_op_s", dev.serial_op_s)] {
             log.record("#device", k, 0, v)?;
         }
     }
