@@ -208,6 +208,9 @@ pub fn from_device_info(info: &DeviceInfo) -> DeviceDesc {
         // a work-item loop per group rather than lanes.
         d.simd_width = 16;
         d.latency_s = 100e-9;
+        // A work-group's items run as a loop on one core: the compute term already counts
+        // them one after another, and no lone warp waits on its own issue.
+        d.serial_op_s = 0.0;
     }
     d
 }
