@@ -5,6 +5,7 @@
 //!     target/release/examples/gpu_sparse_bench --backend cuda [--device SEL] [--json out.jsonl]
 //!         [--masks models/masks/dynconv_full_d30.dsm] [--samples 50] [--runs 10] [--batches 1,2,4]
 //!         [--only conv3x3] [--densities 0.1,0.3,0.5,1.0] [--dump-masks DIR] [--knobs N]
+//!         [--fused-finish on|off|both]
 //!     target/release/examples/gpu_sparse_bench --backend cuda --avit [--only deit_s|small] [...]
 //!
 //! The binary embeds every kernel; on the GPU host it needs only the driver and the mask file
@@ -28,6 +29,11 @@
 //! every number. `--knobs N` also times, for the GEMM convs, larger register tiles and N random
 //! valid GEMM schedules (1x1 DISTiles) as members of profiles, as a tuned profile would hold
 //! them; the fastest member overall, default or sampled, is the one timed with dispatch.
+//! `--fused-finish` picks how members that split the reduction finish it: in the GEMM's last
+//! work-group (`on`), in a second launch (`off`), or `both`, one after the other on the same
+//! inputs and masks, the rows' op names then ending in `+fused` / `+split` (without the flag:
+//! the backend's default, `$DYNASPA_FUSED_FINISH` applying). JSON lines say which in
+//! `fused_finish`.
 
 #[path = "common/avit_attention.rs"]
 mod avit_attention;
@@ -63,11 +69,13 @@ struct Args {
     /// GEMM schedules beyond the defaults to time per GEMM conv (hand-picked tiles and this
     /// many random valid ones), as a tuned profile would hold them.
     knobs: usize,
+    /// How split-K members finish, one executable per entry (`None`: the backend's default).
+    fused_finish: Vec<Option<bool>>,
 }
 
 fn usage(msg: &str) -> ! {
     eprintln!("gpu_sparse_bench: {msg}");
-    eprintln!("usage: gpu_sparse_bench --backend cuda|opencl|wgpu [--device SEL] [--json PATH] [--masks FILE.dsm] [--samples N] [--runs N] [--batches 1,2,4] [--densities 0.1,0.3] [--only NAME] [--dump-masks DIR] [--knobs N] [--avit]");
+    eprintln!("usage: gpu_sparse_bench --backend cuda|opencl|wgpu [--device SEL] [--json PATH] [--masks FILE.dsm] [--samples N] [--runs N] [--batches 1,2,4] [--densities 0.1,0.3] [--only NAME] [--dump-masks DIR] [--knobs N] [--fused-finish on|off|both] [--avit]");
     std::process::exit(2)
 }
 
@@ -89,6 +97,7 @@ fn parse_args() -> Args {
         dump_masks: None,
         avit: false,
         knobs: 0,
+        fused_finish: vec![env_fused_finish()],
     };
     let mut it = std::env::args().skip(1);
     while let Some(k) = it.next() {
@@ -106,6 +115,14 @@ fn parse_args() -> Args {
             "--dump-masks" => a.dump_masks = Some(val()),
             "--avit" => a.avit = true,
             "--knobs" => a.knobs = parse_list::<usize>(&val(), "--knobs")[0],
+            "--fused-finish" => {
+                a.fused_finish = match val().as_str() {
+                    "on" => vec![Some(true)],
+                    "off" => vec![Some(false)],
+                    "both" => vec![Some(false), Some(true)],
+                    v => usage(&format!("--fused-finish takes on, off or both, not '{v}'")),
+                }
+            }
             "-h" | "--help" => usage("help"),
             _ => usage(&format!("unknown argument '{k}'")),
         }
@@ -114,6 +131,16 @@ fn parse_args() -> Args {
         usage("--backend is required");
     }
     a
+}
+
+/// `$DYNASPA_FUSED_FINISH` as the library reads it for `--backend` users: 1 on, 0 off, else the
+/// backend's default.
+fn env_fused_finish() -> Option<bool> {
+    match std::env::var("DYNASPA_FUSED_FINISH").as_deref().map(str::trim) {
+        Ok("1") => Some(true),
+        Ok("0") => Some(false),
+        _ => None,
+    }
 }
 
 struct Case {
@@ -245,122 +272,137 @@ fn bench<D: GpuDevice + 'static>(dev: Arc<D>, a: &Args) -> Result<()> {
     println!("  (then: fastest member, its µs alone, and what lagged / exact dispatch add to it per frame back to back)");
     let mut rng = Rng(0x2545_f491_4f6c_dd1d);
     // Forced to one member, the executable skips calibration; every member is timed directly.
-    let opts = GpuOptions {
+    let base = GpuOptions {
         poison: false,
         sparse: SparseConfig { cache_dir: None, force: Some(ForceMember::Dense), profile: None },
         counts: CountsSync::Lagged,
         step_times: false,
+        fused_finish: None,
     };
     for cc in CASES.iter().filter(|c| a.only.as_deref().is_none_or(|o| c.name.contains(o))) {
         for &n in &a.batches {
             let g = graph(cc, n, &mut rng)?;
-            let mut exe = GpuExecutable::compile(dev.clone(), &info.backend, &g, &opts)?;
-            // Our kernel, or a vendor library's conv where the backend chose it (cuDNN on CUDA;
-            // DYNASPA_CUDNN=0 / force for A/B).
-            let dense_impl = exe.sparse_ops().first().and_then(|o| o.dense_vendor.clone()).unwrap_or_else(|| "ours".into());
             let ho = g.values[g.inputs[1]].shape[2];
             let x = Tensor::from_f32(g.values[g.inputs[0]].shape.clone(), rng.vec(g.values[g.inputs[0]].shape.iter().product()))?;
-            // Sampled schedules, a few per executable (a PolyKernel holds at most 8 members).
-            let mut tuned: Vec<(GpuExecutable<D>, Vec<String>)> = Vec::new();
-            if a.knobs > 0 && cc.group == 1 {
-                let ks = knob_sample::sample(&info, a.knobs, 0x5eed ^ n as u64);
-                for (p, names) in knob_sample::profiles(&info, &g, cc.name, &ks)? {
-                    let o = GpuOptions { sparse: SparseConfig { cache_dir: None, force: None, profile: Some(Arc::new(p)) }, ..opts.clone() };
-                    let te = GpuExecutable::compile(dev.clone(), &info.backend, &g, &o)?;
-                    // A member the compiled kernel cannot run (registers) sends the op back to
-                    // calibration: that group is reported and left out.
-                    if te.sparse_ops().first().is_some_and(|op| op.from_profile) {
-                        tuned.push((te, names));
-                    } else {
-                        eprintln!("{} b{n}: a schedule of {names:?} cannot run here; group left out (RUST_LOG=warn says which)", cc.name);
-                    }
-                }
-                eprintln!("{} b{n}: {} sampled schedules in {} executables", cc.name, ks.len(), tuned.len());
-            }
-            for &d in &a.densities {
-                let ms = masks(&ds, d, ho, n);
-                let mv: Vec<f32> = ms.iter().flat_map(|m| m.to_bools().into_iter().map(|b| b as u8 as f32)).collect();
-                let real: f64 = ms.iter().map(BitMask::density).sum::<f64>() / n as f64;
-                if let Some(dir) = &a.dump_masks {
-                    write_npy_u8(&format!("{dir}/d{d:.2}_b{n}.npy"), &[n, ho, ho], &mv)?;
-                }
-                let mt = Tensor::from_f32(vec![n, 1, ho, ho], mv)?;
-                use dynaspa_runtime::backend::Executable;
-                // Forced dense: the reference every sampled schedule's output is checked against.
-                let reference = exe.run(&[x.clone(), mt.clone()])?.remove(0).as_f32()?.to_vec();
-                let members = exe.sparse_ops()[0].members.clone();
-                let mut times = Vec::new();
-                for name in &members {
-                    exe.time_member(0, name, 3, a.runs)?;
-                    let mut t = exe.time_member(0, name, a.samples, a.runs)?;
-                    times.push((name.clone(), median(&mut t)));
-                }
-                // Which executable holds each timed member: 0 the default, i + 1 tuned[i].
-                let mut home: Vec<usize> = vec![0; times.len()];
-                let mut wrong = 0usize;
-                for (i, (te, names)) in tuned.iter_mut().enumerate() {
-                    te.run(&[x.clone(), mt.clone()])?;
-                    let have = te.sparse_ops()[0].members.clone();
-                    for name in names.iter() {
-                        if !have.contains(name) {
-                            return Err(dynaspa_runtime::Error::Other(format!("{}: sampled schedule '{name}' was not built (members: {have:?})", cc.name)));
+            // Each finish on the same graph, input and masks.
+            for &fused_finish in &a.fused_finish {
+                let opts = GpuOptions { fused_finish, ..base.clone() };
+                let mut exe = GpuExecutable::compile(dev.clone(), &info.backend, &g, &opts)?;
+                let fused = exe.fused_finish();
+                let label = if a.fused_finish.len() > 1 { format!("{}{}", cc.name, if fused { "+fused" } else { "+split" }) } else { cc.name.to_string() };
+                // Our kernel, or a vendor library's conv where the backend chose it (cuDNN on CUDA;
+                // DYNASPA_CUDNN=0 / force for A/B).
+                let dense_impl = exe.sparse_ops().first().and_then(|o| o.dense_vendor.clone()).unwrap_or_else(|| "ours".into());
+                // Sampled schedules, a few per executable (a PolyKernel holds at most 8 members).
+                let mut tuned: Vec<(GpuExecutable<D>, Vec<String>)> = Vec::new();
+                if a.knobs > 0 && cc.group == 1 {
+                    let ks = knob_sample::sample(&info, a.knobs, 0x5eed ^ n as u64);
+                    for (p, names) in knob_sample::profiles(&info, &g, cc.name, &ks)? {
+                        let o = GpuOptions { sparse: SparseConfig { cache_dir: None, force: None, profile: Some(Arc::new(p)) }, ..opts.clone() };
+                        let te = GpuExecutable::compile(dev.clone(), &info.backend, &g, &o)?;
+                        // A member the compiled kernel cannot run (registers) sends the op back to
+                        // calibration: that group is reported and left out.
+                        if te.sparse_ops().first().is_some_and(|op| op.from_profile) {
+                            tuned.push((te, names));
+                        } else {
+                            eprintln!("{label} b{n}: a schedule of {names:?} cannot run here; group left out (RUST_LOG=warn says which)");
                         }
-                        te.time_member(0, name, 3, a.runs)?;
-                        let err = rel_l2(te.read_output(0)?.as_f32()?, &reference);
+                    }
+                    eprintln!("{label} b{n}: {} sampled schedules in {} executables", ks.len(), tuned.len());
+                }
+                for &d in &a.densities {
+                    let ms = masks(&ds, d, ho, n);
+                    let mv: Vec<f32> = ms.iter().flat_map(|m| m.to_bools().into_iter().map(|b| b as u8 as f32)).collect();
+                    let real: f64 = ms.iter().map(BitMask::density).sum::<f64>() / n as f64;
+                    if let Some(dir) = &a.dump_masks {
+                        write_npy_u8(&format!("{dir}/d{d:.2}_b{n}.npy"), &[n, ho, ho], &mv)?;
+                    }
+                    let mt = Tensor::from_f32(vec![n, 1, ho, ho], mv)?;
+                    use dynaspa_runtime::backend::Executable;
+                    // Forced dense: the reference every sampled schedule's output is checked against.
+                    let reference = exe.run(&[x.clone(), mt.clone()])?.remove(0).as_f32()?.to_vec();
+                    let members = exe.sparse_ops()[0].members.clone();
+                    let mut times = Vec::new();
+                    let mut wrong = 0usize;
+                    for name in &members {
+                        exe.time_member(0, name, 3, a.runs)?;
+                        // Checked like the sampled schedules below (the finish of split members
+                        // hands partial sums between work-groups), but timed anyway: the table
+                        // needs every default member.
+                        let err = rel_l2(exe.read_output(0)?.as_f32()?, &reference);
                         if !(err <= 1e-4) {
-                            // Reported and left out, so one bad variant does not lose the run.
-                            eprintln!("WRONG {} b{n} d{d}: sampled schedule '{name}': relative L2 {err:.2e} against dense; not timed", cc.name);
+                            eprintln!("WRONG {label} b{n} d{d}: member '{name}': relative L2 {err:.2e} against dense");
                             wrong += 1;
-                            continue;
                         }
-                        let mut t = te.time_member(0, name, a.samples, a.runs)?;
+                        let mut t = exe.time_member(0, name, a.samples, a.runs)?;
                         times.push((name.clone(), median(&mut t)));
-                        home.push(i + 1);
                     }
-                }
-                if wrong > 0 {
-                    println!("    {wrong} sampled schedules gave wrong outputs (see WRONG lines)");
-                }
-                let (mut ov, _) = exe.time_dispatch(0, a.samples)?;
-                let overhead = median(&mut ov);
-                let dense = times.iter().find(|t| t.0 == "dense").map_or(f64::NAN, |t| t.1);
-                let best = times.iter().filter(|t| t.0 != "dense").map(|t| t.1).fold(f64::INFINITY, f64::min);
-                // What dispatch adds to the member dispatch would pick (the fastest), in steady
-                // state: member alone vs dispatch + member, alternating, same queue pattern.
-                let at = (0..times.len()).min_by(|&i, &j| times[i].1.total_cmp(&times[j].1)).unwrap_or(0);
-                let pick = times.get(at).map(|t| t.0.clone()).unwrap_or_default();
-                let pe = match home.get(at) {
-                    Some(&h) if h > 0 => &mut tuned[h - 1].0,
-                    _ => &mut exe,
-                };
-                let (mut alone, mut lagged, mut exact) = (Vec::new(), Vec::new(), Vec::new());
-                for _ in 0..5 {
-                    alone.extend(pe.time_member(0, &pick, a.samples.div_ceil(5), a.runs)?);
-                    lagged.extend(pe.time_dispatched(0, &pick, CountsSync::Lagged, a.samples.div_ceil(5), a.runs)?);
-                    exact.extend(pe.time_dispatched(0, &pick, CountsSync::Exact, a.samples.div_ceil(5), a.runs)?);
-                }
-                let (alone, lagged, exact) = (median(&mut alone), median(&mut lagged), median(&mut exact));
-                // Where the member's time goes: each of its launches alone (GEMM, split-K finish).
-                let parts = pe.time_member_launches(0, &pick, a.samples, a.runs)?;
-                let cell = |g: &str| times.iter().find(|t| t.0 == format!("tiles{g}")).map_or("-".to_string(), |t| format!("{:.1}", t.1));
-                println!(
-                    "{:<10} {:>5} {:>7.3} {:>10.1} {:>10} {:>10} {:>10} {:>10} {:>9.1} {:>7.2}x  {dense_impl}\n    {:>8} {:>8.1} {:>9.1} {:>9.1}",
-                    cc.name, n, real, dense, cell("1x1"), cell("2x8"), cell("4x4"), cell("8x8"), overhead, dense / best,
-                    pick, alone, lagged - alone, exact - alone
-                );
-                println!("    launches alone (µs): {}", parts.iter().map(|t| format!("{t:.1}")).collect::<Vec<_>>().join(" + "));
-                if let Some(f) = json.as_mut() {
-                    for (name, us) in &times {
-                        let gran = members_gran(name);
-                        let tiles = exe.last_tiles(0, gran);
-                        let line = serde_json::json!({
-                            "device": info.name, "backend": info.backend, "driver": info.driver,
-                            "op": cc.name, "batch": n, "density_target": d, "density": real,
-                            "member": name, "tiles": tiles, "us": us, "overhead_us": overhead,
-                            "steady_member": pick, "steady_alone_us": alone, "steady_launches_us": parts, "steady_lagged_us": lagged, "steady_exact_us": exact,
-                            "samples": a.samples, "runs": a.runs, "dense_impl": dense_impl,
-                        });
-                        writeln!(f, "{line}").map_err(|e| dynaspa_runtime::Error::Other(format!("--json: {e}")))?;
+                    // Which executable holds each timed member: 0 the default, i + 1 tuned[i].
+                    let mut home: Vec<usize> = vec![0; times.len()];
+                    for (i, (te, names)) in tuned.iter_mut().enumerate() {
+                        te.run(&[x.clone(), mt.clone()])?;
+                        let have = te.sparse_ops()[0].members.clone();
+                        for name in names.iter() {
+                            if !have.contains(name) {
+                                return Err(dynaspa_runtime::Error::Other(format!("{}: sampled schedule '{name}' was not built (members: {have:?})", cc.name)));
+                            }
+                            te.time_member(0, name, 3, a.runs)?;
+                            let err = rel_l2(te.read_output(0)?.as_f32()?, &reference);
+                            if !(err <= 1e-4) {
+                                // Reported and left out, so one bad variant does not lose the run.
+                                eprintln!("WRONG {label} b{n} d{d}: sampled schedule '{name}': relative L2 {err:.2e} against dense; not timed");
+                                wrong += 1;
+                                continue;
+                            }
+                            let mut t = te.time_member(0, name, a.samples, a.runs)?;
+                            times.push((name.clone(), median(&mut t)));
+                            home.push(i + 1);
+                        }
+                    }
+                    if wrong > 0 {
+                        println!("    {wrong} members or sampled schedules gave wrong outputs (see WRONG lines)");
+                    }
+                    let (mut ov, _) = exe.time_dispatch(0, a.samples)?;
+                    let overhead = median(&mut ov);
+                    let dense = times.iter().find(|t| t.0 == "dense").map_or(f64::NAN, |t| t.1);
+                    let best = times.iter().filter(|t| t.0 != "dense").map(|t| t.1).fold(f64::INFINITY, f64::min);
+                    // What dispatch adds to the member dispatch would pick (the fastest), in steady
+                    // state: member alone vs dispatch + member, alternating, same queue pattern.
+                    let at = (0..times.len()).min_by(|&i, &j| times[i].1.total_cmp(&times[j].1)).unwrap_or(0);
+                    let pick = times.get(at).map(|t| t.0.clone()).unwrap_or_default();
+                    let pe = match home.get(at) {
+                        Some(&h) if h > 0 => &mut tuned[h - 1].0,
+                        _ => &mut exe,
+                    };
+                    let (mut alone, mut lagged, mut exact) = (Vec::new(), Vec::new(), Vec::new());
+                    for _ in 0..5 {
+                        alone.extend(pe.time_member(0, &pick, a.samples.div_ceil(5), a.runs)?);
+                        lagged.extend(pe.time_dispatched(0, &pick, CountsSync::Lagged, a.samples.div_ceil(5), a.runs)?);
+                        exact.extend(pe.time_dispatched(0, &pick, CountsSync::Exact, a.samples.div_ceil(5), a.runs)?);
+                    }
+                    let (alone, lagged, exact) = (median(&mut alone), median(&mut lagged), median(&mut exact));
+                    // Where the member's time goes: each of its launches alone (GEMM, split-K finish).
+                    let parts = pe.time_member_launches(0, &pick, a.samples, a.runs)?;
+                    let cell = |g: &str| times.iter().find(|t| t.0 == format!("tiles{g}")).map_or("-".to_string(), |t| format!("{:.1}", t.1));
+                    println!(
+                        "{:<10} {:>5} {:>7.3} {:>10.1} {:>10} {:>10} {:>10} {:>10} {:>9.1} {:>7.2}x  {dense_impl}\n    {:>8} {:>8.1} {:>9.1} {:>9.1}",
+                        label, n, real, dense, cell("1x1"), cell("2x8"), cell("4x4"), cell("8x8"), overhead, dense / best,
+                        pick, alone, lagged - alone, exact - alone
+                    );
+                    println!("    launches alone (µs): {}", parts.iter().map(|t| format!("{t:.1}")).collect::<Vec<_>>().join(" + "));
+                    if let Some(f) = json.as_mut() {
+                        for (name, us) in &times {
+                            let gran = members_gran(name);
+                            let tiles = exe.last_tiles(0, gran);
+                            let line = serde_json::json!({
+                                "device": info.name, "backend": info.backend, "driver": info.driver,
+                                "op": cc.name, "batch": n, "density_target": d, "density": real,
+                                "member": name, "tiles": tiles, "us": us, "overhead_us": overhead,
+                                "steady_member": pick, "steady_alone_us": alone, "steady_launches_us": parts, "steady_lagged_us": lagged, "steady_exact_us": exact,
+                                "samples": a.samples, "runs": a.runs, "dense_impl": dense_impl, "fused_finish": fused,
+                            });
+                            writeln!(f, "{line}").map_err(|e| dynaspa_runtime::Error::Other(format!("--json: {e}")))?;
+                        }
                     }
                 }
             }

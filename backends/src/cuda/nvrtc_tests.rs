@@ -162,6 +162,9 @@ KERNEL dialect(GLOBAL const float* RESTRICT x, GLOBAL float* y, GLOBAL int* z, i
     LOCAL_BARRIER();
     float v = sum_local(scratch, 64) + (ISNAN(x[0]) ? 0.0f : 1.0f);
     if (i < n) { y[i] = v; z[i] = (int)(c + s + (big >> 40)); }
+    GLOBAL_FENCE();
+    IS(int, ATOMIC_INC(z));
+    if (i == 0) ATOMIC_INC(z + n);
 }
 "#;
     let spec = KernelSpec { file: "dialect.cl", source, entry: "dialect", defines: vec![] };

@@ -13,6 +13,9 @@
 #define FUNC_INLINE static __device__ __forceinline__
 #define LOCAL_BARRIER() __syncthreads()
 #define GLOBAL_BARRIER() __syncthreads()
+// Device-scope fence and atomic increment (old value returned), as prelude_opencl.h's.
+#define GLOBAL_FENCE() __threadfence()
+#define ATOMIC_INC(p) atomicAdd((p), 1)
 
 // Work-item ids and sizes as int, like the OpenCL prelude's casts of get_*_id; a dimension past
 // 2 reads as OpenCL's do (id 0, size 1).

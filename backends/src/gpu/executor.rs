@@ -41,6 +41,10 @@ pub struct GpuOptions {
     /// Wait for the queue after every step and report each step's time (`FrameReport::
     /// step_times`): where a frame's time goes, at the price of a sync per step.
     pub step_times: bool,
+    /// Convs that split their reduction finish it in the GEMM's last work-group per tile (one
+    /// launch) instead of a second kernel; `None`: the device's default (on for CUDA and
+    /// NVIDIA's OpenCL, never on wgpu; see `sparse::schedules::fused_finish`).
+    pub fused_finish: Option<bool>,
 }
 
 /// A `Backend` over one GPU device.
@@ -63,7 +67,7 @@ impl<D: GpuDevice + 'static> GpuBackend<D> {
     /// Every sparse conv of `graph` (the graph `compile` would take), ready to time at any
     /// schedule: what `dynaspa tune` measures through.
     pub fn sparse_conv_timers(&self, graph: &Graph) -> Result<Vec<Box<dyn super::SparseConvTimer>>> {
-        super::sparse::timer::SconvTimer::all(&self.dev, graph)
+        super::sparse::timer::SconvTimer::all(&self.dev, graph, self.opts.fused_finish)
     }
 }
 
@@ -108,6 +112,9 @@ pub struct GpuExecutable<D: GpuDevice> {
     step_times: bool,
     /// Why the profile given in the options was not used at all (another device or backend).
     profile_refused: Option<String>,
+    /// Whether split-K GEMMs finish in their last work-group (`GpuOptions::fused_finish`
+    /// resolved for the device).
+    fused_finish: bool,
 }
 
 type StepRecords = (Vec<(usize, SparseOpRecord)>, Vec<(String, String, std::time::Duration)>);
@@ -126,6 +133,7 @@ impl<D: GpuDevice> GpuExecutable<D> {
         let live = liveness(g);
         let mut tokens = TokenPlans::new(live.root.clone(), acts);
         let mut res = Resources::<D>::new(g.values.len());
+        res.fused_finish = super::sparse::schedules::fused_finish(dev.info(), opts.fused_finish);
         // Buffers that came from (and may return to) the pool.
         let mut pooled: Vec<bool> = Vec::new();
         let mut problems: Vec<String> = Vec::new();
@@ -273,6 +281,7 @@ impl<D: GpuDevice> GpuExecutable<D> {
             report: None,
             step_times: opts.step_times,
             profile_refused: tuned.refused,
+            fused_finish: res.fused_finish,
         })
     }
 

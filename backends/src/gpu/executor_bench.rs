@@ -31,6 +31,9 @@ pub struct SparseOpInfo {
     pub dense_vendor: Option<String>,
     pub schedules: Vec<Schedule>,
     pub from_profile: bool,
+    /// Kernel launches of each member, fill excluded: a split-K GEMM is one with the fused
+    /// finish, two without.
+    pub launches: Vec<usize>,
 }
 
 impl<D: GpuDevice> GpuExecutable<D> {
@@ -44,6 +47,7 @@ impl<D: GpuDevice> GpuExecutable<D> {
                     schedules: op.poly.members().iter().map(|m| m.schedule.clone()).collect(),
                     from_profile: op.from_profile,
                     dense_vendor: op.dense_vendor.clone(),
+                    launches: op.members.iter().map(Vec::len).collect(),
                 }
             })
             .collect()
@@ -53,6 +57,12 @@ impl<D: GpuDevice> GpuExecutable<D> {
     /// backend), with both fingerprints; `None` when it was used or none was given.
     pub fn profile_refused(&self) -> Option<&str> {
         self.profile_refused.as_deref()
+    }
+
+    /// Whether this executable's split-K convs finish in their GEMM (one launch) rather than in
+    /// a second kernel: the options' choice, or the device's default.
+    pub fn fused_finish(&self) -> bool {
+        self.fused_finish
     }
 
     /// Time per run (µs) of member `member` of sparse op `op`: `samples` samples, each `runs`

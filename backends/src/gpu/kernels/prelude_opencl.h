@@ -13,6 +13,11 @@
 #define LOCAL_BARRIER() barrier(CLK_LOCAL_MEM_FENCE)
 /* Also orders the group's global memory accesses (a work-group reads what it wrote). */
 #define GLOBAL_BARRIER() barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE)
+/* Orders the work-item's global stores and loads before and after it as other work-groups see
+ * them, when an atomic passes the word between them (split-K's last work-group, sparse_conv.cl). */
+#define GLOBAL_FENCE() mem_fence(CLK_GLOBAL_MEM_FENCE)
+/* Adds 1 to a GLOBAL int and returns its old value (OpenCL 1.2 core, 32-bit). */
+#define ATOMIC_INC(p) atomic_inc(p)
 #define GROUP_ID(d) ((int)get_group_id(d))
 #define LOCAL_ID(d) ((int)get_local_id(d))
 #define GLOBAL_ID(d) ((int)get_global_id(d))

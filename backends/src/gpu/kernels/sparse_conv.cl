@@ -40,6 +40,14 @@
 #ifndef KS
 #define KS 1
 #endif
+/* FUSED_FINISH = 1: the last of a tile's KS work-groups to finish adds the partial sums itself
+ * (sconv_gemm_f32 then takes tile_count, see there), saving the second launch, which costs
+ * about as much as a sparse frame's GEMM on NVIDIA. Needs device-wide visibility of one
+ * work-group's stores to another after a fence and an atomic: CUDA and OpenCL devices give it,
+ * WGSL does not promise it (its twin never fuses). */
+#ifndef FUSED_FINISH
+#define FUSED_FINISH 0
+#endif
 #define TX (TN / WN)
 #define TY (TM / WM)
 #define NT (TX * TY)
@@ -86,6 +94,20 @@ FUNC float sconv_epilogue(float v, int co, GLOBAL const float* bias, int has_bia
     return activate(act, v, p0, p1);
 }
 
+/* Output (channel m, column c at position p) of image n from the KS partial sums of a split
+ * reduction: summed, then stored as the unsplit GEMM stores (bias, residual, activation; not
+ * where `masked` says the fill policy owns it). sconv_finish_f32 runs it per work-item, the
+ * fused GEMM's last work-group per output of its tile. */
+FUNC void sconv_finish_output(GLOBAL const float* part, GLOBAL float* Y, GLOBAL const float* bias, int has_bias,
+                              GLOBAL const float* res, int has_res, GLOBAL const int* meta, int base, int masked,
+                              int n, int m, int c, int p, int cout, int cap, int P, int act, float p0, float p1) {
+    if (p < 0 || (masked && !mask_bit(meta, base, p))) return;
+    float v = 0.0f;
+    for (int s = 0; s < KS; ++s) v += part[((n * KS + s) * cout + m) * cap + c];
+    int at = (n * cout + m) * P + p;
+    Y[at] = sconv_epilogue(v, m, bias, has_bias, res, has_res, at, act, p0, p1);
+}
+
 /* Elements of one stage each work-item loads: TM x TK of A and TN x TK of B over NT items. */
 #define SC_AL ((TM * TK + NT - 1) / NT)
 #define SC_BL ((TN * TK + NT - 1) / NT)
@@ -125,16 +147,28 @@ FUNC_INLINE void sconv_load_stage(GLOBAL const float* Wt, GLOBAL const float* Xn
     }
 }
 
+#if KS > 1 && FUSED_FINISH
+/* Per output tile (column tile, channel tile, image: the grid without its splits), how many of
+ * its KS work-groups have stored their partial sums. Zero between launches: the last arrival
+ * resets it, and work-groups past the frame's columns never touch theirs. */
+#define SCONV_FUSED_ARGS , GLOBAL int *tile_count
+#else
+#define SCONV_FUSED_ARGS
+#endif
+
 /* Grid: (ceil(cap / TN), ceil(cout / TM), N * KS), local (TX, TY); cap = columns the map can
  * have. Wt is the weight transposed to [cin * kh * kw][cout]; ktab per reduction index k the
  * input offset ci * ih * iw + ky * dh * iw + kx * dw, ky * dh and kx * dw. */
-KERNEL sconv_gemm_f32(SCONV_ARGS) {
+KERNEL sconv_gemm_f32(SCONV_ARGS SCONV_FUSED_ARGS) {
     GLOBAL const float* Wt = W;
     LOCAL float As[TK][TM];
     LOCAL float Bs[TK][TN];
     LOCAL int cy[TN];
     LOCAL int cxs[TN];
     LOCAL int cpos[TN];
+#if KS > 1 && FUSED_FINISH
+    LOCAL int last_split;
+#endif
     int tx = LOCAL_ID(0), ty = LOCAL_ID(1);
     int tid = ty * TX + tx;
     int c0 = GROUP_ID(0) * TN, m0 = GROUP_ID(1) * TM;
@@ -203,6 +237,33 @@ KERNEL sconv_gemm_f32(SCONV_ARGS) {
 #endif
         }
     }
+#if KS > 1 && FUSED_FINISH
+    /* Release: every work-item's partial sums are visible device-wide before the group's
+     * arrival is counted (the barrier makes tid 0 count after all of them fenced). */
+    GLOBAL_FENCE();
+    LOCAL_BARRIER();
+    int tile = (n * NUM_GROUPS(1) + GROUP_ID(1)) * NUM_GROUPS(0) + GROUP_ID(0);
+    if (tid == 0) {
+        last_split = ATOMIC_INC(&tile_count[tile]) == KS - 1;
+        /* Every split has arrived, so nothing else touches the counter in this launch; the
+         * next launch (the next frame) finds it at 0 without a memset. */
+        if (last_split) tile_count[tile] = 0;
+    }
+    LOCAL_BARRIER();
+    /* The same for the whole work-group, and no barrier follows. */
+    if (!last_split) return;
+    /* Acquire: the other splits' partial sums are read after their arrivals were seen. */
+    GLOBAL_FENCE();
+    for (int i = 0; i < WM; ++i) {
+        int m = m0 + ty + i * TY;
+        if (m >= cout) continue;
+        for (int j = 0; j < WN; ++j) {
+            int c = tx + j * TX;
+            sconv_finish_output(part, Y, bias, has_bias, res, has_res, meta, base, masked, n, m, c0 + c, cpos[c], cout,
+                                cap, P, act, p0, p1);
+        }
+    }
+#endif
 }
 
 /* Adds the KS partial sums of sconv_gemm_f32 and stores like it, a work-item per output.
@@ -214,11 +275,8 @@ KERNEL sconv_finish_f32(SCONV_ARGS) {
     if (m >= cout || c >= IMIN(cap, sconv_columns(meta, n, cstride, gi, oh, ow))) return;
     int base = data0 + n * img_stride;
     int p = sconv_position(meta, base, tiles_at, c, oh, ow);
-    if (p < 0 || (masked && !mask_bit(meta, base, p))) return;
-    float v = 0.0f;
-    for (int s = 0; s < KS; ++s) v += part[((n * KS + s) * cout + m) * cap + c];
-    int at = (n * cout + m) * oh * ow + p;
-    Y[at] = sconv_epilogue(v, m, bias, has_bias, res, has_res, at, act, p0, p1);
+    sconv_finish_output(part, Y, bias, has_bias, res, has_res, meta, base, masked, n, m, c, p, cout, cap, oh * ow, act,
+                        p0, p1);
 }
 
 /* Depthwise (one input and one output channel per group): one work-item per (column, channel).

@@ -115,9 +115,8 @@ fn conv_ours<D: GpuDevice>(cx: &mut Ctx<D>, p: &Conv) -> Result<()> {
     if groups == 1 && cout_g >= 8 && cin_g * taps >= 8 {
         if let Some(op) = super::sparse_conv::prepare(cx, p)? {
             let sched = op.dense_schedule(cx);
-            let part_len = op.part_len(&sched, None);
-            let part = if part_len > 0 { Some(cx.scratch(part_len)?) } else { None };
-            return op.launch(cx, &sched, None, part, false);
+            let split = op.split_bufs(cx, [&sched], None)?;
+            return op.launch(cx, &sched, None, split, false);
         }
     }
     let (x, w, y) = (cx.x(0)?, cx.x(1)?, cx.y(0)?);

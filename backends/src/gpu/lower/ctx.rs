@@ -67,6 +67,9 @@ pub(crate) struct Resources<D: GpuDevice> {
     /// Bytes of it the vendor calls kept in the launches need (candidates that lost a race
     /// grew it too).
     workspace_need: usize,
+    /// Split-K GEMMs finish in their last work-group (`schedules::fused_finish`): one setting
+    /// for every node, decided when the executable is built.
+    pub fused_finish: bool,
 }
 
 impl<D: GpuDevice> Resources<D> {
@@ -80,6 +83,7 @@ impl<D: GpuDevice> Resources<D> {
             dummy: None,
             workspace: None,
             workspace_need: 0,
+            fused_finish: false,
         }
     }
 
@@ -260,6 +264,12 @@ impl<'a, D: GpuDevice> Ctx<'a, D> {
     }
     pub(crate) fn meta_f32(&mut self, v: &[f32]) -> Result<BufId> {
         self.res.upload(self.dev, &Tensor::from_f32(vec![v.len()], v.to_vec())?, "weight table")
+    }
+    /// `len` zero ints of the node's own (never pooled), zeroed once here: state its kernels
+    /// keep from launch to launch and leave zero behind.
+    pub(crate) fn zeroed_ints(&mut self, len: usize, what: &str) -> Result<BufId> {
+        let t = Tensor::new(vec![len.max(1)], dynaspa_runtime::TensorData::I32(vec![0; len.max(1)]))?;
+        self.res.upload(self.dev, &t, what)
     }
     /// A temporary of `elems` words, live for this node only.
     pub(crate) fn scratch(&mut self, elems: usize) -> Result<BufId> {

@@ -159,6 +159,19 @@ pub(crate) fn launch_blend_cached<D: GpuDevice>(cx: &mut Ctx<D>, fresh: BufId, y
 /// stores the mask words. `None` for a plain dense conv.
 pub(crate) type Meta<'a> = Option<(BufId, &'a MetaLayout)>;
 
+/// What members that split the reduction (KS > 1) work in: the partial sums (scratch, since
+/// every launch rewrites what it reads) and, where the GEMM finishes its own splits, the
+/// arrival counter of each output tile. The counters are the op's own and outlive the frame:
+/// zeroed once when built, each launch leaves them zero. Members of one op share both (one
+/// runs per frame), sized for the largest.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct SplitBufs {
+    pub part: Option<BufId>,
+    /// `Some`: split members launch the fused GEMM alone; `None`: the GEMM, then
+    /// sconv_finish_f32.
+    pub counters: Option<BufId>,
+}
+
 impl SconvOp {
     /// Buffers and scalars in the order every sparse_conv.cl kernel takes them.
     fn args<D: GpuDevice>(&self, cx: &mut Ctx<D>, meta: Meta, gi: usize, part: Option<BufId>, cap: usize, masked: bool) -> Result<Vec<LArg>> {
@@ -201,17 +214,55 @@ impl SconvOp {
         s.with_dense_split(self.k, base, cx.dev.info().compute_units)
     }
 
-    /// Floats of split-K partial sums `sched` needs (0 without a split).
-    pub(crate) fn part_len(&self, sched: &SconvSchedule, layout: Option<&MetaLayout>) -> usize {
-        let cap = match (sched.gran, layout) {
+    /// Columns per image `sched`'s grid covers: every tile the map can have, or every position.
+    fn columns_cap(&self, sched: &SconvSchedule, layout: Option<&MetaLayout>) -> usize {
+        match (sched.gran, layout) {
             (Some(g), Some(m)) => m.columns_cap(m.index(g)),
             _ => self.oh * self.ow,
-        };
-        if self.kind == SconvKind::Gemm && sched.ks > 1 {
-            self.images * sched.ks as usize * self.cout * cap
+        }
+    }
+
+    fn splits(&self, sched: &SconvSchedule) -> bool {
+        self.kind == SconvKind::Gemm && sched.ks > 1
+    }
+
+    /// Floats of split-K partial sums `sched` needs (0 without a split).
+    pub(crate) fn part_len(&self, sched: &SconvSchedule, layout: Option<&MetaLayout>) -> usize {
+        if self.splits(sched) {
+            self.images * sched.ks as usize * self.cout * self.columns_cap(sched, layout)
         } else {
             0
         }
+    }
+
+    /// Tile counters the fused finish of `sched` needs (0 without a split): one per work-group
+    /// of its grid without the splits, this frame's columns or not.
+    pub(crate) fn counters_len(&self, sched: &SconvSchedule, layout: Option<&MetaLayout>) -> usize {
+        if self.splits(sched) {
+            let t = sched.tile;
+            self.columns_cap(sched, layout).div_ceil(t.tn as usize) * self.cout.div_ceil(t.tm as usize) * self.images
+        } else {
+            0
+        }
+    }
+
+    /// The split-K buffers for members `scheds` (see `SplitBufs`): partial sums in pooled
+    /// scratch, counters (when this executable fuses the finish) in a zeroed buffer of the op's.
+    pub(crate) fn split_bufs<'s, D: GpuDevice>(
+        &self,
+        cx: &mut Ctx<D>,
+        scheds: impl IntoIterator<Item = &'s SconvSchedule>,
+        layout: Option<&MetaLayout>,
+    ) -> Result<SplitBufs> {
+        let (mut part, mut counters) = (0, 0);
+        for s in scheds {
+            part = part.max(self.part_len(s, layout));
+            counters = counters.max(self.counters_len(s, layout));
+        }
+        Ok(SplitBufs {
+            part: if part > 0 { Some(cx.scratch(part)?) } else { None },
+            counters: if counters > 0 && cx.res.fused_finish { Some(cx.zeroed_ints(counters, "split-K tile counters")?) } else { None },
+        })
     }
 
     /// Appends the launches of one member to `cx.launches`. With `masked`, positions whose mask
@@ -221,7 +272,7 @@ impl SconvOp {
         cx: &mut Ctx<D>,
         sched: &SconvSchedule,
         meta: Meta,
-        part: Option<BufId>,
+        split: SplitBufs,
         masked: bool,
     ) -> Result<()> {
         // The dense member reads no tile list, but a masked store still needs the mask words.
@@ -233,19 +284,26 @@ impl SconvOp {
         if masked && meta.is_none() {
             return Err(Error::Other("a masked store without mask metadata".into()));
         }
-        let cap = match (meta, gi) {
-            (Some((_, m)), Some(_)) => m.columns_cap(gi),
-            _ => self.oh * self.ow,
-        };
-        let args = self.args(cx, meta, gi.unwrap_or(0), part, cap, masked)?;
+        let layout = meta.map(|m| m.1);
+        let cap = self.columns_cap(sched, layout);
+        // Buffers sized for other members than this one would be overrun: refused here, where
+        // the op can still fall back, rather than left to corrupt memory at run time.
+        let fits = |b: Option<BufId>, words: usize| words == 0 || b.is_some_and(|b| cx.res.caps[b] >= words * 4);
+        let fused = split.counters.is_some() && self.splits(sched);
+        if !fits(split.part, self.part_len(sched, layout)) || (fused && !fits(split.counters, self.counters_len(sched, layout))) {
+            return Err(Error::Other(format!("split-K buffers too small for member {sched:?}")));
+        }
+        let args = self.args(cx, meta, gi.unwrap_or(0), split.part, cap, masked)?;
         let (cout, images) = (self.cout, self.images);
         match self.kind {
             SconvKind::Gemm => {
                 let t = sched.tile;
-                let kern = cx.kernel(Src::SparseConv, "sconv_gemm_f32", &sched.gemm_defines())?;
+                let kern = cx.kernel(Src::SparseConv, "sconv_gemm_f32", &sched.gemm_defines(fused))?;
                 let grid = [cap.div_ceil(t.tn as usize), cout.div_ceil(t.tm as usize), images * sched.ks as usize];
-                cx.launch(kern, grid, t.local(), args.clone())?;
-                if sched.ks > 1 {
+                let mut gemm_args = args.clone();
+                gemm_args.extend(split.counters.filter(|_| fused).map(LArg::Buf));
+                cx.launch(kern, grid, t.local(), gemm_args)?;
+                if sched.ks > 1 && !fused {
                     let kern = cx.kernel(Src::SparseConv, "sconv_finish_f32", &sched.finish_defines())?;
                     cx.launch(kern, [cap.div_ceil(COLUMN_WG as usize), cout.div_ceil(FINISH_CH as usize), images], [COLUMN_WG, FINISH_CH, 1], args)?;
                 }

@@ -165,16 +165,15 @@ pub(crate) fn lower_sparse_conv<D: GpuDevice>(
     let candidates: Vec<SconvSchedule> =
         std::iter::once(dense).chain(GRANULARITIES.iter().map(|&g| SconvSchedule::for_op(op.cout, op.k, Some(g)))).collect();
     let tuned_scheds = tuned.map(schedules_of).transpose()?;
-    let part_len = candidates.iter().chain(tuned_scheds.iter().flatten()).map(|s| op.part_len(s, Some(&layout))).max().unwrap_or(0);
-    let part = if part_len > 0 { Some(cx.scratch(part_len)?) } else { None };
+    let splitk = op.split_bufs(cx, candidates.iter().chain(tuned_scheds.iter().flatten()), Some(&layout))?;
     // The dense member may be the vendor's conv followed by the masked store; returns what it
     // runs when it is the vendor's.
     let launch_member = |cx: &mut Ctx<D>, s: &SconvSchedule| -> Result<Option<String>> {
         if s.gran.is_none() {
-            let ours = &mut |cx: &mut Ctx<D>| op.launch(cx, s, Some((meta, &layout)), part, true);
+            let ours = &mut |cx: &mut Ctx<D>| op.launch(cx, s, Some((meta, &layout)), splitk, true);
             lower_dense(cx, p, Some((meta, &layout)), ours)
         } else {
-            op.launch(cx, s, Some((meta, &layout)), part, true).map(|_| None)
+            op.launch(cx, s, Some((meta, &layout)), splitk, true).map(|_| None)
         }
     };
     let mut residual_fill = Vec::new();
@@ -223,7 +222,7 @@ pub(crate) fn lower_sparse_conv<D: GpuDevice>(
     };
     let mut cached_first = Vec::new();
     if spec.fill == FillPolicy::Cached {
-        op.launch(cx, &dense, None, part, false)?;
+        op.launch(cx, &dense, None, splitk, false)?;
         cached_first = std::mem::take(&mut cx.launches);
     }
     let zero = (spec.fill == FillPolicy::Zero).then(|| (op.y, cx.out_len(0) * 4));

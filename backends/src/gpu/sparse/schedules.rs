@@ -4,6 +4,7 @@
 //! so CI compiles each through NVRTC.
 
 use super::knobs::{check_depthwise, GemmKnobs, GpuLimits};
+use crate::gpu::device::DeviceInfo;
 use crate::gpu::kernels::Tile;
 use crate::gpu::lower::sparse_conv::SconvKind;
 use dynaspa_runtime::dispatch::Schedule;
@@ -43,6 +44,29 @@ fn dense_groups_per_cu() -> usize {
     static V: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
     *V.get_or_init(|| std::env::var("DYNASPA_SCONV_DENSE_GROUPS").ok().and_then(|v| v.trim().parse::<usize>().ok()).unwrap_or(8))
 }
+
+/// Whether a split reduction (KS > 1) is finished inside the GEMM by the last of each tile's KS
+/// work-groups (FUSED_FINISH in sparse_conv.cl: one launch) rather than by sconv_finish_f32 (a
+/// second launch): `asked` (`GpuOptions::fused_finish`, `$DYNASPA_FUSED_FINISH`) where the
+/// device can run it, else the device's default. On NVIDIA the second launch costs ~13 µs back
+/// to back under OpenCL and ~5.5 µs plus a launch gap under CUDA, as much as a low-density
+/// frame's GEMM. Never on wgpu: WGSL does not promise that one workgroup sees another's storage
+/// writes within a dispatch, whatever the barriers and atomics, so its kernel has no fused
+/// variant. Other OpenCL devices than NVIDIA's and PoCL's are left unfused until measured.
+pub(crate) fn fused_finish(info: &DeviceInfo, asked: Option<bool>) -> bool {
+    if info.backend == "wgpu" {
+        return false;
+    }
+    asked.unwrap_or_else(|| match info.backend.as_str() {
+        "cuda" => true,
+        "opencl" if info.vendor.to_ascii_lowercase().contains("nvidia") => true,
+        "opencl" if info.driver.to_ascii_lowercase().contains("pocl") => POCL_FUSED_FINISH,
+        _ => false,
+    })
+}
+
+/// PoCL's default (see `fused_finish`): FIXME measured below.
+const POCL_FUSED_FINISH: bool = true;
 
 /// One variant of the sparse conv GEMM.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -106,10 +130,15 @@ impl SconvSchedule {
         ]
     }
 
-    pub(crate) fn gemm_defines(&self) -> Vec<(&'static str, i64)> {
+    /// With `fused`, a split reduction is finished by the GEMM's last work-group per tile
+    /// (FUSED_FINISH); without a split there is nothing to finish and the kernel is the same.
+    pub(crate) fn gemm_defines(&self, fused: bool) -> Vec<(&'static str, i64)> {
         let mut d = self.tile.defines().to_vec();
         d.extend(Self::gran_defines(self.gran));
         d.push(("KS", self.ks as i64));
+        if fused && self.ks > 1 {
+            d.push(("FUSED_FINISH", 1));
+        }
         d
     }
 
@@ -153,7 +182,7 @@ pub(crate) fn member_schedule(kind: SconvKind, cout: usize, k: usize, dense: Sco
 }
 
 /// Define sets of sparse_conv.cl's `entry` that CI compiles: every one calibration and the
-/// dense lowering launch, every schedule of the GPU profiles shipped under `profiles/`, and a
+/// dense lowering launch (split GEMMs fused and not), every schedule of the GPU profiles shipped under `profiles/`, and a
 /// spread of the tuner's space (every knob value at least once, on a 1024-thread, 48 KiB
 /// device with NVIDIA's register file), since a tune on another device can pick any of them.
 #[cfg(test)]
@@ -165,7 +194,9 @@ pub(crate) fn all(entry: &str) -> Vec<Vec<(&'static str, i64)>> {
             "sconv_gemm_f32" => {
                 for tile in [GEMM_LARGE, GEMM_SMALL] {
                     for ks in SPLITS {
-                        v.push(SconvSchedule { tile, ks, gran }.gemm_defines());
+                        for fused in [false, true] {
+                            v.push(SconvSchedule { tile, ks, gran }.gemm_defines(fused));
+                        }
                     }
                 }
             }
@@ -184,7 +215,7 @@ pub(crate) fn all(entry: &str) -> Vec<Vec<(&'static str, i64)>> {
     let tuned: Vec<SconvSchedule> = shipped_gpu_schedules().into_iter().chain(space_sample()).collect();
     for s in tuned {
         match entry {
-            "sconv_gemm_f32" => v.push(s.gemm_defines()),
+            "sconv_gemm_f32" => v.extend([s.gemm_defines(false), s.gemm_defines(true)]),
             "sconv_finish_f32" if s.ks > 1 => v.push(s.finish_defines()),
             "sconv_dw_f32" if s.tile == GEMM_LARGE && s.ks == 1 => v.push(SconvSchedule::dw_defines(s.gran)),
             _ => {}
@@ -261,4 +292,29 @@ fn space_sample() -> Vec<SconvSchedule> {
     }
     let grans = [Some(Granularity::new(1, 1)), Some(Granularity::new(3, 6)), None];
     picked.iter().enumerate().map(|(i, &k)| SconvSchedule::from_knobs(k, grans[i % grans.len()])).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fused_finish;
+    use crate::gpu::device::DeviceInfo;
+
+    fn device(backend: &str, vendor: &str, driver: &str) -> DeviceInfo {
+        DeviceInfo { backend: backend.into(), vendor: vendor.into(), driver: driver.into(), ..Default::default() }
+    }
+
+    #[test]
+    fn the_fused_finish_is_on_where_measured_never_on_wgpu_and_the_options_override_it() {
+        let cuda = device("cuda", "NVIDIA", "13.0");
+        let nv_cl = device("opencl", "NVIDIA Corporation", "580.95 (OpenCL 3.0 CUDA 13.0.97)");
+        let pocl = device("opencl", "GenuineIntel", "6.0+debian (OpenCL 3.0 PoCL 6.0+debian  Linux, None+Asserts, RELOC, SPIR-V, LLVM 18.1.8, SLEEF, DISTRO, POCL_DEBUG)");
+        let amd_cl = device("opencl", "Advanced Micro Devices, Inc.", "3625.0 (HSA1.1,LC)");
+        let wgpu = device("wgpu", "NVIDIA", "Vulkan");
+        assert!(fused_finish(&cuda, None) && fused_finish(&nv_cl, None));
+        assert_eq!(fused_finish(&pocl, None), super::POCL_FUSED_FINISH);
+        assert!(!fused_finish(&amd_cl, None), "unmeasured OpenCL devices keep two launches");
+        assert!(fused_finish(&amd_cl, Some(true)) && !fused_finish(&cuda, Some(false)) && !fused_finish(&nv_cl, Some(false)));
+        // The WGSL kernel has no fused variant: asking cannot turn it on.
+        assert!(!fused_finish(&wgpu, None) && !fused_finish(&wgpu, Some(true)));
+    }
 }

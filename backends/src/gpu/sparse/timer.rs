@@ -11,7 +11,7 @@ use super::split;
 use crate::cpu::sparse_exec::calibrate::random_tensor;
 use crate::gpu::device::GpuDevice;
 use crate::gpu::lower::ctx::{replay_launches, BufId, Ctx, Launch, Resources};
-use crate::gpu::lower::sparse_conv::{prepare, SconvOp};
+use crate::gpu::lower::sparse_conv::{prepare, SconvOp, SplitBufs};
 use dynaspa_runtime::dispatch::Schedule;
 use dynaspa_runtime::graph::{FillPolicy, Graph, Op};
 use dynaspa_runtime::sparsity::{BitMask, Granularity};
@@ -60,6 +60,8 @@ pub(crate) struct SconvTimer<D: GpuDevice> {
     loaded: Option<(BitMask, usize)>,
     /// The split-K scratch and its capacity in floats.
     part: Option<(BufId, usize)>,
+    /// The fused finish's tile counters (when the device fuses it) and their count.
+    counters: Option<(BufId, usize)>,
     built: HashMap<(SconvSchedule, usize), Vec<Launch<D::Kernel>>>,
 }
 
@@ -74,26 +76,30 @@ fn random_buffer<D: GpuDevice>(res: &mut Resources<D>, dev: &D, shape: &[usize],
 
 impl<D: GpuDevice + 'static> SconvTimer<D> {
     /// The timers of every sparse conv of `graph` (as the executor splits it).
-    pub(crate) fn all(dev: &Arc<D>, graph: &Graph) -> Result<Vec<Box<dyn SparseConvTimer>>> {
+    /// `fused_finish`: the executor's setting (`GpuOptions::fused_finish`), so the tuner times
+    /// split members as frames will run them.
+    pub(crate) fn all(dev: &Arc<D>, graph: &Graph, fused_finish: Option<bool>) -> Result<Vec<Box<dyn SparseConvTimer>>> {
         let g = Arc::new(split::split(graph, true).0);
+        let fused = super::schedules::fused_finish(dev.info(), fused_finish);
         let mut out: Vec<Box<dyn SparseConvTimer>> = Vec::new();
         for i in 0..g.nodes.len() {
             if split::runs_sparse(&g, &g.nodes[i]) {
                 let n = &g.nodes[i];
-                let t = SconvTimer::new(dev.clone(), g.clone(), i).map_err(|e| Error::node(&n.name, n.op.name(), e.to_string()))?;
+                let t = SconvTimer::new(dev.clone(), g.clone(), i, fused).map_err(|e| Error::node(&n.name, n.op.name(), e.to_string()))?;
                 out.push(Box::new(t));
             }
         }
         Ok(out)
     }
 
-    fn new(dev: Arc<D>, graph: Arc<Graph>, node: usize) -> Result<SconvTimer<D>> {
+    fn new(dev: Arc<D>, graph: Arc<Graph>, node: usize, fused_finish: bool) -> Result<SconvTimer<D>> {
         let g = graph.clone();
         let n = &g.nodes[node];
         let (Op::Conv(p), Some(spec)) = (&n.op, n.sparse.as_ref()) else {
             return Err(Error::Other("not a sparse conv".into()));
         };
         let mut res = Resources::<D>::new(g.values.len());
+        res.fused_finish = fused_finish;
         // Operands that are not constants get random values (timing on zeros or on whatever a
         // fresh buffer holds could take shortcuts real frames do not).
         for (i, v) in n.inputs.iter().enumerate() {
@@ -128,6 +134,7 @@ impl<D: GpuDevice + 'static> SconvTimer<D> {
             lists: Vec::new(),
             loaded: None,
             part: None,
+            counters: None,
             built: HashMap::new(),
         })
     }
@@ -172,7 +179,8 @@ impl<D: GpuDevice + 'static> SconvTimer<D> {
         if self.built.contains_key(&(s, li)) {
             return Ok(());
         }
-        let need = self.op.part_len(&s, Some(&self.lists[li].layout));
+        let layout = Some(&self.lists[li].layout);
+        let need = self.op.part_len(&s, layout);
         if need > 0 && self.part.is_none_or(|(_, cap)| cap < need) {
             // Launches built before keep the smaller buffer: it still fits them.
             let b = self.res.alloc_own(&*self.dev, need * 4)?;
@@ -180,9 +188,15 @@ impl<D: GpuDevice + 'static> SconvTimer<D> {
         }
         let g = self.graph.clone();
         let n = &g.nodes[self.node];
-        let meta = (self.lists[li].meta, &self.lists[li].layout);
         let mut cx = Ctx { dev: &*self.dev, graph: &g, node: n, res: &mut self.res, launches: Vec::new(), scratch: Vec::new() };
-        self.op.launch(&mut cx, &s, Some(meta), self.part.map(|p| p.0), true)?;
+        let tiles = self.op.counters_len(&s, layout);
+        if cx.res.fused_finish && tiles > 0 && self.counters.is_none_or(|(_, have)| have < tiles) {
+            // As the scratch: earlier launches keep theirs, which they leave zero.
+            self.counters = Some((cx.zeroed_ints(tiles, "split-K tile counters")?, tiles));
+        }
+        let split = SplitBufs { part: self.part.map(|p| p.0), counters: self.counters.map(|c| c.0) };
+        let meta = (self.lists[li].meta, &self.lists[li].layout);
+        self.op.launch(&mut cx, &s, Some(meta), split, true)?;
         let l = std::mem::take(&mut cx.launches);
         self.built.insert((s, li), l);
         Ok(())
