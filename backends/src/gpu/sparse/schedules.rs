@@ -65,8 +65,11 @@ pub(crate) fn fused_finish(info: &DeviceInfo, asked: Option<bool>) -> bool {
     })
 }
 
-/// PoCL's default (see `fused_finish`): FIXME measured below.
-const POCL_FUSED_FINISH: bool = true;
+/// PoCL's default (see `fused_finish`): off, as fusing did not pay there. A launch costs PoCL
+/// little next to a sparse frame's GEMM (ms), and fused, the finish runs in the GEMM's last
+/// work-groups, at the tail: at density 0.3-0.5 conv3x3 s2 was 2% slower fused, conv3x3 even,
+/// conv1x1 at 0.1 7% faster (benches/RESULTS.md, "Fused split-K finish on PoCL").
+const POCL_FUSED_FINISH: bool = false;
 
 /// One variant of the sparse conv GEMM.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
