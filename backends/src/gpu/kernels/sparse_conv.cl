@@ -42,9 +42,10 @@
 #endif
 /* FUSED_FINISH = 1: the last of a tile's KS work-groups to finish adds the partial sums itself
  * (sconv_gemm_f32 then takes tile_count, see there), saving the second launch, which costs
- * about as much as a sparse frame's GEMM on NVIDIA. Needs device-wide visibility of one
- * work-group's stores to another after a fence and an atomic: CUDA and OpenCL devices give it,
- * WGSL does not promise it (its twin never fuses). */
+ * about as much as a sparse frame's GEMM on NVIDIA. It needs one work-group's stores to be
+ * visible to another once a fence and an atomic order them: CUDA's memory model promises it;
+ * OpenCL 1.2 leaves it to the device, and NVIDIA's (the same fences as CUDA) and PoCL's (a
+ * coherent CPU) give it; WGSL does not promise it, so its twin never fuses. */
 #ifndef FUSED_FINISH
 #define FUSED_FINISH 0
 #endif

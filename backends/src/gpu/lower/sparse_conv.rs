@@ -164,7 +164,7 @@ pub(crate) type Meta<'a> = Option<(BufId, &'a MetaLayout)>;
 /// arrival counter of each output tile. The counters are the op's own and outlive the frame:
 /// zeroed once when built, each launch leaves them zero. Members of one op share both (one
 /// runs per frame), sized for the largest.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug)]
 pub(crate) struct SplitBufs {
     pub part: Option<BufId>,
     /// `Some`: split members launch the fused GEMM alone; `None`: the GEMM, then
@@ -222,6 +222,7 @@ impl SconvOp {
         }
     }
 
+    /// Whether `sched` splits this op's reduction (depthwise convs never do).
     fn splits(&self, sched: &SconvSchedule) -> bool {
         self.kind == SconvKind::Gemm && sched.ks > 1
     }

@@ -372,7 +372,9 @@ fn poly_kernel<D: GpuDevice>(
     };
     let shapes: Vec<String> = cx.node.inputs.iter().map(|i| i.map_or("-".into(), |v| format!("{:?}", cx.graph.values[v].shape))).collect();
     let kind = if op.kind == SconvKind::Depthwise { "dw" } else { "gemm" };
-    let signature = format!("{CALIBRATION_VERSION}|{kind}|{:?}|{}|images {images}", cx.node.op, shapes.join(","));
+    // Split members cost less with the fused finish: tables timed one way do not serve the other.
+    let finish = if cx.res.fused_finish { "fused" } else { "split" };
+    let signature = format!("{CALIBRATION_VERSION}|{kind}|{:?}|{}|images {images}|finish {finish}", cx.node.op, shapes.join(","));
     let subject = Subject {
         signature,
         height: h,
