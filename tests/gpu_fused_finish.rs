@@ -9,6 +9,7 @@
 //! epilogue adds bias and a residual and applies ReLU; a batch of two images with a mask each.
 
 mod common;
+use common::{seed, Rng};
 #[path = "common/onnx_build.rs"]
 #[allow(dead_code)]
 mod onnx_build;
@@ -31,17 +32,7 @@ const CIN: usize = 32;
 const H: usize = 13;
 const W: usize = 21;
 
-struct Rng(u64);
 impl Rng {
-    fn next(&mut self) -> f64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        (self.0 >> 11) as f64 / (1u64 << 53) as f64
-    }
-    fn vec(&mut self, n: usize) -> Vec<f32> {
-        (0..n).map(|_| (self.next() * 2.0 - 1.0) as f32).collect()
-    }
     /// About `d` of an H x W map: rectangles half of the time, scattered points otherwise.
     fn mask(&mut self, d: f64) -> Vec<f32> {
         let mut m = vec![0f32; H * W];
@@ -60,13 +51,6 @@ impl Rng {
     }
 }
 
-fn seed() -> u64 {
-    let s = std::env::var("DYNASPA_TEST_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| {
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64
-    });
-    eprintln!("seed {s} (replay with DYNASPA_TEST_SEED={s})");
-    s | 1
-}
 
 /// A model of one 3x3 conv (`cin` -> `cout`, bias) over `batch` images of H x W, masked by the
 /// input `m`. With `residual`: `Relu(Mul(Conv(x), m) + r)` (the residual fill: bias, residual

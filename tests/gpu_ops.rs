@@ -4,6 +4,7 @@
 //! before each kernel, so an element a kernel fails to write fails the comparison.
 
 mod common;
+use common::{seed, Rng};
 #[path = "common/onnx_build.rs"]
 #[allow(dead_code, unused_mut)]
 mod onnx_build;
@@ -14,29 +15,12 @@ use dynaspa::runtime::onnx::proto::onnx::{AttributeProto, TensorProto};
 use dynaspa::{DType, LoadOptions, Session, Tensor, TensorData};
 use onnx_build::*;
 
-struct Rng(u64);
 impl Rng {
-    fn next(&mut self) -> f64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        (self.0 >> 11) as f64 / (1u64 << 53) as f64
-    }
-    fn vec(&mut self, n: usize) -> Vec<f32> {
-        (0..n).map(|_| (self.next() * 2.0 - 1.0) as f32).collect()
-    }
     fn tensor(&mut self, shape: &[usize]) -> Tensor {
         Tensor::from_f32(shape.to_vec(), self.vec(shape.iter().product())).unwrap()
     }
 }
 
-fn seed() -> u64 {
-    let s = std::env::var("DYNASPA_TEST_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| {
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64
-    });
-    eprintln!("seed {s} (replay with DYNASPA_TEST_SEED={s})");
-    s | 1
-}
 
 fn gpu_backends() -> Vec<String> {
     common::backends().into_iter().filter(|b| b != "cpu").collect()

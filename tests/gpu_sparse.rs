@@ -6,6 +6,7 @@
 //! density (the sparse path is taken, not the dense one times the mask).
 
 mod common;
+use common::{seed, Rng};
 #[path = "common/onnx_build.rs"]
 #[allow(dead_code)]
 mod onnx_build;
@@ -44,17 +45,7 @@ fn tmp(tag: &str) -> std::path::PathBuf {
     d
 }
 
-struct Rng(u64);
 impl Rng {
-    fn next(&mut self) -> f64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        (self.0 >> 11) as f64 / (1u64 << 53) as f64
-    }
-    fn vec(&mut self, n: usize) -> Vec<f32> {
-        (0..n).map(|_| (self.next() * 2.0 - 1.0) as f32).collect()
-    }
     /// Blobs (half of the time) or scattered points covering about `d` of an h x w map.
     fn mask(&mut self, h: usize, w: usize, d: f64) -> Vec<f32> {
         let mut m = vec![0f32; h * w];
@@ -80,13 +71,6 @@ impl Rng {
     }
 }
 
-fn seed() -> u64 {
-    let s = std::env::var("DYNASPA_TEST_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| {
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64
-    });
-    eprintln!("seed {s} (replay with DYNASPA_TEST_SEED={s})");
-    s | 1
-}
 
 /// `Mul(Relu(Conv(x)), m)` with `m` a model input; returns the model, x's and m's shapes.
 fn conv_model(kind: &str, n: usize, (c, h, w): (usize, usize, usize), cout: usize, rng: &mut Rng) -> (Vec<u8>, Vec<usize>, Vec<usize>) {

@@ -9,6 +9,7 @@
 //! attention without the key-norm pass where the graph proves inactive keys zero).
 
 mod common;
+use common::seed;
 #[path = "common/onnx_build.rs"]
 #[allow(dead_code)]
 mod onnx_build;
@@ -39,13 +40,6 @@ impl Rng {
     }
 }
 
-fn seed() -> u64 {
-    let s = std::env::var("DYNASPA_TEST_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| {
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64
-    });
-    eprintln!("seed {s} (replay with DYNASPA_TEST_SEED={s})");
-    s | 1
-}
 
 fn tmp(tag: &str) -> std::path::PathBuf {
     let d = std::env::temp_dir().join(format!("dynaspa-gpu-tokens-{tag}-{}", std::process::id()));

@@ -4,6 +4,7 @@
 //! on one session (so recycled, re-zeroed buffers are exercised).
 
 mod common;
+use common::{seed, Rng};
 #[path = "common/onnx_build.rs"]
 #[allow(dead_code)]
 mod onnx_build;
@@ -34,17 +35,7 @@ fn tmp(tag: &str) -> std::path::PathBuf {
     d
 }
 
-struct Rng(u64);
 impl Rng {
-    fn next(&mut self) -> f64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        (self.0 >> 11) as f64 / (1u64 << 53) as f64
-    }
-    fn vec(&mut self, n: usize) -> Vec<f32> {
-        (0..n).map(|_| (self.next() * 2.0 - 1.0) as f32).collect()
-    }
     /// Blobs covering about `d` of an h x w map, as 0/1 floats.
     fn blobs(&mut self, h: usize, w: usize, d: f64) -> Vec<f32> {
         let mut m = vec![0f32; h * w];
@@ -64,13 +55,6 @@ impl Rng {
     }
 }
 
-fn seed() -> u64 {
-    let s = std::env::var("DYNASPA_TEST_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| {
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64
-    });
-    eprintln!("seed {s} (replay with DYNASPA_TEST_SEED={s})");
-    s | 1
-}
 
 /// Runs the golden cases of one family and returns the worst relative L2 error over its
 /// non-mask outputs, with the number of sparse-op records that used a sparse member.

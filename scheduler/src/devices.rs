@@ -264,6 +264,20 @@ pub fn cpu(threads: usize) -> DeviceDesc {
     }
 }
 
+/// What CUDA reports for an H100 SXM (the figures the GPU model tests are written against).
+#[cfg(test)]
+pub(crate) fn h100_info() -> DeviceInfo {
+    DeviceInfo {
+        backend: "cuda".into(),
+        name: "NVIDIA H100 80GB HBM3".into(),
+        compute_units: 132,
+        local_mem_bytes: 49152,
+        max_work_group_size: 1024,
+        arch: "9.0".into(),
+        ..Default::default()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -286,15 +300,7 @@ mod tests {
 
     #[test]
     fn device_info_fills_limits_from_the_cc_table() {
-        let info = DeviceInfo {
-            backend: "cuda".into(),
-            name: "NVIDIA H100 80GB HBM3".into(),
-            compute_units: 132,
-            local_mem_bytes: 49152,
-            max_work_group_size: 1024,
-            arch: "9.0".into(),
-            ..Default::default()
-        };
+        let info = h100_info();
         let d = from_device_info(&info);
         assert_eq!((d.compute_units, d.max_threads_per_cu, d.lanes_per_cu), (132, 2048, 128));
         assert_eq!(d.mem_bandwidth_gbs, 3350.0);

@@ -361,16 +361,7 @@ mod tests {
         // K per work-group at KS = 1. Splitting the reduction 8 ways cuts the chain (measured on
         // the H100: 256 -> 32 indices per split took this conv from 53 to 38 µs at 10%).
         let op = conv(256, 256, 40, 40);
-        let info = dynaspa_backends::gpu::DeviceInfo {
-            backend: "cuda".into(),
-            name: "NVIDIA H100 80GB HBM3".into(),
-            compute_units: 132,
-            local_mem_bytes: 49152,
-            max_work_group_size: 1024,
-            arch: "9.0".into(),
-            ..Default::default()
-        };
-        let dev = devices::from_device_info(&info);
+        let dev = devices::from_device_info(&devices::h100_info());
         let space = Space::gpu(op.clone(), &dev);
         let m = BitMask::from_fn(40, 40, |y, x| y % 10 == 3 && x % 10 == 4);
         let g = Granularity::new(1, 1);
@@ -393,16 +384,7 @@ mod tests {
         // groups with 32 accumulators per work-item measured 33 µs, 256 work-items of 2
         // outputs 9 µs. Both are latency-bound on paper; only the serial stage tells them apart.
         let op = OpGeometry { kh: 1, kw: 1, ..conv(64, 64, 56, 56) };
-        let info = dynaspa_backends::gpu::DeviceInfo {
-            backend: "cuda".into(),
-            name: "NVIDIA H100 80GB HBM3".into(),
-            compute_units: 132,
-            local_mem_bytes: 49152,
-            max_work_group_size: 1024,
-            arch: "9.0".into(),
-            ..Default::default()
-        };
-        let dev = devices::from_device_info(&info);
+        let dev = devices::from_device_info(&devices::h100_info());
         let m = BitMask::from_fn(56, 56, |y, x| (y / 7 + x / 5) % 5 < 2);
         let g = Granularity::new(1, 1);
         let st = TileStats::of(&m, g);

@@ -56,3 +56,30 @@ pub fn close(a: &Tensor, b: &Tensor, rtol: f64, atol: f64) -> Result<(), String>
         }
     }
 }
+
+/// The seed of a test's random inputs: `DYNASPA_TEST_SEED`, else the clock; printed so a
+/// failure can be replayed.
+pub fn seed() -> u64 {
+    let s = std::env::var("DYNASPA_TEST_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| {
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(1, |d| d.as_nanos() as u64)
+    });
+    eprintln!("seed {s} (replay with DYNASPA_TEST_SEED={s})");
+    s | 1
+}
+
+/// Xorshift: the tests' random inputs (files add their own methods: masks, tensors).
+pub struct Rng(pub u64);
+
+impl Rng {
+    /// Uniform in [0, 1).
+    pub fn next(&mut self) -> f64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        (self.0 >> 11) as f64 / (1u64 << 53) as f64
+    }
+    /// `n` values uniform in [-1, 1).
+    pub fn vec(&mut self, n: usize) -> Vec<f32> {
+        (0..n).map(|_| (self.next() * 2.0 - 1.0) as f32).collect()
+    }
+}
