@@ -177,19 +177,12 @@ fn check<D: GpuDevice + 'static>(dev: Arc<D>, backend: &str) {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-#[allow(dead_code)]
-fn skip(name: &str, e: impl std::fmt::Display) {
-    let required = std::env::var("DYNASPA_REQUIRE_BACKENDS").is_ok_and(|v| v.split(',').any(|b| b.trim() == name));
-    assert!(!required, "{name} is required: {e}");
-    eprintln!("skipped {name}: {e}");
-}
-
 #[cfg(feature = "opencl")]
 #[test]
 fn opencl_split_members_fused_and_not_equal_the_cpu_frame_after_frame() {
     match dynaspa::backends::opencl::shared_device(None, None) {
         Ok(d) => check(d, "opencl"),
-        Err(e) => skip("opencl", e),
+        Err(e) => common::skip("opencl", e),
     }
 }
 
@@ -198,6 +191,6 @@ fn opencl_split_members_fused_and_not_equal_the_cpu_frame_after_frame() {
 fn cuda_split_members_fused_and_not_equal_the_cpu_frame_after_frame() {
     match dynaspa::backends::cuda::shared_device(None, None) {
         Ok(d) => check(d, "cuda"),
-        Err(e) => skip("cuda", e),
+        Err(e) => common::skip("cuda", e),
     }
 }

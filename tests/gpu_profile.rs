@@ -254,19 +254,12 @@ fn check_split_members<D: GpuDevice + 'static>(dev: Arc<D>, backend: &str) {
     let _ = std::fs::remove_dir_all(&cache);
 }
 
-#[allow(dead_code)]
-fn skip(name: &str, e: impl std::fmt::Display) {
-    let required = std::env::var("DYNASPA_REQUIRE_BACKENDS").is_ok_and(|v| v.split(',').any(|b| b.trim() == name));
-    assert!(!required, "{name} is required: {e}");
-    eprintln!("skipped {name}: {e}");
-}
-
 #[cfg(feature = "opencl")]
 #[test]
 fn opencl_runs_the_profile_of_its_device_and_refuses_another() {
     match dynaspa::backends::opencl::shared_device(None, None) {
         Ok(d) => check(d, "opencl"),
-        Err(e) => skip("opencl", e),
+        Err(e) => common::skip("opencl", e),
     }
 }
 
@@ -275,7 +268,7 @@ fn opencl_runs_the_profile_of_its_device_and_refuses_another() {
 fn opencl_split_reduction_members_over_small_work_groups_equal_the_cpu() {
     match dynaspa::backends::opencl::shared_device(None, None) {
         Ok(d) => check_split_members(d, "opencl"),
-        Err(e) => skip("opencl", e),
+        Err(e) => common::skip("opencl", e),
     }
 }
 
@@ -284,7 +277,7 @@ fn opencl_split_reduction_members_over_small_work_groups_equal_the_cpu() {
 fn wgpu_split_reduction_members_over_small_work_groups_equal_the_cpu() {
     match dynaspa::backends::wgpu::shared_device(None) {
         Ok(d) => check_split_members(d, "wgpu"),
-        Err(e) => skip("wgpu", e),
+        Err(e) => common::skip("wgpu", e),
     }
 }
 
@@ -302,7 +295,7 @@ fn cuda_split_reduction_members_over_small_work_groups_equal_the_cpu() {
 fn wgpu_runs_the_profile_of_its_device_and_refuses_another() {
     match dynaspa::backends::wgpu::shared_device(None) {
         Ok(d) => check(d, "wgpu"),
-        Err(e) => skip("wgpu", e),
+        Err(e) => common::skip("wgpu", e),
     }
 }
 

@@ -83,3 +83,11 @@ impl Rng {
         (0..n).map(|_| (self.next() * 2.0 - 1.0) as f32).collect()
     }
 }
+
+/// A GPU test whose backend did not open: skipped with the reason, unless
+/// `DYNASPA_REQUIRE_BACKENDS` names it, then failed.
+pub fn skip(name: &str, e: impl std::fmt::Display) {
+    let required = std::env::var("DYNASPA_REQUIRE_BACKENDS").is_ok_and(|v| v.split(',').any(|b| b.trim() == name));
+    assert!(!required, "{name} is required: {e}");
+    eprintln!("skipped {name}: {e}");
+}
