@@ -77,12 +77,22 @@ fn predicted_profiles_are_marked_and_bad_input_is_refused() {
     let m = p.ops.iter().flat_map(|o| o.poly.members()).find(|m| m.schedule.granularity.is_some() && !m.schedule.knobs.is_empty()).expect("a sparse GEMM member");
     let names: Vec<&str> = m.schedule.knobs.keys().map(String::as_str).collect();
     assert_eq!(names, ["KS", "TK", "TM", "TN", "WM", "WN"], "{m:?}");
-    // A-ViT's token ops run dense on the GPU backends: nothing to predict, and it says so.
+    // A-ViT on a GPU: its token projections are the PolyKernel ops (attention has no schedule
+    // to choose there), each a dense member and token GEMM tiles over single tokens, unsplit.
     let avit = common::repo_path("models/avit_small_d30.onnx").display().to_string();
     let adsm = common::repo_path("models/masks/avit_small_d30.dsm").display().to_string();
-    let (code, _, stderr) = dynaspa(&["tune", &avit, "--masks", &adsm, "--predict", "xavier", "-o", out.to_str().unwrap()]);
-    assert_eq!(code, 1);
-    assert!(stderr.contains("nothing to predict"), "{stderr}");
+    let aout = out.with_file_name("avit_xavier.json");
+    let (code, _, stderr) = dynaspa(&["tune", &avit, "--masks", &adsm, "--predict", "xavier", "-o", aout.to_str().unwrap()]);
+    assert_eq!(code, 0, "{stderr}");
+    let p = Profile::load(&aout).unwrap();
+    assert!(p.predicted);
+    assert_eq!(p.ops.len(), 20, "four projections in each of five blocks");
+    for o in &p.ops {
+        assert_eq!(o.signature.kind, "MatMul", "{}", o.node);
+        let m = o.poly.members();
+        assert!(m.len() >= 2 && m[0].schedule.is_dense(), "{}: {m:?}", o.node);
+        assert!(m[1..].iter().all(|m| m.schedule.name.starts_with("tiles1x1_") && m.schedule.knobs.get("KS") == Some(&1)), "{}: {m:?}", o.node);
+    }
 
     let (code, _, stderr) = dynaspa(&["tune", &model, "--masks", &dsm, "--predict", "pixel9", "-o", out.to_str().unwrap()]);
     assert_eq!(code, 1);
@@ -175,8 +185,22 @@ fn tune_on_opencl_writes_a_profile_the_gpu_executor_takes() {
     assert_eq!(code, 0, "{stderr}");
     assert!(stderr.contains("ignoring the profile") && stderr.contains("opencl"), "{stderr}");
 
+    // A-ViT: its token projections are tuned on the device too, and the executor takes them.
     let avit = common::repo_path("models/avit_small_d30.onnx").display().to_string();
-    let (code, _, stderr) = run(&["tune", &avit, "--masks", &masks, "--backend", "opencl", "-o", d.path().join("a.json").to_str().unwrap()]);
+    let aout = d.path().join("opencl/avit_small_d30.json");
+    let args = ["tune", &avit, "--masks", &masks, "--backend", "opencl", "--trials", "1", "--k", "3", "--batch", "4", "-o", aout.to_str().unwrap()];
+    let (code, stdout, stderr) = run(&args);
+    assert_eq!(code, 0, "{stderr}");
+    let p = Profile::load(&aout).unwrap();
+    assert_eq!((p.device.backend.as_str(), p.ops.len()), ("opencl", 20), "{stdout}");
+    assert!(p.ops.iter().all(|o| o.signature.kind == "MatMul" && o.poly.members()[0].schedule.is_dense()), "{stdout}");
+    let (code, stdout, stderr) = run(&["bench", &avit, "--frames", &frames, "--max-frames", "2", "--rounds", "1", "--backend", "opencl", "--profile", aout.to_str().unwrap()]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.contains("speedup_vs_dense"), "{stdout}");
+    assert!(!stderr.contains("ignoring the profile") && !stderr.contains("calibrating"), "{stderr}");
+    // A model with no op the GPU runs sparsely is refused with the reason.
+    let cnn = common::repo_path("models/cnn_small.onnx").display().to_string();
+    let (code, _, stderr) = run(&["tune", &cnn, "--masks", &masks, "--backend", "opencl", "-o", d.path().join("c.json").to_str().unwrap()]);
     assert_eq!(code, 1);
-    assert!(stderr.contains("nothing to tune") && stderr.contains("opencl"), "{stderr}");
+    assert!(stderr.contains("nothing to tune"), "{stderr}");
 }

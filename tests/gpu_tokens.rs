@@ -288,3 +288,94 @@ fn avit_model_at_batch_2_matches_the_cpu_and_the_goldens() {
     }
     let _ = std::fs::remove_dir_all(&cache);
 }
+
+/// A-ViT's token projections are PolyKernel ops on the GPU: with a profile, each frame runs the
+/// member its tables pick from the active count (the dense member, every row, where dense is
+/// cheaper; a tile over the active tokens where it is not), the report names it, and both give
+/// the CPU's result.
+#[test]
+fn token_projections_run_the_member_their_profile_picks() {
+    fn run<D: GpuDevice + 'static>(dev: Arc<D>, backend: &str, rng: &mut Rng) {
+        use dynaspa::runtime::dispatch::{DispatchTable, Member, PolyKernel, Schedule};
+        use dynaspa::runtime::profile::{DeviceId, MaskSetInfo, OpProfile, OpSignature, Profile};
+        use dynaspa::runtime::sparsity::Granularity;
+        let cache = tmp(&format!("poly-{backend}"));
+        let b = Block { batch: 2, tokens: 45, dim: 32, heads: 2, c: 1e4 };
+        let bytes = block_model(&b, rng);
+        let path = cache.join("block.onnx");
+        std::fs::write(&path, &bytes).unwrap();
+        let cpu_opts = OpenOptions { sparse: Some(SparseConfig { cache_dir: Some(cache.clone()), force: None, profile: None }), ..Default::default() };
+        let mut cpu = dynaspa::open(&path, "cpu", &cpu_opts).unwrap();
+        let g = graph_of(&bytes, 1);
+        let info = dev.info().clone();
+        let tile = Schedule::sparse("tiles1x1_m16n16k8_w2x2_s1", Granularity::new(1, 1))
+            .with_knob("TM", 16)
+            .with_knob("TN", 16)
+            .with_knob("TK", 8)
+            .with_knob("WM", 2)
+            .with_knob("WN", 2)
+            .with_knob("KS", 1);
+        // Dense costs 40 µs; the tile 1 µs per active token: it wins below 40 active tokens
+        // (of 90, two images).
+        let tables = [DispatchTable::constant(40.0).unwrap(), DispatchTable::new(vec![(0, 0.0), (90, 90.0)]).unwrap()];
+        let mut p = Profile::new(
+            DeviceId { backend: info.backend.clone(), name: info.name.clone(), fingerprint: info.fingerprint() },
+            "block",
+            false,
+            "test",
+            MaskSetInfo::default(),
+        );
+        let projections: Vec<String> = g.nodes.iter().filter(|n| n.sparse.is_some() && n.op.name() == "MatMul").map(|n| n.name.clone()).collect();
+        assert_eq!(projections.len(), 4, "qkv, proj, fc1, fc2: {projections:?}");
+        for n in g.nodes.iter().filter(|n| projections.contains(&n.name)) {
+            let members = vec![
+                Member { schedule: Schedule::dense("dense"), table: tables[0].clone() },
+                Member { schedule: tile.clone(), table: tables[1].clone() },
+            ];
+            p.ops.push(OpProfile { node: n.name.clone(), signature: OpSignature::of(&g, n), poly: PolyKernel::new(members).unwrap(), stats: None });
+        }
+        let sparse = SparseConfig { cache_dir: Some(cache.clone()), force: None, profile: Some(Arc::new(p)) };
+        let opts = GpuOptions { poison: true, sparse, counts: dynaspa::backends::gpu::CountsSync::Exact, ..Default::default() };
+        let mut exe = GpuExecutable::compile(dev, backend, &g, &opts).unwrap();
+        let ops = exe.sparse_ops();
+        for name in &projections {
+            let op = ops.iter().find(|o| &o.node == name).unwrap_or_else(|| panic!("{backend}: {name} is not a PolyKernel op: {ops:?}"));
+            assert!(op.from_profile, "{backend}: {name} did not take the profile's members");
+            assert_eq!(op.members, ["dense", tile.name.as_str()], "{backend}: {name}");
+        }
+        let (t, c) = (b.tokens, b.dim);
+        // Few active tokens: the tile; many: dense.
+        for (ds, want_member) in [([0.1, 0.2], tile.name.as_str()), ([0.9, 1.0], "dense"), ([0.0, 0.3], tile.name.as_str())] {
+            let x = Tensor::from_f32(vec![2, t, c], rng.vec(2 * t * c, 1.0)).unwrap();
+            let (h, m) = halting(rng, &ds, t);
+            let active = m.iter().sum::<f32>() as usize;
+            let ht = Tensor::from_f32(vec![2, t], h).unwrap();
+            let want = cpu.run(vec![("x".into(), x.clone()), ("h".into(), ht.clone())]).unwrap().remove(0).1;
+            let got = exe.run(&[x, ht]).unwrap().remove(0);
+            let what = format!("{backend}, densities {ds:?} ({active} active)");
+            let err = common::rel_l2(got.as_f32().unwrap(), want.as_f32().unwrap());
+            assert!(err <= MAX_REL_L2, "{what}: relative L2 {err:.2e} against the CPU");
+            let report = exe.last_report().unwrap();
+            let expect = if (active as f64) < 40.0 { tile.name.as_str() } else { "dense" };
+            assert_eq!(expect, want_member, "{what}: the masks did not reach the intended side of the crossover");
+            for name in &projections {
+                let rec = report.sparse_ops.iter().find(|r| &r.node == name).unwrap_or_else(|| panic!("{what}: no record for {name}"));
+                assert_eq!(rec.member, expect, "{what}: {name}");
+                assert!((rec.density - active as f64 / (2 * t) as f64).abs() < 1e-9, "{what}: {name} density {}", rec.density);
+            }
+        }
+        let _ = std::fs::remove_dir_all(&cache);
+    }
+    let mut rng = Rng(seed());
+    for backend in gpus() {
+        match backend.as_str() {
+            #[cfg(feature = "opencl")]
+            "opencl" => run(dynaspa::backends::opencl::shared_device(None, None).unwrap(), "opencl", &mut rng),
+            #[cfg(feature = "wgpu")]
+            "wgpu" => run(dynaspa::backends::wgpu::shared_device(None).unwrap(), "wgpu", &mut rng),
+            #[cfg(feature = "cuda")]
+            "cuda" => run(dynaspa::backends::cuda::shared_device(None, None).unwrap(), "cuda", &mut rng),
+            _ => {}
+        }
+    }
+}

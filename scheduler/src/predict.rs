@@ -16,12 +16,13 @@ use dynaspa_runtime::profile::{DeviceId, MaskSetInfo, OpProfile, OpSignature, Op
 use dynaspa_runtime::{Error, Result};
 
 /// The sparse ops of `g` with a tunable geometry, as a measurer of `dev`'s backend would list
-/// them: on a GPU only the ops its sparse kernels run (the others run dense there).
+/// them: on a GPU only its PolyKernel ops (sparse convs and token projections; the others
+/// have no schedule to choose there).
 pub fn graph_ops(g: &Graph, dev: &DeviceDesc) -> Vec<TunableOp> {
     let gpu = dev.backend != "cpu";
     g.nodes
         .iter()
-        .filter(|n| n.sparse.is_some() && (!gpu || dynaspa_backends::gpu::runs_sparse(g, n)))
+        .filter(|n| n.sparse.is_some() && (!gpu || dynaspa_backends::gpu::runs_polykernel(g, n)))
         .filter_map(|n| {
             Some(TunableOp {
                 node: n.name.clone(),

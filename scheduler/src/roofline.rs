@@ -101,7 +101,7 @@ fn images(op: &OpGeometry) -> f64 {
 }
 
 /// The dense member's estimate on `dev`: every position. On a GPU the dense member is the same
-/// sparse conv kernel over every position (no tile list), with the executor's default knobs.
+/// sparse kernel over every position (no tile list), with the executor's default knobs.
 pub fn estimate_dense(op: &OpGeometry, dev: &DeviceDesc) -> Estimate {
     let st = TileStats::dense(op.h, op.w);
     if dev.backend == "cpu" {
@@ -109,6 +109,8 @@ pub fn estimate_dense(op: &OpGeometry, dev: &DeviceDesc) -> Estimate {
     }
     match op.kind {
         OpKind::Depthwise => depthwise(op, None, &st, dev),
+        // The token GEMM's dense member: its default tile over every row, no split.
+        OpKind::TokenLinear => gemm(op, None, &dynaspa_backends::gpu::sconv_knobs::token::default_knobs(op.h * op.w, op.c_out), &st, dev),
         _ => {
             let k = default_gemm(op.c_out, op.k_dim(), true, op.h * op.w, op.images.max(1), dev.compute_units);
             gemm(op, None, &k, &st, dev)

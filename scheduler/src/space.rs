@@ -186,16 +186,20 @@ impl Space {
         Space { target: Target::Cpu, op, granularities, knobs: vec![], device: None }
     }
 
-    /// The GPU space for `op` on `dev`: the knobs of the GPU sparse conv kernels as profiles
-    /// name them (`dynaspa_backends::gpu::sconv_knobs`: `TM TN TK WM WN KS` for the implicit
-    /// GEMM, the granularity alone for depthwise). Token ops have no GPU sparse kernel: their
-    /// space is empty.
+    /// The GPU space for `op` on `dev`: the knobs of the GPU sparse kernels as profiles name
+    /// them (`dynaspa_backends::gpu::sconv_knobs`: `TM TN TK WM WN KS` for the implicit GEMM,
+    /// the granularity alone for depthwise; the token GEMM's tile without a split, over single
+    /// tokens). Attention has no schedule choice on a GPU: its space is empty.
     pub fn gpu(op: OpGeometry, dev: &DeviceDesc) -> Space {
         let sides = || GPU_SIDES_H.iter().flat_map(|&h| GPU_SIDES_W.iter().map(move |&w| Granularity::new(h, w))).collect();
+        let gemm = |split: bool| -> Vec<Knob> {
+            GEMM_DOMAINS.iter().map(|&(name, values)| Knob { name, values: if name == "KS" && !split { vec![1] } else { values.to_vec() } }).collect()
+        };
         let (granularities, knobs) = match op.kind {
-            OpKind::Conv => (sides(), GEMM_DOMAINS.iter().map(|&(name, values)| Knob { name, values: values.to_vec() }).collect()),
+            OpKind::Conv => (sides(), gemm(true)),
             OpKind::Depthwise => (sides(), vec![]),
-            OpKind::TokenLinear | OpKind::Attention => (vec![], vec![]),
+            OpKind::TokenLinear => (vec![Granularity::new(1, 1)], gemm(false)),
+            OpKind::Attention => (vec![], vec![]),
         };
         Space { target: Target::Gpu, op, granularities, knobs, device: Some(dev.clone()) }
     }
@@ -293,8 +297,8 @@ impl Space {
         }
         let dev = self.device.as_ref().ok_or("a GPU space needs a device")?;
         let Some(k) = self.gemm(p) else {
-            // Depthwise: any granularity; token ops have no points.
-            return if self.op.is_token() { Err("no GPU sparse kernel for token ops".into()) } else { Ok(()) };
+            // Depthwise: any granularity; attention has no points.
+            return if self.op.is_token() { Err("no GPU schedules for attention".into()) } else { Ok(()) };
         };
         // What the kernels can run on the device: the same check the executor applies to a
         // profile's members.
@@ -307,6 +311,9 @@ impl Space {
         }
         if k.tm as usize > o.c_out.next_power_of_two().max(16) {
             return Err(format!("TM = {} output channels per group for an op with {}", k.tm, o.c_out));
+        }
+        if o.kind == OpKind::TokenLinear && k.tn as usize > (o.h * o.w).next_power_of_two().max(16) {
+            return Err(format!("TN = {} tokens per group for an op with {}", k.tn, o.h * o.w));
         }
         if k.ks > 1 && (k.ks * k.tk) as usize > o.k_dim() {
             return Err(format!("KS = {} splits of TK = {} for a reduction of {}: some splits get no stage", k.ks, k.tk, o.k_dim()));
@@ -409,10 +416,24 @@ mod tests {
         lp.backend = "wgpu".into();
         let sw = Space::gpu(op.clone(), &lp);
         assert!(sw.points().iter().all(|p| sw.gemm(p).is_some_and(|k| k.threads() <= 256 && k.wm * k.wn <= 16 && k.local_bytes(true) <= 16384)));
-        // Depthwise: the granularity alone; token ops: nothing to run on a GPU.
+        // Depthwise: the granularity alone; attention: nothing to choose on a GPU.
         let dw = Space::gpu(OpGeometry { kind: OpKind::Depthwise, ..op.clone() }, &xavier);
         assert_eq!(dw.points().len(), 36);
         assert_eq!(dw.schedule(&dw.points()[7]).knobs.len(), 0);
-        assert!(Space::gpu(OpGeometry { kind: OpKind::TokenLinear, ..op }, &xavier).points().is_empty());
+        assert!(Space::gpu(OpGeometry { kind: OpKind::Attention, ..op.clone() }, &xavier).points().is_empty());
+        // Token projections (DeiT-S qkv: 197 tokens, 384 -> 1152): the GEMM tile over single
+        // tokens, never split, no more tokens per group than the op has (rounded up).
+        let tok = OpGeometry { kind: OpKind::TokenLinear, c_in: 384, c_out: 1152, kh: 1, kw: 1, h: 1, w: 197, ..op };
+        let st = Space::gpu(tok.clone(), &xavier);
+        let pts = st.points();
+        assert!(pts.len() > 50, "{} token points", pts.len());
+        for p in &pts {
+            let k = st.gemm(p).unwrap();
+            assert_eq!((st.granularity(p), k.ks), (Granularity::new(1, 1), 1));
+            let s = st.schedule(p);
+            assert!(s.name.starts_with("tiles1x1_") && s.name.ends_with("_s1"), "{}", s.name);
+        }
+        let few = Space::gpu(OpGeometry { w: 10, ..tok }, &xavier);
+        assert!(few.points().iter().all(|p| few.gemm(p).unwrap().tn <= 16));
     }
 }

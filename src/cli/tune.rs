@@ -251,7 +251,7 @@ pub fn tune(a: TuneArgs) -> Result<()> {
         let ops = predict::graph_ops(&g, &dev);
         if !ops.iter().any(|o| o.geometry.is_some() && masks.ops.contains_key(&o.node)) {
             return Err(Error::Other(format!(
-                "{}: no sparse op of this model runs sparsely on {} (its {} backend's sparse kernels are 2-D convs: one group with constant weights, or depthwise); nothing to predict",
+                "{}: no sparse op of this model runs sparsely on {} (its {} backend's PolyKernel ops are 2-D convs, one group with constant weights or depthwise, and token projections over in-graph masks); nothing to predict",
                 a.model.display(),
                 dev.name,
                 dev.backend
@@ -280,7 +280,7 @@ pub fn tune(a: TuneArgs) -> Result<()> {
             let (info, timers) = dynaspa::backends::gpu_conv_timers(&a.backend, &opts, &g)?;
             if timers.is_empty() || !timers.iter().any(|t| masks.ops.contains_key(t.node())) {
                 return Err(Error::Other(format!(
-                    "{}: no sparse op of this model runs sparsely on the {} backend (its sparse kernels are 2-D convs: one group with constant weights, or depthwise); nothing to tune",
+                    "{}: no sparse op of this model runs sparsely on the {} backend (its PolyKernel ops are 2-D convs, one group with constant weights or depthwise, and token projections over in-graph masks); nothing to tune",
                     a.model.display(),
                     a.backend
                 )));

@@ -200,16 +200,19 @@ impl<D: GpuDevice> GpuExecutable<D> {
                 let mut cx =
                     Ctx { dev: &*dev, graph: g, node, res: &mut res, launches: Vec::new(), scratch: Vec::new() };
                 let mut sparse = None;
+                let ops_before = frames.ops.len();
                 let lowered = match (&node.op, &node.sparse) {
                     (Op::Conv(p), Some(spec)) if split::runs_sparse(g, node) => {
                         build::lower_sparse_conv(&mut cx, &mut frames, spec, p, &opts.sparse, tuned.polys.get(&node.name))
                     }
-                    (_, Some(spec)) if spec.kind == MaskKind::Token => lower_token(&mut cx, &mut tokens, spec),
+                    (_, Some(spec)) if spec.kind == MaskKind::Token => {
+                        lower_token(&mut cx, &mut tokens, &mut frames, spec, &opts.sparse, tuned.polys.get(&node.name))
+                    }
                     (_, Some(spec)) => build::lower_cached_dense(&mut cx, &mut frames, spec, |cx| lower(cx)),
                     _ => lower(&mut cx),
                 };
-                let token = node.sparse.as_ref().is_some_and(|s| s.kind == MaskKind::Token);
-                if node.sparse.is_some() && !token && lowered.is_ok() {
+                // Sparse convs, cached ops and token projections run as PolyKernel ops.
+                if lowered.is_ok() && frames.ops.len() > ops_before {
                     sparse = Some(frames.ops.len() - 1);
                 }
                 let (launches, scratch) = (std::mem::take(&mut cx.launches), std::mem::take(&mut cx.scratch));

@@ -161,10 +161,21 @@ impl<D: GpuDevice> GpuExecutable<D> {
         let compaction = self.tokens.compaction_of(node);
         let first = self.tokens.ops.iter().any(|o| o.node == node && o.compacts);
         let is_compaction = |l: &Launch<D::Kernel>| first && compaction.is_some_and(|c| std::ptr::eq(&*c.kernel, &*l.kernel) && c.args == l.args);
+        // A PolyKernel op's step: its mask's compaction (or bitmask) launch when it is the
+        // mask's first reader, then the member the last frame ran.
+        let own: Vec<&Launch<D::Kernel>> = match step.sparse {
+            Some(i) => {
+                let op = &self.frames.ops[i];
+                let member = op.last_pick.and_then(|p| op.members.get(p)).ok_or_else(|| Error::Other(format!("node '{node}' has not run a frame")))?;
+                let reads_first = self.frames.ops.iter().position(|o| o.mask == op.mask) == Some(i);
+                reads_first.then_some(&self.frames.masks[op.mask].bitmask).into_iter().chain(member).collect()
+            }
+            None => step.launches.iter().collect(),
+        };
         let launches: Vec<&Launch<D::Kernel>> = match part {
-            NodePart::All => step.launches.iter().collect(),
-            NodePart::Compaction => step.launches.iter().filter(|l| is_compaction(l)).collect(),
-            NodePart::WithoutCompaction => step.launches.iter().filter(|l| !is_compaction(l)).collect(),
+            NodePart::All => own,
+            NodePart::Compaction => own.into_iter().filter(|l| is_compaction(l)).collect(),
+            NodePart::WithoutCompaction => own.into_iter().filter(|l| !is_compaction(l)).collect(),
         };
         if launches.is_empty() {
             return Err(Error::Other(format!("node '{node}' has no launches of that part")));

@@ -164,11 +164,20 @@ fn schedules(src: Src, entry: &str) -> Vec<Vec<(&'static str, i64)>> {
         (Src::Attention, _) => (6..=13).map(|p| vec![("WG", ATTENTION_WG as i64), ("TK_MAX", 1i64 << p)]).collect(),
         (Src::SparseConv, e) => super::sparse::schedules::all(e).into_iter().map(|d| d.to_vec()).collect(),
         (Src::Bitmask, _) | (Src::Token, "token_compact") => vec![vec![("BLOCK", super::sparse::BITMASK_BLOCK as i64)]],
-        // EARLY_EXIT: 1 on GPUs, 0 on OpenCL CPU devices (lower/token.rs).
-        (Src::Token, "token_gemm_f32") => [Tile::LARGE, Tile::SMALL]
-            .into_iter()
-            .flat_map(|t| (0..2).map(move |e| t.defines().into_iter().chain([("EARLY_EXIT", e)]).collect()))
-            .collect(),
+        // EARLY_EXIT: 1 on GPUs, 0 on OpenCL CPU devices (lower/token.rs); DENSE: the
+        // PolyKernel's dense member. Profiles' tiles are compiled from the profiles.
+        (Src::Token, "token_gemm_f32") => {
+            let mut v: Vec<Vec<(&'static str, i64)>> = [Tile::LARGE, Tile::SMALL]
+                .into_iter()
+                .flat_map(|t| (0..4).map(move |v| t.defines().into_iter().chain([("EARLY_EXIT", v & 1), ("DENSE", v >> 1)]).collect()))
+                .collect();
+            for d in super::sparse::schedules::token_gemm_defines() {
+                v.push(d.into_iter().chain([("EARLY_EXIT", 1)]).collect());
+            }
+            v.sort();
+            v.dedup();
+            v
+        }
         // token_attention_f32 keeps the row's scores and their tokens: 4096 keys in 48 KiB.
         (Src::Token, _) => (6..=12)
             .flat_map(|p| (0..2).map(move |e| vec![("WG", ATTENTION_WG as i64), ("TK_MAX", 1i64 << p), ("EARLY_EXIT", e)]))

@@ -20,6 +20,11 @@ pub use sparse::timer::{SparseConvTimer, RUNS_PER_CALL};
 pub fn runs_sparse(g: &dynaspa_runtime::graph::Graph, n: &dynaspa_runtime::graph::Node) -> bool {
     sparse::split::runs_sparse(g, n)
 }
+/// Whether node `n` of `g` is a PolyKernel op on the GPU backends, with schedules to tune: a
+/// sparse conv (`runs_sparse`) or a token projection (a MatMul over an in-graph token mask).
+pub fn runs_polykernel(g: &dynaspa_runtime::graph::Graph, n: &dynaspa_runtime::graph::Node) -> bool {
+    runs_sparse(g, n) || sparse::token::runs_token_projection(g, n)
+}
 #[cfg(feature = "wgpu")]
 pub(crate) use kernels::LINEAR_WG;
 

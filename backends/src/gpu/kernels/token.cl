@@ -85,13 +85,34 @@ KERNEL token_compact(GLOBAL const float* mask, GLOBAL int* meta, int tokens, int
 /* Y[n, t, :] = act(X[n, t, :] . W + bias) for the active tokens t of image n, 0 for the others.
  * X [images, T, K], W [K, N], Y [images, T, N], all row-major; bias [N] when has_bias.
  * Rows are taken in compacted order, so a work-group's TM rows are active tokens (or, past the
- * count, inactive ones it only zeroes). Grid: (ceil(N/TN), ceil(T/TM), images), local (TX, TY). */
+ * count, inactive ones it only zeroes). Grid: (ceil(N/TN), ceil(T/TM), images), local (TX, TY).
+ *
+ * DENSE = 1: the PolyKernel's dense member. Every row is computed, in token order (contiguous
+ * loads, no gather, a cost that does not depend on the mask); a token's row is stored where it
+ * is among the count first entries of the order, which are increasing, and 0 elsewhere. */
+#ifndef DENSE
+#define DENSE 0
+#endif
+
+/* Whether token t is among order[0 .. count) (increasing): a binary search. */
+FUNC int tok_listed(GLOBAL const int* order, int count, int t) {
+    int lo = 0, hi = count;
+    while (lo < hi) {
+        int mid = (lo + hi) / 2;
+        if (order[mid] < t) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo < count && order[lo] == t;
+}
+
 KERNEL token_gemm_f32(GLOBAL const float* X, GLOBAL const float* W, GLOBAL float* Y, GLOBAL const int* meta,
                       GLOBAL const float* bias, int T, int N, int K, int images, int has_bias, int act, float p0,
                       float p1) {
     LOCAL float As[TK][TM];
     LOCAL float Bs[TK][TN];
     LOCAL int rows[TM];
+    /* Per row: whether its token is active. */
+    LOCAL int on[TM];
     int tx = LOCAL_ID(0), ty = LOCAL_ID(1);
     int tid = ty * TX + tx;
     int n0 = GROUP_ID(0) * TN, m0 = GROUP_ID(1) * TM, img = GROUP_ID(2);
@@ -99,7 +120,13 @@ KERNEL token_gemm_f32(GLOBAL const float* X, GLOBAL const float* W, GLOBAL float
     GLOBAL const int* order = meta + images + img * T;
     GLOBAL const float* Xb = X + img * T * K;
     GLOBAL float* Yb = Y + img * T * N;
+#if DENSE
+    int live = 1;
+    int rows_in = T;
+#else
     int live = m0 < count;
+    int rows_in = count;
+#endif
     if (!live) {
         for (int e = tid; e < TM * TN; e += NT) {
             int r = m0 + e / TN, c = n0 + e % TN;
@@ -109,7 +136,15 @@ KERNEL token_gemm_f32(GLOBAL const float* X, GLOBAL const float* W, GLOBAL float
     /* The same for the whole work-group, so returning skips no barrier another work-item of
      * the group reaches. */
     if (EARLY_EXIT && !live) return;
-    for (int e = tid; e < TM; e += NT) rows[e] = m0 + e < T ? order[m0 + e] : 0;
+    for (int e = tid; e < TM; e += NT) {
+#if DENSE
+        rows[e] = m0 + e < T ? m0 + e : 0;
+        on[e] = m0 + e < T && tok_listed(order, count, m0 + e);
+#else
+        rows[e] = m0 + e < T ? order[m0 + e] : 0;
+        on[e] = m0 + e < count;
+#endif
+    }
     LOCAL_BARRIER();
     float acc[WM][WN];
     for (int i = 0; i < WM; ++i)
@@ -119,7 +154,7 @@ KERNEL token_gemm_f32(GLOBAL const float* X, GLOBAL const float* W, GLOBAL float
         for (int e = tid; e < TM * TK; e += NT) {
             int k = e % TK, m = e / TK;
             int gk = k0 + k;
-            As[k][m] = (m0 + m < count && gk < K) ? Xb[rows[m] * K + gk] : 0.0f;
+            As[k][m] = (m0 + m < rows_in && gk < K) ? Xb[rows[m] * K + gk] : 0.0f;
         }
         for (int e = tid; e < TN * TK; e += NT) {
             int n = e % TN, k = e / TN;
@@ -139,7 +174,7 @@ KERNEL token_gemm_f32(GLOBAL const float* X, GLOBAL const float* W, GLOBAL float
     for (int i = 0; i < WM && live; ++i) {
         int m = ty + i * TY;
         if (m0 + m >= T) continue;
-        int row_live = m0 + m < count;
+        int row_live = on[m];
         for (int j = 0; j < WN; ++j) {
             int n = n0 + tx + j * TX;
             if (n >= N) continue;

@@ -1,12 +1,18 @@
 //! Token-sparse ops (kernels/token.cl): projections and attention over the active tokens of
 //! an in-graph token mask. The first such op reading a mask (per view root, image count and
-//! token count) launches the compaction that later ops of the frame reuse; nothing goes back to
-//! the host, and every launch is sized by the token count, the kernels skipping (and zeroing)
-//! what lies past the device-side active count.
+//! token count) launches the compaction that later ops of the frame reuse, and every launch is
+//! sized by the token count, the kernels skipping (and zeroing) what lies past the device-side
+//! active count. Projections are PolyKernel ops (`sparse::token_poly`): the frame picks a
+//! member from the active counts, read back behind the previous frame like DISTile counts.
 
 use super::ctx::{int, limit, unsupported, BufId, Ctx, LArg, Launch};
+use crate::cpu::SparseConfig;
 use crate::gpu::device::GpuDevice;
-use crate::gpu::kernels::{Src, Tile, ATTENTION_WG};
+use crate::gpu::kernels::{Src, ATTENTION_WG};
+use crate::gpu::sparse::knobs::{token as token_knobs, GemmKnobs, GpuLimits};
+use crate::gpu::sparse::step::Frames;
+use crate::gpu::sparse::token_poly::lower_token_linear;
+use dynaspa_runtime::dispatch::PolyKernel;
 use dynaspa_runtime::graph::{Attention, Op, ScoreScale, SparseSpec, ValueId};
 use dynaspa_runtime::{Error, Result, Tensor, TensorData};
 
@@ -103,33 +109,55 @@ fn compaction<D: GpuDevice>(
     let words = images * (tokens + 1);
     // Its own buffer: later ops of the frame read it, so the pool must not hand it out.
     let meta = cx.res.upload(cx.dev, &Tensor::new(vec![words], TensorData::I32(vec![0; words]))?, "token order")?;
+    let launch = compaction_launch(cx, mask_buf, meta, tokens, stride, images)?;
+    cx.launches.push(launch.clone());
+    plans.compactions.push(Compaction { root, images, tokens, stride, meta, launch });
+    Ok((meta, true, plans.compactions.len() - 1))
+}
+
+/// The launch of token_compact reading `mask` (`stride` floats per image, 0: one mask for all)
+/// into `meta` (not queued in `cx`).
+pub(crate) fn compaction_launch<D: GpuDevice>(cx: &mut Ctx<D>, mask: BufId, meta: BufId, tokens: usize, stride: usize, images: usize) -> Result<Launch<D::Kernel>> {
     // The bitmask kernel's work-group: a power of two within the device's limit.
     let block = crate::gpu::sparse::build::bitmask_block(cx.dev.info().max_work_group_size);
     let kern = cx.kernel(Src::Token, "token_compact", &[("BLOCK", block as i64)])?;
     let args = vec![
-        LArg::Buf(mask_buf),
+        LArg::Buf(mask),
         LArg::Buf(meta),
         LArg::I32(int(tokens, "tokens")?),
         LArg::I32(int(stride, "mask stride")?),
         LArg::I32(int(images, "images")?),
     ];
     cx.launch(kern, [images, 1, 1], [block, 1, 1], args)?;
-    let launch = cx.launches.last().expect("just pushed").clone();
-    plans.compactions.push(Compaction { root, images, tokens, stride, meta, launch });
-    Ok((meta, true, plans.compactions.len() - 1))
+    cx.launches.pop().ok_or_else(|| Error::Other("token compaction: the launch was not recorded".into()))
 }
 
-/// Lowers the token-sparse `cx.node` (see `sparse::token::runs_token_sparse`).
-pub(crate) fn lower_token<D: GpuDevice>(cx: &mut Ctx<D>, plans: &mut TokenPlans<D::Kernel>, spec: &SparseSpec) -> Result<()> {
+/// Lowers the token-sparse `cx.node` (see `sparse::token::runs_token_sparse`): attention as
+/// ordinary launches, projections as PolyKernel ops of `frames` (`tuned`: a profile's).
+pub(crate) fn lower_token<D: GpuDevice>(
+    cx: &mut Ctx<D>,
+    plans: &mut TokenPlans<D::Kernel>,
+    frames: &mut Frames<D>,
+    spec: &SparseSpec,
+    cfg: &SparseConfig,
+    tuned: Option<&PolyKernel>,
+) -> Result<()> {
     match &cx.node.op {
-        Op::MatMul => linear(cx, plans, spec),
+        Op::MatMul => linear(cx, plans, frames, spec, cfg, tuned),
         Op::Attention(a) => attention(cx, plans, spec, a),
         op => unsupported(format!("token sparsity on {}", op.name())),
     }
 }
 
 /// `y[t] = act(x[t] . W (+ bias))` on active rows, 0 on the others.
-fn linear<D: GpuDevice>(cx: &mut Ctx<D>, plans: &mut TokenPlans<D::Kernel>, spec: &SparseSpec) -> Result<()> {
+fn linear<D: GpuDevice>(
+    cx: &mut Ctx<D>,
+    plans: &mut TokenPlans<D::Kernel>,
+    frames: &mut Frames<D>,
+    spec: &SparseSpec,
+    cfg: &SparseConfig,
+    tuned: Option<&PolyKernel>,
+) -> Result<()> {
     let xs = cx.in_shape(0)?;
     let ws = cx.in_shape(1)?;
     let r = xs.len();
@@ -137,36 +165,20 @@ fn linear<D: GpuDevice>(cx: &mut Ctx<D>, plans: &mut TokenPlans<D::Kernel>, spec
         return unsupported(format!("a token-sparse MatMul of {xs:?} and {ws:?}"));
     }
     let (images, t, k, n) = (if r == 3 { xs[0] } else { 1 }, xs[r - 2], ws[0], ws[1]);
-    let tile = Tile::for_output(t, n);
-    let have = cx.dev.info().local_mem_bytes;
-    let need = tile.local_bytes() + 4 * tile.tm as u64;
-    if have > 0 && need > have {
-        return limit(format!("token GEMM tiles need {need} bytes of local memory, the device has {have}"));
+    let defaults = token_knobs::default_knobs(t, n);
+    if let Err(e) = defaults.check(&GpuLimits::of(cx.dev.info())) {
+        return limit(format!("the token GEMM's default tile: {e}"));
     }
+    int(images * t * k.max(n), "token GEMM extent")?;
+    let launches_before = cx.launches.len();
     let (meta, compacts, ci) = compaction(cx, plans, spec.mask, images, t)?;
-    let (x, w, y) = (cx.x(0)?, cx.x(1)?, cx.y(0)?);
+    // The PolyKernel op's step launches the compaction itself (its counts pick the member).
+    let compaction = plans.compactions[ci].launch.clone();
+    cx.launches.truncate(launches_before);
     let (bias, has_bias) = if cx.has_input(2) { (cx.x(2)?, 1) } else { (cx.dummy()?, 0) };
     let act = plans.acts.get(&cx.node.outputs[0]).copied().unwrap_or(-1);
-    let args = vec![
-        LArg::Buf(x),
-        LArg::Buf(w),
-        LArg::Buf(y),
-        LArg::Buf(meta),
-        LArg::Buf(bias),
-        LArg::I32(int(t, "tokens")?),
-        LArg::I32(int(n, "N")?),
-        LArg::I32(int(k, "K")?),
-        LArg::I32(int(images, "images")?),
-        LArg::I32(has_bias),
-        LArg::I32(act),
-        LArg::F32(0.0),
-        LArg::F32(0.0),
-    ];
-    int(images * t * k.max(n), "token GEMM extent")?;
-    let mut defines = tile.defines().to_vec();
-    defines.push(("EARLY_EXIT", early_exit(cx.dev.info())));
-    let kern = cx.kernel(Src::Token, "token_gemm_f32", &defines)?;
-    cx.launch(kern, [n.div_ceil(tile.tn as usize), t.div_ceil(tile.tm as usize), images], tile.local(), args)?;
+    let gemm = TokenGemm { x: cx.x(0)?, w: cx.x(1)?, y: cx.y(0)?, meta, bias, has_bias, act, images, t, k, n };
+    lower_token_linear(cx, frames, spec, compaction, &gemm, cfg, tuned)?;
     let epilogue = match (has_bias, act) {
         (0, _) => "",
         (_, -1) => "bias, mask",
@@ -174,6 +186,49 @@ fn linear<D: GpuDevice>(cx: &mut Ctx<D>, plans: &mut TokenPlans<D::Kernel>, spec
     };
     plans.push(TokenOpInfo { node: cx.node.name.clone(), kind: "linear", compacts, keys_zero: false, epilogue }, ci);
     Ok(())
+}
+
+/// The operands and extents of one token projection (`token_gemm_f32`'s arguments).
+pub(crate) struct TokenGemm {
+    pub x: BufId,
+    pub w: BufId,
+    pub y: BufId,
+    pub meta: BufId,
+    pub bias: BufId,
+    pub has_bias: i32,
+    pub act: i32,
+    pub images: usize,
+    pub t: usize,
+    pub k: usize,
+    pub n: usize,
+}
+
+impl TokenGemm {
+    /// Queues token_gemm_f32 with the tile of `knobs` (see `sconv_knobs::token`), as the dense
+    /// member (every row) or over the active tokens.
+    pub(crate) fn launch<D: GpuDevice>(&self, cx: &mut Ctx<D>, knobs: &GemmKnobs, dense: bool) -> Result<()> {
+        let args = vec![
+            LArg::Buf(self.x),
+            LArg::Buf(self.w),
+            LArg::Buf(self.y),
+            LArg::Buf(self.meta),
+            LArg::Buf(self.bias),
+            LArg::I32(int(self.t, "tokens")?),
+            LArg::I32(int(self.n, "N")?),
+            LArg::I32(int(self.k, "K")?),
+            LArg::I32(int(self.images, "images")?),
+            LArg::I32(self.has_bias),
+            LArg::I32(self.act),
+            LArg::F32(0.0),
+            LArg::F32(0.0),
+        ];
+        let mut defines = token_knobs::defines(knobs, dense).to_vec();
+        defines.push(("EARLY_EXIT", early_exit(cx.dev.info())));
+        let kern = cx.kernel(Src::Token, "token_gemm_f32", &defines)?;
+        // The kernel's tile is the knobs' transposed: TN tokens down, TM features across.
+        let groups = [self.n.div_ceil(knobs.tm as usize), self.t.div_ceil(knobs.tn as usize), self.images];
+        cx.launch(kern, groups, [knobs.tm / knobs.wm, knobs.tn / knobs.wn, 1], args)
+    }
 }
 
 /// Attention of the active queries over the active keys; rows of inactive queries are 0.

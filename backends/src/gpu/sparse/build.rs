@@ -13,7 +13,7 @@ use crate::cpu::sparse_exec::calibrate::{self, blob_mask, random_tensor, Subject
 use crate::cpu::SparseConfig;
 use crate::gpu::device::{DeviceInfo, GpuDevice};
 use crate::gpu::kernels::Src;
-use crate::gpu::lower::ctx::{int, replay_launches, Ctx, LArg, Launch};
+use crate::gpu::lower::ctx::{int, replay_launches, BufId, Ctx, LArg, Launch};
 use crate::gpu::lower::sparse_conv::{launch_blend_cached, prepare, sconv_dims, SconvKind, SconvOp};
 use crate::gpu::lower::vendor_conv::lower_dense;
 use dynaspa_runtime::dispatch::{DispatchTable, Member, PolyKernel, Schedule};
@@ -79,7 +79,8 @@ pub(crate) struct ProfileUse {
     pub refused: Option<String>,
 }
 
-/// The PolyKernels `cfg.profile` holds for the sparse convs of `g` on this device: none when
+/// The PolyKernels `cfg.profile` holds for the sparse convs and token projections of `g` on
+/// this device: none when
 /// the profile was made for another device or backend (refused with a warning naming both),
 /// none with a member forced; per op, only when every member is a schedule this device's
 /// kernels run (else that op is calibrated, with a warning naming the member and the reason).
@@ -96,16 +97,33 @@ pub(crate) fn profile_polys(info: &DeviceInfo, backend: &str, g: &Graph, cfg: &S
         return out;
     }
     let limits = GpuLimits::of(info);
-    for n in g.nodes.iter().filter(|n| split::runs_sparse(g, n)) {
-        let Some((kind, cout, k)) = sconv_dims(g, n) else { continue };
-        let Some(poly) = p.poly_for(&n.name, &OpSignature::of(g, n)) else {
+    for n in &g.nodes {
+        let (conv, token) = (split::runs_sparse(g, n).then(|| sconv_dims(g, n)).flatten(), token_projection(g, n));
+        if conv.is_none() && token.is_none() {
+            continue;
+        }
+        let mut sig = OpSignature::of(g, n);
+        if token.is_some() {
+            // The tuner signs the graph's MatMul (rows and weight); the bias folded in here is
+            // not part of it.
+            sig.inputs.truncate(2);
+        }
+        let Some(poly) = p.poly_for(&n.name, &sig) else {
             tracing::info!(node = %n.name, "not in the profile; calibrating");
             continue;
         };
-        // The dense member's defaults need the launch (its split depends on the grid); any
-        // schedule stands in for the check of the sparse members and explicit dense knobs.
-        let dense = SconvSchedule::for_op(cout, k, None);
-        match poly.members().iter().try_for_each(|m| member_schedule(kind, cout, k, dense, &m.schedule, &limits).map(|_| ())) {
+        let runs = match (conv, token) {
+            (Some((kind, cout, k)), _) => {
+                // The dense member's defaults need the launch (its split depends on the grid);
+                // any schedule stands in for the check of the sparse members and explicit dense
+                // knobs.
+                let dense = SconvSchedule::for_op(cout, k, None);
+                poly.members().iter().try_for_each(|m| member_schedule(kind, cout, k, dense, &m.schedule, &limits).map(|_| ()))
+            }
+            (None, Some((t, f))) => super::token_poly::member_knobs(poly, t, f, &limits).map(|_| ()),
+            (None, None) => continue,
+        };
+        match runs {
             Ok(()) => {
                 tracing::debug!(node = %n.name, "PolyKernel from the profile");
                 out.polys.insert(n.name.clone(), poly.clone());
@@ -114,6 +132,16 @@ pub(crate) fn profile_polys(info: &DeviceInfo, backend: &str, g: &Graph, cfg: &S
         }
     }
     out
+}
+
+/// Tokens and output features of `n` when it is a token projection the GPU runs as a
+/// PolyKernel op (`lower/token.rs`).
+fn token_projection(g: &Graph, n: &dynaspa_runtime::graph::Node) -> Option<(usize, usize)> {
+    if !super::token::runs_token_projection(g, n) {
+        return None;
+    }
+    let y = &g.values[*n.outputs.first()?].shape;
+    (y.len() >= 2).then(|| (y[y.len() - 2], y[y.len() - 1]))
 }
 
 /// The granularities each mask reading of `g` needs: the union over the sparse convs reading
@@ -227,20 +255,13 @@ pub(crate) fn lower_sparse_conv<D: GpuDevice>(
     }
     let zero = (spec.fill == FillPolicy::Zero).then(|| (op.y, cx.out_len(0) * 4));
     frames.ops.push(SparseOp {
-        node: cx.node.name.clone(),
-        op: cx.node.op.name(),
-        mask: m,
-        fill: spec.fill,
-        poly,
-        members,
         from_profile: used_profile,
         residual_fill,
         cached_first,
-        cached_ready: false,
         zero,
-        zero_after: None,
         force: cfg.force,
         dense_vendor,
+        ..SparseOp::new(cx.node, m, spec.fill, poly, members)
     });
     Ok(())
 }
@@ -275,22 +296,7 @@ pub(crate) fn lower_cached_dense<D: GpuDevice>(
     let cached_first = blended.pop().expect("two");
     let members = vec![blended.pop().expect("one")];
     let poly = PolyKernel::new(vec![Member { schedule: Schedule::dense("dense"), table: DispatchTable::constant(1.0)? }])?;
-    frames.ops.push(SparseOp {
-        node: cx.node.name.clone(),
-        op: cx.node.op.name(),
-        mask: m,
-        fill: FillPolicy::Cached,
-        poly,
-        members,
-        from_profile: false,
-        residual_fill: Vec::new(),
-        cached_first,
-        cached_ready: false,
-        zero: None,
-        zero_after: None,
-        force: None,
-        dense_vendor: None,
-    });
+    frames.ops.push(SparseOp { cached_first, ..SparseOp::new(cx.node, m, FillPolicy::Cached, poly, members) });
     Ok(())
 }
 
@@ -349,25 +355,14 @@ fn poly_kernel<D: GpuDevice>(
     };
     let by_gran = |g: Option<Granularity>| members.iter().find(|(h, _)| *h == g).map(|(_, l)| l.as_slice()).unwrap_or(&[]);
     // The dense member is timed on a half-full mask: its masked store skips the rest.
-    let loaded: RefCell<Option<BitMask>> = RefCell::new(None);
-    let load = |mask: &BitMask| -> Result<()> {
-        if loaded.borrow().as_ref() == Some(mask) {
-            return Ok(());
-        }
-        let vals: Vec<u8> = mask.to_bools().into_iter().flat_map(|b| (b as u8 as f32).to_le_bytes()).collect();
-        dev.upload(&bufs[scratch_mask], 0, &vals)?;
-        replay_launches(dev, bufs, std::slice::from_ref(&bitmask))?;
-        dev.finish()?;
-        *loaded.borrow_mut() = Some(mask.clone());
-        Ok(())
-    };
+    let loader = MaskLoader::new(dev, bufs, scratch_mask, &bitmask);
     let half = blob_mask(h, w, 0.5, 11);
     let time_dense = || -> Result<()> {
-        load(&half)?;
+        loader.load(&half)?;
         run(by_gran(None))
     };
     let time_sparse = |mask: &BitMask, g: Granularity| -> Result<()> {
-        load(mask)?;
+        loader.load(mask)?;
         run(by_gran(Some(g)))
     };
     let shapes: Vec<String> = cx.node.inputs.iter().map(|i| i.map_or("-".into(), |v| format!("{:?}", cx.graph.values[v].shape))).collect();
@@ -388,4 +383,37 @@ fn poly_kernel<D: GpuDevice>(
     let poly = calibrate::poly_kernel_on(&subject, &dev.info().fingerprint(), "gpu", cfg.cache_dir.as_deref())?;
     tracing::debug!(node = %cx.node.name, ms = t0.elapsed().as_secs_f64() * 1e3, "gpu sparse PolyKernel ready");
     Ok(poly)
+}
+
+/// `mask` as the floats a mask tensor holds (1 where set, 0 elsewhere), as bytes to upload.
+pub(crate) fn mask_floats(mask: &BitMask) -> Vec<u8> {
+    mask.to_bools().into_iter().flat_map(|b| (b as u8 as f32).to_le_bytes()).collect()
+}
+
+/// Calibration's masks on the device: each is uploaded into `scratch`, then `launch` (the
+/// bitmask kernel, or a token compaction) turns it into the op's metadata; loading the mask
+/// already loaded does nothing.
+pub(crate) struct MaskLoader<'a, D: GpuDevice> {
+    dev: &'a D,
+    bufs: &'a [D::Buffer],
+    scratch: BufId,
+    launch: &'a Launch<D::Kernel>,
+    loaded: RefCell<Option<BitMask>>,
+}
+
+impl<'a, D: GpuDevice> MaskLoader<'a, D> {
+    pub(crate) fn new(dev: &'a D, bufs: &'a [D::Buffer], scratch: BufId, launch: &'a Launch<D::Kernel>) -> Self {
+        MaskLoader { dev, bufs, scratch, launch, loaded: RefCell::new(None) }
+    }
+
+    pub(crate) fn load(&self, mask: &BitMask) -> Result<()> {
+        if self.loaded.borrow().as_ref() == Some(mask) {
+            return Ok(());
+        }
+        self.dev.upload(&self.bufs[self.scratch], 0, &mask_floats(mask))?;
+        replay_launches(self.dev, self.bufs, std::slice::from_ref(self.launch))?;
+        self.dev.finish()?;
+        *self.loaded.borrow_mut() = Some(mask.clone());
+        Ok(())
+    }
 }

@@ -20,6 +20,9 @@ pub(crate) struct MetaLayout {
     pub tiles_at: Vec<usize>,
     pub caps: Vec<usize>,
     pub img_stride: usize,
+    /// A token compaction's buffer (token.cl): the counts are its first `images` ints and no
+    /// word reports a bad value (token masks are binary by construction).
+    pub tokens: bool,
 }
 
 impl MetaLayout {
@@ -46,11 +49,31 @@ impl MetaLayout {
             tiles_at,
             caps,
             img_stride: at,
+            tokens: false,
         };
         if m.total() >= i32::MAX as usize || h * w == 0 || images == 0 {
             return Err(Error::Other(format!("a sparse mask of {images} x {h} x {w} is outside what the GPU tile lists index")));
         }
         Ok(m)
+    }
+
+    /// The layout of a token compaction of `images` x `tokens`, read as a 1 x tokens plane at
+    /// granularity 1x1: its count is the active tokens.
+    pub(crate) fn tokens(images: usize, tokens: usize) -> MetaLayout {
+        let g = Granularity::new(1, 1);
+        MetaLayout {
+            images,
+            h: 1,
+            w: tokens,
+            grans: vec![g],
+            cstride: 1,
+            data0: images,
+            words: 0,
+            tiles_at: vec![images],
+            caps: vec![tokens],
+            img_stride: tokens,
+            tokens: true,
+        }
     }
 
     /// Ints of the whole buffer.
@@ -88,6 +111,9 @@ impl MetaLayout {
     pub(crate) fn decode(&self, ints: &[i32], mask: &str, values: impl Fn(usize, usize) -> Option<f32>) -> Result<Vec<usize>> {
         if ints.len() < self.data0 {
             return Err(Error::Other(format!("mask '{mask}': {} count words read back, {} expected", ints.len(), self.data0)));
+        }
+        if self.tokens {
+            return Ok(vec![ints[..self.images].iter().map(|&n| n.max(0) as usize).sum()]);
         }
         let mut sums = vec![0usize; self.grans.len()];
         for img in 0..self.images {

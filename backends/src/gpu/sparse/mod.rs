@@ -2,8 +2,9 @@
 //! mask, chosen per frame from a PolyKernel. `split` decides which annotated nodes run sparsely,
 //! `build` lowers them at compile time (members, fills, calibration), `step` runs them per frame,
 //! `meta` is the layout of the bitmask kernel's results and `schedules` the kernel variants.
-//! Token ops (A-ViT) take another road: `token` decides which run over active tokens and folds
-//! their epilogues, `lower/token.rs` lowers them to launches that need no per-frame host step.
+//! Token ops (A-ViT): `token` decides which run over active tokens and folds their epilogues,
+//! `lower/token.rs` lowers them; projections become PolyKernel ops too (`token_poly`), with the
+//! mask's compaction in the bitmask kernel's place, and attention stays ordinary launches.
 
 pub(crate) mod build;
 pub mod knobs;
@@ -12,6 +13,8 @@ pub(crate) mod schedules;
 pub(crate) mod split;
 pub(crate) mod step;
 pub(crate) mod token;
+pub(crate) mod token_poly;
+pub(crate) mod token_timer;
 pub(crate) mod timer;
 
 /// Work-items of bitmask.cl's one work-group per image (fewer where the device allows fewer).

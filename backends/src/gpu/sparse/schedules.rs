@@ -236,10 +236,9 @@ pub(crate) fn all(entry: &str) -> Vec<Vec<(&'static str, i64)>> {
     v
 }
 
-/// Sparse members of every GPU profile under `profiles/`, as kernel variants (the GEMM knobs
-/// over the defaults of a 64-channel op; depthwise members come out as the default tile).
+/// Every member of every GPU profile under `profiles/`: (file, op kind, schedule).
 #[cfg(test)]
-fn shipped_gpu_schedules() -> Vec<SconvSchedule> {
+fn shipped_gpu_members() -> Vec<(std::path::PathBuf, String, dynaspa_runtime::dispatch::Schedule)> {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../profiles");
     let mut out = Vec::new();
     let Ok(dirs) = std::fs::read_dir(&root) else { return out };
@@ -251,12 +250,42 @@ fn shipped_gpu_schedules() -> Vec<SconvSchedule> {
             continue;
         }
         for op in &p.ops {
-            for m in op.poly.members().iter().filter(|m| m.schedule.granularity.is_some()) {
-                let k = GemmKnobs::from_map(&m.schedule.knobs, SconvSchedule::for_op(64, 576, m.schedule.granularity).knobs())
-                    .unwrap_or_else(|e| panic!("{}: {}: {e}", f.display(), m.schedule.name));
-                out.push(SconvSchedule::from_knobs(k, m.schedule.granularity));
-            }
+            out.extend(op.poly.members().iter().map(|m| (f.clone(), op.signature.kind.clone(), m.schedule.clone())));
         }
+    }
+    out
+}
+
+/// Sparse conv members of the shipped GPU profiles, as kernel variants (the GEMM knobs over the
+/// defaults of a 64-channel op; depthwise members come out as the default tile).
+#[cfg(test)]
+fn shipped_gpu_schedules() -> Vec<SconvSchedule> {
+    let mut out = Vec::new();
+    for (f, kind, s) in shipped_gpu_members() {
+        if kind != "Conv" || s.granularity.is_none() {
+            continue;
+        }
+        let k = GemmKnobs::from_map(&s.knobs, SconvSchedule::for_op(64, 576, s.granularity).knobs()).unwrap_or_else(|e| panic!("{}: {}: {e}", f.display(), s.name));
+        out.push(SconvSchedule::from_knobs(k, s.granularity));
+    }
+    out
+}
+
+/// token_gemm_f32's tiles that CI compiles beyond the defaults: every member of the shipped
+/// profiles' token projections (dense or not, as they run) and the tuner's space spread (KS 1,
+/// over the active tokens).
+#[cfg(test)]
+pub(crate) fn token_gemm_defines() -> Vec<[(&'static str, i64); 6]> {
+    use super::knobs::token;
+    let mut out = Vec::new();
+    for (f, kind, s) in shipped_gpu_members() {
+        if kind == "MatMul" {
+            let k = GemmKnobs::from_map(&s.knobs, token::default_knobs(64, 64)).unwrap_or_else(|e| panic!("{}: {}: {e}", f.display(), s.name));
+            out.push(token::defines(&k, s.is_dense()));
+        }
+    }
+    for s in space_sample() {
+        out.push(token::defines(&GemmKnobs { ks: 1, ..s.knobs() }, false));
     }
     out
 }

@@ -61,6 +61,32 @@ pub(crate) struct SparseOp<K> {
     pub force: Option<ForceMember>,
     /// The vendor call the dense member makes (`None`: our kernel).
     pub dense_vendor: Option<String>,
+    /// The member the last frame ran (benchmarks time it).
+    pub last_pick: Option<usize>,
+}
+
+impl<K> SparseOp<K> {
+    /// Node `n`'s op running `members` of `poly` over mask plan `mask`, with nothing else: no
+    /// residual, cached or zero fill, not from a profile, no member forced, no vendor call.
+    pub(crate) fn new(n: &dynaspa_runtime::graph::Node, mask: usize, fill: FillPolicy, poly: PolyKernel, members: Vec<Vec<Launch<K>>>) -> SparseOp<K> {
+        SparseOp {
+            node: n.name.clone(),
+            op: n.op.name(),
+            mask,
+            fill,
+            poly,
+            members,
+            from_profile: false,
+            residual_fill: Vec::new(),
+            cached_first: Vec::new(),
+            cached_ready: false,
+            zero: None,
+            zero_after: None,
+            force: None,
+            dense_vendor: None,
+            last_pick: None,
+        }
+    }
 }
 
 /// How the host learns a frame's DISTile counts (see the module docs).
@@ -258,6 +284,7 @@ impl<D: GpuDevice> Frames<D> {
             ("dense (first cached frame)".to_string(), None, 0)
         } else {
             replay_launches(dev, bufs, &op.members[pick])?;
+            op.last_pick = Some(pick);
             let s = &op.poly.members()[pick].schedule;
             let tiles = s.granularity.and_then(|g| layout.index(g)).map_or(0, |k| counts[k]);
             (s.name.clone(), s.granularity, tiles)

@@ -1,4 +1,4 @@
-//! One sparse conv of a model run outside a frame, at whatever schedule the tuner asks for:
+//! One sparse conv of a model run outside a frame (token projections: `token_timer`), at whatever schedule the tuner asks for:
 //! the measurer of `dynaspa tune` on the GPU backends. The op is lowered as the executor
 //! lowers it (same preparation, same launches, same member schedules from the same knobs), on
 //! random operands; a mask is uploaded and turned into tile lists by the bitmask kernel once,
@@ -78,15 +78,19 @@ impl<D: GpuDevice + 'static> SconvTimer<D> {
     /// The timers of every sparse conv of `graph` (as the executor splits it).
     /// `fused_finish`: the executor's setting (`GpuOptions::fused_finish`), so the tuner times
     /// split members as frames will run them.
+    /// Token projections (A-ViT) get the token GEMM's timer.
     pub(crate) fn all(dev: &Arc<D>, graph: &Graph, fused_finish: Option<bool>) -> Result<Vec<Box<dyn SparseConvTimer>>> {
-        let g = Arc::new(split::split(graph, true).0);
+        let (g, acts) = split::split(graph, true);
+        let g = Arc::new(g);
         let fused = super::schedules::fused_finish(dev.info(), fused_finish);
         let mut out: Vec<Box<dyn SparseConvTimer>> = Vec::new();
         for i in 0..g.nodes.len() {
-            if split::runs_sparse(&g, &g.nodes[i]) {
-                let n = &g.nodes[i];
-                let t = SconvTimer::new(dev.clone(), g.clone(), i, fused).map_err(|e| Error::node(&n.name, n.op.name(), e.to_string()))?;
-                out.push(Box::new(t));
+            let n = &g.nodes[i];
+            let wrap = |e: Error| Error::node(&n.name, n.op.name(), e.to_string());
+            if split::runs_sparse(&g, n) {
+                out.push(Box::new(SconvTimer::new(dev.clone(), g.clone(), i, fused).map_err(wrap)?));
+            } else if super::token::runs_token_projection(&g, n) {
+                out.push(Box::new(super::token_timer::TokenTimer::new(dev.clone(), g.clone(), &acts, i).map_err(wrap)?));
             }
         }
         Ok(out)
@@ -166,8 +170,7 @@ impl<D: GpuDevice + 'static> SconvTimer<D> {
         if self.loaded.as_ref().is_some_and(|(m, l)| *l == li && m == mask) {
             return Ok(());
         }
-        let vals: Vec<u8> = mask.to_bools().into_iter().flat_map(|b| (b as u8 as f32).to_le_bytes()).collect();
-        self.dev.upload(&self.res.bufs[self.mask_buf], 0, &vals)?;
+                self.dev.upload(&self.res.bufs[self.mask_buf], 0, &super::build::mask_floats(mask))?;
         replay_launches(&*self.dev, &self.res.bufs, std::slice::from_ref(&self.lists[li].bitmask))?;
         self.dev.finish()?;
         self.loaded = Some((mask.clone(), li));

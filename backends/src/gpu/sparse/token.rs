@@ -77,6 +77,11 @@ pub(crate) fn runs_token_sparse(g: &Graph, n: &Node) -> bool {
     }
 }
 
+/// Whether `n` is a token projection the GPU runs as a PolyKernel op: a token-sparse MatMul.
+pub(crate) fn runs_token_projection(g: &Graph, n: &Node) -> bool {
+    n.op == Op::MatMul && runs_token_sparse(g, n)
+}
+
 /// Activation codes of the fused epilogues (gpu/kernels/common.h): GELU with erf.
 pub(crate) const ACT_GELU_ERF: i32 = 7;
 

@@ -125,9 +125,12 @@ fn check_gemm<D: GpuDevice>(dev: &D, what: &str) {
             let w = rng.vec(k * n, 0.5);
             let bias = rng.vec(n, 0.2);
             let want = gemm_ref(&x, &w, Some(&bias), &m, images, t, k, n);
-            for (tile, early) in [Tile::LARGE, Tile::SMALL].into_iter().flat_map(|t| exits(dev.info()).into_iter().map(move |e| (t, e))) {
+            let variants = [Tile::LARGE, Tile::SMALL].into_iter().flat_map(|t| exits(dev.info()).into_iter().map(move |e| (t, e)));
+            // DENSE: the dense member, every row in token order.
+            for ((tile, early), dense) in variants.flat_map(|v| [(v, 0i64), (v, 1)]) {
                 let mut defines = tile.defines().to_vec();
                 defines.push(("EARLY_EXIT", early));
+                defines.push(("DENSE", dense));
                 let kern = dev.kernel(&spec(Src::Token, "token_gemm_f32", &defines)).unwrap();
                 let (xb, wb, bb) = (buf_f32(dev, &x), buf_f32(dev, &w), buf_f32(dev, &bias));
                 for rep in 0..2 {
@@ -151,7 +154,7 @@ fn check_gemm<D: GpuDevice>(dev: &D, what: &str) {
                     dev.launch(&kern, groups, tile.local(), &args).unwrap();
                     let got = floats(&read(dev, &yb, images * t * n));
                     for (i, (&g, &wv)) in got.iter().zip(&want).enumerate() {
-                        let c = format!("{what} T={t} K={k} N={n} d={d} tile {}x{} early exit {early} run {rep}, element {i}", tile.tm, tile.tn);
+                        let c = format!("{what} T={t} K={k} N={n} d={d} tile {}x{} early exit {early} dense {dense} run {rep}, element {i}", tile.tm, tile.tn);
                         assert!((g - wv).abs() <= 1e-4 * (1.0 + wv.abs()), "{c}: {g} vs {wv}");
                         if wv == 0.0 && m[i / n] != 1.0 {
                             assert_eq!(g.to_bits(), 0, "{c}: inactive row not zeroed");

@@ -15,6 +15,8 @@ override WG: u32 = 128u;
 override TK_MAX: u32 = 256u;
 // token.cl's EARLY_EXIT: 1, a work-group with nothing to compute returns after its zeros.
 override EARLY_EXIT: u32 = 1u;
+// token.cl's DENSE: 1, every row computed in token order (the PolyKernel's dense member).
+override DENSE: u32 = 0u;
 
 // ---- token_compact: grid (images, 1, 1), local (BLOCK, 1, 1) ----
 
@@ -63,11 +65,23 @@ fn token_compact(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocatio
     if (tid == 0) { tc_meta[n] = found; }
 }
 
+// Whether token t is among the `count` first (increasing) entries of the order at tg_meta[ob..].
+fn tok_listed(ob: i32, count: i32, t: i32) -> i32 {
+    var lo = 0;
+    var hi = count;
+    while (lo < hi) {
+        let mid = (lo + hi) / 2;
+        if (tg_meta[ob + mid] < t) { lo = mid + 1; } else { hi = mid; }
+    }
+    return i32(lo < count && tg_meta[ob + lo] == t);
+}
+
 // ---- token_gemm_f32: grid (ceil(N/TN), ceil(T/TM), images), local (TX, TY) ----
 
 var<workgroup> tg_as: array<f32, TK * TM>;
 var<workgroup> tg_bs: array<f32, TK * TN>;
 var<workgroup> tg_rows: array<i32, TM>;
+var<workgroup> tg_on: array<i32, TM>;
 var<workgroup> tg_count: i32;
 
 @group(0) @binding(0) var<storage, read_write> tg_x: array<f32>;
@@ -98,7 +112,8 @@ fn token_gemm_f32(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocati
     // so the early return (the same for the whole group) may precede barriers.
     if (tid == 0) { tg_count = tg_meta[img]; }
     let count = workgroupUniformLoad(&tg_count);
-    let live = m0 < count;
+    let live = DENSE != 0u || m0 < count;
+    let rows_in = select(count, p.T, DENSE != 0u);
     if (!live) {
         for (var e = tid; e < tm * tn; e += nt) {
             let r = m0 + e / tn;
@@ -109,8 +124,18 @@ fn token_gemm_f32(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocati
     }
     for (var e = tid; e < tm; e += nt) {
         var row = 0;
-        if (m0 + e < p.T) { row = tg_meta[ob + m0 + e]; }
+        var on = 0;
+        if (DENSE != 0u) {
+            if (m0 + e < p.T) {
+                row = m0 + e;
+                on = tok_listed(ob, count, row);
+            }
+        } else {
+            if (m0 + e < p.T) { row = tg_meta[ob + m0 + e]; }
+            on = i32(m0 + e < count);
+        }
         tg_rows[e] = row;
+        tg_on[e] = on;
     }
     workgroupBarrier();
     var acc: array<f32, 16>;
@@ -122,7 +147,7 @@ fn token_gemm_f32(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocati
             let m = e / tk;
             let gk = k0 + k;
             var v = 0.0;
-            if (m0 + m < count && gk < p.K) { v = tg_x[xb + tg_rows[m] * p.K + gk]; }
+            if (m0 + m < rows_in && gk < p.K) { v = tg_x[xb + tg_rows[m] * p.K + gk]; }
             tg_as[k * tm + m] = v;
         }
         for (var e = tid; e < tn * tk; e += nt) {
@@ -148,7 +173,7 @@ fn token_gemm_f32(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocati
     for (var i = 0; i < i32(WM) && live; i++) {
         let m = ty + i * i32(TY);
         if (m0 + m >= p.T) { continue; }
-        let row_live = m0 + m < count;
+        let row_live = tg_on[m] != 0;
         for (var j = 0; j < i32(WN); j++) {
             let n = n0 + tx + j * i32(TX);
             if (n >= p.N) { continue; }
