@@ -163,7 +163,8 @@ fn schedules(src: Src, entry: &str) -> Vec<Vec<(&'static str, i64)>> {
         // fits local memory (8192 keys in 48 KiB).
         (Src::Attention, _) => (6..=13).map(|p| vec![("WG", ATTENTION_WG as i64), ("TK_MAX", 1i64 << p)]).collect(),
         (Src::SparseConv, e) => super::sparse::schedules::all(e).into_iter().map(|d| d.to_vec()).collect(),
-        (Src::Bitmask, _) | (Src::Token, "token_compact") => vec![vec![("BLOCK", super::sparse::BITMASK_BLOCK as i64)]],
+        (Src::Bitmask, _) => vec![vec![("BLOCK", super::sparse::BITMASK_BLOCK as i64)], vec![("BLOCK", super::sparse::BITMASK_BLOCK as i64), ("LWORDS", 50)]],
+        (Src::Token, "token_compact") => vec![vec![("BLOCK", super::sparse::BITMASK_BLOCK as i64)]],
         // EARLY_EXIT: 1 on GPUs, 0 on OpenCL CPU devices (lower/token.rs); DENSE: the
         // PolyKernel's dense member. Profiles' tiles are compiled from the profiles.
         (Src::Token, "token_gemm_f32") => {

@@ -8,11 +8,13 @@
  *
  * The kernel runs once per mask per frame ahead of every sparse op reading the mask, so its
  * latency is on the frame's critical path: what matters is how many dependent steps a
- * work-group takes. Words: every work-item reads PER positions a pass, all
- * loads coalesced and in flight together, and an OR tree over each 32 work-items packs a word
- * (no 32-step loop per word, no atomics). Tiles: tested on the packed words (a row of a tile is
- * one or two word reads), each work-item takes TPT consecutive tiles, and a work-group scan of
- * the per-item hit counts gives every tile its slot, so lists come out row-major.
+ * work-group takes. Words: a work-item packs whole words, 32 independent loads each (in flight
+ * together; no barrier chain, no atomics). Tiles: tested on the packed words (a row of a tile
+ * is one or two word reads), each work-item takes TPT consecutive tiles, and a work-group scan
+ * of the per-item hit counts gives every tile its slot, so lists come out row-major. With
+ * LWORDS (the mask's word count, when it fits) the tile tests read a copy of the words in local
+ * memory: from global memory they were chains of dependent L2 round trips (an 8x8 tile's rows
+ * read one after another), about 10 us of the kernel's 10.4 on an H100 for a 40x40 mask.
  *
  * Layout of `meta` (all ints): counts first, image n's at n * (n_gran + 1): one count per
  * granularity, then the first position whose value is not 0 or 1 (-1 when all are binary); then
@@ -27,12 +29,20 @@
 #ifndef BLOCK
 #define BLOCK 256
 #endif
-/* Positions a work-item reads per pass, tiles a work-item tests per chunk. */
-#define PER 4
+/* Words of the local copy of the packed mask (its exact word count), 0 for none. */
+#ifndef LWORDS
+#define LWORDS 0
+#endif
+#if LWORDS > 0
+#define WORDS_SPACE LOCAL_PTR
+#else
+#define WORDS_SPACE GLOBAL
+#endif
+/* Tiles a work-item tests per chunk. */
 #define TPT 4
 
 /* Whether any bit of positions lo..hi-1 (lo < hi) is set in the packed words. */
-FUNC int bits_any(GLOBAL const int* words, int lo, int hi) {
+FUNC int bits_any(WORDS_SPACE const int* words, int lo, int hi) {
     int wl = lo >> 5, wh = (hi - 1) >> 5;
     uint ml = 0xffffffffu << (uint)(lo & 31);
     uint mh = 0xffffffffu >> (uint)(31 - ((hi - 1) & 31));
@@ -46,38 +56,32 @@ FUNC int bits_any(GLOBAL const int* words, int lo, int hi) {
 KERNEL bitmask_tiles(GLOBAL const float* mask, GLOBAL int* meta, GLOBAL const int* grans, int h, int w,
                      int mask_stride, int n_gran, int data0, int img_stride) {
     LOCAL int s[BLOCK];
-    int tid = LOCAL_ID(0), n = GROUP_ID(0), lane = tid & 31;
+#if LWORDS > 0
+    LOCAL int lw[LWORDS];
+#endif
+    int tid = LOCAL_ID(0), n = GROUP_ID(0);
     GLOBAL const float* m = mask + n * mask_stride;
     GLOBAL int* counts = meta + n * (n_gran + 1);
     GLOBAL int* out = meta + data0 + n * img_stride;
     int P = h * w, n_words = (P + 31) / 32;
     int bad = 0x7fffffff;
-    for (int base = 0; base < P; base += PER * BLOCK) {
-        uint bits[PER];
-        for (int k = 0; k < PER; ++k) {
-            int i = base + k * BLOCK + tid;
-            bits[k] = 0u;
-            if (i < P) {
-                float v = m[i];
+    for (int wi = tid; wi < n_words; wi += BLOCK) {
+        int i0 = wi * 32;
+        uint bits = 0u;
+        for (int j = 0; j < 32; ++j) {
+            if (i0 + j < P) {
+                float v = m[i0 + j];
                 if (v == 1.0f) {
-                    bits[k] = 1u << (uint)lane;
-                } else if (!(v == 0.0f) && i < bad) {
-                    bad = i;
+                    bits |= 1u << (uint)j;
+                } else if (!(v == 0.0f) && i0 + j < bad) {
+                    bad = i0 + j;
                 }
             }
         }
-        for (int k = 0; k < PER; ++k) {
-            s[tid] = (int)bits[k];
-            LOCAL_BARRIER();
-            /* Lanes below `off` write; the lanes they read do not, so a step has no race. */
-            for (int off = 16; off > 0; off >>= 1) {
-                if (lane < off) s[tid] |= s[tid + off];
-                LOCAL_BARRIER();
-            }
-            int wi = (base + k * BLOCK) / 32 + tid / 32;
-            if (lane == 0 && wi < n_words) out[wi] = s[tid];
-            LOCAL_BARRIER();
-        }
+        out[wi] = (int)bits;
+#if LWORDS > 0
+        lw[wi] = (int)bits;
+#endif
     }
     /* First non-binary position: a minimum over the group, by the image's first group only
      * (the condition is the same for the whole group, so its barriers are reached by all). */
@@ -91,7 +95,13 @@ KERNEL bitmask_tiles(GLOBAL const float* mask, GLOBAL int* meta, GLOBAL const in
         if (tid == 0) counts[n_gran] = s[0] == 0x7fffffff ? -1 : s[0];
     }
     /* The words other work-items wrote are read below. */
+#if LWORDS > 0
+    LOCAL_BARRIER();
+    LOCAL_PTR const int* words = lw;
+#else
     GLOBAL_BARRIER();
+    GLOBAL const int* words = out;
+#endif
 
     for (int g = GROUP_ID(1); g < n_gran; g += NUM_GROUPS(1)) {
         int gh = IMAX(grans[3 * g], 1), gw = IMAX(grans[3 * g + 1], 1), at = grans[3 * g + 2];
@@ -109,7 +119,7 @@ KERNEL bitmask_tiles(GLOBAL const float* mask, GLOBAL int* meta, GLOBAL const in
                     int y0 = ty * gh, x0 = (t - ty * tiles_x) * gw;
                     int y1 = IMIN(y0 + gh, h), x1 = IMIN(x0 + gw, w);
                     int hit = 0;
-                    for (int y = y0; y < y1 && !hit; ++y) hit = bits_any(out, y * w + x0, y * w + x1);
+                    for (int y = y0; y < y1 && !hit; ++y) hit = bits_any(words, y * w + x0, y * w + x1);
                     if (hit) {
                         mine[j] = y0 * w + x0;
                         ++hits;

@@ -27,11 +27,19 @@ fn bytes<T: Copy>(v: &[T], f: impl Fn(T) -> [u8; 4]) -> Vec<u8> {
 }
 
 /// Runs the kernel on `masks` (one per image, all h x w) with `gy` work-groups per image
-/// sharing the granularities, and returns the whole meta buffer.
-fn run<D: GpuDevice>(dev: &D, masks: &[Vec<f32>], h: usize, w: usize, gs: &[Granularity], gy: u32) -> (MetaLayout, Vec<i32>) {
+/// sharing the granularities, and returns the whole meta buffer. `local`: the executor's
+/// defines (the words copied to local memory where they fit), else the words read from global
+/// memory.
+fn run<D: GpuDevice>(dev: &D, masks: &[Vec<f32>], h: usize, w: usize, gs: &[Granularity], gy: u32, local: bool) -> (MetaLayout, Vec<i32>) {
     let l = MetaLayout::new(masks.len(), h, w, gs).unwrap();
-    let block = super::build::bitmask_block(dev.info().max_work_group_size);
-    let k = dev.kernel(&spec(Src::Bitmask, "bitmask_tiles", &[("BLOCK", block as i64)])).unwrap();
+    let mut defines = super::build::bitmask_defines(dev.info(), h, w);
+    let wgsl = dev.info().backend == "wgpu";
+    assert_eq!(defines.iter().any(|d| d.0 == "LWORDS"), !wgsl, "a {h}x{w} mask's words fit in local memory, but not in WGSL's kernel");
+    if !local {
+        defines.retain(|d| d.0 != "LWORDS");
+    }
+    let block = defines[0].1 as u32;
+    let k = dev.kernel(&spec(Src::Bitmask, "bitmask_tiles", &defines)).unwrap();
     let flat: Vec<f32> = masks.concat();
     let mb = dev.alloc(flat.len() * 4).unwrap();
     dev.upload(&mb, 0, &bytes(&flat, f32::to_le_bytes)).unwrap();
@@ -66,7 +74,12 @@ fn check<D: GpuDevice>(dev: &D, what: &str) {
             let masks: Vec<Vec<f32>> = (0..2).map(|_| (0..h * w).map(|_| (rng.next() < d) as u8 as f32).collect()).collect();
             // One group per granularity (the executor's launch), all in one, and a split between.
             let gy = [gs.len() as u32, 1, 2][(h + (d * 100.0) as usize) % 3];
-            let (l, meta) = run(dev, &masks, h, w, &gs, gy);
+            for local in [true, false] {
+            if local && dev.info().backend == "wgpu" {
+                continue;
+            }
+            let (l, meta) = run(dev, &masks, h, w, &gs, gy, local);
+            let what = format!("{what} (local words: {local})");
             for (img, mv) in masks.iter().enumerate() {
                 let bm = BitMask::from_f32(h, w, mv).unwrap();
                 let base = l.data0 + img * l.img_stride;
@@ -83,6 +96,7 @@ fn check<D: GpuDevice>(dev: &D, what: &str) {
                     assert_eq!(list, &want[..], "{what} {h}x{w} d {d} image {img} {g}: list");
                 }
             }
+            }
         }
     }
     // The first value that is not 0 or 1 (NaN counts), per image.
@@ -90,9 +104,29 @@ fn check<D: GpuDevice>(dev: &D, what: &str) {
     a[200] = f32::NAN;
     a[100] = 0.5;
     let b: Vec<f32> = (0..19 * 23).map(|i| if i == 300 { -1.0 } else { -0.0 }).collect();
-    let (l, meta) = run(dev, &[a, b], 19, 23, &gs, gs.len() as u32);
-    assert_eq!(meta[gs.len()], 100, "{what}: image 0's first bad position");
-    assert_eq!(meta[l.cstride + gs.len()], 300, "{what}: image 1's first bad position");
+    for local in [true, false] {
+        if local && dev.info().backend == "wgpu" {
+            continue;
+        }
+        let (l, meta) = run(dev, &[a.clone(), b.clone()], 19, 23, &gs, gs.len() as u32, local);
+        assert_eq!(meta[gs.len()], 100, "{what} (local words: {local}): image 0's first bad position");
+        assert_eq!(meta[l.cstride + gs.len()], 300, "{what} (local words: {local}): image 1's first bad position");
+    }
+}
+
+#[test]
+fn mask_words_go_to_local_memory_where_they_fit() {
+    use crate::gpu::device::DeviceInfo;
+    let dev = |backend: &str, local_mem_bytes: u64| DeviceInfo { backend: backend.into(), max_work_group_size: 1024, local_mem_bytes, ..Default::default() };
+    let lwords = |info: &DeviceInfo, h: usize, w: usize| super::build::bitmask_defines(info, h, w).iter().find(|d| d.0 == "LWORDS").map(|d| d.1);
+    let cuda = dev("cuda", 49152);
+    assert_eq!(lwords(&cuda, 40, 40), Some(50));
+    assert_eq!(lwords(&cuda, 19, 23), Some(14));
+    assert_eq!(lwords(&cuda, 256, 256), Some(2048));
+    assert_eq!(lwords(&cuda, 257, 256), None, "past 8 KiB of words");
+    assert_eq!(lwords(&dev("opencl", 4096), 40, 40), Some(50));
+    assert_eq!(lwords(&dev("opencl", 2048), 40, 40), None, "half of 2 KiB less the scan array");
+    assert_eq!(lwords(&dev("wgpu", 49152), 40, 40), None);
 }
 
 /// Skips a missing backend, unless `DYNASPA_REQUIRE_BACKENDS` names it.

@@ -35,13 +35,33 @@ pub(crate) fn bitmask_block(max_work_group: u32) -> u32 {
     1 << (31 - cap.max(1).leading_zeros())
 }
 
+/// Most bytes of local memory bitmask.cl's copy of a mask's packed words may take (a 256x256
+/// mask's words); larger masks' tile tests read the words from global memory.
+const BITMASK_LOCAL_WORDS_BYTES: u64 = 8192;
+
+/// The defines of bitmask.cl for an h x w mask on `info`'s device: the group size and, where
+/// the words fit beside its scan array in half the local memory, `LWORDS` (not on wgpu: the
+/// WGSL twin has no local copy).
+pub(crate) fn bitmask_defines(info: &DeviceInfo, h: usize, w: usize) -> Vec<(&'static str, i64)> {
+    let block = bitmask_block(info.max_work_group_size);
+    let words = (h * w).div_ceil(32) as u64;
+    let local = info.local_mem_bytes;
+    let room = if local == 0 { BITMASK_LOCAL_WORDS_BYTES } else { (local / 2).saturating_sub(4 * block as u64).min(BITMASK_LOCAL_WORDS_BYTES) };
+    let mut d = vec![("BLOCK", block as i64)];
+    if info.backend != "wgpu" && words > 0 && words * 4 <= room {
+        d.push(("LWORDS", words as i64));
+    }
+    d
+}
+
 /// The launch of bitmask.cl reading `mask` (`mask_stride` floats per image) into `meta`.
 pub(crate) fn bitmask_launch<D: GpuDevice>(cx: &mut Ctx<D>, mask: usize, mask_stride: usize, meta: usize, grans: usize, l: &MetaLayout) -> Result<Launch<D::Kernel>> {
     let block = bitmask_block(cx.dev.info().max_work_group_size);
     if block < 32 {
         return Err(Error::Unsupported(vec![format!("the bitmask kernel needs work-groups of 32 work-items; the device allows {block}")]));
     }
-    let kern = cx.kernel(Src::Bitmask, "bitmask_tiles", &[("BLOCK", block as i64)])?;
+    let defines = bitmask_defines(cx.dev.info(), l.h, l.w);
+    let kern = cx.kernel(Src::Bitmask, "bitmask_tiles", &defines)?;
     let mut args = vec![LArg::Buf(mask), LArg::Buf(meta), LArg::Buf(grans)];
     for v in [l.h, l.w, mask_stride, l.grans.len(), l.data0, l.img_stride] {
         args.push(LArg::I32(int(v, "mask geometry")?));
