@@ -374,13 +374,14 @@ fn bench<D: GpuDevice + 'static>(dev: Arc<D>, a: &Args) -> Result<()> {
                         Some(&h) if h > 0 => &mut tuned[h - 1].0,
                         _ => &mut exe,
                     };
-                    let (mut alone, mut lagged, mut exact) = (Vec::new(), Vec::new(), Vec::new());
+                    let (mut alone, mut masked, mut lagged, mut exact) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
                     for _ in 0..5 {
                         alone.extend(pe.time_member(0, &pick, a.samples.div_ceil(5), a.runs)?);
+                        masked.extend(pe.time_member_after_mask(0, &pick, a.samples.div_ceil(5), a.runs)?);
                         lagged.extend(pe.time_dispatched(0, &pick, CountsSync::Lagged, a.samples.div_ceil(5), a.runs)?);
                         exact.extend(pe.time_dispatched(0, &pick, CountsSync::Exact, a.samples.div_ceil(5), a.runs)?);
                     }
-                    let (alone, lagged, exact) = (median(&mut alone), median(&mut lagged), median(&mut exact));
+                    let (alone, masked, lagged, exact) = (median(&mut alone), median(&mut masked), median(&mut lagged), median(&mut exact));
                     // Where the member's time goes: each of its launches alone (GEMM, split-K finish).
                     let parts = pe.time_member_launches(0, &pick, a.samples, a.runs)?;
                     let cell = |g: &str| times.iter().find(|t| t.0 == format!("tiles{g}")).map_or("-".to_string(), |t| format!("{:.1}", t.1));
@@ -390,6 +391,7 @@ fn bench<D: GpuDevice + 'static>(dev: Arc<D>, a: &Args) -> Result<()> {
                         pick, alone, lagged - alone, exact - alone
                     );
                     println!("    launches alone (µs): {}", parts.iter().map(|t| format!("{t:.1}")).collect::<Vec<_>>().join(" + "));
+                    println!("    of the lagged dispatch: the mask launch {:.1}, the counts copy and host {:.1}", masked - alone, lagged - masked);
                     if let Some(f) = json.as_mut() {
                         for (name, us) in &times {
                             let gran = members_gran(name);
@@ -398,7 +400,7 @@ fn bench<D: GpuDevice + 'static>(dev: Arc<D>, a: &Args) -> Result<()> {
                                 "device": info.name, "backend": info.backend, "driver": info.driver,
                                 "op": cc.name, "batch": n, "density_target": d, "density": real,
                                 "member": name, "tiles": tiles, "us": us, "overhead_us": overhead,
-                                "steady_member": pick, "steady_alone_us": alone, "steady_launches_us": parts, "steady_lagged_us": lagged, "steady_exact_us": exact,
+                                "steady_member": pick, "steady_alone_us": alone, "steady_launches_us": parts, "steady_lagged_us": lagged, "steady_after_mask_us": masked, "steady_exact_us": exact,
                                 "samples": a.samples, "runs": a.runs, "dense_impl": dense_impl, "fused_finish": fused,
                             });
                             writeln!(f, "{line}").map_err(|e| dynaspa_runtime::Error::Other(format!("--json: {e}")))?;

@@ -3,7 +3,8 @@
 # the bitmask, GEMM and finish launches goes); (2) the issue-5 GEMM ops at batch 1 on CUDA with
 # the hand-picked tiles now also at KS 32, against PyTorch in the same call; (3) the same ops on
 # NVIDIA OpenCL against our dense OpenCL kernel.
-source "$(dirname "$0")/common.sh"
+DIST=dist-s10 D=/tmp/d10
+source "$(dirname "$0")/../device_s7/common.sh"
 exec > >(tee $OUT/log.txt) 2>&1
 date -u; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)

@@ -1,7 +1,8 @@
 #!/bin/bash
 # Session 10 call U: ncu on the sparse conv3x3's own launches at density 0.1 (call T's filter
 # caught the dense member's epilogue first): the bitmask kernel and the sparse GEMM and finish.
-source "$(dirname "$0")/common.sh"
+DIST=dist-s10 D=/tmp/d10
+source "$(dirname "$0")/../device_s7/common.sh"
 exec > >(tee $OUT/log.txt) 2>&1
 date -u
 for k in bitmask_tiles sconv_gemm_f32; do

@@ -3,7 +3,8 @@
 # per word (binary of this commit, gpu_sparse_bench) against call T's binary
 # (gpu_sparse_bench_t, carried in dist-s10-old/), alternated in one call: ncu on bitmask_tiles
 # for both, then the issue-5 GEMM ops at batch 1 on CUDA and NVIDIA OpenCL, old/new/old/new.
-source "$(dirname "$0")/common.sh"
+DIST=dist-s10 D=/tmp/d10
+source "$(dirname "$0")/../device_s7/common.sh"
 python3 -c "import lzma,shutil; shutil.copyfileobj(lzma.open('dist-s10-old/gpu_sparse_bench_t.xz'), open('$D/gpu_sparse_bench_t','wb'))"; chmod +x $D/gpu_sparse_bench_t
 exec > >(tee $OUT/log.txt) 2>&1
 date -u

@@ -76,6 +76,19 @@ impl<D: GpuDevice> GpuExecutable<D> {
         time_launches(&*self.dev, &self.bufs, &launches, samples, runs)
     }
 
+    /// Time per run (µs) of op `op`'s mask launch (bitmask or compaction) followed by member
+    /// `member`, as `time_member`: a frame's dispatch without the counts copy and selection, so
+    /// that `time_dispatched` minus this is what the copy and the host add.
+    pub fn time_member_after_mask(&mut self, op: usize, member: &str, samples: usize, runs: usize) -> Result<Vec<f64>> {
+        let mask = self.frames.mask_launch(op).ok_or_else(|| Error::Other(format!("sparse op {op} has no mask launch")))?;
+        let member = self
+            .frames
+            .member_launches(op, member)
+            .ok_or_else(|| Error::Other(format!("sparse op {op} has no member '{member}'")))?;
+        let launches: Vec<_> = std::iter::once(mask).chain(member).collect();
+        time_launches(&*self.dev, &self.bufs, &launches, samples, runs)
+    }
+
     /// Time (µs) of each launch of `member` alone, in launch order (a split-K GEMM, then its
     /// finish): median of `samples` samples of `runs` launches, as `time_member`.
     pub fn time_member_launches(&mut self, op: usize, member: &str, samples: usize, runs: usize) -> Result<Vec<f64>> {

@@ -21,7 +21,7 @@ pub const GEMM_DOMAINS: [(&str, &[i64]); 6] = [
     ("TK", &[4, 8, 16, 32]),
     ("WM", &[1, 2, 4, 8]),
     ("WN", &[1, 2, 4, 8]),
-    ("KS", &[1, 2, 4, 8, 16]),
+    ("KS", &[1, 2, 4, 8, 16, 32]),
 ];
 
 /// Largest split of the reduction a schedule may ask for (each split is a work-group chain and

@@ -337,6 +337,11 @@ impl<D: GpuDevice> Frames<D> {
         Some(op.residual_fill.iter().chain(op.members.get(at)?.iter()).collect())
     }
 
+    /// The launch that makes op `i`'s mask metadata each frame.
+    pub(crate) fn mask_launch(&self, i: usize) -> Option<&Launch<D::Kernel>> {
+        self.ops.get(i).and_then(|op| self.masks.get(op.mask)).map(|m| &m.bitmask)
+    }
+
     /// One frame's dispatch of op `i` from scratch: bitmask launch, counts readback, selection.
     /// Returns the chosen member's name.
     pub(crate) fn dispatch_once(&mut self, dev: &D, bufs: &[D::Buffer], i: usize) -> Result<String> {
