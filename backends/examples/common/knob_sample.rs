@@ -12,9 +12,9 @@ use dynaspa_runtime::{Error, Result};
 
 /// Register tiles larger than the default 4 x 2 per work-item (whose inner loop issues 6
 /// local-memory loads per 8 FMAs), each with the splits that give a sparse frame's few
-/// columns enough work-groups (KS 32 is beyond the tuner's domain: timed here to see whether a
-/// density-0.1 frame's 160 columns want more splits than 16); then `n` seeded random valid points. Invalid ones (for this
-/// device's limits) and duplicates are dropped.
+/// columns enough work-groups (up to KS 32, which a density-0.1 frame's 160 columns want); then
+/// `n` seeded random valid points. Invalid ones (for this device's limits) and duplicates are
+/// dropped.
 pub fn sample(info: &DeviceInfo, n: usize, seed: u64) -> Vec<GemmKnobs> {
     let limits = GpuLimits::of(info);
     let mut out: Vec<GemmKnobs> = Vec::new();

@@ -69,33 +69,32 @@ fn check<D: GpuDevice>(dev: &D, what: &str) {
     let mut rng = Rng(0x1234_5678_9abc_def1);
     let mut gs = GRANULARITIES.to_vec();
     gs.push(Granularity::new(3, 5));
+    // Both paths of the kernel, where it has both (WGSL's twin has no local copy).
+    let locals: &[bool] = if dev.info().backend == "wgpu" { &[false] } else { &[true, false] };
     for &(h, w) in &[(40usize, 40usize), (19, 23), (1, 77), (33, 1), (7, 300)] {
         for &d in &[0.0, 0.02, 0.3, 1.0] {
             let masks: Vec<Vec<f32>> = (0..2).map(|_| (0..h * w).map(|_| (rng.next() < d) as u8 as f32).collect()).collect();
             // One group per granularity (the executor's launch), all in one, and a split between.
             let gy = [gs.len() as u32, 1, 2][(h + (d * 100.0) as usize) % 3];
-            for local in [true, false] {
-            if local && dev.info().backend == "wgpu" {
-                continue;
-            }
-            let (l, meta) = run(dev, &masks, h, w, &gs, gy, local);
-            let what = format!("{what} (local words: {local})");
-            for (img, mv) in masks.iter().enumerate() {
-                let bm = BitMask::from_f32(h, w, mv).unwrap();
-                let base = l.data0 + img * l.img_stride;
-                let words: Vec<u32> = meta[base..base + l.words].iter().map(|&v| v as u32).collect();
-                let want_words = bm.to_u32_words();
-                assert_eq!(words, want_words[..l.words], "{what} {h}x{w} d {d} image {img}: words");
-                let counts = &meta[img * l.cstride..][..l.cstride];
-                assert_eq!(counts[gs.len()], -1, "{what}: binary mask reported bad");
-                for (gi, &g) in gs.iter().enumerate() {
-                    let tiles = bm.aligned_tiles(g);
-                    assert_eq!(counts[gi] as usize, tiles.len(), "{what} {h}x{w} d {d} image {img} {g}: count");
-                    let list = &meta[base + l.tiles_at[gi]..][..tiles.len()];
-                    let want: Vec<i32> = tiles.tiles.iter().map(|t| (t.y as usize * w + t.x as usize) as i32).collect();
-                    assert_eq!(list, &want[..], "{what} {h}x{w} d {d} image {img} {g}: list");
+            for &local in locals {
+                let (l, meta) = run(dev, &masks, h, w, &gs, gy, local);
+                let what = format!("{what} (local words: {local})");
+                for (img, mv) in masks.iter().enumerate() {
+                    let bm = BitMask::from_f32(h, w, mv).unwrap();
+                    let base = l.data0 + img * l.img_stride;
+                    let words: Vec<u32> = meta[base..base + l.words].iter().map(|&v| v as u32).collect();
+                    let want_words = bm.to_u32_words();
+                    assert_eq!(words, want_words[..l.words], "{what} {h}x{w} d {d} image {img}: words");
+                    let counts = &meta[img * l.cstride..][..l.cstride];
+                    assert_eq!(counts[gs.len()], -1, "{what}: binary mask reported bad");
+                    for (gi, &g) in gs.iter().enumerate() {
+                        let tiles = bm.aligned_tiles(g);
+                        assert_eq!(counts[gi] as usize, tiles.len(), "{what} {h}x{w} d {d} image {img} {g}: count");
+                        let list = &meta[base + l.tiles_at[gi]..][..tiles.len()];
+                        let want: Vec<i32> = tiles.tiles.iter().map(|t| (t.y as usize * w + t.x as usize) as i32).collect();
+                        assert_eq!(list, &want[..], "{what} {h}x{w} d {d} image {img} {g}: list");
+                    }
                 }
-            }
             }
         }
     }
@@ -104,10 +103,7 @@ fn check<D: GpuDevice>(dev: &D, what: &str) {
     a[200] = f32::NAN;
     a[100] = 0.5;
     let b: Vec<f32> = (0..19 * 23).map(|i| if i == 300 { -1.0 } else { -0.0 }).collect();
-    for local in [true, false] {
-        if local && dev.info().backend == "wgpu" {
-            continue;
-        }
+    for &local in locals {
         let (l, meta) = run(dev, &[a.clone(), b.clone()], 19, 23, &gs, gs.len() as u32, local);
         assert_eq!(meta[gs.len()], 100, "{what} (local words: {local}): image 0's first bad position");
         assert_eq!(meta[l.cstride + gs.len()], 300, "{what} (local words: {local}): image 1's first bad position");

@@ -47,6 +47,7 @@ pub(crate) fn bitmask_defines(info: &DeviceInfo, h: usize, w: usize) -> Vec<(&'s
     let words = (h * w).div_ceil(32) as u64;
     let local = info.local_mem_bytes;
     let room = if local == 0 { BITMASK_LOCAL_WORDS_BYTES } else { (local / 2).saturating_sub(4 * block as u64).min(BITMASK_LOCAL_WORDS_BYTES) };
+    // BLOCK first: bitmask_launch reads the group size from it.
     let mut d = vec![("BLOCK", block as i64)];
     if info.backend != "wgpu" && words > 0 && words * 4 <= room {
         d.push(("LWORDS", words as i64));
@@ -56,11 +57,11 @@ pub(crate) fn bitmask_defines(info: &DeviceInfo, h: usize, w: usize) -> Vec<(&'s
 
 /// The launch of bitmask.cl reading `mask` (`mask_stride` floats per image) into `meta`.
 pub(crate) fn bitmask_launch<D: GpuDevice>(cx: &mut Ctx<D>, mask: usize, mask_stride: usize, meta: usize, grans: usize, l: &MetaLayout) -> Result<Launch<D::Kernel>> {
-    let block = bitmask_block(cx.dev.info().max_work_group_size);
+    let defines = bitmask_defines(cx.dev.info(), l.h, l.w);
+    let block = defines[0].1 as u32;
     if block < 32 {
         return Err(Error::Unsupported(vec![format!("the bitmask kernel needs work-groups of 32 work-items; the device allows {block}")]));
     }
-    let defines = bitmask_defines(cx.dev.info(), l.h, l.w);
     let kern = cx.kernel(Src::Bitmask, "bitmask_tiles", &defines)?;
     let mut args = vec![LArg::Buf(mask), LArg::Buf(meta), LArg::Buf(grans)];
     for v in [l.h, l.w, mask_stride, l.grans.len(), l.data0, l.img_stride] {
