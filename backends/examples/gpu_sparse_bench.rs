@@ -374,14 +374,15 @@ fn bench<D: GpuDevice + 'static>(dev: Arc<D>, a: &Args) -> Result<()> {
                         Some(&h) if h > 0 => &mut tuned[h - 1].0,
                         _ => &mut exe,
                     };
-                    let (mut alone, mut masked, mut lagged, mut exact) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+                    let (mut alone, mut empty, mut masked, mut lagged, mut exact) = (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
                     for _ in 0..5 {
                         alone.extend(pe.time_member(0, &pick, a.samples.div_ceil(5), a.runs)?);
+                        empty.extend(pe.time_member_after_empty(0, &pick, a.samples.div_ceil(5), a.runs)?);
                         masked.extend(pe.time_member_after_mask(0, &pick, a.samples.div_ceil(5), a.runs)?);
                         lagged.extend(pe.time_dispatched(0, &pick, CountsSync::Lagged, a.samples.div_ceil(5), a.runs)?);
                         exact.extend(pe.time_dispatched(0, &pick, CountsSync::Exact, a.samples.div_ceil(5), a.runs)?);
                     }
-                    let (alone, masked, lagged, exact) = (median(&mut alone), median(&mut masked), median(&mut lagged), median(&mut exact));
+                    let (alone, empty, masked, lagged, exact) = (median(&mut alone), median(&mut empty), median(&mut masked), median(&mut lagged), median(&mut exact));
                     // Where the member's time goes: each of its launches alone (GEMM, split-K finish).
                     let parts = pe.time_member_launches(0, &pick, a.samples, a.runs)?;
                     let cell = |g: &str| times.iter().find(|t| t.0 == format!("tiles{g}")).map_or("-".to_string(), |t| format!("{:.1}", t.1));
@@ -391,7 +392,12 @@ fn bench<D: GpuDevice + 'static>(dev: Arc<D>, a: &Args) -> Result<()> {
                         pick, alone, lagged - alone, exact - alone
                     );
                     println!("    launches alone (µs): {}", parts.iter().map(|t| format!("{t:.1}")).collect::<Vec<_>>().join(" + "));
-                    println!("    of the lagged dispatch: the mask launch {:.1}, the counts copy and host {:.1}", masked - alone, lagged - masked);
+                    println!(
+                        "    of the lagged dispatch: the mask launch {:.1}, the counts copy and host {:.1}; an empty launch in front costs {:.1}",
+                        masked - alone,
+                        lagged - masked,
+                        empty - alone
+                    );
                     if let Some(f) = json.as_mut() {
                         for (name, us) in &times {
                             let gran = members_gran(name);

@@ -4,7 +4,7 @@
 
 use super::{replay_launches_refs, GpuExecutable};
 use crate::gpu::device::GpuDevice;
-use crate::gpu::lower::ctx::Launch;
+use crate::gpu::lower::ctx::{LArg, Launch};
 pub use crate::gpu::lower::token::TokenOpInfo;
 use crate::gpu::sparse::step::CountsSync;
 use dynaspa_runtime::dispatch::Schedule;
@@ -86,6 +86,29 @@ impl<D: GpuDevice> GpuExecutable<D> {
             .member_launches(op, member)
             .ok_or_else(|| Error::Other(format!("sparse op {op} has no member '{member}'")))?;
         let launches: Vec<_> = std::iter::once(mask).chain(member).collect();
+        time_launches(&*self.dev, &self.bufs, &launches, samples, runs)
+    }
+
+    /// Time per run (µs) of a launch that does nothing (one work-group of fill_words over no
+    /// words) followed by member `member` of op `op`, as `time_member_after_mask`: what any
+    /// separate launch in front of the member costs the queue, the floor of a mask launch.
+    pub fn time_member_after_empty(&mut self, op: usize, member: &str, samples: usize, runs: usize) -> Result<Vec<f64>> {
+        let member = self
+            .frames
+            .member_launches(op, member)
+            .ok_or_else(|| Error::Other(format!("sparse op {op} has no member '{member}'")))?;
+        let buf = member
+            .first()
+            .and_then(|l| l.args.iter().find_map(|a| if let LArg::Buf(b) = a { Some(*b) } else { None }))
+            .ok_or_else(|| Error::Other(format!("sparse op {op}: the member reads no buffer")))?;
+        let spec = crate::gpu::kernels::spec(crate::gpu::kernels::Src::Elementwise, "fill_words", &[]);
+        let empty = Launch {
+            kernel: std::sync::Arc::new(self.dev.kernel(&spec)?),
+            groups: [1, 1, 1],
+            local: [32, 1, 1],
+            args: vec![LArg::Buf(buf), LArg::I32(0), LArg::I32(0), LArg::I32(0)],
+        };
+        let launches: Vec<_> = std::iter::once(&empty).chain(member).collect();
         time_launches(&*self.dev, &self.bufs, &launches, samples, runs)
     }
 

@@ -120,8 +120,8 @@ fn mask_words_go_to_local_memory_where_they_fit() {
     assert_eq!(lwords(&cuda, 19, 23), Some(14));
     assert_eq!(lwords(&cuda, 256, 256), Some(2048));
     assert_eq!(lwords(&cuda, 257, 256), None, "past 8 KiB of words");
-    assert_eq!(lwords(&dev("opencl", 4096), 40, 40), Some(50));
-    assert_eq!(lwords(&dev("opencl", 2048), 40, 40), None, "half of 2 KiB less the scan array");
+    assert_eq!(lwords(&dev("opencl", 8192 + 400), 40, 40), Some(50));
+    assert_eq!(lwords(&dev("opencl", 8192 + 398), 40, 40), None, "half the local memory less the scan and flag arrays");
     assert_eq!(lwords(&dev("wgpu", 49152), 40, 40), None);
 }
 
