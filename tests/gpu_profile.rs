@@ -122,6 +122,7 @@ fn check<D: GpuDevice + 'static>(dev: Arc<D>, backend: &str) {
     let got = exe.run(&inputs(&g)).unwrap();
     let report = exe.last_report().unwrap();
     assert!(report.sparse_ops.len() >= convs.len());
+    assert!(report.phases_queued, "{backend}: a GPU report must say its phases are queueing times");
     for r in &report.sparse_ops {
         assert!(r.member.starts_with("tuned3x5") && r.tiles > 0, "{backend}: {r:?}");
     }

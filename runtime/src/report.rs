@@ -57,6 +57,10 @@ pub struct FrameReport {
     /// graph's nodes one to one (the GPU executor after its own lowering, when asked to sync
     /// after every step); empty otherwise.
     pub step_times: Vec<(String, String, Duration)>,
+    /// The phases are the host's time to queue each phase on a device that runs them later (the
+    /// GPU backends, whose queue is only waited for at the frame's outputs), not the device's
+    /// time: they show what dispatch costs the host, not the frame.
+    pub phases_queued: bool,
 }
 
 impl FrameReport {

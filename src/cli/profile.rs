@@ -210,6 +210,13 @@ pub fn profile(a: ProfileArgs, recorder: Option<Recorder>) -> Result<()> {
             if frame_ms_in_reports > 0.0 {
                 println!("sparse ops: {:.1}% of frame time", 100.0 * sparse_ms / frame_ms_in_reports);
             }
+            if reports.iter().any(|r| r.phases_queued) {
+                println!(
+                    "note: backend {} runs asynchronously; these phases are the host's time to queue them, not the device's. \
+                     The device's dispatch cost per op is the mask launch gpu_sparse_bench times (benches/RESULTS.md)",
+                    session.backend_name()
+                );
+            }
         }
     }
 

@@ -396,7 +396,7 @@ impl<D: GpuDevice> Executable for GpuExecutable<D> {
         self.frames.end_frame(&*self.dev, &self.bufs, &mut sparse_ops)?;
         let sparse_ops = sparse_ops.into_iter().map(|(_, r)| r).collect();
         // Per-node times would need a queue sync per node; the GPU report holds the frame total.
-        self.report = Some(FrameReport { total: t0.elapsed(), sparse_ops, step_times, ..Default::default() });
+        self.report = Some(FrameReport { total: t0.elapsed(), sparse_ops, step_times, phases_queued: true, ..Default::default() });
         Ok(outs)
     }
     fn last_report(&self) -> Option<&FrameReport> {

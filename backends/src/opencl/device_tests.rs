@@ -144,3 +144,30 @@ fn a_second_device_loads_programs_from_the_disk_cache() {
     assert_eq!(third.program_stats().from_source.load(Ordering::Relaxed), 1);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn back_to_back_async_downloads_into_one_staging_land_in_order() {
+    let Some(d) = device(None) else { return };
+    let n = 4096;
+    let b = d.alloc(n).unwrap();
+    let st = d.staging(n).unwrap();
+    let mut seed = 0x9e37_79b9u32 ^ std::process::id();
+    let mut last = Vec::new();
+    // Each copy is queued while the earlier ones may still be in flight (start no longer
+    // waits for them); the read must see the last upload's bytes, never an earlier one's.
+    for _ in 0..8 {
+        last = (0..n)
+            .map(|_| {
+                seed ^= seed << 13;
+                seed ^= seed >> 17;
+                seed ^= seed << 5;
+                seed as u8
+            })
+            .collect();
+        d.upload(&b, 0, &last).unwrap();
+        d.download_async(&b, 0, &st).unwrap();
+    }
+    let mut out = vec![0u8; n];
+    d.read_staging(&st, &mut out).unwrap();
+    assert_eq!(out, last, "the staging holds an earlier copy's bytes");
+}
