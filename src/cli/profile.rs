@@ -264,6 +264,7 @@ mod tests {
             sparse_ops: vec![rec("a", 0.2, a), rec("b", 0.4, b)],
             node_times: vec![],
             step_times: vec![],
+            phases_queued: false,
         };
         let reports = vec![
             frame([1, 1, 0, 2, 96], [0, 0, 0, 0, 10]),
