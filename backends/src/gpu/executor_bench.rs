@@ -65,14 +65,16 @@ impl<D: GpuDevice> GpuExecutable<D> {
         self.fused_finish
     }
 
+    /// The launches of member `member` of sparse op `op`, or an error naming both.
+    fn member(&self, op: usize, member: &str) -> Result<Vec<&Launch<D::Kernel>>> {
+        self.frames.member_launches(op, member).ok_or_else(|| Error::Other(format!("sparse op {op} has no member '{member}'")))
+    }
+
     /// Time per run (µs) of member `member` of sparse op `op`: `samples` samples, each `runs`
     /// launches queued back to back and bracketed by `finish` (so the sync is shared by the runs).
     /// Run a frame first: the member reads its inputs and the tile lists of that frame.
     pub fn time_member(&mut self, op: usize, member: &str, samples: usize, runs: usize) -> Result<Vec<f64>> {
-        let launches = self
-            .frames
-            .member_launches(op, member)
-            .ok_or_else(|| Error::Other(format!("sparse op {op} has no member '{member}'")))?;
+        let launches = self.member(op, member)?;
         time_launches(&*self.dev, &self.bufs, &launches, samples, runs)
     }
 
@@ -81,10 +83,7 @@ impl<D: GpuDevice> GpuExecutable<D> {
     /// that `time_dispatched` minus this is what the copy and the host add.
     pub fn time_member_after_mask(&mut self, op: usize, member: &str, samples: usize, runs: usize) -> Result<Vec<f64>> {
         let mask = self.frames.mask_launch(op).ok_or_else(|| Error::Other(format!("sparse op {op} has no mask launch")))?;
-        let member = self
-            .frames
-            .member_launches(op, member)
-            .ok_or_else(|| Error::Other(format!("sparse op {op} has no member '{member}'")))?;
+        let member = self.member(op, member)?;
         let launches: Vec<_> = std::iter::once(mask).chain(member).collect();
         time_launches(&*self.dev, &self.bufs, &launches, samples, runs)
     }
@@ -93,10 +92,7 @@ impl<D: GpuDevice> GpuExecutable<D> {
     /// words) followed by member `member` of op `op`, as `time_member_after_mask`: what any
     /// separate launch in front of the member costs the queue, the floor of a mask launch.
     pub fn time_member_after_empty(&mut self, op: usize, member: &str, samples: usize, runs: usize) -> Result<Vec<f64>> {
-        let member = self
-            .frames
-            .member_launches(op, member)
-            .ok_or_else(|| Error::Other(format!("sparse op {op} has no member '{member}'")))?;
+        let member = self.member(op, member)?;
         let buf = member
             .first()
             .and_then(|l| l.args.iter().find_map(|a| if let LArg::Buf(b) = a { Some(*b) } else { None }))
@@ -115,10 +111,7 @@ impl<D: GpuDevice> GpuExecutable<D> {
     /// Time (µs) of each launch of `member` alone, in launch order (a split-K GEMM, then its
     /// finish): median of `samples` samples of `runs` launches, as `time_member`.
     pub fn time_member_launches(&mut self, op: usize, member: &str, samples: usize, runs: usize) -> Result<Vec<f64>> {
-        let launches = self
-            .frames
-            .member_launches(op, member)
-            .ok_or_else(|| Error::Other(format!("sparse op {op} has no member '{member}'")))?;
+        let launches = self.member(op, member)?;
         let mut out = Vec::with_capacity(launches.len());
         for l in &launches {
             let mut t = time_launches(&*self.dev, &self.bufs, &[*l], samples.max(1), runs)?;
@@ -152,10 +145,7 @@ impl<D: GpuDevice> GpuExecutable<D> {
     /// of them queued back to back per sample (as consecutive frames would be): the member's
     /// time plus what dispatch adds to it. Run a frame first (lagged selection needs one).
     pub fn time_dispatched(&mut self, op: usize, member: &str, sync: CountsSync, samples: usize, runs: usize) -> Result<Vec<f64>> {
-        let launches: Vec<_> = self
-            .frames
-            .member_launches(op, member)
-            .ok_or_else(|| Error::Other(format!("sparse op {op} has no member '{member}'")))?
+        let launches: Vec<_> = self.member(op, member)?
             .into_iter()
             .cloned()
             .collect();

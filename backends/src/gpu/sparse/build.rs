@@ -38,18 +38,22 @@ pub(crate) fn bitmask_block(max_work_group: u32) -> u32 {
 /// Most bytes of local memory bitmask.cl's copy of a mask's packed words may take (a 256x256
 /// mask's words); larger masks' tile tests read the words from global memory.
 const BITMASK_LOCAL_WORDS_BYTES: u64 = 8192;
+/// Local memory bitmask.cl takes per work-item besides the words: two scan ints and
+/// PER_ITEM (8) flag bytes.
+const BITMASK_LOCAL_BYTES_PER_ITEM: u64 = 16;
 
-/// The defines of bitmask.cl for an h x w mask on `info`'s device: the group size (its scan and
-/// flag arrays take 16 bytes per work-item of the local memory) and, where the words fit beside
+/// The defines of bitmask.cl for an h x w mask on `info`'s device: the group size (halved until
+/// its scan and flag arrays fit the local memory) and, where the words fit beside
 /// them in half the local memory, `LWORDS` (not on wgpu: the WGSL twin has no local copy).
 pub(crate) fn bitmask_defines(info: &DeviceInfo, h: usize, w: usize) -> Vec<(&'static str, i64)> {
+    let local = info.local_mem_bytes;
     let mut block = bitmask_block(info.max_work_group_size);
-    while info.local_mem_bytes > 0 && 16 * block as u64 > info.local_mem_bytes && block > 32 {
+    while local > 0 && BITMASK_LOCAL_BYTES_PER_ITEM * block as u64 > local && block > 32 {
         block /= 2;
     }
+    let fixed = BITMASK_LOCAL_BYTES_PER_ITEM * block as u64;
     let words = (h * w).div_ceil(32) as u64;
-    let local = info.local_mem_bytes;
-    let room = if local == 0 { BITMASK_LOCAL_WORDS_BYTES } else { (local / 2).saturating_sub(16 * block as u64).min(BITMASK_LOCAL_WORDS_BYTES) };
+    let room = if local == 0 { BITMASK_LOCAL_WORDS_BYTES } else { (local / 2).saturating_sub(fixed).min(BITMASK_LOCAL_WORDS_BYTES) };
     // BLOCK first: bitmask_launch reads the group size from it.
     let mut d = vec![("BLOCK", block as i64)];
     if info.backend != "wgpu" && words > 0 && words * 4 <= room {
