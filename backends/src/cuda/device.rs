@@ -316,6 +316,91 @@ impl CudaDevice {
         }
     }
 
+    /// Queues `kernel` on `stream` (cuDNN convs run on the main stream, their handle's).
+    fn launch_on(&self, stream: sys::CUstream, kernel: &CudaKernel, groups: [u32; 3], local: [u32; 3], args: &[Arg<'_, CudaBuffer>]) -> Result<()> {
+        self.same_device(&kernel.ctx, "kernel")?;
+        let name = &kernel.name;
+        let (func, param_sizes, max_threads) = match &kernel.body {
+            Body::Function { func, param_sizes, max_threads, .. } => (*func, param_sizes, *max_threads),
+            Body::Cudnn(conv) => {
+                let mut bufs = Vec::with_capacity(args.len());
+                for a in args {
+                    match a {
+                        Arg::Buf(b) => {
+                            self.same_device(&b.ctx, "buffer argument")?;
+                            bufs.push(*b);
+                        }
+                        _ => return Err(err(format!("{name}: a cuDNN conv takes buffers only"))),
+                    }
+                }
+                return conv.run(&bufs);
+            }
+        };
+        if local.contains(&0) {
+            return Err(err(format!("{name}: work-group size {local:?} has a zero side")));
+        }
+        let threads = local.iter().map(|&d| d as u64).product::<u64>();
+        if threads > max_threads as u64 {
+            return Err(err(format!("{name}: {threads} threads per block, the kernel allows {max_threads}")));
+        }
+        for d in 0..3 {
+            if local[d] > self.max_block[d] || groups[d] > self.max_grid[d] {
+                return Err(err(format!(
+                    "{name}: launch {groups:?} x {local:?} exceeds the device's grid {:?} / block {:?}",
+                    self.max_grid, self.max_block
+                )));
+            }
+        }
+        if args.len() > MAX_ARGS {
+            return Err(err(format!("{name}: {} arguments, at most {MAX_ARGS}", args.len())));
+        }
+        if let Some(sizes) = param_sizes {
+            let got: Vec<usize> = args.iter().map(|a| if matches!(a, Arg::Buf(_)) { 8 } else { 4 }).collect();
+            if &got != sizes {
+                return Err(err(format!(
+                    "{name}: arguments of {got:?} bytes do not match the kernel's parameters of {sizes:?} bytes"
+                )));
+            }
+        }
+        // An empty grid (no DISTiles this frame) is nothing to do.
+        if groups.contains(&0) {
+            return Ok(());
+        }
+        // Each argument in its own 8-byte slot; the driver reads each parameter's size from
+        // the slot's start (little-endian, so a 4-byte value sits in the low half).
+        let mut slots = [0u64; MAX_ARGS];
+        for (slot, a) in slots.iter_mut().zip(args) {
+            *slot = match a {
+                Arg::Buf(b) => {
+                    self.same_device(&b.ctx, "buffer argument")?;
+                    b.ptr
+                }
+                Arg::I32(v) => *v as u32 as u64,
+                Arg::U32(v) => *v as u64,
+                Arg::F32(v) => v.to_bits() as u64,
+            };
+        }
+        let mut ptrs = [std::ptr::null_mut::<c_void>(); MAX_ARGS];
+        for (p, s) in ptrs.iter_mut().zip(slots.iter_mut()) {
+            *p = s as *mut u64 as *mut c_void;
+        }
+        self.ctx.bind()?;
+        // SAFETY: live function and stream of this context; parameters checked against the
+        // kernel's signature where the driver tells it; `slots` outlives the call (the driver
+        // copies parameters at launch).
+        unsafe {
+            result::launch_kernel(
+                func,
+                (groups[0], groups[1], groups[2]),
+                (local[0], local[1], local[2]),
+                0,
+                stream,
+                &mut ptrs[..args.len()],
+            )
+        }
+        .ctx(|| format!("cuLaunchKernel({name}, {groups:?} x {local:?})"))
+    }
+
     fn event_on(&self, stream: sys::CUstream) -> Result<CudaEvent> {
         let ev = result::event::create(sys::CUevent_flags::CU_EVENT_DISABLE_TIMING).ctx(|| "cuEventCreate".into())?;
         let event = CudaEvent { ev, ctx: self.ctx.clone() };
@@ -495,87 +580,22 @@ impl GpuDevice for CudaDevice {
     }
 
     fn launch(&self, kernel: &CudaKernel, groups: [u32; 3], local: [u32; 3], args: &[Arg<'_, CudaBuffer>]) -> Result<()> {
-        self.same_device(&kernel.ctx, "kernel")?;
-        let name = &kernel.name;
-        let (func, param_sizes, max_threads) = match &kernel.body {
-            Body::Function { func, param_sizes, max_threads, .. } => (*func, param_sizes, *max_threads),
-            Body::Cudnn(conv) => {
-                let mut bufs = Vec::with_capacity(args.len());
-                for a in args {
-                    match a {
-                        Arg::Buf(b) => {
-                            self.same_device(&b.ctx, "buffer argument")?;
-                            bufs.push(*b);
-                        }
-                        _ => return Err(err(format!("{name}: a cuDNN conv takes buffers only"))),
-                    }
-                }
-                return conv.run(&bufs);
-            }
-        };
-        if local.contains(&0) {
-            return Err(err(format!("{name}: work-group size {local:?} has a zero side")));
-        }
-        let threads = local.iter().map(|&d| d as u64).product::<u64>();
-        if threads > max_threads as u64 {
-            return Err(err(format!("{name}: {threads} threads per block, the kernel allows {max_threads}")));
-        }
-        for d in 0..3 {
-            if local[d] > self.max_block[d] || groups[d] > self.max_grid[d] {
-                return Err(err(format!(
-                    "{name}: launch {groups:?} x {local:?} exceeds the device's grid {:?} / block {:?}",
-                    self.max_grid, self.max_block
-                )));
-            }
-        }
-        if args.len() > MAX_ARGS {
-            return Err(err(format!("{name}: {} arguments, at most {MAX_ARGS}", args.len())));
-        }
-        if let Some(sizes) = param_sizes {
-            let got: Vec<usize> = args.iter().map(|a| if matches!(a, Arg::Buf(_)) { 8 } else { 4 }).collect();
-            if &got != sizes {
-                return Err(err(format!(
-                    "{name}: arguments of {got:?} bytes do not match the kernel's parameters of {sizes:?} bytes"
-                )));
-            }
-        }
-        // An empty grid (no DISTiles this frame) is nothing to do.
-        if groups.contains(&0) {
-            return Ok(());
-        }
-        // Each argument in its own 8-byte slot; the driver reads each parameter's size from
-        // the slot's start (little-endian, so a 4-byte value sits in the low half).
-        let mut slots = [0u64; MAX_ARGS];
-        for (slot, a) in slots.iter_mut().zip(args) {
-            *slot = match a {
-                Arg::Buf(b) => {
-                    self.same_device(&b.ctx, "buffer argument")?;
-                    b.ptr
-                }
-                Arg::I32(v) => *v as u32 as u64,
-                Arg::U32(v) => *v as u64,
-                Arg::F32(v) => v.to_bits() as u64,
-            };
-        }
-        let mut ptrs = [std::ptr::null_mut::<c_void>(); MAX_ARGS];
-        for (p, s) in ptrs.iter_mut().zip(slots.iter_mut()) {
-            *p = s as *mut u64 as *mut c_void;
+        self.launch_on(self.main, kernel, groups, local, args)
+    }
+
+    fn launch_async(&self, kernel: &CudaKernel, groups: [u32; 3], local: [u32; 3], args: &[Arg<'_, CudaBuffer>], after: &[CudaEvent]) -> Result<CudaEvent> {
+        if matches!(kernel.body, Body::Cudnn(_)) {
+            return Err(err(format!("{}: cuDNN convs run on the main stream only", kernel.name)));
         }
         self.ctx.bind()?;
-        // SAFETY: live function and stream of this context; parameters checked against the
-        // kernel's signature where the driver tells it; `slots` outlives the call (the driver
-        // copies parameters at launch).
-        unsafe {
-            result::launch_kernel(
-                func,
-                (groups[0], groups[1], groups[2]),
-                (local[0], local[1], local[2]),
-                0,
-                self.main,
-                &mut ptrs[..args.len()],
-            )
+        for e in after {
+            self.same_device(&e.ctx, "event")?;
+            // SAFETY: live event and stream of this context.
+            unsafe { result::stream::wait_event(self.fill, e.ev, sys::CUevent_wait_flags::CU_EVENT_WAIT_DEFAULT) }
+                .ctx(|| "cuStreamWaitEvent (second-stream launch)".into())?;
         }
-        .ctx(|| format!("cuLaunchKernel({name}, {groups:?} x {local:?})"))
+        self.launch_on(self.fill, kernel, groups, local, args)?;
+        self.event_on(self.fill)
     }
 
     fn fill_zero_async(&self, buf: &CudaBuffer, offset: usize, bytes: usize, after: &[CudaEvent]) -> Result<CudaEvent> {

@@ -108,6 +108,10 @@ fn every_kernel_source_compiles_for_every_schedule() {
             programs.entry((arch.clone(), s.file, s.defines.clone())).or_default().push(s);
         }
     }
+    // `DYNASPA_NVRTC_ONLY=sparse_conv.cl`: compile one file's programs (a quick check while
+    // editing it; CI compiles them all).
+    let only = std::env::var("DYNASPA_NVRTC_ONLY").ok();
+    programs.retain(|(_, file, _), _| only.as_deref().is_none_or(|o| o == *file));
     for ((arch, file, _), users) in &programs {
         let c = nvrtc::compile(users[0], arch).unwrap_or_else(|e| panic!("{e}"));
         for s in users {

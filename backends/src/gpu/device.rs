@@ -1,6 +1,6 @@
 //! The device abstraction the GPU backends share: buffers, kernels compiled from source with
 //! schedule constants, launches on an in-order main queue, and a second queue for zero fills
-//! ordered with events (DynaSpa's triple buffer). One executor drives every `GpuDevice`.
+//! and work off the main queue's path ordered with events (DynaSpa's triple buffer). One executor drives every `GpuDevice`.
 
 use dynaspa_runtime::Result;
 
@@ -137,6 +137,14 @@ pub trait GpuDevice: Send + Sync {
     }
     /// Queues `kernel` on the main queue over `groups` work-groups of `local` work-items each.
     fn launch(&self, kernel: &Self::Kernel, groups: [u32; 3], local: [u32; 3], args: &[Arg<'_, Self::Buffer>]) -> Result<()>;
+    /// Queues `kernel` on the second queue once `after` (main-queue events) are done; the
+    /// returned event completes when it has run. Later main-queue work does not wait for it
+    /// unless it `wait_for`s the event. Devices with one queue run it in order on it.
+    fn launch_async(&self, kernel: &Self::Kernel, groups: [u32; 3], local: [u32; 3], args: &[Arg<'_, Self::Buffer>], after: &[Self::Event]) -> Result<Self::Event> {
+        self.wait_for(after)?;
+        self.launch(kernel, groups, local, args)?;
+        self.marker()
+    }
     /// Zeroes `bytes` bytes at `offset` on the second queue once `after` (main-queue events) are done;
     /// the returned event completes when the buffer is zero.
     fn fill_zero_async(&self, buf: &Self::Buffer, offset: usize, bytes: usize, after: &[Self::Event]) -> Result<Self::Event>;

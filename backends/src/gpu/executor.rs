@@ -42,8 +42,8 @@ pub struct GpuOptions {
     /// step_times`): where a frame's time goes, at the price of a sync per step.
     pub step_times: bool,
     /// Convs that split their reduction finish it in the GEMM's last work-group per tile (one
-    /// launch) instead of a second kernel; `None`: the device's default (on for CUDA and
-    /// NVIDIA's OpenCL, never on wgpu; see `sparse::schedules::fused_finish`).
+    /// launch) instead of a second kernel; `None`: the device's default (on for NVIDIA's
+    /// OpenCL, off for CUDA, never on wgpu; see `sparse::schedules::fused_finish`).
     pub fused_finish: Option<bool>,
 }
 
@@ -418,3 +418,7 @@ fn replay_launches_refs<D: GpuDevice>(dev: &D, bufs: &[D::Buffer], launches: &[&
 #[cfg(all(test, feature = "opencl"))]
 #[path = "executor_tests.rs"]
 mod tests;
+
+#[cfg(all(test, feature = "opencl"))]
+#[path = "self_list_tests.rs"]
+mod self_list_tests;

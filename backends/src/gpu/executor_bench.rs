@@ -149,6 +149,8 @@ impl<D: GpuDevice> GpuExecutable<D> {
             .into_iter()
             .cloned()
             .collect();
+        let refs: Vec<_> = launches.iter().collect();
+        let meta_free = self.frames.member_meta_free(op, member);
         let saved = std::mem::replace(&mut self.frames.sync, sync);
         let r = (|| {
             self.dev.finish()?;
@@ -156,8 +158,7 @@ impl<D: GpuDevice> GpuExecutable<D> {
             for _ in 0..samples {
                 let t = Instant::now();
                 for _ in 0..runs.max(1) {
-                    self.frames.dispatch_once(&*self.dev, &self.bufs, op)?;
-                    super::replay_launches(&*self.dev, &self.bufs, &launches)?;
+                    self.frames.dispatch_member(&*self.dev, &self.bufs, op, &refs, meta_free)?;
                 }
                 self.dev.finish()?;
                 out.push(t.elapsed().as_secs_f64() * 1e6 / runs.max(1) as f64);

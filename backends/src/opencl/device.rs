@@ -72,6 +72,37 @@ impl ClBuffer {
 }
 
 impl OpenClDevice {
+    /// Sets `kernel`'s arguments and queues it on `queue` behind `wait`; `None` for an empty
+    /// grid (nothing queued).
+    fn enqueue(&self, queue: &CommandQueue, kernel: &ClKernel, groups: [u32; 3], local: [u32; 3], args: &[Arg<'_, ClBuffer>], wait: &[cl_event]) -> Result<Option<Event>> {
+        if groups.contains(&0) {
+            return Ok(None);
+        }
+        let k = kernel.kernel.lock().map_err(|_| self.err(&kernel.name, "poisoned kernel lock"))?;
+        let bad = |i: usize, e: ClError| self.err(&format!("kernel {} argument {i}", kernel.name), e);
+        for (i, a) in args.iter().enumerate() {
+            let i32_ = i as u32;
+            // SAFETY: each value has the size of the kernel parameter it is set to (buffers are
+            // cl_mem, scalars 32-bit), which the driver checks and reports as an error.
+            unsafe {
+                match a {
+                    Arg::Buf(b) => k.set_arg(i32_, &b.mem.get()),
+                    Arg::I32(v) => k.set_arg(i32_, v),
+                    Arg::U32(v) => k.set_arg(i32_, v),
+                    Arg::F32(v) => k.set_arg(i32_, v),
+                }
+            }
+            .map_err(|e| bad(i, e))?;
+        }
+        let global: [usize; 3] = std::array::from_fn(|d| groups[d] as usize * local[d] as usize);
+        let local: [usize; 3] = local.map(|l| l as usize);
+        // SAFETY: arguments set above; global and local sizes are 3-element arrays; the wait
+        // list's events are live for the call.
+        unsafe { queue.enqueue_nd_range_kernel(k.get(), 3, std::ptr::null(), global.as_ptr(), local.as_ptr(), wait) }
+            .map(Some)
+            .map_err(|e| self.err(&format!("launching {} over {groups:?} x {local:?}", kernel.name), e))
+    }
+
     /// Opens `entry` with its own context and queues. `cache_root`: the dynaspa cache directory
     /// (program binaries go to `cache_root/opencl`); `None` compiles on every start.
     pub fn open(entry: &ClDeviceEntry, cache_root: Option<&Path>) -> Result<OpenClDevice> {
@@ -297,31 +328,19 @@ impl GpuDevice for OpenClDevice {
     }
 
     fn launch(&self, kernel: &ClKernel, groups: [u32; 3], local: [u32; 3], args: &[Arg<'_, ClBuffer>]) -> Result<()> {
-        if groups.contains(&0) {
-            return Ok(());
+        self.enqueue(&self.main, kernel, groups, local, args, &[]).map(drop)
+    }
+
+    fn launch_async(&self, kernel: &ClKernel, groups: [u32; 3], local: [u32; 3], args: &[Arg<'_, ClBuffer>], after: &[ClEvent]) -> Result<ClEvent> {
+        let ev = self.enqueue(&self.fill, kernel, groups, local, args, &events(after))?;
+        // Submitted now, so it runs while the main queue works.
+        let _ = self.fill.flush();
+        match ev {
+            Some(ev) => Ok(ClEvent(ev)),
+            // An empty grid ran nothing: an event that completes with what came before.
+            // SAFETY: no wait list.
+            None => unsafe { self.fill.enqueue_marker_with_wait_list(&[]) }.map(ClEvent).map_err(|e| self.err("marker", e)),
         }
-        let k = kernel.kernel.lock().map_err(|_| self.err(&kernel.name, "poisoned kernel lock"))?;
-        let bad = |i: usize, e: ClError| self.err(&format!("kernel {} argument {i}", kernel.name), e);
-        for (i, a) in args.iter().enumerate() {
-            let i32_ = i as u32;
-            // SAFETY: each value has the size of the kernel parameter it is set to (buffers are
-            // cl_mem, scalars 32-bit), which the driver checks and reports as an error.
-            unsafe {
-                match a {
-                    Arg::Buf(b) => k.set_arg(i32_, &b.mem.get()),
-                    Arg::I32(v) => k.set_arg(i32_, v),
-                    Arg::U32(v) => k.set_arg(i32_, v),
-                    Arg::F32(v) => k.set_arg(i32_, v),
-                }
-            }
-            .map_err(|e| bad(i, e))?;
-        }
-        let global: [usize; 3] = std::array::from_fn(|d| groups[d] as usize * local[d] as usize);
-        let local: [usize; 3] = local.map(|l| l as usize);
-        // SAFETY: arguments set above; global and local sizes are 3-element arrays.
-        unsafe { self.main.enqueue_nd_range_kernel(k.get(), 3, std::ptr::null(), global.as_ptr(), local.as_ptr(), &[]) }
-            .map(drop)
-            .map_err(|e| self.err(&format!("launching {} over {groups:?} x {local:?}", kernel.name), e))
     }
 
     fn fill_zero_async(&self, buf: &ClBuffer, offset: usize, bytes: usize, after: &[ClEvent]) -> Result<ClEvent> {

@@ -49,6 +49,19 @@
 #ifndef FUSED_FINISH
 #define FUSED_FINISH 0
 #endif
+/* SELF_LIST = 1 (1x1 columns only): each work-group finds its columns in the float mask itself
+ * instead of reading bitmask.cl's list, so the member does not wait for the mask launch, which
+ * on an H100 cost ~6 µs in front of a 25-50 µs member, 2 µs of it the price of any dependent
+ * launch (RESULTS.md, session 11). The mask is read as bitmask.cl reads it (set where exactly
+ * 1.0), and `masked` is 0: every column is a set position. The grid then runs column tiles
+ * slowest (see SC_CTILE), so the work-groups past the frame's columns, which read the mask
+ * before they know, queue behind the ones with work instead of between them. With KS > 1 and
+ * no fused finish, the GEMM publishes the count and list at `meta`, a buffer of the op's laid
+ * out as sconv_finish_f32 reads a list (count of image n at n, its list at data0 + n *
+ * img_stride), for the finish launched after it. */
+#ifndef SELF_LIST
+#define SELF_LIST 0
+#endif
 #define TX (TN / WN)
 #define TY (TM / WM)
 #define NT (TX * TY)
@@ -58,7 +71,7 @@
  * WGSL twin binds one set of buffers and one uniform struct for all of them. */
 #define SCONV_ARGS                                                                                            \
     GLOBAL const float *X, GLOBAL const float *W, GLOBAL const float *bias, GLOBAL const float *res, GLOBAL float *Y, \
-        GLOBAL const int *meta, GLOBAL float *part, GLOBAL const int *ktab, int cin, int cout, int ih, int iw, int oh, \
+        GLOBAL int *meta, GLOBAL float *part, GLOBAL const int *ktab, int cin, int cout, int ih, int iw, int oh, \
         int ow, int kh, int kw, int sh, int sw, int ph, int pw, int dh, int dw, int cstride, int gi, int data0,       \
         int img_stride, int tiles_at, int cap, int masked, int has_bias, int has_res, int act, float p0, float p1
 
@@ -156,11 +169,69 @@ FUNC_INLINE void sconv_load_stage(GLOBAL const float* Wt, GLOBAL const float* Xn
 #else
 #define SCONV_FUSED_ARGS
 #endif
+#if SELF_LIST
+/* The mask tensor (floats, mk_stride per image: 0 when one mask serves every image). */
+#define SCONV_SELF_ARGS , GLOBAL const float *mk, int mk_stride
+
+/* A SELF_LIST work-group's columns: the positions of image n's set mask values of rank c0 ..
+ * c0 + TN - 1 (row-major) into cpos, -1 past the last; returns the image's column count, the
+ * same in every work-item. Each work-item counts a contiguous segment of the mask, a scan of
+ * those counts gives each segment's first rank, and the segments holding the group's ranks
+ * list them. The caller barriers before reading cpos. */
+FUNC_INLINE int sconv_self_list(GLOBAL const float* mk, LOCAL_PTR int* scan, LOCAL_PTR int* cpos, int tid, int c0, int P) {
+    for (int c = tid; c < TN; c += NT) cpos[c] = -1;
+    int seg = (P + NT - 1) / NT;
+    int lo = IMIN(P, tid * seg), hi = IMIN(P, lo + seg);
+    int cnt = 0, p = lo;
+    /* Four loads in flight before their compares (the segment is a dependent chain otherwise). */
+    for (; p + 4 <= hi; p += 4) {
+        float a = mk[p], b = mk[p + 1], c = mk[p + 2], d = mk[p + 3];
+        cnt += (int)(a == 1.0f) + (int)(b == 1.0f) + (int)(c == 1.0f) + (int)(d == 1.0f);
+    }
+    for (; p < hi; ++p) cnt += (int)(mk[p] == 1.0f);
+    /* Inclusive scan, ping-pong, one barrier per step (its first barrier also orders the
+     * cpos initialisation above before the listing below). */
+    int cur = 0;
+    scan[tid] = cnt;
+    LOCAL_BARRIER();
+    for (int off = 1; off < NT; off <<= 1) {
+        int v = scan[cur * NT + tid] + (tid >= off ? scan[cur * NT + tid - off] : 0);
+        cur ^= 1;
+        scan[cur * NT + tid] = v;
+        LOCAL_BARRIER();
+    }
+    int total = scan[cur * NT + NT - 1];
+    int r = scan[cur * NT + tid] - cnt;
+    if (cnt > 0 && r < c0 + TN && r + cnt > c0) {
+        for (int q = lo; q < hi; ++q) {
+            if (mk[q] == 1.0f) {
+                if (r >= c0 && r < c0 + TN) cpos[r - c0] = q;
+                ++r;
+            }
+        }
+    }
+    return total;
+}
+/* Column tiles slowest, then images x splits, then channel tiles. */
+#define SC_CTILE GROUP_ID(2)
+#define SC_NCTILES NUM_GROUPS(2)
+#define SC_MTILE GROUP_ID(0)
+#define SC_NMTILES NUM_GROUPS(0)
+#define SC_NKS GROUP_ID(1)
+#else
+#define SCONV_SELF_ARGS
+#define SC_CTILE GROUP_ID(0)
+#define SC_NCTILES NUM_GROUPS(0)
+#define SC_MTILE GROUP_ID(1)
+#define SC_NMTILES NUM_GROUPS(1)
+#define SC_NKS GROUP_ID(2)
+#endif
 
 /* Grid: (ceil(cap / TN), ceil(cout / TM), N * KS), local (TX, TY); cap = columns the map can
- * have. Wt is the weight transposed to [cin * kh * kw][cout]; ktab per reduction index k the
- * input offset ci * ih * iw + ky * dh * iw + kx * dw, ky * dh and kx * dw. */
-KERNEL sconv_gemm_f32(SCONV_ARGS SCONV_FUSED_ARGS) {
+ * have (SELF_LIST: (ceil(cout / TM), N * KS, ceil(cap / TN))). Wt is the weight transposed to
+ * [cin * kh * kw][cout]; ktab per reduction index k the input offset ci * ih * iw + ky * dh *
+ * iw + kx * dw, ky * dh and kx * dw. */
+KERNEL sconv_gemm_f32(SCONV_ARGS SCONV_FUSED_ARGS SCONV_SELF_ARGS) {
     GLOBAL const float* Wt = W;
     LOCAL float As[TK][TM];
     LOCAL float Bs[TK][TN];
@@ -172,15 +243,41 @@ KERNEL sconv_gemm_f32(SCONV_ARGS SCONV_FUSED_ARGS) {
 #endif
     int tx = LOCAL_ID(0), ty = LOCAL_ID(1);
     int tid = ty * TX + tx;
-    int c0 = GROUP_ID(0) * TN, m0 = GROUP_ID(1) * TM;
-    int n = GROUP_ID(2) / KS, ks = GROUP_ID(2) - (GROUP_ID(2) / KS) * KS;
+    int c0 = SC_CTILE * TN, m0 = SC_MTILE * TM;
+    int n = SC_NKS / KS, ks = SC_NKS - (SC_NKS / KS) * KS;
+    int base = data0 + n * img_stride;
+#if SELF_LIST
+    LOCAL int sscan[2 * NT];
+    int cols = sconv_self_list(mk + n * mk_stride, sscan, cpos, tid, c0, oh * ow);
+    /* The same for the whole work-group, so returning here skips no barrier. For
+     * sconv_finish_f32, the first column tile (there always is one) publishes the count, here
+     * when the map has no columns, and each column tile its columns. (PoCL 6 computed wrong
+     * columns when the count was stored before this branch for every map.) */
+    if (c0 >= cols) {
+#if KS > 1 && !FUSED_FINISH
+        if (SC_MTILE == 0 && ks == 0 && c0 == 0 && tid == 0) meta[n * cstride + gi] = 0;
+#endif
+        return;
+    }
+    LOCAL_BARRIER();
+#if KS > 1 && !FUSED_FINISH
+    if (SC_MTILE == 0 && ks == 0) {
+        for (int c = tid; c < TN && c0 + c < cols; c += NT) meta[base + tiles_at + c0 + c] = cpos[c];
+        if (c0 == 0 && tid == 0) meta[n * cstride + gi] = cols;
+    }
+#endif
+#else
     int cols = sconv_columns(meta, n, cstride, gi, oh, ow);
     /* The same for the whole work-group, so returning here skips no barrier. */
     if (c0 >= cols) return;
-    int base = data0 + n * img_stride;
+#endif
     for (int c = tid; c < TN; c += NT) {
+#if SELF_LIST
+        int p = cpos[c];
+#else
         int p = c0 + c < cols ? sconv_position(meta, base, tiles_at, c0 + c, oh, ow) : -1;
         cpos[c] = p;
+#endif
         /* A phantom column reads nothing: its origin lies far outside the input. */
         int oy = p < 0 ? -(1 << 24) : p / ow, ox = p < 0 ? 0 : p - (p / ow) * ow;
         cy[c] = oy * sh - ph;
@@ -243,7 +340,7 @@ KERNEL sconv_gemm_f32(SCONV_ARGS SCONV_FUSED_ARGS) {
      * arrival is counted (the barrier makes tid 0 count after all of them fenced). */
     GLOBAL_FENCE();
     LOCAL_BARRIER();
-    int tile = (n * NUM_GROUPS(1) + GROUP_ID(1)) * NUM_GROUPS(0) + GROUP_ID(0);
+    int tile = (n * SC_NMTILES + SC_MTILE) * SC_NCTILES + SC_CTILE;
     if (tid == 0) {
         last_split = ATOMIC_INC(&tile_count[tile]) == KS - 1;
         /* Every split has arrived, so nothing else touches the counter in this launch; the

@@ -35,21 +35,29 @@ impl<K> Clone for Launch<K> {
     }
 }
 
+/// The arguments of `l` with its buffers looked up in `bufs`.
+fn device_args<'a, K, B>(bufs: &'a [B], l: &Launch<K>) -> Vec<Arg<'a, B>> {
+    l.args
+        .iter()
+        .map(|a| match *a {
+            LArg::Buf(b) => Arg::Buf(&bufs[b]),
+            LArg::I32(v) => Arg::I32(v),
+            LArg::F32(v) => Arg::F32(v),
+        })
+        .collect()
+}
+
 /// Queues recorded launches on `dev`, their buffers looked up in `bufs`.
 pub(crate) fn replay_launches<D: GpuDevice>(dev: &D, bufs: &[D::Buffer], launches: &[Launch<D::Kernel>]) -> Result<()> {
     for l in launches {
-        let args: Vec<Arg<'_, D::Buffer>> = l
-            .args
-            .iter()
-            .map(|a| match *a {
-                LArg::Buf(b) => Arg::Buf(&bufs[b]),
-                LArg::I32(v) => Arg::I32(v),
-                LArg::F32(v) => Arg::F32(v),
-            })
-            .collect();
-        dev.launch(&l.kernel, l.groups, l.local, &args)?;
+        dev.launch(&l.kernel, l.groups, l.local, &device_args(bufs, l))?;
     }
     Ok(())
+}
+
+/// Queues a recorded launch on `dev`'s second queue after `after` (`GpuDevice::launch_async`).
+pub(crate) fn replay_async<D: GpuDevice>(dev: &D, bufs: &[D::Buffer], l: &Launch<D::Kernel>, after: &[D::Event]) -> Result<D::Event> {
+    dev.launch_async(&l.kernel, l.groups, l.local, &device_args(bufs, l), after)
 }
 
 /// Device objects shared by every node of one executable.

@@ -11,6 +11,7 @@ use crate::gpu::kernels::Src;
 use crate::gpu::sparse::meta::MetaLayout;
 use crate::gpu::sparse::schedules::SconvSchedule;
 use dynaspa_runtime::graph::{Conv, Op};
+use dynaspa_runtime::sparsity::Granularity;
 use dynaspa_runtime::{DType, Error, Result};
 
 /// Work-items per group of the one-per-column kernels.
@@ -159,6 +160,35 @@ pub(crate) fn launch_blend_cached<D: GpuDevice>(cx: &mut Ctx<D>, fresh: BufId, y
 /// stores the mask words. `None` for a plain dense conv.
 pub(crate) type Meta<'a> = Option<(BufId, &'a MetaLayout)>;
 
+/// Where in a list buffer sparse_conv.cl finds image n's count (`n * cstride + gi`) and its
+/// list (`data0 + n * img_stride + tiles_at`).
+#[derive(Clone, Copy, Debug)]
+struct ListAt {
+    cstride: usize,
+    gi: usize,
+    data0: usize,
+    img_stride: usize,
+    tiles_at: usize,
+}
+
+/// What SELF_LIST members (`SconvSchedule::self_list`) read their columns from: the mask
+/// tensor, `stride` floats per image (0: one mask for the batch), and the op's list buffer
+/// (`MaskColumns::list_len` ints) where a split GEMM leaves them for its finish.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct MaskColumns {
+    pub mask: BufId,
+    pub stride: usize,
+    pub list: BufId,
+}
+
+impl MaskColumns {
+    /// Ints of the list buffer for `images` maps of `positions`: a count per image, then
+    /// each image's list.
+    pub(crate) fn list_len(images: usize, positions: usize) -> usize {
+        images + images * positions
+    }
+}
+
 /// What members that split the reduction (KS > 1) work in: the partial sums (scratch, since
 /// every launch rewrites what it reads) and, where the GEMM finishes its own splits, the
 /// arrival counter of each output tile. The counters are the op's own and outlive the frame:
@@ -170,15 +200,22 @@ pub(crate) struct SplitBufs {
     /// `Some`: split members launch the fused GEMM alone; `None`: the GEMM, then
     /// sconv_finish_f32.
     pub counters: Option<BufId>,
+    /// For SELF_LIST members (`None`: the op has none).
+    pub columns: Option<MaskColumns>,
 }
 
 impl SconvOp {
     /// Buffers and scalars in the order every sparse_conv.cl kernel takes them.
     fn args<D: GpuDevice>(&self, cx: &mut Ctx<D>, meta: Meta, gi: usize, part: Option<BufId>, cap: usize, masked: bool) -> Result<Vec<LArg>> {
+        let lists = meta.map(|(b, m)| (b, ListAt { cstride: m.cstride, gi, data0: m.data0, img_stride: m.img_stride, tiles_at: m.tiles_at[gi] }));
+        self.args_at(cx, lists, part, cap, masked)
+    }
+
+    /// `args` with the list buffer and where its counts and lists lie given explicitly.
+    fn args_at<D: GpuDevice>(&self, cx: &mut Ctx<D>, lists: Option<(BufId, ListAt)>, part: Option<BufId>, cap: usize, masked: bool) -> Result<Vec<LArg>> {
         let dummy = cx.dummy()?;
         let [x, w, bias, res] = self.bufs;
-        let tiles = meta.map(|(b, m)| (b, m, gi));
-        let meta = tiles.map_or(dummy, |t| t.0);
+        let meta = lists.map_or(dummy, |t| t.0);
         let mut a = vec![
             LArg::Buf(x),
             LArg::Buf(w),
@@ -190,11 +227,8 @@ impl SconvOp {
             LArg::Buf(self.ktab),
         ];
         a.extend(self.geometry.iter().copied());
-        let (cstride, gi, data0, img_stride, tiles_at) = match tiles {
-            Some((_, m, gi)) => (m.cstride, gi, m.data0, m.img_stride, m.tiles_at[gi]),
-            None => (0, 0, 0, 0, 0),
-        };
-        for v in [cstride, gi, data0, img_stride, tiles_at, cap] {
+        let at = lists.map_or(ListAt { cstride: 0, gi: 0, data0: 0, img_stride: 0, tiles_at: 0 }, |t| t.1);
+        for v in [at.cstride, at.gi, at.data0, at.img_stride, at.tiles_at, cap] {
             a.push(LArg::I32(int(v, "mask metadata offset")?));
         }
         a.push(LArg::I32(masked as i32));
@@ -263,6 +297,7 @@ impl SconvOp {
         Ok(SplitBufs {
             part: if part > 0 { Some(cx.scratch(part)?) } else { None },
             counters: if counters > 0 && cx.res.fused_finish { Some(cx.zeroed_ints(counters, "split-K tile counters")?) } else { None },
+            columns: None,
         })
     }
 
@@ -294,15 +329,36 @@ impl SconvOp {
         if !fits(split.part, self.part_len(sched, layout)) || (fused && !fits(split.counters, self.counters_len(sched, layout))) {
             return Err(Error::Other(format!("split-K buffers too small for member {sched:?}")));
         }
-        let args = self.args(cx, meta, gi.unwrap_or(0), split.part, cap, masked)?;
         let (cout, images) = (self.cout, self.images);
+        let columns = match (sched.self_list, split.columns) {
+            (false, _) => None,
+            (true, Some(c)) if self.kind == SconvKind::Gemm && sched.gran == Some(Granularity::new(1, 1)) => Some(c),
+            (true, c) => return Err(Error::Other(format!("member {sched:?} lists its own columns: a 1x1 GEMM member with the mask at hand ({c:?})"))),
+        };
+        let args = match columns {
+            None => self.args(cx, meta, gi.unwrap_or(0), split.part, cap, masked)?,
+            Some(c) => {
+                let positions = self.oh * self.ow;
+                if cx.res.caps[c.list] < MaskColumns::list_len(images, positions) * 4 {
+                    return Err(Error::Other(format!("the column list buffer is too small for member {sched:?}")));
+                }
+                // Every column is a set position: nothing for `masked` to skip.
+                let at = ListAt { cstride: 1, gi: 0, data0: images, img_stride: positions, tiles_at: 0 };
+                self.args_at(cx, Some((c.list, at)), split.part, cap, false)?
+            }
+        };
         match self.kind {
             SconvKind::Gemm => {
                 let t = sched.tile;
                 let kern = cx.kernel(Src::SparseConv, "sconv_gemm_f32", &sched.gemm_defines(fused))?;
-                let grid = [cap.div_ceil(t.tn as usize), cout.div_ceil(t.tm as usize), images * sched.ks as usize];
+                let (ctiles, mtiles) = (cap.div_ceil(t.tn as usize), cout.div_ceil(t.tm as usize));
+                // SELF_LIST runs column tiles slowest (see sparse_conv.cl).
+                let grid = if columns.is_some() { [mtiles, images * sched.ks as usize, ctiles] } else { [ctiles, mtiles, images * sched.ks as usize] };
                 let mut gemm_args = args.clone();
                 gemm_args.extend(split.counters.filter(|_| fused).map(LArg::Buf));
+                if let Some(c) = columns {
+                    gemm_args.extend([LArg::Buf(c.mask), LArg::I32(int(c.stride, "mask stride")?)]);
+                }
                 cx.launch(kern, grid, t.local(), gemm_args)?;
                 if sched.ks > 1 && !fused {
                     let kern = cx.kernel(Src::SparseConv, "sconv_finish_f32", &sched.finish_defines())?;

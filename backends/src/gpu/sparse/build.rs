@@ -14,7 +14,7 @@ use crate::cpu::SparseConfig;
 use crate::gpu::device::{DeviceInfo, GpuDevice};
 use crate::gpu::kernels::Src;
 use crate::gpu::lower::ctx::{int, replay_launches, BufId, Ctx, LArg, Launch};
-use crate::gpu::lower::sparse_conv::{launch_blend_cached, prepare, sconv_dims, SconvKind, SconvOp};
+use crate::gpu::lower::sparse_conv::{launch_blend_cached, prepare, sconv_dims, MaskColumns, SconvKind, SconvOp, SplitBufs};
 use crate::gpu::lower::vendor_conv::lower_dense;
 use dynaspa_runtime::dispatch::{DispatchTable, Member, PolyKernel, Schedule};
 use dynaspa_runtime::graph::{Conv, FillPolicy, Graph, SparseSpec};
@@ -218,18 +218,29 @@ pub(crate) fn lower_sparse_conv<D: GpuDevice>(
     };
     // Calibration's candidates: the dense member and each granularity with the default tile
     // (also the fallback when a profile's members cannot be built here).
-    let candidates: Vec<SconvSchedule> =
-        std::iter::once(dense).chain(GRANULARITIES.iter().map(|&g| SconvSchedule::for_op(op.cout, op.k, Some(g)))).collect();
+    let candidates: Vec<SconvSchedule> = std::iter::once(dense)
+        .chain(GRANULARITIES.iter().map(|&g| SconvSchedule::for_op(op.cout, op.k, Some(g)).with_self_list(op.kind, &limits)))
+        .collect();
     let tuned_scheds = tuned.map(schedules_of).transpose()?;
-    let splitk = op.split_bufs(cx, candidates.iter().chain(tuned_scheds.iter().flatten()), Some(&layout))?;
+    let mut splitk = op.split_bufs(cx, candidates.iter().chain(tuned_scheds.iter().flatten()), Some(&layout))?;
+    // Calibration's masks go to a scratch buffer of one image (the real one holds nothing yet):
+    // self-listing candidates read that one, the members the frames run read the real one.
+    let scratch_mask = cx.scratch(layout.h * layout.w)?;
+    let mut calib_split = splitk;
+    if candidates.iter().chain(tuned_scheds.iter().flatten()).any(|s| s.self_list) {
+        let list = cx.scratch(MaskColumns::list_len(op.images, op.oh * op.ow))?;
+        let mp = &frames.masks[m];
+        splitk.columns = Some(MaskColumns { mask: mp.mask_buf, stride: mp.mask_stride, list });
+        calib_split.columns = Some(MaskColumns { mask: scratch_mask, stride: 0, list });
+    }
     // The dense member may be the vendor's conv followed by the masked store; returns what it
     // runs when it is the vendor's.
-    let launch_member = |cx: &mut Ctx<D>, s: &SconvSchedule| -> Result<Option<String>> {
+    let launch_member = |cx: &mut Ctx<D>, s: &SconvSchedule, split: SplitBufs| -> Result<Option<String>> {
         if s.gran.is_none() {
-            let ours = &mut |cx: &mut Ctx<D>| op.launch(cx, s, Some((meta, &layout)), splitk, true);
+            let ours = &mut |cx: &mut Ctx<D>| op.launch(cx, s, Some((meta, &layout)), split, true);
             lower_dense(cx, p, Some((meta, &layout)), ours)
         } else {
-            op.launch(cx, s, Some((meta, &layout)), splitk, true).map(|_| None)
+            op.launch(cx, s, Some((meta, &layout)), split, true).map(|_| None)
         }
     };
     let mut residual_fill = Vec::new();
@@ -242,7 +253,7 @@ pub(crate) fn lower_sparse_conv<D: GpuDevice>(
         let mut members = Vec::with_capacity(scheds.len());
         let mut dense_vendor = None;
         for s in scheds {
-            if let Some(v) = launch_member(cx, s)? {
+            if let Some(v) = launch_member(cx, s, splitk)? {
                 dense_vendor = Some(v);
             }
             members.push(std::mem::take(&mut cx.launches));
@@ -252,7 +263,7 @@ pub(crate) fn lower_sparse_conv<D: GpuDevice>(
     let mut from_profile = None;
     if let (Some(poly), Some(scheds)) = (tuned, tuned_scheds) {
         match lower_members(cx, &scheds) {
-            Ok(lowered) => from_profile = Some((poly.clone(), lowered)),
+            Ok(lowered) => from_profile = Some((poly.clone(), scheds, lowered)),
             Err(e) => {
                 cx.launches.clear();
                 tracing::warn!(node = %cx.node.name, "profile's PolyKernel cannot be built here ({e}); calibrating");
@@ -260,20 +271,20 @@ pub(crate) fn lower_sparse_conv<D: GpuDevice>(
         }
     }
     let used_profile = from_profile.is_some();
-    let (poly, (members, dense_vendor)) = match from_profile {
+    let (poly, scheds, (members, dense_vendor)) = match from_profile {
         Some(p) => p,
         None => {
             let mut cands = Vec::new();
             // The mask plan was made for the profile's granularities when it had one (1x1 is
             // always there): a fallback calibrates among those.
             for s in candidates.iter().filter(|s| s.gran.is_none_or(|g| layout.index(g).is_some())) {
-                launch_member(cx, s)?;
+                launch_member(cx, s, calib_split)?;
                 cands.push((s.gran, std::mem::take(&mut cx.launches)));
             }
-            let poly = poly_kernel(cx, frames, m, &op, &cands, &residual_fill, cfg)?;
+            let poly = poly_kernel(cx, &frames.masks[m], &op, &cands, &residual_fill, (scratch_mask, calib_split.columns.is_some()), cfg)?;
             let scheds = schedules_of(&poly)?;
             let lowered = lower_members(cx, &scheds)?;
-            (poly, lowered)
+            (poly, scheds, lowered)
         }
     };
     let mut cached_first = Vec::new();
@@ -289,6 +300,7 @@ pub(crate) fn lower_sparse_conv<D: GpuDevice>(
         zero,
         force: cfg.force,
         dense_vendor,
+        meta_free: scheds.iter().map(|s| s.self_list).collect(),
         ..SparseOp::new(cx.node, m, spec.fill, poly, members)
     });
     Ok(())
@@ -336,11 +348,11 @@ fn member_name(g: Option<Granularity>) -> String {
 /// calibrated or read from the cache.
 fn poly_kernel<D: GpuDevice>(
     cx: &mut Ctx<D>,
-    frames: &Frames<D>,
-    m: usize,
+    mp: &MaskPlan<D::Kernel>,
     op: &SconvOp,
     members: &[(Option<Granularity>, Vec<Launch<D::Kernel>>)],
     residual_fill: &[Launch<D::Kernel>],
+    (scratch_mask, self_list): (BufId, bool),
     cfg: &SparseConfig,
 ) -> Result<PolyKernel> {
     if cfg.force.is_some() {
@@ -356,7 +368,6 @@ fn poly_kernel<D: GpuDevice>(
             .collect::<Result<Vec<_>>>()?;
         return PolyKernel::new(ms);
     }
-    let mp = &frames.masks[m];
     let (images, h, w) = (mp.layout.images, mp.layout.h, mp.layout.w);
     // Operands: random inputs (the buffers hold nothing yet at compile time), a scratch mask.
     for i in [0usize, 3] {
@@ -369,7 +380,6 @@ fn poly_kernel<D: GpuDevice>(
             cx.dev.upload(&cx.res.bufs[b], 0, &bytes)?;
         }
     }
-    let scratch_mask = cx.scratch(h * w)?;
     let grans = cx.meta(&mp.layout.grans_table())?;
     let bitmask = bitmask_launch(cx, scratch_mask, 0, mp.meta, grans, &mp.layout)?;
     let dev = cx.dev;
@@ -397,7 +407,9 @@ fn poly_kernel<D: GpuDevice>(
     let kind = if op.kind == SconvKind::Depthwise { "dw" } else { "gemm" };
     // Split members cost less with the fused finish: tables timed one way do not serve the other.
     let finish = if cx.res.fused_finish { "fused" } else { "split" };
-    let signature = format!("{CALIBRATION_VERSION}|{kind}|{:?}|{}|images {images}|finish {finish}", cx.node.op, shapes.join(","));
+    // So do 1x1 members that list their own columns: the list is part of their time.
+    let lists = if self_list { "|1x1 lists its columns" } else { "" };
+    let signature = format!("{CALIBRATION_VERSION}|{kind}|{:?}|{}|images {images}|finish {finish}{lists}", cx.node.op, shapes.join(","));
     let subject = Subject {
         signature,
         height: h,

@@ -59,6 +59,8 @@ pub struct GpuLimits {
     pub registers_per_group: u32,
     /// Registers one work-item may hold (0: not known, not checked).
     pub registers_per_thread: u32,
+    /// 1x1 GEMM members list their own columns (`SconvSchedule::with_self_list`).
+    pub self_list: bool,
 }
 
 impl GpuLimits {
@@ -81,6 +83,7 @@ impl GpuLimits {
             local_mem_bytes: local,
             registers_per_group: if nvidia { 65536 } else { 0 },
             registers_per_thread: if nvidia { 255 } else { 0 },
+            self_list: super::schedules::self_list_on(info),
         }
     }
 }
@@ -282,7 +285,7 @@ mod tests {
     use super::*;
 
     fn lim(wgsl: bool) -> GpuLimits {
-        GpuLimits { wgsl, max_group_threads: 1024, local_mem_bytes: 48 * 1024, registers_per_group: 65536, registers_per_thread: 255 }
+        GpuLimits { wgsl, max_group_threads: 1024, local_mem_bytes: 48 * 1024, registers_per_group: 65536, registers_per_thread: 255, self_list: false }
     }
 
     #[test]

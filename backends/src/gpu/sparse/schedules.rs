@@ -75,6 +75,33 @@ pub(crate) fn fused_finish(info: &DeviceInfo, asked: Option<bool>) -> bool {
 /// conv1x1 at 0.1 7% faster (benches/RESULTS.md, "Fused split-K finish on PoCL").
 const POCL_FUSED_FINISH: bool = false;
 
+/// Whether 1x1 GEMM members find their columns in the mask themselves (SELF_LIST in
+/// sparse_conv.cl) on `info`'s device, so that dispatch launches the bitmask beside them
+/// instead of in front: `DYNASPA_SELF_LIST=1|0` where set (read once; an A/B knob), else the
+/// device's default. Never on wgpu (the WGSL twin has no SELF_LIST).
+pub(crate) fn self_list_on(info: &DeviceInfo) -> bool {
+    static ASKED: std::sync::OnceLock<Option<bool>> = std::sync::OnceLock::new();
+    let asked = *ASKED.get_or_init(|| match std::env::var("DYNASPA_SELF_LIST").ok().as_deref().map(str::trim) {
+        Some("1") => Some(true),
+        Some("0") => Some(false),
+        _ => None,
+    });
+    if info.backend == "wgpu" {
+        return false;
+    }
+    asked.unwrap_or_else(|| self_list_default(info))
+}
+
+/// Where self-listing members are the default: where they were measured to pay. Not yet on
+/// NVIDIA (CUDA, OpenCL): no GPU was lent in the session that built them; the A/B is
+/// `benches/device_s12/`.
+fn self_list_default(info: &DeviceInfo) -> bool {
+    info.backend == "opencl" && info.driver.to_ascii_lowercase().contains("pocl") && POCL_SELF_LIST
+}
+
+/// PoCL's default (see `self_list_default`).
+const POCL_SELF_LIST: bool = true;
+
 /// One variant of the sparse conv GEMM.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct SconvSchedule {
@@ -82,6 +109,9 @@ pub(crate) struct SconvSchedule {
     pub ks: u32,
     /// `None`: every position (the dense member).
     pub gran: Option<Granularity>,
+    /// 1x1 columns found by each work-group in the mask tensor (SELF_LIST), not read from
+    /// bitmask.cl's list.
+    pub self_list: bool,
 }
 
 impl SconvSchedule {
@@ -96,7 +126,7 @@ impl SconvSchedule {
         let tile = if cout >= 64 { GEMM_LARGE } else { GEMM_SMALL };
         let per_split = split_min_k();
         let ks = if gran.is_none() { 1 } else { SPLITS.iter().copied().filter(|&s| k >= per_split * s as usize).max().unwrap_or(1) };
-        SconvSchedule { tile, ks, gran }
+        SconvSchedule { tile, ks, gran, self_list: false }
     }
 
     /// The dense member (and dense convs) split the reduction too when their grid is small for
@@ -125,7 +155,21 @@ impl SconvSchedule {
     }
 
     pub(crate) fn from_knobs(k: GemmKnobs, gran: Option<Granularity>) -> SconvSchedule {
-        SconvSchedule { tile: Tile { tm: k.tm, tn: k.tn, tk: k.tk, wm: k.wm, wn: k.wn }, ks: k.ks, gran }
+        SconvSchedule { tile: Tile { tm: k.tm, tn: k.tn, tk: k.tk, wm: k.wm, wn: k.wn }, ks: k.ks, gran, self_list: false }
+    }
+
+    /// This schedule listing its own columns where it can: a 1x1 GEMM member on a device
+    /// whose kernels are OpenCL C (the WGSL twin has no SELF_LIST) with room for the scan
+    /// (two ints per work-item) beside the tiles; else unchanged.
+    pub(crate) fn with_self_list(mut self, kind: SconvKind, limits: &GpuLimits) -> SconvSchedule {
+        let k = self.knobs();
+        let local = k.local_bytes(limits.wgsl) + 8 * k.threads() as u64;
+        self.self_list = limits.self_list
+            && !limits.wgsl
+            && kind == SconvKind::Gemm
+            && self.gran == Some(Granularity::new(1, 1))
+            && (limits.local_mem_bytes == 0 || local <= limits.local_mem_bytes);
+        self
     }
 
     fn gran_defines(gran: Option<Granularity>) -> [(&'static str, i64); 3] {
@@ -146,6 +190,9 @@ impl SconvSchedule {
         if fused && self.ks > 1 {
             d.push(("FUSED_FINISH", 1));
         }
+        if self.self_list {
+            d.push(("SELF_LIST", 1));
+        }
         d
     }
 
@@ -159,7 +206,7 @@ impl SconvSchedule {
     /// library's): one split over every position, adding bias and residual, activating, and
     /// storing only active positions when masked.
     pub(crate) fn epilogue_defines() -> Vec<(&'static str, i64)> {
-        SconvSchedule { tile: GEMM_LARGE, ks: 1, gran: None }.finish_defines()
+        SconvSchedule { tile: GEMM_LARGE, ks: 1, gran: None, self_list: false }.finish_defines()
     }
 
     pub(crate) fn dw_defines(gran: Option<Granularity>) -> Vec<(&'static str, i64)> {
@@ -185,7 +232,7 @@ pub(crate) fn member_schedule(kind: SconvKind, cout: usize, k: usize, dense: Sco
     let base = if gran.is_none() { dense } else { SconvSchedule::for_op(cout, k, gran) };
     let knobs = GemmKnobs::from_map(&s.knobs, base.knobs()).map_err(|e| format!("member '{}': {e}", s.name))?;
     knobs.check(limits).map_err(|e| format!("member '{}': {e}", s.name))?;
-    Ok(SconvSchedule::from_knobs(knobs, gran))
+    Ok(SconvSchedule::from_knobs(knobs, gran).with_self_list(kind, limits))
 }
 
 /// Define sets of sparse_conv.cl's `entry` that CI compiles: every one calibration and the
@@ -202,14 +249,16 @@ pub(crate) fn all(entry: &str) -> Vec<Vec<(&'static str, i64)>> {
                 for tile in [GEMM_LARGE, GEMM_SMALL] {
                     for ks in SPLITS {
                         for fused in [false, true] {
-                            v.push(SconvSchedule { tile, ks, gran }.gemm_defines(fused));
+                            for self_list in [false, gran == Some(Granularity::new(1, 1))] {
+                                v.push(SconvSchedule { tile, ks, gran, self_list }.gemm_defines(fused));
+                            }
                         }
                     }
                 }
             }
             "sconv_finish_f32" => {
                 for ks in SPLITS.into_iter().filter(|&k| k > 1) {
-                    v.push(SconvSchedule { tile: GEMM_LARGE, ks, gran }.finish_defines());
+                    v.push(SconvSchedule { tile: GEMM_LARGE, ks, gran, self_list: false }.finish_defines());
                 }
                 if gran.is_none() {
                     v.push(SconvSchedule::epilogue_defines());
@@ -222,7 +271,13 @@ pub(crate) fn all(entry: &str) -> Vec<Vec<(&'static str, i64)>> {
     let tuned: Vec<SconvSchedule> = shipped_gpu_schedules().into_iter().chain(space_sample()).collect();
     for s in tuned {
         match entry {
-            "sconv_gemm_f32" => v.extend([s.gemm_defines(false), s.gemm_defines(true)]),
+            "sconv_gemm_f32" => {
+                v.extend([s.gemm_defines(false), s.gemm_defines(true)]);
+                if s.gran == Some(Granularity::new(1, 1)) {
+                    let sl = SconvSchedule { self_list: true, ..s };
+                    v.extend([sl.gemm_defines(false), sl.gemm_defines(true)]);
+                }
+            }
             "sconv_finish_f32" if s.ks > 1 => v.push(s.finish_defines()),
             "sconv_dw_f32" if s.tile == GEMM_LARGE && s.ks == 1 => v.push(SconvSchedule::dw_defines(s.gran)),
             _ => {}
@@ -294,7 +349,7 @@ pub(crate) fn token_gemm_defines() -> Vec<[(&'static str, i64); 6]> {
 #[cfg(test)]
 fn space_sample() -> Vec<SconvSchedule> {
     use super::knobs::GEMM_DOMAINS;
-    let limits = GpuLimits { wgsl: false, max_group_threads: 1024, local_mem_bytes: 48 * 1024, registers_per_group: 65536, registers_per_thread: 255 };
+    let limits = GpuLimits { wgsl: false, max_group_threads: 1024, local_mem_bytes: 48 * 1024, registers_per_group: 65536, registers_per_thread: 255, self_list: false };
     let d = |i: usize| GEMM_DOMAINS[i].1;
     let mut valid = Vec::new();
     for &tm in d(0) {

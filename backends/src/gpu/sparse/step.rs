@@ -13,11 +13,17 @@
 //! idles waiting for the host. The first frame, and every frame under `CountsSync::Exact`, reads
 //! the counts back right after the bitmask launch: one round trip per mask per frame that the
 //! work queued behind it must wait for (~30 µs on an H100 through the driver).
+//!
+//! Members that list their own columns (1x1 GEMMs with SELF_LIST) read no metadata. When a
+//! frame's first op on a mask selects one with lagged counts, the bitmask launch goes to the
+//! second queue instead, behind the work so far, and the member starts at once beside it; the
+//! counts copy follows it there. The main queue's work after the member waits for it: the mask
+//! buffer may be pooled with a value written later, and later ops may read the metadata.
 
 use super::meta::MetaLayout;
 use crate::cpu::ForceMember;
 use crate::gpu::device::GpuDevice;
-use crate::gpu::lower::ctx::{replay_launches, BufId, Launch};
+use crate::gpu::lower::ctx::{replay_async, replay_launches, BufId, Launch};
 use dynaspa_runtime::dispatch::PolyKernel;
 use dynaspa_runtime::graph::FillPolicy;
 use dynaspa_runtime::report::{PhaseTimes, SparseOpRecord};
@@ -63,6 +69,9 @@ pub(crate) struct SparseOp<K> {
     pub dense_vendor: Option<String>,
     /// The member the last frame ran (benchmarks time it).
     pub last_pick: Option<usize>,
+    /// Per member, in `members` order: whether it reads no mask metadata (lists its own
+    /// columns); missing entries read it.
+    pub meta_free: Vec<bool>,
 }
 
 impl<K> SparseOp<K> {
@@ -85,6 +94,7 @@ impl<K> SparseOp<K> {
             force: None,
             dense_vendor: None,
             last_pick: None,
+            meta_free: Vec::new(),
         }
     }
 }
@@ -190,18 +200,11 @@ impl<D: GpuDevice> Frames<D> {
     fn counts(&mut self, dev: &D, bufs: &[D::Buffer], m: usize) -> Result<&[usize]> {
         if self.counts[m].select.is_none() {
             let mp = &self.masks[m];
-            replay_launches(dev, bufs, std::slice::from_ref(&mp.bitmask))?;
             let bytes = mp.layout.data0 * 4;
-            let lagged = self.sync == CountsSync::Lagged && self.counts[m].last.is_some();
-            if lagged {
-                let mc = &mut self.counts[m];
-                if mc.staging.is_none() {
-                    mc.staging = Some(dev.staging(bytes)?);
-                }
-                dev.download_async(&bufs[mp.meta], 0, mc.staging.as_ref().expect("made above"))?;
-                mc.in_flight = true;
-                mc.select = mc.last.clone();
+            if self.lagged(m) {
+                self.launch_lagged(dev, bufs, m, false)?;
             } else {
+                replay_launches(dev, bufs, std::slice::from_ref(&mp.bitmask))?;
                 let mut raw = vec![0u8; bytes];
                 dev.download(&bufs[mp.meta], 0, &mut raw)?;
                 let c = self.decode(dev, bufs, m, &raw)?;
@@ -211,6 +214,34 @@ impl<D: GpuDevice> Frames<D> {
             }
         }
         Ok(self.counts[m].select.as_deref().expect("filled above"))
+    }
+
+    /// Whether mask `m`'s first reader this frame selects with last frame's counts.
+    fn lagged(&self, m: usize) -> bool {
+        self.sync == CountsSync::Lagged && self.counts[m].last.is_some()
+    }
+
+    /// Launches mask `m`'s bitmask kernel, on the second queue when `off_path` (returning its
+    /// event), and queues its counts' copy to the host behind it; the frame selects with last
+    /// frame's counts.
+    fn launch_lagged(&mut self, dev: &D, bufs: &[D::Buffer], m: usize, off_path: bool) -> Result<Option<D::Event>> {
+        let mp = &self.masks[m];
+        let mut ev = None;
+        if off_path {
+            let after = dev.marker()?;
+            ev = Some(replay_async(dev, bufs, &mp.bitmask, std::slice::from_ref(&after))?);
+        } else {
+            replay_launches(dev, bufs, std::slice::from_ref(&mp.bitmask))?;
+        }
+        let mc = &mut self.counts[m];
+        if mc.staging.is_none() {
+            mc.staging = Some(dev.staging(mp.layout.data0 * 4)?);
+        }
+        // Behind the bitmask launch on either queue (the copy runs on the second).
+        dev.download_async(&bufs[mp.meta], 0, mc.staging.as_ref().expect("made above"))?;
+        mc.in_flight = true;
+        mc.select = mc.last.clone();
+        Ok(ev)
     }
 
     /// Ends a frame once its work is done (after the outputs were read): reads the counts
@@ -251,18 +282,31 @@ impl<D: GpuDevice> Frames<D> {
         let t0 = Instant::now();
         let m = self.ops[i].mask;
         let fresh = self.counts[m].select.is_none();
-        let counts = self.counts(dev, bufs, m)?.to_vec();
+        // The first reader selects with last frame's counts before the bitmask launch, so a
+        // member reading no metadata need not wait for it (see the module docs).
+        let deferred = fresh && self.lagged(m);
+        let counts = if deferred { self.counts[m].last.clone().expect("lagged") } else { self.counts(dev, bufs, m)?.to_vec() };
         let t1 = Instant::now();
         let layout = &self.masks[m].layout;
         let ones = layout.index(Granularity::new(1, 1)).map_or(0, |k| counts[k]);
         let density = ones as f64 / (layout.images * layout.h * layout.w) as f64;
         let op = &self.ops[i];
         let pick = choose(op, layout, &counts)?;
+        let tiles_of = |g: Option<Granularity>| g.and_then(|g| layout.index(g)).map_or(0, |k| counts[k]);
+        let tiles = tiles_of(op.poly.members()[pick].schedule.granularity);
+        let first_cached = op.fill == FillPolicy::Cached && !op.cached_ready;
+        let meta_free = !first_cached && op.residual_fill.is_empty() && op.meta_free.get(pick).copied().unwrap_or(false);
         let t2 = Instant::now();
         if fresh {
             ph.bitmask = t1 - t0;
         }
         ph.select = t2 - t1;
+        if deferred && !meta_free {
+            self.launch_lagged(dev, bufs, m, false)?;
+            ph.bitmask += t2.elapsed();
+        }
+        let t2 = Instant::now();
+        let op = &self.ops[i];
         if let Some((b, bytes)) = op.zero {
             let ev = match self.zero_events[i].take() {
                 Some(ev) if !poison => ev,
@@ -275,9 +319,12 @@ impl<D: GpuDevice> Frames<D> {
         }
         let t3 = Instant::now();
         ph.zero_fill = t3 - t2;
+        // After the zero fill above, which the member waits for, on the same queue.
+        let beside = if deferred && meta_free { self.launch_lagged(dev, bufs, m, true)? } else { None };
+        ph.bitmask += t3.elapsed();
+        let t3 = Instant::now();
         let op = &mut self.ops[i];
         replay_launches(dev, bufs, &op.residual_fill)?;
-        let first_cached = op.fill == FillPolicy::Cached && !op.cached_ready;
         let (member, granularity, tiles) = if first_cached {
             replay_launches(dev, bufs, &op.cached_first)?;
             op.cached_ready = true;
@@ -286,9 +333,11 @@ impl<D: GpuDevice> Frames<D> {
             replay_launches(dev, bufs, &op.members[pick])?;
             op.last_pick = Some(pick);
             let s = &op.poly.members()[pick].schedule;
-            let tiles = s.granularity.and_then(|g| layout.index(g)).map_or(0, |k| counts[k]);
             (s.name.clone(), s.granularity, tiles)
         };
+        if let Some(ev) = beside {
+            dev.wait_for(&[ev])?;
+        }
         ph.compute = t3.elapsed();
         Ok(SparseOpRecord { node: op.node.clone(), op: op.op.to_string(), density, member, granularity, tiles, phases: ph })
     }
@@ -353,6 +402,38 @@ impl<D: GpuDevice> Frames<D> {
         let counts = self.counts(dev, bufs, m)?.to_vec();
         let pick = choose(&self.ops[i], &self.masks[m].layout, &counts)?;
         Ok(self.ops[i].poly.members()[pick].schedule.name.clone())
+    }
+
+    /// Whether op `i`'s member `name` runs without the mask metadata (lists its own columns
+    /// and has no residual fill), so dispatch launches the bitmask beside it.
+    pub(crate) fn member_meta_free(&self, i: usize, name: &str) -> bool {
+        let op = &self.ops[i];
+        let at = op.poly.members().iter().position(|m| m.schedule.name == name);
+        op.residual_fill.is_empty() && at.and_then(|a| op.meta_free.get(a).copied()).unwrap_or(false)
+    }
+
+    /// One frame's dispatch of op `i` followed by `launches` (its member `meta_free` says
+    /// about), ordered as `run_op` orders them: under lagged counts, the bitmask launch beside
+    /// a member reading no metadata, else in front of it.
+    pub(crate) fn dispatch_member(&mut self, dev: &D, bufs: &[D::Buffer], i: usize, launches: &[&Launch<D::Kernel>], meta_free: bool) -> Result<()> {
+        let m = self.ops[i].mask;
+        if self.counts.len() != self.masks.len() {
+            self.begin_frame();
+        }
+        self.counts[m].select = None;
+        let beside = if meta_free && self.lagged(m) {
+            self.launch_lagged(dev, bufs, m, true)?
+        } else {
+            self.counts(dev, bufs, m)?;
+            None
+        };
+        for l in launches {
+            replay_launches(dev, bufs, std::slice::from_ref(*l))?;
+        }
+        if let Some(ev) = beside {
+            dev.wait_for(&[ev])?;
+        }
+        Ok(())
     }
 
     /// Tiles of op `i`'s member granularity in the last frame (0 for dense or unknown).

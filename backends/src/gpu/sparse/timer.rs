@@ -11,7 +11,7 @@ use super::split;
 use crate::cpu::sparse_exec::calibrate::random_tensor;
 use crate::gpu::device::GpuDevice;
 use crate::gpu::lower::ctx::{replay_launches, BufId, Ctx, Launch, Resources};
-use crate::gpu::lower::sparse_conv::{prepare, SconvOp, SplitBufs};
+use crate::gpu::lower::sparse_conv::{prepare, MaskColumns, SconvOp, SplitBufs};
 use dynaspa_runtime::dispatch::Schedule;
 use dynaspa_runtime::graph::{FillPolicy, Graph, Op};
 use dynaspa_runtime::sparsity::{BitMask, Granularity};
@@ -62,6 +62,8 @@ pub(crate) struct SconvTimer<D: GpuDevice> {
     part: Option<(BufId, usize)>,
     /// The fused finish's tile counters (when the device fuses it) and their count.
     counters: Option<(BufId, usize)>,
+    /// Where self-listing split members leave their columns for the finish.
+    list: Option<BufId>,
     built: HashMap<(SconvSchedule, usize), Vec<Launch<D::Kernel>>>,
 }
 
@@ -139,6 +141,7 @@ impl<D: GpuDevice + 'static> SconvTimer<D> {
             loaded: None,
             part: None,
             counters: None,
+            list: None,
             built: HashMap::new(),
         })
     }
@@ -170,7 +173,7 @@ impl<D: GpuDevice + 'static> SconvTimer<D> {
         if self.loaded.as_ref().is_some_and(|(m, l)| *l == li && m == mask) {
             return Ok(());
         }
-                self.dev.upload(&self.res.bufs[self.mask_buf], 0, &super::build::mask_floats(mask))?;
+        self.dev.upload(&self.res.bufs[self.mask_buf], 0, &super::build::mask_floats(mask))?;
         replay_launches(&*self.dev, &self.res.bufs, std::slice::from_ref(&self.lists[li].bitmask))?;
         self.dev.finish()?;
         self.loaded = Some((mask.clone(), li));
@@ -197,7 +200,16 @@ impl<D: GpuDevice + 'static> SconvTimer<D> {
             // As the scratch: earlier launches keep theirs, which they leave zero.
             self.counters = Some((cx.zeroed_ints(tiles, "split-K tile counters")?, tiles));
         }
-        let split = SplitBufs { part: self.part.map(|p| p.0), counters: self.counters.map(|c| c.0) };
+        let list = match self.list {
+            Some(l) => l,
+            None => {
+                let b = cx.res.alloc_own(cx.dev, MaskColumns::list_len(self.op.images, self.op.oh * self.op.ow) * 4)?;
+                *self.list.insert(b)
+            }
+        };
+        // Self-listing members read the timer's mask (one for every image) as the bitmask does.
+        let columns = Some(MaskColumns { mask: self.mask_buf, stride: 0, list });
+        let split = SplitBufs { part: self.part.map(|p| p.0), counters: self.counters.map(|c| c.0), columns };
         let meta = (self.lists[li].meta, &self.lists[li].layout);
         self.op.launch(&mut cx, &s, Some(meta), split, true)?;
         let l = std::mem::take(&mut cx.launches);

@@ -1,0 +1,138 @@
+//! 1x1 members that list their own columns (SELF_LIST), on the OpenCL device (PoCL in CI): they
+//! read the mask itself, not the bitmask kernel's lists, so dispatch may launch that kernel
+//! beside them.
+
+use super::*;
+use crate::cpu::ForceMember;
+use dynaspa_runtime::graph::{Activation, AutoPad, Conv, FillPolicy, MaskKind, MaskSource, Node, Op, SparseSpec, Value, Window};
+use dynaspa_runtime::sparsity::Granularity;
+
+fn device() -> Option<Arc<crate::opencl::OpenClDevice>> {
+    let required = std::env::var("DYNASPA_REQUIRE_BACKENDS").is_ok_and(|v| v.split(',').any(|b| b.trim() == "opencl"));
+    match crate::opencl::shared_device(None, None) {
+        Ok(d) => Some(d),
+        Err(e) if required => panic!("opencl is required: {e}"),
+        Err(e) => {
+            eprintln!("skipped: {e}");
+            None
+        }
+    }
+}
+
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> f32 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        (self.0 >> 40) as f32 / (1u64 << 24) as f32
+    }
+    /// Non-zero values in [-1, 1).
+    fn vec(&mut self, n: usize) -> Vec<f32> {
+        (0..n).map(|_| 2.0 * self.next() - 1.0).map(|v| if v.abs() < 1e-3 { 0.5 } else { v }).collect()
+    }
+}
+
+const C: usize = 24;
+const M: usize = 20;
+const H: usize = 13;
+const W: usize = 17;
+
+/// relu(conv3x3(x) + b) where the input mask `m` is 1, zero elsewhere: one sparse conv whose
+/// reduction (24 x 9) splits.
+fn graph(rng: &mut Rng) -> Graph {
+    let mut g = Graph { name: "self_list".into(), opset: 17, ..Default::default() };
+    let mut value = |name: &str, shape: Vec<usize>, c: Option<Tensor>| {
+        g.values.push(Value { name: name.into(), dtype: DType::F32, shape, constant: c.map(Arc::new) });
+        g.values.len() - 1
+    };
+    let x = value("x", vec![1, C, H, W], None);
+    let w = value("w", vec![M, C, 3, 3], Some(Tensor::from_f32(vec![M, C, 3, 3], rng.vec(M * C * 9)).unwrap()));
+    let b = value("b", vec![M], Some(Tensor::from_f32(vec![M], rng.vec(M)).unwrap()));
+    let m = value("m", vec![1, 1, H, W], None);
+    let y = value("y", vec![1, M, H, W], None);
+    let window = Window { kernel_shape: vec![3, 3], strides: vec![1, 1], pads: vec![1; 4], dilations: vec![1, 1], auto_pad: AutoPad::NotSet };
+    let sparse = SparseSpec {
+        mask: m,
+        kind: MaskKind::Spatial,
+        source: MaskSource::ModelInput { name: "m".into() },
+        dilation: [0, 0],
+        fill: FillPolicy::Zero,
+        fused_mul: true,
+    };
+    g.nodes.push(Node {
+        name: "conv".into(),
+        op: Op::Conv(Conv { window, group: 1, fused_add: false, activation: Some(Activation::Relu) }),
+        inputs: vec![Some(x), Some(w), Some(b)],
+        outputs: vec![y],
+        sparse: Some(sparse),
+    });
+    g.inputs = vec![x, m];
+    g.outputs = vec![y];
+    g
+}
+
+/// The executable with member `force` of the conv, and its output for `inputs` (a frame with
+/// exact counts, then one with lagged ones: the second must equal the first).
+fn run_forced(dev: &Arc<crate::opencl::OpenClDevice>, g: &Graph, force: ForceMember, inputs: &[Tensor], cache: &std::path::Path) -> (GpuExecutable<crate::opencl::OpenClDevice>, Vec<f32>) {
+    let sparse = crate::cpu::SparseConfig { cache_dir: Some(cache.to_path_buf()), force: Some(force), profile: None };
+    let mut exe = GpuExecutable::compile(dev.clone(), "opencl", g, &GpuOptions { poison: true, sparse, ..Default::default() }).unwrap();
+    let first = exe.run(inputs).unwrap().remove(0).as_f32().unwrap().to_vec();
+    let second = exe.run(inputs).unwrap().remove(0).as_f32().unwrap().to_vec();
+    assert_eq!(first, second, "{force:?}: the lagged frame differs from the exact one");
+    (exe, first)
+}
+
+/// Replays op 0's member of the last frame alone over an output poisoned with NaN and mask
+/// metadata overwritten with garbage, and returns the output.
+fn member_over_garbage_lists(exe: &mut GpuExecutable<crate::opencl::OpenClDevice>) -> Vec<f32> {
+    let pick = exe.frames.ops[0].last_pick.expect("a frame ran");
+    let name = exe.frames.ops[0].poly.members()[pick].schedule.name.clone();
+    let meta = exe.frames.masks[0].meta;
+    let ints = exe.frames.masks[0].layout.total();
+    // Counts of 2^30 tiles and lists of positions far outside the map.
+    let garbage: Vec<u8> = (0..ints).flat_map(|i| (0x4000_0000i32 + i as i32).to_le_bytes()).collect();
+    exe.dev.upload(&exe.bufs[meta], 0, &garbage).unwrap();
+    let Output::Device { buf, .. } = exe.outputs[0] else { panic!("the output lives on the device") };
+    let nan: Vec<u8> = (0..M * H * W).flat_map(|_| f32::NAN.to_le_bytes()).collect();
+    exe.dev.upload(&exe.bufs[buf], 0, &nan).unwrap();
+    let launches: Vec<Launch<_>> = exe.frames.member_launches(0, &name).unwrap().into_iter().cloned().collect();
+    replay_launches(&*exe.dev, &exe.bufs, &launches).unwrap();
+    exe.dev.finish().unwrap();
+    let mut out = vec![0u8; M * H * W * 4];
+    exe.dev.download(&exe.bufs[buf], 0, &mut out).unwrap();
+    out.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()
+}
+
+/// Whether `got` equals `want` at every position the mask sets (bit for bit).
+fn active_equal(got: &[f32], want: &[f32], mask: &[f32]) -> bool {
+    got.iter().zip(want).enumerate().all(|(i, (a, b))| mask[i % (H * W)] == 0.0 || a.to_bits() == b.to_bits())
+}
+
+#[test]
+fn one_by_one_members_read_the_mask_not_the_bitmask_lists() {
+    let Some(dev) = device() else { return };
+    let mut rng = Rng(0x5e1f_1157 ^ std::process::id() as u64);
+    let g = graph(&mut rng);
+    let cache = std::env::temp_dir().join(format!("dynaspa-self-list-{}", std::process::id()));
+    let mask: Vec<f32> = (0..H * W).map(|_| (rng.next() < 0.3) as u8 as f32).collect();
+    let inputs = [Tensor::from_f32(vec![1, C, H, W], rng.vec(C * H * W)).unwrap(), Tensor::from_f32(vec![1, 1, H, W], mask.clone()).unwrap()];
+
+    let (mut exe, want) = run_forced(&dev, &g, ForceMember::Tiles(Granularity::new(1, 1)), &inputs, &cache);
+    let op = &exe.frames.ops[0];
+    let pick = op.last_pick.unwrap();
+    assert!(op.meta_free.get(pick).copied().unwrap_or(false), "PoCL's 1x1 member {} should list its own columns", op.poly.members()[pick].schedule.name);
+    let got = member_over_garbage_lists(&mut exe);
+    assert!(active_equal(&got, &want, &mask), "the self-listing member read the bitmask kernel's lists");
+
+    // The control: a member that reads the lists computes something else from the garbage, so
+    // the check above can fail.
+    let (mut tiled, want_tiled) = run_forced(&dev, &g, ForceMember::Tiles(Granularity::new(2, 8)), &inputs, &cache);
+    assert_eq!(want_tiled.len(), want.len());
+    let op = &tiled.frames.ops[0];
+    assert!(!op.meta_free[op.last_pick.unwrap()], "the 2x8 member reads the lists");
+    let got = member_over_garbage_lists(&mut tiled);
+    assert!(!active_equal(&got, &want_tiled, &mask), "garbage lists left the 2x8 member's output unchanged");
+    let _ = std::fs::remove_dir_all(&cache);
+}
