@@ -3,7 +3,7 @@
 use super::*;
 use dynaspa_runtime::graph::{BinaryKind, Node, Op, UnaryKind, Value};
 
-fn device() -> Option<Arc<crate::opencl::OpenClDevice>> {
+pub(super) fn device() -> Option<Arc<crate::opencl::OpenClDevice>> {
     let required = std::env::var("DYNASPA_REQUIRE_BACKENDS").is_ok_and(|v| v.split(',').any(|b| b.trim() == "opencl"));
     match crate::opencl::shared_device(None, None) {
         Ok(d) => Some(d),

@@ -30,3 +30,5 @@ pub(crate) use kernels::LINEAR_WG;
 
 #[cfg(all(test, feature = "opencl"))]
 mod vendor_tests;
+#[cfg(test)]
+mod test_rng;

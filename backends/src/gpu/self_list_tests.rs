@@ -2,37 +2,12 @@
 //! read the mask itself, not the bitmask kernel's lists, so dispatch may launch that kernel
 //! beside them.
 
+use super::tests::device;
 use super::*;
 use crate::cpu::ForceMember;
+use crate::gpu::test_rng::Rng;
 use dynaspa_runtime::graph::{Activation, AutoPad, Conv, FillPolicy, MaskKind, MaskSource, Node, Op, SparseSpec, Value, Window};
 use dynaspa_runtime::sparsity::Granularity;
-
-fn device() -> Option<Arc<crate::opencl::OpenClDevice>> {
-    let required = std::env::var("DYNASPA_REQUIRE_BACKENDS").is_ok_and(|v| v.split(',').any(|b| b.trim() == "opencl"));
-    match crate::opencl::shared_device(None, None) {
-        Ok(d) => Some(d),
-        Err(e) if required => panic!("opencl is required: {e}"),
-        Err(e) => {
-            eprintln!("skipped: {e}");
-            None
-        }
-    }
-}
-
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> f32 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        (self.0 >> 40) as f32 / (1u64 << 24) as f32
-    }
-    /// Non-zero values in [-1, 1).
-    fn vec(&mut self, n: usize) -> Vec<f32> {
-        (0..n).map(|_| 2.0 * self.next() - 1.0).map(|v| if v.abs() < 1e-3 { 0.5 } else { v }).collect()
-    }
-}
 
 const C: usize = 24;
 const M: usize = 20;
@@ -48,8 +23,8 @@ fn graph(rng: &mut Rng) -> Graph {
         g.values.len() - 1
     };
     let x = value("x", vec![1, C, H, W], None);
-    let w = value("w", vec![M, C, 3, 3], Some(Tensor::from_f32(vec![M, C, 3, 3], rng.vec(M * C * 9)).unwrap()));
-    let b = value("b", vec![M], Some(Tensor::from_f32(vec![M], rng.vec(M)).unwrap()));
+    let w = value("w", vec![M, C, 3, 3], Some(Tensor::from_f32(vec![M, C, 3, 3], rng.vec(M * C * 9, 1.0)).unwrap()));
+    let b = value("b", vec![M], Some(Tensor::from_f32(vec![M], rng.vec(M, 1.0)).unwrap()));
     let m = value("m", vec![1, 1, H, W], None);
     let y = value("y", vec![1, M, H, W], None);
     let window = Window { kernel_shape: vec![3, 3], strides: vec![1, 1], pads: vec![1; 4], dilations: vec![1, 1], auto_pad: AutoPad::NotSet };
@@ -117,7 +92,7 @@ fn one_by_one_members_read_the_mask_not_the_bitmask_lists() {
     let g = graph(&mut rng);
     let cache = std::env::temp_dir().join(format!("dynaspa-self-list-{}", std::process::id()));
     let mask: Vec<f32> = (0..H * W).map(|_| (rng.next() < 0.3) as u8 as f32).collect();
-    let inputs = [Tensor::from_f32(vec![1, C, H, W], rng.vec(C * H * W)).unwrap(), Tensor::from_f32(vec![1, 1, H, W], mask.clone()).unwrap()];
+    let inputs = [Tensor::from_f32(vec![1, C, H, W], rng.vec(C * H * W, 1.0)).unwrap(), Tensor::from_f32(vec![1, 1, H, W], mask.clone()).unwrap()];
 
     let (mut exe, want) = run_forced(&dev, &g, ForceMember::Tiles(Granularity::new(1, 1)), &inputs, &cache);
     let op = &exe.frames.ops[0];

@@ -8,15 +8,7 @@ use crate::gpu::device::{Arg, GpuDevice};
 use crate::gpu::kernels::{spec, Src};
 use dynaspa_runtime::sparsity::{BitMask, Granularity};
 
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> f64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        (self.0 >> 11) as f64 / (1u64 << 53) as f64
-    }
-}
+use crate::gpu::test_rng::Rng;
 
 fn ints(b: &[u8]) -> Vec<i32> {
     b.chunks_exact(4).map(|c| i32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()

@@ -285,7 +285,10 @@ impl<D: GpuDevice> Frames<D> {
         // The first reader selects with last frame's counts before the bitmask launch, so a
         // member reading no metadata need not wait for it (see the module docs).
         let deferred = fresh && self.lagged(m);
-        let counts = if deferred { self.counts[m].last.clone().expect("lagged") } else { self.counts(dev, bufs, m)?.to_vec() };
+        let counts = match self.counts[m].last.clone() {
+            Some(last) if deferred => last,
+            _ => self.counts(dev, bufs, m)?.to_vec(),
+        };
         let t1 = Instant::now();
         let layout = &self.masks[m].layout;
         let ones = layout.index(Granularity::new(1, 1)).map_or(0, |k| counts[k]);
