@@ -391,6 +391,28 @@ mod tests {
     use super::fused_finish;
     use crate::gpu::device::DeviceInfo;
 
+    #[test]
+    fn only_1x1_gemm_members_list_their_own_columns_and_only_where_the_scan_fits() {
+        use super::{GpuLimits, SconvKind, SconvSchedule};
+        use dynaspa_runtime::sparsity::Granularity;
+        let on = GpuLimits { wgsl: false, max_group_threads: 1024, local_mem_bytes: 48 * 1024, registers_per_group: 65536, registers_per_thread: 255, self_list: true };
+        let one = SconvSchedule::for_op(256, 2304, Some(Granularity::new(1, 1)));
+        assert!(one.with_self_list(SconvKind::Gemm, &on).self_list);
+        assert!(one.with_self_list(SconvKind::Gemm, &on).gemm_defines(false).contains(&("SELF_LIST", 1)));
+        assert!(!one.gemm_defines(false).iter().any(|d| d.0 == "SELF_LIST"));
+        for (s, kind, limits, why) in [
+            (one, SconvKind::Depthwise, on.clone(), "depthwise"),
+            (SconvSchedule::for_op(256, 2304, Some(Granularity::new(2, 8))), SconvKind::Gemm, on.clone(), "2x8 tiles"),
+            (SconvSchedule::for_op(256, 2304, None), SconvKind::Gemm, on.clone(), "the dense member"),
+            (one, SconvKind::Gemm, GpuLimits { self_list: false, ..on.clone() }, "turned off for the device"),
+            (one, SconvKind::Gemm, GpuLimits { wgsl: true, ..on.clone() }, "WGSL"),
+            // The tiles' own local memory fits, the scan's 8 bytes per work-item do not.
+            (one, SconvKind::Gemm, GpuLimits { local_mem_bytes: one.knobs().local_bytes(false) + 4, ..on.clone() }, "no room for the scan"),
+        ] {
+            assert!(!s.with_self_list(kind, &limits).self_list, "{why}");
+        }
+    }
+
     fn device(backend: &str, vendor: &str, driver: &str) -> DeviceInfo {
         DeviceInfo { backend: backend.into(), vendor: vendor.into(), driver: driver.into(), ..Default::default() }
     }
