@@ -278,6 +278,7 @@ fn bench<D: GpuDevice + 'static>(dev: Arc<D>, a: &Args) -> Result<()> {
         counts: CountsSync::Lagged,
         step_times: false,
         fused_finish: None,
+        self_list: None,
     };
     for cc in CASES.iter().filter(|c| a.only.as_deref().is_none_or(|o| c.name.contains(o))) {
         for &n in &a.batches {

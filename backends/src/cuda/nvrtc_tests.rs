@@ -104,7 +104,9 @@ fn every_kernel_source_compiles_for_every_schedule() {
     // One program per source, schedule and architecture; each entry using it must be in it.
     let mut programs: BTreeMap<(String, &str, Vec<(String, String)>), Vec<&KernelSpec>> = BTreeMap::new();
     for arch in test_archs() {
-        for s in &specs {
+        // The tensor-core variants exist from sm_80 on (the executor asks for them only there).
+        let mma_ok = arch.trim_start_matches("sm_").parse::<u32>().is_ok_and(|a| a >= 80);
+        for s in specs.iter().filter(|s| mma_ok || !s.defines.iter().any(|d| d.0 == "MMA")) {
             programs.entry((arch.clone(), s.file, s.defines.clone())).or_default().push(s);
         }
     }

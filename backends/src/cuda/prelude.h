@@ -57,3 +57,27 @@ typedef unsigned long long ulong;
 #define IMAX(a, b) max((int)(a), (int)(b))
 #define AS_FLOAT(i) __int_as_float((int)(i))
 #define AS_INT(f) __float_as_int(f)
+
+// Tensor-core TF32 products for sparse_conv.cl's MMA variant (sm_80 and later).
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+#define DSP_HAS_MMA_TF32 1
+__device__ __forceinline__ uint dsp_tf32(float x) {
+    uint r;
+    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
+    return r;
+}
+// x as a TF32 head and the TF32 rounding of what the head leaves (exact in fp32).
+#define TF32_SPLIT(x, hi, lo)                                                                          \
+    do {                                                                                               \
+        float x_ = (x);                                                                                \
+        (hi) = dsp_tf32(x_);                                                                           \
+        (lo) = dsp_tf32(x_ - __uint_as_float(hi));                                                     \
+    } while (0)
+// d (4 floats of an m16n8 tile) += a (m16k8, row) * b (k8n8, column).
+__device__ __forceinline__ void dsp_mma_tf32(float* d, const uint* a, const uint* b) {
+    asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+#define MMA_TF32(d, a, b) dsp_mma_tf32((d), (a), (b))
+#endif

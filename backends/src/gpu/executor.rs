@@ -45,6 +45,10 @@ pub struct GpuOptions {
     /// launch) instead of a second kernel; `None`: the device's default (on for NVIDIA's
     /// OpenCL, off for CUDA, never on wgpu; see `sparse::schedules::fused_finish`).
     pub fused_finish: Option<bool>,
+    /// 1x1 GEMM members find their columns in the mask themselves (SELF_LIST) so dispatch
+    /// launches the bitmask kernel beside them; `None`: the device's default
+    /// (`sparse::schedules::self_list_on`: on for CUDA, off elsewhere, never on wgpu).
+    pub self_list: Option<bool>,
 }
 
 /// A `Backend` over one GPU device.
@@ -134,6 +138,7 @@ impl<D: GpuDevice> GpuExecutable<D> {
         let mut tokens = TokenPlans::new(live.root.clone(), acts);
         let mut res = Resources::<D>::new(g.values.len());
         res.fused_finish = super::sparse::schedules::fused_finish(dev.info(), opts.fused_finish);
+        res.self_list = super::sparse::schedules::self_list(dev.info(), opts.self_list);
         // Buffers that came from (and may return to) the pool.
         let mut pooled: Vec<bool> = Vec::new();
         let mut problems: Vec<String> = Vec::new();

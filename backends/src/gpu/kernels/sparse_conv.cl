@@ -62,10 +62,57 @@
 #ifndef SELF_LIST
 #define SELF_LIST 0
 #endif
+#if SELF_LIST && FUSED_FINISH
+#error "self-listing members finish a split reduction in a second launch (schedules.rs says why)"
+#endif
+/* MMA = 1 (CUDA on sm_80 and later only; the host sets it, `DYNASPA_MMA=1`): the tile's
+ * products run on the tensor cores as three TF32 products per pair of operands split into a
+ * TF32 head and the TF32 rest (a_hi*b_hi + a_hi*b_lo + a_lo*b_hi, the lo*lo term dropped),
+ * which keeps about 22 of fp32's 24 bits per product, accumulated in fp32: fp32 results within
+ * the 1e-4 the backends are held to, where plain TF32 keeps 11 bits. The work-group's warps
+ * split the tile MMA_WGM ways along channels and the rest along columns; each work-item then
+ * owns the accumulators the fragment layout gives it (sconv_acc_m/_c), as many as WM x WN, so
+ * stores and the split-K finish are the FMA path's. */
+#ifndef MMA
+#define MMA 0
+#endif
 #define TX (TN / WN)
 #define TY (TM / WM)
 #define NT (TX * TY)
 #define GV (GH * GW)
+#define NACC (WM * WN)
+#if MMA
+#if !defined(DSP_HAS_MMA_TF32)
+#error "MMA needs the CUDA prelude on sm_80 or later"
+#endif
+#define MMA_WGN (NT / 32 / MMA_WGM)
+#define MMA_FM (TM / 16 / MMA_WGM)
+#define MMA_FN (TN / 8 / MMA_WGN)
+/* Rows of the staged operands padded to 8 mod 32 words, so a fragment's 32 loads (4 rows x
+ * 8 consecutive words) hit 32 banks. */
+#define SC_PAD 8
+#else
+#define SC_PAD 0
+#endif
+
+/* Channel and column (within the tile) of accumulator a of work-item tid. */
+FUNC int sconv_acc_m(int a, int tid) {
+#if MMA
+    int lane = tid & 31, warp = tid >> 5, r = a & 3;
+    return (warp % MMA_WGM) * (TM / MMA_WGM) + ((a >> 2) / MMA_FN) * 16 + (lane >> 2) + ((r >> 1) << 3);
+#else
+    return tid / TX + (a / WN) * TY;
+#endif
+}
+
+FUNC int sconv_acc_c(int a, int tid) {
+#if MMA
+    int lane = tid & 31, warp = tid >> 5, r = a & 3;
+    return (warp / MMA_WGM) * (TN / MMA_WGN) + ((a >> 2) % MMA_FN) * 8 + ((lane & 3) << 1) + (r & 1);
+#else
+    return tid % TX + (a % WN) * TX;
+#endif
+}
 
 /* Every kernel of this file takes the same arguments (unused ones are placeholders), so the
  * WGSL twin binds one set of buffers and one uniform struct for all of them. */
@@ -161,6 +208,39 @@ FUNC_INLINE void sconv_load_stage(GLOBAL const float* Wt, GLOBAL const float* Xn
     }
 }
 
+#if MMA
+/* One staged TK-deep slice on the tensor cores: per 8 reduction indices, each warp loads its
+ * fragments of A (weights, As[k][m]) and B (columns, Bs[k][c]), splits them into TF32 head and
+ * rest, and accumulates the three products (smallest first) into its m16n8 tiles. */
+FUNC_INLINE void sconv_mma_stage(LOCAL_PTR float (*As)[TM + SC_PAD], LOCAL_PTR float (*Bs)[TN + SC_PAD], float* acc, int tid) {
+    int lane = tid & 31, warp = tid >> 5;
+    int g = lane >> 2, t = lane & 3;
+    int wm0 = (warp % MMA_WGM) * (TM / MMA_WGM), wn0 = (warp / MMA_WGM) * (TN / MMA_WGN);
+    for (int kk = 0; kk < TK; kk += 8) {
+        uint bh[MMA_FN][2], bl[MMA_FN][2];
+        for (int f = 0; f < MMA_FN; ++f) {
+            int c = wn0 + f * 8 + g;
+            TF32_SPLIT(Bs[kk + t][c], bh[f][0], bl[f][0]);
+            TF32_SPLIT(Bs[kk + t + 4][c], bh[f][1], bl[f][1]);
+        }
+        for (int e = 0; e < MMA_FM; ++e) {
+            int r = wm0 + e * 16 + g;
+            uint ah[4], al[4];
+            TF32_SPLIT(As[kk + t][r], ah[0], al[0]);
+            TF32_SPLIT(As[kk + t][r + 8], ah[1], al[1]);
+            TF32_SPLIT(As[kk + t + 4][r], ah[2], al[2]);
+            TF32_SPLIT(As[kk + t + 4][r + 8], ah[3], al[3]);
+            for (int f = 0; f < MMA_FN; ++f) {
+                float* d = acc + (e * MMA_FN + f) * 4;
+                MMA_TF32(d, al, bh[f]);
+                MMA_TF32(d, ah, bl[f]);
+                MMA_TF32(d, ah, bh[f]);
+            }
+        }
+    }
+}
+#endif
+
 #if KS > 1 && FUSED_FINISH
 /* Per output tile (column tile, channel tile, image: the grid without its splits), how many of
  * its KS work-groups have stored their partial sums. Zero between launches: the last arrival
@@ -233,8 +313,8 @@ FUNC_INLINE int sconv_self_list(GLOBAL const float* mk, LOCAL_PTR int* scan, LOC
  * iw + kx * dw, ky * dh and kx * dw. */
 KERNEL sconv_gemm_f32(SCONV_ARGS SCONV_FUSED_ARGS SCONV_SELF_ARGS) {
     GLOBAL const float* Wt = W;
-    LOCAL float As[TK][TM];
-    LOCAL float Bs[TK][TN];
+    LOCAL float As[TK][TM + SC_PAD];
+    LOCAL float Bs[TK][TN + SC_PAD];
     LOCAL int cy[TN];
     LOCAL int cxs[TN];
     LOCAL int cpos[TN];
@@ -288,9 +368,8 @@ KERNEL sconv_gemm_f32(SCONV_ARGS SCONV_FUSED_ARGS SCONV_SELF_ARGS) {
     int chunk = ((K + KS - 1) / KS + TK - 1) / TK * TK;
     int kb = ks * chunk, ke = IMIN(K, kb + chunk);
     GLOBAL const float* Xn = X + n * cin * ihw;
-    float acc[WM][WN];
-    for (int i = 0; i < WM; ++i)
-        for (int j = 0; j < WN; ++j) acc[i][j] = 0.0f;
+    float acc[NACC];
+    for (int a = 0; a < NACC; ++a) acc[a] = 0.0f;
     LOCAL_BARRIER();
     /* Software pipeline: the global loads of stage k0 + TK are issued into registers before
      * the FMAs of stage k0 run from local memory, so their latency (for B a dependent
@@ -309,31 +388,31 @@ KERNEL sconv_gemm_f32(SCONV_ARGS SCONV_FUSED_ARGS SCONV_SELF_ARGS) {
         }
         LOCAL_BARRIER();
         if (k0 + TK < ke) sconv_load_stage(Wt, Xn, ktab, cy, cxs, ra, rb, tid, m0, k0 + TK, ke, cout, ih, iw);
+#if MMA
+        sconv_mma_stage(As, Bs, acc, tid);
+#else
         for (int kk = 0; kk < TK; ++kk) {
             float a[WM], b[WN];
             for (int i = 0; i < WM; ++i) a[i] = As[kk][ty + i * TY];
             for (int j = 0; j < WN; ++j) b[j] = Bs[kk][tx + j * TX];
             for (int i = 0; i < WM; ++i)
-                for (int j = 0; j < WN; ++j) acc[i][j] += a[i] * b[j];
+                for (int j = 0; j < WN; ++j) acc[i * WN + j] += a[i] * b[j];
         }
+#endif
         LOCAL_BARRIER();
     }
     int P = oh * ow;
-    for (int i = 0; i < WM; ++i) {
-        int m = m0 + ty + i * TY;
-        if (m >= cout) continue;
-        for (int j = 0; j < WN; ++j) {
-            int c = tx + j * TX;
-            int p = cpos[c];
-            if (p < 0) continue;
+    for (int a = 0; a < NACC; ++a) {
+        int m = m0 + sconv_acc_m(a, tid), c = sconv_acc_c(a, tid);
+        int p = cpos[c];
+        if (m >= cout || p < 0) continue;
 #if KS > 1
-            part[((n * KS + ks) * cout + m) * cap + c0 + c] = acc[i][j];
+        part[((n * KS + ks) * cout + m) * cap + c0 + c] = acc[a];
 #else
-            if (masked && !mask_bit(meta, base, p)) continue;
-            int at = (n * cout + m) * P + p;
-            Y[at] = sconv_epilogue(acc[i][j], m, bias, has_bias, res, has_res, at, act, p0, p1);
+        if (masked && !mask_bit(meta, base, p)) continue;
+        int at = (n * cout + m) * P + p;
+        Y[at] = sconv_epilogue(acc[a], m, bias, has_bias, res, has_res, at, act, p0, p1);
 #endif
-        }
     }
 #if KS > 1 && FUSED_FINISH
     /* Release: every work-item's partial sums are visible device-wide before the group's
@@ -352,14 +431,11 @@ KERNEL sconv_gemm_f32(SCONV_ARGS SCONV_FUSED_ARGS SCONV_SELF_ARGS) {
     if (!last_split) return;
     /* Acquire: the other splits' partial sums are read after their arrivals were seen. */
     GLOBAL_FENCE();
-    for (int i = 0; i < WM; ++i) {
-        int m = m0 + ty + i * TY;
+    for (int a = 0; a < NACC; ++a) {
+        int m = m0 + sconv_acc_m(a, tid), c = sconv_acc_c(a, tid);
         if (m >= cout) continue;
-        for (int j = 0; j < WN; ++j) {
-            int c = tx + j * TX;
-            sconv_finish_output(part, Y, bias, has_bias, res, has_res, meta, base, masked, n, m, c0 + c, cpos[c], cout,
-                                cap, P, act, p0, p1);
-        }
+        sconv_finish_output(part, Y, bias, has_bias, res, has_res, meta, base, masked, n, m, c0 + c, cpos[c], cout, cap,
+                            P, act, p0, p1);
     }
 #endif
 }

@@ -78,6 +78,8 @@ pub(crate) struct Resources<D: GpuDevice> {
     /// Split-K GEMMs finish in their last work-group (`schedules::fused_finish`): one setting
     /// for every node, decided when the executable is built.
     pub fused_finish: bool,
+    /// 1x1 GEMM members list their own columns (`schedules::self_list`), decided likewise.
+    pub self_list: bool,
 }
 
 impl<D: GpuDevice> Resources<D> {
@@ -92,6 +94,7 @@ impl<D: GpuDevice> Resources<D> {
             workspace: None,
             workspace_need: 0,
             fused_finish: false,
+            self_list: false,
         }
     }
 

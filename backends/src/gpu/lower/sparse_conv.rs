@@ -9,7 +9,7 @@ use super::elementwise::activation_code;
 use crate::gpu::device::GpuDevice;
 use crate::gpu::kernels::Src;
 use crate::gpu::sparse::meta::MetaLayout;
-use crate::gpu::sparse::schedules::SconvSchedule;
+use crate::gpu::sparse::schedules::{mma_defines, mma_on, SconvSchedule};
 use dynaspa_runtime::graph::{Conv, Op};
 use dynaspa_runtime::sparsity::Granularity;
 use dynaspa_runtime::{DType, Error, Result};
@@ -325,7 +325,9 @@ impl SconvOp {
         // Buffers sized for other members than this one would be overrun: refused here, where
         // the op can still fall back, rather than left to corrupt memory at run time.
         let fits = |b: Option<BufId>, words: usize| words == 0 || b.is_some_and(|b| cx.res.caps[b] >= words * 4);
-        let fused = split.counters.is_some() && self.splits(sched);
+        // Self-listing members finish a split reduction in a second launch (see
+        // `SconvSchedule::gemm_defines`).
+        let fused = split.counters.is_some() && self.splits(sched) && !sched.self_list;
         if !fits(split.part, self.part_len(sched, layout)) || (fused && !fits(split.counters, self.counters_len(sched, layout))) {
             return Err(Error::Other(format!("split-K buffers too small for member {sched:?}")));
         }
@@ -350,7 +352,12 @@ impl SconvOp {
         match self.kind {
             SconvKind::Gemm => {
                 let t = sched.tile;
-                let kern = cx.kernel(Src::SparseConv, "sconv_gemm_f32", &sched.gemm_defines(fused))?;
+                let mut defines = sched.gemm_defines(fused);
+                let info = cx.dev.info();
+                if mma_on(info) {
+                    defines.extend(mma_defines(t, info.local_mem_bytes).into_iter().flatten());
+                }
+                let kern = cx.kernel(Src::SparseConv, "sconv_gemm_f32", &defines)?;
                 let (ctiles, mtiles) = (cap.div_ceil(t.tn as usize), cout.div_ceil(t.tm as usize));
                 // SELF_LIST runs column tiles slowest (see sparse_conv.cl).
                 let grid = if columns.is_some() { [mtiles, images * sched.ks as usize, ctiles] } else { [ctiles, mtiles, images * sched.ks as usize] };

@@ -212,7 +212,7 @@ pub(crate) fn lower_sparse_conv<D: GpuDevice>(
     let m = mask_plan(cx, frames, spec, (op.images, op.oh, op.ow))?;
     let (meta, layout) = (frames.masks[m].meta, frames.masks[m].layout.clone());
     let dense = op.dense_schedule(cx);
-    let limits = GpuLimits::of(cx.dev.info());
+    let limits = GpuLimits { self_list: cx.res.self_list, ..GpuLimits::of(cx.dev.info()) };
     let schedules_of = |poly: &PolyKernel| -> Result<Vec<SconvSchedule>> {
         poly.members().iter().map(|mb| member_schedule(op.kind, op.cout, op.k, dense, &mb.schedule, &limits).map_err(Error::Other)).collect()
     };

@@ -75,6 +75,13 @@ pub(crate) fn fused_finish(info: &DeviceInfo, asked: Option<bool>) -> bool {
 /// conv1x1 at 0.1 7% faster (benches/RESULTS.md, "Fused split-K finish on PoCL").
 const POCL_FUSED_FINISH: bool = false;
 
+/// Whether an executable's 1x1 GEMM members list their own columns: `asked`
+/// (`GpuOptions::self_list`, which the CLI and library take from `$DYNASPA_SELF_LIST`) where
+/// the device can, else the device's default (`self_list_on`). Never on wgpu.
+pub(crate) fn self_list(info: &DeviceInfo, asked: Option<bool>) -> bool {
+    info.backend != "wgpu" && asked.unwrap_or_else(|| self_list_on(info))
+}
+
 /// Whether 1x1 GEMM members find their columns in the mask themselves (SELF_LIST in
 /// sparse_conv.cl) on `info`'s device, so that dispatch launches the bitmask beside them
 /// instead of in front: `DYNASPA_SELF_LIST=1|0` where set (read once; an A/B knob), else the
@@ -92,16 +99,65 @@ pub(crate) fn self_list_on(info: &DeviceInfo) -> bool {
     asked.unwrap_or_else(|| self_list_default(info))
 }
 
-/// Where self-listing members are the default. On PoCL, so CI runs them (correctness; a
-/// launch costs PoCL little next to its GEMMs, so the A/B there says little either way). Not
-/// yet on NVIDIA (CUDA, OpenCL): no GPU was lent in the session that built them, and they are
-/// to be made the default there only once `benches/device_s12/` shows them paying.
+/// Where self-listing members are the default: CUDA, where they paid (H200, session 13 call AF,
+/// batch 1, the member with lagged dispatch on against off: conv3x3 at density 0.1 33.1 vs 40.4
+/// µs, 0.3 55.0 vs 57.5, conv1x1 at 0.1 14.9 vs 18.5; within 3% elsewhere: the mask launch in
+/// front goes, the member's own listing costs 2-5 µs at 0.3-0.5), and where the GPU test
+/// binaries passed with them (gpu_sparse, gpu_fused_finish, gpu_models on the H200). Not on
+/// NVIDIA's OpenCL, where the same call had them no better (the counts copy and host, not the
+/// mask launch, set its dispatch cost). Not on PoCL: PoCL 3.1 (Debian 12, CI's) computes the
+/// self-listing conv1x1 at batch 2 wrong (tests/gpu_sparse.rs, relative L2 ~1; the same test
+/// passes on CUDA), as it miscompiled other kernels that hand local arrays between helpers
+/// (sparse_conv.cl, `sconv_load_stage`); its tests turn them on where PoCL computes them right.
 fn self_list_default(info: &DeviceInfo) -> bool {
-    info.backend == "opencl" && info.driver.to_ascii_lowercase().contains("pocl") && POCL_SELF_LIST
+    info.backend == "cuda"
 }
 
-/// PoCL's default (see `self_list_default`).
-const POCL_SELF_LIST: bool = true;
+/// Whether GEMM members run their products on the tensor cores (MMA in sparse_conv.cl: three
+/// TF32 products per fp32 one, fp32-accurate): only with `DYNASPA_MMA=1` (read once), and only
+/// on CUDA devices of compute capability 8.0 and later, the first with TF32 mma (the variant is
+/// inline PTX). Off by default: on an H200 (session 13 call AG) it was no faster where the
+/// issue-5 convs are decided. Hopper's mma.sync runs TF32 at about 1.3x the rate of fp32 FMAs,
+/// which three products per product and the splitting eat: the 128x64 tiles that win at batch
+/// 1 ran 30-50% slower with it (conv3x3 at density 0.1 37.8 vs 25.5 µs), the default 64x32
+/// tile 5-11% faster on conv3x3 at batches 2 and 4 and 5-15% slower on conv1x1. A GPU whose
+/// tensor cores outrun its FMAs by more (Ampere's A100: 8x) is where it should be measured next.
+pub(crate) fn mma_on(info: &DeviceInfo) -> bool {
+    static ASKED: std::sync::OnceLock<Option<bool>> = std::sync::OnceLock::new();
+    let asked = *ASKED.get_or_init(|| match std::env::var("DYNASPA_MMA").ok().as_deref().map(str::trim) {
+        Some("1") => Some(true),
+        Some("0") => Some(false),
+        _ => None,
+    });
+    let major = info.arch.split('.').next().and_then(|m| m.trim().parse::<u32>().ok()).unwrap_or(0);
+    info.backend == "cuda" && major >= 8 && asked.unwrap_or(false)
+}
+
+/// The MMA defines for `tile` (`MMA`, and `MMA_WGM`: warps along the channels), or `None`
+/// where the tensor-core path cannot run it: whole warps, m16 x n8 x k8 fragments dividing
+/// the tile between them, and room for the padded stages within `local_mem_bytes` (0: not
+/// checked). Of the warp layouts that fit, the one loading the fewest fragment words per
+/// step (4 per m16 fragment, 2 per n8).
+pub(crate) fn mma_defines(tile: Tile, local_mem_bytes: u64) -> Option<[(&'static str, i64); 2]> {
+    let Tile { tm, tn, tk, .. } = tile;
+    let threads = (tm / tile.wm.max(1)) * (tn / tile.wn.max(1));
+    if threads % 32 != 0 || tm % 16 != 0 || tn % 8 != 0 || tk % 8 != 0 {
+        return None;
+    }
+    let warps = threads / 32;
+    let pad_bytes = 4 * tk as u64 * 2 * MMA_PAD;
+    let local = GemmKnobs { tm, tn, tk, wm: tile.wm, wn: tile.wn, ks: 1 }.local_bytes(false) + pad_bytes;
+    if local_mem_bytes > 0 && local > local_mem_bytes {
+        return None;
+    }
+    (1..=warps)
+        .filter(|&wgm| warps % wgm == 0 && (tm / 16) % wgm == 0 && (tn / 8) % (warps / wgm) == 0)
+        .min_by_key(|&wgm| 4 * (tm / 16 / wgm) + 2 * (tn / 8 / (warps / wgm)))
+        .map(|wgm| [("MMA", 1), ("MMA_WGM", wgm as i64)])
+}
+
+/// Words sparse_conv.cl pads each staged row with under MMA (its `SC_PAD`).
+const MMA_PAD: u64 = 8;
 
 /// One variant of the sparse conv GEMM.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -184,11 +240,15 @@ impl SconvSchedule {
 
     /// With `fused`, a split reduction is finished by the GEMM's last work-group per tile
     /// (FUSED_FINISH); without a split there is nothing to finish and the kernel is the same.
+    /// Self-listing members never fuse it: on PoCL 6 the fused self-listing GEMM stored every
+    /// active output from the wrong column (tests/gpu_fused_finish.rs, relative L2 ~0.8) where
+    /// the same kernel on CUDA and every other combination on PoCL computed right; neither
+    /// device makes that pair its default, so the pair is left out rather than kept on trust.
     pub(crate) fn gemm_defines(&self, fused: bool) -> Vec<(&'static str, i64)> {
         let mut d = self.tile.defines().to_vec();
         d.extend(Self::gran_defines(self.gran));
         d.push(("KS", self.ks as i64));
-        if fused && self.ks > 1 {
+        if fused && self.ks > 1 && !self.self_list {
             d.push(("FUSED_FINISH", 1));
         }
         if self.self_list {
@@ -283,6 +343,22 @@ pub(crate) fn all(entry: &str) -> Vec<Vec<(&'static str, i64)>> {
             "sconv_dw_f32" if s.tile == GEMM_LARGE && s.ks == 1 => v.push(SconvSchedule::dw_defines(s.gran)),
             _ => {}
         }
+    }
+    if entry == "sconv_gemm_f32" {
+        // On the tensor cores (sm_80 and later) where the tile allows: the dense and 1x1 members
+        // and the space's spread (the other granularities change only the column lookup, which
+        // the MMA variant does not touch; every variant would add ~500 programs to CI's compile).
+        let one = |d: &&Vec<(&'static str, i64)>| d.contains(&("GH", 1)) && d.contains(&("GW", 1));
+        let with_mma: Vec<Vec<(&'static str, i64)>> = v
+            .iter()
+            .filter(one)
+            .filter_map(|d| {
+                let get = |n: &str| d.iter().find(|x| x.0 == n).map_or(0, |x| x.1 as u32);
+                let tile = Tile { tm: get("TM"), tn: get("TN"), tk: get("TK"), wm: get("WM"), wn: get("WN") };
+                mma_defines(tile, 48 * 1024).map(|m| d.iter().copied().chain(m).collect())
+            })
+            .collect();
+        v.extend(with_mma);
     }
     if entry == "sconv_fill_residual_f32" || entry == "sconv_blend_cached_f32" {
         v.push(vec![]);
@@ -411,6 +487,38 @@ mod tests {
         ] {
             assert!(!s.with_self_list(kind, &limits).self_list, "{why}");
         }
+    }
+
+    #[test]
+    fn mma_takes_tiles_of_whole_fragments_and_picks_the_squarest_warp_layout() {
+        use super::{mma_defines, mma_on, GEMM_LARGE, GEMM_SMALL};
+        use crate::gpu::kernels::Tile;
+        // 128 x 64 over 8 warps: 4 along channels (32 x 32 each) loads 4*2 + 2*4 = 16 words a
+        // step; 8 x 1 would load 4 + 16, 2 x 4 would load 16 + 4.
+        let t = Tile { tm: 128, tn: 64, tk: 16, wm: 8, wn: 4 };
+        assert_eq!(mma_defines(t, 48 * 1024), Some([("MMA", 1), ("MMA_WGM", 4)]));
+        // The defaults: 64 x 32 over 8 warps (4 x 2), 32 x 32 over 8 warps (2 x 4).
+        assert_eq!(mma_defines(GEMM_LARGE, 0), Some([("MMA", 1), ("MMA_WGM", 4)]));
+        assert_eq!(mma_defines(GEMM_SMALL, 0), Some([("MMA", 1), ("MMA_WGM", 2)]));
+        for (bad, why) in [
+            (Tile { tk: 4, ..t }, "a stage shallower than k8"),
+            (Tile { tm: 8, wm: 1, ..t }, "fewer channels than m16"),
+            (Tile { tn: 4, wn: 1, ..t }, "fewer columns than n8"),
+            (Tile { tm: 16, tn: 16, tk: 16, wm: 4, wn: 4 }, "16 work-items: half a warp"),
+            (Tile { tm: 16, tn: 64, tk: 16, wm: 1, wn: 1 }, "32 warps cannot share one m16 x 8 n8 tile"),
+        ] {
+            assert_eq!(mma_defines(bad, 48 * 1024), None, "{why}");
+        }
+        // No room for the padded stages.
+        let bytes = super::GemmKnobs { tm: 128, tn: 64, tk: 16, wm: 8, wn: 4, ks: 1 }.local_bytes(false);
+        assert_eq!(mma_defines(t, bytes), None);
+        let dev = |backend: &str, arch: &str| DeviceInfo { backend: backend.into(), arch: arch.into(), ..Default::default() };
+        match std::env::var("DYNASPA_MMA").as_deref() {
+            Ok("1") => assert!(mma_on(&dev("cuda", "9.0")) && mma_on(&dev("cuda", "8.6"))),
+            _ => assert!(!mma_on(&dev("cuda", "9.0")), "off unless asked for"),
+        }
+        assert!(!mma_on(&dev("cuda", "7.5")), "no TF32 mma before sm_80");
+        assert!(!mma_on(&dev("opencl", "9.0")) && !mma_on(&dev("wgpu", "9.0")));
     }
 
     fn device(backend: &str, vendor: &str, driver: &str) -> DeviceInfo {
