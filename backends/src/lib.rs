@@ -72,12 +72,8 @@ pub fn create_with(name: &str, threads: Option<usize>, sparse: cpu::SparseConfig
 fn gpu_options(o: &BackendOptions) -> gpu::GpuOptions {
     let poison = o.poison || std::env::var("DYNASPA_GPU_POISON").is_ok_and(|v| !v.is_empty() && v != "0");
     let step_times = std::env::var_os("DYNASPA_GPU_STEP_TIMES").is_some_and(|v| v == "1");
-    let on_off = |name: &str| match std::env::var(name).as_deref().map(str::trim) {
-        Ok("1") => Some(true),
-        Ok("0") => Some(false),
-        _ => None,
-    };
-    let (fused_finish, self_list) = (on_off("DYNASPA_FUSED_FINISH"), on_off("DYNASPA_SELF_LIST"));
+    use gpu::sparse::schedules::env_switch;
+    let (fused_finish, self_list) = (env_switch("DYNASPA_FUSED_FINISH"), env_switch("DYNASPA_SELF_LIST"));
     gpu::GpuOptions { poison, sparse: o.sparse.clone().unwrap_or_default(), counts: gpu::CountsSync::from_env(), step_times, fused_finish, self_list }
 }
 

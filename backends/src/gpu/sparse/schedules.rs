@@ -75,6 +75,15 @@ pub(crate) fn fused_finish(info: &DeviceInfo, asked: Option<bool>) -> bool {
 /// conv1x1 at 0.1 7% faster (benches/RESULTS.md, "Fused split-K finish on PoCL").
 const POCL_FUSED_FINISH: bool = false;
 
+/// An A/B switch from the environment: `1` on, `0` off, anything else (or unset) the default.
+pub(crate) fn env_switch(name: &str) -> Option<bool> {
+    match std::env::var(name).ok().as_deref().map(str::trim) {
+        Some("1") => Some(true),
+        Some("0") => Some(false),
+        _ => None,
+    }
+}
+
 /// Whether an executable's 1x1 GEMM members list their own columns: `asked`
 /// (`GpuOptions::self_list`, which the CLI and library take from `$DYNASPA_SELF_LIST`) where
 /// the device can, else the device's default (`self_list_on`). Never on wgpu.
@@ -88,11 +97,7 @@ pub(crate) fn self_list(info: &DeviceInfo, asked: Option<bool>) -> bool {
 /// device's default. Never on wgpu (the WGSL twin has no SELF_LIST).
 pub(crate) fn self_list_on(info: &DeviceInfo) -> bool {
     static ASKED: std::sync::OnceLock<Option<bool>> = std::sync::OnceLock::new();
-    let asked = *ASKED.get_or_init(|| match std::env::var("DYNASPA_SELF_LIST").ok().as_deref().map(str::trim) {
-        Some("1") => Some(true),
-        Some("0") => Some(false),
-        _ => None,
-    });
+    let asked = *ASKED.get_or_init(|| env_switch("DYNASPA_SELF_LIST"));
     if info.backend == "wgpu" {
         return false;
     }
@@ -124,11 +129,7 @@ fn self_list_default(info: &DeviceInfo) -> bool {
 /// tensor cores outrun its FMAs by more (Ampere's A100: 8x) is where it should be measured next.
 pub(crate) fn mma_on(info: &DeviceInfo) -> bool {
     static ASKED: std::sync::OnceLock<Option<bool>> = std::sync::OnceLock::new();
-    let asked = *ASKED.get_or_init(|| match std::env::var("DYNASPA_MMA").ok().as_deref().map(str::trim) {
-        Some("1") => Some(true),
-        Some("0") => Some(false),
-        _ => None,
-    });
+    let asked = *ASKED.get_or_init(|| env_switch("DYNASPA_MMA"));
     let major = info.arch.split('.').next().and_then(|m| m.trim().parse::<u32>().ok()).unwrap_or(0);
     info.backend == "cuda" && major >= 8 && asked.unwrap_or(false)
 }
