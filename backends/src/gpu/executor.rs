@@ -47,7 +47,7 @@ pub struct GpuOptions {
     pub fused_finish: Option<bool>,
     /// 1x1 GEMM members find their columns in the mask themselves (SELF_LIST) so dispatch
     /// launches the bitmask kernel beside them; `None`: the device's default
-    /// (`sparse::schedules::self_list_on`: on for CUDA, off elsewhere, never on wgpu).
+    /// (`sparse::schedules::self_list`: on for CUDA, off elsewhere, never on wgpu).
     pub self_list: Option<bool>,
 }
 

@@ -325,9 +325,7 @@ impl SconvOp {
         // Buffers sized for other members than this one would be overrun: refused here, where
         // the op can still fall back, rather than left to corrupt memory at run time.
         let fits = |b: Option<BufId>, words: usize| words == 0 || b.is_some_and(|b| cx.res.caps[b] >= words * 4);
-        // Self-listing members finish a split reduction in a second launch (see
-        // `SconvSchedule::gemm_defines`).
-        let fused = split.counters.is_some() && self.splits(sched) && !sched.self_list;
+        let fused = self.kind == SconvKind::Gemm && sched.fuses_finish(split.counters.is_some());
         if !fits(split.part, self.part_len(sched, layout)) || (fused && !fits(split.counters, self.counters_len(sched, layout))) {
             return Err(Error::Other(format!("split-K buffers too small for member {sched:?}")));
         }

@@ -86,9 +86,9 @@ pub(crate) fn env_switch(name: &str) -> Option<bool> {
 
 /// Whether an executable's 1x1 GEMM members list their own columns: `asked`
 /// (`GpuOptions::self_list`, which the CLI and library take from `$DYNASPA_SELF_LIST`) where
-/// the device can, else the device's default (`self_list_on`). Never on wgpu.
+/// the device can, else the device's default (`self_list_default`). Never on wgpu.
 pub(crate) fn self_list(info: &DeviceInfo, asked: Option<bool>) -> bool {
-    info.backend != "wgpu" && asked.unwrap_or_else(|| self_list_on(info))
+    info.backend != "wgpu" && asked.unwrap_or_else(|| self_list_default(info))
 }
 
 /// Whether 1x1 GEMM members find their columns in the mask themselves (SELF_LIST in
@@ -97,11 +97,7 @@ pub(crate) fn self_list(info: &DeviceInfo, asked: Option<bool>) -> bool {
 /// device's default. Never on wgpu (the WGSL twin has no SELF_LIST).
 pub(crate) fn self_list_on(info: &DeviceInfo) -> bool {
     static ASKED: std::sync::OnceLock<Option<bool>> = std::sync::OnceLock::new();
-    let asked = *ASKED.get_or_init(|| env_switch("DYNASPA_SELF_LIST"));
-    if info.backend == "wgpu" {
-        return false;
-    }
-    asked.unwrap_or_else(|| self_list_default(info))
+    self_list(info, *ASKED.get_or_init(|| env_switch("DYNASPA_SELF_LIST")))
 }
 
 /// Where self-listing members are the default: CUDA, where they paid (H200, session 13 call AF,
@@ -239,17 +235,23 @@ impl SconvSchedule {
         ]
     }
 
-    /// With `fused`, a split reduction is finished by the GEMM's last work-group per tile
-    /// (FUSED_FINISH); without a split there is nothing to finish and the kernel is the same.
-    /// Self-listing members never fuse it: on PoCL 6 the fused self-listing GEMM stored every
+    /// Whether this variant finishes its split reduction in the GEMM's last work-group per tile
+    /// (FUSED_FINISH) where the executable asks for `fused`: only with a split to finish, and
+    /// never for self-listing members: on PoCL 3.1 the fused self-listing GEMM stored every
     /// active output from the wrong column (tests/gpu_fused_finish.rs, relative L2 ~0.8) where
     /// the same kernel on CUDA and every other combination on PoCL computed right; neither
     /// device makes that pair its default, so the pair is left out rather than kept on trust.
+    pub(crate) fn fuses_finish(&self, fused: bool) -> bool {
+        fused && self.ks > 1 && !self.self_list
+    }
+
+    /// The GEMM's defines, fused as `fuses_finish(fused)` says; without a split there is
+    /// nothing to finish and the kernel is the same.
     pub(crate) fn gemm_defines(&self, fused: bool) -> Vec<(&'static str, i64)> {
         let mut d = self.tile.defines().to_vec();
         d.extend(Self::gran_defines(self.gran));
         d.push(("KS", self.ks as i64));
-        if fused && self.ks > 1 && !self.self_list {
+        if self.fuses_finish(fused) {
             d.push(("FUSED_FINISH", 1));
         }
         if self.self_list {
