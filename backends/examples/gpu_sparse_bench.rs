@@ -5,7 +5,7 @@
 //!     target/release/examples/gpu_sparse_bench --backend cuda [--device SEL] [--json out.jsonl]
 //!         [--masks models/masks/dynconv_full_d30.dsm] [--samples 50] [--runs 10] [--batches 1,2,4]
 //!         [--only conv3x3] [--densities 0.1,0.3,0.5,1.0] [--dump-masks DIR] [--knobs N]
-//!         [--fused-finish on|off|atomic|both|all]
+//!         [--fused-finish on|off|both]
 //!     target/release/examples/gpu_sparse_bench --backend cuda --avit [--only deit_s|small] [...]
 //!
 //! The binary embeds every kernel; on the GPU host it needs only the driver and the mask file
@@ -30,11 +30,10 @@
 //! valid GEMM schedules (1x1 DISTiles) as members of profiles, as a tuned profile would hold
 //! them; the fastest member overall, default or sampled, is the one timed with dispatch.
 //! `--fused-finish` picks how members that split the reduction finish it: in the GEMM's last
-//! work-group (`on`), there with the splits adding atomically (`atomic`), in a second launch
-//! (`off`), or `both` (off, on) or `all`, one after the other on the same inputs and masks,
-//! the rows' op names then ending in `+split` / `+fused` / `+atomic` (without the flag: the
-//! backend's default, `$DYNASPA_FUSED_FINISH` and `$DYNASPA_ATOMIC_FINISH` applying). JSON
-//! lines say which in `fused_finish` and `atomic_finish`.
+//! work-group (`on`), in a second launch (`off`), or `both`, one after the other on the same
+//! inputs and masks, the rows' op names then ending in `+fused` / `+split` (without the flag:
+//! the backend's default, `$DYNASPA_FUSED_FINISH` applying). JSON lines say which in
+//! `fused_finish`.
 
 #[path = "common/avit_attention.rs"]
 mod avit_attention;
@@ -70,14 +69,13 @@ struct Args {
     /// GEMM schedules beyond the defaults to time per GEMM conv (hand-picked tiles and this
     /// many random valid ones), as a tuned profile would hold them.
     knobs: usize,
-    /// How split-K members finish, one executable per entry: (fused, atomic), `None` the
-    /// backend's default.
-    fused_finish: Vec<(Option<bool>, Option<bool>)>,
+    /// How split-K members finish, one executable per entry (`None`: the backend's default).
+    fused_finish: Vec<Option<bool>>,
 }
 
 fn usage(msg: &str) -> ! {
     eprintln!("gpu_sparse_bench: {msg}");
-    eprintln!("usage: gpu_sparse_bench --backend cuda|opencl|wgpu [--device SEL] [--json PATH] [--masks FILE.dsm] [--samples N] [--runs N] [--batches 1,2,4] [--densities 0.1,0.3] [--only NAME] [--dump-masks DIR] [--knobs N] [--fused-finish on|off|atomic|both|all] [--avit]");
+    eprintln!("usage: gpu_sparse_bench --backend cuda|opencl|wgpu [--device SEL] [--json PATH] [--masks FILE.dsm] [--samples N] [--runs N] [--batches 1,2,4] [--densities 0.1,0.3] [--only NAME] [--dump-masks DIR] [--knobs N] [--fused-finish on|off|both] [--avit]");
     std::process::exit(2)
 }
 
@@ -99,7 +97,7 @@ fn parse_args() -> Args {
         dump_masks: None,
         avit: false,
         knobs: 0,
-        fused_finish: vec![(env_switch("DYNASPA_FUSED_FINISH"), env_switch("DYNASPA_ATOMIC_FINISH"))],
+        fused_finish: vec![env_fused_finish()],
     };
     let mut it = std::env::args().skip(1);
     while let Some(k) = it.next() {
@@ -118,14 +116,11 @@ fn parse_args() -> Args {
             "--avit" => a.avit = true,
             "--knobs" => a.knobs = parse_list::<usize>(&val(), "--knobs")[0],
             "--fused-finish" => {
-                let (off, on, atomic) = ((Some(false), None), (Some(true), Some(false)), (Some(true), Some(true)));
                 a.fused_finish = match val().as_str() {
-                    "on" => vec![on],
-                    "off" => vec![off],
-                    "atomic" => vec![atomic],
-                    "both" => vec![off, on],
-                    "all" => vec![off, on, atomic],
-                    v => usage(&format!("--fused-finish takes on, off, atomic, both or all, not '{v}'")),
+                    "on" => vec![Some(true)],
+                    "off" => vec![Some(false)],
+                    "both" => vec![Some(false), Some(true)],
+                    v => usage(&format!("--fused-finish takes on, off or both, not '{v}'")),
                 }
             }
             "-h" | "--help" => usage("help"),
@@ -138,10 +133,10 @@ fn parse_args() -> Args {
     a
 }
 
-/// An A/B switch as the library reads it for `--backend` users: 1 on, 0 off, else the
+/// `$DYNASPA_FUSED_FINISH` as the library reads it for `--backend` users: 1 on, 0 off, else the
 /// backend's default.
-fn env_switch(name: &str) -> Option<bool> {
-    match std::env::var(name).as_deref().map(str::trim) {
+fn env_fused_finish() -> Option<bool> {
+    match std::env::var("DYNASPA_FUSED_FINISH").as_deref().map(str::trim) {
         Ok("1") => Some(true),
         Ok("0") => Some(false),
         _ => None,
@@ -283,7 +278,6 @@ fn bench<D: GpuDevice + 'static>(dev: Arc<D>, a: &Args) -> Result<()> {
         counts: CountsSync::Lagged,
         step_times: false,
         fused_finish: None,
-        atomic_finish: None,
         self_list: None,
     };
     for cc in CASES.iter().filter(|c| a.only.as_deref().is_none_or(|o| c.name.contains(o))) {
@@ -292,12 +286,11 @@ fn bench<D: GpuDevice + 'static>(dev: Arc<D>, a: &Args) -> Result<()> {
             let ho = g.values[g.inputs[1]].shape[2];
             let x = Tensor::from_f32(g.values[g.inputs[0]].shape.clone(), rng.vec(g.values[g.inputs[0]].shape.iter().product()))?;
             // Each finish on the same graph, input and masks.
-            for &(fused_finish, atomic_finish) in &a.fused_finish {
-                let opts = GpuOptions { fused_finish, atomic_finish, ..base.clone() };
+            for &fused_finish in &a.fused_finish {
+                let opts = GpuOptions { fused_finish, ..base.clone() };
                 let mut exe = GpuExecutable::compile(dev.clone(), &info.backend, &g, &opts)?;
-                let (fused, atomic) = (exe.fused_finish(), exe.atomic_finish());
-                let how = if atomic { "+atomic" } else if fused { "+fused" } else { "+split" };
-                let label = if a.fused_finish.len() > 1 { format!("{}{how}", cc.name) } else { cc.name.to_string() };
+                let fused = exe.fused_finish();
+                let label = if a.fused_finish.len() > 1 { format!("{}{}", cc.name, if fused { "+fused" } else { "+split" }) } else { cc.name.to_string() };
                 // Our kernel, or a vendor library's conv where the backend chose it (cuDNN on CUDA;
                 // DYNASPA_CUDNN=0 / force for A/B).
                 let dense_impl = exe.sparse_ops().first().and_then(|o| o.dense_vendor.clone()).unwrap_or_else(|| "ours".into());
@@ -415,7 +408,7 @@ fn bench<D: GpuDevice + 'static>(dev: Arc<D>, a: &Args) -> Result<()> {
                                 "op": cc.name, "batch": n, "density_target": d, "density": real,
                                 "member": name, "tiles": tiles, "us": us, "overhead_us": overhead,
                                 "steady_member": pick, "steady_alone_us": alone, "steady_launches_us": parts, "steady_lagged_us": lagged, "steady_after_mask_us": masked, "steady_exact_us": exact,
-                                "samples": a.samples, "runs": a.runs, "dense_impl": dense_impl, "fused_finish": fused, "atomic_finish": atomic,
+                                "samples": a.samples, "runs": a.runs, "dense_impl": dense_impl, "fused_finish": fused,
                             });
                             writeln!(f, "{line}").map_err(|e| dynaspa_runtime::Error::Other(format!("--json: {e}")))?;
                         }

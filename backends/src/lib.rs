@@ -66,16 +66,15 @@ pub fn create_with(name: &str, threads: Option<usize>, sparse: cpu::SparseConfig
 /// GPU settings from the options, with `$DYNASPA_GPU_POISON` (non-empty, not "0") turning on
 /// output poisoning for tests, `$DYNASPA_GPU_COUNTS` choosing how dispatch learns DISTile counts,
 /// `$DYNASPA_GPU_STEP_TIMES=1` a sync and a time per step (`dynaspa profile --nodes`) and
-/// `$DYNASPA_FUSED_FINISH=0|1` whether split-K convs finish in their GEMM and
-/// `$DYNASPA_ATOMIC_FINISH=0|1` whether that finish adds atomically (unset or another value:
-/// the device's default).
+/// `$DYNASPA_FUSED_FINISH=0|1` whether split-K convs finish in their GEMM (unset or another
+/// value: the device's default).
 #[allow(dead_code)]
 fn gpu_options(o: &BackendOptions) -> gpu::GpuOptions {
     let poison = o.poison || std::env::var("DYNASPA_GPU_POISON").is_ok_and(|v| !v.is_empty() && v != "0");
     let step_times = std::env::var_os("DYNASPA_GPU_STEP_TIMES").is_some_and(|v| v == "1");
     use gpu::sparse::schedules::env_switch;
-    let (fused_finish, atomic_finish, self_list) = (env_switch("DYNASPA_FUSED_FINISH"), env_switch("DYNASPA_ATOMIC_FINISH"), env_switch("DYNASPA_SELF_LIST"));
-    gpu::GpuOptions { poison, sparse: o.sparse.clone().unwrap_or_default(), counts: gpu::CountsSync::from_env(), step_times, fused_finish, atomic_finish, self_list }
+    let (fused_finish, self_list) = (env_switch("DYNASPA_FUSED_FINISH"), env_switch("DYNASPA_SELF_LIST"));
+    gpu::GpuOptions { poison, sparse: o.sparse.clone().unwrap_or_default(), counts: gpu::CountsSync::from_env(), step_times, fused_finish, self_list }
 }
 
 pub fn create_configured(name: &str, o: &BackendOptions) -> Result<Box<dyn Backend>> {

@@ -171,8 +171,6 @@ KERNEL dialect(GLOBAL const float* RESTRICT x, GLOBAL float* y, GLOBAL int* z, i
     GLOBAL_FENCE();
     IS(int, ATOMIC_INC(z));
     if (i == 0) ATOMIC_INC(z + n);
-    ATOMIC_ADD_F32(y + n, 1.0f);
-    IS(float, ATOMIC_XCHG_F32(y + n, 0.0f));
 }
 "#;
     let spec = KernelSpec { file: "dialect.cl", source, entry: "dialect", defines: vec![] };

@@ -16,9 +16,6 @@
 // Device-scope fence and atomic increment (old value returned), as prelude_opencl.h's.
 #define GLOBAL_FENCE() __threadfence()
 #define ATOMIC_INC(p) atomicAdd((p), 1)
-// Float add (its result unused, so a reduction in L2) and exchange, as prelude_opencl.h's.
-#define ATOMIC_ADD_F32(p, v) atomicAdd((p), (v))
-#define ATOMIC_XCHG_F32(p, v) atomicExch((p), (v))
 
 // Work-item ids and sizes as int, like the OpenCL prelude's casts of get_*_id; a dimension past
 // 2 reads as OpenCL's do (id 0, size 1).

@@ -18,7 +18,6 @@ use super::lower::{compile_time_outputs, lower};
 use super::lower::ctx::replay_launches;
 use super::lower::token::{lower_token, TokenPlans};
 use super::plan::{is_view, liveness};
-use super::sparse::schedules::Finish;
 use super::sparse::step::{CountsSync, Frames};
 use super::sparse::{build, split};
 use crate::cpu::{ForceMember, SparseConfig};
@@ -46,9 +45,6 @@ pub struct GpuOptions {
     /// launch) instead of a second kernel; `None`: the device's default (on for NVIDIA's
     /// OpenCL, off for CUDA, never on wgpu; see `sparse::schedules::fused_finish`).
     pub fused_finish: Option<bool>,
-    /// A fused finish adds the partial sums atomically into one sum per output (see
-    /// `sparse::schedules::Finish::Atomic`); `None`: the device's default.
-    pub atomic_finish: Option<bool>,
     /// 1x1 GEMM members find their columns in the mask themselves (SELF_LIST) so dispatch
     /// launches the bitmask kernel beside them; `None`: the device's default
     /// (`sparse::schedules::self_list`: on for CUDA, off elsewhere, never on wgpu).
@@ -75,8 +71,7 @@ impl<D: GpuDevice + 'static> GpuBackend<D> {
     /// Every sparse conv of `graph` (the graph `compile` would take), ready to time at any
     /// schedule: what `dynaspa tune` measures through.
     pub fn sparse_conv_timers(&self, graph: &Graph) -> Result<Vec<Box<dyn super::SparseConvTimer>>> {
-        let finish = super::sparse::schedules::finish(self.dev.info(), self.opts.fused_finish, self.opts.atomic_finish);
-        super::sparse::timer::SconvTimer::all(&self.dev, graph, finish)
+        super::sparse::timer::SconvTimer::all(&self.dev, graph, self.opts.fused_finish)
     }
 }
 
@@ -121,9 +116,9 @@ pub struct GpuExecutable<D: GpuDevice> {
     step_times: bool,
     /// Why the profile given in the options was not used at all (another device or backend).
     profile_refused: Option<String>,
-    /// How split-K GEMMs finish (`GpuOptions::fused_finish` and `atomic_finish` resolved for
-    /// the device).
-    finish: Finish,
+    /// Whether split-K GEMMs finish in their last work-group (`GpuOptions::fused_finish`
+    /// resolved for the device).
+    fused_finish: bool,
 }
 
 type StepRecords = (Vec<(usize, SparseOpRecord)>, Vec<(String, String, std::time::Duration)>);
@@ -142,7 +137,7 @@ impl<D: GpuDevice> GpuExecutable<D> {
         let live = liveness(g);
         let mut tokens = TokenPlans::new(live.root.clone(), acts);
         let mut res = Resources::<D>::new(g.values.len());
-        res.finish = super::sparse::schedules::finish(dev.info(), opts.fused_finish, opts.atomic_finish);
+        res.fused_finish = super::sparse::schedules::fused_finish(dev.info(), opts.fused_finish);
         res.self_list = super::sparse::schedules::self_list(dev.info(), opts.self_list);
         // Buffers that came from (and may return to) the pool.
         let mut pooled: Vec<bool> = Vec::new();
@@ -294,7 +289,7 @@ impl<D: GpuDevice> GpuExecutable<D> {
             report: None,
             step_times: opts.step_times,
             profile_refused: tuned.refused,
-            finish: res.finish,
+            fused_finish: res.fused_finish,
         })
     }
 

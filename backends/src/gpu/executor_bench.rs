@@ -62,12 +62,7 @@ impl<D: GpuDevice> GpuExecutable<D> {
     /// Whether this executable's split-K convs finish in their GEMM (one launch) rather than in
     /// a second kernel: the options' choice, or the device's default.
     pub fn fused_finish(&self) -> bool {
-        self.finish.fused()
-    }
-
-    /// Whether that fused finish adds the partial sums atomically (`GpuOptions::atomic_finish`).
-    pub fn atomic_finish(&self) -> bool {
-        self.finish == crate::gpu::sparse::schedules::Finish::Atomic
+        self.fused_finish
     }
 
     /// The launches of member `member` of sparse op `op`, or an error naming both.

@@ -18,18 +18,6 @@
 #define GLOBAL_FENCE() mem_fence(CLK_GLOBAL_MEM_FENCE)
 /* Adds 1 to a GLOBAL int and returns its old value (OpenCL 1.2 core, 32-bit). */
 #define ATOMIC_INC(p) atomic_inc(p)
-/* Adds v to a GLOBAL float (OpenCL 1.2 core has no float add: a compare-exchange loop on its
- * bits) and swaps a GLOBAL float for v, returning the old value (core for floats). */
-FUNC void dsp_atomic_add_f32(volatile GLOBAL float* p, float v) {
-    uint old = as_uint(*p);
-    for (;;) {
-        uint seen = atomic_cmpxchg((volatile GLOBAL uint*)p, old, as_uint(as_float(old) + v));
-        if (seen == old) return;
-        old = seen;
-    }
-}
-#define ATOMIC_ADD_F32(p, v) dsp_atomic_add_f32((p), (v))
-#define ATOMIC_XCHG_F32(p, v) atomic_xchg((p), (v))
 #define GROUP_ID(d) ((int)get_group_id(d))
 #define LOCAL_ID(d) ((int)get_local_id(d))
 #define GLOBAL_ID(d) ((int)get_global_id(d))

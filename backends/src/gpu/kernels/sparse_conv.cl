@@ -45,12 +45,7 @@
  * about as much as a sparse frame's GEMM on NVIDIA. It needs one work-group's stores to be
  * visible to another once a fence and an atomic order them: CUDA's memory model promises it;
  * OpenCL 1.2 leaves it to the device, and NVIDIA's (the same fences as CUDA) and PoCL's (a
- * coherent CPU) give it; WGSL does not promise it, so its twin never fuses.
- * FUSED_FINISH = 2: every work-group adds its partial sums atomically into `part`, here one
- * float per output of the unsplit GEMM that stays 0 between launches, and the last arrival
- * takes each sum back out (exchanging 0 in) to store it. The last work-group then reads one
- * value per output instead of KS, which made the first form lose to the second launch under
- * CUDA (RESULTS.md, session 8); the sums' order, so their last bits, vary from run to run. */
+ * coherent CPU) give it; WGSL does not promise it, so its twin never fuses. */
 #ifndef FUSED_FINISH
 #define FUSED_FINISH 0
 #endif
@@ -67,8 +62,8 @@
 #ifndef SELF_LIST
 #define SELF_LIST 0
 #endif
-#if SELF_LIST && FUSED_FINISH == 1
-#error "self-listing members finish a split reduction in a second launch or atomically (schedules.rs says why)"
+#if SELF_LIST && FUSED_FINISH
+#error "self-listing members finish a split reduction in a second launch (schedules.rs says why)"
 #endif
 /* MMA = 1 (CUDA on sm_80 and later only; the host sets it, `DYNASPA_MMA=1`): the tile's
  * products run on the tensor cores as three TF32 products per pair of operands split into a
@@ -411,9 +406,7 @@ KERNEL sconv_gemm_f32(SCONV_ARGS SCONV_FUSED_ARGS SCONV_SELF_ARGS) {
         int m = m0 + sconv_acc_m(a, tid), c = sconv_acc_c(a, tid);
         int p = cpos[c];
         if (m >= cout || p < 0) continue;
-#if KS > 1 && FUSED_FINISH == 2
-        ATOMIC_ADD_F32(&part[(n * cout + m) * cap + c0 + c], acc[a]);
-#elif KS > 1
+#if KS > 1
         part[((n * KS + ks) * cout + m) * cap + c0 + c] = acc[a];
 #else
         if (masked && !mask_bit(meta, base, p)) continue;
@@ -441,18 +434,8 @@ KERNEL sconv_gemm_f32(SCONV_ARGS SCONV_FUSED_ARGS SCONV_SELF_ARGS) {
     for (int a = 0; a < NACC; ++a) {
         int m = m0 + sconv_acc_m(a, tid), c = sconv_acc_c(a, tid);
         if (m >= cout) continue;
-#if FUSED_FINISH == 2
-        int p = cpos[c];
-        if (p < 0) continue;
-        /* Taken out before the mask test, so the sum is 0 again for the next launch either way. */
-        float v = ATOMIC_XCHG_F32(&part[(n * cout + m) * cap + c0 + c], 0.0f);
-        if (masked && !mask_bit(meta, base, p)) continue;
-        int at = (n * cout + m) * P + p;
-        Y[at] = sconv_epilogue(v, m, bias, has_bias, res, has_res, at, act, p0, p1);
-#else
         sconv_finish_output(part, Y, bias, has_bias, res, has_res, meta, base, masked, n, m, c0 + c, cpos[c], cout, cap,
                             P, act, p0, p1);
-#endif
     }
 #endif
 }

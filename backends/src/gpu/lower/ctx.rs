@@ -6,7 +6,6 @@ use super::super::device::{Arg, GpuDevice, KernelSpec};
 use super::super::dtype::{self, Word};
 use super::super::kernels::{self, Src, LINEAR_WG};
 use super::super::plan::Pool;
-use super::super::sparse::schedules::Finish;
 use dynaspa_runtime::graph::{Graph, Node};
 use dynaspa_runtime::{DType, Error, Result, Tensor};
 use std::collections::HashMap;
@@ -76,9 +75,9 @@ pub(crate) struct Resources<D: GpuDevice> {
     /// Bytes of it the vendor calls kept in the launches need (candidates that lost a race
     /// grew it too).
     workspace_need: usize,
-    /// How split-K GEMMs finish (`schedules::finish`): one setting for every node, decided
-    /// when the executable is built.
-    pub finish: Finish,
+    /// Split-K GEMMs finish in their last work-group (`schedules::fused_finish`): one setting
+    /// for every node, decided when the executable is built.
+    pub fused_finish: bool,
     /// 1x1 GEMM members list their own columns (`schedules::self_list`), decided likewise.
     pub self_list: bool,
 }
@@ -94,7 +93,7 @@ impl<D: GpuDevice> Resources<D> {
             dummy: None,
             workspace: None,
             workspace_need: 0,
-            finish: Finish::Launch,
+            fused_finish: false,
             self_list: false,
         }
     }

@@ -9,7 +9,7 @@ use super::elementwise::activation_code;
 use crate::gpu::device::GpuDevice;
 use crate::gpu::kernels::Src;
 use crate::gpu::sparse::meta::MetaLayout;
-use crate::gpu::sparse::schedules::{mma_defines, mma_on, Finish, SconvSchedule};
+use crate::gpu::sparse::schedules::{mma_defines, mma_on, SconvSchedule};
 use dynaspa_runtime::graph::{Conv, Op};
 use dynaspa_runtime::sparsity::Granularity;
 use dynaspa_runtime::{DType, Error, Result};
@@ -190,17 +190,15 @@ impl MaskColumns {
 }
 
 /// What members that split the reduction (KS > 1) work in: the partial sums (scratch, since
-/// every launch rewrites what it reads; under `Finish::Atomic` one sum per output, the op's
-/// own and zero-kept) and, where the GEMM finishes its own splits, the arrival counter of each
-/// output tile. The counters and atomic sums outlive the frame: zeroed once when built, each
-/// launch leaves them zero. Members of one op share both (one runs per frame), sized for the
-/// largest.
+/// every launch rewrites what it reads) and, where the GEMM finishes its own splits, the
+/// arrival counter of each output tile. The counters are the op's own and outlive the frame:
+/// zeroed once when built, each launch leaves them zero. Members of one op share both (one
+/// runs per frame), sized for the largest.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct SplitBufs {
     pub part: Option<BufId>,
-    /// Whether split members launch the fused GEMM alone (`counters` is then `Some`), and how
-    /// it adds, or the GEMM then sconv_finish_f32.
-    pub finish: Finish,
+    /// `Some`: split members launch the fused GEMM alone; `None`: the GEMM, then
+    /// sconv_finish_f32.
     pub counters: Option<BufId>,
     /// For SELF_LIST members (`None`: the op has none).
     pub columns: Option<MaskColumns>,
@@ -263,14 +261,13 @@ impl SconvOp {
         self.kind == SconvKind::Gemm && sched.ks > 1
     }
 
-    /// Floats of split-K partial sums `sched` needs finishing as `finish` asks (0 without a
-    /// split): one per split and output, or one per output when the splits add atomically.
-    pub(crate) fn part_len(&self, sched: &SconvSchedule, layout: Option<&MetaLayout>, finish: Finish) -> usize {
-        if !self.splits(sched) {
-            return 0;
+    /// Floats of split-K partial sums `sched` needs (0 without a split).
+    pub(crate) fn part_len(&self, sched: &SconvSchedule, layout: Option<&MetaLayout>) -> usize {
+        if self.splits(sched) {
+            self.images * sched.ks as usize * self.cout * self.columns_cap(sched, layout)
+        } else {
+            0
         }
-        let per_output = if sched.finish(finish) == Finish::Atomic { 1 } else { sched.ks as usize };
-        self.images * per_output * self.cout * self.columns_cap(sched, layout)
     }
 
     /// Tile counters the fused finish of `sched` needs (0 without a split): one per work-group
@@ -284,31 +281,22 @@ impl SconvOp {
         }
     }
 
-    /// The split-K buffers for members `scheds` (see `SplitBufs`) finishing as the executable
-    /// does: partial sums in pooled scratch (atomic sums in a zeroed buffer of the op's),
-    /// counters (when the finish is fused) in another.
+    /// The split-K buffers for members `scheds` (see `SplitBufs`): partial sums in pooled
+    /// scratch, counters (when this executable fuses the finish) in a zeroed buffer of the op's.
     pub(crate) fn split_bufs<'s, D: GpuDevice>(
         &self,
         cx: &mut Ctx<D>,
         scheds: impl IntoIterator<Item = &'s SconvSchedule>,
         layout: Option<&MetaLayout>,
     ) -> Result<SplitBufs> {
-        let finish = cx.res.finish;
         let (mut part, mut counters) = (0, 0);
         for s in scheds {
-            part = part.max(self.part_len(s, layout, finish));
+            part = part.max(self.part_len(s, layout));
             counters = counters.max(self.counters_len(s, layout));
         }
-        let part = match (part, finish) {
-            (0, _) => None,
-            // Zero bits are 0.0f: the sums start at 0 and each launch leaves them there.
-            (n, Finish::Atomic) => Some(cx.zeroed_ints(n, "split-K atomic sums")?),
-            (n, _) => Some(cx.scratch(n)?),
-        };
         Ok(SplitBufs {
-            part,
-            finish,
-            counters: if counters > 0 && finish.fused() { Some(cx.zeroed_ints(counters, "split-K tile counters")?) } else { None },
+            part: if part > 0 { Some(cx.scratch(part)?) } else { None },
+            counters: if counters > 0 && cx.res.fused_finish { Some(cx.zeroed_ints(counters, "split-K tile counters")?) } else { None },
             columns: None,
         })
     }
@@ -337,9 +325,8 @@ impl SconvOp {
         // Buffers sized for other members than this one would be overrun: refused here, where
         // the op can still fall back, rather than left to corrupt memory at run time.
         let fits = |b: Option<BufId>, words: usize| words == 0 || b.is_some_and(|b| cx.res.caps[b] >= words * 4);
-        let finish = if self.kind == SconvKind::Gemm && split.counters.is_some() { sched.finish(split.finish) } else { Finish::Launch };
-        let fused = finish.fused();
-        if !fits(split.part, self.part_len(sched, layout, finish)) || (fused && !fits(split.counters, self.counters_len(sched, layout))) {
+        let fused = self.kind == SconvKind::Gemm && sched.fuses_finish(split.counters.is_some());
+        if !fits(split.part, self.part_len(sched, layout)) || (fused && !fits(split.counters, self.counters_len(sched, layout))) {
             return Err(Error::Other(format!("split-K buffers too small for member {sched:?}")));
         }
         let (cout, images) = (self.cout, self.images);
@@ -363,7 +350,7 @@ impl SconvOp {
         match self.kind {
             SconvKind::Gemm => {
                 let t = sched.tile;
-                let mut defines = sched.gemm_defines(finish);
+                let mut defines = sched.gemm_defines(fused);
                 let info = cx.dev.info();
                 if mma_on(info) {
                     defines.extend(mma_defines(t, info.local_mem_bytes).into_iter().flatten());

@@ -5,7 +5,7 @@
 
 use super::knobs::GpuLimits;
 use super::meta::MetaLayout;
-use super::schedules::{member_schedule, Finish, SconvSchedule, GRANULARITIES};
+use super::schedules::{member_schedule, SconvSchedule, GRANULARITIES};
 use super::split;
 use super::step::{Frames, MaskPlan, SparseOp};
 use super::BITMASK_BLOCK;
@@ -406,11 +406,7 @@ fn poly_kernel<D: GpuDevice>(
     let shapes: Vec<String> = cx.node.inputs.iter().map(|i| i.map_or("-".into(), |v| format!("{:?}", cx.graph.values[v].shape))).collect();
     let kind = if op.kind == SconvKind::Depthwise { "dw" } else { "gemm" };
     // Split members cost less with the fused finish: tables timed one way do not serve the other.
-    let finish = match cx.res.finish {
-        Finish::Launch => "split",
-        Finish::LastGroup => "fused",
-        Finish::Atomic => "atomic",
-    };
+    let finish = if cx.res.fused_finish { "fused" } else { "split" };
     // So do 1x1 members that list their own columns: the list is part of their time.
     let lists = if self_list { "|1x1 lists its columns" } else { "" };
     let signature = format!("{CALIBRATION_VERSION}|{kind}|{:?}|{}|images {images}|finish {finish}{lists}", cx.node.op, shapes.join(","));

@@ -69,52 +69,6 @@ pub(crate) fn fused_finish(info: &DeviceInfo, asked: Option<bool>) -> bool {
     })
 }
 
-/// How split reductions (KS > 1) finish: FUSED_FINISH in sparse_conv.cl.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub(crate) enum Finish {
-    /// A second launch, sconv_finish_f32, adds the KS partial sums.
-    #[default]
-    Launch,
-    /// The last of each output tile's KS work-groups adds them.
-    LastGroup,
-    /// Every work-group adds its partial sums atomically into one zero-kept sum per output,
-    /// which the last takes out.
-    Atomic,
-}
-
-impl Finish {
-    /// Whether the GEMM finishes the reduction itself (one launch).
-    pub(crate) fn fused(self) -> bool {
-        self != Finish::Launch
-    }
-
-    /// The FUSED_FINISH define's value.
-    fn define(self) -> i64 {
-        match self {
-            Finish::Launch => 0,
-            Finish::LastGroup => 1,
-            Finish::Atomic => 2,
-        }
-    }
-}
-
-/// The finish of an executable's split reductions: fused or not as `fused_finish` says (from
-/// `fused`, `GpuOptions::fused_finish`), and fused atomically where `atomic`
-/// (`GpuOptions::atomic_finish`, `$DYNASPA_ATOMIC_FINISH`) asks, else `atomic_default`.
-pub(crate) fn finish(info: &DeviceInfo, fused: Option<bool>, atomic: Option<bool>) -> Finish {
-    match (fused_finish(info, fused), atomic.unwrap_or_else(|| atomic_default(info))) {
-        (false, _) => Finish::Launch,
-        (true, false) => Finish::LastGroup,
-        (true, true) => Finish::Atomic,
-    }
-}
-
-/// Where a fused finish is atomic by default: nowhere until measured (OpenCL 1.2 has no float
-/// add, so there it is a compare-exchange loop; CUDA adds in L2).
-fn atomic_default(_info: &DeviceInfo) -> bool {
-    false
-}
-
 /// PoCL's default (see `fused_finish`): off, as fusing did not pay there. A launch costs PoCL
 /// little next to a sparse frame's GEMM (ms), and fused, the finish runs in the GEMM's last
 /// work-groups, at the tail: at density 0.3-0.5 conv3x3 s2 was 2% slower fused, conv3x3 even,
@@ -281,29 +235,24 @@ impl SconvSchedule {
         ]
     }
 
-    /// How this variant finishes its split reduction where the executable asks for `asked`:
-    /// `Launch` without a split (there is nothing to finish), and never in the last work-group
-    /// for self-listing members: on PoCL 3.1 that fused self-listing GEMM stored every active
-    /// output from the wrong column (tests/gpu_fused_finish.rs, relative L2 ~0.8) where the
-    /// same kernel on CUDA and every other combination on PoCL computed right; neither device
-    /// makes that pair its default, so the pair is left out rather than kept on trust.
-    pub(crate) fn finish(&self, asked: Finish) -> Finish {
-        match asked {
-            _ if self.ks <= 1 => Finish::Launch,
-            Finish::LastGroup if self.self_list => Finish::Launch,
-            f => f,
-        }
+    /// Whether this variant finishes its split reduction in the GEMM's last work-group per tile
+    /// (FUSED_FINISH) where the executable asks for `fused`: only with a split to finish, and
+    /// never for self-listing members: on PoCL 3.1 the fused self-listing GEMM stored every
+    /// active output from the wrong column (tests/gpu_fused_finish.rs, relative L2 ~0.8) where
+    /// the same kernel on CUDA and every other combination on PoCL computed right; neither
+    /// device makes that pair its default, so the pair is left out rather than kept on trust.
+    pub(crate) fn fuses_finish(&self, fused: bool) -> bool {
+        fused && self.ks > 1 && !self.self_list
     }
 
-    /// The GEMM's defines, finishing as `finish(asked)` says; without a split there is
+    /// The GEMM's defines, fused as `fuses_finish(fused)` says; without a split there is
     /// nothing to finish and the kernel is the same.
-    pub(crate) fn gemm_defines(&self, asked: Finish) -> Vec<(&'static str, i64)> {
+    pub(crate) fn gemm_defines(&self, fused: bool) -> Vec<(&'static str, i64)> {
         let mut d = self.tile.defines().to_vec();
         d.extend(Self::gran_defines(self.gran));
         d.push(("KS", self.ks as i64));
-        let finish = self.finish(asked);
-        if finish.fused() {
-            d.push(("FUSED_FINISH", finish.define()));
+        if self.fuses_finish(fused) {
+            d.push(("FUSED_FINISH", 1));
         }
         if self.self_list {
             d.push(("SELF_LIST", 1));
@@ -351,7 +300,7 @@ pub(crate) fn member_schedule(kind: SconvKind, cout: usize, k: usize, dense: Sco
 }
 
 /// Define sets of sparse_conv.cl's `entry` that CI compiles: every one calibration and the
-/// dense lowering launch (split GEMMs finished each way), every schedule of the GPU profiles shipped under `profiles/`, and a
+/// dense lowering launch (split GEMMs fused and not), every schedule of the GPU profiles shipped under `profiles/`, and a
 /// spread of the tuner's space (every knob value at least once, on a 1024-thread, 48 KiB
 /// device with NVIDIA's register file), since a tune on another device can pick any of them.
 #[cfg(test)]
@@ -363,9 +312,9 @@ pub(crate) fn all(entry: &str) -> Vec<Vec<(&'static str, i64)>> {
             "sconv_gemm_f32" => {
                 for tile in [GEMM_LARGE, GEMM_SMALL] {
                     for ks in SPLITS {
-                        for finish in FINISHES {
+                        for fused in [false, true] {
                             for self_list in [false, gran == Some(Granularity::new(1, 1))] {
-                                v.push(SconvSchedule { tile, ks, gran, self_list }.gemm_defines(finish));
+                                v.push(SconvSchedule { tile, ks, gran, self_list }.gemm_defines(fused));
                             }
                         }
                     }
@@ -387,10 +336,10 @@ pub(crate) fn all(entry: &str) -> Vec<Vec<(&'static str, i64)>> {
     for s in tuned {
         match entry {
             "sconv_gemm_f32" => {
-                v.extend(FINISHES.map(|f| s.gemm_defines(f)));
+                v.extend([s.gemm_defines(false), s.gemm_defines(true)]);
                 if s.gran == Some(Granularity::new(1, 1)) {
                     let sl = SconvSchedule { self_list: true, ..s };
-                    v.extend(FINISHES.map(|f| sl.gemm_defines(f)));
+                    v.extend([sl.gemm_defines(false), sl.gemm_defines(true)]);
                 }
             }
             "sconv_finish_f32" if s.ks > 1 => v.push(s.finish_defines()),
@@ -421,9 +370,6 @@ pub(crate) fn all(entry: &str) -> Vec<Vec<(&'static str, i64)>> {
     v.dedup();
     v
 }
-
-#[cfg(test)]
-const FINISHES: [Finish; 3] = [Finish::Launch, Finish::LastGroup, Finish::Atomic];
 
 /// Every member of every GPU profile under `profiles/`: (file, op kind, schedule).
 #[cfg(test)]
@@ -531,8 +477,8 @@ mod tests {
         let on = GpuLimits { wgsl: false, max_group_threads: 1024, local_mem_bytes: 48 * 1024, registers_per_group: 65536, registers_per_thread: 255, self_list: true };
         let one = SconvSchedule::for_op(256, 2304, Some(Granularity::new(1, 1)));
         assert!(one.with_self_list(SconvKind::Gemm, &on).self_list);
-        assert!(one.with_self_list(SconvKind::Gemm, &on).gemm_defines(super::Finish::Launch).contains(&("SELF_LIST", 1)));
-        assert!(!one.gemm_defines(super::Finish::Launch).iter().any(|d| d.0 == "SELF_LIST"));
+        assert!(one.with_self_list(SconvKind::Gemm, &on).gemm_defines(false).contains(&("SELF_LIST", 1)));
+        assert!(!one.gemm_defines(false).iter().any(|d| d.0 == "SELF_LIST"));
         for (s, kind, limits, why) in [
             (one, SconvKind::Depthwise, on.clone(), "depthwise"),
             (SconvSchedule::for_op(256, 2304, Some(Granularity::new(2, 8))), SconvKind::Gemm, on.clone(), "2x8 tiles"),
@@ -595,31 +541,5 @@ mod tests {
         assert!(fused_finish(&amd_cl, Some(true)) && !fused_finish(&cuda, Some(false)) && !fused_finish(&nv_cl, Some(false)));
         // The WGSL kernel has no fused variant: asking cannot turn it on.
         assert!(!fused_finish(&wgpu, None) && !fused_finish(&wgpu, Some(true)));
-    }
-
-    #[test]
-    fn an_atomic_finish_is_a_fused_one_and_every_split_member_but_a_self_listing_last_group_takes_it() {
-        use super::{finish, Finish, SconvSchedule, GEMM_LARGE};
-        use dynaspa_runtime::sparsity::Granularity;
-        let cuda = device("cuda", "NVIDIA", "13.0");
-        let wgpu = device("wgpu", "NVIDIA", "Vulkan");
-        assert_eq!(finish(&cuda, Some(true), Some(true)), Finish::Atomic);
-        assert_eq!(finish(&cuda, Some(true), Some(false)), Finish::LastGroup);
-        assert_eq!(finish(&cuda, Some(false), Some(true)), Finish::Launch, "atomic asks how to fuse, not whether");
-        assert_eq!(finish(&wgpu, Some(true), Some(true)), Finish::Launch);
-        let g = Some(Granularity::new(1, 1));
-        let split = SconvSchedule { tile: GEMM_LARGE, ks: 4, gran: g, self_list: false };
-        let listing = SconvSchedule { self_list: true, ..split };
-        let whole = SconvSchedule { ks: 1, ..split };
-        for f in [Finish::Launch, Finish::LastGroup, Finish::Atomic] {
-            assert_eq!(split.finish(f), f);
-            assert_eq!(whole.finish(f), Finish::Launch, "nothing to finish without a split");
-            assert!(!whole.gemm_defines(f).iter().any(|d| d.0 == "FUSED_FINISH"));
-        }
-        assert_eq!(listing.finish(Finish::LastGroup), Finish::Launch);
-        assert_eq!(listing.finish(Finish::Atomic), Finish::Atomic);
-        assert!(split.gemm_defines(Finish::Atomic).contains(&("FUSED_FINISH", 2)));
-        assert!(split.gemm_defines(Finish::LastGroup).contains(&("FUSED_FINISH", 1)));
-        assert!(!split.gemm_defines(Finish::Launch).iter().any(|d| d.0 == "FUSED_FINISH"));
     }
 }

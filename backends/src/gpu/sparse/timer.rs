@@ -6,7 +6,7 @@
 
 use super::knobs::GpuLimits;
 use super::meta::MetaLayout;
-use super::schedules::{member_schedule, Finish, SconvSchedule};
+use super::schedules::{member_schedule, SconvSchedule};
 use super::split;
 use crate::cpu::sparse_exec::calibrate::random_tensor;
 use crate::gpu::device::GpuDevice;
@@ -78,18 +78,19 @@ fn random_buffer<D: GpuDevice>(res: &mut Resources<D>, dev: &D, shape: &[usize],
 
 impl<D: GpuDevice + 'static> SconvTimer<D> {
     /// The timers of every sparse conv of `graph` (as the executor splits it).
-    /// `finish`: the executor's (`GpuOptions::fused_finish` and `atomic_finish` resolved), so
-    /// the tuner times split members as frames will run them.
+    /// `fused_finish`: the executor's setting (`GpuOptions::fused_finish`), so the tuner times
+    /// split members as frames will run them.
     /// Token projections (A-ViT) get the token GEMM's timer.
-    pub(crate) fn all(dev: &Arc<D>, graph: &Graph, finish: Finish) -> Result<Vec<Box<dyn SparseConvTimer>>> {
+    pub(crate) fn all(dev: &Arc<D>, graph: &Graph, fused_finish: Option<bool>) -> Result<Vec<Box<dyn SparseConvTimer>>> {
         let (g, acts) = split::split(graph, true);
         let g = Arc::new(g);
+        let fused = super::schedules::fused_finish(dev.info(), fused_finish);
         let mut out: Vec<Box<dyn SparseConvTimer>> = Vec::new();
         for i in 0..g.nodes.len() {
             let n = &g.nodes[i];
             let wrap = |e: Error| Error::node(&n.name, n.op.name(), e.to_string());
             if split::runs_sparse(&g, n) {
-                out.push(Box::new(SconvTimer::new(dev.clone(), g.clone(), i, finish).map_err(wrap)?));
+                out.push(Box::new(SconvTimer::new(dev.clone(), g.clone(), i, fused).map_err(wrap)?));
             } else if super::token::runs_token_projection(&g, n) {
                 out.push(Box::new(super::token_timer::TokenTimer::new(dev.clone(), g.clone(), &acts, i).map_err(wrap)?));
             }
@@ -97,14 +98,14 @@ impl<D: GpuDevice + 'static> SconvTimer<D> {
         Ok(out)
     }
 
-    fn new(dev: Arc<D>, graph: Arc<Graph>, node: usize, finish: Finish) -> Result<SconvTimer<D>> {
+    fn new(dev: Arc<D>, graph: Arc<Graph>, node: usize, fused_finish: bool) -> Result<SconvTimer<D>> {
         let g = graph.clone();
         let n = &g.nodes[node];
         let (Op::Conv(p), Some(spec)) = (&n.op, n.sparse.as_ref()) else {
             return Err(Error::Other("not a sparse conv".into()));
         };
         let mut res = Resources::<D>::new(g.values.len());
-        res.finish = finish;
+        res.fused_finish = fused_finish;
         // Operands that are not constants get random values (timing on zeros or on whatever a
         // fresh buffer holds could take shortcuts real frames do not).
         for (i, v) in n.inputs.iter().enumerate() {
@@ -185,19 +186,17 @@ impl<D: GpuDevice + 'static> SconvTimer<D> {
             return Ok(());
         }
         let layout = Some(&self.lists[li].layout);
-        let finish = self.res.finish;
-        let need = self.op.part_len(&s, layout, finish);
+        let need = self.op.part_len(&s, layout);
+        if need > 0 && self.part.is_none_or(|(_, cap)| cap < need) {
+            // Launches built before keep the smaller buffer: it still fits them.
+            let b = self.res.alloc_own(&*self.dev, need * 4)?;
+            self.part = Some((b, need));
+        }
         let g = self.graph.clone();
         let n = &g.nodes[self.node];
         let mut cx = Ctx { dev: &*self.dev, graph: &g, node: n, res: &mut self.res, launches: Vec::new(), scratch: Vec::new() };
-        if need > 0 && self.part.is_none_or(|(_, cap)| cap < need) {
-            // Launches built before keep the smaller buffer: it still fits them. Atomic sums
-            // start at 0 (zero bits), as the executor's do.
-            let b = if finish == Finish::Atomic { cx.zeroed_ints(need, "split-K atomic sums")? } else { cx.res.alloc_own(cx.dev, need * 4)? };
-            self.part = Some((b, need));
-        }
         let tiles = self.op.counters_len(&s, layout);
-        if finish.fused() && tiles > 0 && self.counters.is_none_or(|(_, have)| have < tiles) {
+        if cx.res.fused_finish && tiles > 0 && self.counters.is_none_or(|(_, have)| have < tiles) {
             // As the scratch: earlier launches keep theirs, which they leave zero.
             self.counters = Some((cx.zeroed_ints(tiles, "split-K tile counters")?, tiles));
         }
@@ -210,7 +209,7 @@ impl<D: GpuDevice + 'static> SconvTimer<D> {
         };
         // Self-listing members read the timer's mask (one for every image) as the bitmask does.
         let columns = Some(MaskColumns { mask: self.mask_buf, stride: 0, list });
-        let split = SplitBufs { part: self.part.map(|p| p.0), finish, counters: self.counters.map(|c| c.0), columns };
+        let split = SplitBufs { part: self.part.map(|p| p.0), counters: self.counters.map(|c| c.0), columns };
         let meta = (self.lists[li].meta, &self.lists[li].layout);
         self.op.launch(&mut cx, &s, Some(meta), split, true)?;
         let l = std::mem::take(&mut cx.launches);
