@@ -11,8 +11,6 @@
 #define RESTRICT __restrict__
 #define FUNC static __device__ inline
 #define FUNC_INLINE static __device__ __forceinline__
-// A FUNC kept out of line (a rarely taken path whose inlined copy would cost registers).
-#define FUNC_NOINLINE static __device__ __noinline__
 #define LOCAL_BARRIER() __syncthreads()
 #define GLOBAL_BARRIER() __syncthreads()
 // Device-scope fence and atomic increment (old value returned), as prelude_opencl.h's.

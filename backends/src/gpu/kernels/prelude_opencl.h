@@ -10,9 +10,6 @@
 #define FUNC static inline
 /* A FUNC the compiler must inline (see sconv_load_stage in sparse_conv.cl for why). */
 #define FUNC_INLINE static inline __attribute__((always_inline))
-/* CUDA's prelude keeps these out of line; here they are inlined, as PoCL 3.1 miscompiles
- * helpers that are not and take LOCAL arrays (see sconv_load_stage in sparse_conv.cl). */
-#define FUNC_NOINLINE FUNC_INLINE
 #define LOCAL_BARRIER() barrier(CLK_LOCAL_MEM_FENCE)
 /* Also orders the group's global memory accesses (a work-group reads what it wrote). */
 #define GLOBAL_BARRIER() barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE)

@@ -4,9 +4,8 @@
  * phantom positions of edge tiles are skipped, and with `masked` so are positions whose mask
  * bit is 0 (the fill policy owns them: pre-zeroed, residual-filled or cached).
  *
- * Work-groups past the frame's tile count return at once, and the GEMM and the split-K finish
- * take columns past their grid themselves, so a grid needs no host readback to be sized: the
- * host sizes it from the count it has (last frame's), or for every tile the map can have.
+ * The grid is sized for every tile the map could have; work-groups past the frame's tile
+ * count return at once, so launches need no host readback to be sized.
  *
  * Mask metadata (`meta`, made by bitmask.cl): image n's tile count for this granularity at
  * meta[n * cstride + gi]; its packed mask words at data0 + n * img_stride, its tile list (the
@@ -467,15 +466,6 @@ FUNC_INLINE int sconv_gemm_tile(SCONV_ARGS SCONV_FUSED_ARGS SCONV_SELF_ARGS, int
     return cols;
 }
 
-/* The same for the column tiles past the grid, out of line where the dialect allows it (CUDA):
- * inlined twice, the kernel took 71-89 registers where it had 48 (the 64x32 tile), which
- * halved its occupancy (RESULTS.md, session 14 call B). */
-FUNC_NOINLINE int sconv_gemm_tile_past(SCONV_ARGS SCONV_FUSED_ARGS SCONV_SELF_ARGS, int c0, LOCAL_PTR float (*As)[TM + SC_PAD],
-                                       LOCAL_PTR float (*Bs)[TN + SC_PAD], LOCAL_PTR int* cy, LOCAL_PTR int* cxs,
-                                       LOCAL_PTR int* cpos SC_TILE_LOCALS) {
-    return sconv_gemm_tile(SCONV_ARG_NAMES SC_FUSED_NAMES SC_SELF_NAMES, c0, As, Bs, cy, cxs, cpos SC_TILE_LOCAL_NAMES);
-}
-
 KERNEL sconv_gemm_f32(SCONV_ARGS SCONV_FUSED_ARGS SCONV_SELF_ARGS) {
     LOCAL float As[TK][TM + SC_PAD];
     LOCAL float Bs[TK][TN + SC_PAD];
@@ -492,11 +482,11 @@ KERNEL sconv_gemm_f32(SCONV_ARGS SCONV_FUSED_ARGS SCONV_SELF_ARGS) {
     /* The last column of work-groups takes the frame's column tiles past the grid, one after
      * another: a grid sized from the last frame's count (the host's) may have too few. Kept
      * out of the first tile's code, which stays a straight line (a loop around it cost 6-21%,
-     * RESULTS.md session 13), and out of line (see sconv_gemm_tile_past). */
+     * RESULTS.md session 13). */
     if (SC_CTILE == SC_NCTILES - 1) {
         for (int c0 = SC_NCTILES * TN; c0 < cols; c0 += TN) {
             LOCAL_BARRIER();
-            cols = sconv_gemm_tile_past(SCONV_ARG_NAMES SC_FUSED_NAMES SC_SELF_NAMES, c0, As, Bs, cy, cxs, cpos SC_TILE_LOCAL_NAMES);
+            cols = sconv_gemm_tile(SCONV_ARG_NAMES SC_FUSED_NAMES SC_SELF_NAMES, c0, As, Bs, cy, cxs, cpos SC_TILE_LOCAL_NAMES);
         }
     }
 }

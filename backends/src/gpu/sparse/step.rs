@@ -1,10 +1,9 @@
 //! Sparse ops at run time. Per frame and mask value, the first op reading the mask launches
 //! bitmask.cl (words, DISTile counts and lists for every granularity, on the device); every op
 //! sharing the mask then picks its PolyKernel member from DISTile counts and replays that
-//! member's launches, which were built at compile time. Their kernels read the frame's count on
-//! the device: work-groups past it return at once, and the sparse GEMM and finish take any
-//! columns past their grid themselves, so the host sizes those grids from the counts it
-//! selected with (`ColumnGrid`) and any member computes the right output whatever they were.
+//! member's launches, which were built at compile time: their grids cover every tile the map
+//! can have and work-groups past the device-side count return at once, so any member computes
+//! the right output whatever counts the host selected with.
 //!
 //! That is what lets selection run without a host sync (`CountsSync::Lagged`, the default):
 //! the counts are copied to host memory behind the frame's work (`download_async`) and read at
