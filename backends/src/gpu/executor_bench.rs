@@ -103,7 +103,6 @@ impl<D: GpuDevice> GpuExecutable<D> {
             groups: [1, 1, 1],
             local: [32, 1, 1],
             args: vec![LArg::Buf(buf), LArg::I32(0), LArg::I32(0), LArg::I32(0)],
-            columns: None,
         };
         let launches: Vec<_> = std::iter::once(&empty).chain(member).collect();
         time_launches(&*self.dev, &self.bufs, &launches, samples, runs)

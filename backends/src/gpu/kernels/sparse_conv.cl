@@ -307,51 +307,27 @@ FUNC_INLINE int sconv_self_list(GLOBAL const float* mk, LOCAL_PTR int* scan, LOC
 #define SC_NKS GROUP_ID(2)
 #endif
 
-/* Local arrays a tile needs beside the stages, as parameters and as the kernel's names. */
-#if KS > 1 && FUSED_FINISH && SELF_LIST
-#define SC_TILE_LOCALS , LOCAL_PTR int *last_split, LOCAL_PTR int *sscan
-#define SC_TILE_LOCAL_NAMES , &last_split, sscan
-#elif KS > 1 && FUSED_FINISH
-#define SC_TILE_LOCALS , LOCAL_PTR int *last_split
-#define SC_TILE_LOCAL_NAMES , &last_split
-#elif SELF_LIST
-#define SC_TILE_LOCALS , LOCAL_PTR int *sscan
-#define SC_TILE_LOCAL_NAMES , sscan
-#else
-#define SC_TILE_LOCALS
-#define SC_TILE_LOCAL_NAMES
-#endif
-#define SCONV_ARG_NAMES                                                                                       \
-    X, W, bias, res, Y, meta, part, ktab, cin, cout, ih, iw, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw, cstride, gi, \
-        data0, img_stride, tiles_at, cap, masked, has_bias, has_res, act, p0, p1
-#if KS > 1 && FUSED_FINISH
-#define SC_FUSED_NAMES , tile_count
-#else
-#define SC_FUSED_NAMES
-#endif
-#if SELF_LIST
-#define SC_SELF_NAMES , mk, mk_stride
-#else
-#define SC_SELF_NAMES
-#endif
-
-/* The GEMM of column tile c0 (its columns c0 .. c0 + TN - 1) for the work-group's channel tile
- * and split; returns the image's column count, the same in every work-item.
- * Grid: (column tiles, ceil(cout / TM), N * KS), local (TX, TY) (SELF_LIST: (ceil(cout / TM),
- * N * KS, column tiles)); cap = columns the map can have, and column tiles at most ceil(cap /
- * TN): fewer where the host sized the grid from the last frame's count (see the kernel). Wt is
- * the weight transposed to [cin * kh * kw][cout]; ktab per reduction index k the input offset
- * ci * ih * iw + ky * dh * iw + kx * dw, ky * dh and kx * dw. */
-FUNC_INLINE int sconv_gemm_tile(SCONV_ARGS SCONV_FUSED_ARGS SCONV_SELF_ARGS, int c0, LOCAL_PTR float (*As)[TM + SC_PAD],
-                                LOCAL_PTR float (*Bs)[TN + SC_PAD], LOCAL_PTR int* cy, LOCAL_PTR int* cxs,
-                                LOCAL_PTR int* cpos SC_TILE_LOCALS) {
+/* Grid: (ceil(cap / TN), ceil(cout / TM), N * KS), local (TX, TY); cap = columns the map can
+ * have (SELF_LIST: (ceil(cout / TM), N * KS, ceil(cap / TN))). Wt is the weight transposed to
+ * [cin * kh * kw][cout]; ktab per reduction index k the input offset ci * ih * iw + ky * dh *
+ * iw + kx * dw, ky * dh and kx * dw. */
+KERNEL sconv_gemm_f32(SCONV_ARGS SCONV_FUSED_ARGS SCONV_SELF_ARGS) {
     GLOBAL const float* Wt = W;
+    LOCAL float As[TK][TM + SC_PAD];
+    LOCAL float Bs[TK][TN + SC_PAD];
+    LOCAL int cy[TN];
+    LOCAL int cxs[TN];
+    LOCAL int cpos[TN];
+#if KS > 1 && FUSED_FINISH
+    LOCAL int last_split;
+#endif
     int tx = LOCAL_ID(0), ty = LOCAL_ID(1);
     int tid = ty * TX + tx;
-    int m0 = SC_MTILE * TM;
+    int c0 = SC_CTILE * TN, m0 = SC_MTILE * TM;
     int n = SC_NKS / KS, ks = SC_NKS - (SC_NKS / KS) * KS;
     int base = data0 + n * img_stride;
 #if SELF_LIST
+    LOCAL int sscan[2 * NT];
     int cols = sconv_self_list(mk + n * mk_stride, sscan, cpos, tid, c0, oh * ow);
     /* The same for the whole work-group, so returning here skips no barrier. For
      * sconv_finish_f32, the first column tile (there always is one) publishes the count, here
@@ -361,7 +337,7 @@ FUNC_INLINE int sconv_gemm_tile(SCONV_ARGS SCONV_FUSED_ARGS SCONV_SELF_ARGS, int
 #if KS > 1 && !FUSED_FINISH
         if (SC_MTILE == 0 && ks == 0 && c0 == 0 && tid == 0) meta[n * cstride + gi] = 0;
 #endif
-        return cols;
+        return;
     }
     LOCAL_BARRIER();
 #if KS > 1 && !FUSED_FINISH
@@ -373,7 +349,7 @@ FUNC_INLINE int sconv_gemm_tile(SCONV_ARGS SCONV_FUSED_ARGS SCONV_SELF_ARGS, int
 #else
     int cols = sconv_columns(meta, n, cstride, gi, oh, ow);
     /* The same for the whole work-group, so returning here skips no barrier. */
-    if (c0 >= cols) return cols;
+    if (c0 >= cols) return;
 #endif
     for (int c = tid; c < TN; c += NT) {
 #if SELF_LIST
@@ -443,17 +419,16 @@ FUNC_INLINE int sconv_gemm_tile(SCONV_ARGS SCONV_FUSED_ARGS SCONV_SELF_ARGS, int
      * arrival is counted (the barrier makes tid 0 count after all of them fenced). */
     GLOBAL_FENCE();
     LOCAL_BARRIER();
-    /* Counters are laid out for every column tile the map can have, whatever the grid. */
-    int tile = (n * SC_NMTILES + SC_MTILE) * ((cap + TN - 1) / TN) + c0 / TN;
+    int tile = (n * SC_NMTILES + SC_MTILE) * SC_NCTILES + SC_CTILE;
     if (tid == 0) {
-        *last_split = ATOMIC_INC(&tile_count[tile]) == KS - 1;
+        last_split = ATOMIC_INC(&tile_count[tile]) == KS - 1;
         /* Every split has arrived, so nothing else touches the counter in this launch; the
          * next launch (the next frame) finds it at 0 without a memset. */
-        if (*last_split) tile_count[tile] = 0;
+        if (last_split) tile_count[tile] = 0;
     }
     LOCAL_BARRIER();
     /* The same for the whole work-group, and no barrier follows. */
-    if (!*last_split) return cols;
+    if (!last_split) return;
     /* Acquire: the other splits' partial sums are read after their arrivals were seen. */
     GLOBAL_FENCE();
     for (int a = 0; a < NACC; ++a) {
@@ -463,49 +438,19 @@ FUNC_INLINE int sconv_gemm_tile(SCONV_ARGS SCONV_FUSED_ARGS SCONV_SELF_ARGS, int
                             P, act, p0, p1);
     }
 #endif
-    return cols;
-}
-
-KERNEL sconv_gemm_f32(SCONV_ARGS SCONV_FUSED_ARGS SCONV_SELF_ARGS) {
-    LOCAL float As[TK][TM + SC_PAD];
-    LOCAL float Bs[TK][TN + SC_PAD];
-    LOCAL int cy[TN];
-    LOCAL int cxs[TN];
-    LOCAL int cpos[TN];
-#if KS > 1 && FUSED_FINISH
-    LOCAL int last_split;
-#endif
-#if SELF_LIST
-    LOCAL int sscan[2 * NT];
-#endif
-    int cols = sconv_gemm_tile(SCONV_ARG_NAMES SC_FUSED_NAMES SC_SELF_NAMES, SC_CTILE * TN, As, Bs, cy, cxs, cpos SC_TILE_LOCAL_NAMES);
-    /* The last column of work-groups takes the frame's column tiles past the grid, one after
-     * another: a grid sized from the last frame's count (the host's) may have too few. Kept
-     * out of the first tile's code, which stays a straight line (a loop around it cost 6-21%,
-     * RESULTS.md session 13). */
-    if (SC_CTILE == SC_NCTILES - 1) {
-        for (int c0 = SC_NCTILES * TN; c0 < cols; c0 += TN) {
-            LOCAL_BARRIER();
-            cols = sconv_gemm_tile(SCONV_ARG_NAMES SC_FUSED_NAMES SC_SELF_NAMES, c0, As, Bs, cy, cxs, cpos SC_TILE_LOCAL_NAMES);
-        }
-    }
 }
 
 /* Adds the KS partial sums of sconv_gemm_f32 and stores like it, a work-item per output.
- * Grid: (at most ceil(cap / 64), ceil(cout / CH), N), local (64, CH, 1): CH channels per
- * work-group (the vendor epilogue launches CH = 1), so a frame with few columns does not pay
- * for a row of mostly idle work-groups per channel. A grid the host sized from the last
- * frame's count may cover fewer columns than this frame has: work-items step over the rest. */
+ * Grid: (ceil(cap / 64), ceil(cout / CH), N), local (64, CH, 1): CH channels per work-group
+ * (the vendor epilogue launches CH = 1), so a frame with few columns does not pay for a row of
+ * mostly idle work-groups per channel. */
 KERNEL sconv_finish_f32(SCONV_ARGS) {
-    int m = GROUP_ID(1) * LOCAL_SIZE(1) + LOCAL_ID(1), n = GROUP_ID(2);
-    if (m >= cout) return;
-    int cols = IMIN(cap, sconv_columns(meta, n, cstride, gi, oh, ow));
+    int c = GLOBAL_ID(0), m = GROUP_ID(1) * LOCAL_SIZE(1) + LOCAL_ID(1), n = GROUP_ID(2);
+    if (m >= cout || c >= IMIN(cap, sconv_columns(meta, n, cstride, gi, oh, ow))) return;
     int base = data0 + n * img_stride;
-    for (int c = GLOBAL_ID(0); c < cols; c += NUM_GROUPS(0) * LOCAL_SIZE(0)) {
-        int p = sconv_position(meta, base, tiles_at, c, oh, ow);
-        sconv_finish_output(part, Y, bias, has_bias, res, has_res, meta, base, masked, n, m, c, p, cout, cap, oh * ow,
-                            act, p0, p1);
-    }
+    int p = sconv_position(meta, base, tiles_at, c, oh, ow);
+    sconv_finish_output(part, Y, bias, has_bias, res, has_res, meta, base, masked, n, m, c, p, cout, cap, oh * ow, act,
+                        p0, p1);
 }
 
 /* Depthwise (one input and one output channel per group): one work-item per (column, channel).

@@ -26,41 +26,12 @@ pub(crate) struct Launch<K> {
     pub groups: [u32; 3],
     pub local: [u32; 3],
     pub args: Vec<LArg>,
-    /// Where the grid may shrink to a frame's columns (`None`: always `groups`).
-    pub columns: Option<ColumnGrid>,
 }
 
 // By hand: a derive would ask for `K: Clone`, and kernels are shared through the Arc.
 impl<K> Clone for Launch<K> {
     fn clone(&self) -> Launch<K> {
-        Launch { kernel: self.kernel.clone(), groups: self.groups, local: self.local, args: self.args.clone(), columns: self.columns }
-    }
-}
-
-/// A sparse launch whose kernel takes any columns past its grid itself (sconv_gemm_f32's last
-/// column of work-groups, sconv_finish_f32's stepping work-items), so its grid can be sized
-/// per frame from the DISTile count the host has: last frame's under lagged counts. Work-groups
-/// past a frame's columns still cost their launch and (self-listing) a scan of the mask: 1-6 µs
-/// a frame at density 0.1 on an H200 (RESULTS.md, session 14).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct ColumnGrid {
-    /// The grid dimension that runs over columns.
-    pub dim: usize,
-    /// Columns per work-group along it.
-    pub per_group: u32,
-    /// The granularity whose tile count sizes it, and positions per tile.
-    pub gran: dynaspa_runtime::sparsity::Granularity,
-    pub per_tile: u32,
-}
-
-impl ColumnGrid {
-    /// Work-groups along `dim` for a frame of `tiles` tiles (summed over the images, so at
-    /// least any one image's), out of `full`: a quarter more columns than that, and one group
-    /// more, so a frame a little denser than the last keeps to the straight path.
-    pub(crate) fn groups(&self, tiles: usize, full: u32) -> u32 {
-        let cols = tiles.saturating_mul(self.per_tile as usize);
-        let want = cols.saturating_add(cols / 4).div_ceil(self.per_group as usize).saturating_add(1);
-        (want.min(full as usize) as u32).max(1)
+        Launch { kernel: self.kernel.clone(), groups: self.groups, local: self.local, args: self.args.clone() }
     }
 }
 
@@ -80,26 +51,6 @@ fn device_args<'a, K, B>(bufs: &'a [B], l: &Launch<K>) -> Vec<Arg<'a, B>> {
 pub(crate) fn replay_launches<D: GpuDevice>(dev: &D, bufs: &[D::Buffer], launches: &[Launch<D::Kernel>]) -> Result<()> {
     for l in launches {
         dev.launch(&l.kernel, l.groups, l.local, &device_args(bufs, l))?;
-    }
-    Ok(())
-}
-
-/// `replay_launches` with the grids of `ColumnGrid` launches sized from `tiles` (the DISTile
-/// count of a granularity, `None` where unknown: the full grid).
-pub(crate) fn replay_sized<D: GpuDevice>(
-    dev: &D,
-    bufs: &[D::Buffer],
-    launches: &[Launch<D::Kernel>],
-    tiles: impl Fn(dynaspa_runtime::sparsity::Granularity) -> Option<usize>,
-) -> Result<()> {
-    for l in launches {
-        let mut groups = l.groups;
-        if let Some(c) = l.columns {
-            if let Some(t) = tiles(c.gran) {
-                groups[c.dim] = c.groups(t, groups[c.dim]);
-            }
-        }
-        dev.launch(&l.kernel, groups, l.local, &device_args(bufs, l))?;
     }
     Ok(())
 }
@@ -367,7 +318,7 @@ impl<'a, D: GpuDevice> Ctx<'a, D> {
             u32::try_from(groups[1]).or_else(|_| limit(format!("a grid of {groups:?} work-groups exceeds 32 bits")))?,
             u32::try_from(groups[2]).or_else(|_| limit(format!("a grid of {groups:?} work-groups exceeds 32 bits")))?,
         ];
-        self.launches.push(Launch { kernel, groups: g, local, args, columns: None });
+        self.launches.push(Launch { kernel, groups: g, local, args });
         Ok(())
     }
 
@@ -386,23 +337,5 @@ impl<'a, D: GpuDevice> Ctx<'a, D> {
     pub(crate) fn word(&self, i: usize) -> Result<Word> {
         let dt = self.in_dtype(i)?;
         dtype::word(dt).map_or_else(|| unsupported(format!("{dt} input {i}")), Ok)
-    }
-}
-
-#[cfg(test)]
-mod column_grid_tests {
-    use super::ColumnGrid;
-    use dynaspa_runtime::sparsity::Granularity;
-
-    #[test]
-    fn a_column_grid_covers_the_count_with_a_margin_and_never_exceeds_the_full_grid() {
-        let g = ColumnGrid { dim: 2, per_group: 64, gran: Granularity::new(1, 1), per_tile: 1 };
-        // 160 columns (density 0.1 of 40x40): 200 with the margin, 4 work-groups, one more.
-        assert_eq!(g.groups(160, 25), 5);
-        assert_eq!(g.groups(0, 25), 1, "an empty frame still launches one work-group");
-        assert_eq!(g.groups(1600, 25), 25);
-        assert_eq!(g.groups(usize::MAX, 25), 25, "no overflow on absurd counts");
-        let t = ColumnGrid { per_tile: 16, gran: Granularity::new(2, 8), ..g };
-        assert_eq!(t.groups(10, 25), 5, "tiles count their positions");
     }
 }

@@ -4,7 +4,7 @@
 //! dense lowering of convs whose shape the GEMM covers).
 
 use super::conv::geom;
-use super::ctx::{int, BufId, ColumnGrid, Ctx, LArg};
+use super::ctx::{int, BufId, Ctx, LArg};
 use super::elementwise::activation_code;
 use crate::gpu::device::GpuDevice;
 use crate::gpu::kernels::Src;
@@ -365,23 +365,9 @@ impl SconvOp {
                     gemm_args.extend([LArg::Buf(c.mask), LArg::I32(int(c.stride, "mask stride")?)]);
                 }
                 cx.launch(kern, grid, t.local(), gemm_args)?;
-                // Sparse members' grids follow the frame's columns. Not on wgpu (the WGSL twin's
-                // kernels cover only the grid they get), and not where the GEMM fuses the
-                // finish: PoCL 3.1 left outputs of that pair unwritten in frames that outgrew
-                // the grid (tests/gpu_fused_finish.rs, a 1x1 member) where the split pair
-                // computed right; not yet seen on another device.
-                let sized = |dim: usize, per_group: u32| match sched.gran {
-                    Some(gran) if cx.dev.info().backend != "wgpu" && !fused => {
-                        Some(ColumnGrid { dim, per_group, gran, per_tile: gran.effective().area() as u32 })
-                    }
-                    _ => None,
-                };
-                let gemm_cols = sized(if columns.is_some() { 2 } else { 0 }, t.tn);
-                cx.launches.last_mut().expect("launched above").columns = gemm_cols;
                 if sched.ks > 1 && !fused {
                     let kern = cx.kernel(Src::SparseConv, "sconv_finish_f32", &sched.finish_defines())?;
                     cx.launch(kern, [cap.div_ceil(COLUMN_WG as usize), cout.div_ceil(FINISH_CH as usize), images], [COLUMN_WG, FINISH_CH, 1], args)?;
-                    cx.launches.last_mut().expect("launched above").columns = sized(0, COLUMN_WG);
                 }
             }
             SconvKind::Depthwise => {

@@ -23,7 +23,7 @@
 use super::meta::MetaLayout;
 use crate::cpu::ForceMember;
 use crate::gpu::device::GpuDevice;
-use crate::gpu::lower::ctx::{replay_async, replay_launches, replay_sized, BufId, Launch};
+use crate::gpu::lower::ctx::{replay_async, replay_launches, BufId, Launch};
 use dynaspa_runtime::dispatch::PolyKernel;
 use dynaspa_runtime::graph::FillPolicy;
 use dynaspa_runtime::report::{PhaseTimes, SparseOpRecord};
@@ -333,9 +333,7 @@ impl<D: GpuDevice> Frames<D> {
             op.cached_ready = true;
             ("dense (first cached frame)".to_string(), None, 0)
         } else {
-            // Grids sized from the counts selection used; the kernels take any columns past them.
-            let layout = &self.masks[m].layout;
-            replay_sized(dev, bufs, &op.members[pick], |g| layout.index(g).map(|k| counts[k]))?;
+            replay_launches(dev, bufs, &op.members[pick])?;
             op.last_pick = Some(pick);
             let s = &op.poly.members()[pick].schedule;
             (s.name.clone(), s.granularity, tiles)
