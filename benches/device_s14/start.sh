@@ -1,24 +1,4 @@
-# Sourced first by the session-14 device scripts: the binaries of pack.sh unpacked into /tmp/d14
-# (device_s7/common.sh), results under $OUT/r, the log teed to $OUT/log.txt, the GPU named; with
-# FULL=1 the full-size DynConv exported in the background into /tmp/full (done: /tmp/full/done).
+# Sourced first by the session-14 device scripts: session 13's start with pack.sh's binaries
+# (dist-s14) unpacked into /tmp/d14.
 DIST=dist-s14 D=/tmp/d14
-source "$(dirname "${BASH_SOURCE[0]}")/../device_s7/common.sh"
-mkdir -p $OUT/r
-exec > >(tee $OUT/log.txt) 2>&1
-date -u; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
-if [ -n "${FULL:-}" ]; then
-  mkdir -p /tmp/full
-  ( timeout 200 python3 models/dynconv.py --sizes full --no-dataset --out /tmp/full > /tmp/full/export.log 2>&1; touch /tmp/full/done ) &
-fi
-
-# The full-size DynConv end to end (`dynaspa bench`, 20 vtest frames, 5 rounds) with the
-# environment variable NAME set to each VALUE in turn, alternated twice: full_ab NAME VALUE...
-full_ab() {
-  local name=$1 rep v; shift
-  while [ ! -f /tmp/full/done ]; do sleep 2; done; tail -1 /tmp/full/export.log
-  for rep in 1 2; do
-    for v in "$@"; do
-      echo "== [$rep] $name=$v full DynConv: $(env $name=$v timeout 60 $D/dynaspa bench /tmp/full/dynconv_full_d30.onnx --frames models/frames/vtest --max-frames 20 --rounds 5 --backend cuda 2>&1 | grep -E 'median|speedup_vs_dense' | tr '\n' ' ')"
-    done
-  done
-}
+source "$(dirname "${BASH_SOURCE[0]}")/../device_s13/start.sh"
