@@ -1,6 +1,7 @@
 # Sourced first by the session-13 device scripts (and session 14's, with DIST and D set): the
 # binaries of pack.sh unpacked into $D (/tmp/d13 unless set; device_s7/common.sh), results
-# under $OUT/r, the log teed to $OUT/log.txt, the GPU named; with FULL=1 the full-size DynConv exported in the background into /tmp/full (done: /tmp/full/done).
+# under $OUT/r, the log teed to $OUT/log.txt, the GPU named; with FULL=1 the full-size DynConv
+# exported in the background into /tmp/full (done: /tmp/full/done).
 DIST=${DIST:-dist-s13} D=${D:-/tmp/d13}
 source "$(dirname "${BASH_SOURCE[0]}")/../device_s7/common.sh"
 mkdir -p $OUT/r
