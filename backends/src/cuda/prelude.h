@@ -55,6 +55,7 @@ typedef unsigned long long ulong;
 #define ISNAN(x) isnan(x)
 #define IMIN(a, b) min((int)(a), (int)(b))
 #define IMAX(a, b) max((int)(a), (int)(b))
+#define POPCOUNT(x) ((int)__popc((uint)(x)))
 #define AS_FLOAT(i) __int_as_float((int)(i))
 #define AS_INT(f) __float_as_int(f)
 

@@ -14,19 +14,19 @@ const M: usize = 20;
 const H: usize = 13;
 const W: usize = 17;
 
-/// relu(conv3x3(x) + b) where the input mask `m` is 1, zero elsewhere: one sparse conv whose
-/// reduction (24 x 9) splits.
-fn graph(rng: &mut Rng) -> Graph {
+/// relu(conv3x3(x) + b) over an h x w map where the input mask `m` is 1, zero elsewhere: one
+/// sparse conv whose reduction (24 x 9) splits.
+fn graph(rng: &mut Rng, h: usize, w: usize) -> Graph {
     let mut g = Graph { name: "self_list".into(), opset: 17, ..Default::default() };
     let mut value = |name: &str, shape: Vec<usize>, c: Option<Tensor>| {
         g.values.push(Value { name: name.into(), dtype: DType::F32, shape, constant: c.map(Arc::new) });
         g.values.len() - 1
     };
-    let x = value("x", vec![1, C, H, W], None);
-    let w = value("w", vec![M, C, 3, 3], Some(Tensor::from_f32(vec![M, C, 3, 3], rng.vec(M * C * 9, 1.0)).unwrap()));
+    let x = value("x", vec![1, C, h, w], None);
+    let wt = value("w", vec![M, C, 3, 3], Some(Tensor::from_f32(vec![M, C, 3, 3], rng.vec(M * C * 9, 1.0)).unwrap()));
     let b = value("b", vec![M], Some(Tensor::from_f32(vec![M], rng.vec(M, 1.0)).unwrap()));
-    let m = value("m", vec![1, 1, H, W], None);
-    let y = value("y", vec![1, M, H, W], None);
+    let m = value("m", vec![1, 1, h, w], None);
+    let y = value("y", vec![1, M, h, w], None);
     let window = Window { kernel_shape: vec![3, 3], strides: vec![1, 1], pads: vec![1; 4], dilations: vec![1, 1], auto_pad: AutoPad::NotSet };
     let sparse = SparseSpec {
         mask: m,
@@ -39,7 +39,7 @@ fn graph(rng: &mut Rng) -> Graph {
     g.nodes.push(Node {
         name: "conv".into(),
         op: Op::Conv(Conv { window, group: 1, fused_add: false, activation: Some(Activation::Relu) }),
-        inputs: vec![Some(x), Some(w), Some(b)],
+        inputs: vec![Some(x), Some(wt), Some(b)],
         outputs: vec![y],
         sparse: Some(sparse),
     });
@@ -90,7 +90,7 @@ fn active_equal(got: &[f32], want: &[f32], mask: &[f32]) -> bool {
 fn one_by_one_members_read_the_mask_not_the_bitmask_lists() {
     let Some(dev) = device() else { return };
     let mut rng = Rng(0x5e1f_1157 ^ std::process::id() as u64);
-    let g = graph(&mut rng);
+    let g = graph(&mut rng, H, W);
     let cache = std::env::temp_dir().join(format!("dynaspa-self-list-{}", std::process::id()));
     let mask: Vec<f32> = (0..H * W).map(|_| (rng.next() < 0.3) as u8 as f32).collect();
     let inputs = [Tensor::from_f32(vec![1, C, H, W], rng.vec(C * H * W, 1.0)).unwrap(), Tensor::from_f32(vec![1, 1, H, W], mask.clone()).unwrap()];
@@ -110,5 +110,43 @@ fn one_by_one_members_read_the_mask_not_the_bitmask_lists() {
     assert!(!op.meta_free[op.last_pick.unwrap()], "the 2x8 member reads the lists");
     let got = member_over_garbage_lists(&mut tiled);
     assert!(!active_equal(&got, &want_tiled, &mask), "garbage lists left the 2x8 member's output unchanged");
+    // Both computed the same conv from their own lists.
+    let e = rel_l2(&want, &want_tiled);
+    assert!(e <= 1e-5, "the self-listing member differs from the 2x8 member: relative L2 {e:.2e}");
+    let _ = std::fs::remove_dir_all(&cache);
+}
+
+fn rel_l2(a: &[f32], b: &[f32]) -> f64 {
+    let (mut d, mut n) = (0f64, 0f64);
+    for (x, y) in a.iter().zip(b) {
+        d += (*x as f64 - *y as f64).powi(2);
+        n += (*y as f64).powi(2);
+    }
+    (d / n.max(1e-30)).sqrt()
+}
+
+/// A map of more positions than a work-group keeps in registers while it lists (sparse_conv.cl's
+/// SL_BITS per work-item): each work-item's segment is read again past them, and the columns
+/// found there must be those of the bitmask kernel's lists (the 2x8 member) and of the dense
+/// member.
+#[test]
+fn one_by_one_members_list_long_segments_right() {
+    let Some(dev) = device() else { return };
+    let mut rng = Rng(0x10_9e65 ^ std::process::id() as u64);
+    // 150 x 150 = 22,500 positions: over 64 per work-item for work-groups of up to 256.
+    let (h, w) = (150, 150);
+    let g = graph(&mut rng, h, w);
+    let cache = std::env::temp_dir().join(format!("dynaspa-self-list-long-{}", std::process::id()));
+    let mask: Vec<f32> = (0..h * w).map(|_| (rng.next() < 0.3) as u8 as f32).collect();
+    let inputs = [Tensor::from_f32(vec![1, C, h, w], rng.vec(C * h * w, 1.0)).unwrap(), Tensor::from_f32(vec![1, 1, h, w], mask).unwrap()];
+    let (exe, listed) = run_forced(&dev, &g, ForceMember::Tiles(Granularity::new(1, 1)), &inputs, &cache);
+    let op = &exe.frames.ops[0];
+    assert!(op.meta_free[op.last_pick.unwrap()], "the 1x1 member should list its own columns");
+    let (_, tiled) = run_forced(&dev, &g, ForceMember::Tiles(Granularity::new(2, 8)), &inputs, &cache);
+    let (_, dense) = run_forced(&dev, &g, ForceMember::Dense, &inputs, &cache);
+    for (what, want) in [("2x8", &tiled), ("dense", &dense)] {
+        let e = rel_l2(&listed, want);
+        assert!(e <= 1e-5, "self-listing 1x1 member against the {what} member on a 150 x 150 map: relative L2 {e:.2e}");
+    }
     let _ = std::fs::remove_dir_all(&cache);
 }

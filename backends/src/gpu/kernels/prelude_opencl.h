@@ -41,5 +41,6 @@
 #define ISNAN(x) isnan(x)
 #define IMIN(a, b) min((int)(a), (int)(b))
 #define IMAX(a, b) max((int)(a), (int)(b))
+#define POPCOUNT(x) ((int)popcount((uint)(x)))
 #define AS_FLOAT(i) as_float(i)
 #define AS_INT(f) as_int(f)

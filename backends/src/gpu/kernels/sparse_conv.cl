@@ -148,30 +148,55 @@ FUNC int mask_bit(GLOBAL const int* meta, int base, int p) {
     return (((uint)meta[base + (p >> 5)]) >> (uint)(p & 31)) & 1u;
 }
 
-FUNC float sconv_epilogue(float v, int co, GLOBAL const float* bias, int has_bias, GLOBAL const float* res,
-                          int has_res, int at, int act, float p0, float p1) {
-    if (has_bias) v += bias[co];
+/* b: the output channel's bias (0 without), loaded where the caller can overlap it. */
+FUNC float sconv_epilogue(float v, float b, GLOBAL const float* res, int has_res, int at, int act, float p0, float p1) {
+    v += b;
     if (has_res) v += res[at];
     return activate(act, v, p0, p1);
 }
 
-/* Output (channel m, column c at position p) of image n from the KS partial sums of a split
- * reduction: summed, then stored as the unsplit GEMM stores (bias, residual, activation; not
- * where `masked` says the fill policy owns it). sconv_finish_f32 runs it per work-item, the
- * fused GEMM's last work-group per output of its tile. */
-FUNC void sconv_finish_output(GLOBAL const float* part, GLOBAL float* Y, GLOBAL const float* bias, int has_bias,
-                              GLOBAL const float* res, int has_res, GLOBAL const int* meta, int base, int masked,
-                              int n, int m, int c, int p, int cout, int cap, int P, int act, float p0, float p1) {
-    if (p < 0 || (masked && !mask_bit(meta, base, p))) return;
+/* Sum of the KS partial sums of a split reduction for (channel m, column c) of image n. */
+FUNC float sconv_split_sum(GLOBAL const float* part, int n, int m, int c, int cout, int cap) {
     float v = 0.0f;
     for (int s = 0; s < KS; ++s) v += part[((n * KS + s) * cout + m) * cap + c];
+    return v;
+}
+
+/* Stores output (channel m, position p) of image n from its reduction v as the unsplit GEMM
+ * stores: bias b, residual, activation; nothing at a phantom (p < 0) or where `masked` says
+ * the fill policy owns the position. Callers issue the loads of v and b before it, so the
+ * checks here do not delay them: as a chain of dependent loads the split-K finish spent most
+ * of its time waiting. */
+FUNC void sconv_store_output(float v, float b, GLOBAL float* Y, GLOBAL const float* res, int has_res,
+                             GLOBAL const int* meta, int base, int masked, int n, int m, int p, int cout, int P,
+                             int act, float p0, float p1) {
+    if (p < 0 || (masked && !mask_bit(meta, base, p))) return;
     int at = (n * cout + m) * P + p;
-    Y[at] = sconv_epilogue(v, m, bias, has_bias, res, has_res, at, act, p0, p1);
+    Y[at] = sconv_epilogue(v, b, res, has_res, at, act, p0, p1);
 }
 
 /* Elements of one stage each work-item loads: TM x TK of A and TN x TK of B over NT items. */
 #define SC_AL ((TM * TK + NT - 1) / NT)
 #define SC_BL ((TN * TK + NT - 1) / NT)
+/* Columns of the tile each work-item sets up. */
+#define SC_CL ((TN + NT - 1) / NT)
+/* Taps (kh x kw) up to which the reduction offsets come from a table in local memory instead of
+ * ktab: reduction index gk is input channel gk / taps and tap gk % taps, and the tap's offsets
+ * (ky * dh * iw + kx * dw, ky * dh, kx * dw) are the table's. A ktab load sat in front of
+ * every gathered input element, so each stage's loads were two round trips to L2 in a row,
+ * and with few columns a work-group's stages are a serial chain of them. */
+#define SC_TAPS 64
+
+/* The tap table for sconv_load_stage, filled by the work-group (the caller barriers before it
+ * is read). */
+FUNC_INLINE void sconv_tap_table(LOCAL_PTR int* tapt, int tid, int taps, int kw, int dh, int dw, int iw) {
+    for (int r = tid; r < IMIN(taps, SC_TAPS); r += NT) {
+        int ky = r / kw, kx = r - (r / kw) * kw;
+        tapt[3 * r] = ky * dh * iw + kx * dw;
+        tapt[3 * r + 1] = ky * dh;
+        tapt[3 * r + 2] = kx * dw;
+    }
+}
 
 /* Loads stage k0 (TK reduction indices, clipped at ke) of the transposed weight (ra) and of
  * the gathered input columns (rb) into registers; element e of a stage is tid + l * NT, laid
@@ -187,8 +212,8 @@ FUNC void sconv_finish_output(GLOBAL const float* part, GLOBAL float* Y, GLOBAL 
  * NVRTC and NVIDIA's OpenCL computed these members right without the attribute (on an H100);
  * the forced inlining there is expected to change nothing but has not been timed. */
 FUNC_INLINE void sconv_load_stage(GLOBAL const float* Wt, GLOBAL const float* Xn, GLOBAL const int* ktab, LOCAL_PTR int* cy,
-                           LOCAL_PTR int* cxs, float* ra, float* rb, int tid, int m0, int k0, int ke, int cout, int ih,
-                           int iw) {
+                           LOCAL_PTR int* cxs, LOCAL_PTR const int* tapt, float* ra, float* rb, int tid, int m0, int k0,
+                           int ke, int cout, int ih, int iw, int taps, float rtaps) {
     for (int l = 0; l < SC_AL; ++l) {
         int e = tid + l * NT;
         int m = e % TM, k = e / TM;
@@ -201,8 +226,23 @@ FUNC_INLINE void sconv_load_stage(GLOBAL const float* Wt, GLOBAL const float* Xn
         int gk = k0 + k;
         float v = 0.0f;
         if (e < TN * TK && gk < ke) {
-            int iy = cy[c] + ktab[3 * gk + 1], ix = cxs[c] + ktab[3 * gk + 2];
-            if (iy >= 0 && iy < ih && ix >= 0 && ix < iw) v = Xn[ktab[3 * gk] + cy[c] * iw + cxs[c]];
+            int off, dy, dx;
+            if (taps <= SC_TAPS) {
+                /* gk / taps through the reciprocal: gk < 2^24 is exact in a float, and the
+                 * product is off by at most one, which the remainder's range corrects. */
+                int ci = (int)((float)gk * rtaps), r = gk - ci * taps;
+                if (r < 0) { --ci; r += taps; }
+                else if (r >= taps) { ++ci; r -= taps; }
+                off = ci * ih * iw + tapt[3 * r];
+                dy = tapt[3 * r + 1];
+                dx = tapt[3 * r + 2];
+            } else {
+                off = ktab[3 * gk];
+                dy = ktab[3 * gk + 1];
+                dx = ktab[3 * gk + 2];
+            }
+            int iy = cy[c] + dy, ix = cxs[c] + dx;
+            if (iy >= 0 && iy < ih && ix >= 0 && ix < iw) v = Xn[off + cy[c] * iw + cxs[c]];
         }
         rb[l] = v;
     }
@@ -257,18 +297,29 @@ FUNC_INLINE void sconv_mma_stage(LOCAL_PTR float (*As)[TM + SC_PAD], LOCAL_PTR f
  * c0 + TN - 1 (row-major) into cpos, -1 past the last; returns the image's column count, the
  * same in every work-item. Each work-item counts a contiguous segment of the mask, a scan of
  * those counts gives each segment's first rank, and the segments holding the group's ranks
- * list them. The caller barriers before reading cpos. */
+ * list them. The caller barriers before reading cpos.
+ *
+ * The first SL_BITS positions of a segment are kept as bits in registers, so listing them reads
+ * no memory again: every load here is on the GEMM's critical path, and a second pass over the
+ * mask was one more round trip to L2 for each work-group. They are loaded 8 at a time, clamped
+ * rather than branched, so the 8 are in flight together. Longer segments (maps over SL_BITS x
+ * NT positions) read the rest twice. */
+#define SL_BITS 64
 FUNC_INLINE int sconv_self_list(GLOBAL const float* mk, LOCAL_PTR int* scan, LOCAL_PTR int* cpos, int tid, int c0, int P) {
     for (int c = tid; c < TN; c += NT) cpos[c] = -1;
     int seg = (P + NT - 1) / NT;
     int lo = IMIN(P, tid * seg), hi = IMIN(P, lo + seg);
-    int cnt = 0, p = lo;
-    /* Four loads in flight before their compares (the segment is a dependent chain otherwise). */
-    for (; p + 4 <= hi; p += 4) {
-        float a = mk[p], b = mk[p + 1], c = mk[p + 2], d = mk[p + 3];
-        cnt += (int)(a == 1.0f) + (int)(b == 1.0f) + (int)(c == 1.0f) + (int)(d == 1.0f);
+    int rb = IMIN(hi, lo + SL_BITS);
+    uint w0 = 0u, w1 = 0u;
+    for (int b = lo; b < rb; b += 8) {
+        uint x = 0u;
+        for (int i = 0; i < 8; ++i) x |= (uint)(mk[IMIN(b + i, rb - 1)] == 1.0f && b + i < rb) << i;
+        /* Chunks start 8-aligned within the segment, so none straddles the two words. */
+        if (b - lo < 32) w0 |= x << (b - lo);
+        else w1 |= x << (b - lo - 32);
     }
-    for (; p < hi; ++p) cnt += (int)(mk[p] == 1.0f);
+    int cnt = POPCOUNT(w0) + POPCOUNT(w1);
+    for (int p = rb; p < hi; ++p) cnt += (int)(mk[p] == 1.0f);
     /* Inclusive scan, ping-pong, one barrier per step (its first barrier also orders the
      * cpos initialisation above before the listing below). */
     int cur = 0;
@@ -283,7 +334,14 @@ FUNC_INLINE int sconv_self_list(GLOBAL const float* mk, LOCAL_PTR int* scan, LOC
     int total = scan[cur * NT + NT - 1];
     int r = scan[cur * NT + tid] - cnt;
     if (cnt > 0 && r < c0 + TN && r + cnt > c0) {
-        for (int q = lo; q < hi; ++q) {
+        for (int q = lo; q < rb; ++q) {
+            uint bit = (q - lo < 32 ? w0 >> (q - lo) : w1 >> (q - lo - 32)) & 1u;
+            if (bit) {
+                if (r >= c0 && r < c0 + TN) cpos[r - c0] = q;
+                ++r;
+            }
+        }
+        for (int q = rb; q < hi; ++q) {
             if (mk[q] == 1.0f) {
                 if (r >= c0 && r < c0 + TN) cpos[r - c0] = q;
                 ++r;
@@ -318,6 +376,7 @@ KERNEL sconv_gemm_f32(SCONV_ARGS SCONV_FUSED_ARGS SCONV_SELF_ARGS) {
     LOCAL int cy[TN];
     LOCAL int cxs[TN];
     LOCAL int cpos[TN];
+    LOCAL int tapt[3 * SC_TAPS];
 #if KS > 1 && FUSED_FINISH
     LOCAL int last_split;
 #endif
@@ -326,6 +385,8 @@ KERNEL sconv_gemm_f32(SCONV_ARGS SCONV_FUSED_ARGS SCONV_SELF_ARGS) {
     int c0 = SC_CTILE * TN, m0 = SC_MTILE * TM;
     int n = SC_NKS / KS, ks = SC_NKS - (SC_NKS / KS) * KS;
     int base = data0 + n * img_stride;
+    /* Read after the barrier in front of the first stage. */
+    sconv_tap_table(tapt, tid, kh * kw, kw, dh, dw, iw);
 #if SELF_LIST
     LOCAL int sscan[2 * NT];
     int cols = sconv_self_list(mk + n * mk_stride, sscan, cpos, tid, c0, oh * ow);
@@ -348,14 +409,23 @@ KERNEL sconv_gemm_f32(SCONV_ARGS SCONV_FUSED_ARGS SCONV_SELF_ARGS) {
 #endif
 #else
     int cols = sconv_columns(meta, n, cstride, gi, oh, ow);
+    /* Each column's position is read together with the count instead of after it (past the
+     * count the list entry is stale but within the list, and unused). */
+    int lp[SC_CL];
+    for (int l = 0; l < SC_CL; ++l) {
+        int c = tid + l * NT;
+        lp[l] = c < TN && c0 + c < cap ? sconv_position(meta, base, tiles_at, c0 + c, oh, ow) : -1;
+    }
     /* The same for the whole work-group, so returning here skips no barrier. */
     if (c0 >= cols) return;
 #endif
-    for (int c = tid; c < TN; c += NT) {
+    for (int l = 0; l < SC_CL; ++l) {
+        int c = tid + l * NT;
+        if (c >= TN) break;
 #if SELF_LIST
         int p = cpos[c];
 #else
-        int p = c0 + c < cols ? sconv_position(meta, base, tiles_at, c0 + c, oh, ow) : -1;
+        int p = c0 + c < cols ? lp[l] : -1;
         cpos[c] = p;
 #endif
         /* A phantom column reads nothing: its origin lies far outside the input. */
@@ -365,6 +435,8 @@ KERNEL sconv_gemm_f32(SCONV_ARGS SCONV_FUSED_ARGS SCONV_SELF_ARGS) {
     }
     int K = cin * kh * kw;
     int ihw = ih * iw;
+    int taps = kh * kw;
+    float rtaps = 1.0f / (float)taps;
     int chunk = ((K + KS - 1) / KS + TK - 1) / TK * TK;
     int kb = ks * chunk, ke = IMIN(K, kb + chunk);
     GLOBAL const float* Xn = X + n * cin * ihw;
@@ -372,11 +444,11 @@ KERNEL sconv_gemm_f32(SCONV_ARGS SCONV_FUSED_ARGS SCONV_SELF_ARGS) {
     for (int a = 0; a < NACC; ++a) acc[a] = 0.0f;
     LOCAL_BARRIER();
     /* Software pipeline: the global loads of stage k0 + TK are issued into registers before
-     * the FMAs of stage k0 run from local memory, so their latency (for B a dependent
-     * ktab -> X chain) overlaps compute instead of stalling every stage. With few columns a
+     * the FMAs of stage k0 run from local memory, so their latency overlaps compute instead
+     * of stalling every stage. With few columns a
      * work-group's stages are a serial chain, and this latency was most of its time. */
     float ra[SC_AL], rb[SC_BL];
-    sconv_load_stage(Wt, Xn, ktab, cy, cxs, ra, rb, tid, m0, kb, ke, cout, ih, iw);
+    sconv_load_stage(Wt, Xn, ktab, cy, cxs, tapt, ra, rb, tid, m0, kb, ke, cout, ih, iw, taps, rtaps);
     for (int k0 = kb; k0 < ke; k0 += TK) {
         for (int l = 0; l < SC_AL; ++l) {
             int e = tid + l * NT;
@@ -387,7 +459,7 @@ KERNEL sconv_gemm_f32(SCONV_ARGS SCONV_FUSED_ARGS SCONV_SELF_ARGS) {
             if (e < TN * TK) Bs[e / TN][e % TN] = rb[l];
         }
         LOCAL_BARRIER();
-        if (k0 + TK < ke) sconv_load_stage(Wt, Xn, ktab, cy, cxs, ra, rb, tid, m0, k0 + TK, ke, cout, ih, iw);
+        if (k0 + TK < ke) sconv_load_stage(Wt, Xn, ktab, cy, cxs, tapt, ra, rb, tid, m0, k0 + TK, ke, cout, ih, iw, taps, rtaps);
 #if MMA
         sconv_mma_stage(As, Bs, acc, tid);
 #else
@@ -409,9 +481,8 @@ KERNEL sconv_gemm_f32(SCONV_ARGS SCONV_FUSED_ARGS SCONV_SELF_ARGS) {
 #if KS > 1
         part[((n * KS + ks) * cout + m) * cap + c0 + c] = acc[a];
 #else
-        if (masked && !mask_bit(meta, base, p)) continue;
-        int at = (n * cout + m) * P + p;
-        Y[at] = sconv_epilogue(acc[a], m, bias, has_bias, res, has_res, at, act, p0, p1);
+        sconv_store_output(acc[a], has_bias ? bias[m] : 0.0f, Y, res, has_res, meta, base, masked, n, m, p, cout, P, act,
+                           p0, p1);
 #endif
     }
 #if KS > 1 && FUSED_FINISH
@@ -434,8 +505,8 @@ KERNEL sconv_gemm_f32(SCONV_ARGS SCONV_FUSED_ARGS SCONV_SELF_ARGS) {
     for (int a = 0; a < NACC; ++a) {
         int m = m0 + sconv_acc_m(a, tid), c = sconv_acc_c(a, tid);
         if (m >= cout) continue;
-        sconv_finish_output(part, Y, bias, has_bias, res, has_res, meta, base, masked, n, m, c0 + c, cpos[c], cout, cap,
-                            P, act, p0, p1);
+        sconv_store_output(sconv_split_sum(part, n, m, c0 + c, cout, cap), has_bias ? bias[m] : 0.0f, Y, res, has_res,
+                           meta, base, masked, n, m, cpos[c], cout, P, act, p0, p1);
     }
 #endif
 }
@@ -446,21 +517,29 @@ KERNEL sconv_gemm_f32(SCONV_ARGS SCONV_FUSED_ARGS SCONV_SELF_ARGS) {
  * mostly idle work-groups per channel. */
 KERNEL sconv_finish_f32(SCONV_ARGS) {
     int c = GLOBAL_ID(0), m = GROUP_ID(1) * LOCAL_SIZE(1) + LOCAL_ID(1), n = GROUP_ID(2);
-    if (m >= cout || c >= IMIN(cap, sconv_columns(meta, n, cstride, gi, oh, ow))) return;
+    if (m >= cout || c >= cap) return;
     int base = data0 + n * img_stride;
+    /* The count, the column's position, the partial sums and the bias are independent loads,
+     * all issued before the first is used (past the count, position and sums are stale but
+     * within their buffers, and unused). */
+    int cols = sconv_columns(meta, n, cstride, gi, oh, ow);
     int p = sconv_position(meta, base, tiles_at, c, oh, ow);
-    sconv_finish_output(part, Y, bias, has_bias, res, has_res, meta, base, masked, n, m, c, p, cout, cap, oh * ow, act,
-                        p0, p1);
+    float v = sconv_split_sum(part, n, m, c, cout, cap);
+    float b = has_bias ? bias[m] : 0.0f;
+    if (c >= cols) return;
+    sconv_store_output(v, b, Y, res, has_res, meta, base, masked, n, m, p, cout, oh * ow, act, p0, p1);
 }
 
 /* Depthwise (one input and one output channel per group): one work-item per (column, channel).
  * Grid: (ceil(cap / 64), channels, N), local (64, 1, 1). W is [C, kh * kw]. */
 KERNEL sconv_dw_f32(SCONV_ARGS) {
     int c = GLOBAL_ID(0), ch = GROUP_ID(1), n = GROUP_ID(2);
-    if (c >= IMIN(cap, sconv_columns(meta, n, cstride, gi, oh, ow))) return;
+    if (c >= cap) return;
     int base = data0 + n * img_stride;
+    /* Count and position read together, as in sconv_finish_f32. */
+    int cols = sconv_columns(meta, n, cstride, gi, oh, ow);
     int p = sconv_position(meta, base, tiles_at, c, oh, ow);
-    if (p < 0 || (masked && !mask_bit(meta, base, p))) return;
+    if (c >= cols || p < 0 || (masked && !mask_bit(meta, base, p))) return;
     int oy = p / ow, ox = p - (p / ow) * ow;
     int y0 = oy * sh - ph, x0 = ox * sw - pw;
     GLOBAL const float* Xc = X + (n * cin + ch) * ih * iw;
@@ -476,7 +555,7 @@ KERNEL sconv_dw_f32(SCONV_ARGS) {
         }
     }
     int at = (n * cout + ch) * oh * ow + p;
-    Y[at] = sconv_epilogue(acc, ch, bias, has_bias, res, has_res, at, act, p0, p1);
+    Y[at] = sconv_epilogue(acc, has_bias ? bias[ch] : 0.0f, res, has_res, at, act, p0, p1);
 }
 
 /* Residual fill: where image n's mask bit is 0, Y = act(res) over the [N, cout, oh, ow] output.
