@@ -8,7 +8,7 @@
 # (calibrated members), the issue-5 convs at batch 1 (sampled schedules) with PyTorch on the
 # same masks, batches 2 and 4 once, NVIDIA OpenCL at batch 1 once, and the full-size DynConv
 # end to end.
-DIST=dist-s15 D=/tmp/d15 BUILD_DIR=/work/main FULL=1 source "$(dirname "$0")/../device_s13/start.sh"
+source "$(dirname "$0")/start.sh"
 source "$(dirname "$0")/../device_s13/correctness.sh"
 ( DIST=dist-s13b D=/tmp/d13; source benches/device_s7/common.sh ) ; OLD=/tmp/d13
 NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)

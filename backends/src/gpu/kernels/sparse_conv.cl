@@ -162,6 +162,10 @@ FUNC float sconv_split_sum(GLOBAL const float* part, int n, int m, int c, int co
     return v;
 }
 
+/* Whether a listed column can be a position whose mask bit is 0: not where each tile is one
+ * position (the lists hold only set ones), so 1x1 members skip that load. */
+#define SC_MAY_SKIP (!TILED || GV > 1)
+
 /* Stores output (channel m, position p) of image n from its reduction v as the unsplit GEMM
  * stores: bias b, residual, activation; nothing at a phantom (p < 0) or where `masked` says
  * the fill policy owns the position. Callers issue the loads of v and b before it, so the
@@ -170,7 +174,7 @@ FUNC float sconv_split_sum(GLOBAL const float* part, int n, int m, int c, int co
 FUNC void sconv_store_output(float v, float b, GLOBAL float* Y, GLOBAL const float* res, int has_res,
                              GLOBAL const int* meta, int base, int masked, int n, int m, int p, int cout, int P,
                              int act, float p0, float p1) {
-    if (p < 0 || (masked && !mask_bit(meta, base, p))) return;
+    if (p < 0 || (SC_MAY_SKIP && masked && !mask_bit(meta, base, p))) return;
     int at = (n * cout + m) * P + p;
     Y[at] = sconv_epilogue(v, b, res, has_res, at, act, p0, p1);
 }
@@ -184,8 +188,11 @@ FUNC void sconv_store_output(float v, float b, GLOBAL float* Y, GLOBAL const flo
  * ktab: reduction index gk is input channel gk / taps and tap gk % taps, and the tap's offsets
  * (ky * dh * iw + kx * dw, ky * dh, kx * dw) are the table's. A ktab load sat in front of
  * every gathered input element, so each stage's loads were two round trips to L2 in a row,
- * and with few columns a work-group's stages are a serial chain of them. */
+ * and with few columns a work-group's stages are a serial chain of them. The host sets it to 0
+ * (every offset from ktab) for A/B measurements (`DYNASPA_TAP_TABLE=0`). */
+#ifndef SC_TAPS
 #define SC_TAPS 64
+#endif
 
 /* The tap table for sconv_load_stage, filled by the work-group (the caller barriers before it
  * is read). */
@@ -376,7 +383,7 @@ KERNEL sconv_gemm_f32(SCONV_ARGS SCONV_FUSED_ARGS SCONV_SELF_ARGS) {
     LOCAL int cy[TN];
     LOCAL int cxs[TN];
     LOCAL int cpos[TN];
-    LOCAL int tapt[3 * SC_TAPS];
+    LOCAL int tapt[SC_TAPS > 0 ? 3 * SC_TAPS : 3];
 #if KS > 1 && FUSED_FINISH
     LOCAL int last_split;
 #endif
@@ -519,15 +526,16 @@ KERNEL sconv_finish_f32(SCONV_ARGS) {
     int c = GLOBAL_ID(0), m = GROUP_ID(1) * LOCAL_SIZE(1) + LOCAL_ID(1), n = GROUP_ID(2);
     if (m >= cout || c >= cap) return;
     int base = data0 + n * img_stride;
-    /* The count, the column's position, the partial sums and the bias are independent loads,
-     * all issued before the first is used (past the count, position and sums are stale but
-     * within their buffers, and unused). */
+    /* The count, the column's position and the bias are independent loads, issued together
+     * (past the count the position is stale but within the list, and unused). The KS partial
+     * sums wait for the count: read for every column the grid covers, they were ten times the
+     * traffic of the frame's columns at density 0.1, and slower than the round trip saved. */
     int cols = sconv_columns(meta, n, cstride, gi, oh, ow);
     int p = sconv_position(meta, base, tiles_at, c, oh, ow);
-    float v = sconv_split_sum(part, n, m, c, cout, cap);
     float b = has_bias ? bias[m] : 0.0f;
     if (c >= cols) return;
-    sconv_store_output(v, b, Y, res, has_res, meta, base, masked, n, m, p, cout, oh * ow, act, p0, p1);
+    sconv_store_output(sconv_split_sum(part, n, m, c, cout, cap), b, Y, res, has_res, meta, base, masked, n, m, p, cout,
+                       oh * ow, act, p0, p1);
 }
 
 /* Depthwise (one input and one output channel per group): one work-item per (column, channel).
@@ -539,7 +547,7 @@ KERNEL sconv_dw_f32(SCONV_ARGS) {
     /* Count and position read together, as in sconv_finish_f32. */
     int cols = sconv_columns(meta, n, cstride, gi, oh, ow);
     int p = sconv_position(meta, base, tiles_at, c, oh, ow);
-    if (c >= cols || p < 0 || (masked && !mask_bit(meta, base, p))) return;
+    if (c >= cols || p < 0 || (SC_MAY_SKIP && masked && !mask_bit(meta, base, p))) return;
     int oy = p / ow, ox = p - (p / ow) * ow;
     int y0 = oy * sh - ph, x0 = ox * sw - pw;
     GLOBAL const float* Xc = X + (n * cin + ch) * ih * iw;

@@ -114,6 +114,15 @@ fn self_list_default(info: &DeviceInfo) -> bool {
     info.backend == "cuda"
 }
 
+/// Whether GEMM members take their reduction offsets from the tap table in local memory
+/// (sparse_conv.cl, `SC_TAPS`) rather than from the op's table in device memory: on unless
+/// `DYNASPA_TAP_TABLE=0` (read once), the A/B switch for measuring it. The WGSL twin has no
+/// tap table.
+pub(crate) fn tap_table_on() -> bool {
+    static ASKED: std::sync::OnceLock<Option<bool>> = std::sync::OnceLock::new();
+    ASKED.get_or_init(|| env_switch("DYNASPA_TAP_TABLE")).unwrap_or(true)
+}
+
 /// Whether GEMM members run their products on the tensor cores (MMA in sparse_conv.cl: three
 /// TF32 products per fp32 one, fp32-accurate): only with `DYNASPA_MMA=1` (read once), and only
 /// on CUDA devices of compute capability 8.0 and later, the first with TF32 mma (the variant is
