@@ -416,13 +416,6 @@ KERNEL sconv_gemm_f32(SCONV_ARGS SCONV_FUSED_ARGS SCONV_SELF_ARGS) {
 #endif
 #else
     int cols = sconv_columns(meta, n, cstride, gi, oh, ow);
-    /* Each column's position is read together with the count instead of after it (past the
-     * count the list entry is stale but within the list, and unused). */
-    int lp[SC_CL];
-    for (int l = 0; l < SC_CL; ++l) {
-        int c = tid + l * NT;
-        lp[l] = c < TN && c0 + c < cap ? sconv_position(meta, base, tiles_at, c0 + c, oh, ow) : -1;
-    }
     /* The same for the whole work-group, so returning here skips no barrier. */
     if (c0 >= cols) return;
 #endif
@@ -432,7 +425,7 @@ KERNEL sconv_gemm_f32(SCONV_ARGS SCONV_FUSED_ARGS SCONV_SELF_ARGS) {
 #if SELF_LIST
         int p = cpos[c];
 #else
-        int p = c0 + c < cols ? lp[l] : -1;
+        int p = c0 + c < cols ? sconv_position(meta, base, tiles_at, c0 + c, oh, ow) : -1;
         cpos[c] = p;
 #endif
         /* A phantom column reads nothing: its origin lies far outside the input. */
@@ -525,29 +518,25 @@ KERNEL sconv_gemm_f32(SCONV_ARGS SCONV_FUSED_ARGS SCONV_SELF_ARGS) {
 KERNEL sconv_finish_f32(SCONV_ARGS) {
     int c = GLOBAL_ID(0), m = GROUP_ID(1) * LOCAL_SIZE(1) + LOCAL_ID(1), n = GROUP_ID(2);
     if (m >= cout || c >= cap) return;
+    /* Most work-items find no column: they read the count and leave, and nothing else, since
+     * any further load of theirs cost more than it saved (session 15, call E). The column's
+     * position, partial sums and bias are independent loads, issued together. */
+    if (c >= sconv_columns(meta, n, cstride, gi, oh, ow)) return;
     int base = data0 + n * img_stride;
-    /* The count, the column's position and the bias are independent loads, issued together
-     * (past the count the position is stale but within the list, and unused). The KS partial
-     * sums wait for the count: read for every column the grid covers, they were ten times the
-     * traffic of the frame's columns at density 0.1, and slower than the round trip saved. */
-    int cols = sconv_columns(meta, n, cstride, gi, oh, ow);
     int p = sconv_position(meta, base, tiles_at, c, oh, ow);
+    float v = sconv_split_sum(part, n, m, c, cout, cap);
     float b = has_bias ? bias[m] : 0.0f;
-    if (c >= cols) return;
-    sconv_store_output(sconv_split_sum(part, n, m, c, cout, cap), b, Y, res, has_res, meta, base, masked, n, m, p, cout,
-                       oh * ow, act, p0, p1);
+    sconv_store_output(v, b, Y, res, has_res, meta, base, masked, n, m, p, cout, oh * ow, act, p0, p1);
 }
 
 /* Depthwise (one input and one output channel per group): one work-item per (column, channel).
  * Grid: (ceil(cap / 64), channels, N), local (64, 1, 1). W is [C, kh * kw]. */
 KERNEL sconv_dw_f32(SCONV_ARGS) {
     int c = GLOBAL_ID(0), ch = GROUP_ID(1), n = GROUP_ID(2);
-    if (c >= cap) return;
+    if (c >= IMIN(cap, sconv_columns(meta, n, cstride, gi, oh, ow))) return;
     int base = data0 + n * img_stride;
-    /* Count and position read together, as in sconv_finish_f32. */
-    int cols = sconv_columns(meta, n, cstride, gi, oh, ow);
     int p = sconv_position(meta, base, tiles_at, c, oh, ow);
-    if (c >= cols || p < 0 || (SC_MAY_SKIP && masked && !mask_bit(meta, base, p))) return;
+    if (p < 0 || (SC_MAY_SKIP && masked && !mask_bit(meta, base, p))) return;
     int oy = p / ow, ox = p - (p / ow) * ow;
     int y0 = oy * sh - ph, x0 = ox * sw - pw;
     GLOBAL const float* Xc = X + (n * cin + ch) * ih * iw;
