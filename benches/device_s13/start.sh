@@ -13,13 +13,25 @@ if [ -n "${FULL:-}" ]; then
 fi
 
 # The full-size DynConv end to end (`dynaspa bench`, 20 vtest frames, 5 rounds) with the
-# environment variable NAME set to each VALUE in turn, alternated twice: full_ab NAME VALUE...
+# binaries in DIR, its median line echoed after LABEL: full_run LABEL DIR [NAME=VALUE...].
+full_run() {
+  local label=$1 b=$2; shift 2
+  echo "== $label full DynConv: $(env "$@" timeout 60 $b/dynaspa bench /tmp/full/dynconv_full_d30.onnx --frames models/frames/vtest --max-frames 20 --rounds 5 --backend cuda 2>&1 | grep -E 'median|speedup_vs_dense' | tr '\n' ' ')"
+}
+# full_run with the environment variable NAME set to each VALUE in turn, alternated twice:
+# full_ab NAME VALUE...
 full_ab() {
   local name=$1 rep v; shift
   while [ ! -f /tmp/full/done ]; do sleep 2; done; tail -1 /tmp/full/export.log
   for rep in 1 2; do
-    for v in "$@"; do
-      echo "== [$rep] $name=$v full DynConv: $(env $name=$v timeout 60 $D/dynaspa bench /tmp/full/dynconv_full_d30.onnx --frames models/frames/vtest --max-frames 20 --rounds 5 --backend cuda 2>&1 | grep -E 'median|speedup_vs_dense' | tr '\n' ' ')"
-    done
+    for v in "$@"; do full_run "[$rep] $name=$v" $D $name=$v; done
+  done
+}
+# full_run with each binary folder DIR in turn, alternated twice: full_bins DIR...
+full_bins() {
+  local rep b
+  while [ ! -f /tmp/full/done ]; do sleep 2; done; tail -1 /tmp/full/export.log
+  for rep in 1 2; do
+    for b in "$@"; do full_run "[$rep] $b" $b; done
   done
 }

@@ -10,10 +10,9 @@
 # end to end.
 source "$(dirname "$0")/start.sh"
 source "$(dirname "$0")/../device_s13/correctness.sh"
-( DIST=dist-s13b D=/tmp/d13; source benches/device_s7/common.sh ) ; OLD=/tmp/d13
 NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
 for v in new old; do
-  B=$([ $v = new ] && echo $D || echo $OLD)
+  B=$(bin $v)
   for op in conv3x3 conv1x1; do
     [ -n "$NCU" ] && timeout 60 $NCU --clock-control none --cache-control none --metrics gpu__time_duration.sum,launch__grid_size,launch__registers_per_thread --csv \
       -k regex:'sconv_gemm|sconv_finish' $B/gpu_sparse_bench --backend cuda --batches 1 --only $op --densities 0.1 --samples 2 --runs 2 \
@@ -23,33 +22,25 @@ done
 mkdir -p /tmp/masks1 /tmp/masks24
 for rep in 1 2; do
   for v in new old; do
-    B=$([ $v = new ] && echo $D || echo $OLD)
+    B=$(bin $v)
     echo "== [$rep] $v b1 knobs $(date -u +%T)"
     timeout 150 $B/gpu_sparse_bench --backend cuda --batches 1 --only conv --knobs 12 --densities 0.1,0.3,0.5 --samples 15 --runs 10 \
       $([ $rep = 1 ] && [ $v = new ] && echo --dump-masks /tmp/masks1) --json $OUT/r/b1_${v}_$rep.jsonl > $OUT/r/b1_${v}_$rep.txt 2>&1; echo "rc=$? wrong=$(grep -c WRONG $OUT/r/b1_${v}_$rep.txt)"
   done
 done
 for v in new old; do
-  B=$([ $v = new ] && echo $D || echo $OLD)
+  B=$(bin $v)
   echo "== $v b2,b4 $(date -u +%T)"
   timeout 100 $B/gpu_sparse_bench --backend cuda --batches 2,4 --only conv --densities 0.1,0.3,0.5 --samples 15 --runs 10 \
     $([ $v = new ] && echo --dump-masks /tmp/masks24) --json $OUT/r/b24_$v.jsonl > $OUT/r/b24_$v.txt 2>&1; echo "rc=$? wrong=$(grep -c WRONG $OUT/r/b24_$v.txt)"
 done
 for v in new old; do
-  B=$([ $v = new ] && echo $D || echo $OLD)
+  B=$(bin $v)
   echo "== $v NVIDIA OpenCL b1 $(date -u +%T)"
   timeout 100 $B/gpu_sparse_bench --backend opencl --device NVIDIA --batches 1 --only conv --densities 0.1,0.3,0.5 --samples 15 --runs 10 \
     --json $OUT/r/ocl_$v.jsonl > $OUT/r/ocl_$v.txt 2>&1; echo "rc=$? wrong=$(grep -c WRONG $OUT/r/ocl_$v.txt)"
 done
-timeout 80 python3 benches/gpu_baselines.py --masks /tmp/masks1 --batches 1 --runs 100 --json $OUT/r/torch_b1.jsonl > /dev/null 2> $OUT/r/torch_b1.err; echo "torch rc=$?"
-timeout 60 python3 benches/gpu_baselines.py --masks /tmp/masks24 --batches 2,4 --runs 100 --json $OUT/r/torch_b24.jsonl > /dev/null 2> $OUT/r/torch_b24.err; echo "torch b24 rc=$?"
-for f in b1_new_1 b1_old_1 b1_new_2 b1_old_2; do python3 benches/gpu_vs_torch.py $OUT/r/$f.jsonl $OUT/r/torch_b1.jsonl > $OUT/r/vs_$f.txt; done
-for f in b24_new b24_old; do python3 benches/gpu_vs_torch.py $OUT/r/$f.jsonl $OUT/r/torch_b24.jsonl > $OUT/r/vs_$f.txt; done
-while [ ! -f /tmp/full/done ]; do sleep 2; done; tail -1 /tmp/full/export.log
-for rep in 1 2; do
-  for B in $D $OLD; do
-    echo "== [$rep] $B full DynConv: $(timeout 50 $B/dynaspa bench /tmp/full/dynconv_full_d30.onnx --frames models/frames/vtest --max-frames 20 --rounds 5 --backend cuda 2>&1 | grep -E 'median|speedup_vs_dense' | tr '\n' ' ')"
-  done
-done
-tar -C $OUT -czf $OUT/results.tgz r && rm -rf $OUT/r
-date -u
+torch_baselines
+vs_torch b1_new_1 b1_old_1 b1_new_2 b1_old_2 b24_new b24_old
+full_bins $D $OLD
+pack_results

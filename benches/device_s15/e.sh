@@ -8,8 +8,6 @@
 # the full-size DynConv end to end.
 source "$(dirname "$0")/start.sh"
 source "$(dirname "$0")/../device_s13/correctness.sh"
-( DIST=dist-s13b D=/tmp/d13; source benches/device_s7/common.sh ) ; OLD=/tmp/d13
-bin() { [ $1 = old ] && echo $OLD || echo $D; }
 tap() { [ $1 = notab ] && echo 0 || echo 1; }
 mkdir -p /tmp/masks1 /tmp/masks24
 for rep in 1 2; do
@@ -29,17 +27,7 @@ for v in new old; do
   timeout 100 $(bin $v)/gpu_sparse_bench --backend opencl --device NVIDIA --batches 1 --only conv --densities 0.1,0.3,0.5 --samples 15 --runs 10 \
     --json $OUT/r/ocl_$v.jsonl > $OUT/r/ocl_$v.txt 2>&1; echo "rc=$? wrong=$(grep -c WRONG $OUT/r/ocl_$v.txt)"
 done
-timeout 80 python3 benches/gpu_baselines.py --masks /tmp/masks1 --batches 1 --runs 100 --json $OUT/r/torch_b1.jsonl > /dev/null 2> $OUT/r/torch_b1.err; echo "torch rc=$?"
-timeout 60 python3 benches/gpu_baselines.py --masks /tmp/masks24 --batches 2,4 --runs 100 --json $OUT/r/torch_b24.jsonl > /dev/null 2> $OUT/r/torch_b24.err; echo "torch b24 rc=$?"
-for v in new notab old; do
-  for rep in 1 2; do python3 benches/gpu_vs_torch.py $OUT/r/b1_${v}_$rep.jsonl $OUT/r/torch_b1.jsonl > $OUT/r/vs_b1_${v}_$rep.txt; done
-  python3 benches/gpu_vs_torch.py $OUT/r/b24_$v.jsonl $OUT/r/torch_b24.jsonl > $OUT/r/vs_b24_$v.txt
-done
-while [ ! -f /tmp/full/done ]; do sleep 2; done; tail -1 /tmp/full/export.log
-for rep in 1 2; do
-  for B in $D $OLD; do
-    echo "== [$rep] $B full DynConv: $(timeout 50 $B/dynaspa bench /tmp/full/dynconv_full_d30.onnx --frames models/frames/vtest --max-frames 20 --rounds 5 --backend cuda 2>&1 | grep -E 'median|speedup_vs_dense' | tr '\n' ' ')"
-  done
-done
-tar -C $OUT -czf $OUT/results.tgz r && rm -rf $OUT/r
-date -u
+torch_baselines
+vs_torch b1_{new,notab,old}_{1,2} b24_{new,notab,old}
+full_bins $D $OLD
+pack_results

@@ -32,3 +32,5 @@ pub(crate) use kernels::LINEAR_WG;
 mod vendor_tests;
 #[cfg(test)]
 mod test_rng;
+#[cfg(test)]
+mod test_compare;

@@ -5,6 +5,7 @@
 use super::tests::device;
 use super::*;
 use crate::cpu::ForceMember;
+use crate::gpu::test_compare::rel_l2;
 use crate::gpu::test_rng::Rng;
 use dynaspa_runtime::graph::{Activation, AutoPad, Conv, FillPolicy, MaskKind, MaskSource, Node, Op, SparseSpec, Value, Window};
 use dynaspa_runtime::sparsity::Granularity;
@@ -114,15 +115,6 @@ fn one_by_one_members_read_the_mask_not_the_bitmask_lists() {
     let e = rel_l2(&want, &want_tiled);
     assert!(e <= 1e-5, "the self-listing member differs from the 2x8 member: relative L2 {e:.2e}");
     let _ = std::fs::remove_dir_all(&cache);
-}
-
-fn rel_l2(a: &[f32], b: &[f32]) -> f64 {
-    let (mut d, mut n) = (0f64, 0f64);
-    for (x, y) in a.iter().zip(b) {
-        d += (*x as f64 - *y as f64).powi(2);
-        n += (*y as f64).powi(2);
-    }
-    (d / n.max(1e-30)).sqrt()
 }
 
 /// A map of more positions than a work-group keeps in registers while it lists (sparse_conv.cl's

@@ -7,6 +7,7 @@
 //! decision remembered per shape.
 
 use super::device::{Arg, DeviceInfo, GpuDevice, KernelSpec, VendorConv, VendorConvDesc, VendorPolicy};
+use super::test_compare::rel_l2;
 use super::{GpuExecutable, GpuOptions};
 use crate::cpu::{CpuBackend, ForceMember, SparseConfig};
 use crate::opencl::{ClBuffer, ClEvent, ClKernel, ClStaging, OpenClDevice};
@@ -288,12 +289,6 @@ fn inputs(g: &Graph, rng: &mut Rng, density: f64) -> Vec<Tensor> {
             Tensor::from_f32(val.shape.clone(), data).unwrap()
         })
         .collect()
-}
-
-fn rel_l2(a: &[f32], b: &[f32]) -> f64 {
-    let num: f64 = a.iter().zip(b).map(|(x, y)| (*x as f64 - *y as f64).powi(2)).sum();
-    let den: f64 = b.iter().map(|y| (*y as f64).powi(2)).sum();
-    (num / den.max(1e-30)).sqrt()
 }
 
 fn opts(force_dense: bool) -> GpuOptions {

@@ -182,8 +182,6 @@ FUNC void sconv_store_output(float v, float b, GLOBAL float* Y, GLOBAL const flo
 /* Elements of one stage each work-item loads: TM x TK of A and TN x TK of B over NT items. */
 #define SC_AL ((TM * TK + NT - 1) / NT)
 #define SC_BL ((TN * TK + NT - 1) / NT)
-/* Columns of the tile each work-item sets up. */
-#define SC_CL ((TN + NT - 1) / NT)
 /* Taps (kh x kw) up to which the reduction offsets come from a table in local memory instead of
  * ktab: reduction index gk is input channel gk / taps and tap gk % taps, and the tap's offsets
  * (ky * dh * iw + kx * dw, ky * dh, kx * dw) are the table's. A ktab load sat in front of
@@ -392,8 +390,9 @@ KERNEL sconv_gemm_f32(SCONV_ARGS SCONV_FUSED_ARGS SCONV_SELF_ARGS) {
     int c0 = SC_CTILE * TN, m0 = SC_MTILE * TM;
     int n = SC_NKS / KS, ks = SC_NKS - (SC_NKS / KS) * KS;
     int base = data0 + n * img_stride;
+    int taps = kh * kw;
     /* Read after the barrier in front of the first stage. */
-    sconv_tap_table(tapt, tid, kh * kw, kw, dh, dw, iw);
+    sconv_tap_table(tapt, tid, taps, kw, dh, dw, iw);
 #if SELF_LIST
     LOCAL int sscan[2 * NT];
     int cols = sconv_self_list(mk + n * mk_stride, sscan, cpos, tid, c0, oh * ow);
@@ -419,9 +418,7 @@ KERNEL sconv_gemm_f32(SCONV_ARGS SCONV_FUSED_ARGS SCONV_SELF_ARGS) {
     /* The same for the whole work-group, so returning here skips no barrier. */
     if (c0 >= cols) return;
 #endif
-    for (int l = 0; l < SC_CL; ++l) {
-        int c = tid + l * NT;
-        if (c >= TN) break;
+    for (int c = tid; c < TN; c += NT) {
 #if SELF_LIST
         int p = cpos[c];
 #else
@@ -433,9 +430,8 @@ KERNEL sconv_gemm_f32(SCONV_ARGS SCONV_FUSED_ARGS SCONV_SELF_ARGS) {
         cy[c] = oy * sh - ph;
         cxs[c] = ox * sw - pw;
     }
-    int K = cin * kh * kw;
+    int K = cin * taps;
     int ihw = ih * iw;
-    int taps = kh * kw;
     float rtaps = 1.0f / (float)taps;
     int chunk = ((K + KS - 1) / KS + TK - 1) / TK * TK;
     int kb = ks * chunk, ke = IMIN(K, kb + chunk);
@@ -445,8 +441,8 @@ KERNEL sconv_gemm_f32(SCONV_ARGS SCONV_FUSED_ARGS SCONV_SELF_ARGS) {
     LOCAL_BARRIER();
     /* Software pipeline: the global loads of stage k0 + TK are issued into registers before
      * the FMAs of stage k0 run from local memory, so their latency overlaps compute instead
-     * of stalling every stage. With few columns a
-     * work-group's stages are a serial chain, and this latency was most of its time. */
+     * of stalling every stage. With few columns a work-group's stages are a serial chain, and
+     * this latency was most of its time. */
     float ra[SC_AL], rb[SC_BL];
     sconv_load_stage(Wt, Xn, ktab, cy, cxs, tapt, ra, rb, tid, m0, kb, ke, cout, ih, iw, taps, rtaps);
     for (int k0 = kb; k0 < ke; k0 += TK) {
