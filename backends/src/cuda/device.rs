@@ -12,7 +12,7 @@ use super::kernel_cache::{CacheStats, KernelCache, Origin};
 use super::cudnn::{self, CudnnConv, CudnnHandle};
 use super::cudnn_lib::{self, Policy};
 use super::staging::CudaStaging;
-use super::{libs, nvrtc, probe};
+use super::{libs, nvrtc, pdl, probe};
 use crate::gpu::{Arg, DeviceInfo, GpuDevice, KernelSpec, VendorConv, VendorConvDesc, VendorPolicy};
 use cudarc::driver::{result, sys};
 use dynaspa_runtime::Result;
@@ -145,6 +145,8 @@ enum Body {
         /// Byte size of each parameter, when the driver can say (cuFuncGetParamInfo, 12.4+).
         param_sizes: Option<Vec<usize>>,
         max_threads: u32,
+        /// Launched programmatically on the main stream (`pdl`): its source waits first.
+        pdl: bool,
     },
     Cudnn(Arc<CudnnConv>),
 }
@@ -175,6 +177,10 @@ impl CudaKernel {
     pub fn is_cudnn(&self) -> bool {
         matches!(self.body, Body::Cudnn(_))
     }
+    /// Whether main-stream launches of it may overlap the kernel before (`pdl`).
+    pub fn programmatic(&self) -> bool {
+        matches!(self.body, Body::Function { pdl: true, .. })
+    }
 }
 
 pub struct CudaDevice {
@@ -189,6 +195,8 @@ pub struct CudaDevice {
     cache: KernelCache,
     modules: Mutex<HashMap<String, Arc<Module>>>,
     memory_hits: AtomicUsize,
+    /// Whether kernels that wait first launch programmatically here (`pdl::available`).
+    pdl: bool,
     /// The cuDNN handle, made on first use (or why there is none).
     cudnn: OnceLock<std::result::Result<Arc<CudnnHandle>, String>>,
 }
@@ -251,6 +259,7 @@ impl CudaDevice {
             cache,
             modules: Mutex::new(HashMap::new()),
             memory_hits: AtomicUsize::new(0),
+            pdl: pdl::available(cc),
             cudnn: OnceLock::new(),
         })
     }
@@ -320,8 +329,8 @@ impl CudaDevice {
     fn launch_on(&self, stream: sys::CUstream, kernel: &CudaKernel, groups: [u32; 3], local: [u32; 3], args: &[Arg<'_, CudaBuffer>]) -> Result<()> {
         self.same_device(&kernel.ctx, "kernel")?;
         let name = &kernel.name;
-        let (func, param_sizes, max_threads) = match &kernel.body {
-            Body::Function { func, param_sizes, max_threads, .. } => (*func, param_sizes, *max_threads),
+        let (func, param_sizes, max_threads, programmatic) = match &kernel.body {
+            Body::Function { func, param_sizes, max_threads, pdl, .. } => (*func, param_sizes, *max_threads, *pdl && stream == self.main),
             Body::Cudnn(conv) => {
                 let mut bufs = Vec::with_capacity(args.len());
                 for a in args {
@@ -385,6 +394,13 @@ impl CudaDevice {
             *p = s as *mut u64 as *mut c_void;
         }
         self.ctx.bind()?;
+        let params = &mut ptrs[..args.len()];
+        if programmatic {
+            // SAFETY: as below; the kernel waits first and the device has PDL (`kernel`).
+            return unsafe { pdl::launch(func, groups, local, stream, params) }
+                .result()
+                .ctx(|| format!("cuLaunchKernelEx({name}, {groups:?} x {local:?}, programmatic)"));
+        }
         // SAFETY: live function and stream of this context; parameters checked against the
         // kernel's signature where the driver tells it; `slots` outlives the call (the driver
         // copies parameters at launch).
@@ -395,7 +411,7 @@ impl CudaDevice {
                 (local[0], local[1], local[2]),
                 0,
                 stream,
-                &mut ptrs[..args.len()],
+                params,
             )
         }
         .ctx(|| format!("cuLaunchKernel({name}, {groups:?} x {local:?})"))
@@ -575,6 +591,7 @@ impl GpuDevice for CudaDevice {
                 _module: module,
                 param_sizes: CudaDevice::param_sizes(func),
                 max_threads: max_threads.max(0) as u32,
+                pdl: self.pdl && pdl::waits_first(spec.source, spec.entry),
             },
         })
     }

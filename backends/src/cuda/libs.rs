@@ -65,6 +65,7 @@ const NVRTC_SYMBOLS: &[&str] = &[
 
 /// Optional driver functions: used when present (checked again where used).
 pub(crate) const OPT_FUNC_PARAM_INFO: &str = "cuFuncGetParamInfo";
+// cuLaunchKernelEx is optional too: `pdl` checks for it.
 /// Optional NVRTC functions.
 pub(crate) const OPT_SUPPORTED_ARCHS: [&str; 2] = ["nvrtcGetNumSupportedArchs", "nvrtcGetSupportedArchs"];
 

@@ -6,6 +6,7 @@
 //! - `device`: `CudaDevice`, the shared `GpuDevice` trait on one GPU;
 //! - `nvrtc` + `prelude.h`: kernel sources of the shared dialect (`gpu/kernels/*.cl`) and
 //!   CUDA-only ones (`cuda/kernels/*.cu`) to CUBIN; `kernel_cache`: those CUBINs on disk;
+//! - `pdl`: which kernels may launch while the one before them still runs (sm_90+);
 //! - `kernels`: the CUDA-only kernels (bitmask + DISTile generation);
 //! - `cudnn_lib` / `cudnn`: cuDNN found and loaded as carefully as the driver, and dense convs
 //!   through it (the lowering races them against our kernels: `gpu/lower/vendor_conv.rs`);
@@ -20,6 +21,7 @@ pub mod kernel_cache;
 pub mod kernels;
 mod libs;
 pub mod nvrtc;
+pub(crate) mod pdl;
 pub mod probe;
 pub mod selfcheck;
 pub mod selfcheck_cudnn;

@@ -59,6 +59,15 @@ typedef unsigned long long ulong;
 #define AS_FLOAT(i) __int_as_float((int)(i))
 #define AS_INT(f) __float_as_int(f)
 
+// First statement of every kernel (cuda/pdl.rs): on sm_90 and later the next grid on the stream
+// may launch now, and this one waits until the grids before it have finished and their writes
+// are visible. Launched without the programmatic attribute, both are no-ops.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define PDL_ENTRY() asm volatile("griddepcontrol.launch_dependents;\n\tgriddepcontrol.wait;" ::: "memory")
+#else
+#define PDL_ENTRY() do { } while (0)
+#endif
+
 // Tensor-core TF32 products for sparse_conv.cl's MMA variant (sm_80 and later).
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
 #define DSP_HAS_MMA_TF32 1

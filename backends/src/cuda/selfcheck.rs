@@ -420,6 +420,48 @@ pub fn check_errors(dev: &CudaDevice) -> Outcome {
     Ok(notes.join("; "))
 }
 
+/// A chain of dependent kernels that wait first (`cuda/pdl.rs`), launched back to back, with a
+/// zero fill on the second stream in the middle: each step reads what the one before wrote, so
+/// a launch that overtook its predecessor's writes would leave a value short of one step. On
+/// sm_90 and later the kernels must actually launch programmatically unless `DYNASPA_PDL=0`.
+pub fn check_programmatic_chain(dev: &CudaDevice, rng: &mut Rng) -> Outcome {
+    let spec = crate::gpu::kernels::spec(crate::gpu::kernels::Src::Elementwise, "binary_f32", &[]);
+    let k = dev.kernel(&spec).map_err(e2s)?;
+    let wanted = super::pdl::available(dev.compute_capability());
+    if k.programmatic() != wanted {
+        return Err(format!("binary_f32 programmatic: {}, expected {wanted} on this device", k.programmatic()));
+    }
+    // Large enough that each step runs for several microseconds, so an early start would show.
+    let n = 4 << 20;
+    let steps = 48;
+    // Small integers: every sum is exact, so the expected values are too.
+    let x0: Vec<f32> = (0..n).map(|_| rng.range(0, 2001) as f32 - 1000.0).collect();
+    let d: Vec<f32> = (0..n).map(|_| rng.range(1, 9) as f32).collect();
+    let (lo, hi) = (rng.range(0, n / 2), rng.range(n / 2, n));
+    let bufs = [upload_f32(dev, &x0)?, upload_f32(dev, &vec![f32::NAN; n])?];
+    let db = upload_f32(dev, &d)?;
+    let meta = dev.alloc(4).map_err(e2s)?;
+    let groups = (n as u32).div_ceil(256);
+    for step in 0..steps {
+        let (src, dst) = (&bufs[step % 2], &bufs[(step + 1) % 2]);
+        let args = [Arg::Buf(src), Arg::Buf(&db), Arg::Buf(dst), Arg::I32(n as i32), Arg::I32(0), Arg::I32(0), Arg::Buf(&meta)];
+        dev.launch(&k, [groups, 1, 1], [256, 1, 1], &args).map_err(e2s)?;
+        if step == steps / 2 {
+            let written = dev.marker().map_err(e2s)?;
+            let zeroed = dev.fill_zero_async(dst, 4 * lo, 4 * (hi - lo), std::slice::from_ref(&written)).map_err(e2s)?;
+            dev.wait_for(std::slice::from_ref(&zeroed)).map_err(e2s)?;
+        }
+    }
+    let got = download_f32(dev, &bufs[steps % 2], n)?;
+    let after_fill = (steps - 1 - steps / 2) as f32;
+    let want: Vec<f32> =
+        (0..n).map(|i| if (lo..hi).contains(&i) { after_fill * d[i] } else { x0[i] + steps as f32 * d[i] }).collect();
+    if let Some((i, g, w)) = first_mismatch(&got, &want, 0.0) {
+        return Err(format!("after {steps} dependent launches (zeroed [{lo}, {hi}) midway): y[{i}] = {g}, expected {w}"));
+    }
+    Ok(format!("{steps} launches of {n} elements, programmatic: {}", k.programmatic()))
+}
+
 /// Runs every check on device `ordinal`, calling `report(name, outcome)` after each; returns
 /// the number of failures (the probe failing counts as one).
 pub fn run_all(ordinal: usize, seed: u64, report: &mut dyn FnMut(&str, &Outcome)) -> usize {
@@ -464,6 +506,7 @@ pub fn run_all(ordinal: usize, seed: u64, report: &mut dyn FnMut(&str, &Outcome)
     note("kernel axpb_act", check_axpb(&dev, &mut rng));
     note("kernel transpose_scale", check_transpose(&dev, &mut rng));
     note("zero-fill stream", check_zero_fill(&dev, &mut rng));
+    note("programmatic launches", check_programmatic_chain(&dev, &mut rng));
     note("disk cache", check_disk_cache(ordinal, seed));
     note("bitmask kernel", check_bitmask(&dev, &mut rng));
     note("errors", check_errors(&dev));

@@ -44,7 +44,7 @@ impl Src {
         }
     }
 
-    fn source(self) -> &'static str {
+    pub(crate) fn source(self) -> &'static str {
         match self {
             Src::Elementwise => source!("elementwise.cl"),
             Src::Movement => source!("movement.cl"),

@@ -28,6 +28,7 @@ FUNC float att_reduce(LOCAL_PTR float* s, float v, int is_max) {
 KERNEL attention_f32(GLOBAL const float* q, GLOBAL const float* k, GLOBAL const float* v, GLOBAL const float* bias,
                      GLOBAL float* out, int heads, int tq, int tk, int dk, int dv, int skj, int skd, int scale_mode,
                      float scale, int has_bias, int sb0, int sb1, int sb2, int sb3) {
+    PDL_ENTRY();
     LOCAL float sc[TK_MAX];
     LOCAL float red[WG];
     int i = GROUP_ID(0), bh = GROUP_ID(1), t = LOCAL_ID(0);

@@ -63,6 +63,7 @@ FUNC int bits_any(WORDS_SPACE const int* words, int lo, int hi) {
 
 KERNEL bitmask_tiles(GLOBAL const float* mask, GLOBAL int* meta, GLOBAL const int* grans, int h, int w,
                      int mask_stride, int n_gran, int data0, int img_stride) {
+    PDL_ENTRY();
     /* Two scan buffers (ping-pong), and a byte per position (packing) or tile (listing). */
     LOCAL int s[2 * BLOCK];
     LOCAL uchar flag[CHUNK];

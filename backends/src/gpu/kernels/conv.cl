@@ -40,6 +40,7 @@ FUNC float conv_epilogue(float v, int co, GLOBAL const float* bias, int has_bias
 KERNEL conv_gemm_f32(GLOBAL const float* X, GLOBAL const float* W, GLOBAL const float* bias,
                      GLOBAL const float* res, GLOBAL float* Y, CONV_GEOMETRY, int has_bias, int has_res, int act,
                      float p0, float p1) {
+    PDL_ENTRY();
     LOCAL float As[TK][TM];
     LOCAL float Bs[TK][TN];
     int tx = LOCAL_ID(0), ty = LOCAL_ID(1);
@@ -106,6 +107,7 @@ KERNEL conv_gemm_f32(GLOBAL const float* X, GLOBAL const float* W, GLOBAL const 
 KERNEL conv_direct_f32(GLOBAL const float* X, GLOBAL const float* W, GLOBAL const float* bias,
                        GLOBAL const float* res, GLOBAL float* Y, CONV_GEOMETRY, int has_bias, int has_res, int act,
                        float p0, float p1, int total) {
+    PDL_ENTRY();
     int i = GLOBAL_ID(0);
     if (i >= total) return;
     int P = od * oh * ow, ohw = oh * ow;
@@ -146,6 +148,7 @@ KERNEL conv_direct_f32(GLOBAL const float* X, GLOBAL const float* W, GLOBAL cons
 KERNEL conv_reduce_f32(GLOBAL const float* X, GLOBAL const float* W, GLOBAL const float* bias,
                        GLOBAL const float* res, GLOBAL float* Y, CONV_GEOMETRY, int has_bias, int has_res, int act,
                        float p0, float p1, int total) {
+    PDL_ENTRY();
     LOCAL float s[RBLOCK];
     int i = GROUP_ID(0) + GROUP_ID(1) * NUM_GROUPS(0), tid = LOCAL_ID(0);
     if (i >= total) return;
@@ -177,6 +180,7 @@ KERNEL conv_reduce_f32(GLOBAL const float* X, GLOBAL const float* W, GLOBAL cons
  * position lands on it. W is [Cin, cout_g, kd, kh, kw]; here cin_g/cout_g are per group. */
 KERNEL conv_transpose_f32(GLOBAL const float* X, GLOBAL const float* W, GLOBAL const float* bias,
                           GLOBAL float* Y, CONV_GEOMETRY, int has_bias, int total) {
+    PDL_ENTRY();
     int i = GLOBAL_ID(0);
     if (i >= total) return;
     int P = od * oh * ow, ohw = oh * ow;

@@ -4,17 +4,20 @@
  * operand has the output's shape. */
 
 KERNEL fill_words(GLOBAL int* y, int off, int n, int bits) {
+    PDL_ENTRY();
     int i = GLOBAL_ID(0);
     if (i < n) y[off + i] = bits;
 }
 
 KERNEL unary_f32(GLOBAL const float* x, GLOBAL float* y, int n, int code, float p0, float p1) {
+    PDL_ENTRY();
     int i = GLOBAL_ID(0);
     if (i < n) y[i] = activate(code, x[i], p0, p1);
 }
 
 /* Relu (0), Neg (11), Abs (12) on integers, wrapping like two's complement; Not (20) on bool. */
 KERNEL unary_i32(GLOBAL const int* x, GLOBAL int* y, int n, int code, int narrow) {
+    PDL_ENTRY();
     int i = GLOBAL_ID(0);
     if (i >= n) return;
     int v = x[i];
@@ -39,6 +42,7 @@ FUNC void operand_offsets(int i, int rank, GLOBAL const int* meta, int* ia, int*
 /* op: 0 Add, 1 Sub, 2 Mul, 3 Div, 4 Pow, 5 Pow with the exponent known to be 2 (x * x, exact). */
 KERNEL binary_f32(GLOBAL const float* a, GLOBAL const float* b, GLOBAL float* y, int n, int op, int rank,
                   GLOBAL const int* meta) {
+    PDL_ENTRY();
     int i = GLOBAL_ID(0);
     if (i >= n) return;
     int ia, ib;
@@ -58,6 +62,7 @@ KERNEL binary_f32(GLOBAL const float* a, GLOBAL const float* b, GLOBAL float* y,
 /* Integer arithmetic wraps (computed unsigned, then narrowed); division truncates, x / 0 = 0. */
 KERNEL binary_i32(GLOBAL const int* a, GLOBAL const int* b, GLOBAL int* y, int n, int op, int narrow, int rank,
                   GLOBAL const int* meta) {
+    PDL_ENTRY();
     int i = GLOBAL_ID(0);
     if (i >= n) return;
     int ia, ib;
@@ -90,6 +95,7 @@ KERNEL binary_i32(GLOBAL const int* a, GLOBAL const int* b, GLOBAL int* y, int n
 
 /* Pow with a float base and an integer exponent: the result is float. */
 KERNEL pow_f32_i32(GLOBAL const float* a, GLOBAL const int* b, GLOBAL float* y, int n, int rank, GLOBAL const int* meta) {
+    PDL_ENTRY();
     int i = GLOBAL_ID(0);
     if (i >= n) return;
     int ia, ib;
@@ -100,6 +106,7 @@ KERNEL pow_f32_i32(GLOBAL const float* a, GLOBAL const int* b, GLOBAL float* y, 
 /* Pow with an integer base and a float exponent: the float power, truncated into the base's type. */
 KERNEL pow_i32_f32(GLOBAL const int* a, GLOBAL const float* b, GLOBAL int* y, int n, float lo, float hi, int narrow,
                    int rank, GLOBAL const int* meta) {
+    PDL_ENTRY();
     int i = GLOBAL_ID(0);
     if (i >= n) return;
     int ia, ib;
@@ -110,6 +117,7 @@ KERNEL pow_i32_f32(GLOBAL const int* a, GLOBAL const float* b, GLOBAL int* y, in
 /* op: 0 Greater, 1 Less, 2 Equal; the result is bool (0/1). */
 KERNEL compare_f32(GLOBAL const float* a, GLOBAL const float* b, GLOBAL int* y, int n, int op, int rank,
                    GLOBAL const int* meta) {
+    PDL_ENTRY();
     int i = GLOBAL_ID(0);
     if (i >= n) return;
     int ia, ib;
@@ -121,6 +129,7 @@ KERNEL compare_f32(GLOBAL const float* a, GLOBAL const float* b, GLOBAL int* y, 
 /* op: 0 Greater, 1 Less, 2 Equal, 3 And. */
 KERNEL compare_i32(GLOBAL const int* a, GLOBAL const int* b, GLOBAL int* y, int n, int op, int rank,
                    GLOBAL const int* meta) {
+    PDL_ENTRY();
     int i = GLOBAL_ID(0);
     if (i >= n) return;
     int ia, ib;
@@ -132,6 +141,7 @@ KERNEL compare_i32(GLOBAL const int* a, GLOBAL const int* b, GLOBAL int* y, int 
 /* Where(c, x, y) on 32-bit words (float bits or ints alike): meta holds dims and three stride sets. */
 KERNEL where_words(GLOBAL const int* c, GLOBAL const int* x, GLOBAL const int* y, GLOBAL int* out, int n, int rank,
                    GLOBAL const int* meta) {
+    PDL_ENTRY();
     int i = GLOBAL_ID(0);
     if (i >= n) return;
     int ic = i, ix = i, iy = i;
@@ -145,6 +155,7 @@ KERNEL where_words(GLOBAL const int* c, GLOBAL const int* x, GLOBAL const int* y
 
 /* Clip with optional bounds read from one-element buffers (bit 0: min given, bit 1: max given). */
 KERNEL clip_f32(GLOBAL const float* x, GLOBAL float* y, int n, GLOBAL const float* lo, GLOBAL const float* hi, int flags) {
+    PDL_ENTRY();
     int i = GLOBAL_ID(0);
     if (i >= n) return;
     float v = x[i];
@@ -154,6 +165,7 @@ KERNEL clip_f32(GLOBAL const float* x, GLOBAL float* y, int n, GLOBAL const floa
 }
 
 KERNEL clip_i32(GLOBAL const int* x, GLOBAL int* y, int n, GLOBAL const int* lo, GLOBAL const int* hi, int flags) {
+    PDL_ENTRY();
     int i = GLOBAL_ID(0);
     if (i >= n) return;
     int v = x[i];
@@ -164,6 +176,7 @@ KERNEL clip_i32(GLOBAL const int* x, GLOBAL int* y, int n, GLOBAL const int* lo,
 
 /* Casts. Float -> integer saturates into [lo, hi] then narrows; to bool is `x != 0` (NaN -> true). */
 KERNEL cast_f32_i32(GLOBAL const float* x, GLOBAL int* y, int n, float lo, float hi, int narrow) {
+    PDL_ENTRY();
     int i = GLOBAL_ID(0);
     if (i >= n) return;
     float v = x[i];
@@ -171,11 +184,13 @@ KERNEL cast_f32_i32(GLOBAL const float* x, GLOBAL int* y, int n, float lo, float
 }
 
 KERNEL cast_i32_f32(GLOBAL const int* x, GLOBAL float* y, int n) {
+    PDL_ENTRY();
     int i = GLOBAL_ID(0);
     if (i < n) y[i] = (float)x[i];
 }
 
 KERNEL cast_i32_i32(GLOBAL const int* x, GLOBAL int* y, int n, int narrow) {
+    PDL_ENTRY();
     int i = GLOBAL_ID(0);
     if (i < n) y[i] = narrow_int(x[i], narrow);
 }
@@ -184,6 +199,7 @@ KERNEL cast_i32_i32(GLOBAL const int* x, GLOBAL int* y, int n, int narrow) {
  * a = scale / sqrt(var + eps), y = x * a + (bias - mean * a). */
 KERNEL batch_norm(GLOBAL const float* x, GLOBAL const float* scale, GLOBAL const float* bias, GLOBAL const float* mean,
                   GLOBAL const float* var, GLOBAL float* y, int n, int channels, int inner, float eps) {
+    PDL_ENTRY();
     int i = GLOBAL_ID(0);
     if (i >= n) return;
     int c = (i / inner) % channels;

@@ -31,6 +31,7 @@
 KERNEL gemm_f32(GLOBAL const float* A, GLOBAL const float* B, GLOBAL float* C, int M, int N, int K, int sam,
                 int sak, int sbk, int sbn, int scm, GLOBAL const int* boff, float alpha, GLOBAL const float* bias,
                 int has_bias, float beta, int sbm, int sbn_, int act, float p0, float p1) {
+    PDL_ENTRY();
     LOCAL float As[TK][TM];
     LOCAL float Bs[TK][TN];
     int tx = LOCAL_ID(0), ty = LOCAL_ID(1);
@@ -100,6 +101,7 @@ KERNEL gemm_reduce_f32(GLOBAL const float* A, GLOBAL const float* B, GLOBAL floa
                        int sam, int sak, int sbk, int sbn, int scm, GLOBAL const int* boff, float alpha,
                        GLOBAL const float* bias, int has_bias, float beta, int sbm, int sbn_, int act, float p0,
                        float p1) {
+    PDL_ENTRY();
     LOCAL float s[GRB];
     int n = GROUP_ID(0), m = GROUP_ID(1), bt = GROUP_ID(2), tid = LOCAL_ID(0);
     GLOBAL const float* Am = A + boff[3 * bt] + m * sam;

@@ -6,6 +6,7 @@
  * `rank`-dim index space. meta: dims [rank], src strides [rank], dst strides [rank]. */
 KERNEL strided_copy(GLOBAL const int* src, int soff, GLOBAL int* dst, int doff, int n, int rank,
                     GLOBAL const int* meta) {
+    PDL_ENTRY();
     int i = GLOBAL_ID(0);
     if (i >= n) return;
     int s = soff + strided_offset(i, rank, meta, meta + rank);
@@ -18,6 +19,7 @@ KERNEL strided_copy(GLOBAL const int* src, int soff, GLOBAL int* dst, int doff, 
  * host wherever the indices are known). */
 KERNEL gather_words(GLOBAL const int* src, GLOBAL const int* idx, GLOBAL int* dst, int n, int axis_len, int nidx,
                     int inner) {
+    PDL_ENTRY();
     int i = GLOBAL_ID(0);
     if (i >= n) return;
     int in_ = i % inner;
@@ -34,6 +36,7 @@ KERNEL gather_words(GLOBAL const int* src, GLOBAL const int* idx, GLOBAL int* ds
  * meta: out dims [rank], input strides [rank], table offsets [rank] (into meta), tables. */
 KERNEL axis_map_gather(GLOBAL const int* src, GLOBAL int* dst, int n, int rank, GLOBAL const int* meta,
                        GLOBAL const int* fill) {
+    PDL_ENTRY();
     int i = GLOBAL_ID(0);
     if (i >= n) return;
     int rem = i, off = 0;
@@ -56,6 +59,7 @@ KERNEL axis_map_gather(GLOBAL const int* src, GLOBAL int* dst, int n, int rank, 
  * the weighted sum of `width` taps (tap tables made on the host). */
 KERNEL resample_axis(GLOBAL const float* src, GLOBAL float* dst, int n, int n_in, int n_out, int inner, int width,
                      GLOBAL const int* taps, GLOBAL const float* weights) {
+    PDL_ENTRY();
     int i = GLOBAL_ID(0);
     if (i >= n) return;
     int in_ = i % inner;
@@ -73,6 +77,7 @@ KERNEL resample_axis(GLOBAL const float* src, GLOBAL float* dst, int n, int n_in
 /* tf_crop_and_resize: positions outside the crop box along any axis take the extrapolation value.
  * meta as for axis_map_gather, with tables of 1 (inside) / 0 (outside) or offset -1 (all inside). */
 KERNEL extrapolate(GLOBAL float* y, int n, int rank, GLOBAL const int* meta, float value) {
+    PDL_ENTRY();
     int i = GLOBAL_ID(0);
     if (i >= n) return;
     int rem = i;

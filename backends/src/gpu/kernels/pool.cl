@@ -15,6 +15,7 @@ FUNC int taps_inside(int o, int s, int pb, int k, int d, int lo, int hi) {
 KERNEL pool_f32(GLOBAL const float* X, GLOBAL float* Y, int total, int id, int ih, int iw, int od, int oh, int ow,
                 int kd, int kh, int kw, int sd, int sh, int sw, int pd, int ph, int pw, int dd, int dh, int dw, int ped,
                 int peh, int pew, int kind) {
+    PDL_ENTRY();
     int i = GLOBAL_ID(0);
     if (i >= total) return;
     int P = od * oh * ow, ohw = oh * ow;

@@ -18,6 +18,8 @@
 #define GLOBAL_FENCE() mem_fence(CLK_GLOBAL_MEM_FENCE)
 /* Adds 1 to a GLOBAL int and returns its old value (OpenCL 1.2 core, 32-bit). */
 #define ATOMIC_INC(p) atomic_inc(p)
+/* First statement of every kernel: a CUDA launch hook (cuda/pdl.rs), nothing here. */
+#define PDL_ENTRY() do { } while (0)
 #define GROUP_ID(d) ((int)get_group_id(d))
 #define LOCAL_ID(d) ((int)get_local_id(d))
 #define GLOBAL_ID(d) ((int)get_global_id(d))

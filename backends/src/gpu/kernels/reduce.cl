@@ -49,6 +49,7 @@ FUNC float reduce_finish(float acc, int kind, int nred) {
 /* One work-item per output: for short reductions. */
 KERNEL reduce_f32_item(GLOBAL const float* x, GLOBAL float* y, int nout, int nred, int kind, int orank, int rrank,
                        GLOBAL const int* meta) {
+    PDL_ENTRY();
     int o = GLOBAL_ID(0);
     if (o >= nout) return;
     int base = strided_offset(o, orank, meta, meta + orank);
@@ -59,6 +60,7 @@ KERNEL reduce_f32_item(GLOBAL const float* x, GLOBAL float* y, int nout, int nre
 /* One work-group per output: for long reductions. */
 KERNEL reduce_f32_group(GLOBAL const float* x, GLOBAL float* y, int nout, int nred, int kind, int orank, int rrank,
                         GLOBAL const int* meta) {
+    PDL_ENTRY();
     LOCAL float s[WG];
     int o = GROUP_ID(0);
     int base = strided_offset(o, orank, meta, meta + orank);
@@ -70,6 +72,7 @@ KERNEL reduce_f32_group(GLOBAL const float* x, GLOBAL float* y, int nout, int nr
 /* Integers (and bool for max): sums wrap in 32 bits, mean truncates, max of nothing is INT_MIN. */
 KERNEL reduce_i32_item(GLOBAL const int* x, GLOBAL int* y, int nout, int nred, int kind, int narrow, int orank,
                        int rrank, GLOBAL const int* meta) {
+    PDL_ENTRY();
     int o = GLOBAL_ID(0);
     if (o >= nout) return;
     int base = strided_offset(o, orank, meta, meta + orank);
@@ -88,6 +91,7 @@ KERNEL reduce_i32_item(GLOBAL const int* x, GLOBAL int* y, int nout, int nred, i
 
 /* Softmax along contiguous rows of `len`, one work-group per row. */
 KERNEL softmax_rows(GLOBAL const float* x, GLOBAL float* y, int len) {
+    PDL_ENTRY();
     LOCAL float s[WG];
     int row = GROUP_ID(0), t = LOCAL_ID(0);
     GLOBAL const float* xr = x + row * len;
@@ -109,6 +113,7 @@ KERNEL softmax_rows(GLOBAL const float* x, GLOBAL float* y, int len) {
 
 /* Softmax along a strided axis: one work-item per (outer, inner) column of [outer, len, inner]. */
 KERNEL softmax_cols(GLOBAL const float* x, GLOBAL float* y, int outer, int len, int inner) {
+    PDL_ENTRY();
     int c = GLOBAL_ID(0);
     if (c >= outer * inner) return;
     int o = c / inner, i = c - o * inner;
@@ -145,6 +150,7 @@ FUNC void wg_stats(LOCAL_PTR float* s, GLOBAL const float* x, int len, float eps
  * (dims [prank], scale strides [prank], bias strides [prank]); prank 0: both hold `len` values. */
 KERNEL layer_norm(GLOBAL const float* x, GLOBAL const float* scale, GLOBAL const float* bias, GLOBAL float* y, int len,
                   float eps, int has_bias, int prank, GLOBAL const int* meta) {
+    PDL_ENTRY();
     LOCAL float s[WG];
     int row = GROUP_ID(0), t = LOCAL_ID(0);
     GLOBAL const float* xr = x + row * len;
@@ -162,6 +168,7 @@ KERNEL layer_norm(GLOBAL const float* x, GLOBAL const float* scale, GLOBAL const
  * (per_channel) or per group. */
 KERNEL group_norm(GLOBAL const float* x, GLOBAL const float* scale, GLOBAL const float* bias, GLOBAL float* y,
                   int groups, int cpg, int plane, float eps, int per_channel) {
+    PDL_ENTRY();
     LOCAL float s[WG];
     int blk = GROUP_ID(0), t = LOCAL_ID(0);
     int len = cpg * plane;
@@ -179,6 +186,7 @@ KERNEL group_norm(GLOBAL const float* x, GLOBAL const float* scale, GLOBAL const
 
 /* CumSum along the middle axis of [outer, len, inner]; one work-item per column. */
 KERNEL cumsum_f32(GLOBAL const float* x, GLOBAL float* y, int outer, int len, int inner, int exclusive, int reverse) {
+    PDL_ENTRY();
     int c = GLOBAL_ID(0);
     if (c >= outer * inner) return;
     int o = c / inner, i = c - o * inner;
@@ -199,6 +207,7 @@ KERNEL cumsum_f32(GLOBAL const float* x, GLOBAL float* y, int outer, int len, in
 
 KERNEL cumsum_i32(GLOBAL const int* x, GLOBAL int* y, int outer, int len, int inner, int exclusive, int reverse,
                   int narrow) {
+    PDL_ENTRY();
     int c = GLOBAL_ID(0);
     if (c >= outer * inner) return;
     int o = c / inner, i = c - o * inner;

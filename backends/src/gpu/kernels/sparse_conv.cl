@@ -375,6 +375,7 @@ FUNC_INLINE int sconv_self_list(GLOBAL const float* mk, LOCAL_PTR int* scan, LOC
  * [cin * kh * kw][cout]; ktab per reduction index k the input offset ci * ih * iw + ky * dh *
  * iw + kx * dw, ky * dh and kx * dw. */
 KERNEL sconv_gemm_f32(SCONV_ARGS SCONV_FUSED_ARGS SCONV_SELF_ARGS) {
+    PDL_ENTRY();
     GLOBAL const float* Wt = W;
     LOCAL float As[TK][TM + SC_PAD];
     LOCAL float Bs[TK][TN + SC_PAD];
@@ -512,6 +513,7 @@ KERNEL sconv_gemm_f32(SCONV_ARGS SCONV_FUSED_ARGS SCONV_SELF_ARGS) {
  * (the vendor epilogue launches CH = 1), so a frame with few columns does not pay for a row of
  * mostly idle work-groups per channel. */
 KERNEL sconv_finish_f32(SCONV_ARGS) {
+    PDL_ENTRY();
     int c = GLOBAL_ID(0), m = GROUP_ID(1) * LOCAL_SIZE(1) + LOCAL_ID(1), n = GROUP_ID(2);
     if (m >= cout || c >= cap) return;
     /* Most work-items find no column: they read the count and leave, and nothing else, since
@@ -528,6 +530,7 @@ KERNEL sconv_finish_f32(SCONV_ARGS) {
 /* Depthwise (one input and one output channel per group): one work-item per (column, channel).
  * Grid: (ceil(cap / 64), channels, N), local (64, 1, 1). W is [C, kh * kw]. */
 KERNEL sconv_dw_f32(SCONV_ARGS) {
+    PDL_ENTRY();
     int c = GLOBAL_ID(0), ch = GROUP_ID(1), n = GROUP_ID(2);
     if (c >= IMIN(cap, sconv_columns(meta, n, cstride, gi, oh, ow))) return;
     int base = data0 + n * img_stride;
@@ -554,6 +557,7 @@ KERNEL sconv_dw_f32(SCONV_ARGS) {
 /* Residual fill: where image n's mask bit is 0, Y = act(res) over the [N, cout, oh, ow] output.
  * Grid: (ceil(oh * ow / 64), cout, N), local (64, 1, 1). */
 KERNEL sconv_fill_residual_f32(SCONV_ARGS) {
+    PDL_ENTRY();
     int p = GLOBAL_ID(0), m = GROUP_ID(1), n = GROUP_ID(2);
     if (p >= oh * ow || mask_bit(meta, data0 + n * img_stride, p)) return;
     int at = (n * cout + m) * oh * ow + p;
@@ -564,6 +568,7 @@ KERNEL sconv_fill_residual_f32(SCONV_ARGS) {
  * computed X where the mask bit is 1, or everywhere without `masked` (the first frame).
  * Grid: (ceil(oh * ow / 64), cout, N), local (64, 1, 1). */
 KERNEL sconv_blend_cached_f32(SCONV_ARGS) {
+    PDL_ENTRY();
     int p = GLOBAL_ID(0), m = GROUP_ID(1), n = GROUP_ID(2);
     if (p >= oh * ow || (masked && !mask_bit(meta, data0 + n * img_stride, p))) return;
     int at = (n * cout + m) * oh * ow + p;

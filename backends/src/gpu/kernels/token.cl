@@ -53,6 +53,7 @@
  * is active where its value is exactly 1 (the masks this runs on are proven binary).
  * Grid: (images, 1, 1), local (BLOCK, 1, 1). */
 KERNEL token_compact(GLOBAL const float* mask, GLOBAL int* meta, int tokens, int mask_stride, int images) {
+    PDL_ENTRY();
     LOCAL int s[BLOCK];
     int tid = LOCAL_ID(0), n = GROUP_ID(0);
     GLOBAL const float* m = mask + n * mask_stride;
@@ -108,6 +109,7 @@ FUNC int tok_listed(GLOBAL const int* order, int count, int t) {
 KERNEL token_gemm_f32(GLOBAL const float* X, GLOBAL const float* W, GLOBAL float* Y, GLOBAL const int* meta,
                       GLOBAL const float* bias, int T, int N, int K, int images, int has_bias, int act, float p0,
                       float p1) {
+    PDL_ENTRY();
     LOCAL float As[TK][TM];
     LOCAL float Bs[TK][TN];
     LOCAL int rows[TM];
@@ -213,6 +215,7 @@ FUNC float tok_reduce(LOCAL_PTR float* s, float v, int is_max) {
  * element (bh, j, d) at bh*T*dk + j*skj + d*skd. Grid: (BH, 1, 1), local (WG, 1, 1). */
 KERNEL token_key_norms(GLOBAL const float* k, GLOBAL const int* meta, GLOBAL float* kin, int heads, int T, int dk,
                        int skj, int skd, int images) {
+    PDL_ENTRY();
     LOCAL float red[WG];
     int bh = GROUP_ID(0), t = LOCAL_ID(0);
     int b = bh / heads;
@@ -259,6 +262,7 @@ KERNEL token_attention_f32(GLOBAL const float* q, GLOBAL const float* k, GLOBAL 
                            GLOBAL const float* kin, int heads, int T, int dk, int dv, int skj, int skd,
                            int scale_mode, float scale, float smag, float c, int keys_zero, int sb0, int sb1,
                            int sb2, int sb3, int images) {
+    PDL_ENTRY();
     LOCAL float sc[TK_MAX];
     LOCAL int keys[TK_MAX];
     LOCAL float red[WG];

@@ -1,0 +1,110 @@
+//! Programmatic dependent launch (sm_90+): a kernel that may start while the one before it on
+//! the stream is still running, so its launch and block scheduling hide behind that kernel's
+//! tail instead of following it.
+//!
+//! Only kernels whose first statement is `PDL_ENTRY()` get it. On sm_90 that macro (prelude.h)
+//! lets the next grid launch, then waits until every grid before this one has finished and its
+//! writes are visible, so no memory access of the kernel can overtake its predecessors'. A
+//! kernel without it launches as before: it could otherwise read what its predecessor has not
+//! yet written.
+
+use super::libs;
+use cudarc::driver::sys;
+use std::ffi::c_void;
+
+/// Driver function for launches with attributes (CUDA 11.8+; optional).
+const LAUNCH_EX: &str = "cuLaunchKernelEx";
+
+/// Whether launches on a device of compute capability `cc` may be programmatic: the hardware
+/// has it (9.0+), the driver has the launch call, and `DYNASPA_PDL=0` did not turn it off.
+pub(crate) fn available(cc: (i32, i32)) -> bool {
+    let off = std::env::var("DYNASPA_PDL").is_ok_and(|v| v.trim() == "0");
+    cc.0 >= 9 && !off && libs::driver_has(LAUNCH_EX)
+}
+
+/// Whether kernel `entry` of `source` (the shared dialect) begins with `PDL_ENTRY();`.
+pub(crate) fn waits_first(source: &str, entry: &str) -> bool {
+    let head = format!("KERNEL {entry}(");
+    let Some(at) = source.find(&head) else { return false };
+    let Some(open) = source[at..].find('{') else { return false };
+    let body = &source[at + open + 1..];
+    let mut rest = body.trim_start();
+    // Comments before the first statement are allowed; anything else is a statement.
+    loop {
+        if let Some(r) = rest.strip_prefix("//") {
+            rest = r.find('\n').map_or("", |n| &r[n..]).trim_start();
+        } else if let Some(r) = rest.strip_prefix("/*") {
+            rest = r.find("*/").map_or("", |n| &r[n + 2..]).trim_start();
+        } else {
+            break;
+        }
+    }
+    rest.starts_with("PDL_ENTRY();")
+}
+
+/// `cuLaunchKernelEx` with programmatic stream serialization allowed.
+///
+/// # Safety
+/// As `cuLaunchKernel`: a live function and stream of the current context, and parameter
+/// pointers the driver may read during the call. The kernel must wait first (`waits_first`)
+/// and `available` must have said yes for this device.
+pub(crate) unsafe fn launch(
+    func: sys::CUfunction,
+    groups: [u32; 3],
+    local: [u32; 3],
+    stream: sys::CUstream,
+    params: &mut [*mut c_void],
+) -> sys::CUresult {
+    // SAFETY: a plain C union of integers and structs of integers: all-zero is a valid value.
+    let mut attr: sys::CUlaunchAttribute = unsafe { std::mem::zeroed() };
+    attr.id = sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    attr.value.programmaticStreamSerializationAllowed = 1;
+    let config = sys::CUlaunchConfig {
+        gridDimX: groups[0],
+        gridDimY: groups[1],
+        gridDimZ: groups[2],
+        blockDimX: local[0],
+        blockDimY: local[1],
+        blockDimZ: local[2],
+        sharedMemBytes: 0,
+        hStream: stream,
+        attrs: &mut attr,
+        numAttrs: 1,
+    };
+    // SAFETY: the caller's contract; `config` and `attr` outlive the call.
+    unsafe { sys::cuLaunchKernelEx(&config, func, params.as_mut_ptr(), std::ptr::null_mut()) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::waits_first;
+
+    #[test]
+    fn only_kernels_whose_first_statement_waits() {
+        let src = "KERNEL a(GLOBAL int* x) {\n  /* why */ // more\n  PDL_ENTRY();\n  x[0] = 1;\n}\n\
+                   KERNEL b(GLOBAL int* x) {\n  x[0] = 1;\n  PDL_ENTRY();\n}\n\
+                   KERNEL c(GLOBAL int* x) { int i = 0; }\n";
+        assert!(waits_first(src, "a"));
+        assert!(!waits_first(src, "b"), "a wait after a store does not cover the store");
+        assert!(!waits_first(src, "c"));
+        assert!(!waits_first(src, "d"), "a missing kernel");
+    }
+
+    #[test]
+    fn every_shared_kernel_waits_first() {
+        // A kernel added without it still runs right, but loses the overlap: say so here.
+        let mut missing = Vec::new();
+        for src in crate::gpu::kernels::Src::ALL {
+            let (file, text) = (src.file(), src.source());
+            for line in text.lines() {
+                if let Some(rest) = line.strip_prefix("KERNEL ") {
+                    let name = rest.split('(').next().unwrap_or_default();
+                    if !waits_first(text, name) {
+                        missing.push(format!("{file}:{name}"));
+                    }
+                }
+            }
+        }
+        assert!(missing.is_empty(), "kernels whose first statement is not PDL_ENTRY(): {missing:?}");
+    }
+}
