@@ -546,7 +546,7 @@ impl GpuDevice for CudaDevice {
         CudaStaging::new(bytes, self.ctx.clone())
     }
 
-    fn download_async(&self, src: &CudaBuffer, offset: usize, dst: &CudaStaging) -> Result<()> {
+    fn download_async(&self, src: &CudaBuffer, offset: usize, dst: &CudaStaging, after: Option<&CudaEvent>) -> Result<()> {
         self.check_range(src, offset, dst.len(), "download")?;
         if dst.is_empty() {
             return Ok(());
@@ -554,7 +554,17 @@ impl GpuDevice for CudaDevice {
         self.ctx.bind()?;
         // On the second stream, after the main stream's work so far: the copy engine's latency
         // stays off the main stream, whose next kernels do not read the destination.
-        let after = self.event_on(self.main)?;
+        let marker;
+        let after = match after {
+            Some(ev) => {
+                self.same_device(&ev.ctx, "event")?;
+                ev
+            }
+            None => {
+                marker = self.event_on(self.main)?;
+                &marker
+            }
+        };
         // SAFETY: range checked; the pinned destination holds `dst.len()` bytes and lives until
         // the event recorded next has completed (its Drop waits for it); live event and streams.
         unsafe {
@@ -591,7 +601,7 @@ impl GpuDevice for CudaDevice {
                 _module: module,
                 param_sizes: CudaDevice::param_sizes(func),
                 max_threads: max_threads.max(0) as u32,
-                pdl: self.pdl && pdl::waits_first(spec.source, spec.entry),
+                pdl: self.pdl && pdl::for_file(spec.file) && pdl::waits_first(spec.source, spec.entry),
             },
         })
     }

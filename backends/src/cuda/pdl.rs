@@ -15,11 +15,31 @@ use std::ffi::c_void;
 /// Driver function for launches with attributes (CUDA 11.8+; optional).
 const LAUNCH_EX: &str = "cuLaunchKernelEx";
 
+/// `DYNASPA_PDL`: `0` turns programmatic launches off; `late` keeps them but lets the next grid
+/// launch only as each block reaches `PDL_TRIGGER()` (the sparse GEMM's stores) or ends, for A/B
+/// runs; anything else, or unset, triggers at each block's start.
+fn setting() -> String {
+    std::env::var("DYNASPA_PDL").map(|v| v.trim().to_ascii_lowercase()).unwrap_or_default()
+}
+
+/// Whether kernels are compiled without the early trigger (`DYNASPA_PDL=late`).
+pub(crate) fn late_trigger() -> bool {
+    setting() == "late"
+}
+
 /// Whether launches on a device of compute capability `cc` may be programmatic: the hardware
 /// has it (9.0+), the driver has the launch call, and `DYNASPA_PDL=0` did not turn it off.
 pub(crate) fn available(cc: (i32, i32)) -> bool {
-    let off = std::env::var("DYNASPA_PDL").is_ok_and(|v| v.trim() == "0");
-    cc.0 >= 9 && !off && libs::driver_has(LAUNCH_EX)
+    cc.0 >= 9 && setting() != "0" && libs::driver_has(LAUNCH_EX)
+}
+
+/// Whether kernels of source `file` may launch programmatically: all, unless
+/// `DYNASPA_PDL_FILES` lists the files that may (comma-separated, e.g. `sparse_conv.cl`).
+pub(crate) fn for_file(file: &str) -> bool {
+    match std::env::var("DYNASPA_PDL_FILES") {
+        Ok(list) if !list.trim().is_empty() => list.split(',').any(|f| f.trim() == file),
+        _ => true,
+    }
 }
 
 /// Whether kernel `entry` of `source` (the shared dialect) begins with `PDL_ENTRY();`.

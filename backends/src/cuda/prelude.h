@@ -61,11 +61,18 @@ typedef unsigned long long ulong;
 
 // First statement of every kernel (cuda/pdl.rs): on sm_90 and later the next grid on the stream
 // may launch now, and this one waits until the grids before it have finished and their writes
-// are visible. Launched without the programmatic attribute, both are no-ops.
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+// are visible. Launched without the programmatic attribute, both are no-ops. DSP_PDL_LATE
+// (DYNASPA_PDL=late) moves the trigger to PDL_TRIGGER(), where a kernel has only its stores
+// left, or else to each block's end.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && defined(DSP_PDL_LATE)
+#define PDL_ENTRY() asm volatile("griddepcontrol.wait;" ::: "memory")
+#define PDL_TRIGGER() asm volatile("griddepcontrol.launch_dependents;" ::: "memory")
+#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
 #define PDL_ENTRY() asm volatile("griddepcontrol.launch_dependents;\n\tgriddepcontrol.wait;" ::: "memory")
+#define PDL_TRIGGER() do { } while (0)
 #else
 #define PDL_ENTRY() do { } while (0)
+#define PDL_TRIGGER() do { } while (0)
 #endif
 
 // Tensor-core TF32 products for sparse_conv.cl's MMA variant (sm_80 and later).

@@ -121,9 +121,12 @@ pub trait GpuDevice: Send + Sync {
     /// Host memory for `bytes`-byte asynchronous downloads.
     fn staging(&self, bytes: usize) -> Result<Self::Staging>;
     /// Queues a copy of the staging's length from `src` at `offset` into `dst` behind the work on
-    /// the main queue so far, without waiting for it (the copy may run on the second queue, so
-    /// the main queue's later work does not wait for it either).
-    fn download_async(&self, src: &Self::Buffer, offset: usize, dst: &Self::Staging) -> Result<()>;
+    /// the main queue so far, or behind `after` alone (a second-queue event from `launch_async`
+    /// whose work is the only writer of `src`), without waiting for it (the copy may run on the
+    /// second queue, so the main queue's later work does not wait for it either). Given `after`,
+    /// nothing is queued on the main queue: on CUDA a marker there would stop its next kernel
+    /// from overlapping the one before (`cuda/pdl.rs`).
+    fn download_async(&self, src: &Self::Buffer, offset: usize, dst: &Self::Staging, after: Option<&Self::Event>) -> Result<()>;
     /// Waits for the last `download_async` into `st` (returns at once when the queue already got
     /// past it) and copies its bytes into `out` (as many as `out` holds).
     fn read_staging(&self, st: &Self::Staging, out: &mut [u8]) -> Result<()>;

@@ -138,8 +138,8 @@ impl GpuDevice for Shim {
     fn staging(&self, bytes: usize) -> Result<ClStaging> {
         self.inner.staging(bytes)
     }
-    fn download_async(&self, src: &ShimBuf, offset: usize, dst: &ClStaging) -> Result<()> {
-        self.inner.download_async(&src.b, offset, dst)
+    fn download_async(&self, src: &ShimBuf, offset: usize, dst: &ClStaging, after: Option<&Self::Event>) -> Result<()> {
+        self.inner.download_async(&src.b, offset, dst, after)
     }
     fn read_staging(&self, st: &ClStaging, out: &mut [u8]) -> Result<()> {
         self.inner.read_staging(st, out)

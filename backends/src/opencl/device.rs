@@ -283,15 +283,22 @@ impl GpuDevice for OpenClDevice {
         Ok(ClStaging::new(bytes))
     }
 
-    fn download_async(&self, src: &ClBuffer, offset: usize, dst: &ClStaging) -> Result<()> {
+    fn download_async(&self, src: &ClBuffer, offset: usize, dst: &ClStaging, after: Option<&ClEvent>) -> Result<()> {
         check_range("download", src, offset, dst.len())?;
         if dst.is_empty() {
             return Ok(());
         }
         // On the second queue, after the main queue's work so far: the main queue's next kernels
         // do not wait for the copy.
-        let after = self.marker()?;
-        let wait = events(std::slice::from_ref(&after));
+        let marker;
+        let after = match after {
+            Some(ev) => ev,
+            None => {
+                marker = self.marker()?;
+                &marker
+            }
+        };
+        let wait = events(std::slice::from_ref(after));
         let r = dst.start(|ptr, len| {
             // SAFETY: non-blocking read into memory `dst` owns and keeps (its Drop and the next
             // `start`/`read` wait for the returned event); range checked; the wait list is live.

@@ -168,7 +168,7 @@ fn back_to_back_async_downloads_into_one_staging_land_in_order() {
             })
             .collect();
         d.upload(&b, 0, &last).unwrap();
-        d.download_async(&b, 0, &st).unwrap();
+        d.download_async(&b, 0, &st, None).unwrap();
     }
     let mut out = vec![0u8; n];
     d.read_staging(&st, &mut out).unwrap();

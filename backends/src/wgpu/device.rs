@@ -293,7 +293,7 @@ impl GpuDevice for WgpuDevice {
             return check_words("download", src, offset, 0).map_err(|m| self.err("download", m));
         }
         let st = self.staging(out.len())?;
-        self.download_async(src, offset, &st)?;
+        self.download_async(src, offset, &st, None)?;
         self.read_staging(&st, out)
     }
 
@@ -303,7 +303,8 @@ impl GpuDevice for WgpuDevice {
         Ok(st)
     }
 
-    fn download_async(&self, src: &WgpuBuffer, offset: usize, dst: &WgpuStaging) -> Result<()> {
+    // One queue: `after`'s work was queued before this copy, so it is ordered behind it anyway.
+    fn download_async(&self, src: &WgpuBuffer, offset: usize, dst: &WgpuStaging, _after: Option<&WgpuEvent>) -> Result<()> {
         check_words("download", src, offset, dst.bytes).map_err(|m| self.err("download", m))?;
         if dst.bytes == 0 {
             return Ok(());

@@ -470,6 +470,8 @@ KERNEL sconv_gemm_f32(SCONV_ARGS SCONV_FUSED_ARGS SCONV_SELF_ARGS) {
 #endif
         LOCAL_BARRIER();
     }
+    /* Only the stores are left: the next launch may start (where PDL_ENTRY did not let it). */
+    PDL_TRIGGER();
     int P = oh * ow;
     for (int a = 0; a < NACC; ++a) {
         int m = m0 + sconv_acc_m(a, tid), c = sconv_acc_c(a, tid);

@@ -237,8 +237,9 @@ impl<D: GpuDevice> Frames<D> {
         if mc.staging.is_none() {
             mc.staging = Some(dev.staging(mp.layout.data0 * 4)?);
         }
-        // Behind the bitmask launch on either queue (the copy runs on the second).
-        dev.download_async(&bufs[mp.meta], 0, mc.staging.as_ref().expect("made above"))?;
+        // Behind the bitmask launch on either queue (the copy runs on the second); off the main
+        // path, behind its event only, so the main queue gets no marker between its kernels.
+        dev.download_async(&bufs[mp.meta], 0, mc.staging.as_ref().expect("made above"), ev.as_ref())?;
         mc.in_flight = true;
         mc.select = mc.last.clone();
         Ok(ev)
