@@ -5,6 +5,8 @@
 # and bitmask kernels (DYNASPA_PDL_FILES), and off; alternated twice on the same host. The
 # issue-5 convs at batch 1 (sampled schedules) with PyTorch on the same masks, A-ViT's token ops,
 # the full-size DynConv; correctness first (default, then the sparse and model tests late).
+# Run at d4c3b0d, where the start trigger was the default and DYNASPA_PDL=late chose the late
+# one; since call H the late trigger is the default and DYNASPA_PDL=early the other (i.sh).
 source "$(dirname "$0")/start.sh"
 source "$(dirname "$0")/../device_s13/correctness.sh"
 for t in gpu_sparse gpu_models; do

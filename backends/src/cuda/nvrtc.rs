@@ -90,8 +90,8 @@ pub fn options(spec: &KernelSpec, arch: &str) -> Result<Vec<String>> {
         // Helpers without __device__ (plain OpenCL C functions) become device functions.
         "--device-as-default-execution-space".to_string(),
     ];
-    if super::pdl::late_trigger() {
-        o.push("-DDSP_PDL_LATE=1".to_string());
+    if super::pdl::early_trigger() {
+        o.push("-DDSP_PDL_EARLY=1".to_string());
     }
     for (name, value) in &spec.defines {
         check_define(name, value)?;

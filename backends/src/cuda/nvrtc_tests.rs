@@ -259,17 +259,17 @@ fn the_disk_cache_answers_the_second_request_and_ignores_other_keys() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// `DYNASPA_PDL=late` compiles every sparse-conv schedule with `DSP_PDL_LATE` (the other
-/// branch of prelude.h's PDL macros), which the compile-all test above never takes.
+/// `DYNASPA_PDL=early` compiles the kernels with `DSP_PDL_EARLY` (the other branch of
+/// prelude.h's PDL macros), which the compile-all test above never takes.
 #[test]
-fn the_late_trigger_variant_compiles() {
+fn the_early_trigger_variant_compiles() {
     if !have_nvrtc() {
         return;
     }
     let specs: Vec<KernelSpec> = crate::gpu::kernels::all_specs().into_iter().filter(|s| s.entry == "sconv_gemm_f32").take(4).collect();
     assert!(!specs.is_empty(), "no sparse GEMM schedules");
     for mut spec in specs {
-        spec.defines.push(("DSP_PDL_LATE".into(), "1".into()));
+        spec.defines.push(("DSP_PDL_EARLY".into(), "1".into()));
         if let Err(e) = nvrtc::compile(&spec, "sm_90") {
             panic!("{e}");
         }

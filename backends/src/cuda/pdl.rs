@@ -3,10 +3,10 @@
 //! tail instead of following it.
 //!
 //! Only kernels whose first statement is `PDL_ENTRY()` get it. On sm_90 that macro (prelude.h)
-//! lets the next grid launch, then waits until every grid before this one has finished and its
-//! writes are visible, so no memory access of the kernel can overtake its predecessors'. A
-//! kernel without it launches as before: it could otherwise read what its predecessor has not
-//! yet written.
+//! waits until every grid before this one has finished and its writes are visible, so no
+//! memory access of the kernel can overtake its predecessors'. A kernel without it launches as
+//! before: it could otherwise read what its predecessor has not yet written. The next grid may
+//! launch once every block has passed `PDL_TRIGGER()` or ended.
 
 use super::libs;
 use cudarc::driver::sys;
@@ -15,16 +15,16 @@ use std::ffi::c_void;
 /// Driver function for launches with attributes (CUDA 11.8+; optional).
 const LAUNCH_EX: &str = "cuLaunchKernelEx";
 
-/// `DYNASPA_PDL`: `0` turns programmatic launches off; `late` keeps them but lets the next grid
-/// launch only as each block reaches `PDL_TRIGGER()` (the sparse GEMM's stores) or ends, for A/B
-/// runs; anything else, or unset, triggers at each block's start.
+/// `DYNASPA_PDL`: `0` turns programmatic launches off; `early` lets the next grid launch as
+/// each block starts, for A/B runs; anything else, or unset, only as each block reaches
+/// `PDL_TRIGGER()` (the sparse GEMM, before its stores) or ends.
 fn setting() -> String {
     std::env::var("DYNASPA_PDL").map(|v| v.trim().to_ascii_lowercase()).unwrap_or_default()
 }
 
-/// Whether kernels are compiled without the early trigger (`DYNASPA_PDL=late`).
-pub(crate) fn late_trigger() -> bool {
-    setting() == "late"
+/// Whether kernels are compiled with the trigger at their entry (`DYNASPA_PDL=early`).
+pub(crate) fn early_trigger() -> bool {
+    setting() == "early"
 }
 
 /// Whether launches on a device of compute capability `cc` may be programmatic: the hardware

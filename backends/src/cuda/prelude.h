@@ -59,17 +59,18 @@ typedef unsigned long long ulong;
 #define AS_FLOAT(i) __int_as_float((int)(i))
 #define AS_INT(f) __float_as_int(f)
 
-// First statement of every kernel (cuda/pdl.rs): on sm_90 and later the next grid on the stream
-// may launch now, and this one waits until the grids before it have finished and their writes
-// are visible. Launched without the programmatic attribute, both are no-ops. DSP_PDL_LATE
-// (DYNASPA_PDL=late) moves the trigger to PDL_TRIGGER(), where a kernel has only its stores
-// left, or else to each block's end.
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && defined(DSP_PDL_LATE)
-#define PDL_ENTRY() asm volatile("griddepcontrol.wait;" ::: "memory")
-#define PDL_TRIGGER() asm volatile("griddepcontrol.launch_dependents;" ::: "memory")
-#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+// First statement of every kernel (cuda/pdl.rs): on sm_90 and later this grid waits until the
+// grids before it on the stream have finished and their writes are visible. PDL_TRIGGER(), where
+// a kernel has only its stores left, lets the next grid launch (else each block's end does).
+// Launched without the programmatic attribute, both are no-ops. DSP_PDL_EARLY
+// (DYNASPA_PDL=early) triggers at the entry instead: the next grid's blocks then sit waiting on
+// the SMs for the whole kernel, which cost A-ViT's attention 60% (benches/RESULTS.md, call H).
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && defined(DSP_PDL_EARLY)
 #define PDL_ENTRY() asm volatile("griddepcontrol.launch_dependents;\n\tgriddepcontrol.wait;" ::: "memory")
 #define PDL_TRIGGER() do { } while (0)
+#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define PDL_ENTRY() asm volatile("griddepcontrol.wait;" ::: "memory")
+#define PDL_TRIGGER() asm volatile("griddepcontrol.launch_dependents;" ::: "memory")
 #else
 #define PDL_ENTRY() do { } while (0)
 #define PDL_TRIGGER() do { } while (0)
