@@ -23,7 +23,7 @@
 use super::meta::MetaLayout;
 use crate::cpu::ForceMember;
 use crate::gpu::device::GpuDevice;
-use crate::gpu::lower::ctx::{replay_async, replay_launches, BufId, LArg, Launch};
+use crate::gpu::lower::ctx::{replay_async, replay_launches, BufId, Launch};
 use dynaspa_runtime::dispatch::PolyKernel;
 use dynaspa_runtime::graph::FillPolicy;
 use dynaspa_runtime::report::{PhaseTimes, SparseOpRecord};
@@ -148,15 +148,11 @@ pub(crate) struct Frames<D: GpuDevice> {
     pub sync: CountsSync,
     counts: Vec<MaskCounts<D::Staging>>,
     zero_events: Vec<Option<D::Event>>,
-    /// Per mask, the event of its bitmask launch on the second queue that the main queue has
-    /// not waited for yet (`settle`). Kept across frames: the main queue waits only before work
-    /// that needs it, so a kernel after the member can overlap it (`cuda/pdl.rs`).
-    pending: Vec<Option<D::Event>>,
 }
 
 impl<D: GpuDevice> Frames<D> {
     pub(crate) fn new(sync: CountsSync) -> Frames<D> {
-        Frames { masks: Vec::new(), ops: Vec::new(), grans: Vec::new(), sync, counts: Vec::new(), zero_events: Vec::new(), pending: Vec::new() }
+        Frames { masks: Vec::new(), ops: Vec::new(), grans: Vec::new(), sync, counts: Vec::new(), zero_events: Vec::new() }
     }
 
     pub(crate) fn begin_frame(&mut self) {
@@ -167,41 +163,6 @@ impl<D: GpuDevice> Frames<D> {
             c.in_flight = false;
         }
         self.zero_events = (0..self.ops.len()).map(|_| None).collect();
-        self.pending.resize_with(self.masks.len(), || None);
-    }
-
-    /// Makes the main queue wait for mask `m`'s bitmask launch on the second queue, if it has
-    /// not yet: before main-queue work that writes the mask's buffer or reads or writes its
-    /// metadata. (Second-queue work needs no wait: that queue runs in order.)
-    pub(crate) fn settle(&mut self, dev: &D, m: usize) -> Result<()> {
-        match self.pending.get_mut(m).and_then(Option::take) {
-            Some(ev) => dev.wait_for(&[ev]),
-            None => Ok(()),
-        }
-    }
-
-    /// `settle` for every mask: before host uploads, which could overwrite a mask.
-    pub(crate) fn settle_all(&mut self, dev: &D) -> Result<()> {
-        (0..self.pending.len()).try_for_each(|m| self.settle(dev, m))
-    }
-
-    /// Remembers `ev` (mask `m`'s bitmask on the second queue) until `settle`; an earlier one
-    /// pending is covered, as it ran before it on that queue.
-    fn defer(&mut self, m: usize, ev: D::Event) {
-        if self.pending.len() <= m {
-            self.pending.resize_with(m + 1, || None);
-        }
-        self.pending[m] = Some(ev);
-    }
-
-    /// The masks (indices) whose buffer or metadata one of `launches` uses: the step running
-    /// them must `settle` those first.
-    pub(crate) fn masks_used_by<'a>(&self, launches: impl Iterator<Item = &'a Launch<D::Kernel>> + Clone) -> Vec<usize>
-    where
-        D::Kernel: 'a,
-    {
-        let uses = |b: BufId| launches.clone().any(|l| l.args.contains(&LArg::Buf(b)));
-        (0..self.masks.len()).filter(|&m| uses(self.masks[m].mask_buf) || uses(self.masks[m].meta)).collect()
     }
 
     /// Queues the zero fill of every `Zero` op whose buffer is free once step `after` is done
@@ -325,11 +286,6 @@ impl<D: GpuDevice> Frames<D> {
         // The first reader selects with last frame's counts before the bitmask launch, so a
         // member reading no metadata need not wait for it (see the module docs).
         let deferred = fresh && self.lagged(m);
-        // Everything but a member that lists its own columns beside a new bitmask launch
-        // reads or writes the metadata on the main queue: the last one must be done.
-        if !deferred {
-            self.settle(dev, m)?;
-        }
         let counts = match self.counts[m].last.clone() {
             Some(last) if deferred => last,
             _ => self.counts(dev, bufs, m)?.to_vec(),
@@ -350,7 +306,6 @@ impl<D: GpuDevice> Frames<D> {
         }
         ph.select = t2 - t1;
         if deferred && !meta_free {
-            self.settle(dev, m)?;
             self.launch_lagged(dev, bufs, m, false)?;
             ph.bitmask += t2.elapsed();
         }
@@ -384,12 +339,11 @@ impl<D: GpuDevice> Frames<D> {
             let s = &op.poly.members()[pick].schedule;
             (s.name.clone(), s.granularity, tiles)
         };
-        let (node, op_name) = (op.node.clone(), op.op.to_string());
         if let Some(ev) = beside {
-            self.defer(m, ev);
+            dev.wait_for(&[ev])?;
         }
         ph.compute = t3.elapsed();
-        Ok(SparseOpRecord { node, op: op_name, density, member, granularity, tiles, phases: ph })
+        Ok(SparseOpRecord { node: op.node.clone(), op: op.op.to_string(), density, member, granularity, tiles, phases: ph })
     }
 }
 
@@ -449,7 +403,6 @@ impl<D: GpuDevice> Frames<D> {
             self.begin_frame();
         }
         self.counts[m].select = None;
-        self.settle(dev, m)?;
         let counts = self.counts(dev, bufs, m)?.to_vec();
         let pick = choose(&self.ops[i], &self.masks[m].layout, &counts)?;
         Ok(self.ops[i].poly.members()[pick].schedule.name.clone())
@@ -475,7 +428,6 @@ impl<D: GpuDevice> Frames<D> {
         let beside = if meta_free && self.lagged(m) {
             self.launch_lagged(dev, bufs, m, true)?
         } else {
-            self.settle(dev, m)?;
             self.counts(dev, bufs, m)?;
             None
         };
@@ -483,7 +435,7 @@ impl<D: GpuDevice> Frames<D> {
             replay_launches(dev, bufs, std::slice::from_ref(*l))?;
         }
         if let Some(ev) = beside {
-            self.defer(m, ev);
+            dev.wait_for(&[ev])?;
         }
         Ok(())
     }
