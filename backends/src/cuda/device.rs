@@ -552,8 +552,9 @@ impl GpuDevice for CudaDevice {
             return Ok(());
         }
         self.ctx.bind()?;
-        // On the second stream, after the main stream's work so far: the copy engine's latency
-        // stays off the main stream, whose next kernels do not read the destination.
+        // On the second stream, after the main stream's work so far (or `after`): the copy
+        // engine's latency stays off the main stream, whose next kernels do not read the
+        // destination.
         let marker;
         let after = match after {
             Some(ev) => {

@@ -427,7 +427,7 @@ pub fn check_errors(dev: &CudaDevice) -> Outcome {
 pub fn check_programmatic_chain(dev: &CudaDevice, rng: &mut Rng) -> Outcome {
     let spec = crate::gpu::kernels::spec(crate::gpu::kernels::Src::Elementwise, "binary_f32", &[]);
     let k = dev.kernel(&spec).map_err(e2s)?;
-    let wanted = super::pdl::available(dev.compute_capability());
+    let wanted = super::pdl::available(dev.compute_capability()) && super::pdl::for_file(spec.file);
     if k.programmatic() != wanted {
         return Err(format!("binary_f32 programmatic: {}, expected {wanted} on this device", k.programmatic()));
     }

@@ -288,8 +288,8 @@ impl GpuDevice for OpenClDevice {
         if dst.is_empty() {
             return Ok(());
         }
-        // On the second queue, after the main queue's work so far: the main queue's next kernels
-        // do not wait for the copy.
+        // On the second queue, after the main queue's work so far (or `after`): the main
+        // queue's next kernels do not wait for the copy.
         let marker;
         let after = match after {
             Some(ev) => ev,
