@@ -11,7 +11,7 @@ use super::error::{err, Ctx};
 use super::kernel_cache::{CacheStats, KernelCache, Origin};
 use super::cudnn::{self, CudnnConv, CudnnHandle};
 use super::cudnn_lib::{self, Policy};
-use super::staging::CudaStaging;
+use super::staging::{CudaStaging, PinnedHost};
 use super::{libs, nvrtc, pdl, probe};
 use crate::gpu::{Arg, DeviceInfo, GpuDevice, KernelSpec, VendorConv, VendorConvDesc, VendorPolicy};
 use cudarc::driver::{result, sys};
@@ -56,6 +56,8 @@ pub struct CudaBuffer {
     ptr: sys::CUdeviceptr,
     bytes: usize,
     ctx: Arc<Context>,
+    /// Mapped host memory this buffer views (`host_mapped`): it owns no device memory.
+    host: Option<Arc<PinnedHost>>,
 }
 
 impl CudaBuffer {
@@ -73,7 +75,7 @@ impl CudaBuffer {
 
 impl Drop for CudaBuffer {
     fn drop(&mut self) {
-        if self.ptr == 0 {
+        if self.ptr == 0 || self.host.is_some() {
             return;
         }
         // SAFETY: allocated by cuMemAlloc in this context and freed once. cuMemFree waits for
@@ -507,12 +509,12 @@ impl GpuDevice for CudaDevice {
 
     fn alloc(&self, bytes: usize) -> Result<CudaBuffer> {
         if bytes == 0 {
-            return Ok(CudaBuffer { ptr: 0, bytes: 0, ctx: self.ctx.clone() });
+            return Ok(CudaBuffer { ptr: 0, bytes: 0, ctx: self.ctx.clone(), host: None });
         }
         self.ctx.bind()?;
         // SAFETY: plain allocation in the current context.
         let ptr = unsafe { result::malloc_sync(bytes) }.ctx(|| format!("cuMemAlloc({bytes} bytes)"))?;
-        Ok(CudaBuffer { ptr, bytes, ctx: self.ctx.clone() })
+        Ok(CudaBuffer { ptr, bytes, ctx: self.ctx.clone(), host: None })
     }
 
     fn upload(&self, dst: &CudaBuffer, offset: usize, data: &[u8]) -> Result<()> {
@@ -580,6 +582,16 @@ impl GpuDevice for CudaDevice {
 
     fn read_staging(&self, st: &CudaStaging, out: &mut [u8]) -> Result<()> {
         st.read(out)
+    }
+
+    fn host_mapped(&self, bytes: usize) -> Result<Option<(CudaBuffer, CudaStaging)>> {
+        let (st, ptr) = CudaStaging::mapped(bytes, self.ctx.clone())?;
+        Ok(Some((CudaBuffer { ptr, bytes, ctx: self.ctx.clone(), host: Some(st.memory()) }, st)))
+    }
+
+    fn staging_written(&self, st: &CudaStaging, second: bool) -> Result<()> {
+        self.ctx.bind()?;
+        st.set_done(self.event_on(if second { self.fill } else { self.main })?)
     }
 
     fn kernel(&self, spec: &KernelSpec) -> Result<CudaKernel> {

@@ -119,6 +119,40 @@ pub fn check_axpb(dev: &CudaDevice, rng: &mut Rng) -> Outcome {
     Ok(format!("{n} elements, ACT 0..3"))
 }
 
+/// Mapped host memory (`host_mapped`) written by a kernel on each stream and read on the host
+/// right after `staging_written`, without a download: the read must wait for the kernel.
+pub fn check_host_mapped(dev: &CudaDevice, rng: &mut Rng) -> Outcome {
+    let n = 1 << 20;
+    let x = rng.floats(n, -6.0, 6.0);
+    let xb = upload_f32(dev, &x)?;
+    let (yb, st) = dev.host_mapped(n * 4).map_err(e2s)?.ok_or("CUDA gave no mapped host memory")?;
+    for (act, second) in [(0u32, false), (1, true)] {
+        let nan: Vec<u8> = (0..n).flat_map(|_| f32::NAN.to_le_bytes()).collect();
+        dev.upload(&yb, 0, &nan).map_err(e2s)?;
+        let (a, b) = (rng.unit() as f32 * 4.0 - 2.0, rng.unit() as f32 - 0.5);
+        let k = dev.kernel(&kernels::axpb_act_spec(act)).map_err(e2s)?;
+        let args = [Arg::Buf(&xb), Arg::Buf(&yb), Arg::I32(n as i32), Arg::F32(a), Arg::F32(b)];
+        let groups = (n as u32).div_ceil(256);
+        if second {
+            let after = dev.marker().map_err(e2s)?;
+            dev.launch_async(&k, [groups, 1, 1], [256, 1, 1], &args, &[after]).map_err(e2s)?;
+        } else {
+            dev.launch(&k, [groups, 1, 1], [256, 1, 1], &args).map_err(e2s)?;
+        }
+        dev.staging_written(&st, second).map_err(e2s)?;
+        let mut raw = vec![0u8; n * 4];
+        dev.read_staging(&st, &mut raw).map_err(e2s)?;
+        let got: Vec<f32> = raw.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
+        let want: Vec<f32> = x.iter().map(|&v| act_ref(act, a.mul_add(v, b))).collect();
+        if let Some((i, g, w)) = first_mismatch(&got, &want, 1e-6) {
+            let stream = if second { "second" } else { "main" };
+            return Err(format!("{stream} stream, ACT={act}: mapped y[{i}] = {g}, expected {w}"));
+        }
+    }
+    dev.finish().map_err(e2s)?;
+    Ok(format!("{n} floats written by a kernel on each stream, read with no copy"))
+}
+
 /// `transpose_scale` (local memory, barrier, 2-D ids) for every tile size on a ragged shape.
 pub fn check_transpose(dev: &CudaDevice, rng: &mut Rng) -> Outcome {
     let (rows, cols) = (rng.range(200, 400), rng.range(300, 600));
@@ -507,6 +541,7 @@ pub fn run_all(ordinal: usize, seed: u64, report: &mut dyn FnMut(&str, &Outcome)
     note("kernel transpose_scale", check_transpose(&dev, &mut rng));
     note("zero-fill stream", check_zero_fill(&dev, &mut rng));
     note("programmatic launches", check_programmatic_chain(&dev, &mut rng));
+    note("mapped host memory", check_host_mapped(&dev, &mut rng));
     note("disk cache", check_disk_cache(ordinal, seed));
     note("bitmask kernel", check_bitmask(&dev, &mut rng));
     note("errors", check_errors(&dev));

@@ -1,39 +1,79 @@
 //! Pinned host memory for asynchronous downloads: `cuMemcpyDtoHAsync` into pageable memory
 //! waits for the stream, into page-locked memory it does not, so the per-frame DISTile counts
-//! can be copied behind the frame's work and read after the frame's outputs.
+//! can be copied behind the frame's work and read after the frame's outputs. Mapped into the
+//! device's address space (`CudaStaging::mapped`), kernels write it directly and no copy is
+//! queued at all.
 
 use super::device::{Context, CudaEvent};
 use super::error::Ctx;
-use cudarc::driver::result;
+use cudarc::driver::{result, sys};
 use dynaspa_runtime::Result;
 use std::sync::{Arc, Mutex};
 
-pub struct CudaStaging {
+/// One page-locked host allocation, freed when its last owner (a staging, or the buffer view
+/// kernels write it through) goes.
+pub(crate) struct PinnedHost {
     host: *mut u8,
     bytes: usize,
-    /// Recorded on the main stream after the last copy into `host`.
-    done: Mutex<Option<CudaEvent>>,
     ctx: Arc<Context>,
 }
 
-// SAFETY: the pointer is page-locked host memory owned by this value; reads and writes go
-// through `&mut`/the mutex-guarded event protocol below.
-unsafe impl Send for CudaStaging {}
-unsafe impl Sync for CudaStaging {}
+// SAFETY: the pointer is page-locked host memory owned by this value; reads go through
+// `CudaStaging::read`, after the event of the work writing it.
+unsafe impl Send for PinnedHost {}
+unsafe impl Sync for PinnedHost {}
+
+impl Drop for PinnedHost {
+    fn drop(&mut self) {
+        // Kernels may still be queued to write it through a buffer view (teardown only, so the
+        // sync costs nothing that matters). SAFETY: allocated by cuMemHostAlloc, freed once.
+        let r = self
+            .ctx
+            .bind()
+            .and_then(|_| result::ctx::synchronize().ctx(|| "cuCtxSynchronize".into()))
+            .and_then(|_| unsafe { result::free_host(self.host.cast()) }.ctx(|| "cuMemFreeHost".into()));
+        if let Err(e) = r {
+            tracing::warn!("leaking {} bytes of pinned host memory: {e}", self.bytes);
+        }
+    }
+}
+
+pub struct CudaStaging {
+    mem: Arc<PinnedHost>,
+    bytes: usize,
+    /// Completes once the last copy into (or kernel writing) the memory is done.
+    done: Mutex<Option<CudaEvent>>,
+}
 
 impl CudaStaging {
     pub(super) fn new(bytes: usize, ctx: Arc<Context>) -> Result<CudaStaging> {
+        CudaStaging::alloc(bytes, 0, ctx)
+    }
+
+    /// Pinned memory mapped into the device's address space, and the device address kernels
+    /// write it at.
+    pub(super) fn mapped(bytes: usize, ctx: Arc<Context>) -> Result<(CudaStaging, sys::CUdeviceptr)> {
+        let st = CudaStaging::alloc(bytes, sys::CU_MEMHOSTALLOC_DEVICEMAP, ctx)?;
+        let mut dptr: sys::CUdeviceptr = 0;
+        // SAFETY: memory from cuMemHostAlloc with DEVICEMAP in the current (bound) context.
+        unsafe { sys::cuMemHostGetDevicePointer_v2(&mut dptr, st.mem.host.cast(), 0) }
+            .result()
+            .ctx(|| "cuMemHostGetDevicePointer".into())?;
+        Ok((st, dptr))
+    }
+
+    fn alloc(bytes: usize, flags: u32, ctx: Arc<Context>) -> Result<CudaStaging> {
         let n = bytes.max(4);
         ctx.bind()?;
-        // SAFETY: plain page-locked allocation in the current context; freed in Drop.
-        let host =
-            unsafe { result::malloc_host(n, 0) }.ctx(|| format!("cuMemHostAlloc({n} bytes)"))?;
-        Ok(CudaStaging {
-            host: host.cast(),
-            bytes,
-            done: Mutex::new(None),
-            ctx,
-        })
+        // SAFETY: plain page-locked allocation in the current context; freed by PinnedHost.
+        let host = unsafe { result::malloc_host(n, flags) }.ctx(|| format!("cuMemHostAlloc({n} bytes)"))?;
+        let mem = Arc::new(PinnedHost { host: host.cast(), bytes: n, ctx });
+        Ok(CudaStaging { mem, bytes, done: Mutex::new(None) })
+    }
+
+    /// The allocation, for a buffer view that must keep it alive.
+    pub(super) fn memory(&self) -> Arc<PinnedHost> {
+        self.mem.clone()
     }
 
     pub fn len(&self) -> usize {
@@ -44,7 +84,7 @@ impl CudaStaging {
     }
 
     pub(crate) fn host_ptr(&self) -> *mut u8 {
-        self.host
+        self.mem.host
     }
 
     pub(crate) fn set_done(&self, ev: CudaEvent) -> Result<()> {
@@ -66,9 +106,9 @@ impl CudaStaging {
             ev.synchronize()?;
         }
         let n = out.len().min(self.bytes);
-        // SAFETY: `host` holds `bytes` bytes and the copy that wrote them completed above; a
-        // new copy records its event under the same lock, so none is in flight here.
-        unsafe { std::ptr::copy_nonoverlapping(self.host, out.as_mut_ptr(), n) };
+        // SAFETY: the memory holds `bytes` bytes and the work that wrote them completed above; a
+        // new writer records its event under the same lock, so none is in flight here.
+        unsafe { std::ptr::copy_nonoverlapping(self.mem.host, out.as_mut_ptr(), n) };
         Ok(())
     }
 }
@@ -77,16 +117,9 @@ impl Drop for CudaStaging {
     fn drop(&mut self) {
         if let Ok(mut d) = self.done.lock() {
             if let Some(ev) = d.take() {
-                // The copy must be done before the memory goes back.
+                // The writer must be done before the memory may go back.
                 let _ = ev.synchronize();
             }
-        }
-        // SAFETY: allocated by cuMemHostAlloc, freed once.
-        let r = self.ctx.bind().and_then(|_| {
-            unsafe { result::free_host(self.host.cast()) }.ctx(|| "cuMemFreeHost".into())
-        });
-        if let Err(e) = r {
-            tracing::warn!("leaking {} bytes of pinned host memory: {e}", self.bytes);
         }
     }
 }

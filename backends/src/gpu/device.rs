@@ -130,6 +130,19 @@ pub trait GpuDevice: Send + Sync {
     /// Waits for the last `download_async` into `st` (returns at once when the queue already got
     /// past it) and copies its bytes into `out` (as many as `out` holds).
     fn read_staging(&self, st: &Self::Staging, out: &mut [u8]) -> Result<()>;
+    /// Host memory of `bytes` bytes that kernels write directly, with no copy queued: a buffer
+    /// to pass them and the staging the host reads it through (`read_staging`, after
+    /// `staging_written`). `None` where the device has no such memory: `download_async` then.
+    fn host_mapped(&self, bytes: usize) -> Result<Option<(Self::Buffer, Self::Staging)>> {
+        let _ = bytes;
+        Ok(None)
+    }
+    /// Marks `st` (from `host_mapped`) as written by the work queued so far on the second
+    /// queue (`second`) or the main queue: `read_staging` waits for that work.
+    fn staging_written(&self, st: &Self::Staging, second: bool) -> Result<()> {
+        let _ = (st, second);
+        Err(dynaspa_runtime::Error::Other(format!("{} has no host-mapped memory", self.info().backend)))
+    }
     /// Compiles (or fetches from the memory and disk caches) one kernel.
     fn kernel(&self, spec: &KernelSpec) -> Result<Self::Kernel>;
     /// Work-items per group `kernel` can be launched with, where the device says (its register

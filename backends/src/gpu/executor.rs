@@ -119,6 +119,9 @@ pub struct GpuExecutable<D: GpuDevice> {
     /// Whether split-K GEMMs finish in their last work-group (`GpuOptions::fused_finish`
     /// resolved for the device).
     fused_finish: bool,
+    /// Per step, the masks whose bitmask launch on the second queue it must wait for first
+    /// (`settle_points`).
+    settle_before: Vec<Vec<usize>>,
 }
 
 type StepRecords = (Vec<(usize, SparseOpRecord)>, Vec<(String, String, std::time::Duration)>);
@@ -276,6 +279,7 @@ impl<D: GpuDevice> GpuExecutable<D> {
         };
         res.fit_workspace(&*dev)?;
         schedule_zero_fills(&steps, &mut frames);
+        let settle_before = settle_points(&steps, &frames);
         tracing::debug!(buffers = res.bufs.len(), steps = steps.len(), sparse_ops = frames.ops.len(), "gpu graph compiled");
         Ok(GpuExecutable {
             dev,
@@ -290,6 +294,7 @@ impl<D: GpuDevice> GpuExecutable<D> {
             step_times: opts.step_times,
             profile_refused: tuned.refused,
             fused_finish: res.fused_finish,
+            settle_before,
         })
     }
 
@@ -305,6 +310,9 @@ impl<D: GpuDevice> GpuExecutable<D> {
         for (si, step) in self.steps.iter().enumerate() {
             let t_step = Instant::now();
             let wrap = |e: Error| Error::node(&step.node, step.op, e.to_string());
+            for &m in &self.settle_before[si] {
+                self.frames.settle(&*self.dev, m).map_err(wrap)?;
+            }
             if let Some(fill) = &self.poison {
                 for &(b, n) in step.writes.iter().filter(|w| w.1 > 0) {
                     let args =
@@ -355,6 +363,26 @@ fn schedule_zero_fills<D: GpuDevice>(steps: &[Step<D::Kernel>], frames: &mut Fra
     }
 }
 
+/// Per step, the masks whose buffer or metadata its launches use, which it must `settle` before
+/// running: a bitmask launch beside an earlier member may still read the mask or write the
+/// metadata on the second queue. A sparse op's own mask is left to `run_op`.
+fn settle_points<D: GpuDevice>(steps: &[Step<D::Kernel>], frames: &Frames<D>) -> Vec<Vec<usize>> {
+    steps
+        .iter()
+        .map(|st| {
+            let mut used = frames.masks_used_by(st.launches.iter());
+            if let Some(i) = st.sparse {
+                let op = &frames.ops[i];
+                let own = op.members.iter().flatten().chain(&op.residual_fill).chain(&op.cached_first);
+                used.extend(frames.masks_used_by(own).into_iter().filter(|&m| m != op.mask));
+            }
+            used.sort_unstable();
+            used.dedup();
+            used
+        })
+        .collect()
+}
+
 fn mark(pooled: &mut Vec<bool>, b: BufId, value: bool) {
     if pooled.len() <= b {
         pooled.resize(b + 1, false);
@@ -385,6 +413,8 @@ impl<D: GpuDevice> Executable for GpuExecutable<D> {
         if inputs.len() != self.inputs.len() {
             return Err(Error::Other(format!("{} inputs given, the graph takes {}", inputs.len(), self.inputs.len())));
         }
+        // A mask may be an input: its last bitmask launch must be done reading it.
+        self.frames.settle_all(&*self.dev)?;
         for (t, slot) in inputs.iter().zip(&self.inputs) {
             if let Some((b, name)) = slot {
                 let w = dtype::to_words(t, &format!("input '{name}'"))?;

@@ -163,7 +163,11 @@ fn schedules(src: Src, entry: &str) -> Vec<Vec<(&'static str, i64)>> {
         // fits local memory (8192 keys in 48 KiB).
         (Src::Attention, _) => (6..=13).map(|p| vec![("WG", ATTENTION_WG as i64), ("TK_MAX", 1i64 << p)]).collect(),
         (Src::SparseConv, e) => super::sparse::schedules::all(e).into_iter().map(|d| d.to_vec()).collect(),
-        (Src::Bitmask, _) => vec![vec![("BLOCK", super::sparse::BITMASK_BLOCK as i64)], vec![("BLOCK", super::sparse::BITMASK_BLOCK as i64), ("LWORDS", 50)]],
+        // HOST_COUNTS: CUDA's mapped host counts (sparse/build.rs).
+        (Src::Bitmask, _) => {
+            let b = ("BLOCK", super::sparse::BITMASK_BLOCK as i64);
+            vec![vec![b], vec![b, ("LWORDS", 50)], vec![b, ("LWORDS", 50), ("HOST_COUNTS", 1)], vec![b, ("HOST_COUNTS", 1)]]
+        }
         (Src::Token, "token_compact") => vec![vec![("BLOCK", super::sparse::BITMASK_BLOCK as i64)]],
         // EARLY_EXIT: 1 on GPUs, 0 on OpenCL CPU devices (lower/token.rs); DENSE: the
         // PolyKernel's dense member. Profiles' tiles are compiled from the profiles.

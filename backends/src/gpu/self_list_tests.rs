@@ -70,6 +70,8 @@ fn member_over_garbage_lists(exe: &mut GpuExecutable<crate::opencl::OpenClDevice
     let ints = exe.frames.masks[0].layout.total();
     // Counts of 2^30 tiles and lists of positions far outside the map.
     let garbage: Vec<u8> = (0..ints).flat_map(|i| (0x4000_0000i32 + i as i32).to_le_bytes()).collect();
+    // The last frame's bitmask launch may still be writing the lists on the second queue.
+    exe.dev.finish().unwrap();
     exe.dev.upload(&exe.bufs[meta], 0, &garbage).unwrap();
     let Output::Device { buf, .. } = exe.outputs[0] else { panic!("the output lives on the device") };
     let nan: Vec<u8> = (0..M * H * W).flat_map(|_| f32::NAN.to_le_bytes()).collect();

@@ -37,6 +37,20 @@
 #ifndef BLOCK
 #define BLOCK 256
 #endif
+/* HOST_COUNTS = 1 (CUDA, where the host's memory can be mapped into the device's): the counts
+ * are also stored at `host`, laid out as in `meta`, so the host reads them there with no copy
+ * queued behind the launch. A copy is a second operation per frame on the second stream, which
+ * fell behind short members (RESULTS.md, session 16, call J). */
+#ifndef HOST_COUNTS
+#define HOST_COUNTS 0
+#endif
+#if HOST_COUNTS
+#define BITMASK_HOST_ARGS , GLOBAL int *host
+#define STORE_COUNT(i, v) (counts[i] = (v), host[n * (n_gran + 1) + (i)] = (v))
+#else
+#define BITMASK_HOST_ARGS
+#define STORE_COUNT(i, v) (counts[i] = (v))
+#endif
 /* Words of the local copy of the packed mask (its exact word count), 0 for none. */
 #ifndef LWORDS
 #define LWORDS 0
@@ -62,7 +76,7 @@ FUNC int bits_any(WORDS_SPACE const int* words, int lo, int hi) {
 }
 
 KERNEL bitmask_tiles(GLOBAL const float* mask, GLOBAL int* meta, GLOBAL const int* grans, int h, int w,
-                     int mask_stride, int n_gran, int data0, int img_stride) {
+                     int mask_stride, int n_gran, int data0, int img_stride BITMASK_HOST_ARGS) {
     PDL_ENTRY();
     /* Two scan buffers (ping-pong), and a byte per position (packing) or tile (listing). */
     LOCAL int s[2 * BLOCK];
@@ -114,7 +128,7 @@ KERNEL bitmask_tiles(GLOBAL const float* mask, GLOBAL int* meta, GLOBAL const in
             if (tid < off) s[tid] = IMIN(s[tid], s[tid + off]);
             LOCAL_BARRIER();
         }
-        if (tid == 0) counts[n_gran] = s[0] == 0x7fffffff ? -1 : s[0];
+        if (tid == 0) STORE_COUNT(n_gran, s[0] == 0x7fffffff ? -1 : s[0]);
         /* s is the scan's below. */
         LOCAL_BARRIER();
     }
@@ -183,6 +197,6 @@ KERNEL bitmask_tiles(GLOBAL const float* mask, GLOBAL int* meta, GLOBAL const in
             /* flag and s are rewritten by the next chunk. */
             LOCAL_BARRIER();
         }
-        if (tid == 0) counts[g] = found;
+        if (tid == 0) STORE_COUNT(g, found);
     }
 }

@@ -114,6 +114,13 @@ impl<D: GpuDevice> Resources<D> {
         Ok(self.bufs.len() - 1)
     }
 
+    /// Takes `buf` (`bytes` long, made by the device outside `alloc`) as a buffer of its own.
+    pub(crate) fn adopt(&mut self, buf: D::Buffer, bytes: usize) -> BufId {
+        self.bufs.push(buf);
+        self.caps.push(bytes);
+        self.bufs.len() - 1
+    }
+
     /// The executable's vendor workspace, grown to at least `bytes` (`None` for 0). One serves
     /// every vendor call: launches run one after another on the main queue. Launches recorded
     /// earlier name the buffer by id, so growing replaces the buffer under the same id.

@@ -5,7 +5,7 @@
 
 use super::knobs::GpuLimits;
 use super::meta::MetaLayout;
-use super::schedules::{member_schedule, SconvSchedule, GRANULARITIES};
+use super::schedules::{env_switch, member_schedule, SconvSchedule, GRANULARITIES};
 use super::split;
 use super::step::{Frames, MaskPlan, SparseOp};
 use super::BITMASK_BLOCK;
@@ -62,9 +62,13 @@ pub(crate) fn bitmask_defines(info: &DeviceInfo, h: usize, w: usize) -> Vec<(&'s
     d
 }
 
-/// The launch of bitmask.cl reading `mask` (`mask_stride` floats per image) into `meta`.
-pub(crate) fn bitmask_launch<D: GpuDevice>(cx: &mut Ctx<D>, mask: usize, mask_stride: usize, meta: usize, grans: usize, l: &MetaLayout) -> Result<Launch<D::Kernel>> {
-    let defines = bitmask_defines(cx.dev.info(), l.h, l.w);
+/// The launch of bitmask.cl reading `mask` (`mask_stride` floats per image) into `meta`, and
+/// its counts into `host` too (mapped host memory, `GpuDevice::host_mapped`) where given.
+pub(crate) fn bitmask_launch<D: GpuDevice>(cx: &mut Ctx<D>, mask: usize, mask_stride: usize, meta: usize, grans: usize, l: &MetaLayout, host: Option<BufId>) -> Result<Launch<D::Kernel>> {
+    let mut defines = bitmask_defines(cx.dev.info(), l.h, l.w);
+    if host.is_some() {
+        defines.push(("HOST_COUNTS", 1));
+    }
     let block = defines[0].1 as u32;
     if block < 32 {
         return Err(Error::Unsupported(vec![format!("the bitmask kernel needs work-groups of 32 work-items; the device allows {block}")]));
@@ -74,6 +78,7 @@ pub(crate) fn bitmask_launch<D: GpuDevice>(cx: &mut Ctx<D>, mask: usize, mask_st
     for v in [l.h, l.w, mask_stride, l.grans.len(), l.data0, l.img_stride] {
         args.push(LArg::I32(int(v, "mask geometry")?));
     }
+    args.extend(host.map(LArg::Buf));
     // A work-group per image and granularity: they run side by side (see bitmask.cl).
     cx.launch(kern, [l.images, l.grans.len().max(1), 1], [block, 1, 1], args)?;
     Ok(cx.launches.pop().expect("just pushed"))
@@ -94,9 +99,23 @@ fn mask_plan<D: GpuDevice>(cx: &mut Ctx<D>, frames: &mut Frames<D>, spec: &Spars
     let layout = MetaLayout::new(images, h, w, &grans)?;
     let meta = cx.res.upload(cx.dev, &Tensor::new(vec![layout.total()], TensorData::I32(vec![0; layout.total()]))?, "mask metadata")?;
     let grans = cx.meta(&layout.grans_table())?;
-    let bitmask = bitmask_launch(cx, mask_buf, mask_stride, meta, grans, &layout)?;
+    // The host reads the counts where the kernel stores them, with no copy per frame, where
+    // the device maps host memory (`DYNASPA_HOST_COUNTS=0`: the copy, for A/B runs).
+    let mapped = match env_switch("DYNASPA_HOST_COUNTS") {
+        Some(false) => None,
+        _ => cx.dev.host_mapped(layout.data0 * 4)?,
+    };
+    let (host, staging) = match mapped {
+        Some((buf, st)) => (Some(cx.res.adopt(buf, layout.data0 * 4)), Some(st)),
+        None => (None, None),
+    };
+    let bitmask = bitmask_launch(cx, mask_buf, mask_stride, meta, grans, &layout, host)?;
     frames.masks.push(MaskPlan { name, value, mask_buf, mask_stride, meta, layout, bitmask });
-    Ok(frames.masks.len() - 1)
+    let m = frames.masks.len() - 1;
+    if let Some(st) = staging {
+        frames.map_counts(m, st);
+    }
+    Ok(m)
 }
 
 /// What a profile gives the sparse convs of one executable: per node, the PolyKernel to use
@@ -381,7 +400,7 @@ fn poly_kernel<D: GpuDevice>(
         }
     }
     let grans = cx.meta(&mp.layout.grans_table())?;
-    let bitmask = bitmask_launch(cx, scratch_mask, 0, mp.meta, grans, &mp.layout)?;
+    let bitmask = bitmask_launch(cx, scratch_mask, 0, mp.meta, grans, &mp.layout, None)?;
     let dev = cx.dev;
     let bufs = &cx.res.bufs;
     let run = |launches: &[Launch<D::Kernel>]| -> Result<()> {

@@ -158,7 +158,7 @@ impl<D: GpuDevice + 'static> SconvTimer<D> {
         let meta = cx.res.upload(cx.dev, &Tensor::new(vec![layout.total()], TensorData::I32(vec![0; layout.total()]))?, "mask metadata")?;
         let grans = cx.meta(&layout.grans_table())?;
         // One mask for every image (stride 0), as the CPU's timer and calibration use.
-        let bitmask = super::build::bitmask_launch(&mut cx, self.mask_buf, 0, meta, grans, &layout)?;
+        let bitmask = super::build::bitmask_launch(&mut cx, self.mask_buf, 0, meta, grans, &layout, None)?;
         let mut residual_fill = Vec::new();
         if self.fill == FillPolicy::Residual {
             self.op.launch_residual_fill(&mut cx, meta, &layout)?;
