@@ -210,30 +210,52 @@ FUNC float tok_reduce(LOCAL_PTR float* s, float v, int is_max) {
     return r;
 }
 
-/* kin[bh]: the largest Euclidean norm of an inactive key of head bh (-inf when every key is
- * active, NaN when one holds NaN), for token_attention_f32's proof. k as in attention.cl:
- * element (bh, j, d) at bh*T*dk + j*skj + d*skd. Grid: (BH, 1, 1), local (WG, 1, 1). */
+/* Work-items per key in token_key_norms, each summing every KN_LANES-th element: one work-item
+ * per key walked its dk elements as a chain of loads, 8-9 µs of a 16 µs attention op at density
+ * 0.1 on an H200 (RESULTS.md, session 17), where most keys are inactive. */
+#define KN_LANES 8
+#define KN_KEYS (WG / KN_LANES)
+
+/* kin[bh * parts + s]: the largest Euclidean norm of the inactive keys at compacted positions
+ * count + s * KN_KEYS .. + KN_KEYS - 1 of head bh (-inf for none, NaN when one holds NaN); the
+ * head's largest is the max over its `parts` (tok_kin), for token_attention_f32's proof. The
+ * host launches parts = ceil(T / KN_KEYS), so every key has a group. k as in attention.cl:
+ * element (bh, j, d) at bh*T*dk + j*skj + d*skd. Grid: (BH, parts, 1), local (WG, 1, 1). */
 KERNEL token_key_norms(GLOBAL const float* k, GLOBAL const int* meta, GLOBAL float* kin, int heads, int T, int dk,
                        int skj, int skd, int images) {
     PDL_ENTRY();
     LOCAL float red[WG];
-    int bh = GROUP_ID(0), t = LOCAL_ID(0);
+    int bh = GROUP_ID(0), part = GROUP_ID(1), t = LOCAL_ID(0);
     int b = bh / heads;
     int count = meta[b];
-    GLOBAL const int* order = meta + images + b * T;
+    int lane = t % KN_LANES, jj = count + part * KN_KEYS + t / KN_LANES;
     GLOBAL const float* kb = k + bh * T * dk;
-    float w = -F32_INF;
-    for (int jj = count + t; jj < T; jj += WG) {
-        int j = order[jj];
-        float n2 = 0.0f;
-        for (int d = 0; d < dk; ++d) {
+    float n2 = 0.0f;
+    if (jj < T) {
+        int j = meta[images + b * T + jj];
+        for (int d = lane; d < dk; d += KN_LANES) {
             float x = kb[j * skj + d * skd];
             n2 += x * x;
         }
-        w = tok_nanmax(w, n2);
     }
+    red[t] = n2;
+    LOCAL_BARRIER();
+    float w = -F32_INF;
+    if (lane == 0 && jj < T) {
+        w = 0.0f;
+        for (int i = 0; i < KN_LANES; ++i) w += red[t + i];
+    }
+    /* tok_reduce writes red. */
+    LOCAL_BARRIER();
     w = tok_reduce(red, w, 1);
-    if (t == 0) kin[bh] = w == -F32_INF ? w : SQRTF(w);
+    if (t == 0) kin[bh * NUM_GROUPS(1) + part] = w == -F32_INF ? w : SQRTF(w);
+}
+
+/* The largest norm of head bh's inactive keys from token_key_norms' parts. */
+FUNC float tok_kin(GLOBAL const float* kin, int bh, int parts) {
+    float w = -F32_INF;
+    for (int s = 0; s < parts; ++s) w = tok_nanmax(w, kin[bh * parts + s]);
+    return w;
 }
 
 /* Whether every inactive key of a query row gets softmax weight exactly 0 in the dense op,
@@ -261,7 +283,7 @@ KERNEL token_attention_f32(GLOBAL const float* q, GLOBAL const float* k, GLOBAL 
                            GLOBAL const float* bias, GLOBAL float* out, GLOBAL const int* meta,
                            GLOBAL const float* kin, int heads, int T, int dk, int dv, int skj, int skd,
                            int scale_mode, float scale, float smag, float c, int keys_zero, int sb0, int sb1,
-                           int sb2, int sb3, int images) {
+                           int sb2, int sb3, int images, int kin_parts) {
     PDL_ENTRY();
     LOCAL float sc[TK_MAX];
     LOCAL int keys[TK_MAX];
@@ -280,6 +302,8 @@ KERNEL token_attention_f32(GLOBAL const float* q, GLOBAL const float* k, GLOBAL 
     if (EARLY_EXIT && !live) return;
     /* Without the return, a dead work-group's loops below are empty. */
     int na = live ? count : 0;
+    /* Loaded here so that its loads overlap the scores below. */
+    float kinv = (live && !keys_zero) ? tok_kin(kin, bh, kin_parts) : 0.0f;
     GLOBAL const float* qr = q + (bh * T + i) * dk;
     GLOBAL const float* kb = k + bh * T * dk;
     GLOBAL const float* vb = v + bh * T * dv;
@@ -298,7 +322,7 @@ KERNEL token_attention_f32(GLOBAL const float* q, GLOBAL const float* k, GLOBAL 
     /* |q| by every work-item alike (a reduction would cost barriers), so `ok` is the group's. */
     float qq = 0.0f;
     for (int d = 0; d < (live ? dk : 0); ++d) qq += qr[d] * qr[d];
-    int ok = !live || tok_keys_vanish(mx, SQRTF(qq), keys_zero ? 0.0f : kin[bh], smag, c, dk);
+    int ok = !live || tok_keys_vanish(mx, SQRTF(qq), kinv, smag, c, dk);
     /* A row the proof fails for takes every key, with the op's bias: the dense kernel's row.
      * The same work-items as above write sc and keys, so no barrier is needed first. */
     float mx_all = -F32_INF;

@@ -22,6 +22,19 @@ pub(crate) fn early_exit(info: &crate::gpu::device::DeviceInfo) -> i64 {
     (info.backend != "opencl" || info.kind != "cpu") as i64
 }
 
+/// token.cl's KN_LANES: work-items per key in its key-norm pass.
+const KEY_NORM_LANES: usize = 8;
+
+/// Work-groups per head of the key-norm pass over `tokens` keys (token.cl's token_key_norms:
+/// one per KN_KEYS keys); one on wgpu, whose twin walks a head's keys in one work-group.
+pub(crate) fn key_norm_parts(info: &crate::gpu::device::DeviceInfo, tokens: usize) -> usize {
+    if info.backend == "wgpu" {
+        1
+    } else {
+        tokens.div_ceil(ATTENTION_WG as usize / KEY_NORM_LANES).max(1)
+    }
+}
+
 /// One compaction: the token order and counts of one mask reading.
 struct Compaction<K> {
     root: ValueId,
@@ -258,16 +271,17 @@ fn attention<D: GpuDevice>(cx: &mut Ctx<D>, plans: &mut TokenPlans<D::Kernel>, s
     let keys_zero = crate::gpu::sparse::token::keys_proven_zero(cx.graph, cx.node, &plans.roots);
     let defines = [("WG", ATTENTION_WG as i64), ("TK_MAX", tk_max as i64), ("EARLY_EXIT", early_exit(cx.dev.info()))];
     let dims = [(h, "heads"), (t, "tokens"), (dk, "key width")];
+    let parts = key_norm_parts(cx.dev.info(), t);
     let kin = if keys_zero {
         cx.dummy()?
     } else {
-        let kin = cx.scratch(b * h)?;
+        let kin = cx.scratch(b * h * parts)?;
         let kern = cx.kernel(Src::Token, "token_key_norms", &defines)?;
         let mut args = vec![LArg::Buf(k), LArg::Buf(meta), LArg::Buf(kin)];
         for (x, what) in dims.into_iter().chain([(skj, "stride"), (skd, "stride"), (b, "images")]) {
             args.push(LArg::I32(int(x, what)?));
         }
-        cx.launch(kern, [b * h, 1, 1], [ATTENTION_WG, 1, 1], args)?;
+        cx.launch(kern, [b * h, parts, 1], [ATTENTION_WG, 1, 1], args)?;
         kin
     };
     let mut args = vec![LArg::Buf(q), LArg::Buf(k), LArg::Buf(v), LArg::Buf(bias), LArg::Buf(y), LArg::Buf(meta), LArg::Buf(kin)];
@@ -285,6 +299,7 @@ fn attention<D: GpuDevice>(cx: &mut Ctx<D>, plans: &mut TokenPlans<D::Kernel>, s
         LArg::I32(0),
         LArg::I32(sb3),
         LArg::I32(int(b, "images")?),
+        LArg::I32(int(parts, "key-norm parts")?),
     ]);
     int(b * h * t * dk.max(dv).max(t), "attention extent")?;
     let kern = cx.kernel(Src::Token, "token_attention_f32", &defines)?;

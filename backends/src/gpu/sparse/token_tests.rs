@@ -2,7 +2,7 @@
 //! and token order per image, a mask per image or one for the batch, token counts above the
 //! work-group), the token GEMM (bias and activation, rows of inactive tokens zeroed) and the
 //! attention over active tokens (against the CPU's attention_active, with and without the
-//! all-keys fallback). Outputs are poisoned with NaN before the kernels run, and each case
+//! all-keys fallback) and its key-norm pass. Outputs are poisoned with NaN before the kernels run, and each case
 //! runs several times (a race shows as a difference between runs).
 
 use crate::gpu::device::{Arg, GpuDevice};
@@ -189,21 +189,22 @@ fn check_attention<D: GpuDevice>(dev: &D, what: &str) {
                 let defines = [("WG", ATTENTION_WG as i64), ("TK_MAX", tk_max), ("EARLY_EXIT", early)];
                 let norms = dev.kernel(&spec(Src::Token, "token_key_norms", &defines)).unwrap();
                 let att = dev.kernel(&spec(Src::Token, "token_attention_f32", &defines)).unwrap();
+                let parts = crate::gpu::lower::token::key_norm_parts(dev.info(), t);
                 for rep in 0..2 {
-                    let kin = buf_f32(dev, &vec![f32::NAN; b * heads]);
+                    let kin = buf_f32(dev, &vec![f32::NAN; b * heads * parts]);
                     let out = buf_f32(dev, &vec![f32::NAN; n]);
                     let dims = [heads as i32, t as i32, dh as i32];
                     if !keys_zero {
                         let mut args = vec![Arg::Buf(&kb), Arg::Buf(&meta), Arg::Buf(&kin)];
                         args.extend(dims.iter().map(|&x| Arg::I32(x)));
                         args.extend([Arg::I32(dh as i32), Arg::I32(1), Arg::I32(b as i32)]);
-                        dev.launch(&norms, [(b * heads) as u32, 1, 1], [ATTENTION_WG, 1, 1], &args).unwrap();
+                        dev.launch(&norms, [(b * heads) as u32, parts as u32, 1], [ATTENTION_WG, 1, 1], &args).unwrap();
                     }
                     let mut args = vec![Arg::Buf(&qb), Arg::Buf(&kb), Arg::Buf(&vb), Arg::Buf(&biasb), Arg::Buf(&out), Arg::Buf(&meta), Arg::Buf(&kin)];
                     args.extend(dims.iter().map(|&x| Arg::I32(x)));
                     args.extend([Arg::I32(dh as i32), Arg::I32(dh as i32), Arg::I32(1), Arg::I32(0)]);
                     args.extend([Arg::F32((dh as f32).powf(-0.5)), Arg::F32((dh as f32).powf(-0.5)), Arg::F32(c), Arg::I32(keys_zero as i32)]);
-                    args.extend([Arg::I32(t as i32), Arg::I32(0), Arg::I32(0), Arg::I32(1), Arg::I32(b as i32)]);
+                    args.extend([Arg::I32(t as i32), Arg::I32(0), Arg::I32(0), Arg::I32(1), Arg::I32(b as i32), Arg::I32(parts as i32)]);
                     dev.launch(&att, [t as u32, (b * heads) as u32, 1], [ATTENTION_WG, 1, 1], &args).unwrap();
                     let got = floats(&read(dev, &out, n));
                     for (i, (&g, &wv)) in got.iter().zip(&want).enumerate() {
@@ -234,6 +235,66 @@ fn on_wgpu(f: impl Fn(&crate::wgpu::WgpuDevice, &str)) {
         Ok(d) => f(&d, "wgpu"),
         Err(e) => super::bitmask_tests::skip("wgpu", e),
     }
+}
+
+/// token_key_norms against the host: per head, the largest Euclidean norm of its inactive keys
+/// (the max over the pass's parts, as token_attention_f32 takes it), -inf where every key is
+/// active, NaN where an inactive key holds NaN. Keys are random and non-zero (the attention
+/// test zeroes halted rows, as A-ViT does, so it never sees a norm but 0); T = 197 and 300 take
+/// several parts per head where the device splits heads.
+fn check_key_norms<D: GpuDevice>(dev: &D, what: &str) {
+    let mut rng = Rng(0x1414_2135_6237_3095);
+    for &(t, heads, dh) in &[(197usize, 3usize, 64usize), (37, 2, 16), (300, 1, 8)] {
+        for (di, &d) in [0.0, 0.1, 0.5, 1.0].iter().enumerate() {
+            let b = 2;
+            let m = masks(&mut rng, b, t, d);
+            let (meta, _) = compact(dev, &m, b, t, false);
+            let mut k = rng.vec(b * heads * t * dh, 1.0);
+            // At d = 0.5, a NaN in the first inactive key of image 0's head 0.
+            let poisoned = (di == 2).then(|| m[..t].iter().position(|&v| v != 1.0)).flatten();
+            if let Some(j) = poisoned {
+                k[j * dh + dh / 2] = f32::NAN;
+            }
+            let parts = crate::gpu::lower::token::key_norm_parts(dev.info(), t);
+            let tk_max = t.next_power_of_two().max(64) as i64;
+            let kb = buf_f32(dev, &k);
+            for early in exits(dev.info()) {
+                let defines = [("WG", ATTENTION_WG as i64), ("TK_MAX", tk_max), ("EARLY_EXIT", early)];
+                let norms = dev.kernel(&spec(Src::Token, "token_key_norms", &defines)).unwrap();
+                let kin = buf_f32(dev, &vec![f32::NAN; b * heads * parts]);
+                let args = [Arg::Buf(&kb), Arg::Buf(&meta), Arg::Buf(&kin), Arg::I32(heads as i32), Arg::I32(t as i32), Arg::I32(dh as i32), Arg::I32(dh as i32), Arg::I32(1), Arg::I32(b as i32)];
+                dev.launch(&norms, [(b * heads) as u32, parts as u32, 1], [ATTENTION_WG, 1, 1], &args).unwrap();
+                let got = floats(&read(dev, &kin, b * heads * parts));
+                for bh in 0..b * heads {
+                    let bi = bh / heads;
+                    let g = got[bh * parts..(bh + 1) * parts].iter().fold(f32::NEG_INFINITY, |a, &x| if a.is_nan() || x.is_nan() { f32::NAN } else { a.max(x) });
+                    let want = (0..t).filter(|&j| m[bi * t + j] != 1.0).fold(f32::NEG_INFINITY, |a, j| {
+                        let row = &k[(bh * t + j) * dh..(bh * t + j + 1) * dh];
+                        let n = row.iter().map(|x| x * x).sum::<f32>().sqrt();
+                        if a.is_nan() || n.is_nan() { f32::NAN } else { a.max(n) }
+                    });
+                    let c = format!("{what} T={t} heads {heads} dh {dh} d={d} parts {parts} early exit {early}, head {bh}");
+                    if want.is_nan() || want == f32::NEG_INFINITY {
+                        assert!(g.is_nan() == want.is_nan() && (want.is_nan() || g == want), "{c}: {g} vs {want}");
+                    } else {
+                        assert!((g - want).abs() <= 1e-5 * want, "{c}: {g} vs {want}");
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[cfg(feature = "opencl")]
+#[test]
+fn token_key_norms_match_the_host_on_opencl() {
+    on_opencl(|d, w| check_key_norms(d, w));
+}
+
+#[cfg(feature = "wgpu")]
+#[test]
+fn token_key_norms_match_the_host_on_wgpu() {
+    on_wgpu(|d, w| check_key_norms(d, w));
 }
 
 #[cfg(feature = "opencl")]

@@ -261,7 +261,7 @@ var<workgroup> ta_ok: i32;
 @group(0) @binding(6) var<storage, read_write> ta_kin: array<f32>;
 struct TokenAttentionP {
     heads: i32, T: i32, dk: i32, dv: i32, skj: i32, skd: i32, scale_mode: i32, scale: f32, smag: f32, c: f32,
-    keys_zero: i32, sb0: i32, sb1: i32, sb2: i32, sb3: i32, images: i32,
+    keys_zero: i32, sb0: i32, sb1: i32, sb2: i32, sb3: i32, images: i32, kin_parts: i32,
 }
 @group(0) @binding(8) var<uniform> ta_p: TokenAttentionP;
 
@@ -318,7 +318,11 @@ fn token_attention_f32(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_inv
         var qq = 0.0;
         for (var d = 0; d < select(0, p.dk, live); d++) { qq += ta_q[qr + d] * ta_q[qr + d]; }
         var kin = 0.0;
-        if (p.keys_zero == 0) { kin = ta_kin[bh]; }
+        if (p.keys_zero == 0) {
+            // token.cl's tok_kin (here one part per head: this twin's key norms take a head each).
+            kin = -f32_inf();
+            for (var s = 0; s < p.kin_parts; s++) { kin = tok_nanmax(kin, ta_kin[bh * p.kin_parts + s]); }
+        }
         ta_ok = select(0, 1, !live || tok_keys_vanish(mx, sqrt(qq), kin, p.smag, p.c, p.dk));
     }
     let ok = workgroupUniformLoad(&ta_ok) != 0;
