@@ -10,10 +10,10 @@ K=$D; D=$NEW; source "$(dirname "$0")/../device_s13/correctness.sh"; D=$K
 DUMP=1 bench b1 new_0 $NEW
 DUMP=1 bench avit new_0 $NEW
 for rep in 1 2 3; do
-  timeout 80 python3 benches/gpu_baselines.py --masks /tmp/masks1 --batches 1 --runs 100 --json $OUT/r/torch_b1_$rep.jsonl > /dev/null 2> $OUT/r/torch_b1_$rep.err; echo "torch $rep rc=$?"
+  torch_b1 $rep
   bench b1 new_$rep $NEW
   bench b1 k_$rep $D
-  for v in new k; do python3 benches/gpu_vs_torch.py $OUT/r/b1_${v}_$rep.jsonl $OUT/r/torch_b1_$rep.jsonl > $OUT/r/vs_b1_${v}_$rep.txt; done
+  vs_rep $rep new k
   bench avit new_$rep $NEW
   bench avit k_$rep $D
 done

@@ -8,12 +8,7 @@ source "$(dirname "$0")/start.sh"
 ( DIST=dist-s17c D=/tmp/d17c; source benches/device_s7/common.sh ); NEW=/tmp/d17c
 K=$D; D=$NEW; source "$(dirname "$0")/../device_s13/correctness.sh"; D=$K
 DUMP=1 bench b1 loop_0 $NEW
-for rep in 1 2 3; do
-  timeout 80 python3 benches/gpu_baselines.py --masks /tmp/masks1 --batches 1 --runs 100 --json $OUT/r/torch_b1_$rep.jsonl > /dev/null 2> $OUT/r/torch_b1_$rep.err; echo "torch $rep rc=$?"
-  bench b1 loop_$rep $NEW
-  bench b1 grid_$rep $NEW DYNASPA_FINISH_LOOP=0
-  for v in loop grid; do python3 benches/gpu_vs_torch.py $OUT/r/b1_${v}_$rep.jsonl $OUT/r/torch_b1_$rep.jsonl > $OUT/r/vs_b1_${v}_$rep.txt; done
-done
+b1_rounds loop $NEW grid $NEW DYNASPA_FINISH_LOOP=0
 DUMP=1 bench b24 loop_1 $NEW
 bench b24 grid_1 $NEW DYNASPA_FINISH_LOOP=0
 timeout 60 python3 benches/gpu_baselines.py --masks /tmp/masks24 --batches 2,4 --runs 100 --json $OUT/r/torch_b24.jsonl > /dev/null 2> $OUT/r/torch_b24.err; echo "torch b24 rc=$?"

@@ -23,3 +23,26 @@ bench() {
     --json $OUT/r/${kind}_$tag.jsonl > $OUT/r/${kind}_$tag.txt 2>&1
   echo "$(date -u +%T) $kind $tag rc=$? wrong=$(grep -c WRONG $OUT/r/${kind}_$tag.txt)"
 }
+
+# PyTorch on the batch-1 masks (/tmp/masks1) into $OUT/r/torch_b1_REP.jsonl: torch_b1 REP.
+torch_b1() {
+  timeout 80 python3 benches/gpu_baselines.py --masks /tmp/masks1 --batches 1 --runs 100 --json $OUT/r/torch_b1_$1.jsonl > /dev/null 2> $OUT/r/torch_b1_$1.err
+  echo "torch $1 rc=$?"
+}
+# Each b1_V_REP bench against torch_b1_REP into vs_b1_V_REP.txt: vs_rep REP V...
+vs_rep() {
+  local r=$1 v; shift
+  for v in "$@"; do python3 benches/gpu_vs_torch.py $OUT/r/b1_${v}_$r.jsonl $OUT/r/torch_b1_$r.jsonl > $OUT/r/vs_b1_${v}_$r.txt; done
+}
+# Three rounds of PyTorch, then the batch-1 convs with the binaries in DIR1 (b1_V1_REP) and in
+# DIR2 with the environment NAME=VALUE... (b1_V2_REP), each against its round's PyTorch:
+# b1_rounds V1 DIR1 V2 DIR2 [NAME=VALUE...]
+b1_rounds() {
+  local v1=$1 d1=$2 v2=$3 d2=$4 rep; shift 4
+  for rep in 1 2 3; do
+    torch_b1 $rep
+    bench b1 ${v1}_$rep $d1
+    bench b1 ${v2}_$rep $d2 "$@"
+    vs_rep $rep $v1 $v2
+  done
+}
