@@ -275,3 +275,21 @@ fn the_early_trigger_variant_compiles() {
         }
     }
 }
+
+/// `DYNASPA_SC_VEC=0` compiles the GEMM members with `SC_VEC=0` (one float per local-memory
+/// read), which the compile-all test above never takes; the float2 and float4 reads of the
+/// default are compiled there.
+#[test]
+fn the_scalar_read_variant_compiles() {
+    if !have_nvrtc() {
+        return;
+    }
+    let specs: Vec<KernelSpec> = crate::gpu::kernels::all_specs().into_iter().filter(|s| s.entry == "sconv_gemm_f32").take(4).collect();
+    assert!(!specs.is_empty(), "no sparse GEMM schedules");
+    for mut spec in specs {
+        spec.defines.push(("SC_VEC".into(), "0".into()));
+        if let Err(e) = nvrtc::compile(&spec, "sm_90") {
+            panic!("{e}");
+        }
+    }
+}

@@ -11,6 +11,9 @@
 #define RESTRICT __restrict__
 #define FUNC static __device__ inline
 #define FUNC_INLINE static __device__ __forceinline__
+#define ALIGN16 __attribute__((aligned(16)))
+#define LOCAL_VEC2(p) (*(const float2*)(p))
+#define LOCAL_VEC4(p) (*(const float4*)(p))
 #define LOCAL_BARRIER() __syncthreads()
 #define GLOBAL_BARRIER() __syncthreads()
 // Device-scope fence and atomic increment (old value returned), as prelude_opencl.h's.

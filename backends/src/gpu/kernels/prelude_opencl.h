@@ -10,6 +10,11 @@
 #define FUNC static inline
 /* A FUNC the compiler must inline (see sconv_load_stage in sparse_conv.cl for why). */
 #define FUNC_INLINE static inline __attribute__((always_inline))
+/* Alignment of a LOCAL array that is read as float2 / float4 (LOCAL_VEC2, LOCAL_VEC4). */
+#define ALIGN16 __attribute__((aligned(16)))
+/* 2 or 4 consecutive floats of LOCAL memory in one load; p is 8 / 16-byte aligned. */
+#define LOCAL_VEC2(p) (*(__local const float2*)(p))
+#define LOCAL_VEC4(p) (*(__local const float4*)(p))
 #define LOCAL_BARRIER() barrier(CLK_LOCAL_MEM_FENCE)
 /* Also orders the group's global memory accesses (a work-group reads what it wrote). */
 #define GLOBAL_BARRIER() barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE)

@@ -95,13 +95,49 @@
 #define SC_PAD 0
 #endif
 
+/* A work-item's WM x WN outputs are runs of VWM consecutive channels and VWN consecutive
+ * columns, the runs TY * VWM channels and TX * VWN columns apart, so each reduction step reads
+ * a run from As / Bs in one vector load. Read one float at a time, a step's WM + WN loads of
+ * local memory took longer to issue than its WM x WN FMAs (w8x4: 12 loads for 32 FMAs), which
+ * bounded the compute-bound members. Runs of 4 are 16 bytes apart between neighbouring
+ * work-items, so a quarter-warp's loads cover 32 banks once. SC_VEC=0 (`DYNASPA_SC_VEC=0`)
+ * keeps runs of 1, the layout before; MMA has its own. */
+#ifndef SC_VEC
+#define SC_VEC 1
+#endif
+#if MMA || !SC_VEC
+#define VWM 1
+#define VWN 1
+#else
+#define VWM (WM % 4 == 0 ? 4 : WM % 2 == 0 ? 2 : 1)
+#define VWN (WN % 4 == 0 ? 4 : WN % 2 == 0 ? 2 : 1)
+#endif
+#define SC_LDS1(d, s) ((d)[0] = *(s))
+#define SC_LDS2(d, s) do { float2 v_ = LOCAL_VEC2(s); (d)[0] = v_.x; (d)[1] = v_.y; } while (0)
+#define SC_LDS4(d, s) do { float4 v_ = LOCAL_VEC4(s); (d)[0] = v_.x; (d)[1] = v_.y; (d)[2] = v_.z; (d)[3] = v_.w; } while (0)
+#if VWM == 4
+#define SC_LDS_A SC_LDS4
+#elif VWM == 2
+#define SC_LDS_A SC_LDS2
+#else
+#define SC_LDS_A SC_LDS1
+#endif
+#if VWN == 4
+#define SC_LDS_B SC_LDS4
+#elif VWN == 2
+#define SC_LDS_B SC_LDS2
+#else
+#define SC_LDS_B SC_LDS1
+#endif
+
 /* Channel and column (within the tile) of accumulator a of work-item tid. */
 FUNC int sconv_acc_m(int a, int tid) {
 #if MMA
     int lane = tid & 31, warp = tid >> 5, r = a & 3;
     return (warp % MMA_WGM) * (TM / MMA_WGM) + ((a >> 2) / MMA_FN) * 16 + (lane >> 2) + ((r >> 1) << 3);
 #else
-    return tid / TX + (a / WN) * TY;
+    int i = a / WN;
+    return (i / VWM) * (TY * VWM) + (tid / TX) * VWM + i % VWM;
 #endif
 }
 
@@ -110,7 +146,8 @@ FUNC int sconv_acc_c(int a, int tid) {
     int lane = tid & 31, warp = tid >> 5, r = a & 3;
     return (warp / MMA_WGM) * (TN / MMA_WGN) + ((a >> 2) % MMA_FN) * 8 + ((lane & 3) << 1) + (r & 1);
 #else
-    return tid % TX + (a % WN) * TX;
+    int j = a % WN;
+    return (j / VWN) * (TX * VWN) + (tid % TX) * VWN + j % VWN;
 #endif
 }
 
@@ -377,8 +414,8 @@ FUNC_INLINE int sconv_self_list(GLOBAL const float* mk, LOCAL_PTR int* scan, LOC
 KERNEL sconv_gemm_f32(SCONV_ARGS SCONV_FUSED_ARGS SCONV_SELF_ARGS) {
     PDL_ENTRY();
     GLOBAL const float* Wt = W;
-    LOCAL float As[TK][TM + SC_PAD];
-    LOCAL float Bs[TK][TN + SC_PAD];
+    LOCAL ALIGN16 float As[TK][TM + SC_PAD];
+    LOCAL ALIGN16 float Bs[TK][TN + SC_PAD];
     LOCAL int cy[TN];
     LOCAL int cxs[TN];
     LOCAL int cpos[TN];
@@ -462,8 +499,8 @@ KERNEL sconv_gemm_f32(SCONV_ARGS SCONV_FUSED_ARGS SCONV_SELF_ARGS) {
 #else
         for (int kk = 0; kk < TK; ++kk) {
             float a[WM], b[WN];
-            for (int i = 0; i < WM; ++i) a[i] = As[kk][ty + i * TY];
-            for (int j = 0; j < WN; ++j) b[j] = Bs[kk][tx + j * TX];
+            for (int i = 0; i < WM; i += VWM) SC_LDS_A(a + i, &As[kk][(i / VWM) * (TY * VWM) + ty * VWM]);
+            for (int j = 0; j < WN; j += VWN) SC_LDS_B(b + j, &Bs[kk][(j / VWN) * (TX * VWN) + tx * VWN]);
             for (int i = 0; i < WM; ++i)
                 for (int j = 0; j < WN; ++j) acc[i * WN + j] += a[i] * b[j];
         }

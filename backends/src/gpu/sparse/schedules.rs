@@ -123,6 +123,14 @@ pub(crate) fn tap_table_on() -> bool {
     ASKED.get_or_init(|| env_switch("DYNASPA_TAP_TABLE")).unwrap_or(true)
 }
 
+/// Whether GEMM members read their operands from local memory as float2 / float4 runs
+/// (sparse_conv.cl, `SC_VEC`): on unless `DYNASPA_SC_VEC=0` (read once), the A/B switch for
+/// measuring it. The WGSL twin reads one float at a time.
+pub(crate) fn vector_reads_on() -> bool {
+    static ASKED: std::sync::OnceLock<Option<bool>> = std::sync::OnceLock::new();
+    ASKED.get_or_init(|| env_switch("DYNASPA_SC_VEC")).unwrap_or(true)
+}
+
 /// Whether GEMM members run their products on the tensor cores (MMA in sparse_conv.cl: three
 /// TF32 products per fp32 one, fp32-accurate): only with `DYNASPA_MMA=1` (read once), and only
 /// on CUDA devices of compute capability 8.0 and later, the first with TF32 mma (the variant is
