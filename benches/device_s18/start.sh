@@ -7,13 +7,15 @@ source "$(dirname "${BASH_SOURCE[0]}")/../device_s15/helpers.sh"
 
 # One bench of the issue-5 ops with the binaries in DIR and the environment NAME=VALUE..., its
 # results in $OUT/r/KIND_TAG.{txt,jsonl}: bench KIND TAG DIR [NAME=VALUE...]. KIND: b1 (the
-# convs at batch 1, sampled knobs), b24 (batches 2 and 4, default members). With DUMP=1 the
+# convs at batch 1, sampled knobs), b24 (batches 2 and 4, default members), b24k (batches 2 and
+# 4, sampled knobs). With DUMP=1 the
 # masks go to /tmp/masks1 or /tmp/masks24 for PyTorch.
 bench() {
   local kind=$1 tag=$2 b=$3 args dump limit be=${BACKEND:-cuda}; shift 3
   case $kind in
     b1) args="--batches 1 --only conv --knobs 12 --densities 0.1,0.3,0.5"; dump=/tmp/masks1; limit=150;;
     b24) args="--batches 2,4 --only conv --densities 0.1,0.3,0.5"; dump=/tmp/masks24; limit=100;;
+    b24k) args="--batches 2,4 --only conv --knobs 12 --densities 0.1,0.3,0.5"; dump=/tmp/masks24; limit=280;;
   esac
   [ $be = opencl ] && args="$args --device NVIDIA"
   mkdir -p $dump

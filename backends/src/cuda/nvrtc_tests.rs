@@ -31,20 +31,9 @@ fn all_specs() -> Vec<KernelSpec> {
     v
 }
 
-/// Names of the kernels a source defines (`KERNEL [__launch_bounds__(..)] name(`).
+/// Names of the kernels a source defines (`KERNEL [bound] name(`, `gpu::kernels::kernel_name`).
 fn entry_points(source: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    for part in source.split("KERNEL ").skip(1) {
-        let mut rest = part.trim_start();
-        if let Some(r) = rest.strip_prefix("__launch_bounds__(") {
-            rest = r.split_once(')').map_or("", |(_, r)| r).trim_start();
-        }
-        let n = rest.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).unwrap_or(rest.len());
-        if n > 0 && rest[n..].trim_start().starts_with('(') {
-            out.push(rest[..n].to_string());
-        }
-    }
-    out
+    source.split("KERNEL ").skip(1).filter_map(crate::gpu::kernels::kernel_name).map(str::to_string).collect()
 }
 
 /// Kernel source files on disk: shared dialect and CUDA-only.

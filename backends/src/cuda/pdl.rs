@@ -9,6 +9,7 @@
 //! launch once every block has passed `PDL_TRIGGER()` or ended.
 
 use super::libs;
+use crate::gpu::kernels::kernel_name;
 use cudarc::driver::sys;
 use std::ffi::c_void;
 
@@ -44,8 +45,8 @@ pub(crate) fn for_file(file: &str) -> bool {
 
 /// Whether kernel `entry` of `source` (the shared dialect) begins with `PDL_ENTRY();`.
 pub(crate) fn waits_first(source: &str, entry: &str) -> bool {
-    let head = format!("KERNEL {entry}(");
-    let Some(at) = source.find(&head) else { return false };
+    let mut heads = source.match_indices("KERNEL ").map(|(at, k)| at + k.len());
+    let Some(at) = heads.find(|&at| kernel_name(&source[at..]) == Some(entry)) else { return false };
     let Some(open) = source[at..].find('{') else { return false };
     let body = &source[at + open + 1..];
     let mut rest = body.trim_start();
@@ -97,7 +98,7 @@ pub(crate) unsafe fn launch(
 
 #[cfg(test)]
 mod tests {
-    use super::waits_first;
+    use super::{kernel_name, waits_first};
 
     #[test]
     fn only_kernels_whose_first_statement_waits() {
@@ -108,6 +109,8 @@ mod tests {
         assert!(!waits_first(src, "b"), "a wait after a store does not cover the store");
         assert!(!waits_first(src, "c"));
         assert!(!waits_first(src, "d"), "a missing kernel");
+        let bounded = "KERNEL LAUNCH_BOUNDS(NT, (NT > 1 ? 2 : 1)) e(GLOBAL int* x) {\n  PDL_ENTRY();\n}\n";
+        assert!(waits_first(bounded, "e"), "a register bound before the name");
     }
 
     #[test]
@@ -117,8 +120,7 @@ mod tests {
         for src in crate::gpu::kernels::Src::ALL {
             let (file, text) = (src.file(), src.source());
             for line in text.lines() {
-                if let Some(rest) = line.strip_prefix("KERNEL ") {
-                    let name = rest.split('(').next().unwrap_or_default();
+                if let Some(name) = line.strip_prefix("KERNEL ").and_then(kernel_name) {
                     if !waits_first(text, name) {
                         missing.push(format!("{file}:{name}"));
                     }
@@ -126,5 +128,7 @@ mod tests {
             }
         }
         assert!(missing.is_empty(), "kernels whose first statement is not PDL_ENTRY(): {missing:?}");
+        // Its head carries a register bound, which a parse of `KERNEL name(` alone would miss.
+        assert!(waits_first(crate::gpu::kernels::Src::SparseConv.source(), "sconv_gemm_f32"));
     }
 }

@@ -135,21 +135,34 @@ pub(crate) const ATTENTION_WG: u32 = 128;
 /// Work-items per group of the one-item-per-element kernels.
 pub(crate) const LINEAR_WG: u32 = 256;
 
-/// The entry points (`KERNEL name(`) of a kernel source, in file order.
+/// The name of the kernel whose head follows `KERNEL ` in `after`: `name(`, or with a
+/// register bound first, `LAUNCH_BOUNDS(..) name(` (the preludes') or CUDA's
+/// `__launch_bounds__(..) name(`. `None` where no kernel head follows (the preludes' own
+/// `#define KERNEL ...`).
+pub(crate) fn kernel_name(after: &str) -> Option<&str> {
+    let mut rest = after.trim_start();
+    for attr in ["LAUNCH_BOUNDS(", "__launch_bounds__("] {
+        if let Some(r) = rest.strip_prefix(attr) {
+            let mut depth = 1;
+            let close = r.find(|c: char| {
+                depth += match c {
+                    '(' => 1,
+                    ')' => -1,
+                    _ => 0,
+                };
+                depth == 0
+            })?;
+            rest = r[close + 1..].trim_start();
+        }
+    }
+    let n = rest.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).unwrap_or(rest.len());
+    (n > 0 && rest[n..].trim_start().starts_with('(')).then(|| &rest[..n])
+}
+
+/// The entry points (`KERNEL name(`, see `kernel_name`) of a kernel source, in file order.
 #[cfg(test)]
 pub(crate) fn entries(source: &'static str) -> Vec<&'static str> {
-    let mut out = Vec::new();
-    let mut rest = source;
-    while let Some(i) = rest.find("KERNEL ") {
-        let after = &rest[i + "KERNEL ".len()..];
-        let name_len = after.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).unwrap_or(after.len());
-        // `#define KERNEL ...` in a prelude is not an entry point.
-        if name_len > 0 && after[name_len..].trim_start().starts_with('(') {
-            out.push(&after[..name_len]);
-        }
-        rest = &after[name_len..];
-    }
-    out
+    source.split("KERNEL ").skip(1).filter_map(kernel_name).collect()
 }
 
 /// Every schedule the lowering (gpu/lower/*) asks for of `entry`: keep in step with the

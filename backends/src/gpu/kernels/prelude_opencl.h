@@ -10,6 +10,8 @@
 #define FUNC static inline
 /* A FUNC the compiler must inline (see sconv_load_stage in sparse_conv.cl for why). */
 #define FUNC_INLINE static inline __attribute__((always_inline))
+/* A CUDA register bound (cuda/prelude.h); OpenCL C 1.2 has no way to say it. */
+#define LAUNCH_BOUNDS(threads, blocks)
 /* Alignment of a LOCAL array that is read as float2 / float4 (LOCAL_VEC2, LOCAL_VEC4). */
 #define ALIGN16 __attribute__((aligned(16)))
 /* 2 or 4 consecutive floats of LOCAL memory in one load; p is 8 / 16-byte aligned. */
