@@ -79,11 +79,16 @@ fn conv_model(dir: &Path, name: &str, batch: usize, cout: usize, residual: bool,
 
 /// The members each model is run with, one at a time: name, granularity (`None`: dense) and
 /// GEMM knobs TM, TN, TK, WM, WN, KS.
-const MEMBERS: [(&str, Option<(u16, u16)>, [i64; 6]); 4] = [
+/// Members with runs of 2 or 4 columns per work-item (WN 2 or 4) store their partial sums 8 or
+/// 16 bytes at a time where the map's column capacity is a multiple of the run (tiles4x4 here:
+/// 384) and one float at a time where it is not (tiles1x1: 273, tiles3x5: 375).
+const MEMBERS: [(&str, Option<(u16, u16)>, [i64; 6]); 6] = [
     ("dense", None, [64, 32, 16, 4, 2, 4]),
     ("tiles3x5_m32n32k16_w2x2_s2", Some((3, 5)), [32, 32, 16, 2, 2, 2]),
     ("tiles4x4_m64n32k16_w4x2_s8", Some((4, 4)), [64, 32, 16, 4, 2, 8]),
     ("tiles1x1_m16n16k8_w2x2_s4", Some((1, 1)), [16, 16, 8, 2, 2, 4]),
+    ("tiles4x4_m32n32k16_w4x4_s4", Some((4, 4)), [32, 32, 16, 4, 4, 4]),
+    ("tiles1x1_m32n32k16_w2x4_s4", Some((1, 1)), [32, 32, 16, 2, 4, 4]),
 ];
 
 /// A profile for this device whose PolyKernel for `node` dispatch always resolves to member

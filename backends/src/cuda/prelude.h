@@ -17,6 +17,18 @@
 #define ALIGN16 __attribute__((aligned(16)))
 #define LOCAL_VEC2(p) (*(const float2*)(p))
 #define LOCAL_VEC4(p) (*(const float4*)(p))
+#define GLOBAL_STORE_VEC2(p, a, b)                                                                     \
+    do {                                                                                               \
+        float2 v_;                                                                                     \
+        v_.x = (a), v_.y = (b);                                                                        \
+        *(float2*)(p) = v_;                                                                            \
+    } while (0)
+#define GLOBAL_STORE_VEC4(p, a, b, c, d)                                                               \
+    do {                                                                                               \
+        float4 v_;                                                                                     \
+        v_.x = (a), v_.y = (b), v_.z = (c), v_.w = (d);                                                \
+        *(float4*)(p) = v_;                                                                            \
+    } while (0)
 #define LOCAL_BARRIER() __syncthreads()
 #define GLOBAL_BARRIER() __syncthreads()
 // Device-scope fence and atomic increment (old value returned), as prelude_opencl.h's.

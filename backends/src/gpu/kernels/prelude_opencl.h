@@ -17,6 +17,9 @@
 /* 2 or 4 consecutive floats of LOCAL memory in one load; p is 8 / 16-byte aligned. */
 #define LOCAL_VEC2(p) (*(__local const float2*)(p))
 #define LOCAL_VEC4(p) (*(__local const float4*)(p))
+/* 2 or 4 consecutive floats of GLOBAL memory in one store; p is 8 / 16-byte aligned. */
+#define GLOBAL_STORE_VEC2(p, a, b) (*(__global float2*)(p) = (float2)((a), (b)))
+#define GLOBAL_STORE_VEC4(p, a, b, c, d) (*(__global float4*)(p) = (float4)((a), (b), (c), (d)))
 #define LOCAL_BARRIER() barrier(CLK_LOCAL_MEM_FENCE)
 /* Also orders the group's global memory accesses (a work-group reads what it wrote). */
 #define GLOBAL_BARRIER() barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE)

@@ -519,6 +519,28 @@ KERNEL LAUNCH_BOUNDS(NT, SC_MIN_BLOCKS) sconv_gemm_f32(SCONV_ARGS SCONV_FUSED_AR
     /* Only the stores are left: the next launch may start (where PDL_ENTRY did not let it). */
     PDL_TRIGGER();
     int P = oh * ow;
+#if KS > 1 && VWN > 1
+    /* A run of VWN columns goes out in one 8 or 16-byte store. One float per store, neighbouring
+     * work-items' stores landed VWN floats apart, 1 / VWN of each 32-byte sector, and the 8 x 4
+     * members with long splits lost 5% to it. Phantom columns in a run get partial sums too:
+     * scratch no finish reads. Where rows are not aligned (cap not a multiple of VWN) or a run
+     * reaches past cap, one float at a time. */
+    for (int a = 0; a < NACC; a += VWN) {
+        int m = m0 + sconv_acc_m(a, tid), c = sconv_acc_c(a, tid);
+        if (m >= cout) continue;
+        GLOBAL float* dst = part + ((n * KS + ks) * cout + m) * cap + c0 + c;
+        if (cap % VWN == 0 && c0 + c + VWN <= cap) {
+#if VWN == 4
+            GLOBAL_STORE_VEC4(dst, acc[a], acc[a + 1], acc[a + 2], acc[a + 3]);
+#else
+            GLOBAL_STORE_VEC2(dst, acc[a], acc[a + 1]);
+#endif
+        } else {
+            for (int q = 0; q < VWN; ++q)
+                if (cpos[c + q] >= 0) dst[q] = acc[a + q];
+        }
+    }
+#else
     for (int a = 0; a < NACC; ++a) {
         int m = m0 + sconv_acc_m(a, tid), c = sconv_acc_c(a, tid);
         int p = cpos[c];
@@ -530,6 +552,7 @@ KERNEL LAUNCH_BOUNDS(NT, SC_MIN_BLOCKS) sconv_gemm_f32(SCONV_ARGS SCONV_FUSED_AR
                            p0, p1);
 #endif
     }
+#endif
 #if KS > 1 && FUSED_FINISH
     /* Release: every work-item's partial sums are visible device-wide before the group's
      * arrival is counted (the barrier makes tid 0 count after all of them fenced). */
