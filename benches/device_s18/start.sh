@@ -1,7 +1,7 @@
 # Sourced first by the session-18 device scripts: session 13's start with pack.sh's binaries
 # (dist-s18) unpacked into /tmp/d18, session 15's helpers and session 17's bench functions
 # (bench, torch_b1, vs_rep), here with a backend: BACKEND=opencl runs NVIDIA's OpenCL.
-DIST=dist-s18 D=/tmp/d18 BUILD_DIR=/work/main
+DIST=${DIST:-dist-s18} D=${D:-/tmp/d18} BUILD_DIR=/work/main
 source "$(dirname "${BASH_SOURCE[0]}")/../device_s13/start.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/../device_s15/helpers.sh"
 

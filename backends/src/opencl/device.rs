@@ -140,11 +140,10 @@ impl OpenClDevice {
         cl_err(&format!("{what} on '{}'", self.info.name), e)
     }
 
-    fn program(&self, spec: &KernelSpec) -> Result<Arc<Program>> {
-        let key = (spec.file.to_string(), spec.defines.clone());
-        if let Some(p) = self.programs.lock().map_err(|_| self.err("program cache", "poisoned lock"))?.get(&key) {
-            return Ok(p.clone());
-        }
+    /// The build options of `spec`: OpenCL C 1.2, its defines, NVIDIA's register bound where
+    /// it asks for one, then `$DYNASPA_CL_OPTIONS` (e.g. `-cl-nv-verbose`, whose report the
+    /// debug log shows), which also key the disk cache.
+    fn build_options(&self, spec: &KernelSpec) -> Result<String> {
         let mut options = String::from("-cl-std=CL1.2");
         for (k, v) in &spec.defines {
             let ok = |s: &str| !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || "_.-+".contains(c));
@@ -156,6 +155,26 @@ impl OpenClDevice {
             }
             options.push_str(&format!(" -D {k}={v}"));
         }
+        if self.info.vendor.to_ascii_lowercase().contains("nvidia") {
+            if let Some((_, regs)) = spec.defines.iter().find(|(k, _)| k == "MAX_REGISTERS") {
+                options.push_str(&format!(" -cl-nv-maxrregcount={regs}"));
+            }
+        }
+        if let Ok(extra) = std::env::var("DYNASPA_CL_OPTIONS") {
+            if !extra.trim().is_empty() {
+                options.push(' ');
+                options.push_str(extra.trim());
+            }
+        }
+        Ok(options)
+    }
+
+    fn program(&self, spec: &KernelSpec) -> Result<Arc<Program>> {
+        let key = (spec.file.to_string(), spec.defines.clone());
+        if let Some(p) = self.programs.lock().map_err(|_| self.err("program cache", "poisoned lock"))?.get(&key) {
+            return Ok(p.clone());
+        }
+        let options = self.build_options(spec)?;
         let source = format!("{PRELUDE}\n#line 1\n{}", spec.source);
         let cache_key = ProgramCache::key(&self.info.fingerprint(), &source, &options);
         let dev = [self.device.id()];

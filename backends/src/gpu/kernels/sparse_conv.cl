@@ -411,13 +411,11 @@ FUNC_INLINE int sconv_self_list(GLOBAL const float* mk, LOCAL_PTR int* scan, LOC
  * have (SELF_LIST: (ceil(cout / TM), N * KS, ceil(cap / TN))). Wt is the weight transposed to
  * [cin * kh * kw][cout]; ktab per reduction index k the input offset ci * ih * iw + ky * dh *
  * iw + kx * dw, ky * dh and kx * dw. */
-/* Work-groups of 256 keep two per SM on CUDA: the 8 x 4 float4 variant needed 129 registers,
- * one more than two groups of 256 fit, and at density 0.1 a split reduction launches more
- * work-groups than one wave holds (conv3x3 at KS 32: 31.6 µs against 22.2 with 122 registers).
- * SC_VEC=0 asks for one group (any register count, as before) and reads one float at a time. */
-#if SC_VEC
-#define SC_MIN_BLOCKS (NT >= 256 && NT <= 512 ? 512 / NT : 1)
-#else
+/* SC_MIN_BLOCKS: work-groups per SM the registers must leave room for (CUDA), from the host
+ * (schedules.rs, register_bound): two of 256 under SC_VEC, whose 8 x 4 float4 variant needed
+ * 129 registers, one more than two groups fit, and at density 0.1 a split reduction launches
+ * more work-groups than one wave holds (conv3x3 at KS 32: 31.6 µs against 22.2 with 122). */
+#ifndef SC_MIN_BLOCKS
 #define SC_MIN_BLOCKS 1
 #endif
 KERNEL LAUNCH_BOUNDS(NT, SC_MIN_BLOCKS) sconv_gemm_f32(SCONV_ARGS SCONV_FUSED_ARGS SCONV_SELF_ARGS) {

@@ -9,7 +9,7 @@ use super::elementwise::activation_code;
 use crate::gpu::device::GpuDevice;
 use crate::gpu::kernels::Src;
 use crate::gpu::sparse::meta::MetaLayout;
-use crate::gpu::sparse::schedules::{mma_defines, mma_on, tap_table_on, vector_reads_on, SconvSchedule};
+use crate::gpu::sparse::schedules::{mma_defines, mma_on, register_bound, tap_table_on, vector_reads_on, SconvSchedule};
 use dynaspa_runtime::graph::{Conv, Op};
 use dynaspa_runtime::sparsity::Granularity;
 use dynaspa_runtime::{DType, Error, Result};
@@ -360,6 +360,10 @@ impl SconvOp {
                 }
                 if info.backend != "wgpu" && !vector_reads_on() {
                     defines.push(("SC_VEC", 0));
+                }
+                let [tx, ty, _] = t.local();
+                if let Some((groups, regs)) = register_bound(tx * ty).filter(|_| info.backend != "wgpu") {
+                    defines.extend([("SC_MIN_BLOCKS", groups as i64), ("MAX_REGISTERS", regs as i64)]);
                 }
                 let kern = cx.kernel(Src::SparseConv, "sconv_gemm_f32", &defines)?;
                 let (ctiles, mtiles) = (cap.div_ceil(t.tn as usize), cout.div_ceil(t.tm as usize));
