@@ -44,9 +44,7 @@ pub struct KernelSpec {
     pub source: &'static str,
     pub entry: &'static str,
     /// `-D NAME=VALUE` for CUDA/OpenCL, override constants for WGSL; sorted by the caller
-    /// so equal schedules share one compiled kernel. `MAX_REGISTERS`, where present, is also
-    /// the register bound per work-item for compilers that take one as an option (NVIDIA's
-    /// OpenCL); CUDA sources carry theirs in `LAUNCH_BOUNDS`.
+    /// so equal schedules share one compiled kernel.
     pub defines: Vec<(String, String)>,
 }
 

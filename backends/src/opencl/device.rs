@@ -140,9 +140,9 @@ impl OpenClDevice {
         cl_err(&format!("{what} on '{}'", self.info.name), e)
     }
 
-    /// The build options of `spec`: OpenCL C 1.2, its defines, NVIDIA's register bound where
-    /// it asks for one, then `$DYNASPA_CL_OPTIONS` (e.g. `-cl-nv-verbose`, whose report the
-    /// debug log shows), which also key the disk cache.
+    /// The build options of `spec`: OpenCL C 1.2, its defines, then `$DYNASPA_CL_OPTIONS` (e.g.
+    /// NVIDIA's `-cl-nv-maxrregcount=N` or `-cl-nv-verbose`, whose report the debug log shows),
+    /// which also key the disk cache.
     fn build_options(&self, spec: &KernelSpec) -> Result<String> {
         let mut options = String::from("-cl-std=CL1.2");
         for (k, v) in &spec.defines {
@@ -154,11 +154,6 @@ impl OpenClDevice {
                 });
             }
             options.push_str(&format!(" -D {k}={v}"));
-        }
-        if self.info.vendor.to_ascii_lowercase().contains("nvidia") {
-            if let Some((_, regs)) = spec.defines.iter().find(|(k, _)| k == "MAX_REGISTERS") {
-                options.push_str(&format!(" -cl-nv-maxrregcount={regs}"));
-            }
         }
         if let Ok(extra) = std::env::var("DYNASPA_CL_OPTIONS") {
             if !extra.trim().is_empty() {

@@ -411,8 +411,8 @@ FUNC_INLINE int sconv_self_list(GLOBAL const float* mk, LOCAL_PTR int* scan, LOC
  * have (SELF_LIST: (ceil(cout / TM), N * KS, ceil(cap / TN))). Wt is the weight transposed to
  * [cin * kh * kw][cout]; ktab per reduction index k the input offset ci * ih * iw + ky * dh *
  * iw + kx * dw, ky * dh and kx * dw. */
-/* SC_MIN_BLOCKS: work-groups per SM the registers must leave room for (CUDA), from the host
- * (schedules.rs, register_bound): two of 256 under SC_VEC, whose 8 x 4 float4 variant needed
+/* SC_MIN_BLOCKS: work-groups per SM the registers must leave room for (CUDA only), from the
+ * host (schedules.rs, register_bound): two of 256 under SC_VEC, whose 8 x 4 float4 variant needed
  * 129 registers, one more than two groups fit, and at density 0.1 a split reduction launches
  * more work-groups than one wave holds (conv3x3 at KS 32: 31.6 µs against 22.2 with 122). */
 #ifndef SC_MIN_BLOCKS

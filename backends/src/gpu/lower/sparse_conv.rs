@@ -362,8 +362,8 @@ impl SconvOp {
                     defines.push(("SC_VEC", 0));
                 }
                 let [tx, ty, _] = t.local();
-                if let Some((groups, regs)) = register_bound(tx * ty).filter(|_| info.backend != "wgpu") {
-                    defines.extend([("SC_MIN_BLOCKS", groups as i64), ("MAX_REGISTERS", regs as i64)]);
+                if let Some(groups) = register_bound(tx * ty).filter(|_| info.backend == "cuda") {
+                    defines.push(("SC_MIN_BLOCKS", groups as i64));
                 }
                 let kern = cx.kernel(Src::SparseConv, "sconv_gemm_f32", &defines)?;
                 let (ctiles, mtiles) = (cap.div_ceil(t.tn as usize), cout.div_ceil(t.tm as usize));

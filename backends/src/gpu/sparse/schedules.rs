@@ -131,20 +131,17 @@ pub(crate) fn vector_reads_on() -> bool {
     ASKED.get_or_init(|| env_switch("DYNASPA_SC_VEC")).unwrap_or(true)
 }
 
-/// The register bound of a GEMM member of `threads` work-items: the work-groups one compute
-/// unit should hold at once and the registers per work-item that leaves on NVIDIA's SMs (64K
-/// registers). Two groups of 256 (one of 512) under `SC_VEC`, whose 8 x 4 float4 variant wanted
-/// 129 registers where 128 keep two groups resident; `None` for other sizes, for scalar reads,
-/// or with `DYNASPA_REG_BOUND=0` (read once, the A/B switch). CUDA says it in the source
-/// (`LAUNCH_BOUNDS(NT, SC_MIN_BLOCKS)`), NVIDIA's OpenCL as a build option (`MAX_REGISTERS`).
-pub(crate) fn register_bound(threads: u32) -> Option<(u32, u32)> {
+/// Work-groups of `threads` work-items one SM should hold at once, for CUDA's register bound
+/// (`LAUNCH_BOUNDS(NT, SC_MIN_BLOCKS)` in sparse_conv.cl): two of 256 (one of 512) under
+/// `SC_VEC`, whose 8 x 4 float4 variant wanted 129 registers where 128 keep two groups
+/// resident; `None` for other sizes, for scalar reads, or with `DYNASPA_REG_BOUND=0` (read once,
+/// the A/B switch). Not on NVIDIA's OpenCL: there `-cl-nv-maxrregcount=128` made ptxas spend
+/// more registers, not fewer (the dense 64 x 32 member 56 -> 87, 22% slower; RESULTS.md,
+/// session 19), and OpenCL C has no launch bound.
+pub(crate) fn register_bound(threads: u32) -> Option<u32> {
     static ASKED: std::sync::OnceLock<Option<bool>> = std::sync::OnceLock::new();
     let on = ASKED.get_or_init(|| env_switch("DYNASPA_REG_BOUND")).unwrap_or(true);
-    if !on || !vector_reads_on() || !(256..=512).contains(&threads) {
-        return None;
-    }
-    let groups = 512 / threads;
-    Some((groups, 65536 / (groups * threads)))
+    (on && vector_reads_on() && (256..=512).contains(&threads)).then(|| 512 / threads)
 }
 
 /// Whether GEMM members run their products on the tensor cores (MMA in sparse_conv.cl: three
