@@ -11,11 +11,13 @@ use dynaspa_runtime::sparsity::Granularity;
 use dynaspa_runtime::{Error, Result};
 
 /// Register tiles larger than the default 4 x 2 per work-item (whose inner loop issues 6
-/// local-memory loads per 8 FMAs), among them the 128 x 128 tiles for batches whose columns
-/// fill them (119 and 96 registers for sm_90, no spills), each with the splits that give a sparse frame's few
-/// columns enough work-groups (up to KS 32, which a density-0.1 frame's 160 columns want); then
-/// `n` seeded random valid points. Invalid ones (for this device's limits) and duplicates are
-/// dropped.
+/// local-memory loads per 8 FMAs), among them 128 x 128 tiles for batches whose columns fill
+/// them (119 and 96 registers for sm_90, no spills), each with splits from 2 to 32: a density-0.1
+/// frame's 160 columns want 32, and between powers of two a split can fill the last wave of
+/// work-groups (at batch 4 and density 0.5, 50 tiles of 512 work-items on 132 SMs: 5 splits
+/// make 250 groups, two waves of a fifth of the reduction each; 4 make two waves of a quarter).
+/// Then `n` seeded random valid points. Invalid ones (for this device's limits) and duplicates
+/// are dropped.
 pub fn sample(info: &DeviceInfo, n: usize, seed: u64) -> Vec<GemmKnobs> {
     let limits = GpuLimits::of(info);
     let mut out: Vec<GemmKnobs> = Vec::new();
@@ -27,7 +29,7 @@ pub fn sample(info: &DeviceInfo, n: usize, seed: u64) -> Vec<GemmKnobs> {
     let tiles: [(u32, u32, u32, u32, u32); 6] =
         [(128, 128, 8, 8, 8), (128, 128, 8, 8, 4), (128, 64, 8, 8, 8), (128, 64, 16, 8, 4), (128, 32, 16, 8, 4), (64, 64, 16, 4, 4)];
     for (tm, tn, tk, wm, wn) in tiles {
-        for ks in [4, 8, 16, 32] {
+        for ks in [2, 3, 4, 5, 6, 8, 12, 16, 24, 32] {
             keep(GemmKnobs { tm, tn, tk, wm, wn, ks }, &mut out);
         }
     }
