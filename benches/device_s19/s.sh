@@ -3,7 +3,8 @@
 # members of 256 work-items, as 4bf80dd built it) against none (DYNASPA_REG_BOUND=0), same
 # binaries; then the 128 x 128 sampled tiles on CUDA. Two device calls (10 minutes each):
 #   bash s.sh 1 (4bf80dd): correctness, NVIDIA OpenCL with and without the bound, its programs;
-#   bash s.sh 2: batches 2 and 4, then 1, sampled knobs, PyTorch after each bench.
+#   bash s.sh 2 (0ce7031): batches 2 and 4, then 1, sampled knobs, PyTorch after each bench;
+#   bash s.sh 3: the same with splits between the powers of two, batch 1 twice.
 stage=$1
 source "$(dirname "$0")/start.sh"
 if [ "$stage" = 1 ]; then
@@ -13,6 +14,16 @@ if [ "$stage" = 1 ]; then
   keep_clcache
   BACKEND=opencl bench b1 clbound_2 $D
   BACKEND=opencl bench b1 clfree_2 $D DYNASPA_REG_BOUND=0
+elif [ "$stage" = 3 ]; then
+  DUMP=1 bench b24k ks_1 $D
+  torch_b24 1
+  python3 benches/gpu_vs_torch.py $OUT/r/b24k_ks_1.jsonl $OUT/r/torch_b24_1.jsonl > $OUT/r/vs_b24k_ks_1.txt
+  DUMP=1 bench b1 ks_1 $D
+  torch_b1 1
+  bench b1 ks_2 $D
+  torch_b1 2
+  vs_rep b1 1 ks
+  vs_rep b1 2 ks
 else
   DUMP=1 bench b24k new_1 $D
   torch_b24 1
