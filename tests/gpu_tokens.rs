@@ -186,13 +186,16 @@ fn halting(rng: &mut Rng, densities: &[f64], tokens: usize) -> (Vec<f32>, Vec<f3
 
 /// `blocks` A-ViT blocks' token ops: per block qkv, proj and fc2 with bias and mask folded in,
 /// fc1 with its GELU too, one attention whose inactive keys the graph proves zero, and one
-/// compaction of the block's mask.
-fn assert_token_ops(ops: &[TokenOpInfo], what: &str, blocks: usize) {
+/// compaction of the block's mask; the attention as the tiled kernel off wgpu (whose WGSL twin
+/// is the row kernel) unless `DYNASPA_TILED_ATTENTION=0` keeps the row kernel.
+fn assert_token_ops(ops: &[TokenOpInfo], backend: &str, what: &str, blocks: usize) {
     let n = |k: &str, e: &str| ops.iter().filter(|o| o.kind == k && o.epilogue == e).count();
     let counts = (n("linear", "bias, mask"), n("linear", "bias, gelu, mask"), n("attention", ""));
     assert_eq!(counts, (3 * blocks, blocks, blocks), "{what}: token ops {ops:?}");
     assert!(ops.iter().filter(|o| o.kind == "attention").all(|o| o.keys_zero), "{what}: keys not proven zero: {ops:?}");
     assert_eq!(ops.iter().filter(|o| o.compacts).count(), blocks, "{what}: one compaction per mask: {ops:?}");
+    let tiled = backend != "wgpu" && !std::env::var("DYNASPA_TILED_ATTENTION").is_ok_and(|v| v.trim() == "0");
+    assert!(ops.iter().filter(|o| o.kind == "attention").all(|o| o.tiled == tiled), "{what}: attention kernels {ops:?}");
 }
 
 #[test]
@@ -215,7 +218,7 @@ fn avit_block_equals_the_cpu_under_random_halting_masks() {
         for backend in gpus() {
             let Some((mut exe, ops)) = compile(&backend, &g, None, &cache) else { continue };
             let what = format!("block T={} c={} on {backend}", b.tokens, b.c);
-            assert_token_ops(&ops, &what, 1);
+            assert_token_ops(&ops, &backend, &what, 1);
             let (mut dense, dense_ops) = compile(&backend, &g, Some(ForceMember::Dense), &cache).unwrap();
             assert!(dense_ops.is_empty(), "{what}: forced dense still ran token ops {dense_ops:?}");
             let pairs: [[f64; 2]; 7] = [[0.3, 0.6], [0.02, 1.0], [1.0, 1.0], [0.1, 0.05], [0.0, 0.5], [0.6, 0.0], [0.5, 0.9]];
@@ -268,7 +271,7 @@ fn avit_model_at_batch_2_matches_the_cpu_and_the_goldens() {
     let mut cpu = dynaspa::Session::new(cpu_g, cpu_backend.as_ref()).unwrap();
     for backend in gpus() {
         let Some((mut exe, ops)) = compile(&backend, &g, None, &cache) else { continue };
-        assert_token_ops(&ops, &format!("avit on {backend}"), 5);
+        assert_token_ops(&ops, &backend, &format!("avit on {backend}"), 5);
         for (i, j) in [(0usize, 1usize), (2, 3), (1, 2)] {
             let input = stack(&read("input", i), &read("input", j));
             let want = cpu.run(vec![("input".into(), input.clone())]).unwrap();

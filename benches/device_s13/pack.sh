@@ -9,7 +9,7 @@ DIST=${DIST:-dist-s13}
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-/work/target-main}
 cargo build --release --bin dynaspa --example cuda_selfcheck
 cargo build --release -p dynaspa-backends --example gpu_sparse_bench --features cuda,opencl
-tests="gpu_sparse gpu_fused_finish gpu_ops gpu_models onnx_node"
+tests=${TESTS:-"gpu_sparse gpu_fused_finish gpu_ops gpu_models onnx_node"}
 cargo test --release --no-run $(for t in $tests; do echo --test $t; done) 2>&1 | tee /tmp/pack_${DIST}_tests.log | tail -3
 mkdir -p $DIST
 rm -f $DIST/*.xz

@@ -4,7 +4,10 @@
 # binaries; then the 128 x 128 sampled tiles on CUDA. Two device calls (10 minutes each):
 #   bash s.sh 1 (4bf80dd): correctness, NVIDIA OpenCL with and without the bound, its programs;
 #   bash s.sh 2 (0ce7031): batches 2 and 4, then 1, sampled knobs, PyTorch after each bench;
-#   bash s.sh 3: the same with splits between the powers of two, batch 1 twice.
+#   bash s.sh 3: the same with splits between the powers of two, batch 1 twice;
+#   bash s.sh 4: correctness, then A-ViT's token ops at batches 1, 2 and 4 with the tiled
+#   attention (the default) against the row kernel (DYNASPA_TILED_ATTENTION=0), alternated
+#   twice, PyTorch's SDPA on the same masks before and after.
 stage=$1
 source "$(dirname "$0")/start.sh"
 if [ "$stage" = 1 ]; then
@@ -14,6 +17,23 @@ if [ "$stage" = 1 ]; then
   keep_clcache
   BACKEND=opencl bench b1 clbound_2 $D
   BACKEND=opencl bench b1 clfree_2 $D DYNASPA_REG_BOUND=0
+elif [ "$stage" = 4 ]; then
+  source "$(dirname "$0")/../device_s13/correctness.sh"
+  DYNASPA_REQUIRE_BACKENDS=cuda timeout 150 $D/t_gpu_tokens --test-threads 4 > $OUT/r/test_gpu_tokens.txt 2>&1
+  echo "test gpu_tokens rc=$? $(grep '^test result' $OUT/r/test_gpu_tokens.txt | tail -1)"
+  DYNASPA_TILED_ATTENTION=0 DYNASPA_REQUIRE_BACKENDS=cuda timeout 150 $D/t_gpu_tokens --test-threads 4 > $OUT/r/test_gpu_tokens_row.txt 2>&1
+  echo "test gpu_tokens (row kernel) rc=$? $(grep '^test result' $OUT/r/test_gpu_tokens_row.txt | tail -1)"
+  mkdir -p /tmp/avm
+  avit() { env "${@:3}" timeout 150 $D/gpu_sparse_bench --backend cuda --avit --batches 1,2,4 --samples 15 --runs 10 \
+    ${DUMP:+--dump-masks /tmp/avm} --json $OUT/r/avit_$1_$2.jsonl > $OUT/r/avit_$1_$2.txt 2>&1
+    echo "$(date -u +%T) avit $1 $2 rc=$? wrong=$(grep -c WRONG $OUT/r/avit_$1_$2.txt)"; }
+  DUMP=1 avit tiled 0
+  timeout 90 python3 benches/gpu_baselines.py --attention /tmp/avm --runs 100 --json $OUT/r/torch_attn.jsonl > $OUT/r/torch_attn.txt 2>&1; echo "torch attn rc=$?"
+  for rep in 1 2; do
+    avit tiled $rep
+    avit row $rep DYNASPA_TILED_ATTENTION=0
+  done
+  timeout 90 python3 benches/gpu_baselines.py --attention /tmp/avm --runs 100 --json $OUT/r/torch_attn_2.jsonl > $OUT/r/torch_attn_2.txt 2>&1; echo "torch attn 2 rc=$?"
 elif [ "$stage" = 3 ]; then
   DUMP=1 bench b24k ks_1 $D
   torch_b24 1

@@ -196,6 +196,16 @@ fn schedules(src: Src, entry: &str) -> Vec<Vec<(&'static str, i64)>> {
             v.dedup();
             v
         }
+        // token_attention_tiled_f32 (lower/token.rs): each TK_MAX and DMAX whose local memory
+        // fits the 48 KiB of static shared memory a CUDA block may have.
+        (Src::Token, "token_attention_tiled_f32") => {
+            use super::lower::token::{tiled_attention_defines, tiled_attention_local_bytes};
+            (6..=12)
+                .flat_map(|p| [16usize, 32, 64, 128].into_iter().filter_map(move |d| tiled_attention_defines(1 << p, d, d)))
+                .filter(|d| tiled_attention_local_bytes(d[1].1 as usize, d[4].1 as usize) <= 48 * 1024)
+                .map(|d| d.to_vec())
+                .collect()
+        }
         // token_attention_f32 keeps the row's scores and their tokens: 4096 keys in 48 KiB.
         (Src::Token, _) => (6..=12)
             .flat_map(|p| (0..2).map(move |e| vec![("WG", ATTENTION_WG as i64), ("TK_MAX", 1i64 << p), ("EARLY_EXIT", e)]))

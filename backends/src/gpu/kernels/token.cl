@@ -1,7 +1,7 @@
 /* Token sparsity (A-ViT's halting masks) on the device, with no host readback: a binary token
  * mask is compacted once per frame into an active count and a token order per image
  * (token_compact); the token-sparse projections (token_gemm_f32) and attention
- * (token_key_norms, token_attention_f32) read that order. Their grids cover every token, and
+ * (token_key_norms, token_attention_f32 or its tiled twin) read that order. Their grids cover every token, and
  * work-groups past the image's count only write the zeros inactive rows hold (the CPU backend's
  * Zero fill), so nothing is sized on the host per frame.
  *
@@ -9,7 +9,7 @@
  * count; meta[images + n * tokens + r] is the token at compacted position r: the active tokens
  * in increasing order at r < count, then the inactive ones (in decreasing order from the end).
  * Defines: BLOCK (token_compact), TM TN TK WM WN (token_gemm_f32, as matmul.cl), WG and TK_MAX
- * (attention, as attention.cl), EARLY_EXIT.
+ * (attention, as attention.cl), QB KC DMAX (token_attention_tiled_f32), EARLY_EXIT.
  *
  * EARLY_EXIT 1: a work-group with nothing to compute returns once it has written its zeros,
  * and barriers may sit in branches the whole work-group takes alike. 0: no barrier is ever
@@ -361,3 +361,184 @@ KERNEL token_attention_f32(GLOBAL const float* q, GLOBAL const float* k, GLOBAL 
         orow[d] = acc;
     }
 }
+
+/* token_attention_tiled_f32: token_attention_f32's result with QB query rows (compacted
+ * positions) per work-group. Every row of an image attends to the same active keys, so the
+ * group stages each chunk of KC keys (then values) in local memory once for its QB rows, with
+ * loads that run along contiguous memory, instead of each row reading every key from global
+ * memory with loads dk floats apart. The QB x (count) scores stay in local memory (TK_MAX >= T
+ * per row) for the softmax and the product with V. Where a row's proof fails, the whole group
+ * takes every key with the op's bias (a passing row's inactive weights are exactly 0 there, and
+ * its maximum is unchanged: its inactive scores lie 110 below it).
+ *
+ * Defines: WG, TK_MAX, QB, KC and DMAX (max(dk, dv) rounded up; local rows are DMAX wide and
+ * zero past dk / dv, so the dot products run to a compile-time bound). No work-item ever returns
+ * early or skips a barrier (loop bounds are the same for the whole group), so EARLY_EXIT is not
+ * read. Grid: (ceil(T / QB), BH), local (WG, 1, 1). Local memory, in floats:
+ * QB * (TK_MAX + 1) + QB * DMAX + KC * (DMAX + 1) + 2 * WG + 4 * QB (lower/token.rs repeats it).
+ *
+ * Built only where the defines name its tile (QB): the programs built for the other entries of
+ * this file take TK_MAX up to 4096, where its scores would overflow local memory (a CUDA block's
+ * 48 KiB of static shared memory fails the whole program's build). */
+#ifdef QB
+#ifndef KC
+#define KC 32
+#endif
+#ifndef DMAX
+#define DMAX 64
+#endif
+/* Work-items per row in the row reductions and the Q load. */
+#define TA_RW (WG / QB)
+/* Scores: a work-item takes one key of a chunk for TA_SR rows, TA_SS apart. */
+#define TA_SS (WG / KC)
+#define TA_SR (QB / TA_SS)
+/* Outputs: a work-item takes one d for TA_OR rows, TA_OS apart. */
+#define TA_OS (WG / DMAX)
+#define TA_OR (QB / TA_OS)
+/* Padded rows of staged keys / values and of scores: a warp's reads down a column of keys
+ * fall in distinct banks. */
+#define TA_KS (DMAX + 1)
+#define TA_SCS (TK_MAX + 1)
+#if KC > WG || DMAX > WG || QB > WG || WG % QB != 0 || WG % KC != 0 || WG % DMAX != 0
+#error "token_attention_tiled_f32: KC, DMAX and QB must divide WG"
+#elif QB % (WG / KC) != 0 || QB % (WG / DMAX) != 0
+#error "token_attention_tiled_f32: QB must be a multiple of WG / KC and of WG / DMAX"
+#endif
+
+KERNEL token_attention_tiled_f32(GLOBAL const float* q, GLOBAL const float* k, GLOBAL const float* v,
+                                 GLOBAL const float* bias, GLOBAL float* out, GLOBAL const int* meta,
+                                 GLOBAL const float* kin, int heads, int T, int dk, int dv, int skj, int skd,
+                                 int scale_mode, float scale, float smag, float c, int keys_zero, int sb0, int sb1,
+                                 int sb2, int sb3, int images, int kin_parts) {
+    PDL_ENTRY();
+    LOCAL float sc[QB * TA_SCS];
+    LOCAL float qs[QB * DMAX];
+    LOCAL float kv[KC * TA_KS];
+    LOCAL float red[WG];
+    LOCAL float red2[WG];
+    /* Per row: the maximum score, 1 / the sum of weights, whether the proof holds, the token. */
+    LOCAL float rmx[QB];
+    LOCAL float rinv[QB];
+    LOCAL int rok[QB];
+    LOCAL int rtok[QB];
+    int t = LOCAL_ID(0), r0 = GROUP_ID(0) * QB, bh = GROUP_ID(1);
+    int b = bh / heads, h = bh - b * heads;
+    int count = meta[b];
+    GLOBAL const int* order = meta + images + b * T;
+    /* Whether any row is active: the same for the whole group, as is every loop bound below. */
+    int live = r0 < count;
+    int na = live ? count : 0;
+    GLOBAL const float* kb = k + bh * T * dk;
+    GLOBAL const float* vb = v + bh * T * dv;
+    /* Loaded here so that its loads overlap the scores below. */
+    float kinv = (live && !keys_zero && t < QB) ? tok_kin(kin, bh, kin_parts) : 0.0f;
+    /* The TA_RW work-items of row `qrow` load its q (0 for an inactive row) and sum its squares
+     * for the proof; they take the row's share of every reduction below. */
+    int qrow = t / TA_RW, lane = t - qrow * TA_RW;
+    int qr = r0 + qrow;
+    int qlive = qr < count;
+    int qtok = qr < T ? order[qr] : 0;
+    if (lane == 0) rtok[qrow] = qtok;
+    float qq = 0.0f;
+    for (int d = lane; d < DMAX; d += TA_RW) {
+        float x = (qlive && d < dk) ? q[(bh * T + qtok) * dk + d] : 0.0f;
+        qs[qrow * DMAX + d] = x;
+        qq += x * x;
+    }
+    int skk = t % KC, srow = t / KC;
+    /* Pass 0 scores the active keys and proves the rows; pass 1 (if a row's proof failed)
+     * scores every key with the bias. Each pass ends with the row maxima over the n scores. */
+    int all = 0, n = na;
+    for (int pass = 0; pass < 2; ++pass) {
+        int nl = pass == 0 ? na : (all ? T : 0);
+        for (int j0 = 0; j0 < nl; j0 += KC) {
+            /* Along d where k's rows are contiguous, along keys where k is transposed. */
+            for (int e = t; e < KC * DMAX; e += WG) {
+                int kk, d;
+                if (skd == 1) {
+                    kk = e / DMAX;
+                    d = e - kk * DMAX;
+                } else {
+                    d = e / KC;
+                    kk = e - d * KC;
+                }
+                int jj = j0 + kk;
+                float x = 0.0f;
+                if (jj < nl && d < dk) x = kb[(all ? jj : order[jj]) * skj + d * skd];
+                kv[kk * TA_KS + d] = x;
+            }
+            LOCAL_BARRIER();
+            float acc[TA_SR];
+            for (int i = 0; i < TA_SR; ++i) acc[i] = 0.0f;
+            for (int d = 0; d < DMAX; ++d) {
+                float kd = kv[skk * TA_KS + d];
+                for (int i = 0; i < TA_SR; ++i) acc[i] += qs[(srow + i * TA_SS) * DMAX + d] * kd;
+            }
+            int jj = j0 + skk;
+            if (jj < nl) {
+                for (int i = 0; i < TA_SR; ++i) {
+                    int row = srow + i * TA_SS;
+                    /* The op adds (1 - 1) * c = 0 to active keys. */
+                    float add = all ? bias[b * sb0 + h * sb1 + rtok[row] * sb2 + jj * sb3] : 0.0f;
+                    sc[row * TA_SCS + jj] = (scale_mode == 0 ? acc[i] * scale : acc[i] / scale) + add;
+                }
+            }
+            /* kv is restaged next. */
+            LOCAL_BARRIER();
+        }
+        if (all) n = T;
+        float m = -F32_INF;
+        for (int jj = lane; jj < n; jj += TA_RW) m = tok_nanmax(m, sc[qrow * TA_SCS + jj]);
+        red[t] = m;
+        red2[t] = qq;
+        LOCAL_BARRIER();
+        if (t < QB) {
+            float mx = -F32_INF, s = 0.0f;
+            for (int i = 0; i < TA_RW; ++i) {
+                mx = tok_nanmax(mx, red[t * TA_RW + i]);
+                s += red2[t * TA_RW + i];
+            }
+            rmx[t] = mx;
+            if (pass == 0) rok[t] = r0 + t >= count || tok_keys_vanish(mx, SQRTF(s), kinv, smag, c, dk);
+        }
+        LOCAL_BARRIER();
+        for (int i = 0; i < QB; ++i) all = all || !rok[i];
+    }
+    /* Weights and their sums per row. */
+    float mrow = rmx[qrow], s = 0.0f;
+    for (int jj = lane; jj < n; jj += TA_RW) {
+        float e = EXPF(sc[qrow * TA_SCS + jj] - mrow);
+        sc[qrow * TA_SCS + jj] = e;
+        s += e;
+    }
+    red[t] = s;
+    LOCAL_BARRIER();
+    if (t < QB) {
+        float sum = 0.0f;
+        for (int i = 0; i < TA_RW; ++i) sum += red[t * TA_RW + i];
+        rinv[t] = 1.0f / sum;
+    }
+    LOCAL_BARRIER();
+    int od = t % DMAX, orow = t / DMAX;
+    float o[TA_OR];
+    for (int i = 0; i < TA_OR; ++i) o[i] = 0.0f;
+    for (int j0 = 0; j0 < n; j0 += KC) {
+        for (int e = t; e < KC * DMAX; e += WG) {
+            int kk = e / DMAX, d = e - kk * DMAX;
+            int jj = j0 + kk;
+            kv[kk * TA_KS + d] = (jj < n && d < dv) ? vb[(all ? jj : order[jj]) * dv + d] : 0.0f;
+        }
+        LOCAL_BARRIER();
+        int kn = IMIN(KC, n - j0);
+        for (int kk = 0; kk < kn; ++kk) {
+            float x = kv[kk * TA_KS + od];
+            for (int i = 0; i < TA_OR; ++i) o[i] += sc[(orow + i * TA_OS) * TA_SCS + j0 + kk] * x;
+        }
+        LOCAL_BARRIER();
+    }
+    for (int i = 0; i < TA_OR; ++i) {
+        int row = orow + i * TA_OS, r = r0 + row;
+        if (r < T && od < dv) out[(bh * T + rtok[row]) * dv + od] = r < count ? o[i] * rinv[row] : 0.0f;
+    }
+}
+#endif

@@ -35,6 +35,56 @@ pub(crate) fn key_norm_parts(info: &crate::gpu::device::DeviceInfo, tokens: usiz
     }
 }
 
+/// token.cl's QB and KC for token_attention_tiled_f32: query rows per work-group, keys per
+/// staged chunk. DeiT-S (197 tokens, dk = dv = 64) takes 19,744 bytes of local memory, within
+/// the 32 KiB of Adreno GPUs.
+pub(crate) const TILED_QB: usize = 8;
+const TILED_KC: usize = 32;
+
+/// Bytes of local memory token_attention_tiled_f32 takes with TK_MAX `tk_max` and DMAX `dmax`
+/// (the sum in token.cl).
+pub(crate) fn tiled_attention_local_bytes(tk_max: usize, dmax: usize) -> u64 {
+    let wg = ATTENTION_WG as usize;
+    4 * (TILED_QB * (tk_max + 1) + TILED_QB * dmax + TILED_KC * (dmax + 1) + 2 * wg + 4 * TILED_QB) as u64
+}
+
+/// token_attention_tiled_f32's defines for `tokens` keys and widths `dk`, `dv`: TK_MAX as the
+/// row kernel's, DMAX the wider width rounded up to a power of two, at least 16 (so the work-group
+/// covers its QB rows) and at most the work-group (None where wider).
+pub(crate) fn tiled_attention_defines(tokens: usize, dk: usize, dv: usize) -> Option<[(&'static str, i64); 5]> {
+    let dmax = dk.max(dv).next_power_of_two().max(16);
+    if dmax > ATTENTION_WG as usize {
+        return None;
+    }
+    let tk_max = tokens.next_power_of_two().max(64);
+    Some([
+        ("WG", ATTENTION_WG as i64),
+        ("TK_MAX", tk_max as i64),
+        ("QB", TILED_QB as i64),
+        ("KC", TILED_KC as i64),
+        ("DMAX", dmax as i64),
+    ])
+}
+
+/// Whether token-sparse attention may take the tiled kernel: unless `DYNASPA_TILED_ATTENTION=0`
+/// (read once), the A/B switch that keeps the row kernel for timing the two.
+fn tiled_attention_on() -> bool {
+    static ASKED: std::sync::OnceLock<Option<bool>> = std::sync::OnceLock::new();
+    ASKED.get_or_init(|| crate::gpu::sparse::schedules::env_switch("DYNASPA_TILED_ATTENTION")).unwrap_or(true)
+}
+
+/// The tiled kernel's defines where `info`'s device runs it for these extents; None where the
+/// row kernel serves: on wgpu (its WGSL twin is the row kernel), with the switch off, or where
+/// the tiled kernel's local memory does not fit (16 KiB assumed where the device does not say).
+pub(crate) fn tiled_attention(info: &crate::gpu::device::DeviceInfo, tokens: usize, dk: usize, dv: usize) -> Option<[(&'static str, i64); 5]> {
+    if info.backend == "wgpu" || !tiled_attention_on() {
+        return None;
+    }
+    let defines = tiled_attention_defines(tokens, dk, dv)?;
+    let have = if info.local_mem_bytes > 0 { info.local_mem_bytes } else { 16384 };
+    (tiled_attention_local_bytes(defines[1].1 as usize, defines[4].1 as usize) <= have).then_some(defines)
+}
+
 /// One compaction: the token order and counts of one mask reading.
 struct Compaction<K> {
     root: ValueId,
@@ -51,6 +101,9 @@ pub struct TokenOpInfo {
     pub node: String,
     /// "linear" or "attention".
     pub kind: &'static str,
+    /// An attention launched as token_attention_tiled_f32 (QB query rows per work-group)
+    /// rather than the row kernel.
+    pub tiled: bool,
     /// Whether this op's launches begin with its mask's compaction (it is the mask's first reader).
     pub compacts: bool,
     /// The attention's inactive keys are proven zero by the graph: no key-norm pass.
@@ -197,7 +250,7 @@ fn linear<D: GpuDevice>(
         (_, -1) => "bias, mask",
         _ => "bias, gelu, mask",
     };
-    plans.push(TokenOpInfo { node: cx.node.name.clone(), kind: "linear", compacts, keys_zero: false, epilogue }, ci);
+    plans.push(TokenOpInfo { node: cx.node.name.clone(), kind: "linear", tiled: false, compacts, keys_zero: false, epilogue }, ci);
     Ok(())
 }
 
@@ -302,8 +355,15 @@ fn attention<D: GpuDevice>(cx: &mut Ctx<D>, plans: &mut TokenPlans<D::Kernel>, s
         LArg::I32(int(parts, "key-norm parts")?),
     ]);
     int(b * h * t * dk.max(dv).max(t), "attention extent")?;
-    let kern = cx.kernel(Src::Token, "token_attention_f32", &defines)?;
-    cx.launch(kern, [t, b * h, 1], [ATTENTION_WG, 1, 1], args)?;
-    plans.push(TokenOpInfo { node: cx.node.name.clone(), kind: "attention", compacts, keys_zero, epilogue: "" }, ci);
+    let tiled = tiled_attention(cx.dev.info(), t, dk, dv);
+    if let Some(td) = &tiled {
+        let kern = cx.kernel(Src::Token, "token_attention_tiled_f32", td)?;
+        cx.launch(kern, [t.div_ceil(TILED_QB), b * h, 1], [ATTENTION_WG, 1, 1], args)?;
+    } else {
+        let kern = cx.kernel(Src::Token, "token_attention_f32", &defines)?;
+        cx.launch(kern, [t, b * h, 1], [ATTENTION_WG, 1, 1], args)?;
+    }
+    let op = TokenOpInfo { node: cx.node.name.clone(), kind: "attention", tiled: tiled.is_some(), compacts, keys_zero, epilogue: "" };
+    plans.push(op, ci);
     Ok(())
 }

@@ -2,7 +2,7 @@
 //! and token order per image, a mask per image or one for the batch, token counts above the
 //! work-group), the token GEMM (bias and activation, rows of inactive tokens zeroed) and the
 //! attention over active tokens (against the CPU's attention_active, with and without the
-//! all-keys fallback) and its key-norm pass. Outputs are poisoned with NaN before the kernels run, and each case
+//! all-keys fallback; the row kernel and the tiled one) and its key-norm pass. Outputs are poisoned with NaN before the kernels run, and each case
 //! runs several times (a race shows as a difference between runs).
 
 use crate::gpu::device::{Arg, GpuDevice};
@@ -155,66 +155,150 @@ fn check_gemm<D: GpuDevice>(dev: &D, what: &str) {
     }
 }
 
-/// The attention kernels against the CPU's active-token attention (its rows of inactive tokens
-/// are 0 too). `c`: the key-mask factor (small values force the all-keys fallback).
+/// One case of `check_attention`: T tokens, heads of width dh, the key-mask factor c (None:
+/// the mixed case, `aim`'s data and MIXED_C), k stored
+/// transposed ([BH, dh, T]), and the scale as a divisor rather than a factor.
+struct AttnCase {
+    t: usize,
+    heads: usize,
+    dh: usize,
+    c: Option<f32>,
+    k_transposed: bool,
+    div: bool,
+}
+
+const ATTN_CASES: [AttnCase; 6] = [
+    AttnCase { t: 37, heads: 3, dh: 16, c: Some(1e4), k_transposed: false, div: false },
+    // DeiT-S's heads.
+    AttnCase { t: 197, heads: 2, dh: 64, c: Some(1e4), k_transposed: false, div: false },
+    AttnCase { t: 197, heads: 2, dh: 64, c: Some(1e4), k_transposed: true, div: true },
+    AttnCase { t: 300, heads: 2, dh: 8, c: Some(1e4), k_transposed: false, div: true },
+    // Halted keys keep a weight: every row takes the all-keys path.
+    AttnCase { t: 45, heads: 2, dh: 16, c: Some(3.0), k_transposed: true, div: false },
+    // Some rows of a work-group take the all-keys path and others need not.
+    AttnCase { t: 61, heads: 2, dh: 32, c: None, k_transposed: false, div: false },
+];
+
+/// The attention kernels against the CPU's active-token attention: the row kernel for every
+/// EARLY_EXIT the device takes and, off wgpu, the tiled kernel with the lowering's defines. Per
+/// case and density d, three images at densities d, 1 - d and 0.5 (so d = 0 and 1 give an image
+/// with no active token and one with all), with active counts that are mostly not multiples of
+/// the tiled kernel's QB rows. q, k and v are random and non-zero, except that halted keys are
+/// zero where the kernel is told the graph proves them so (keys_zero).
 fn check_attention<D: GpuDevice>(dev: &D, what: &str) {
-    use dynaspa_runtime::graph::ScoreScale;
     let mut rng = Rng(0x2718_2818_2845_9045);
-    for &(t, heads, dh, c) in &[(37usize, 3usize, 16usize, 1e4f32), (197, 2, 64, 1e4), (300, 2, 8, 1e4), (45, 2, 16, 3.0)] {
+    for case in &ATTN_CASES {
         for &d in &[0.0, 0.03, 0.5, 1.0] {
-            let b = 2;
-            let m = masks(&mut rng, b, t, d);
-            let (meta, _) = compact(dev, &m, b, t, false);
-            let n = b * heads * t * dh;
-            // Halted rows of q, k and v are zero, as A-ViT's masked qkv makes them.
-            let mut qkv: Vec<Vec<f32>> = (0..3).map(|_| rng.vec(n, 1.0)).collect();
-            for v in qkv.iter_mut() {
-                for (i, x) in v.iter_mut().enumerate() {
-                    let (bi, tok) = (i / (heads * t * dh), (i / dh) % t);
-                    if m[bi * t + tok] != 1.0 {
-                        *x = 0.0;
-                    }
-                }
+            let m: Vec<f32> = [d, 1.0 - d, 0.5].into_iter().flat_map(|di| masks(&mut rng, 1, case.t, di)).collect();
+            let (meta, _) = compact(dev, &m, 3, case.t, false);
+            for keys_zero in [false, true] {
+                attention_case(dev, &format!("{what} d={d} keys_zero {keys_zero}"), case, &mut rng, &m, &meta, keys_zero);
             }
-            let bias: Vec<f32> = m.iter().map(|&mv| (mv - 1.0) * c).collect();
-            let scale = ScoreScale::Mul((dh as f32).powf(-0.5));
-            let s = crate::cpu::AttnShape { batch: b, heads, tq: t, tk: t, dk: dh, dv: dh, k_transposed: false };
-            let lists: Vec<Vec<u32>> = (0..b).map(|bi| (0..t as u32).filter(|&tok| m[bi * t + tok as usize] == 1.0).collect()).collect();
-            let refs: Vec<&[u32]> = lists.iter().map(|l| l.as_slice()).collect();
-            let mut want = vec![0.0f32; n];
-            crate::cpu::attention_active(&s, scale, c, &qkv[0], &qkv[1], &qkv[2], &refs, &mut want).unwrap();
-            let tk_max = t.next_power_of_two().max(64) as i64;
-            let (qb, kb, vb, biasb) = (buf_f32(dev, &qkv[0]), buf_f32(dev, &qkv[1]), buf_f32(dev, &qkv[2]), buf_f32(dev, &bias));
-            for (early, keys_zero) in exits(dev.info()).into_iter().flat_map(|e| [(e, false), (e, true)]) {
-                let defines = [("WG", ATTENTION_WG as i64), ("TK_MAX", tk_max), ("EARLY_EXIT", early)];
-                let norms = dev.kernel(&spec(Src::Token, "token_key_norms", &defines)).unwrap();
-                let att = dev.kernel(&spec(Src::Token, "token_attention_f32", &defines)).unwrap();
-                let parts = crate::gpu::lower::token::key_norm_parts(dev.info(), t);
-                for rep in 0..2 {
-                    let kin = buf_f32(dev, &vec![f32::NAN; b * heads * parts]);
-                    let out = buf_f32(dev, &vec![f32::NAN; n]);
-                    let dims = [heads as i32, t as i32, dh as i32];
-                    if !keys_zero {
-                        let mut args = vec![Arg::Buf(&kb), Arg::Buf(&meta), Arg::Buf(&kin)];
-                        args.extend(dims.iter().map(|&x| Arg::I32(x)));
-                        args.extend([Arg::I32(dh as i32), Arg::I32(1), Arg::I32(b as i32)]);
-                        dev.launch(&norms, [(b * heads) as u32, parts as u32, 1], [ATTENTION_WG, 1, 1], &args).unwrap();
-                    }
-                    let mut args = vec![Arg::Buf(&qb), Arg::Buf(&kb), Arg::Buf(&vb), Arg::Buf(&biasb), Arg::Buf(&out), Arg::Buf(&meta), Arg::Buf(&kin)];
-                    args.extend(dims.iter().map(|&x| Arg::I32(x)));
-                    args.extend([Arg::I32(dh as i32), Arg::I32(dh as i32), Arg::I32(1), Arg::I32(0)]);
-                    args.extend([Arg::F32((dh as f32).powf(-0.5)), Arg::F32((dh as f32).powf(-0.5)), Arg::F32(c), Arg::I32(keys_zero as i32)]);
-                    args.extend([Arg::I32(t as i32), Arg::I32(0), Arg::I32(0), Arg::I32(1), Arg::I32(b as i32), Arg::I32(parts as i32)]);
-                    dev.launch(&att, [t as u32, (b * heads) as u32, 1], [ATTENTION_WG, 1, 1], &args).unwrap();
-                    let got = floats(&read(dev, &out, n));
-                    for (i, (&g, &wv)) in got.iter().zip(&want).enumerate() {
-                        let cs = format!("{what} T={t} heads {heads} dh {dh} c {c} d={d} keys_zero {keys_zero} early exit {early} run {rep}, element {i}");
-                        assert!((g - wv).abs() <= 1e-4 * (1.0 + wv.abs()), "{cs}: {g} vs {wv}");
-                        let (bi, tok) = (i / (heads * t * dh), (i / dh) % t);
-                        if m[bi * t + tok] != 1.0 {
-                            assert_eq!(g.to_bits(), 0, "{cs}: inactive row not zeroed");
-                        }
-                    }
+        }
+    }
+}
+
+/// The key-mask factor of the mixed case (`aim`).
+const MIXED_C: f32 = 125.0;
+
+/// The mixed case's data. In each head of an image with halted tokens, the first halted key
+/// lies along the last axis (length 8), which the active keys and every other active query
+/// leave out (0 there): those queries' inactive weights vanish and their proof holds (110 + smag
+/// |q| 8 - max < c). The other active queries point at that key enough for their score on it to
+/// be c, which the bias cancels: their proof fails and the key takes a visible weight.
+fn aim(q: &mut [f32], k: &mut [f32], m: &[f32], heads: usize, t: usize, dh: usize, smag: f32) {
+    let (len, last) = (8.0, dh - 1);
+    for bh in 0..m.len() / t * heads {
+        let mi = &m[bh / heads * t..][..t];
+        let Some(j) = mi.iter().position(|&x| x != 1.0) else { continue };
+        for (d, x) in k[(bh * t + j) * dh..][..dh].iter_mut().enumerate() {
+            *x = if d == last { len } else { 0.0 };
+        }
+        for (n, i) in (0..t).filter(|&i| mi[i] == 1.0).enumerate() {
+            k[(bh * t + i) * dh + last] = 0.0;
+            q[(bh * t + i) * dh + last] = if n % 2 == 1 { MIXED_C / (smag * len) } else { 0.0 };
+        }
+    }
+}
+
+fn attention_case<D: GpuDevice>(dev: &D, what: &str, case: &AttnCase, rng: &mut Rng, m: &[f32], meta: &D::Buffer, keys_zero: bool) {
+    use dynaspa_runtime::graph::ScoreScale;
+    let AttnCase { t, heads, dh, k_transposed, div, .. } = *case;
+    let b = m.len() / t;
+    let n = b * heads * t * dh;
+    let (mut q, mut k, v) = (rng.vec(n, 1.0), rng.vec(n, 1.0), rng.vec(n, 1.0));
+    let root = (dh as f32).sqrt();
+    let (scale, mode, factor) = if div { (ScoreScale::Div(root), 1, root) } else { (ScoreScale::Mul(1.0 / root), 0, 1.0 / root) };
+    let smag = scale.magnitude() as f32;
+    let c = case.c.unwrap_or(MIXED_C);
+    if case.c.is_none() {
+        aim(&mut q, &mut k, m, heads, t, dh, smag);
+    }
+    if keys_zero {
+        for (i, x) in k.iter_mut().enumerate() {
+            if m[i / (heads * t * dh) * t + (i / dh) % t] != 1.0 {
+                *x = 0.0;
+            }
+        }
+    }
+    // k as the kernels read it: [BH, dh, T] when transposed.
+    let kd: Vec<f32> = if k_transposed { (0..n).map(|i| k[(i / (t * dh) * t + i % t) * dh + (i / t) % dh]).collect() } else { k };
+    let (skj, skd) = if k_transposed { (1, t) } else { (dh, 1) };
+    let s = crate::cpu::AttnShape { batch: b, heads, tq: t, tk: t, dk: dh, dv: dh, k_transposed };
+    let lists: Vec<Vec<u32>> = (0..b).map(|bi| (0..t as u32).filter(|&tok| m[bi * t + tok as usize] == 1.0).collect()).collect();
+    let refs: Vec<&[u32]> = lists.iter().map(|l| l.as_slice()).collect();
+    let mut want = vec![0.0f32; n];
+    let fallbacks = crate::cpu::attention_active(&s, scale, c, &q, &kd, &v, &refs, &mut want).unwrap();
+    if case.c.is_none() && !keys_zero {
+        // The CPU's proof is the kernels' (tok_keys_vanish): they see the same mixed groups.
+        let decided: usize = lists.iter().filter(|l| l.len() < t).map(|l| l.len() * heads).sum();
+        assert!(decided < 2 || (fallbacks > 0 && fallbacks < decided), "{what}: {fallbacks} of {decided} rows fell back");
+    }
+    let bias: Vec<f32> = m.iter().map(|&mv| (mv - 1.0) * c).collect();
+    let (qb, kb, vb, biasb) = (buf_f32(dev, &q), buf_f32(dev, &kd), buf_f32(dev, &v), buf_f32(dev, &bias));
+    let tk_max = t.next_power_of_two().max(64) as i64;
+    let bh = (b * heads) as u32;
+    // (name, entry, defines, grid) of each kernel to check.
+    let mut kernels: Vec<(String, &'static str, Vec<(&str, i64)>, [u32; 3])> = exits(dev.info())
+        .into_iter()
+        .map(|e| (format!("row kernel, early exit {e}"), "token_attention_f32", vec![("WG", ATTENTION_WG as i64), ("TK_MAX", tk_max), ("EARLY_EXIT", e)], [t as u32, bh, 1]))
+        .collect();
+    if dev.info().backend != "wgpu" {
+        use crate::gpu::lower::token::{tiled_attention_defines, tiled_attention_local_bytes, TILED_QB};
+        let td = tiled_attention_defines(t, dh, dh).expect("tiled defines");
+        let local = tiled_attention_local_bytes(td[1].1 as usize, td[4].1 as usize);
+        assert!(local <= dev.info().local_mem_bytes, "{what}: the tiled kernel takes {local} bytes of local memory");
+        kernels.push(("tiled kernel".into(), "token_attention_tiled_f32", td.to_vec(), [t.div_ceil(TILED_QB) as u32, bh, 1]));
+    }
+    let norm_defines = [("WG", ATTENTION_WG as i64), ("TK_MAX", tk_max), ("EARLY_EXIT", exits(dev.info())[0])];
+    let norms = dev.kernel(&spec(Src::Token, "token_key_norms", &norm_defines)).unwrap();
+    let parts = crate::gpu::lower::token::key_norm_parts(dev.info(), t);
+    let dims = [heads as i32, t as i32, dh as i32];
+    for (name, entry, defines, grid) in &kernels {
+        let att = dev.kernel(&spec(Src::Token, entry, defines)).unwrap();
+        for rep in 0..2 {
+            let kin = buf_f32(dev, &vec![f32::NAN; b * heads * parts]);
+            let out = buf_f32(dev, &vec![f32::NAN; n]);
+            if !keys_zero {
+                let mut args = vec![Arg::Buf(&kb), Arg::Buf(meta), Arg::Buf(&kin)];
+                args.extend(dims.iter().map(|&x| Arg::I32(x)));
+                args.extend([Arg::I32(skj as i32), Arg::I32(skd as i32), Arg::I32(b as i32)]);
+                dev.launch(&norms, [bh, parts as u32, 1], [ATTENTION_WG, 1, 1], &args).unwrap();
+            }
+            let mut args = vec![Arg::Buf(&qb), Arg::Buf(&kb), Arg::Buf(&vb), Arg::Buf(&biasb), Arg::Buf(&out), Arg::Buf(meta), Arg::Buf(&kin)];
+            args.extend(dims.iter().map(|&x| Arg::I32(x)));
+            args.extend([Arg::I32(dh as i32), Arg::I32(skj as i32), Arg::I32(skd as i32), Arg::I32(mode)]);
+            args.extend([Arg::F32(factor), Arg::F32(smag), Arg::F32(c), Arg::I32(keys_zero as i32)]);
+            args.extend([Arg::I32(t as i32), Arg::I32(0), Arg::I32(0), Arg::I32(1), Arg::I32(b as i32), Arg::I32(parts as i32)]);
+            dev.launch(&att, *grid, [ATTENTION_WG, 1, 1], &args).unwrap();
+            let got = floats(&read(dev, &out, n));
+            for (i, (&g, &wv)) in got.iter().zip(&want).enumerate() {
+                let cs = format!(
+                    "{what} {name}: T={t} heads {heads} dh {dh} c {c} k transposed {k_transposed} divide {div} run {rep}, element {i}"
+                );
+                assert!((g - wv).abs() <= 1e-4 * (1.0 + wv.abs()), "{cs}: {g} vs {wv}");
+                if m[i / (heads * t * dh) * t + (i / dh) % t] != 1.0 {
+                    assert_eq!(g.to_bits(), 0, "{cs}: inactive row not zeroed");
                 }
             }
         }
@@ -226,6 +310,15 @@ fn on_opencl(f: impl Fn(&crate::opencl::OpenClDevice, &str)) {
     match crate::opencl::shared_device(None, None) {
         Ok(d) => f(&d, "opencl"),
         Err(e) => super::bitmask_tests::skip("opencl", e),
+    }
+}
+
+/// Where a CUDA GPU is present (none in CI: NVRTC alone compiles these kernels there).
+#[cfg(feature = "cuda")]
+fn on_cuda(f: impl Fn(&crate::cuda::CudaDevice, &str)) {
+    match crate::cuda::shared_device(None, None) {
+        Ok(d) => f(&d, "cuda"),
+        Err(e) => super::bitmask_tests::skip("cuda", e),
     }
 }
 
@@ -331,4 +424,16 @@ fn token_gemm_matches_the_host_on_wgpu() {
 #[test]
 fn token_attention_matches_the_cpu_on_wgpu() {
     on_wgpu(|d, w| check_attention(d, w));
+}
+
+#[cfg(feature = "cuda")]
+#[test]
+fn token_attention_matches_the_cpu_on_cuda() {
+    on_cuda(|d, w| check_attention(d, w));
+}
+
+#[cfg(feature = "cuda")]
+#[test]
+fn token_key_norms_match_the_host_on_cuda() {
+    on_cuda(|d, w| check_key_norms(d, w));
 }
