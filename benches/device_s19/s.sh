@@ -7,7 +7,8 @@
 #   bash s.sh 3: the same with splits between the powers of two, batch 1 twice;
 #   bash s.sh 4: correctness, then A-ViT's token ops at batches 1, 2 and 4 with the tiled
 #   attention (the default) against the row kernel (DYNASPA_TILED_ATTENTION=0), alternated
-#   twice, PyTorch's SDPA on the same masks before and after.
+#   twice, PyTorch's SDPA on the same masks before and after;
+#   bash s.sh 5: NVIDIA OpenCL's ptxas reports, A-ViT on NVIDIA OpenCL with either attention.
 stage=$1
 source "$(dirname "$0")/start.sh"
 if [ "$stage" = 1 ]; then
@@ -34,6 +35,15 @@ elif [ "$stage" = 4 ]; then
     avit row $rep DYNASPA_TILED_ATTENTION=0
   done
   timeout 90 python3 benches/gpu_baselines.py --attention /tmp/avm --runs 100 --json $OUT/r/torch_attn_2.jsonl > $OUT/r/torch_attn_2.txt 2>&1; echo "torch attn 2 rc=$?"
+elif [ "$stage" = 5 ]; then
+  # NVIDIA's OpenCL: ptxas's report for every program (registers, spills), then A-ViT's token
+  # ops with the tiled attention against the row kernel.
+  DYNASPA_CL_OPTIONS=-cl-nv-verbose RUST_LOG=dynaspa_backends::opencl=debug BACKEND=opencl bench b1 clverbose $D
+  grep -E "ptxas info|bytes stack|TM=" $OUT/r/b1_clverbose.txt | cut -c1-400 > $OUT/r/cl_ptxas.txt; echo "ptxas lines: $(wc -l < $OUT/r/cl_ptxas.txt)"
+  for v in tiled row; do
+    env $([ $v = row ] && echo DYNASPA_TILED_ATTENTION=0) timeout 150 $D/gpu_sparse_bench --backend opencl --device NVIDIA --avit \
+      --batches 1,2,4 --samples 15 --runs 10 --json $OUT/r/clavit_$v.jsonl > $OUT/r/clavit_$v.txt 2>&1; echo "cl avit $v rc=$?"
+  done
 elif [ "$stage" = 3 ]; then
   DUMP=1 bench b24k ks_1 $D
   torch_b24 1
