@@ -8,7 +8,8 @@
 #   bash s.sh 4: correctness, then A-ViT's token ops at batches 1, 2 and 4 with the tiled
 #   attention (the default) against the row kernel (DYNASPA_TILED_ATTENTION=0), alternated
 #   twice, PyTorch's SDPA on the same masks before and after;
-#   bash s.sh 5: NVIDIA OpenCL's ptxas reports, A-ViT on NVIDIA OpenCL with either attention.
+#   bash s.sh 5: NVIDIA OpenCL's ptxas reports, A-ViT on NVIDIA OpenCL with either attention;
+#   bash s.sh 6: NVIDIA OpenCL with a register cap for every program against none, both reported.
 stage=$1
 source "$(dirname "$0")/start.sh"
 if [ "$stage" = 1 ]; then
@@ -44,6 +45,13 @@ elif [ "$stage" = 5 ]; then
     env $([ $v = row ] && echo DYNASPA_TILED_ATTENTION=0) timeout 150 $D/gpu_sparse_bench --backend opencl --device NVIDIA --avit \
       --batches 1,2,4 --samples 15 --runs 10 --json $OUT/r/clavit_$v.jsonl > $OUT/r/clavit_$v.txt 2>&1; echo "cl avit $v rc=$?"
   done
+elif [ "$stage" = 6 ]; then
+  # NVIDIA's OpenCL with -cl-nv-maxrregcount=128 for every program against none, ptxas's
+  # report kept for both.
+  export RUST_LOG=dynaspa_backends::opencl=debug
+  DYNASPA_CL_OPTIONS="-cl-nv-verbose" BACKEND=opencl bench b1 clv_free $D
+  DYNASPA_CL_OPTIONS="-cl-nv-verbose -cl-nv-maxrregcount=128" BACKEND=opencl bench b1 clv_cap $D
+  for v in free cap; do grep -E "ptxas info|bytes stack|TM=" $OUT/r/b1_clv_$v.txt | cut -c1-400 > $OUT/r/cl_ptxas_$v.txt; done
 elif [ "$stage" = 3 ]; then
   DUMP=1 bench b24k ks_1 $D
   torch_b24 1
