@@ -199,11 +199,11 @@ fn schedules(src: Src, entry: &str) -> Vec<Vec<(&'static str, i64)>> {
         // token_attention_tiled_f32 (lower/token.rs): each TK_MAX and DMAX whose local memory
         // fits the 48 KiB of static shared memory a CUDA block may have.
         (Src::Token, "token_attention_tiled_f32") => {
-            use super::lower::token::{tiled_attention_defines, tiled_attention_local_bytes};
+            use super::lower::token::TiledAttention;
             (6..=12)
-                .flat_map(|p| [16usize, 32, 64, 128].into_iter().filter_map(move |d| tiled_attention_defines(1 << p, d, d)))
-                .filter(|d| tiled_attention_local_bytes(d[1].1 as usize, d[4].1 as usize) <= 48 * 1024)
-                .map(|d| d.to_vec())
+                .flat_map(|p| [16usize, 32, 64, 128].into_iter().filter_map(move |d| TiledAttention::new(1 << p, d, d)))
+                .filter(|t| t.local_bytes() <= 48 * 1024)
+                .map(|t| t.defines().to_vec())
                 .collect()
         }
         // token_attention_f32 keeps the row's scores and their tokens: 4096 keys in 48 KiB.

@@ -279,11 +279,13 @@ FUNC int tok_keys_vanish(float mx, float qn, float kin, float smag, float c, int
  * bias and out as attention_f32. Grid: (T, BH), local (WG, 1, 1); the work-group of row r
  * of a head takes the token at compacted position r. Local memory: the row's scores and the
  * tokens they belong to (TK_MAX >= T each), and the reduction scratch. */
-KERNEL token_attention_f32(GLOBAL const float* q, GLOBAL const float* k, GLOBAL const float* v,
-                           GLOBAL const float* bias, GLOBAL float* out, GLOBAL const int* meta,
-                           GLOBAL const float* kin, int heads, int T, int dk, int dv, int skj, int skd,
-                           int scale_mode, float scale, float smag, float c, int keys_zero, int sb0, int sb1,
-                           int sb2, int sb3, int images, int kin_parts) {
+/* The arguments of both attention kernels (the lowering passes the same list to either). */
+#define TOK_ATTENTION_ARGS                                                                         \
+    GLOBAL const float *q, GLOBAL const float *k, GLOBAL const float *v, GLOBAL const float *bias, \
+        GLOBAL float *out, GLOBAL const int *meta, GLOBAL const float *kin, int heads, int T,     \
+        int dk, int dv, int skj, int skd, int scale_mode, float scale, float smag, float c,        \
+        int keys_zero, int sb0, int sb1, int sb2, int sb3, int images, int kin_parts
+KERNEL token_attention_f32(TOK_ATTENTION_ARGS) {
     PDL_ENTRY();
     LOCAL float sc[TK_MAX];
     LOCAL int keys[TK_MAX];
@@ -405,11 +407,7 @@ KERNEL token_attention_f32(GLOBAL const float* q, GLOBAL const float* k, GLOBAL 
 #error "token_attention_tiled_f32: QB must be a multiple of WG / KC and of WG / DMAX"
 #endif
 
-KERNEL token_attention_tiled_f32(GLOBAL const float* q, GLOBAL const float* k, GLOBAL const float* v,
-                                 GLOBAL const float* bias, GLOBAL float* out, GLOBAL const int* meta,
-                                 GLOBAL const float* kin, int heads, int T, int dk, int dv, int skj, int skd,
-                                 int scale_mode, float scale, float smag, float c, int keys_zero, int sb0, int sb1,
-                                 int sb2, int sb3, int images, int kin_parts) {
+KERNEL token_attention_tiled_f32(TOK_ATTENTION_ARGS) {
     PDL_ENTRY();
     LOCAL float sc[QB * TA_SCS];
     LOCAL float qs[QB * DMAX];

@@ -41,29 +41,37 @@ pub(crate) fn key_norm_parts(info: &crate::gpu::device::DeviceInfo, tokens: usiz
 pub(crate) const TILED_QB: usize = 8;
 const TILED_KC: usize = 32;
 
-/// Bytes of local memory token_attention_tiled_f32 takes with TK_MAX `tk_max` and DMAX `dmax`
-/// (the sum in token.cl).
-pub(crate) fn tiled_attention_local_bytes(tk_max: usize, dmax: usize) -> u64 {
-    let wg = ATTENTION_WG as usize;
-    4 * (TILED_QB * (tk_max + 1) + TILED_QB * dmax + TILED_KC * (dmax + 1) + 2 * wg + 4 * TILED_QB) as u64
+/// The extents token_attention_tiled_f32 is built for: TK_MAX (as the row kernel's) and DMAX,
+/// the wider of dk and dv rounded up to a power of two, at least 16 (so the work-group covers
+/// its QB rows) and at most the work-group.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct TiledAttention {
+    pub tk_max: usize,
+    pub dmax: usize,
 }
 
-/// token_attention_tiled_f32's defines for `tokens` keys and widths `dk`, `dv`: TK_MAX as the
-/// row kernel's, DMAX the wider width rounded up to a power of two, at least 16 (so the work-group
-/// covers its QB rows) and at most the work-group (None where wider).
-pub(crate) fn tiled_attention_defines(tokens: usize, dk: usize, dv: usize) -> Option<[(&'static str, i64); 5]> {
-    let dmax = dk.max(dv).next_power_of_two().max(16);
-    if dmax > ATTENTION_WG as usize {
-        return None;
+impl TiledAttention {
+    /// For `tokens` keys and widths `dk`, `dv`; None where DMAX would exceed the work-group.
+    pub(crate) fn new(tokens: usize, dk: usize, dv: usize) -> Option<TiledAttention> {
+        let dmax = dk.max(dv).next_power_of_two().max(16);
+        (dmax <= ATTENTION_WG as usize).then(|| TiledAttention { tk_max: tokens.next_power_of_two().max(64), dmax })
     }
-    let tk_max = tokens.next_power_of_two().max(64);
-    Some([
-        ("WG", ATTENTION_WG as i64),
-        ("TK_MAX", tk_max as i64),
-        ("QB", TILED_QB as i64),
-        ("KC", TILED_KC as i64),
-        ("DMAX", dmax as i64),
-    ])
+
+    pub(crate) fn defines(self) -> [(&'static str, i64); 5] {
+        [
+            ("WG", ATTENTION_WG as i64),
+            ("TK_MAX", self.tk_max as i64),
+            ("QB", TILED_QB as i64),
+            ("KC", TILED_KC as i64),
+            ("DMAX", self.dmax as i64),
+        ]
+    }
+
+    /// Bytes of local memory the kernel takes (the sum in token.cl).
+    pub(crate) fn local_bytes(self) -> u64 {
+        let wg = ATTENTION_WG as usize;
+        4 * (TILED_QB * (self.tk_max + 1) + TILED_QB * self.dmax + TILED_KC * (self.dmax + 1) + 2 * wg + 4 * TILED_QB) as u64
+    }
 }
 
 /// Whether token-sparse attention may take the tiled kernel: unless `DYNASPA_TILED_ATTENTION=0`
@@ -73,16 +81,16 @@ fn tiled_attention_on() -> bool {
     ASKED.get_or_init(|| crate::gpu::sparse::schedules::env_switch("DYNASPA_TILED_ATTENTION")).unwrap_or(true)
 }
 
-/// The tiled kernel's defines where `info`'s device runs it for these extents; None where the
-/// row kernel serves: on wgpu (its WGSL twin is the row kernel), with the switch off, or where
-/// the tiled kernel's local memory does not fit (16 KiB assumed where the device does not say).
-pub(crate) fn tiled_attention(info: &crate::gpu::device::DeviceInfo, tokens: usize, dk: usize, dv: usize) -> Option<[(&'static str, i64); 5]> {
+/// The tiled kernel where `info`'s device runs it for these extents; None where the row kernel
+/// serves: on wgpu (its WGSL twin is the row kernel), with the switch off, or where the tiled
+/// kernel's local memory does not fit (16 KiB assumed where the device does not say).
+pub(crate) fn tiled_attention(info: &crate::gpu::device::DeviceInfo, tokens: usize, dk: usize, dv: usize) -> Option<TiledAttention> {
     if info.backend == "wgpu" || !tiled_attention_on() {
         return None;
     }
-    let defines = tiled_attention_defines(tokens, dk, dv)?;
+    let tiled = TiledAttention::new(tokens, dk, dv)?;
     let have = if info.local_mem_bytes > 0 { info.local_mem_bytes } else { 16384 };
-    (tiled_attention_local_bytes(defines[1].1 as usize, defines[4].1 as usize) <= have).then_some(defines)
+    (tiled.local_bytes() <= have).then_some(tiled)
 }
 
 /// One compaction: the token order and counts of one mask reading.
@@ -356,8 +364,8 @@ fn attention<D: GpuDevice>(cx: &mut Ctx<D>, plans: &mut TokenPlans<D::Kernel>, s
     ]);
     int(b * h * t * dk.max(dv).max(t), "attention extent")?;
     let tiled = tiled_attention(cx.dev.info(), t, dk, dv);
-    if let Some(td) = &tiled {
-        let kern = cx.kernel(Src::Token, "token_attention_tiled_f32", td)?;
+    if let Some(ta) = tiled {
+        let kern = cx.kernel(Src::Token, "token_attention_tiled_f32", &ta.defines())?;
         cx.launch(kern, [t.div_ceil(TILED_QB), b * h, 1], [ATTENTION_WG, 1, 1], args)?;
     } else {
         let kern = cx.kernel(Src::Token, "token_attention_f32", &defines)?;

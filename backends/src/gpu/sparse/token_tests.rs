@@ -264,11 +264,11 @@ fn attention_case<D: GpuDevice>(dev: &D, what: &str, case: &AttnCase, rng: &mut 
         .map(|e| (format!("row kernel, early exit {e}"), "token_attention_f32", vec![("WG", ATTENTION_WG as i64), ("TK_MAX", tk_max), ("EARLY_EXIT", e)], [t as u32, bh, 1]))
         .collect();
     if dev.info().backend != "wgpu" {
-        use crate::gpu::lower::token::{tiled_attention_defines, tiled_attention_local_bytes, TILED_QB};
-        let td = tiled_attention_defines(t, dh, dh).expect("tiled defines");
-        let local = tiled_attention_local_bytes(td[1].1 as usize, td[4].1 as usize);
+        use crate::gpu::lower::token::{TiledAttention, TILED_QB};
+        let ta = TiledAttention::new(t, dh, dh).expect("tiled extents");
+        let local = ta.local_bytes();
         assert!(local <= dev.info().local_mem_bytes, "{what}: the tiled kernel takes {local} bytes of local memory");
-        kernels.push(("tiled kernel".into(), "token_attention_tiled_f32", td.to_vec(), [t.div_ceil(TILED_QB) as u32, bh, 1]));
+        kernels.push(("tiled kernel".into(), "token_attention_tiled_f32", ta.defines().to_vec(), [t.div_ceil(TILED_QB) as u32, bh, 1]));
     }
     let norm_defines = [("WG", ATTENTION_WG as i64), ("TK_MAX", tk_max), ("EARLY_EXIT", exits(dev.info())[0])];
     let norms = dev.kernel(&spec(Src::Token, "token_key_norms", &norm_defines)).unwrap();
