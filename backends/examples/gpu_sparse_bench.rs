@@ -447,11 +447,14 @@ fn main() {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
     tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
     let a = parse_args();
+    // The CLI's kernel cache: a second run skips compiling, and the programs of every sampled
+    // schedule stay on disk for inspection (NVIDIA OpenCL's are PTX).
+    let cache = dynaspa_backends::cache_dir::cache_root();
     let r = match a.backend.as_str() {
         #[cfg(feature = "cuda")]
-        "cuda" => dynaspa_backends::cuda::shared_device(a.device.as_deref(), None).and_then(|d| bench(d, &a)),
+        "cuda" => dynaspa_backends::cuda::shared_device(a.device.as_deref(), cache.as_deref()).and_then(|d| bench(d, &a)),
         #[cfg(feature = "opencl")]
-        "opencl" => dynaspa_backends::opencl::shared_device(a.device.as_deref(), None).and_then(|d| bench(d, &a)),
+        "opencl" => dynaspa_backends::opencl::shared_device(a.device.as_deref(), cache.as_deref()).and_then(|d| bench(d, &a)),
         #[cfg(feature = "wgpu")]
         "wgpu" => dynaspa_backends::wgpu::shared_device(a.device.as_deref()).and_then(|d| bench(d, &a)),
         other => usage(&format!("backend '{other}' is not one of this build's GPU backends")),

@@ -323,6 +323,41 @@ FUNC_INLINE void sconv_mma_stage(LOCAL_PTR float (*As)[TM + SC_PAD], LOCAL_PTR f
 }
 #endif
 
+/* One stage's registers (sconv_load_stage) into As / Bs; the caller barriers after. */
+FUNC_INLINE void sconv_store_stage(LOCAL_PTR float (*As)[TM + SC_PAD], LOCAL_PTR float (*Bs)[TN + SC_PAD], const float* ra,
+                                   const float* rb, int tid) {
+    for (int l = 0; l < SC_AL; ++l) {
+        int e = tid + l * NT;
+        if (e < TM * TK) As[e / TM][e % TM] = ra[l];
+    }
+    for (int l = 0; l < SC_BL; ++l) {
+        int e = tid + l * NT;
+        if (e < TN * TK) Bs[e / TN][e % TN] = rb[l];
+    }
+}
+
+/* The products of one staged TK-deep slice into the work-item's accumulators. */
+FUNC_INLINE void sconv_product_stage(LOCAL_PTR float (*As)[TM + SC_PAD], LOCAL_PTR float (*Bs)[TN + SC_PAD], float* acc, int tid,
+                                     int tx, int ty) {
+#if MMA
+    sconv_mma_stage(As, Bs, acc, tid);
+#else
+    for (int kk = 0; kk < TK; ++kk) {
+        float a[WM], b[WN];
+        for (int i = 0; i < WM; i += VWM) SC_LDS_A(a + i, &As[kk][(i / VWM) * (TY * VWM) + ty * VWM]);
+        for (int j = 0; j < WN; j += VWN) SC_LDS_B(b + j, &Bs[kk][(j / VWN) * (TX * VWN) + tx * VWN]);
+        for (int i = 0; i < WM; ++i)
+            for (int j = 0; j < WN; ++j) acc[i * WN + j] += a[i] * b[j];
+    }
+#endif
+}
+
+/* Stages in flight in the GEMM's reduction loop: 1 (registers for the next stage while this
+ * one computes) or 2 (`DYNASPA_SC_DEPTH=2`, one more register set; see the loop). */
+#ifndef SC_DEPTH
+#define SC_DEPTH 1
+#endif
+
 #if KS > 1 && FUSED_FINISH
 /* Per output tile (column tile, channel tile, image: the grid without its splits), how many of
  * its KS work-groups have stored their partial sums. Zero between launches: the last arrival
@@ -490,30 +525,35 @@ KERNEL LAUNCH_BOUNDS(NT, SC_MIN_BLOCKS) sconv_gemm_f32(SCONV_ARGS SCONV_FUSED_AR
      * this latency was most of its time. */
     float ra[SC_AL], rb[SC_BL];
     sconv_load_stage(Wt, Xn, ktab, cy, cxs, tapt, ra, rb, tid, m0, kb, ke, cout, ih, iw, taps, rtaps);
-    for (int k0 = kb; k0 < ke; k0 += TK) {
-        for (int l = 0; l < SC_AL; ++l) {
-            int e = tid + l * NT;
-            if (e < TM * TK) As[e / TM][e % TM] = ra[l];
-        }
-        for (int l = 0; l < SC_BL; ++l) {
-            int e = tid + l * NT;
-            if (e < TN * TK) Bs[e / TN][e % TN] = rb[l];
-        }
+#if SC_DEPTH > 1
+    /* Two stages in flight: a second register set takes stage k0 + 2 TK while k0 computes, so
+     * a load has two stages' FMAs to arrive in, not one. The loop is unrolled by two because
+     * registers cannot be indexed by a variable. */
+    float ra2[SC_AL], rb2[SC_BL];
+    if (kb + TK < ke) sconv_load_stage(Wt, Xn, ktab, cy, cxs, tapt, ra2, rb2, tid, m0, kb + TK, ke, cout, ih, iw, taps, rtaps);
+    for (int k0 = kb; k0 < ke; k0 += 2 * TK) {
+        sconv_store_stage(As, Bs, ra, rb, tid);
         LOCAL_BARRIER();
-        if (k0 + TK < ke) sconv_load_stage(Wt, Xn, ktab, cy, cxs, tapt, ra, rb, tid, m0, k0 + TK, ke, cout, ih, iw, taps, rtaps);
-#if MMA
-        sconv_mma_stage(As, Bs, acc, tid);
-#else
-        for (int kk = 0; kk < TK; ++kk) {
-            float a[WM], b[WN];
-            for (int i = 0; i < WM; i += VWM) SC_LDS_A(a + i, &As[kk][(i / VWM) * (TY * VWM) + ty * VWM]);
-            for (int j = 0; j < WN; j += VWN) SC_LDS_B(b + j, &Bs[kk][(j / VWN) * (TX * VWN) + tx * VWN]);
-            for (int i = 0; i < WM; ++i)
-                for (int j = 0; j < WN; ++j) acc[i * WN + j] += a[i] * b[j];
-        }
-#endif
+        if (k0 + 2 * TK < ke) sconv_load_stage(Wt, Xn, ktab, cy, cxs, tapt, ra, rb, tid, m0, k0 + 2 * TK, ke, cout, ih, iw, taps, rtaps);
+        sconv_product_stage(As, Bs, acc, tid, tx, ty);
+        LOCAL_BARRIER();
+        /* k0 and ke are the work-group's: every work-item leaves here together. */
+        if (k0 + TK >= ke) break;
+        sconv_store_stage(As, Bs, ra2, rb2, tid);
+        LOCAL_BARRIER();
+        if (k0 + 3 * TK < ke) sconv_load_stage(Wt, Xn, ktab, cy, cxs, tapt, ra2, rb2, tid, m0, k0 + 3 * TK, ke, cout, ih, iw, taps, rtaps);
+        sconv_product_stage(As, Bs, acc, tid, tx, ty);
         LOCAL_BARRIER();
     }
+#else
+    for (int k0 = kb; k0 < ke; k0 += TK) {
+        sconv_store_stage(As, Bs, ra, rb, tid);
+        LOCAL_BARRIER();
+        if (k0 + TK < ke) sconv_load_stage(Wt, Xn, ktab, cy, cxs, tapt, ra, rb, tid, m0, k0 + TK, ke, cout, ih, iw, taps, rtaps);
+        sconv_product_stage(As, Bs, acc, tid, tx, ty);
+        LOCAL_BARRIER();
+    }
+#endif
     /* Only the stores are left: the next launch may start (where PDL_ENTRY did not let it). */
     PDL_TRIGGER();
     int P = oh * ow;

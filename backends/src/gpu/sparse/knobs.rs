@@ -24,6 +24,15 @@ pub const GEMM_DOMAINS: [(&str, &[i64]); 6] = [
     ("KS", &[1, 2, 4, 8, 16, 32]),
 ];
 
+/// Partial sums per output tile (`TM` x `TN` x `KS`) up to which a split GEMM finishes in its
+/// last work-group where the executable fuses the finish; bigger tiles finish in a second
+/// launch whatever it asks. The last work-group reads all of its tile's partial sums alone, where
+/// the second launch spreads them over the GPU but costs a launch (9-15 µs on NVIDIA's OpenCL,
+/// depending on the host). On an H200 (benches/RESULTS.md, session 20) fused against split of
+/// the same member was 0.84-1.05 up to 8,192 partial sums, 1.03-1.22 at 16,384-32,768 where
+/// the launch was cheap, and 1.26-2.3 past 65,536; where the launch was dear, the calibrated 64 x
+/// 32 members of 16,384 and 32,768 lost 8-13 µs split. Hence the limit between the two.
+pub const FUSED_FINISH_MAX_PARTIALS: u32 = 32768;
 /// Largest split of the reduction a schedule may ask for (each split is a work-group chain and
 /// `KS` x outputs of partial sums).
 pub const MAX_KS: u32 = 32;

@@ -131,6 +131,17 @@ pub(crate) fn vector_reads_on() -> bool {
     ASKED.get_or_init(|| env_switch("DYNASPA_SC_VEC")).unwrap_or(true)
 }
 
+/// Stages of the GEMM members' reduction in flight (sparse_conv.cl, `SC_DEPTH`): 1 unless
+/// `DYNASPA_SC_DEPTH=2` (read once), the A/B switch for measuring the deeper pipeline. The WGSL
+/// twin keeps one.
+pub(crate) fn pipeline_depth() -> u32 {
+    static ASKED: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+    *ASKED.get_or_init(|| match std::env::var("DYNASPA_SC_DEPTH").ok().as_deref().map(str::trim) {
+        Some("2") => 2,
+        _ => 1,
+    })
+}
+
 /// Work-groups of `threads` work-items one SM should hold at once, for CUDA's register bound
 /// (`LAUNCH_BOUNDS(NT, SC_MIN_BLOCKS)` in sparse_conv.cl): two of 256 (one of 512) under
 /// `SC_VEC`, whose 8 x 4 float4 variant wanted 129 registers where 128 keep two groups
@@ -271,8 +282,9 @@ impl SconvSchedule {
     /// active output from the wrong column (tests/gpu_fused_finish.rs, relative L2 ~0.8) where
     /// the same kernel on CUDA and every other combination on PoCL computed right; neither
     /// device makes that pair its default, so the pair is left out rather than kept on trust.
+    /// Nor for tiles of more than `FUSED_FINISH_MAX_PARTIALS` partial sums (knobs.rs says why).
     pub(crate) fn fuses_finish(&self, fused: bool) -> bool {
-        fused && self.ks > 1 && !self.self_list
+        fused && self.ks > 1 && !self.self_list && self.tile.tm * self.tile.tn * self.ks <= super::knobs::FUSED_FINISH_MAX_PARTIALS
     }
 
     /// The GEMM's defines, fused as `fuses_finish(fused)` says; without a split there is
@@ -571,5 +583,20 @@ mod tests {
         assert!(fused_finish(&amd_cl, Some(true)) && !fused_finish(&cuda, Some(false)) && !fused_finish(&nv_cl, Some(false)));
         // The WGSL kernel has no fused variant: asking cannot turn it on.
         assert!(!fused_finish(&wgpu, None) && !fused_finish(&wgpu, Some(true)));
+    }
+
+    #[test]
+    fn only_splits_of_tiles_with_few_partial_sums_fuse_their_finish() {
+        use super::{SconvSchedule, Tile};
+        let s = |tm, tn, ks, self_list| SconvSchedule { tile: Tile { tm, tn, tk: 16, wm: 4, wn: 2 }, ks, gran: None, self_list };
+        let max = super::super::knobs::FUSED_FINISH_MAX_PARTIALS;
+        assert_eq!(max, 128 * 64 * 4, "the cases below straddle the limit as written");
+        assert!(s(128, 64, 4, false).fuses_finish(true) && s(64, 32, 16, false).fuses_finish(true));
+        assert!(!s(128, 64, 8, false).fuses_finish(true) && !s(128, 128, 4, false).fuses_finish(true));
+        assert!(!s(64, 32, 4, false).fuses_finish(false), "the executable's choice still rules");
+        assert!(!s(32, 32, 1, false).fuses_finish(true), "nothing to finish without a split");
+        assert!(!s(32, 32, 4, true).fuses_finish(true), "self-listing members never fuse");
+        assert!(s(64, 32, 16, false).gemm_defines(true).contains(&("FUSED_FINISH", 1)));
+        assert!(!s(64, 64, 16, false).gemm_defines(true).contains(&("FUSED_FINISH", 1)));
     }
 }
