@@ -9,7 +9,8 @@
 #   4: correctness, then NVIDIA OpenCL's default (the finish fused only for tiles of at most
 #      8,192 partial sums) against every finish split (DYNASPA_FUSED_FINISH=0), alternated twice;
 #   5: the GPU tests on CUDA with two stages in flight (DYNASPA_SC_DEPTH=2), then stage 2;
-#   6: stage 4's comparison again with the limit at 32,768 partial sums (gpu_fused_finish first).
+#   6: stage 4's comparison again with the limit at 32,768 partial sums (gpu_fused_finish first);
+#   7: stage 2 in the other order (depth 2 first, then PyTorch, then depth 1).
 stage=$1
 source "$(dirname "$0")/start.sh"
 if [ "$stage" = 1 ]; then
@@ -32,6 +33,11 @@ elif [ "$stage" = 2 ] || [ "$stage" = 5 ]; then
   torch_b24 1
   bench b24k d2_1 $D DYNASPA_SC_DEPTH=2
   for v in d1 d2; do python3 benches/gpu_vs_torch.py $OUT/r/b24k_${v}_1.jsonl $OUT/r/torch_b24_1.jsonl > $OUT/r/vs_b24k_${v}_1.txt; done
+elif [ "$stage" = 7 ]; then
+  DUMP=1 bench b24k d2_2 $D DYNASPA_SC_DEPTH=2
+  torch_b24 2
+  bench b24k d1_2 $D
+  for v in d1 d2; do python3 benches/gpu_vs_torch.py $OUT/r/b24k_${v}_2.jsonl $OUT/r/torch_b24_2.jsonl > $OUT/r/vs_b24k_${v}_2.txt; done
 elif [ "$stage" = 3 ]; then
   both() {
     local be=$1 tag=$2; shift 2

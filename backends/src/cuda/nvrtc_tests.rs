@@ -248,37 +248,37 @@ fn the_disk_cache_answers_the_second_request_and_ignores_other_keys() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// `DYNASPA_PDL=early` compiles the kernels with `DSP_PDL_EARLY` (the other branch of
-/// prelude.h's PDL macros), which the compile-all test above never takes.
-#[test]
-fn the_early_trigger_variant_compiles() {
+/// The first GEMM schedules of the compile-all test above, compiled again with `name=value`
+/// added: a variant only an environment switch selects, which that test never takes.
+fn gemm_variant_compiles(name: &str, value: &str) {
     if !have_nvrtc() {
         return;
     }
     let specs: Vec<KernelSpec> = crate::gpu::kernels::all_specs().into_iter().filter(|s| s.entry == "sconv_gemm_f32").take(4).collect();
     assert!(!specs.is_empty(), "no sparse GEMM schedules");
     for mut spec in specs {
-        spec.defines.push(("DSP_PDL_EARLY".into(), "1".into()));
+        spec.defines.push((name.into(), value.into()));
         if let Err(e) = nvrtc::compile(&spec, "sm_90") {
-            panic!("{e}");
+            panic!("{name}={value}: {e}");
         }
     }
 }
 
-/// `DYNASPA_SC_VEC=0` compiles the GEMM members with `SC_VEC=0` (one float per local-memory
-/// read), which the compile-all test above never takes; the float2 and float4 reads of the
-/// default are compiled there.
+/// `DYNASPA_PDL=early`: `DSP_PDL_EARLY`, the other branch of prelude.h's PDL macros.
+#[test]
+fn the_early_trigger_variant_compiles() {
+    gemm_variant_compiles("DSP_PDL_EARLY", "1");
+}
+
+/// `DYNASPA_SC_VEC=0`: one float per local-memory read (the default's float2 and float4 reads
+/// are compiled by the compile-all test).
 #[test]
 fn the_scalar_read_variant_compiles() {
-    if !have_nvrtc() {
-        return;
-    }
-    let specs: Vec<KernelSpec> = crate::gpu::kernels::all_specs().into_iter().filter(|s| s.entry == "sconv_gemm_f32").take(4).collect();
-    assert!(!specs.is_empty(), "no sparse GEMM schedules");
-    for mut spec in specs {
-        spec.defines.push(("SC_VEC".into(), "0".into()));
-        if let Err(e) = nvrtc::compile(&spec, "sm_90") {
-            panic!("{e}");
-        }
-    }
+    gemm_variant_compiles("SC_VEC", "0");
+}
+
+/// `DYNASPA_SC_DEPTH=2`: two stages of the reduction in flight.
+#[test]
+fn the_two_stage_pipeline_variant_compiles() {
+    gemm_variant_compiles("SC_DEPTH", "2");
 }
