@@ -2,21 +2,16 @@
 at a git revision of this repository (`.`: the working tree): `python3 benches/device_s14/nvrtc_registers.py REV`.
 Needs libnvrtc (the `nvidia-cuda-nvrtc` wheel; NVRTC_LIB names the file). Session 14 used it
 to find why call B's kernel lost occupancy (RESULTS.md)."""
-import ctypes, os, subprocess, sys
+import os, subprocess, sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from nvrtc_compile import compile
 
 LIB = os.environ.get("NVRTC_LIB", "/root/.pyenv/versions/3.11.7/lib/python3.11/site-packages/nvidia/cu13/lib/libnvrtc.so.13")
-nvrtc = ctypes.CDLL(LIB)
 
 def ptxas_log(src, opts):
-    prog = ctypes.c_void_p()
-    nvrtc.nvrtcCreateProgram(ctypes.byref(prog), src.encode(), b"sparse_conv.cu", 0, None, None)
-    arr = (ctypes.c_char_p * len(opts))(*[o.encode() for o in opts])
-    rc = nvrtc.nvrtcCompileProgram(prog, len(opts), arr)
-    n = ctypes.c_size_t()
-    nvrtc.nvrtcGetProgramLogSize(prog, ctypes.byref(n))
-    buf = ctypes.create_string_buffer(n.value)
-    nvrtc.nvrtcGetProgramLog(prog, buf)
-    return rc, buf.value.decode()
+    rc, log, _, _ = compile(LIB, src, opts, "sparse_conv.cu")
+    return rc, log
 
 rev = sys.argv[1] if len(sys.argv) > 1 else "HEAD"
 # "." reads the working tree.

@@ -522,37 +522,34 @@ KERNEL LAUNCH_BOUNDS(NT, SC_MIN_BLOCKS) sconv_gemm_f32(SCONV_ARGS SCONV_FUSED_AR
     /* Software pipeline: the global loads of stage k0 + TK are issued into registers before
      * the FMAs of stage k0 run from local memory, so their latency overlaps compute instead
      * of stalling every stage. With few columns a work-group's stages are a serial chain, and
-     * this latency was most of its time. */
+     * this latency was most of its time. SC_LOAD: stage k into registers r_a / r_b. SC_STEP:
+     * those registers into local memory, the load of stage `next` (where there is one) issued
+     * into them, then the products of the staged slice. */
+#define SC_LOAD(r_a, r_b, k) sconv_load_stage(Wt, Xn, ktab, cy, cxs, tapt, r_a, r_b, tid, m0, k, ke, cout, ih, iw, taps, rtaps)
+#define SC_STEP(r_a, r_b, next)                                                                          \
+    do {                                                                                                 \
+        sconv_store_stage(As, Bs, r_a, r_b, tid);                                                        \
+        LOCAL_BARRIER();                                                                                 \
+        if ((next) < ke) SC_LOAD(r_a, r_b, next);                                                        \
+        sconv_product_stage(As, Bs, acc, tid, tx, ty);                                                   \
+        LOCAL_BARRIER();                                                                                 \
+    } while (0)
     float ra[SC_AL], rb[SC_BL];
-    sconv_load_stage(Wt, Xn, ktab, cy, cxs, tapt, ra, rb, tid, m0, kb, ke, cout, ih, iw, taps, rtaps);
+    SC_LOAD(ra, rb, kb);
 #if SC_DEPTH > 1
     /* Two stages in flight: a second register set takes stage k0 + 2 TK while k0 computes, so
      * a load has two stages' FMAs to arrive in, not one. The loop is unrolled by two because
      * registers cannot be indexed by a variable. */
     float ra2[SC_AL], rb2[SC_BL];
-    if (kb + TK < ke) sconv_load_stage(Wt, Xn, ktab, cy, cxs, tapt, ra2, rb2, tid, m0, kb + TK, ke, cout, ih, iw, taps, rtaps);
+    if (kb + TK < ke) SC_LOAD(ra2, rb2, kb + TK);
     for (int k0 = kb; k0 < ke; k0 += 2 * TK) {
-        sconv_store_stage(As, Bs, ra, rb, tid);
-        LOCAL_BARRIER();
-        if (k0 + 2 * TK < ke) sconv_load_stage(Wt, Xn, ktab, cy, cxs, tapt, ra, rb, tid, m0, k0 + 2 * TK, ke, cout, ih, iw, taps, rtaps);
-        sconv_product_stage(As, Bs, acc, tid, tx, ty);
-        LOCAL_BARRIER();
+        SC_STEP(ra, rb, k0 + 2 * TK);
         /* k0 and ke are the work-group's: every work-item leaves here together. */
         if (k0 + TK >= ke) break;
-        sconv_store_stage(As, Bs, ra2, rb2, tid);
-        LOCAL_BARRIER();
-        if (k0 + 3 * TK < ke) sconv_load_stage(Wt, Xn, ktab, cy, cxs, tapt, ra2, rb2, tid, m0, k0 + 3 * TK, ke, cout, ih, iw, taps, rtaps);
-        sconv_product_stage(As, Bs, acc, tid, tx, ty);
-        LOCAL_BARRIER();
+        SC_STEP(ra2, rb2, k0 + 3 * TK);
     }
 #else
-    for (int k0 = kb; k0 < ke; k0 += TK) {
-        sconv_store_stage(As, Bs, ra, rb, tid);
-        LOCAL_BARRIER();
-        if (k0 + TK < ke) sconv_load_stage(Wt, Xn, ktab, cy, cxs, tapt, ra, rb, tid, m0, k0 + TK, ke, cout, ih, iw, taps, rtaps);
-        sconv_product_stage(As, Bs, acc, tid, tx, ty);
-        LOCAL_BARRIER();
-    }
+    for (int k0 = kb; k0 < ke; k0 += TK) SC_STEP(ra, rb, k0 + TK);
 #endif
     /* Only the stores are left: the next launch may start (where PDL_ENTRY did not let it). */
     PDL_TRIGGER();

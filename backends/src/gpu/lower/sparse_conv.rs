@@ -361,8 +361,9 @@ impl SconvOp {
                 if info.backend != "wgpu" && !vector_reads_on() {
                     defines.push(("SC_VEC", 0));
                 }
-                if info.backend != "wgpu" && pipeline_depth() > 1 {
-                    defines.push(("SC_DEPTH", pipeline_depth() as i64));
+                let depth = pipeline_depth();
+                if info.backend != "wgpu" && depth > 1 {
+                    defines.push(("SC_DEPTH", depth as i64));
                 }
                 let [tx, ty, _] = t.local();
                 if let Some(groups) = register_bound(tx * ty).filter(|_| info.backend == "cuda") {

@@ -41,6 +41,11 @@ pub(crate) fn key_norm_parts(info: &crate::gpu::device::DeviceInfo, tokens: usiz
 pub(crate) const TILED_QB: usize = 8;
 const TILED_KC: usize = 32;
 
+/// TK_MAX of both attention kernels for `tokens` keys: a power of two, at least 64.
+fn attention_tk_max(tokens: usize) -> usize {
+    tokens.next_power_of_two().max(64)
+}
+
 /// The extents token_attention_tiled_f32 is built for: TK_MAX (as the row kernel's) and DMAX,
 /// the wider of dk and dv rounded up to a power of two, at least 16 (so the work-group covers
 /// its QB rows) and at most the work-group.
@@ -54,7 +59,7 @@ impl TiledAttention {
     /// For `tokens` keys and widths `dk`, `dv`; None where DMAX would exceed the work-group.
     pub(crate) fn new(tokens: usize, dk: usize, dv: usize) -> Option<TiledAttention> {
         let dmax = dk.max(dv).next_power_of_two().max(16);
-        (dmax <= ATTENTION_WG as usize).then(|| TiledAttention { tk_max: tokens.next_power_of_two().max(64), dmax })
+        (dmax <= ATTENTION_WG as usize).then(|| TiledAttention { tk_max: attention_tk_max(tokens), dmax })
     }
 
     pub(crate) fn defines(self) -> [(&'static str, i64); 5] {
@@ -313,7 +318,7 @@ fn attention<D: GpuDevice>(cx: &mut Ctx<D>, plans: &mut TokenPlans<D::Kernel>, s
         return unsupported(format!("token-sparse Attention of q {qs:?}, k {ks:?}, v {vs:?}"));
     }
     let (b, h, t, dk, dv) = (qs[0], qs[1], qs[2], qs[3], vs[3]);
-    let tk_max = t.next_power_of_two().max(64);
+    let tk_max = attention_tk_max(t);
     // Scores and their tokens (TK_MAX each) and the reduction scratch.
     let local = 4 * (2 * tk_max + ATTENTION_WG as usize) as u64;
     let have = cx.dev.info().local_mem_bytes;
