@@ -31,6 +31,6 @@ pub(crate) use kernels::LINEAR_WG;
 #[cfg(all(test, feature = "opencl"))]
 mod vendor_tests;
 #[cfg(test)]
-mod test_rng;
+pub(crate) mod test_rng;
 #[cfg(test)]
 mod test_compare;

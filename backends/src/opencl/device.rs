@@ -2,6 +2,7 @@
 //! loaded at run time. Two in-order queues: `main` runs kernels and transfers, `fill` zeroes
 //! buffers, ordered against `main` by events.
 
+use super::launch::{enqueue_without_event, new_buffer_id, KernelState, LaunchMode};
 use super::platform::{cl_err, ClDeviceEntry};
 use super::program_cache::ProgramCache;
 use super::staging::ClStaging;
@@ -36,6 +37,7 @@ pub struct OpenClDevice {
     programs: Mutex<HashMap<ProgramKey, Arc<Program>>>,
     disk: ProgramCache,
     stats: ProgramStats,
+    mode: LaunchMode,
 }
 
 /// How programs were obtained since the device was opened (tests check the disk cache with it).
@@ -48,12 +50,14 @@ pub struct ProgramStats {
 pub struct ClBuffer {
     mem: Buffer<u8>,
     bytes: usize,
+    /// Never reused in the process: the kernels' argument memo keys buffers by it.
+    id: u64,
 }
 
 /// Arguments are state of an OpenCL kernel object, so setting them and enqueueing happen under
 /// one lock; the program stays alive as long as any kernel made from it.
 pub struct ClKernel {
-    kernel: Mutex<Kernel>,
+    kernel: Mutex<KernelState>,
     name: String,
     _program: Arc<Program>,
 }
@@ -72,35 +76,37 @@ impl ClBuffer {
 }
 
 impl OpenClDevice {
-    /// Sets `kernel`'s arguments and queues it on `queue` behind `wait`; `None` for an empty
-    /// grid (nothing queued).
-    fn enqueue(&self, queue: &CommandQueue, kernel: &ClKernel, groups: [u32; 3], local: [u32; 3], args: &[Arg<'_, ClBuffer>], wait: &[cl_event]) -> Result<Option<Event>> {
+    /// Sets `kernel`'s arguments and queues it on `queue` behind `wait`; `Ok(None)` for an empty
+    /// grid (nothing queued) and where no event is wanted.
+    #[allow(clippy::too_many_arguments)]
+    fn enqueue(
+        &self,
+        queue: &CommandQueue,
+        kernel: &ClKernel,
+        groups: [u32; 3],
+        local: [u32; 3],
+        args: &[Arg<'_, ClBuffer>],
+        wait: &[cl_event],
+        want_event: bool,
+    ) -> Result<Option<Event>> {
         if groups.contains(&0) {
             return Ok(None);
         }
-        let k = kernel.kernel.lock().map_err(|_| self.err(&kernel.name, "poisoned kernel lock"))?;
-        let bad = |i: usize, e: ClError| self.err(&format!("kernel {} argument {i}", kernel.name), e);
-        for (i, a) in args.iter().enumerate() {
-            let i32_ = i as u32;
-            // SAFETY: each value has the size of the kernel parameter it is set to (buffers are
-            // cl_mem, scalars 32-bit), which the driver checks and reports as an error.
-            unsafe {
-                match a {
-                    Arg::Buf(b) => k.set_arg(i32_, &b.mem.get()),
-                    Arg::I32(v) => k.set_arg(i32_, v),
-                    Arg::U32(v) => k.set_arg(i32_, v),
-                    Arg::F32(v) => k.set_arg(i32_, v),
-                }
-            }
-            .map_err(|e| bad(i, e))?;
-        }
+        let mut k = kernel.kernel.lock().map_err(|_| self.err(&kernel.name, "poisoned kernel lock"))?;
+        k.set_args(args, self.mode.memo_args, |b: &ClBuffer| (b.id, b.mem.get()))
+            .map_err(|(i, e)| self.err(&format!("kernel {} argument {i}", kernel.name), ClError(e)))?;
         let global: [usize; 3] = std::array::from_fn(|d| groups[d] as usize * local[d] as usize);
         let local: [usize; 3] = local.map(|l| l as usize);
-        // SAFETY: arguments set above; global and local sizes are 3-element arrays; the wait
-        // list's events are live for the call.
-        unsafe { queue.enqueue_nd_range_kernel(k.get(), 3, std::ptr::null(), global.as_ptr(), local.as_ptr(), wait) }
+        let failed = |e| self.err(&format!("launching {} over {groups:?} x {local:?}", kernel.name), ClError(e));
+        if !want_event && !self.mode.events_always {
+            // SAFETY: arguments set above, the queue and kernel are live, the wait list's events
+            // are live for the call.
+            return unsafe { enqueue_without_event(queue.get(), k.kernel.get(), &global, &local, wait) }.map(|()| None).map_err(failed);
+        }
+        // SAFETY: as above.
+        unsafe { queue.enqueue_nd_range_kernel(k.kernel.get(), 3, std::ptr::null(), global.as_ptr(), local.as_ptr(), wait) }
             .map(Some)
-            .map_err(|e| self.err(&format!("launching {} over {groups:?} x {local:?}", kernel.name), e))
+            .map_err(|e| failed(e.0))
     }
 
     /// Opens `entry` with its own context and queues. `cache_root`: the dynaspa cache directory
@@ -129,6 +135,7 @@ impl OpenClDevice {
             programs: Mutex::new(HashMap::new()),
             disk: ProgramCache::new(cache_root),
             stats: ProgramStats::default(),
+            mode: LaunchMode::from_env(),
         })
     }
 
@@ -246,7 +253,7 @@ impl GpuDevice for OpenClDevice {
         // SAFETY: no host pointer is passed.
         let mem = unsafe { Buffer::<u8>::create(&self.context, CL_MEM_READ_WRITE, n, std::ptr::null_mut()) }
             .map_err(|e| self.err(&format!("allocating {n} bytes"), e))?;
-        Ok(ClBuffer { mem, bytes })
+        Ok(ClBuffer { mem, bytes, id: new_buffer_id() })
     }
 
     fn upload(&self, dst: &ClBuffer, offset: usize, data: &[u8]) -> Result<()> {
@@ -345,15 +352,15 @@ impl GpuDevice for OpenClDevice {
         let program = self.program(spec)?;
         let kernel = Kernel::create(&program, spec.entry)
             .map_err(|e| self.err(&format!("creating kernel {} of {}", spec.entry, spec.file), e))?;
-        Ok(ClKernel { kernel: Mutex::new(kernel), name: spec.entry.to_string(), _program: program })
+        Ok(ClKernel { kernel: Mutex::new(KernelState::new(kernel)), name: spec.entry.to_string(), _program: program })
     }
 
     fn launch(&self, kernel: &ClKernel, groups: [u32; 3], local: [u32; 3], args: &[Arg<'_, ClBuffer>]) -> Result<()> {
-        self.enqueue(&self.main, kernel, groups, local, args, &[]).map(drop)
+        self.enqueue(&self.main, kernel, groups, local, args, &[], false).map(drop)
     }
 
     fn launch_async(&self, kernel: &ClKernel, groups: [u32; 3], local: [u32; 3], args: &[Arg<'_, ClBuffer>], after: &[ClEvent]) -> Result<ClEvent> {
-        let ev = self.enqueue(&self.fill, kernel, groups, local, args, &events(after))?;
+        let ev = self.enqueue(&self.fill, kernel, groups, local, args, &events(after), true)?;
         // Submitted now, so it runs while the main queue works.
         let _ = self.fill.flush();
         match ev {

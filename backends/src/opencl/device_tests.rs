@@ -114,6 +114,59 @@ fn buffers_round_trip_launch_and_zero_fill_in_order() {
     assert!(d.fill_zero_async(&x, n * 4, 4, &[]).is_err());
 }
 
+/// The argument memo sets only what changed since a kernel's last launch: new buffers (one
+/// allocated where a released one was), a new length and the same arguments again must each
+/// reach the kernel.
+#[test]
+fn one_kernel_object_follows_every_argument_change() {
+    let Some(d) = device(None) else { return };
+    let seed = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(7, |t| t.as_nanos() as u64) | 1;
+    eprintln!("seed {seed}");
+    let mut rng = crate::gpu::test_rng::Rng(seed);
+    let n = 777usize;
+    let bytes = |v: &[f32]| -> Vec<u8> { v.iter().flat_map(|f| f.to_le_bytes()).collect() };
+    let read = |b: &ClBuffer| -> Vec<f32> {
+        let mut out = vec![0u8; n * 4];
+        d.download(b, 0, &mut out).unwrap();
+        out.chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect()
+    };
+    let poisoned = || {
+        let b = d.alloc(n * 4).unwrap();
+        d.upload(&b, 0, &bytes(&vec![f32::NAN; n])).unwrap();
+        b
+    };
+    let k = d.kernel(&spec(Src::Elementwise, "unary_f32", &[])).unwrap();
+    // Neg (11) over the first `len` values of `x` into `y`.
+    let neg = |x: &ClBuffer, y: &ClBuffer, len: usize| {
+        let args = [Arg::Buf(x), Arg::Buf(y), Arg::I32(len as i32), Arg::I32(11), Arg::F32(0.0), Arg::F32(0.0)];
+        d.launch(&k, [(len as u32).div_ceil(64), 1, 1], [64, 1, 1], &args).unwrap();
+    };
+    let (a, b) = (rng.vec(n, 4.0), rng.vec(n, 4.0));
+    let (xa, xb, y) = (d.alloc(n * 4).unwrap(), d.alloc(n * 4).unwrap(), poisoned());
+    d.upload(&xa, 0, &bytes(&a)).unwrap();
+    d.upload(&xb, 0, &bytes(&b)).unwrap();
+    neg(&xa, &y, n);
+    assert!(read(&y).iter().zip(&a).all(|(o, i)| *o == -i));
+    // Another input and a shorter length, same output: the tail keeps the first launch's values.
+    neg(&xb, &y, n / 2);
+    let got = read(&y);
+    assert!(got[..n / 2].iter().zip(&b).all(|(o, i)| *o == -i));
+    assert!(got[n / 2..].iter().zip(&a[n / 2..]).all(|(o, i)| *o == -i));
+    // Release the first input, allocate one of its size (drivers often hand the handle back),
+    // write other values there and into a new output.
+    drop(xa);
+    let c = rng.vec(n, 4.0);
+    let (xc, y2) = (d.alloc(n * 4).unwrap(), poisoned());
+    d.upload(&xc, 0, &bytes(&c)).unwrap();
+    neg(&xc, &y2, n);
+    assert!(read(&y2).iter().zip(&c).all(|(o, i)| *o == -i));
+    // The same arguments again, after the input changed in place.
+    let e = rng.vec(n, 4.0);
+    d.upload(&xc, 0, &bytes(&e)).unwrap();
+    neg(&xc, &y2, n);
+    assert!(read(&y2).iter().zip(&e).all(|(o, i)| *o == -i));
+}
+
 #[test]
 fn a_second_device_loads_programs_from_the_disk_cache() {
     let dir = tmp("progcache");

@@ -3,6 +3,7 @@
 //! this backend reports it missing).
 
 mod device;
+mod launch;
 mod platform;
 mod program_cache;
 mod staging;
