@@ -168,6 +168,12 @@ fn check_model<D: GpuDevice + 'static>(dev: &Arc<D>, backend: &str, path: &Path,
                 let err = common::rel_l2(got.as_f32().unwrap(), want.as_f32().unwrap());
                 assert!(err <= 1e-4, "{case}, frame {f} (density {d}): relative L2 {err:.2e} against the CPU");
             }
+            // CUDA replays the member from a graph recorded in its first frame (not cuDNN's
+            // dense conv); OpenCL has no graphs.
+            let graphs_off = std::env::var("DYNASPA_GRAPHS").is_ok_and(|v| v.trim() == "0");
+            let vendor = MEMBERS[mi].1.is_none() && ops[0].dense_vendor.is_some();
+            let recorded = exe.recorded_members();
+            assert_eq!(recorded, usize::from(backend == "cuda" && !vendor && !graphs_off), "{case}: members recorded as graphs");
             ran += 1;
         }
     }

@@ -3,7 +3,11 @@
 #   1: the launch floor on CUDA and NVIDIA OpenCL (both OpenCL launch modes, alternated), then
 #      the issue-6 convs and A-ViT on NVIDIA OpenCL in the new and the old launch mode,
 #      alternated twice;
-#   2: correctness (the CUDA self-check, the GPU tests on CUDA and NVIDIA OpenCL, the node suite).
+#   2: correctness (the CUDA self-check, the GPU tests on CUDA and NVIDIA OpenCL, the node suite),
+#      then the launch floor again beside PyTorch's (eager and in a CUDA graph);
+#   3: correctness with members recorded as CUDA graphs (the default), then CUDA at batch 1 with
+#      graphs and without (DYNASPA_GRAPHS=0), PyTorch between;
+#   4: stage 3's comparison in the other order, then batches 2 and 4 (sampled schedules).
 stage=$1
 source "$(dirname "$0")/start.sh"
 if [ "$stage" = 1 ]; then
@@ -28,5 +32,28 @@ elif [ "$stage" = 2 ]; then
   source "$(dirname "$0")/../device_s13/correctness.sh"
   DYNASPA_REQUIRE_BACKENDS=cuda timeout 150 $D/t_gpu_tokens --test-threads 4 > $OUT/r/test_gpu_tokens.txt 2>&1
   echo "test gpu_tokens rc=$? $(grep '^test result' $OUT/r/test_gpu_tokens.txt | tail -1)"
+  for rep in 1 2; do
+    floor cuda_$rep cuda
+    floor cl_new_$rep opencl
+    timeout 60 python3 benches/device_s21/torch_floor.py > $OUT/r/torch_floor_$rep.txt 2>&1
+    echo "torch floor rc=$? $(tr -s ' ' < $OUT/r/torch_floor_$rep.txt | tr '\n' ';')"
+  done
+elif [ "$stage" = 3 ]; then
+  source "$(dirname "$0")/../device_s13/correctness.sh"
+  DYNASPA_REQUIRE_BACKENDS=cuda timeout 150 $D/t_gpu_tokens --test-threads 4 > $OUT/r/test_gpu_tokens.txt 2>&1
+  echo "test gpu_tokens rc=$? $(grep '^test result' $OUT/r/test_gpu_tokens.txt | tail -1)"
+  DUMP=1 bench b1 gon_1 $D
+  torch_b1 1
+  bench b1 goff_1 $D DYNASPA_GRAPHS=0
+  vs_rep b1 1 gon goff
+elif [ "$stage" = 4 ]; then
+  DUMP=1 bench b1 goff_2 $D DYNASPA_GRAPHS=0
+  torch_b1 2
+  bench b1 gon_2 $D
+  vs_rep b1 2 gon goff
+  DUMP=1 bench b24k gon_1 $D
+  torch_b24 1
+  bench b24k goff_1 $D DYNASPA_GRAPHS=0
+  vs_rep b24k 1 gon goff
 fi
 pack_results

@@ -12,7 +12,8 @@ use super::kernel_cache::{CacheStats, KernelCache, Origin};
 use super::cudnn::{self, CudnnConv, CudnnHandle};
 use super::cudnn_lib::{self, Policy};
 use super::staging::{CudaStaging, PinnedHost};
-use super::{libs, nvrtc, pdl, probe};
+use super::graph::CudaGraph;
+use super::{graph, libs, nvrtc, pdl, probe};
 use crate::gpu::{Arg, DeviceInfo, GpuDevice, KernelSpec, VendorConv, VendorConvDesc, VendorPolicy};
 use cudarc::driver::{result, sys};
 use dynaspa_runtime::Result;
@@ -333,6 +334,7 @@ impl CudaDevice {
         let name = &kernel.name;
         let (func, param_sizes, max_threads, programmatic) = match &kernel.body {
             Body::Function { func, param_sizes, max_threads, pdl, .. } => (*func, param_sizes, *max_threads, *pdl && stream == self.main),
+            Body::Cudnn(_) if graph::recording() => return Err(err(format!("{name}: cuDNN convs are not recorded into graphs"))),
             Body::Cudnn(conv) => {
                 let mut bufs = Vec::with_capacity(args.len());
                 for a in args {
@@ -502,6 +504,7 @@ impl GpuDevice for CudaDevice {
     type Kernel = CudaKernel;
     type Event = CudaEvent;
     type Staging = CudaStaging;
+    type Graph = CudaGraph;
 
     fn info(&self) -> &DeviceInfo {
         &self.info
@@ -621,6 +624,14 @@ impl GpuDevice for CudaDevice {
 
     fn launch(&self, kernel: &CudaKernel, groups: [u32; 3], local: [u32; 3], args: &[Arg<'_, CudaBuffer>]) -> Result<()> {
         self.launch_on(self.main, kernel, groups, local, args)
+    }
+
+    fn capture(&self, record: &mut dyn FnMut() -> Result<()>) -> Result<Option<CudaGraph>> {
+        graph::capture(&self.ctx, self.main, record)
+    }
+
+    fn launch_graph(&self, g: &CudaGraph) -> Result<()> {
+        graph::launch(&self.ctx, g, self.main)
     }
 
     fn launch_async(&self, kernel: &CudaKernel, groups: [u32; 3], local: [u32; 3], args: &[Arg<'_, CudaBuffer>], after: &[CudaEvent]) -> Result<CudaEvent> {

@@ -17,6 +17,7 @@ mod cudnn_graph;
 pub mod cudnn_lib;
 pub mod device;
 mod error;
+pub mod graph;
 pub mod kernel_cache;
 pub mod kernels;
 mod libs;

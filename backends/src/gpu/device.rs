@@ -110,6 +110,8 @@ pub trait GpuDevice: Send + Sync {
     type Event: Send + Sync;
     /// Host memory a `download_async` copies into (pinned where the API has it).
     type Staging: Send + Sync;
+    /// Launches recorded once and replayed in one call (`capture`); `()` where the API has none.
+    type Graph: Send + Sync;
 
     fn info(&self) -> &DeviceInfo;
     /// A device buffer of `bytes` bytes; contents undefined.
@@ -150,6 +152,18 @@ pub trait GpuDevice: Send + Sync {
     fn kernel_max_threads(&self, kernel: &Self::Kernel) -> Option<u32> {
         let _ = kernel;
         None
+    }
+    /// Records the launches `record` queues on the main queue into a graph instead of running
+    /// them. `Ok(None)` where the device has no graphs or a launch cannot be recorded; nothing
+    /// recorded runs either way, so the caller queues the launches itself then.
+    fn capture(&self, record: &mut dyn FnMut() -> Result<()>) -> Result<Option<Self::Graph>> {
+        let _ = record;
+        Ok(None)
+    }
+    /// Queues a graph from `capture` on the main queue.
+    fn launch_graph(&self, graph: &Self::Graph) -> Result<()> {
+        let _ = graph;
+        Err(dynaspa_runtime::Error::Other(format!("{} records no graphs", self.info().backend)))
     }
     /// Queues `kernel` on the main queue over `groups` work-groups of `local` work-items each.
     fn launch(&self, kernel: &Self::Kernel, groups: [u32; 3], local: [u32; 3], args: &[Arg<'_, Self::Buffer>]) -> Result<()>;

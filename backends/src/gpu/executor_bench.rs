@@ -53,6 +53,12 @@ impl<D: GpuDevice> GpuExecutable<D> {
             .collect()
     }
 
+    /// How many PolyKernel members replay as one recorded graph (CUDA graphs; `DYNASPA_GRAPHS=0`
+    /// turns them off): 0 on devices without graphs.
+    pub fn recorded_members(&self) -> usize {
+        self.frames.recorded_members()
+    }
+
     /// Why the profile of the options was refused as a whole (made for another device or
     /// backend), with both fingerprints; `None` when it was used or none was given.
     pub fn profile_refused(&self) -> Option<&str> {
@@ -74,8 +80,9 @@ impl<D: GpuDevice> GpuExecutable<D> {
     /// launches queued back to back and bracketed by `finish` (so the sync is shared by the runs).
     /// Run a frame first: the member reads its inputs and the tile lists of that frame.
     pub fn time_member(&mut self, op: usize, member: &str, samples: usize, runs: usize) -> Result<Vec<f64>> {
-        let launches = self.member(op, member)?;
-        time_launches(&*self.dev, &self.bufs, &launches, samples, runs)
+        self.member(op, member)?;
+        let (dev, bufs, frames) = (&*self.dev, &self.bufs, &mut self.frames);
+        time_runs(dev, samples, runs, || frames.replay_member(dev, bufs, op, member))
     }
 
     /// Time per run (µs) of op `op`'s mask launch (bitmask or compaction) followed by member
@@ -145,12 +152,7 @@ impl<D: GpuDevice> GpuExecutable<D> {
     /// of them queued back to back per sample (as consecutive frames would be): the member's
     /// time plus what dispatch adds to it. Run a frame first (lagged selection needs one).
     pub fn time_dispatched(&mut self, op: usize, member: &str, sync: CountsSync, samples: usize, runs: usize) -> Result<Vec<f64>> {
-        let launches: Vec<_> = self.member(op, member)?
-            .into_iter()
-            .cloned()
-            .collect();
-        let refs: Vec<_> = launches.iter().collect();
-        let meta_free = self.frames.member_meta_free(op, member);
+        self.member(op, member)?;
         let saved = std::mem::replace(&mut self.frames.sync, sync);
         let r = (|| {
             self.dev.finish()?;
@@ -158,7 +160,7 @@ impl<D: GpuDevice> GpuExecutable<D> {
             for _ in 0..samples {
                 let t = Instant::now();
                 for _ in 0..runs.max(1) {
-                    self.frames.dispatch_member(&*self.dev, &self.bufs, op, &refs, meta_free)?;
+                    self.frames.dispatch_member(&*self.dev, &self.bufs, op, member)?;
                 }
                 self.dev.finish()?;
                 out.push(t.elapsed().as_secs_f64() * 1e6 / runs.max(1) as f64);
@@ -216,15 +218,20 @@ impl<D: GpuDevice> GpuExecutable<D> {
     }
 }
 
-/// Time per run (µs) of `launches`: `samples` samples of `runs` replays queued back to back and
-/// bracketed by a queue finish (shared by the runs), from an idle queue.
+/// Time per run (µs) of `launches`, as `time_runs`.
 fn time_launches<D: GpuDevice>(dev: &D, bufs: &[D::Buffer], launches: &[&Launch<D::Kernel>], samples: usize, runs: usize) -> Result<Vec<f64>> {
+    time_runs(dev, samples, runs, || replay_launches_refs(dev, bufs, launches))
+}
+
+/// Time per run (µs) of what `queue` queues: `samples` samples of `runs` calls back to back,
+/// bracketed by a queue finish (shared by the runs), from an idle queue.
+fn time_runs<D: GpuDevice>(dev: &D, samples: usize, runs: usize, mut queue: impl FnMut() -> Result<()>) -> Result<Vec<f64>> {
     dev.finish()?;
     let mut out = Vec::with_capacity(samples);
     for _ in 0..samples {
         let t = Instant::now();
         for _ in 0..runs.max(1) {
-            replay_launches_refs(dev, bufs, launches)?;
+            queue()?;
         }
         dev.finish()?;
         out.push(t.elapsed().as_secs_f64() * 1e6 / runs.max(1) as f64);

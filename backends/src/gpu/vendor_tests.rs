@@ -124,6 +124,7 @@ impl GpuDevice for Shim {
     type Kernel = ShimKernel;
     type Event = ClEvent;
     type Staging = ClStaging;
+    type Graph = ();
 
     fn kernel_max_threads(&self, kernel: &ShimKernel) -> Option<u32> {
         match kernel {

@@ -242,6 +242,7 @@ impl GpuDevice for OpenClDevice {
     type Kernel = ClKernel;
     type Event = ClEvent;
     type Staging = ClStaging;
+    type Graph = ();
 
     fn info(&self) -> &DeviceInfo {
         &self.info

@@ -252,6 +252,7 @@ impl GpuDevice for WgpuDevice {
     type Kernel = WgpuKernel;
     type Event = WgpuEvent;
     type Staging = WgpuStaging;
+    type Graph = ();
 
     fn info(&self) -> &DeviceInfo {
         &self.info

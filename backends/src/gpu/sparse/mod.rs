@@ -7,6 +7,7 @@
 //! mask's compaction in the bitmask kernel's place, and attention stays ordinary launches.
 
 pub(crate) mod build;
+pub(crate) mod graphs;
 pub mod knobs;
 pub(crate) mod meta;
 pub(crate) mod schedules;

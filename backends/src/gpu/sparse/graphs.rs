@@ -1,0 +1,67 @@
+//! PolyKernel members replayed as one recorded graph where the device records them (CUDA):
+//! each member's launches are captured the first time it runs and replayed with one call after.
+//! `DYNASPA_GRAPHS=0` replays every launch on its own.
+
+use crate::gpu::device::GpuDevice;
+use crate::gpu::lower::ctx::{replay_launches, Launch};
+use dynaspa_runtime::Result;
+
+/// Whether members are recorded into graphs: on unless `$DYNASPA_GRAPHS` is 0.
+pub(crate) fn enabled_by_env() -> bool {
+    std::env::var("DYNASPA_GRAPHS").map_or(true, |v| v.trim() != "0")
+}
+
+/// One member's recording.
+pub(crate) enum Slot<G> {
+    Untried,
+    /// The device records no graphs, or a launch of the member could not be recorded.
+    Plain,
+    Ready(G),
+}
+
+/// Per op and member, grown on first use.
+pub(crate) struct MemberGraphs<G> {
+    pub enabled: bool,
+    slots: Vec<Vec<Slot<G>>>,
+}
+
+impl<G> MemberGraphs<G> {
+    pub(crate) fn new(enabled: bool) -> MemberGraphs<G> {
+        MemberGraphs { enabled, slots: Vec::new() }
+    }
+
+    /// Members recorded so far.
+    pub(crate) fn recorded(&self) -> usize {
+        self.slots.iter().flatten().filter(|s| matches!(s, Slot::Ready(_))).count()
+    }
+
+    fn slot(&mut self, op: usize, member: usize) -> &mut Slot<G> {
+        if self.slots.len() <= op {
+            self.slots.resize_with(op + 1, Vec::new);
+        }
+        let s = &mut self.slots[op];
+        if s.len() <= member {
+            s.resize_with(member + 1, || Slot::Untried);
+        }
+        &mut s[member]
+    }
+
+    /// Queues `launches` (member `member` of op `op`) on `dev`'s main queue: from the member's
+    /// graph, recorded now if it has none yet, or one launch at a time where there is none.
+    pub(crate) fn replay<D: GpuDevice<Graph = G>>(&mut self, dev: &D, bufs: &[D::Buffer], op: usize, member: usize, launches: &[Launch<D::Kernel>]) -> Result<()> {
+        if !self.enabled || launches.is_empty() {
+            return replay_launches(dev, bufs, launches);
+        }
+        let slot = self.slot(op, member);
+        if let Slot::Untried = slot {
+            *slot = match dev.capture(&mut || replay_launches(dev, bufs, launches))? {
+                Some(g) => Slot::Ready(g),
+                None => Slot::Plain,
+            };
+        }
+        match slot {
+            Slot::Ready(g) => dev.launch_graph(g),
+            _ => replay_launches(dev, bufs, launches),
+        }
+    }
+}
