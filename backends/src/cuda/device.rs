@@ -202,6 +202,8 @@ pub struct CudaDevice {
     pdl: bool,
     /// The cuDNN handle, made on first use (or why there is none).
     cudnn: OnceLock<std::result::Result<Arc<CudnnHandle>, String>>,
+    /// Where members are recorded into graphs (`graph.rs`).
+    record_stream: graph::RecordStream,
 }
 
 // SAFETY: streams and the context are driver handles; the driver API is thread-safe, and the
@@ -264,6 +266,7 @@ impl CudaDevice {
             memory_hits: AtomicUsize::new(0),
             pdl: pdl::available(cc),
             cudnn: OnceLock::new(),
+            record_stream: graph::RecordStream::default(),
         })
     }
 
@@ -333,8 +336,8 @@ impl CudaDevice {
         self.same_device(&kernel.ctx, "kernel")?;
         let name = &kernel.name;
         let (func, param_sizes, max_threads, programmatic) = match &kernel.body {
-            Body::Function { func, param_sizes, max_threads, pdl, .. } => (*func, param_sizes, *max_threads, *pdl && stream == self.main),
-            Body::Cudnn(_) if graph::recording() => return Err(err(format!("{name}: cuDNN convs are not recorded into graphs"))),
+            Body::Function { func, param_sizes, max_threads, pdl, .. } => (*func, param_sizes, *max_threads, *pdl && stream != self.fill),
+            Body::Cudnn(_) if graph::recording_stream().is_some() => return Err(err(format!("{name}: cuDNN convs are not recorded into graphs"))),
             Body::Cudnn(conv) => {
                 let mut bufs = Vec::with_capacity(args.len());
                 for a in args {
@@ -491,6 +494,7 @@ impl Drop for CudaDevice {
                 let _ = result::stream::destroy(self.main);
                 let _ = result::stream::destroy(self.fill);
             }
+            self.record_stream.destroy();
         }
     }
 }
@@ -623,11 +627,11 @@ impl GpuDevice for CudaDevice {
     }
 
     fn launch(&self, kernel: &CudaKernel, groups: [u32; 3], local: [u32; 3], args: &[Arg<'_, CudaBuffer>]) -> Result<()> {
-        self.launch_on(self.main, kernel, groups, local, args)
+        self.launch_on(graph::recording_stream().unwrap_or(self.main), kernel, groups, local, args)
     }
 
     fn capture(&self, record: &mut dyn FnMut() -> Result<()>) -> Result<Option<CudaGraph>> {
-        graph::capture(&self.ctx, self.main, record)
+        graph::capture(&self.ctx, &self.record_stream, record)
     }
 
     fn launch_graph(&self, g: &CudaGraph) -> Result<()> {
