@@ -7,6 +7,8 @@
 //! between frames, so tiles idle in one frame are busy in the next. Members: the dense one and
 //! three granularities, with tiles that leave part of a channel tile or column tile empty; the
 //! epilogue adds bias and a residual and applies ReLU; a batch of two images with a mask each.
+//! The fused runs also replay their member from a recorded graph where the backend has them
+//! (CUDA), the split runs launch by launch.
 
 mod common;
 use common::{seed, Rng};
@@ -134,6 +136,8 @@ fn check_model<D: GpuDevice + 'static>(dev: &Arc<D>, backend: &str, path: &Path,
             let sparse = SparseConfig { cache_dir: None, force: None, profile: Some(Arc::new(profile(&info, &g, &conv, mi))) };
             let opts = GpuOptions { poison: true, sparse, fused_finish: Some(fused), ..Default::default() };
             let mut exe = GpuExecutable::compile(dev.clone(), backend, &g, &opts).unwrap();
+            // The fused runs replay their member from a recorded graph where the device has them.
+            exe.set_member_graphs(fused);
             let case = format!("{what} on {backend}, member {name}, fused finish {fused}");
             assert_eq!(exe.fused_finish(), fused, "{case}: the option is not what the executable did");
             let ops = exe.sparse_ops();
@@ -168,12 +172,11 @@ fn check_model<D: GpuDevice + 'static>(dev: &Arc<D>, backend: &str, path: &Path,
                 let err = common::rel_l2(got.as_f32().unwrap(), want.as_f32().unwrap());
                 assert!(err <= 1e-4, "{case}, frame {f} (density {d}): relative L2 {err:.2e} against the CPU");
             }
-            // CUDA replays the member from a graph recorded in its first frame (not cuDNN's
-            // dense conv); OpenCL has no graphs.
-            let graphs_off = std::env::var("DYNASPA_GRAPHS").is_ok_and(|v| v.trim() == "0");
+            // With graphs on, CUDA replays the member from a graph recorded in its first frame
+            // (not cuDNN's dense conv); OpenCL has no graphs.
             let vendor = MEMBERS[mi].1.is_none() && ops[0].dense_vendor.is_some();
             let recorded = exe.recorded_members();
-            assert_eq!(recorded, usize::from(backend == "cuda" && !vendor && !graphs_off), "{case}: members recorded as graphs");
+            assert_eq!(recorded, usize::from(backend == "cuda" && !vendor && fused), "{case}: members recorded as graphs");
             ran += 1;
         }
     }

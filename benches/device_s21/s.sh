@@ -5,9 +5,10 @@
 #      alternated twice;
 #   2: correctness (the CUDA self-check, the GPU tests on CUDA and NVIDIA OpenCL, the node suite),
 #      then the launch floor again beside PyTorch's (eager and in a CUDA graph);
-#   3: correctness with members recorded as CUDA graphs (the default), then CUDA at batch 1 with
-#      graphs and without (DYNASPA_GRAPHS=0), PyTorch between;
-#   4: stage 3's comparison in the other order, then batches 2 and 4 (sampled schedules).
+#   3: correctness with members recorded as CUDA graphs (then on by default), then CUDA at
+#      batch 1 with graphs and without (DYNASPA_GRAPHS=0), PyTorch between;
+#   4: the GPU tests on CUDA with every member recorded (DYNASPA_GRAPHS=1, off by default
+#      since stage 3), gpu_fused_finish as it is, then stage 3's comparison in the other order.
 stage=$1
 source "$(dirname "$0")/start.sh"
 if [ "$stage" = 1 ]; then
@@ -47,13 +48,16 @@ elif [ "$stage" = 3 ]; then
   bench b1 goff_1 $D DYNASPA_GRAPHS=0
   vs_rep b1 1 gon goff
 elif [ "$stage" = 4 ]; then
-  DUMP=1 bench b1 goff_2 $D DYNASPA_GRAPHS=0
+  for t in gpu_sparse gpu_fused_finish gpu_models gpu_ops gpu_tokens; do
+    DYNASPA_GRAPHS=1 DYNASPA_REQUIRE_BACKENDS=cuda timeout 150 $D/t_$t --test-threads 4 > $OUT/r/test_g1_$t.txt 2>&1
+    echo "test (graphs) $t rc=$? $(grep '^test result' $OUT/r/test_g1_$t.txt | tail -1)"
+    grep -E "panicked" -A 2 $OUT/r/test_g1_$t.txt | head -6 | cut -c1-300
+  done
+  DYNASPA_REQUIRE_BACKENDS=cuda timeout 150 $D/t_gpu_fused_finish --test-threads 4 > $OUT/r/test_gpu_fused_finish.txt 2>&1
+  echo "test gpu_fused_finish rc=$? $(grep '^test result' $OUT/r/test_gpu_fused_finish.txt | tail -1)"
+  DUMP=1 bench b1 goff_2 $D
   torch_b1 2
-  bench b1 gon_2 $D
+  bench b1 gon_2 $D DYNASPA_GRAPHS=1
   vs_rep b1 2 gon goff
-  DUMP=1 bench b24k gon_1 $D
-  torch_b24 1
-  bench b24k goff_1 $D DYNASPA_GRAPHS=0
-  vs_rep b24k 1 gon goff
 fi
 pack_results

@@ -53,10 +53,16 @@ impl<D: GpuDevice> GpuExecutable<D> {
             .collect()
     }
 
-    /// How many PolyKernel members replay as one recorded graph (CUDA graphs; `DYNASPA_GRAPHS=0`
-    /// turns them off): 0 on devices without graphs.
+    /// How many PolyKernel members replay as one recorded graph (CUDA graphs, off unless
+    /// `DYNASPA_GRAPHS=1` or `set_member_graphs`): 0 on devices without graphs.
     pub fn recorded_members(&self) -> usize {
         self.frames.recorded_members()
+    }
+
+    /// Records each PolyKernel member into a graph the next time it runs, where the device
+    /// records graphs (`on`), or queues members launch by launch.
+    pub fn set_member_graphs(&mut self, on: bool) {
+        self.frames.set_member_graphs(on);
     }
 
     /// Why the profile of the options was refused as a whole (made for another device or

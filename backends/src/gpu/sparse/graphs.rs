@@ -1,14 +1,16 @@
 //! PolyKernel members replayed as one recorded graph where the device records them (CUDA):
 //! each member's launches are captured the first time it runs and replayed with one call after.
-//! `DYNASPA_GRAPHS=0` replays every launch on its own.
+//! Off unless `DYNASPA_GRAPHS=1` (or `GpuExecutable::set_member_graphs`): on an H200 a recorded
+//! member ran 0.4-0.6 µs slower than its launches queued one by one (session 21), whose
+//! programmatic launches (`cuda/pdl.rs`) already overlap each kernel's start with the one before.
 
 use crate::gpu::device::GpuDevice;
 use crate::gpu::lower::ctx::{replay_launches, Launch};
 use dynaspa_runtime::Result;
 
-/// Whether members are recorded into graphs: on unless `$DYNASPA_GRAPHS` is 0.
+/// Whether members are recorded into graphs: `$DYNASPA_GRAPHS` is 1.
 pub(crate) fn enabled_by_env() -> bool {
-    std::env::var("DYNASPA_GRAPHS").map_or(true, |v| v.trim() != "0")
+    std::env::var("DYNASPA_GRAPHS").is_ok_and(|v| v.trim() == "1")
 }
 
 /// One member's recording.
@@ -28,6 +30,12 @@ pub(crate) struct MemberGraphs<G> {
 impl<G> MemberGraphs<G> {
     pub(crate) fn new(enabled: bool) -> MemberGraphs<G> {
         MemberGraphs { enabled, slots: Vec::new() }
+    }
+
+    /// Turns recording on or off for members not recorded yet (recorded ones keep their graph
+    /// while on).
+    pub(crate) fn set_enabled(&mut self, on: bool) {
+        self.enabled = on;
     }
 
     /// Members recorded so far.

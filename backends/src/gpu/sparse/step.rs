@@ -463,6 +463,10 @@ impl<D: GpuDevice> Frames<D> {
         self.graphs.recorded()
     }
 
+    pub(crate) fn set_member_graphs(&mut self, on: bool) {
+        self.graphs.set_enabled(on);
+    }
+
     /// Member names of op `i`, in PolyKernel order (benchmarks).
     pub(crate) fn member_names(&self, i: usize) -> Vec<String> {
         self.ops[i].poly.members().iter().map(|m| m.schedule.name.clone()).collect()
