@@ -8,7 +8,9 @@
 #   3: correctness with members recorded as CUDA graphs (then on by default), then CUDA at
 #      batch 1 with graphs and without (DYNASPA_GRAPHS=0), PyTorch between;
 #   4: the GPU tests on CUDA with every member recorded (DYNASPA_GRAPHS=1, off by default
-#      since stage 3), gpu_fused_finish as it is, then stage 3's comparison in the other order.
+#      since stage 3), gpu_fused_finish as it is, then stage 3's comparison in the other order;
+#   5: A-ViT on NVIDIA OpenCL at batches 1, 2 and 4, the new launch mode three times around one
+#      run of the old, then the issue-6 convs in the new mode once more.
 stage=$1
 source "$(dirname "$0")/start.sh"
 if [ "$stage" = 1 ]; then
@@ -59,5 +61,12 @@ elif [ "$stage" = 4 ]; then
   torch_b1 2
   bench b1 gon_2 $D DYNASPA_GRAPHS=1
   vs_rep b1 2 gon goff
+elif [ "$stage" = 5 ]; then
+  for run in new_1 old_1 new_2 new_3; do
+    env $([ ${run%_*} = old ] && echo $OLD_CL) timeout 120 $D/gpu_sparse_bench --backend opencl --device NVIDIA --avit --batches 1,2,4 \
+      --densities 0.1,0.3,0.5 --samples 15 --runs 10 --json $OUT/r/avit_$run.jsonl > $OUT/r/avit_$run.txt 2>&1
+    echo "$(date -u +%T) avit $run rc=$? wrong=$(grep -c WRONG $OUT/r/avit_$run.txt)"
+  done
+  BACKEND=opencl bench b1 new_3 $D
 fi
 pack_results
