@@ -1,7 +1,7 @@
 //! PolyKernel members replayed as one recorded graph where the device records them (CUDA):
 //! each member's launches are captured the first time it runs and replayed with one call after.
 //! Off unless `DYNASPA_GRAPHS=1` (or `GpuExecutable::set_member_graphs`): on an H200 a recorded
-//! member ran 0.4-0.6 µs slower than its launches queued one by one (session 21), whose
+//! member ran 0.4-0.9 µs slower than its launches queued one by one (session 21), whose
 //! programmatic launches (`cuda/pdl.rs`) already overlap each kernel's start with the one before.
 
 use crate::gpu::device::GpuDevice;
