@@ -10,7 +10,9 @@
 #   4: the GPU tests on CUDA with every member recorded (DYNASPA_GRAPHS=1, off by default
 #      since stage 3), gpu_fused_finish as it is, then stage 3's comparison in the other order;
 #   5: A-ViT on NVIDIA OpenCL at batches 1, 2 and 4, the new launch mode three times around one
-#      run of the old, then the issue-6 convs in the new mode once more.
+#      run of the old, then the issue-6 convs in the new mode once more;
+#   6: the full-size DynConv end to end on NVIDIA OpenCL (`dynaspa bench`, 20 vtest frames, 5
+#      rounds), the new and the old launch mode alternated twice.
 stage=$1
 source "$(dirname "$0")/start.sh"
 if [ "$stage" = 1 ]; then
@@ -68,5 +70,13 @@ elif [ "$stage" = 5 ]; then
     echo "$(date -u +%T) avit $run rc=$? wrong=$(grep -c WRONG $OUT/r/avit_$run.txt)"
   done
   BACKEND=opencl bench b1 new_3 $D
+elif [ "$stage" = 6 ]; then
+  while [ ! -f /tmp/full/done ]; do sleep 2; done; tail -1 /tmp/full/export.log
+  for rep in 1 2; do
+    for m in new old; do
+      echo "== [$rep] $m full DynConv, NVIDIA OpenCL: $(env $([ $m = old ] && echo $OLD_CL) timeout 120 $D/dynaspa bench /tmp/full/dynconv_full_d30.onnx \
+        --frames models/frames/vtest --max-frames 20 --rounds 5 --backend opencl --device NVIDIA 2>&1 | grep -E 'median|speedup_vs_dense|warn' | tr '\n' ' ')"
+    done
+  done
 fi
 pack_results
