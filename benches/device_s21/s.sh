@@ -12,7 +12,8 @@
 #   5: A-ViT on NVIDIA OpenCL at batches 1, 2 and 4, the new launch mode three times around one
 #      run of the old, then the issue-6 convs in the new mode once more;
 #   6: the full-size DynConv end to end on NVIDIA OpenCL (`dynaspa bench`, 20 vtest frames, 5
-#      rounds), the new and the old launch mode alternated twice.
+#      rounds), the new and the old launch mode alternated twice;
+#   7: the same model on CUDA twice, with bench's sparse-against-dense warnings shown.
 stage=$1
 source "$(dirname "$0")/start.sh"
 if [ "$stage" = 1 ]; then
@@ -77,6 +78,12 @@ elif [ "$stage" = 6 ]; then
       echo "== [$rep] $m full DynConv, NVIDIA OpenCL: $(env $([ $m = old ] && echo $OLD_CL) timeout 120 $D/dynaspa bench /tmp/full/dynconv_full_d30.onnx \
         --frames models/frames/vtest --max-frames 20 --rounds 5 --backend opencl --device NVIDIA 2>&1 | grep -E 'median|speedup_vs_dense|warn' | tr '\n' ' ')"
     done
+  done
+elif [ "$stage" = 7 ]; then
+  while [ ! -f /tmp/full/done ]; do sleep 2; done; tail -1 /tmp/full/export.log
+  for rep in 1 2; do
+    echo "== [$rep] full DynConv, CUDA: $(timeout 120 $D/dynaspa bench /tmp/full/dynconv_full_d30.onnx --frames models/frames/vtest \
+      --max-frames 20 --rounds 5 --backend cuda 2>&1 | grep -E 'median|speedup_vs_dense|warn' | tr '\n' ' ')"
   done
 fi
 pack_results
