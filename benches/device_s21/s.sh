@@ -13,7 +13,9 @@
 #      run of the old, then the issue-6 convs in the new mode once more;
 #   6: the full-size DynConv end to end on NVIDIA OpenCL (`dynaspa bench`, 20 vtest frames, 5
 #      rounds), the new and the old launch mode alternated twice;
-#   7: the same model on CUDA twice, with bench's sparse-against-dense warnings shown.
+#   7: the same model on CUDA twice, with bench's sparse-against-dense warnings shown;
+#   8: the issue-6 convs on NVIDIA OpenCL with two reduction stages in flight (DYNASPA_SC_DEPTH=2)
+#      and with one, alternated twice.
 stage=$1
 source "$(dirname "$0")/start.sh"
 if [ "$stage" = 1 ]; then
@@ -84,6 +86,11 @@ elif [ "$stage" = 7 ]; then
   for rep in 1 2; do
     echo "== [$rep] full DynConv, CUDA: $(timeout 120 $D/dynaspa bench /tmp/full/dynconv_full_d30.onnx --frames models/frames/vtest \
       --max-frames 20 --rounds 5 --backend cuda 2>&1 | grep -E 'median|speedup_vs_dense|warn' | tr '\n' ' ')"
+  done
+elif [ "$stage" = 8 ]; then
+  for rep in 1 2; do
+    BACKEND=opencl bench b1 d2_$rep $D DYNASPA_SC_DEPTH=2
+    BACKEND=opencl bench b1 d1_$rep $D
   done
 fi
 pack_results
