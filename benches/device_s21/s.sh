@@ -6,7 +6,7 @@
 #   2: correctness (the CUDA self-check, the GPU tests on CUDA and NVIDIA OpenCL, the node suite),
 #      then the launch floor again beside PyTorch's (eager and in a CUDA graph);
 #   3: correctness with members recorded as CUDA graphs (then on by default), then CUDA at
-#      batch 1 with graphs and without (DYNASPA_GRAPHS=0), PyTorch between;
+#      batch 1 with graphs (DYNASPA_GRAPHS=1) and without (=0), PyTorch between;
 #   4: the GPU tests on CUDA with every member recorded (DYNASPA_GRAPHS=1, off by default
 #      since stage 3), gpu_fused_finish as it is, then stage 3's comparison in the other order;
 #   5: A-ViT on NVIDIA OpenCL at batches 1, 2 and 4, the new launch mode three times around one
@@ -38,8 +38,7 @@ if [ "$stage" = 1 ]; then
   done
 elif [ "$stage" = 2 ]; then
   source "$(dirname "$0")/../device_s13/correctness.sh"
-  DYNASPA_REQUIRE_BACKENDS=cuda timeout 150 $D/t_gpu_tokens --test-threads 4 > $OUT/r/test_gpu_tokens.txt 2>&1
-  echo "test gpu_tokens rc=$? $(grep '^test result' $OUT/r/test_gpu_tokens.txt | tail -1)"
+  gpu_test gpu_tokens gpu_tokens
   for rep in 1 2; do
     floor cuda_$rep cuda
     floor cl_new_$rep opencl
@@ -48,20 +47,14 @@ elif [ "$stage" = 2 ]; then
   done
 elif [ "$stage" = 3 ]; then
   source "$(dirname "$0")/../device_s13/correctness.sh"
-  DYNASPA_REQUIRE_BACKENDS=cuda timeout 150 $D/t_gpu_tokens --test-threads 4 > $OUT/r/test_gpu_tokens.txt 2>&1
-  echo "test gpu_tokens rc=$? $(grep '^test result' $OUT/r/test_gpu_tokens.txt | tail -1)"
-  DUMP=1 bench b1 gon_1 $D
+  gpu_test gpu_tokens gpu_tokens
+  DUMP=1 bench b1 gon_1 $D DYNASPA_GRAPHS=1
   torch_b1 1
   bench b1 goff_1 $D DYNASPA_GRAPHS=0
   vs_rep b1 1 gon goff
 elif [ "$stage" = 4 ]; then
-  for t in gpu_sparse gpu_fused_finish gpu_models gpu_ops gpu_tokens; do
-    DYNASPA_GRAPHS=1 DYNASPA_REQUIRE_BACKENDS=cuda timeout 150 $D/t_$t --test-threads 4 > $OUT/r/test_g1_$t.txt 2>&1
-    echo "test (graphs) $t rc=$? $(grep '^test result' $OUT/r/test_g1_$t.txt | tail -1)"
-    grep -E "panicked" -A 2 $OUT/r/test_g1_$t.txt | head -6 | cut -c1-300
-  done
-  DYNASPA_REQUIRE_BACKENDS=cuda timeout 150 $D/t_gpu_fused_finish --test-threads 4 > $OUT/r/test_gpu_fused_finish.txt 2>&1
-  echo "test gpu_fused_finish rc=$? $(grep '^test result' $OUT/r/test_gpu_fused_finish.txt | tail -1)"
+  for t in gpu_sparse gpu_fused_finish gpu_models gpu_ops gpu_tokens; do gpu_test $t g1_$t DYNASPA_GRAPHS=1; done
+  gpu_test gpu_fused_finish gpu_fused_finish
   DUMP=1 bench b1 goff_2 $D
   torch_b1 2
   bench b1 gon_2 $D DYNASPA_GRAPHS=1

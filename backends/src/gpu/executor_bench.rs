@@ -86,7 +86,6 @@ impl<D: GpuDevice> GpuExecutable<D> {
     /// launches queued back to back and bracketed by `finish` (so the sync is shared by the runs).
     /// Run a frame first: the member reads its inputs and the tile lists of that frame.
     pub fn time_member(&mut self, op: usize, member: &str, samples: usize, runs: usize) -> Result<Vec<f64>> {
-        self.member(op, member)?;
         let (dev, bufs, frames) = (&*self.dev, &self.bufs, &mut self.frames);
         time_runs(dev, samples, runs, || frames.replay_member(dev, bufs, op, member))
     }
@@ -158,7 +157,6 @@ impl<D: GpuDevice> GpuExecutable<D> {
     /// of them queued back to back per sample (as consecutive frames would be): the member's
     /// time plus what dispatch adds to it. Run a frame first (lagged selection needs one).
     pub fn time_dispatched(&mut self, op: usize, member: &str, sync: CountsSync, samples: usize, runs: usize) -> Result<Vec<f64>> {
-        self.member(op, member)?;
         let saved = std::mem::replace(&mut self.frames.sync, sync);
         let r = (|| {
             self.dev.finish()?;

@@ -35,7 +35,7 @@ pub struct LaunchMode {
 
 impl LaunchMode {
     pub fn from_env() -> LaunchMode {
-        let on = |k: &str| std::env::var(k).is_ok_and(|v| v.trim() == "1");
+        let on = |k: &str| crate::gpu::sparse::schedules::env_switch(k) == Some(true);
         LaunchMode { memo_args: !on("DYNASPA_CL_SET_ALL_ARGS"), events_always: on("DYNASPA_CL_LAUNCH_EVENTS") }
     }
 }

@@ -10,7 +10,7 @@ use dynaspa_runtime::Result;
 
 /// Whether members are recorded into graphs: `$DYNASPA_GRAPHS` is 1.
 pub(crate) fn enabled_by_env() -> bool {
-    std::env::var("DYNASPA_GRAPHS").is_ok_and(|v| v.trim() == "1")
+    super::schedules::env_switch("DYNASPA_GRAPHS") == Some(true)
 }
 
 /// One member's recording.

@@ -472,11 +472,16 @@ impl<D: GpuDevice> Frames<D> {
         self.ops[i].poly.members().iter().map(|m| m.schedule.name.clone()).collect()
     }
 
+    /// Where op `i`'s member `name` is among its members (and their launch lists).
+    fn member_index(&self, i: usize, name: &str) -> Option<usize> {
+        let op = &self.ops[i];
+        op.poly.members().iter().position(|m| m.schedule.name == name).filter(|&a| a < op.members.len())
+    }
+
     /// The launches of op `i`'s member `name` (with the residual fill, which every member needs).
     pub(crate) fn member_launches(&self, i: usize, name: &str) -> Option<Vec<&Launch<D::Kernel>>> {
-        let op = &self.ops[i];
-        let at = op.poly.members().iter().position(|m| m.schedule.name == name)?;
-        Some(op.residual_fill.iter().chain(op.members.get(at)?.iter()).collect())
+        let (op, at) = (&self.ops[i], self.member_index(i, name)?);
+        Some(op.residual_fill.iter().chain(&op.members[at]).collect())
     }
 
     /// The launch that makes op `i`'s mask metadata each frame.
@@ -502,16 +507,14 @@ impl<D: GpuDevice> Frames<D> {
     /// and has no residual fill), so dispatch launches the bitmask beside it.
     pub(crate) fn member_meta_free(&self, i: usize, name: &str) -> bool {
         let op = &self.ops[i];
-        let at = op.poly.members().iter().position(|m| m.schedule.name == name);
-        op.residual_fill.is_empty() && at.and_then(|a| op.meta_free.get(a).copied()).unwrap_or(false)
+        op.residual_fill.is_empty() && self.member_index(i, name).and_then(|a| op.meta_free.get(a).copied()).unwrap_or(false)
     }
 
     /// Queues op `i`'s member `name` as a frame runs it: the residual fill, then the member
     /// (from its graph where the device records them).
     pub(crate) fn replay_member(&mut self, dev: &D, bufs: &[D::Buffer], i: usize, name: &str) -> Result<()> {
+        let at = self.member_index(i, name).ok_or_else(|| Error::Other(format!("sparse op {i} has no member '{name}'")))?;
         let op = &self.ops[i];
-        let at = op.poly.members().iter().position(|m| m.schedule.name == name).filter(|&a| a < op.members.len());
-        let at = at.ok_or_else(|| Error::Other(format!("sparse op {i} has no member '{name}'")))?;
         replay_launches(dev, bufs, &op.residual_fill)?;
         self.graphs.replay(dev, bufs, i, at, &op.members[at])
     }
