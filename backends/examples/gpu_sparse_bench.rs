@@ -376,7 +376,12 @@ fn bench<D: GpuDevice + 'static>(dev: Arc<D>, a: &Args) -> Result<()> {
                         _ => &mut exe,
                     };
                     let (mut alone, mut empty, mut masked, mut lagged, mut exact) = (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+                    // Whole frames of the op's executable (zero fill, mask launch, member), launch
+                    // by launch and from one recorded graph per frame.
+                    let (mut frame, mut frame_graph) = (Vec::new(), Vec::new());
                     for _ in 0..5 {
+                        frame.extend(pe.time_frames(0, &pick, false, a.samples.div_ceil(5), a.runs)?);
+                        frame_graph.extend(pe.time_frames(0, &pick, true, a.samples.div_ceil(5), a.runs)?);
                         alone.extend(pe.time_member(0, &pick, a.samples.div_ceil(5), a.runs)?);
                         empty.extend(pe.time_member_after_empty(0, &pick, a.samples.div_ceil(5), a.runs)?);
                         masked.extend(pe.time_member_after_mask(0, &pick, a.samples.div_ceil(5), a.runs)?);
@@ -384,6 +389,8 @@ fn bench<D: GpuDevice + 'static>(dev: Arc<D>, a: &Args) -> Result<()> {
                         exact.extend(pe.time_dispatched(0, &pick, CountsSync::Exact, a.samples.div_ceil(5), a.runs)?);
                     }
                     let (alone, empty, masked, lagged, exact) = (median(&mut alone), median(&mut empty), median(&mut masked), median(&mut lagged), median(&mut exact));
+                    let (frame, frame_graph) = (median(&mut frame), median(&mut frame_graph));
+                    let graphs = pe.frame_graph_stats();
                     // Where the member's time goes: each of its launches alone (GEMM, split-K finish).
                     let parts = pe.time_member_launches(0, &pick, a.samples, a.runs)?;
                     let cell = |g: &str| times.iter().find(|t| t.0 == format!("tiles{g}")).map_or("-".to_string(), |t| format!("{:.1}", t.1));
@@ -393,6 +400,10 @@ fn bench<D: GpuDevice + 'static>(dev: Arc<D>, a: &Args) -> Result<()> {
                         pick, alone, lagged - alone, exact - alone
                     );
                     println!("    launches alone (µs): {}", parts.iter().map(|t| format!("{t:.1}")).collect::<Vec<_>>().join(" + "));
+                    println!(
+                        "    whole frame (zero fill, mask, member): {frame:.1} launch by launch, {frame_graph:.1} from a recorded graph ({} frames replayed, {} refused)",
+                        graphs.replayed, graphs.refused
+                    );
                     println!(
                         "    of the lagged dispatch: the mask launch {:.1}, the counts copy and host {:.1}; an empty launch in front costs {:.1}",
                         masked - alone,
@@ -407,7 +418,7 @@ fn bench<D: GpuDevice + 'static>(dev: Arc<D>, a: &Args) -> Result<()> {
                                 "device": info.name, "backend": info.backend, "driver": info.driver,
                                 "op": cc.name, "batch": n, "density_target": d, "density": real,
                                 "member": name, "tiles": tiles, "us": us, "overhead_us": overhead,
-                                "steady_member": pick, "steady_alone_us": alone, "steady_launches_us": parts, "steady_lagged_us": lagged, "steady_after_mask_us": masked, "steady_exact_us": exact,
+                                "steady_member": pick, "steady_alone_us": alone, "steady_launches_us": parts, "steady_lagged_us": lagged, "steady_after_mask_us": masked, "steady_exact_us": exact, "frame_us": frame, "frame_graph_us": frame_graph, "frame_graphs_replayed": graphs.replayed,
                                 "samples": a.samples, "runs": a.runs, "dense_impl": dense_impl, "fused_finish": fused,
                             });
                             writeln!(f, "{line}").map_err(|e| dynaspa_runtime::Error::Other(format!("--json: {e}")))?;

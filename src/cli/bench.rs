@@ -115,6 +115,8 @@ pub fn bench(a: BenchArgs) -> Result<()> {
     }
 
     let mut times = [vec![Vec::with_capacity(rounds); frames.len()], vec![Vec::with_capacity(rounds); frames.len()]];
+    // Timed frames queued as one recorded graph (CUDA, DYNASPA_FRAME_GRAPHS=1), per session.
+    let mut replayed = [0usize; 2];
     let mut progress = Progress::new("bench");
     for r in 0..rounds {
         // Index 0 is dense, 1 sparse; odd rounds run sparse first.
@@ -124,6 +126,7 @@ pub fn bench(a: BenchArgs) -> Result<()> {
             for (i, (label, feeds)) in frames.iter().enumerate() {
                 let ms = time_run(session, feeds).map_err(|e| Error::Other(format!("frame {i} ({label}): {e}")))?;
                 times[which][i].push(ms);
+                replayed[which] += usize::from(session.last_report().is_some_and(|r| r.replayed));
             }
         }
         progress.tick(|| format!("round {}/{rounds}", r + 1));
@@ -148,6 +151,10 @@ pub fn bench(a: BenchArgs) -> Result<()> {
             "warning: sparse and dense outputs differ: relative L2 {:.2e} on output '{}' of frame {} (limit {AGREE_REL_L2:.0e})",
             worst.0, worst.1, worst.2
         );
+    }
+    if replayed.iter().any(|&n| n > 0) {
+        let n = frames.len() * rounds;
+        println!("frames replayed from recorded graphs: dense {}/{n}, sparse {}/{n}", replayed[0], replayed[1]);
     }
     println!("speedup_vs_dense: {:.2}", d / s.max(1e-9));
     Ok(())

@@ -265,6 +265,7 @@ mod tests {
             node_times: vec![],
             step_times: vec![],
             phases_queued: false,
+            replayed: false,
         };
         let reports = vec![
             frame([1, 1, 0, 2, 96], [0, 0, 0, 0, 10]),

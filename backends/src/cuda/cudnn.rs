@@ -65,6 +65,8 @@ pub(crate) struct CudnnHandle {
     lib: &'static Loaded,
     raw: Mutex<RawHandle>,
     ctx: Arc<Context>,
+    /// The device's main stream, the handle's own between recordings (`with_on`).
+    stream: usize,
     /// Per geometry: the legacy API's algorithm search result.
     found: Mutex<HashMap<String, Found>>,
     /// Per geometry: the fastest fp32 engine of the backend API, or `None`.
@@ -92,7 +94,7 @@ impl CudnnHandle {
             unsafe { (api.destroy)(h) };
             return Err(format!("cudnnSetStream: {}", api.status_text(s)));
         }
-        Ok(CudnnHandle { lib, raw: Mutex::new(RawHandle(h)), ctx, found: Mutex::new(HashMap::new()), engines: Mutex::new(HashMap::new()), engine_note: Mutex::new(None) })
+        Ok(CudnnHandle { lib, raw: Mutex::new(RawHandle(h)), ctx, stream: stream as usize, found: Mutex::new(HashMap::new()), engines: Mutex::new(HashMap::new()), engine_note: Mutex::new(None) })
     }
 
     pub(crate) fn version(&self) -> (usize, usize, usize) {
@@ -129,9 +131,27 @@ impl CudnnHandle {
 
     /// Runs `f` with the handle, the device's context current, calls serialised.
     pub(crate) fn with<T>(&self, f: impl FnOnce(Handle) -> T) -> Result<T> {
+        self.with_on(None, f)
+    }
+
+    /// `with`, the handle's work queued on `stream` (a graph's recording stream) for the call.
+    pub(crate) fn with_on<T>(&self, stream: Option<CUstream>, f: impl FnOnce(Handle) -> T) -> Result<T> {
         let h = self.raw.lock().map_err(|_| err("cuDNN handle lock poisoned"))?;
         self.ctx.bind()?;
-        Ok(f(h.0))
+        let Some(s) = stream else { return Ok(f(h.0)) };
+        let api = &self.lib.api;
+        // SAFETY: live handle (locked) and streams of this context.
+        let set = |s: CUstream| unsafe { (api.set_stream)(h.0, s as *mut c_void) };
+        let st = set(s);
+        if st != lib::SUCCESS {
+            return Err(err(format!("cudnnSetStream (recording): {}", api.status_text(st))));
+        }
+        let out = f(h.0);
+        let st = set(self.stream as CUstream);
+        if st != lib::SUCCESS {
+            return Err(err(format!("cudnnSetStream (back to the main stream): {}", api.status_text(st))));
+        }
+        Ok(out)
     }
 }
 
@@ -225,8 +245,9 @@ impl CudnnConv {
         self.workspace
     }
 
-    /// Queues the conv on the device's main stream: `bufs` = [x, w, bias, z, y, workspace].
-    pub(crate) fn run(&self, bufs: &[&CudaBuffer]) -> Result<()> {
+    /// Queues the conv on the device's main stream, or on `stream` (a graph's recording):
+    /// `bufs` = [x, w, bias, z, y, workspace].
+    pub(crate) fn run(&self, bufs: &[&CudaBuffer], stream: Option<CUstream>) -> Result<()> {
         let [x, w, bias, z, y, ws] = bufs else {
             return Err(err(format!("{}: {} buffers given, a cuDNN conv takes 6 (x, w, bias, z, y, workspace)", self.label, bufs.len())));
         };
@@ -258,7 +279,7 @@ impl CudnnConv {
                 }
                 let vp = cached.as_ref().map(|(_, d)| d.0).ok_or_else(|| err("no variant pack"))?;
                 // SAFETY: a finalized plan and pack of this handle; the buffers were checked.
-                let s = self.h.with(|h| unsafe { (api.backend_execute)(h, plan.plan, vp) })?;
+                let s = self.h.with_on(stream, |h| unsafe { (api.backend_execute)(h, plan.plan, vp) })?;
                 self.h.check(s, &self.label)?;
                 LAUNCHES.fetch_add(1, Ordering::Relaxed);
                 return Ok(());
@@ -269,7 +290,7 @@ impl CudnnConv {
             short(bias, self.bytes[3], "bias")?;
             short(z, if *residual { self.bytes[2] } else { 0 }, "residual")?;
         }
-        let s = self.h.with(|h| match fused {
+        let s = self.h.with_on(stream, |h| match fused {
             // SAFETY: descriptors of this plan; buffers checked above to hold the tensors the
             // descriptors describe; alpha/beta are host floats, as cuDNN reads them for float
             // data; the call only queues work on the handle's stream.

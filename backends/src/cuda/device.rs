@@ -331,13 +331,33 @@ impl CudaDevice {
         }
     }
 
+    /// The main and the second stream this thread queues on now: the device's, or while it
+    /// records a graph, the recording's (`graph.rs`).
+    fn streams(&self) -> (sys::CUstream, sys::CUstream) {
+        match graph::recording() {
+            Some(r) => (r.main, r.second.unwrap_or(self.fill)),
+            None => (self.main, self.fill),
+        }
+    }
+
+    /// Refuses host copies while this thread records a graph: they wait for the stream, which
+    /// a recording does not run.
+    fn not_recording(&self, what: &str) -> Result<()> {
+        match graph::recording() {
+            Some(_) => Err(err(format!("{what} while a graph is recorded"))),
+            None => Ok(()),
+        }
+    }
+
     /// Queues `kernel` on `stream` (cuDNN convs run on the main stream, their handle's).
     fn launch_on(&self, stream: sys::CUstream, kernel: &CudaKernel, groups: [u32; 3], local: [u32; 3], args: &[Arg<'_, CudaBuffer>]) -> Result<()> {
         self.same_device(&kernel.ctx, "kernel")?;
         let name = &kernel.name;
         let (func, param_sizes, max_threads, programmatic) = match &kernel.body {
-            Body::Function { func, param_sizes, max_threads, pdl, .. } => (*func, param_sizes, *max_threads, *pdl && stream != self.fill),
-            Body::Cudnn(_) if graph::recording_stream().is_some() => return Err(err(format!("{name}: cuDNN convs are not recorded into graphs"))),
+            Body::Function { func, param_sizes, max_threads, pdl, .. } => (*func, param_sizes, *max_threads, *pdl && stream != self.streams().1),
+            Body::Cudnn(_) if graph::recording().is_some_and(|r| r.second.is_none()) => {
+                return Err(err(format!("{name}: cuDNN convs are recorded only with the whole frame")))
+            }
             Body::Cudnn(conv) => {
                 let mut bufs = Vec::with_capacity(args.len());
                 for a in args {
@@ -349,7 +369,7 @@ impl CudaDevice {
                         _ => return Err(err(format!("{name}: a cuDNN conv takes buffers only"))),
                     }
                 }
-                return conv.run(&bufs);
+                return conv.run(&bufs, graph::recording().map(|r| r.main));
             }
         };
         if local.contains(&0) {
@@ -526,6 +546,7 @@ impl GpuDevice for CudaDevice {
 
     fn upload(&self, dst: &CudaBuffer, offset: usize, data: &[u8]) -> Result<()> {
         self.check_range(dst, offset, data.len(), "upload")?;
+        self.not_recording("upload")?;
         if data.is_empty() {
             return Ok(());
         }
@@ -540,6 +561,7 @@ impl GpuDevice for CudaDevice {
 
     fn download(&self, src: &CudaBuffer, offset: usize, out: &mut [u8]) -> Result<()> {
         self.check_range(src, offset, out.len(), "download")?;
+        self.not_recording("download")?;
         if out.is_empty() {
             return Ok(());
         }
@@ -557,6 +579,7 @@ impl GpuDevice for CudaDevice {
 
     fn download_async(&self, src: &CudaBuffer, offset: usize, dst: &CudaStaging, after: Option<&CudaEvent>) -> Result<()> {
         self.check_range(src, offset, dst.len(), "download")?;
+        self.not_recording("asynchronous download")?;
         if dst.is_empty() {
             return Ok(());
         }
@@ -598,7 +621,8 @@ impl GpuDevice for CudaDevice {
 
     fn staging_written(&self, st: &CudaStaging, second: bool) -> Result<()> {
         self.ctx.bind()?;
-        st.set_done(self.event_on(if second { self.fill } else { self.main })?)
+        let (main, fill) = self.streams();
+        st.set_done(self.event_on(if second { fill } else { main })?)
     }
 
     fn kernel(&self, spec: &KernelSpec) -> Result<CudaKernel> {
@@ -627,14 +651,25 @@ impl GpuDevice for CudaDevice {
     }
 
     fn launch(&self, kernel: &CudaKernel, groups: [u32; 3], local: [u32; 3], args: &[Arg<'_, CudaBuffer>]) -> Result<()> {
-        self.launch_on(graph::recording_stream().unwrap_or(self.main), kernel, groups, local, args)
+        self.launch_on(self.streams().0, kernel, groups, local, args)
+    }
+
+    fn records_graphs(&self) -> bool {
+        true
     }
 
     fn capture(&self, record: &mut dyn FnMut() -> Result<()>) -> Result<Option<CudaGraph>> {
-        graph::capture(&self.ctx, &self.record_stream, record)
+        graph::capture(&self.ctx, &self.record_stream, false, record)
+    }
+
+    fn capture_frame(&self, record: &mut dyn FnMut() -> Result<()>) -> Result<Option<CudaGraph>> {
+        graph::capture(&self.ctx, &self.record_stream, true, record)
     }
 
     fn launch_graph(&self, g: &CudaGraph) -> Result<()> {
+        if graph::recording().is_some() {
+            return Err(err("a graph is not launched while another is recorded".to_string()));
+        }
         graph::launch(&self.ctx, g, self.main)
     }
 
@@ -643,23 +678,25 @@ impl GpuDevice for CudaDevice {
             return Err(err(format!("{}: cuDNN convs run on the main stream only", kernel.name)));
         }
         self.ctx.bind()?;
+        let fill = self.streams().1;
         for e in after {
             self.same_device(&e.ctx, "event")?;
             // SAFETY: live event and stream of this context.
-            unsafe { result::stream::wait_event(self.fill, e.ev, sys::CUevent_wait_flags::CU_EVENT_WAIT_DEFAULT) }
+            unsafe { result::stream::wait_event(fill, e.ev, sys::CUevent_wait_flags::CU_EVENT_WAIT_DEFAULT) }
                 .ctx(|| "cuStreamWaitEvent (second-stream launch)".into())?;
         }
-        self.launch_on(self.fill, kernel, groups, local, args)?;
-        self.event_on(self.fill)
+        self.launch_on(fill, kernel, groups, local, args)?;
+        self.event_on(fill)
     }
 
     fn fill_zero_async(&self, buf: &CudaBuffer, offset: usize, bytes: usize, after: &[CudaEvent]) -> Result<CudaEvent> {
         self.check_range(buf, offset, bytes, "fill_zero_async")?;
         self.ctx.bind()?;
+        let fill = self.streams().1;
         for e in after {
             self.same_device(&e.ctx, "event")?;
             // SAFETY: live event and stream of this context.
-            unsafe { result::stream::wait_event(self.fill, e.ev, sys::CUevent_wait_flags::CU_EVENT_WAIT_DEFAULT) }
+            unsafe { result::stream::wait_event(fill, e.ev, sys::CUevent_wait_flags::CU_EVENT_WAIT_DEFAULT) }
                 .ctx(|| "cuStreamWaitEvent (zero fill)".into())?;
         }
         if bytes > 0 {
@@ -667,25 +704,26 @@ impl GpuDevice for CudaDevice {
             // SAFETY: range checked; memsets on the fill stream. Whole 32-bit words when aligned
             // (the common case: f32 tensors), bytes otherwise.
             if ptr % 4 == 0 && bytes % 4 == 0 {
-                unsafe { sys::cuMemsetD32Async(ptr, 0, bytes / 4, self.fill) }.result().ctx(|| "cuMemsetD32Async".into())?;
+                unsafe { sys::cuMemsetD32Async(ptr, 0, bytes / 4, fill) }.result().ctx(|| "cuMemsetD32Async".into())?;
             } else {
-                unsafe { result::memset_d8_async(ptr, 0, bytes, self.fill) }.ctx(|| "cuMemsetD8Async".into())?;
+                unsafe { result::memset_d8_async(ptr, 0, bytes, fill) }.ctx(|| "cuMemsetD8Async".into())?;
             }
         }
-        self.event_on(self.fill)
+        self.event_on(fill)
     }
 
     fn marker(&self) -> Result<CudaEvent> {
         self.ctx.bind()?;
-        self.event_on(self.main)
+        self.event_on(self.streams().0)
     }
 
     fn wait_for(&self, events: &[CudaEvent]) -> Result<()> {
         self.ctx.bind()?;
+        let main = self.streams().0;
         for e in events {
             self.same_device(&e.ctx, "event")?;
             // SAFETY: live event and stream of this context.
-            unsafe { result::stream::wait_event(self.main, e.ev, sys::CUevent_wait_flags::CU_EVENT_WAIT_DEFAULT) }
+            unsafe { result::stream::wait_event(main, e.ev, sys::CUevent_wait_flags::CU_EVENT_WAIT_DEFAULT) }
                 .ctx(|| "cuStreamWaitEvent".into())?;
         }
         Ok(())

@@ -1,7 +1,8 @@
-//! CUDA graphs of recorded launches: a member's main-queue kernels captured once (on a stream of
-//! their own) and replayed with one `cuGraphLaunch`, where the GPU starts each recorded kernel
-//! about 1 µs after the one before instead of the 3.5-5 µs back-to-back stream launches take
-//! (session 21, `launch_floor` and `benches/device_s21/torch_floor.py`).
+//! CUDA graphs of recorded launches: a member's main-queue kernels, or a whole frame's work on
+//! both queues, captured once (on streams of their own) and replayed with one `cuGraphLaunch`,
+//! where the GPU starts each recorded kernel about 1 µs after the one before instead of the
+//! 3.5-5 µs back-to-back stream launches take (session 21, `launch_floor` and
+//! `benches/device_s21/torch_floor.py`), and the host makes one driver call for all of them.
 
 use super::device::Context;
 use super::error::{driver_text, Ctx};
@@ -10,32 +11,60 @@ use dynaspa_runtime::Result;
 use std::cell::Cell;
 use std::sync::{Arc, Mutex};
 
+/// The streams a recording thread's work goes to instead of the device's.
+#[derive(Clone, Copy)]
+pub(crate) struct Recording {
+    pub main: sys::CUstream,
+    /// The second queue's stand-in (a whole frame); `None` for a member, which queues on the
+    /// main queue only, so cuDNN's convs (not known to be safe to record alone) refuse.
+    pub second: Option<sys::CUstream>,
+}
+
 thread_local! {
-    /// The stream this thread records into, while it records: its main-queue launches go there,
-    /// and launches that cannot be recorded (cuDNN's, whose plans may allocate or sync) refuse,
-    /// so the capture falls back to plain launches.
-    static RECORDING: Cell<Option<usize>> = const { Cell::new(None) };
+    /// Where this thread records, while it records: its launches go there, and launches that
+    /// cannot be recorded refuse, so the capture falls back to plain launches.
+    static RECORDING: Cell<Option<(usize, usize)>> = const { Cell::new(None) };
 }
 
-/// Where this thread's main-queue launches go while it records (`None`: not recording).
-pub(crate) fn recording_stream() -> Option<sys::CUstream> {
-    RECORDING.with(Cell::get).map(|s| s as sys::CUstream)
+/// Where this thread's work goes while it records (`None`: not recording).
+pub(crate) fn recording() -> Option<Recording> {
+    RECORDING.with(Cell::get).map(|(m, s)| Recording { main: m as sys::CUstream, second: (s != 0).then_some(s as sys::CUstream) })
 }
 
-/// A device's stream for recording, made on first use. Recording never happens on the main
-/// stream: other threads sharing the device keep queueing (and synchronising) there, which a
-/// capture in progress would take in or refuse. The lock makes one capture at a time.
+/// A device's streams and fork / join events for recording, made on first use. Recording
+/// never happens on the device's streams: other threads sharing the device keep queueing (and
+/// synchronising) there, which a capture in progress would take in or refuse. The lock makes
+/// one capture at a time.
 #[derive(Default)]
-pub(crate) struct RecordStream(Mutex<Option<usize>>);
+pub(crate) struct RecordStream(Mutex<Option<Streams>>);
+
+struct Streams {
+    main: usize,
+    second: usize,
+    fork: usize,
+    join: usize,
+}
 
 impl RecordStream {
-    /// Destroys the stream, if one was made (the device's context current, the stream idle).
+    /// Destroys the streams and events, if made (the device's context current, streams idle).
     pub(crate) fn destroy(&self) {
         if let Some(s) = self.0.lock().unwrap_or_else(|p| p.into_inner()).take() {
             // SAFETY: made by `capture` in this context, destroyed once.
-            let _ = unsafe { result::stream::destroy(s as sys::CUstream) };
+            unsafe {
+                let _ = result::stream::destroy(s.main as sys::CUstream);
+                let _ = result::stream::destroy(s.second as sys::CUstream);
+                let _ = result::event::destroy(s.fork as sys::CUevent);
+                let _ = result::event::destroy(s.join as sys::CUevent);
+            }
         }
     }
+}
+
+fn make_streams() -> Result<Streams> {
+    let stream = || result::stream::create(result::stream::StreamKind::NonBlocking).ctx(|| "cuStreamCreate (recording)".into());
+    let event = || result::event::create(sys::CUevent_flags::CU_EVENT_DISABLE_TIMING).ctx(|| "cuEventCreate (recording)".into());
+    // Leaked on a later failure: at most once per device, and only where the driver is failing.
+    Ok(Streams { main: stream()? as usize, second: stream()? as usize, fork: event()? as usize, join: event()? as usize })
 }
 
 /// An instantiated graph of the context it was recorded in.
@@ -59,26 +88,40 @@ impl Drop for CudaGraph {
     }
 }
 
-/// Records what `record` queues on the main queue, redirected to `rs`'s stream, and
-/// instantiates it. `Ok(None)` when a launch refused or the driver would not record or
-/// instantiate; nothing recorded has run.
-pub(crate) fn capture(ctx: &Arc<Context>, rs: &RecordStream, record: &mut dyn FnMut() -> Result<()>) -> Result<Option<CudaGraph>> {
+/// Records what `record` queues on the main queue (and, with `both`, on the second queue),
+/// redirected to `rs`'s streams, and instantiates it. `Ok(None)` when a launch refused or the
+/// driver would not record or instantiate; nothing recorded has run.
+pub(crate) fn capture(ctx: &Arc<Context>, rs: &RecordStream, both: bool, record: &mut dyn FnMut() -> Result<()>) -> Result<Option<CudaGraph>> {
     ctx.bind()?;
     let mut held = rs.0.lock().map_err(|_| super::error::err("graph recording lock poisoned".to_string()))?;
-    let stream = match *held {
-        Some(s) => s as sys::CUstream,
-        None => {
-            let s = result::stream::create(result::stream::StreamKind::NonBlocking).ctx(|| "cuStreamCreate (recording)".into())?;
-            *held = Some(s as usize);
-            s
-        }
-    };
+    if held.is_none() {
+        *held = Some(make_streams()?);
+    }
+    let s = held.as_ref().expect("made above");
+    let (stream, second) = (s.main as sys::CUstream, s.second as sys::CUstream);
+    let (fork, join) = (s.fork as sys::CUevent, s.join as sys::CUevent);
     // SAFETY: live stream of this context, used by no other thread (the lock).
     unsafe { result::stream::begin_capture(stream, sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL) }
         .ctx(|| "cuStreamBeginCapture".into())?;
-    RECORDING.with(|r| r.set(Some(stream as usize)));
-    let recorded = record();
+    // The second stream joins the capture by waiting for a point in it (a fork), and is joined
+    // back at the end: a capture must end with every stream it took in joined to its origin.
+    // SAFETY: live events and streams of this context, used by this thread only (the lock).
+    let forked = if both {
+        unsafe { result::event::record(fork, stream) }
+            .and_then(|_| unsafe { result::stream::wait_event(second, fork, sys::CUevent_wait_flags::CU_EVENT_WAIT_DEFAULT) })
+            .ctx(|| "forking the recording".into())
+    } else {
+        Ok(())
+    };
+    RECORDING.with(|r| r.set(Some((stream as usize, if both { second as usize } else { 0 }))));
+    let mut recorded = forked.and_then(|_| record());
     RECORDING.with(|r| r.set(None));
+    if both && recorded.is_ok() {
+        // SAFETY: as above.
+        recorded = unsafe { result::event::record(join, second) }
+            .and_then(|_| unsafe { result::stream::wait_event(stream, join, sys::CUevent_wait_flags::CU_EVENT_WAIT_DEFAULT) })
+            .ctx(|| "joining the recording".into());
+    }
     // Always ended, so the stream is usable again whatever happened inside.
     // SAFETY: the capture begun above.
     let graph = unsafe { result::stream::end_capture(stream) };

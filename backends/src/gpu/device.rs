@@ -153,6 +153,10 @@ pub trait GpuDevice: Send + Sync {
         let _ = kernel;
         None
     }
+    /// Whether `capture` and `capture_frame` can record graphs here.
+    fn records_graphs(&self) -> bool {
+        false
+    }
     /// Records the launches `record` queues on the main queue into a graph instead of running
     /// them. `Ok(None)` where the device has no graphs or a launch cannot be recorded; nothing
     /// recorded runs either way, so the caller queues the launches itself then.
@@ -160,7 +164,15 @@ pub trait GpuDevice: Send + Sync {
         let _ = record;
         Ok(None)
     }
-    /// Queues a graph from `capture` on the main queue.
+    /// Records everything `record` queues on both queues (launches, zero fills, and the event
+    /// waits ordering them) into one graph instead of running it: a whole frame. Events made
+    /// while recording order work within the graph only; nothing recorded runs. `Ok(None)`
+    /// where the device has no graphs or something queued cannot be recorded.
+    fn capture_frame(&self, record: &mut dyn FnMut() -> Result<()>) -> Result<Option<Self::Graph>> {
+        let _ = record;
+        Ok(None)
+    }
+    /// Queues a graph from `capture` or `capture_frame` on the main queue.
     fn launch_graph(&self, graph: &Self::Graph) -> Result<()> {
         let _ = graph;
         Err(dynaspa_runtime::Error::Other(format!("{} records no graphs", self.info().backend)))

@@ -122,6 +122,8 @@ pub struct GpuExecutable<D: GpuDevice> {
     /// Per step, the masks whose bitmask launch on the second queue it must wait for first
     /// (`settle_points`).
     settle_before: Vec<Vec<usize>>,
+    /// Whole frames recorded as graphs, per set of members picked (`frame_graphs.rs`).
+    frame_graphs: frame_graphs::FrameGraphs<D::Graph>,
 }
 
 type StepRecords = (Vec<(usize, SparseOpRecord)>, Vec<(String, String, std::time::Duration)>);
@@ -295,6 +297,7 @@ impl<D: GpuDevice> GpuExecutable<D> {
             profile_refused: tuned.refused,
             fused_finish: res.fused_finish,
             settle_before,
+            frame_graphs: frame_graphs::FrameGraphs::new(frame_graphs::enabled_by_env()),
         })
     }
 
@@ -424,14 +427,16 @@ impl<D: GpuDevice> Executable for GpuExecutable<D> {
         if self.step_times {
             self.dev.finish()?;
         }
-        let (mut sparse_ops, step_times) = self.replay()?;
+        let replayed_before = self.frame_graphs.stats.replayed;
+        let (mut sparse_ops, step_times) = self.queue_frame()?;
+        let replayed = self.frame_graphs.stats.replayed > replayed_before;
         let outs = (0..self.outputs.len()).map(|i| self.read_output(i)).collect::<Result<Vec<_>>>()?;
         // The outputs were read, so the queue has drained: the counts copied behind the frame
         // are on the host.
         self.frames.end_frame(&*self.dev, &self.bufs, &mut sparse_ops)?;
         let sparse_ops = sparse_ops.into_iter().map(|(_, r)| r).collect();
         // Per-node times would need a queue sync per node; the GPU report holds the frame total.
-        self.report = Some(FrameReport { total: t0.elapsed(), sparse_ops, step_times, phases_queued: true, ..Default::default() });
+        self.report = Some(FrameReport { total: t0.elapsed(), sparse_ops, step_times, phases_queued: true, replayed, ..Default::default() });
         Ok(outs)
     }
     fn last_report(&self) -> Option<&FrameReport> {
@@ -441,6 +446,9 @@ impl<D: GpuDevice> Executable for GpuExecutable<D> {
 
 #[path = "executor_bench.rs"]
 mod bench;
+#[path = "frame_graphs.rs"]
+mod frame_graphs;
+pub use frame_graphs::FrameGraphStats;
 pub use bench::{NodePart, SparseOpInfo, TokenOpInfo};
 
 fn replay_launches_refs<D: GpuDevice>(dev: &D, bufs: &[D::Buffer], launches: &[&Launch<D::Kernel>]) -> Result<()> {

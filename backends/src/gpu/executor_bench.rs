@@ -177,6 +177,30 @@ impl<D: GpuDevice> GpuExecutable<D> {
         r
     }
 
+    /// Time per frame (µs) of the whole executable's work, `runs` frames queued back to back
+    /// per sample (no inputs uploaded or outputs read), with sparse op `op` running member
+    /// `member` in every frame: from one recorded graph per frame where `graphs` and the device
+    /// records them (`set_frame_graphs`), else launch by launch, as `run` queues them. Run a
+    /// frame first (lagged selection needs one).
+    pub fn time_frames(&mut self, op: usize, member: &str, graphs: bool, samples: usize, runs: usize) -> Result<Vec<f64>> {
+        let at = self.frames.member_index(op, member).ok_or_else(|| Error::Other(format!("sparse op {op} has no member '{member}'")))?;
+        let (pin, enabled) = (self.frames.ops[op].pin.replace(at), self.frame_graphs.enabled);
+        self.frame_graphs.enabled = graphs;
+        let dev = self.dev.clone();
+        let r = (|| {
+            // The picks are seen, then recorded, before the timed frames.
+            for _ in 0..3 {
+                self.queue_frame()?;
+            }
+            let t = time_runs(&*dev, samples, runs, || self.queue_frame().map(drop));
+            self.frames.end_frame(&*dev, &self.bufs, &mut [])?;
+            t
+        })();
+        self.frames.ops[op].pin = pin;
+        self.frame_graphs.enabled = enabled;
+        r
+    }
+
     /// The token-sparse ops, in plan order.
     pub fn token_ops(&self) -> Vec<TokenOpInfo> {
         self.tokens.ops.clone()

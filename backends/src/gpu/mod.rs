@@ -10,7 +10,7 @@ mod plan;
 pub(crate) mod sparse;
 
 pub use device::{Arg, DeviceInfo, GpuDevice, KernelSpec, VendorConv, VendorConvDesc, VendorFused, VendorPolicy};
-pub use executor::{GpuBackend, GpuExecutable, GpuOptions, NodePart, SparseOpInfo, TokenOpInfo};
+pub use executor::{FrameGraphStats, GpuBackend, GpuExecutable, GpuOptions, NodePart, SparseOpInfo, TokenOpInfo};
 pub use sparse::step::CountsSync;
 pub use sparse::knobs as sconv_knobs;
 pub use sparse::timer::{SparseConvTimer, RUNS_PER_CALL};

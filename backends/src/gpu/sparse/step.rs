@@ -76,6 +76,8 @@ pub(crate) struct SparseOp<K> {
     /// Per member, in `members` order: whether it reads no mask metadata (lists its own
     /// columns); missing entries read it.
     pub meta_free: Vec<bool>,
+    /// A member every frame runs whatever the counts (benchmarks time one member's frames).
+    pub pin: Option<usize>,
 }
 
 impl<K> SparseOp<K> {
@@ -99,6 +101,7 @@ impl<K> SparseOp<K> {
             dense_vendor: None,
             last_pick: None,
             meta_free: Vec::new(),
+            pin: None,
         }
     }
 }
@@ -161,6 +164,9 @@ pub(crate) struct Frames<D: GpuDevice> {
     pending: Vec<Option<D::Event>>,
     /// Each member's launches recorded as one graph, where the device records graphs.
     graphs: MemberGraphs<D::Graph>,
+    /// The whole frame is being recorded (`gpu/frame_graphs.rs`): members queue their launches
+    /// into it, not graphs of their own.
+    pub recording_frame: bool,
 }
 
 impl<D: GpuDevice> Frames<D> {
@@ -174,6 +180,7 @@ impl<D: GpuDevice> Frames<D> {
             zero_events: Vec::new(),
             pending: Vec::new(),
             graphs: MemberGraphs::new(graphs::enabled_by_env()),
+            recording_frame: false,
         }
     }
 
@@ -413,7 +420,11 @@ impl<D: GpuDevice> Frames<D> {
             op.cached_ready = true;
             ("dense (first cached frame)".to_string(), None, 0)
         } else {
-            self.graphs.replay(dev, bufs, i, pick, &op.members[pick])?;
+            if self.recording_frame {
+                replay_launches(dev, bufs, &op.members[pick])?;
+            } else {
+                self.graphs.replay(dev, bufs, i, pick, &op.members[pick])?;
+            }
             op.last_pick = Some(pick);
             let s = &op.poly.members()[pick].schedule;
             (s.name.clone(), s.granularity, tiles)
@@ -427,10 +438,14 @@ impl<D: GpuDevice> Frames<D> {
     }
 }
 
+#[path = "frame_state.rs"]
+mod frame_state;
+
 /// The PolyKernel member to run for this frame's counts.
 fn choose<K>(op: &SparseOp<K>, layout: &MetaLayout, counts: &[usize]) -> Result<usize> {
     let members = op.poly.members();
     let pick = match op.force {
+        _ if op.pin.is_some_and(|p| p < op.members.len()) => op.pin.expect("checked"),
         Some(ForceMember::Dense) => op.poly.dense_index(),
         Some(ForceMember::Tiles(g)) => {
             let dist = |h: Granularity| (h.h as i32 - g.h as i32).abs() + (h.w as i32 - g.w as i32).abs();
@@ -473,7 +488,7 @@ impl<D: GpuDevice> Frames<D> {
     }
 
     /// Where op `i`'s member `name` is among its members (and their launch lists).
-    fn member_index(&self, i: usize, name: &str) -> Option<usize> {
+    pub(crate) fn member_index(&self, i: usize, name: &str) -> Option<usize> {
         let op = &self.ops[i];
         op.poly.members().iter().position(|m| m.schedule.name == name).filter(|&a| a < op.members.len())
     }

@@ -1,0 +1,60 @@
+//! What a frame replayed from a recorded graph (`gpu/frame_graphs.rs`) needs of the sparse ops'
+//! per-frame state: the members the frame will run, known before any launch, and the state
+//! `run_op` would have left, set without running it.
+
+use super::{choose, CountsSync, Frames};
+use crate::gpu::device::GpuDevice;
+use dynaspa_runtime::graph::FillPolicy;
+use dynaspa_runtime::Result;
+
+impl<D: GpuDevice> Frames<D> {
+    /// The member each sparse op will run this frame, in op order, where that is known before
+    /// the frame runs: every op selects with its mask's counts of the last frame (lagged
+    /// counts, not the first frame), reads them from host memory its bitmask launch writes
+    /// (no copy to queue), and no op computes its first cached frame. `None` otherwise: the
+    /// frame then runs launch by launch.
+    pub(crate) fn frame_key(&self) -> Option<Vec<u16>> {
+        if self.sync != CountsSync::Lagged {
+            return None;
+        }
+        let mut key = Vec::with_capacity(self.ops.len());
+        for op in &self.ops {
+            let c = self.counts.get(op.mask)?;
+            if !c.mapped || (op.fill == FillPolicy::Cached && !op.cached_ready) {
+                return None;
+            }
+            let pick = choose(op, &self.masks[op.mask].layout, c.last.as_ref()?).ok()?;
+            key.push(u16::try_from(pick).ok()?);
+        }
+        Some(key)
+    }
+
+    /// Leaves the state a frame run op by op with `key`'s members leaves (`run_op`), for a frame
+    /// queued as a graph: each mask's counts of this frame in flight to the host, written by
+    /// the graph's work (marked after it on the main queue), and no bitmask launch pending.
+    pub(crate) fn after_frame_graph(&mut self, dev: &D, key: &[u16]) -> Result<()> {
+        self.begin_frame();
+        for (op, &pick) in self.ops.iter_mut().zip(key) {
+            op.last_pick = Some(pick as usize);
+        }
+        for m in 0..self.counts.len() {
+            if !self.ops.iter().any(|o| o.mask == m) {
+                continue;
+            }
+            let mc = &mut self.counts[m];
+            if let Some(st) = mc.staging.as_ref() {
+                dev.staging_written(st, false)?;
+                mc.in_flight = true;
+                mc.select = mc.last.clone();
+            }
+        }
+        self.pending.iter_mut().for_each(|p| *p = None);
+        Ok(())
+    }
+
+    /// Drops the events of a recording that was abandoned: they order nothing that runs.
+    pub(crate) fn forget_recorded_events(&mut self) {
+        self.pending.iter_mut().for_each(|p| *p = None);
+        self.zero_events.iter_mut().for_each(|p| *p = None);
+    }
+}
