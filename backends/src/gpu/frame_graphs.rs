@@ -129,7 +129,7 @@ impl<D: GpuDevice> GpuExecutable<D> {
                 *used = clock;
                 self.dev.launch_graph(graph)?;
                 let records = records.clone();
-                self.frames.after_frame_graph(&*self.dev, &key)?;
+                self.frames.after_frame_graph(&*self.dev, &self.bufs, &key)?;
                 self.frame_graphs.stats.replayed += 1;
                 Ok(records)
             }
@@ -155,7 +155,7 @@ impl<D: GpuDevice> GpuExecutable<D> {
         match (graph?, records) {
             (Some(graph), Some(mut records)) => {
                 dev.launch_graph(&graph)?;
-                self.frames.after_frame_graph(&*dev, &key)?;
+                self.frames.after_frame_graph(&*dev, &self.bufs, &key)?;
                 // Replays queue no phase on the host: their records carry none.
                 records.0.iter_mut().for_each(|(_, r)| r.phases = PhaseTimes::default());
                 fg.evict();

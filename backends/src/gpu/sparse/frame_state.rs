@@ -10,9 +10,8 @@ use dynaspa_runtime::Result;
 impl<D: GpuDevice> Frames<D> {
     /// The member each sparse op will run this frame, in op order, where that is known before
     /// the frame runs: every op selects with its mask's counts of the last frame (lagged
-    /// counts, not the first frame), reads them from host memory its bitmask launch writes
-    /// (no copy to queue), and no op computes its first cached frame. `None` otherwise: the
-    /// frame then runs launch by launch.
+    /// counts, not the first frame) and no op computes its first cached frame. `None`
+    /// otherwise: the frame then runs launch by launch.
     pub(crate) fn frame_key(&self) -> Option<Vec<u16>> {
         if self.sync != CountsSync::Lagged {
             return None;
@@ -20,7 +19,7 @@ impl<D: GpuDevice> Frames<D> {
         let mut key = Vec::with_capacity(self.ops.len());
         for op in &self.ops {
             let c = self.counts.get(op.mask)?;
-            if !c.mapped || (op.fill == FillPolicy::Cached && !op.cached_ready) {
+            if op.fill == FillPolicy::Cached && !op.cached_ready {
                 return None;
             }
             let pick = choose(op, &self.masks[op.mask].layout, c.last.as_ref()?).ok()?;
@@ -31,8 +30,9 @@ impl<D: GpuDevice> Frames<D> {
 
     /// Leaves the state a frame run op by op with `key`'s members leaves (`run_op`), for a frame
     /// queued as a graph: each mask's counts of this frame in flight to the host, written by
-    /// the graph's work (marked after it on the main queue), and no bitmask launch pending.
-    pub(crate) fn after_frame_graph(&mut self, dev: &D, key: &[u16]) -> Result<()> {
+    /// the graph's work into mapped memory (marked after it on the main queue) or copied after
+    /// it, and no bitmask launch pending.
+    pub(crate) fn after_frame_graph(&mut self, dev: &D, bufs: &[D::Buffer], key: &[u16]) -> Result<()> {
         self.begin_frame();
         for (op, &pick) in self.ops.iter_mut().zip(key) {
             op.last_pick = Some(pick as usize);
@@ -42,11 +42,16 @@ impl<D: GpuDevice> Frames<D> {
                 continue;
             }
             let mc = &mut self.counts[m];
-            if let Some(st) = mc.staging.as_ref() {
-                dev.staging_written(st, false)?;
-                mc.in_flight = true;
-                mc.select = mc.last.clone();
+            if mc.mapped {
+                dev.staging_written(mc.staging.as_ref().expect("mapped counts have their memory"), false)?;
+            } else {
+                if mc.staging.is_none() {
+                    mc.staging = Some(dev.staging(self.masks[m].layout.data0 * 4)?);
+                }
+                dev.download_async(&bufs[self.masks[m].meta], 0, mc.staging.as_ref().expect("made above"), None)?;
             }
+            mc.in_flight = true;
+            mc.select = mc.last.clone();
         }
         self.pending.iter_mut().for_each(|p| *p = None);
         Ok(())

@@ -311,7 +311,8 @@ impl<D: GpuDevice> Frames<D> {
             // The launch stored the counts in host memory itself: the host reads them once
             // the work queued so far on its queue is done.
             dev.staging_written(mc.staging.as_ref().expect("mapped counts have their memory"), off_path)?;
-        } else {
+        } else if !self.recording_frame {
+            // (A recorded frame copies its counts after its graph: `after_frame_graph`.)
             if mc.staging.is_none() {
                 mc.staging = Some(dev.staging(mp.layout.data0 * 4)?);
             }
