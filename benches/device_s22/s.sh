@@ -4,7 +4,10 @@
 #      with DYNASPA_FRAME_GRAPHS=1), then the three full-size models end to end with frame graphs
 #      off and on, alternated twice, PyTorch eager after each round;
 #   2: the issue-5 convs at batch 1 (whole frames launch by launch and from graphs timed beside
-#      the member), PyTorch, then again.
+#      the member), PyTorch, then again;
+#   3: where the full-size DynConv's frame goes (FULL=1): `dynaspa profile` with a sync after
+#      every step (DYNASPA_GPU_STEP_TIMES=1, the 60 slowest steps), sparse and with every sparse
+#      op forced to its dense member, then the profile's phase table without syncs.
 stage=$1
 source "$(dirname "$0")/start.sh"
 if [ "$stage" = 1 ]; then
@@ -26,4 +29,11 @@ elif [ "$stage" = 2 ]; then
     vs_rep b1 $rep fg
     cat $OUT/r/vs_b1_fg_$rep.txt
   done
+elif [ "$stage" = 3 ]; then
+  while [ ! -f /tmp/full/export_avit.log ]; do sleep 2; done  # dynconv exported first
+  P="$D/dynaspa profile /tmp/full/dynconv_full_d30.onnx --frames models/frames/vtest --max-frames 10 --backend cuda"
+  DYNASPA_GPU_STEP_TIMES=1 timeout 120 $P --nodes 60 > $OUT/r/steps_sparse.txt 2>&1; echo "steps sparse rc=$?"
+  DYNASPA_GPU_STEP_TIMES=1 DYNASPA_FORCE_MEMBER=dense timeout 120 $P --nodes 60 > $OUT/r/steps_dense.txt 2>&1; echo "steps dense rc=$?"
+  timeout 120 $P > $OUT/r/phases.txt 2>&1; echo "phases rc=$?"
+  head -c 3000 $OUT/r/steps_sparse.txt
 fi
