@@ -7,7 +7,10 @@
 #      the member), PyTorch, then again;
 #   3: where the full-size DynConv's frame goes (FULL=1): `dynaspa profile` with a sync after
 #      every step (DYNASPA_GPU_STEP_TIMES=1, the 60 slowest steps), sparse and with every sparse
-#      op forced to its dense member, then the profile's phase table without syncs.
+#      op forced to its dense member, then the profile's phase table without syncs;
+#   4: frame graphs on by default: the frame-graph test and the GPU tests as they are, then the
+#      three full-size models over 200 vtest frames in camera order (`dynaspa run`, each frame
+#      once) with frame graphs off and on, alternated twice.
 stage=$1
 source "$(dirname "$0")/start.sh"
 if [ "$stage" = 1 ]; then
@@ -36,4 +39,16 @@ elif [ "$stage" = 3 ]; then
   DYNASPA_GPU_STEP_TIMES=1 DYNASPA_FORCE_MEMBER=dense timeout 120 $P --nodes 60 > $OUT/r/steps_dense.txt 2>&1; echo "steps dense rc=$?"
   timeout 120 $P > $OUT/r/phases.txt 2>&1; echo "phases rc=$?"
   head -c 3000 $OUT/r/steps_sparse.txt
+elif [ "$stage" = 4 ]; then
+  for t in gpu_frame_graphs gpu_models gpu_sparse gpu_tokens gpu_fused_finish gpu_ops; do gpu_test $t d_$t; done
+  while [ ! -f /tmp/full/all_done ]; do sleep 2; done
+  for rep in 1 2; do
+    for m in dynconv_full_d30 avit_full_d30 sige_full; do
+      extra=(); [ $m = sige_full ] && extra=(--input mask=/tmp/sige_mask.npy)
+      for fg in 0 1; do
+        DYNASPA_FRAME_GRAPHS=$fg timeout 100 $D/dynaspa run /tmp/full/$m.onnx --frames models/frames/vtest --max-frames 200 --backend cuda "${extra[@]}" > $OUT/r/run_${m}_fg${fg}_$rep.txt 2>&1
+        echo "== [$rep] $m graphs=$fg rc=$?: $(grep -E '^summary|rror|warn' $OUT/r/run_${m}_fg${fg}_$rep.txt | tr '\n' ' ')"
+      done
+    done
+  done
 fi

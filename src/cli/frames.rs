@@ -51,11 +51,14 @@ pub fn run_frames(a: &RunArgs, src: &Path, session: &mut Session, load_ms: f64) 
 
     let mut latencies = Vec::new();
     let mut densities = Vec::new();
+    // Frames queued as one recorded graph (CUDA).
+    let mut replayed = 0usize;
     for frame in source {
         let frame = frame?;
         let (outs, ms) = run_one(session, &feeder, &frame)?;
         let report = session.last_report();
         let density = stats::frame_density(report);
+        replayed += usize::from(report.is_some_and(|r| r.replayed));
         let kernels = stats::kernel_summary(report.into_iter().flat_map(|r| r.sparse_ops.iter()));
         let base = frame_base(frame.index, frame.path.as_deref());
         if let Some(dir) = &a.output_dir {
@@ -78,11 +81,12 @@ pub fn run_frames(a: &RunArgs, src: &Path, session: &mut Session, load_ms: f64) 
         return Err(Error::Other(format!("no frames could be read from {}", src.display())));
     }
     println!(
-        "summary: {} frames, latency median {:.3} ms, p90 {:.3} ms, mean density {}{}",
+        "summary: {} frames, latency median {:.3} ms, p90 {:.3} ms, mean density {}{}{}",
         latencies.len(),
         stats::median(&latencies).unwrap_or(0.0),
         stats::percentile(&latencies, 90.0).unwrap_or(0.0),
         stats::fmt_density(stats::mean(&densities)),
+        if replayed > 0 { format!(", {replayed} replayed from recorded graphs") } else { String::new() },
         a.output_dir.as_ref().map_or_else(String::new, |d| format!(", outputs in {}", d.display()))
     );
     Ok(())

@@ -5,8 +5,9 @@
 //! the second time that set comes (a camera's picks repeat frame after frame; a set seen once
 //! would cost a recording and never pay for it), replayed every time after.
 //!
-//! Off unless `DYNASPA_FRAME_GRAPHS=1` or `GpuExecutable::set_frame_graphs`. Not where steps are
-//! timed (a sync per step) or the counts are read exactly (a sync per mask).
+//! On where the device records graphs (CUDA) unless `DYNASPA_FRAME_GRAPHS=0` or
+//! `GpuExecutable::set_frame_graphs(false)`. Not where steps are timed (a sync per step) or the
+//! counts are read exactly (a sync per mask).
 
 use super::{GpuExecutable, StepRecords};
 use crate::gpu::device::GpuDevice;
@@ -19,10 +20,15 @@ const MAX_GRAPHS: usize = 64;
 /// Recordings the device may refuse (something in the frame cannot be recorded) before the
 /// executable stops trying.
 const MAX_REFUSALS: usize = 3;
+/// Graphs recorded before the executable judges whether recording pays: it stops recording
+/// new sets of picks where its graphs were replayed, beyond the frame each was recorded in,
+/// fewer times than it recorded (picks that change every frame, so a graph is seldom used
+/// again); the graphs it has keep being replayed.
+const JUDGE_AFTER: usize = 16;
 
-/// Whether frames are recorded: `$DYNASPA_FRAME_GRAPHS` is 1.
+/// Whether frames are recorded: unless `$DYNASPA_FRAME_GRAPHS` is 0.
 pub(crate) fn enabled_by_env() -> bool {
-    crate::gpu::sparse::schedules::env_switch("DYNASPA_FRAME_GRAPHS") == Some(true)
+    crate::gpu::sparse::schedules::env_switch("DYNASPA_FRAME_GRAPHS") != Some(false)
 }
 
 /// How an executable's frames ran since it was compiled.
@@ -80,10 +86,58 @@ impl<G> FrameGraphs<G> {
 }
 
 /// What to do with one frame.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Plan {
     Plain,
     Record,
     Replay,
+}
+
+impl<G> FrameGraphs<G> {
+    /// What to do with a frame of picks `key`: replay its graph, record one (the second time
+    /// the picks come, while recording pays), or run it launch by launch; replays and plain
+    /// frames are counted here, recordings by `store` or `refuse`.
+    fn plan(&mut self, key: &[u16]) -> Plan {
+        self.clock += 1;
+        let st = &self.stats;
+        let paying = st.recorded < JUDGE_AFTER || st.replayed >= 2 * st.recorded;
+        let plan = match self.entries.get_mut(key) {
+            None => {
+                self.entries.insert(key.to_vec(), Entry::Seen);
+                Plan::Plain
+            }
+            Some(Entry::Seen) if paying => Plan::Record,
+            Some(Entry::Ready { used, .. }) => {
+                *used = self.clock;
+                Plan::Replay
+            }
+            Some(_) => Plan::Plain,
+        };
+        match plan {
+            Plan::Replay => self.stats.replayed += 1,
+            Plan::Plain => self.stats.plain += 1,
+            Plan::Record => {}
+        }
+        plan
+    }
+
+    /// Keeps `graph` for `key`, making room first.
+    fn store(&mut self, key: Vec<u16>, graph: G, records: StepRecords) {
+        self.evict();
+        self.entries.insert(key, Entry::Ready { graph, used: self.clock, records });
+        self.stats.recorded += 1;
+        self.stats.replayed += 1;
+    }
+
+    /// Marks `key` as one the device would not record.
+    fn refuse(&mut self, key: Vec<u16>) {
+        self.entries.insert(key, Entry::Refused);
+        self.stats.refused += 1;
+        self.stats.plain += 1;
+        if self.stats.refused == MAX_REFUSALS {
+            tracing::warn!("{MAX_REFUSALS} frame recordings refused; frames run launch by launch (RUST_LOG=debug says why)");
+        }
+    }
 }
 
 impl<D: GpuDevice> GpuExecutable<D> {
@@ -108,29 +162,13 @@ impl<D: GpuDevice> GpuExecutable<D> {
             self.frame_graphs.stats.plain += 1;
             return self.replay();
         };
-        fg.clock += 1;
-        let plan = match fg.entries.get(&key) {
-            None => {
-                fg.entries.insert(key.clone(), Entry::Seen);
-                Plan::Plain
-            }
-            Some(Entry::Seen) => Plan::Record,
-            Some(Entry::Refused) => Plan::Plain,
-            Some(Entry::Ready { .. }) => Plan::Replay,
-        };
-        match plan {
-            Plan::Plain => {
-                self.frame_graphs.stats.plain += 1;
-                self.replay()
-            }
+        match self.frame_graphs.plan(&key) {
+            Plan::Plain => self.replay(),
             Plan::Replay => {
-                let clock = self.frame_graphs.clock;
-                let Some(Entry::Ready { graph, used, records }) = self.frame_graphs.entries.get_mut(&key) else { unreachable!("planned from this entry") };
-                *used = clock;
+                let Some(Entry::Ready { graph, records, .. }) = self.frame_graphs.entries.get(&key) else { unreachable!("planned from this entry") };
                 self.dev.launch_graph(graph)?;
                 let records = records.clone();
                 self.frames.after_frame_graph(&*self.dev, &self.bufs, &key)?;
-                self.frame_graphs.stats.replayed += 1;
                 Ok(records)
             }
             Plan::Record => self.record_frame(key),
@@ -151,29 +189,73 @@ impl<D: GpuDevice> GpuExecutable<D> {
             Ok(())
         });
         self.frames.recording_frame = false;
-        let fg = &mut self.frame_graphs;
         match (graph?, records) {
             (Some(graph), Some(mut records)) => {
                 dev.launch_graph(&graph)?;
                 self.frames.after_frame_graph(&*dev, &self.bufs, &key)?;
                 // Replays queue no phase on the host: their records carry none.
                 records.0.iter_mut().for_each(|(_, r)| r.phases = PhaseTimes::default());
-                fg.evict();
-                fg.entries.insert(key, Entry::Ready { graph, used: fg.clock, records: records.clone() });
-                fg.stats.recorded += 1;
-                fg.stats.replayed += 1;
+                self.frame_graphs.store(key, graph, records.clone());
                 Ok(records)
             }
             _ => {
-                fg.entries.insert(key, Entry::Refused);
-                fg.stats.refused += 1;
-                if fg.stats.refused == MAX_REFUSALS {
-                    tracing::warn!("{} frame recordings refused; frames run launch by launch (RUST_LOG=debug says why)", MAX_REFUSALS);
-                }
-                fg.stats.plain += 1;
+                self.frame_graphs.refuse(key);
                 self.frames.forget_recorded_events();
                 self.replay()
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{FrameGraphs, Plan, JUDGE_AFTER, MAX_GRAPHS};
+
+    /// Plans `key`, storing a graph where it says record, as `queue_frame` does.
+    fn frame(fg: &mut FrameGraphs<u32>, key: &[u16]) -> Plan {
+        let p = fg.plan(key);
+        if p == Plan::Record {
+            fg.store(key.to_vec(), 0, Default::default());
+        }
+        p
+    }
+
+    #[test]
+    fn records_the_second_time_and_replays_after() {
+        let mut fg = FrameGraphs::new(true);
+        let plans: Vec<Plan> = [[1u16, 0], [2, 0], [1, 0], [2, 0], [1, 0], [2, 0]].iter().map(|k| frame(&mut fg, k)).collect();
+        use Plan::*;
+        assert_eq!(plans, [Plain, Plain, Record, Record, Replay, Replay]);
+        assert_eq!((fg.stats.recorded, fg.stats.replayed, fg.stats.plain), (2, 4, 2));
+        fg.refuse(vec![3]);
+        assert_eq!(frame(&mut fg, &[3]), Plain, "a refused set is not tried again");
+    }
+
+    #[test]
+    fn keeps_the_most_recently_replayed_graphs() {
+        let mut fg = FrameGraphs::new(true);
+        let key = |i: usize| vec![(i % 1000) as u16, (i / 1000) as u16];
+        // Every set twice, so each is recorded, with set 0 replayed between the others.
+        for i in 0..MAX_GRAPHS + 8 {
+            frame(&mut fg, &key(i));
+            frame(&mut fg, &key(i));
+            frame(&mut fg, &key(0));
+        }
+        assert_eq!(fg.ready(), MAX_GRAPHS);
+        assert_eq!(frame(&mut fg, &key(0)), Plan::Replay, "the set replayed all along was evicted");
+        assert_eq!(frame(&mut fg, &key(1)), Plan::Record, "the oldest set was kept, or is not recorded again when it comes back");
+    }
+
+    #[test]
+    fn stops_recording_where_graphs_are_not_used_again() {
+        let mut fg = FrameGraphs::new(true);
+        // Each set comes exactly twice: recorded, never replayed again.
+        for i in 0..JUDGE_AFTER as u16 {
+            frame(&mut fg, &[i]);
+            assert_eq!(frame(&mut fg, &[i]), Plan::Record);
+        }
+        frame(&mut fg, &[999]);
+        assert_eq!(frame(&mut fg, &[999]), Plan::Plain, "recording went on although no graph was used twice");
+        assert_eq!(frame(&mut fg, &[0]), Plan::Replay, "graphs already recorded stop replaying");
     }
 }
