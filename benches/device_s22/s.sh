@@ -10,7 +10,8 @@
 #      op forced to its dense member, then the profile's phase table without syncs;
 #   4: frame graphs on by default: the frame-graph test and the GPU tests as they are, then the
 #      three full-size models over 200 vtest frames in camera order (`dynaspa run`, each frame
-#      once) with frame graphs off and on, alternated twice.
+#      once) with frame graphs off and on, alternated twice;
+#   5: the issue-5 convs at batches 2 and 4 (sampled schedules, whole frames timed too), PyTorch.
 stage=$1
 source "$(dirname "$0")/start.sh"
 if [ "$stage" = 1 ]; then
@@ -51,4 +52,9 @@ elif [ "$stage" = 4 ]; then
       done
     done
   done
+elif [ "$stage" = 5 ]; then
+  DUMP=1 bench b24k fg_1 $D
+  torch_b24 1
+  vs_rep b24k 1 fg
+  cat $OUT/r/vs_b24k_fg_1.txt
 fi
