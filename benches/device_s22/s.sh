@@ -55,6 +55,7 @@ elif [ "$stage" = 4 ]; then
 elif [ "$stage" = 5 ]; then
   DUMP=1 bench b24k fg_1 $D
   torch_b24 1
+  cp $OUT/r/torch_b24_1.jsonl $OUT/r/torch_b24k_1.jsonl
   vs_rep b24k 1 fg
   cat $OUT/r/vs_b24k_fg_1.txt
 fi
