@@ -11,7 +11,8 @@
 #   4: frame graphs on by default: the frame-graph test and the GPU tests as they are, then the
 #      three full-size models over 200 vtest frames in camera order (`dynaspa run`, each frame
 #      once) with frame graphs off and on, alternated twice;
-#   5: the issue-5 convs at batches 2 and 4 (sampled schedules, whole frames timed too), PyTorch.
+#   5: the issue-5 convs at batches 2 and 4 (sampled schedules, whole frames timed too), PyTorch
+#      (REP=N names the round).
 stage=$1
 source "$(dirname "$0")/start.sh"
 if [ "$stage" = 1 ]; then
@@ -53,9 +54,10 @@ elif [ "$stage" = 4 ]; then
     done
   done
 elif [ "$stage" = 5 ]; then
-  DUMP=1 bench b24k fg_1 $D
-  torch_b24 1
-  cp $OUT/r/torch_b24_1.jsonl $OUT/r/torch_b24k_1.jsonl
-  vs_rep b24k 1 fg
-  cat $OUT/r/vs_b24k_fg_1.txt
+  r=${REP:-1}
+  DUMP=1 bench b24k fg_$r $D
+  torch_b24 $r
+  cp $OUT/r/torch_b24_$r.jsonl $OUT/r/torch_b24k_$r.jsonl
+  vs_rep b24k $r fg
+  cat $OUT/r/vs_b24k_fg_$r.txt
 fi
