@@ -34,6 +34,9 @@ pub struct OpenOptions {
     pub device: Option<String>,
     /// GPU backends: fill node outputs with NaN before their kernels run (tests).
     pub poison: bool,
+    /// GPU backends that record graphs (CUDA): queue repeated frames as one recorded graph
+    /// (`None`: on unless `$DYNASPA_FRAME_GRAPHS` is 0).
+    pub frame_graphs: Option<bool>,
 }
 
 /// Loads and optimises a model file (constant folding runs on the CPU kernels).
@@ -61,6 +64,7 @@ pub fn open(path: impl AsRef<Path>, backend: &str, opts: &OpenOptions) -> Result
             sparse: Some(opts.sparse.clone().unwrap_or_else(backends::cpu::SparseConfig::from_env)),
             device: opts.device.clone(),
             poison: opts.poison,
+            frame_graphs: opts.frame_graphs,
         },
     )?;
     Session::new(g, b.as_ref())

@@ -279,6 +279,8 @@ fn bench<D: GpuDevice + 'static>(dev: Arc<D>, a: &Args) -> Result<()> {
         step_times: false,
         fused_finish: None,
         self_list: None,
+        // Whole frames are timed both ways (`time_frames`); the rest times launches itself.
+        frame_graphs: None,
     };
     for cc in CASES.iter().filter(|c| a.only.as_deref().is_none_or(|o| c.name.contains(o))) {
         for &n in &a.batches {

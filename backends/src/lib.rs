@@ -50,6 +50,8 @@ pub struct BackendOptions {
     /// GPU backends fill each node's outputs with NaN before its kernels run, so an output a
     /// kernel does not write shows in the results (tests). Also on with `DYNASPA_GPU_POISON=1`.
     pub poison: bool,
+    /// GPU backends that record graphs: frames as recorded graphs (`GpuOptions::frame_graphs`).
+    pub frame_graphs: Option<bool>,
 }
 
 /// `auto` picks the best backend present; today that is the CPU (the GPU backends run sparse
@@ -74,7 +76,15 @@ fn gpu_options(o: &BackendOptions) -> gpu::GpuOptions {
     let step_times = std::env::var_os("DYNASPA_GPU_STEP_TIMES").is_some_and(|v| v == "1");
     use gpu::sparse::schedules::env_switch;
     let (fused_finish, self_list) = (env_switch("DYNASPA_FUSED_FINISH"), env_switch("DYNASPA_SELF_LIST"));
-    gpu::GpuOptions { poison, sparse: o.sparse.clone().unwrap_or_default(), counts: gpu::CountsSync::from_env(), step_times, fused_finish, self_list }
+    gpu::GpuOptions {
+        poison,
+        sparse: o.sparse.clone().unwrap_or_default(),
+        counts: gpu::CountsSync::from_env(),
+        step_times,
+        fused_finish,
+        self_list,
+        frame_graphs: o.frame_graphs,
+    }
 }
 
 pub fn create_configured(name: &str, o: &BackendOptions) -> Result<Box<dyn Backend>> {

@@ -149,7 +149,9 @@ fn print_table(rows: &[Row], total: &Row) {
 
 pub fn profile(a: ProfileArgs, recorder: Option<Recorder>) -> Result<()> {
     let sparse = super::sparse_config(a.profile.as_deref(), &a.src.backend)?;
-    let opts = OpenOptions { threads: a.src.threads, device: a.src.device.clone(), sparse, ..Default::default() };
+    // Frames replayed from a recorded graph queue nothing per op: the phase table needs each
+    // frame queued op by op.
+    let opts = OpenOptions { threads: a.src.threads, device: a.src.device.clone(), sparse, frame_graphs: Some(false), ..Default::default() };
     let mut session = dynaspa::open(&a.model, &a.src.backend, &opts)?;
     let feeder = a.src.feeder(session.graph())?;
     let mut source = FrameSource::open(&a.src.frames, feeder.input_size(), a.src.max_frames.map(|n| n as usize))?;

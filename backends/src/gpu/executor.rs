@@ -49,6 +49,9 @@ pub struct GpuOptions {
     /// launches the bitmask kernel beside them; `None`: the device's default
     /// (`sparse::schedules::self_list`: on for CUDA, off elsewhere, never on wgpu).
     pub self_list: Option<bool>,
+    /// Repeated frames queued as one recorded graph where the device records them
+    /// (`frame_graphs.rs`); `None`: on unless `$DYNASPA_FRAME_GRAPHS` is 0.
+    pub frame_graphs: Option<bool>,
 }
 
 /// A `Backend` over one GPU device.
@@ -297,7 +300,7 @@ impl<D: GpuDevice> GpuExecutable<D> {
             profile_refused: tuned.refused,
             fused_finish: res.fused_finish,
             settle_before,
-            frame_graphs: frame_graphs::FrameGraphs::new(frame_graphs::enabled_by_env()),
+            frame_graphs: frame_graphs::FrameGraphs::new(opts.frame_graphs.unwrap_or_else(frame_graphs::enabled_by_env)),
         })
     }
 
