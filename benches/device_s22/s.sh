@@ -12,7 +12,9 @@
 #      three full-size models over 200 vtest frames in camera order (`dynaspa run`, each frame
 #      once) with frame graphs off and on, alternated twice;
 #   5: the issue-5 convs at batches 2 and 4 (sampled schedules, whole frames timed too), PyTorch
-#      (REP=N names the round).
+#      (REP=N names the round);
+#   6: stage 4's camera-order runs once more, for the host's time to queue a frame (FULL=1; the
+#      dynaspa binary of the tree that reports it, the others as packed for stage 4).
 stage=$1
 source "$(dirname "$0")/start.sh"
 if [ "$stage" = 1 ]; then
@@ -51,6 +53,15 @@ elif [ "$stage" = 4 ]; then
         DYNASPA_FRAME_GRAPHS=$fg timeout 100 $D/dynaspa run /tmp/full/$m.onnx --frames models/frames/vtest --max-frames 200 --backend cuda "${extra[@]}" > $OUT/r/run_${m}_fg${fg}_$rep.txt 2>&1
         echo "== [$rep] $m graphs=$fg rc=$?: $(grep -E '^summary|rror|warn' $OUT/r/run_${m}_fg${fg}_$rep.txt | tr '\n' ' ')"
       done
+    done
+  done
+elif [ "$stage" = 6 ]; then
+  while [ ! -f /tmp/full/all_done ]; do sleep 2; done
+  for m in dynconv_full_d30 avit_full_d30 sige_full; do
+    extra=(); [ $m = sige_full ] && extra=(--input mask=/tmp/sige_mask.npy)
+    for fg in 0 1; do
+      DYNASPA_FRAME_GRAPHS=$fg timeout 100 $D/dynaspa run /tmp/full/$m.onnx --frames models/frames/vtest --max-frames 200 --backend cuda "${extra[@]}" > $OUT/r/run_${m}_fg$fg.txt 2>&1
+      echo "== $m graphs=$fg rc=$?: $(grep -E '^summary|rror|warn' $OUT/r/run_${m}_fg$fg.txt | tr '\n' ' ')"
     done
   done
 elif [ "$stage" = 5 ]; then

@@ -64,6 +64,9 @@ pub struct FrameReport {
     /// The frame's work was queued as one recorded graph (CUDA graphs, `DYNASPA_FRAME_GRAPHS`):
     /// its sparse ops' phases are zero, as the host queued nothing per op.
     pub replayed: bool,
+    /// Host time until the frame's work was queued, inputs uploaded (GPU backends; zero
+    /// elsewhere): what the frame costs the CPU. The rest of `total` waits for the device.
+    pub queued: Duration,
 }
 
 impl FrameReport {

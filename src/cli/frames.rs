@@ -51,14 +51,16 @@ pub fn run_frames(a: &RunArgs, src: &Path, session: &mut Session, load_ms: f64) 
 
     let mut latencies = Vec::new();
     let mut densities = Vec::new();
-    // Frames queued as one recorded graph (CUDA).
+    // Frames queued as one recorded graph (CUDA), and the host's time to queue each (GPU).
     let mut replayed = 0usize;
+    let mut queued = Vec::new();
     for frame in source {
         let frame = frame?;
         let (outs, ms) = run_one(session, &feeder, &frame)?;
         let report = session.last_report();
         let density = stats::frame_density(report);
         replayed += usize::from(report.is_some_and(|r| r.replayed));
+        queued.extend(report.map(|r| r.queued.as_secs_f64() * 1e3).filter(|&ms| ms > 0.0));
         let kernels = stats::kernel_summary(report.into_iter().flat_map(|r| r.sparse_ops.iter()));
         let base = frame_base(frame.index, frame.path.as_deref());
         if let Some(dir) = &a.output_dir {
@@ -86,7 +88,10 @@ pub fn run_frames(a: &RunArgs, src: &Path, session: &mut Session, load_ms: f64) 
         stats::median(&latencies).unwrap_or(0.0),
         stats::percentile(&latencies, 90.0).unwrap_or(0.0),
         stats::fmt_density(stats::mean(&densities)),
-        if replayed > 0 { format!(", {replayed} replayed from recorded graphs") } else { String::new() },
+        match stats::median(&queued) {
+            Some(q) => format!(", host queueing median {q:.3} ms{}", if replayed > 0 { format!(", {replayed} replayed from recorded graphs") } else { String::new() }),
+            None => String::new(),
+        },
         a.output_dir.as_ref().map_or_else(String::new, |d| format!(", outputs in {}", d.display()))
     );
     Ok(())

@@ -268,6 +268,7 @@ mod tests {
             step_times: vec![],
             phases_queued: false,
             replayed: false,
+            queued: Duration::ZERO,
         };
         let reports = vec![
             frame([1, 1, 0, 2, 96], [0, 0, 0, 0, 10]),

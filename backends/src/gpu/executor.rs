@@ -433,13 +433,14 @@ impl<D: GpuDevice> Executable for GpuExecutable<D> {
         let replayed_before = self.frame_graphs.stats.replayed;
         let (mut sparse_ops, step_times) = self.queue_frame()?;
         let replayed = self.frame_graphs.stats.replayed > replayed_before;
+        let queued = t0.elapsed();
         let outs = (0..self.outputs.len()).map(|i| self.read_output(i)).collect::<Result<Vec<_>>>()?;
         // The outputs were read, so the queue has drained: the counts copied behind the frame
         // are on the host.
         self.frames.end_frame(&*self.dev, &self.bufs, &mut sparse_ops)?;
         let sparse_ops = sparse_ops.into_iter().map(|(_, r)| r).collect();
         // Per-node times would need a queue sync per node; the GPU report holds the frame total.
-        self.report = Some(FrameReport { total: t0.elapsed(), sparse_ops, step_times, phases_queued: true, replayed, ..Default::default() });
+        self.report = Some(FrameReport { total: t0.elapsed(), sparse_ops, step_times, phases_queued: true, replayed, queued, ..Default::default() });
         Ok(outs)
     }
     fn last_report(&self) -> Option<&FrameReport> {
