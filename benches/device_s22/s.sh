@@ -14,7 +14,11 @@
 #   5: the issue-5 convs at batches 2 and 4 (sampled schedules, whole frames timed too), PyTorch
 #      (REP=N names the round);
 #   6: stage 4's camera-order runs once more, for the host's time to queue a frame (FULL=1; the
-#      dynaspa binary of the tree that reports it, the others as packed for stage 4).
+#      dynaspa binary of the tree that reports it, the others as packed for stage 4);
+#   7: session 21's sparse-dense difference on NVIDIA OpenCL (FULL=1): the full-size DynConv
+#      (`dynaspa bench`, 20 frames, 2 rounds) with the split-K finish fused (OpenCL's default) and
+#      split, twice each, then CUDA with the finish fused (off by default there): which output
+#      differs, and by how much.
 stage=$1
 source "$(dirname "$0")/start.sh"
 if [ "$stage" = 1 ]; then
@@ -64,6 +68,17 @@ elif [ "$stage" = 6 ]; then
       echo "== $m graphs=$fg rc=$?: $(grep -E '^summary|rror|warn' $OUT/r/run_${m}_fg$fg.txt | tr '\n' ' ')"
     done
   done
+elif [ "$stage" = 7 ]; then
+  while [ ! -f /tmp/full/export_avit.log ]; do sleep 2; done  # dynconv exported first
+  B="$D/dynaspa bench /tmp/full/dynconv_full_d30.onnx --frames models/frames/vtest --max-frames 20 --rounds 2"
+  for rep in 1 2; do
+    for ff in 1 0; do
+      DYNASPA_FUSED_FINISH=$ff timeout 150 $B --backend opencl --device NVIDIA > $OUT/r/cl_ff${ff}_$rep.txt 2>&1
+      echo "== [$rep] NVIDIA OpenCL, fused finish $ff rc=$?: $(grep -E 'agree|warn|rror|median' $OUT/r/cl_ff${ff}_$rep.txt | tr -s ' ' | tr '\n' ';')"
+    done
+  done
+  DYNASPA_FUSED_FINISH=1 timeout 100 $B --backend cuda > $OUT/r/cuda_ff1.txt 2>&1
+  echo "== CUDA, fused finish 1 rc=$?: $(grep -E 'agree|warn|rror|median' $OUT/r/cuda_ff1.txt | tr -s ' ' | tr '\n' ';')"
 elif [ "$stage" = 5 ]; then
   r=${REP:-1}
   DUMP=1 bench b24k fg_$r $D
