@@ -18,7 +18,10 @@
 #   7: session 21's sparse-dense difference on NVIDIA OpenCL (FULL=1): the full-size DynConv
 #      (`dynaspa bench`, 20 frames, 2 rounds) with the split-K finish fused (OpenCL's default) and
 #      split, twice each, then CUDA with the finish fused (off by default there): which output
-#      differs, and by how much.
+#      differs, and by how much;
+#   8: the device-wide fence on NVIDIA OpenCL (FULL=1, binaries of dist-s22b: D=/tmp/d22b
+#      DIST=dist-s22b): the fused programs' PTX fences, the fused-finish and sparse tests there,
+#      then stage 7's NVIDIA OpenCL runs with the finish fused, three times.
 stage=$1
 source "$(dirname "$0")/start.sh"
 if [ "$stage" = 1 ]; then
@@ -79,6 +82,20 @@ elif [ "$stage" = 7 ]; then
   done
   DYNASPA_FUSED_FINISH=1 timeout 100 $B --backend cuda > $OUT/r/cuda_ff1.txt 2>&1
   echo "== CUDA, fused finish 1 rc=$?: $(grep -E 'agree|warn|rror|median' $OUT/r/cuda_ff1.txt | tr -s ' ' | tr '\n' ';')"
+elif [ "$stage" = 8 ]; then
+  # gpu_fused_finish's OpenCL test; gpu_sparse's tests run on every GPU backend.
+  for t in gpu_fused_finish gpu_sparse; do
+    env DYNASPA_REQUIRE_BACKENDS=opencl timeout 200 $D/t_$t --test-threads 2 $([ $t = gpu_fused_finish ] && echo opencl) > $OUT/r/test_nv_$t.txt 2>&1
+    echo "test nv_$t rc=$? $(grep '^test result' $OUT/r/test_nv_$t.txt | tail -1)"; grep -E "panicked" -A 2 $OUT/r/test_nv_$t.txt | head -6 | cut -c1-300
+  done
+  f=$(grep -la "FUSED_FINISH=1" $DYNASPA_CACHE_DIR/opencl/* | head -1)
+  echo "fences in $f: $(grep -ao 'membar\.[a-z]*' $f | sort | uniq -c | tr '\n' ' ')"
+  while [ ! -f /tmp/full/export_avit.log ]; do sleep 2; done
+  B="$D/dynaspa bench /tmp/full/dynconv_full_d30.onnx --frames models/frames/vtest --max-frames 20 --rounds 2"
+  for rep in 1 2 3; do
+    timeout 150 $B --backend opencl --device NVIDIA > $OUT/r/cl_fence_$rep.txt 2>&1
+    echo "== [$rep] NVIDIA OpenCL, fused finish, device-wide fence rc=$?: $(grep -E 'agree|warn|rror|median' $OUT/r/cl_fence_$rep.txt | tr -s ' ' | tr '\n' ';')"
+  done
 elif [ "$stage" = 5 ]; then
   r=${REP:-1}
   DUMP=1 bench b24k fg_$r $D

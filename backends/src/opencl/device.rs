@@ -152,6 +152,7 @@ impl OpenClDevice {
     /// which also key the disk cache.
     fn build_options(&self, spec: &KernelSpec) -> Result<String> {
         let mut options = String::from("-cl-std=CL1.2");
+        options.push_str(vendor_options(&self.info.vendor));
         for (k, v) in &spec.defines {
             let ok = |s: &str| !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || "_.-+".contains(c));
             if !ok(k) || !ok(v) {
@@ -222,6 +223,16 @@ impl OpenClDevice {
         let program = Arc::new(program);
         self.programs.lock().map_err(|_| self.err("program cache", "poisoned lock"))?.insert(key, program.clone());
         Ok(program)
+    }
+}
+
+/// Build options a vendor's compiler needs: NVIDIA's OpenCL gets PTX's device-wide fence for
+/// GLOBAL_FENCE (prelude_opencl.h says why); others none.
+pub(crate) fn vendor_options(vendor: &str) -> &'static str {
+    if vendor.to_ascii_lowercase().contains("nvidia") {
+        " -D NV_GPU_FENCE=1"
+    } else {
+        ""
     }
 }
 

@@ -229,3 +229,12 @@ fn back_to_back_async_downloads_into_one_staging_land_in_order() {
     d.read_staging(&st, &mut out).unwrap();
     assert_eq!(out, last, "the staging holds an earlier copy's bytes");
 }
+
+#[test]
+fn nvidia_gets_the_device_wide_fence_and_others_do_not() {
+    use super::vendor_options;
+    assert!(vendor_options("NVIDIA Corporation").contains("NV_GPU_FENCE=1"));
+    for v in ["The pocl project", "QUALCOMM", "ARM", "Intel(R) Corporation", "Advanced Micro Devices, Inc."] {
+        assert_eq!(vendor_options(v), "", "{v}");
+    }
+}

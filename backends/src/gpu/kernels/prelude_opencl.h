@@ -24,8 +24,16 @@
 /* Also orders the group's global memory accesses (a work-group reads what it wrote). */
 #define GLOBAL_BARRIER() barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE)
 /* Orders the work-item's global stores and loads before and after it as other work-groups see
- * them, when an atomic passes the word between them (split-K's last work-group, sparse_conv.cl). */
+ * them, when an atomic passes the word between them (split-K's last work-group, sparse_conv.cl).
+ * NVIDIA's OpenCL compiles mem_fence(CLK_GLOBAL_MEM_FENCE) to `membar.cta`, a fence for the
+ * work-group only (its PTX, session 22), and the fused finish then read partial sums other
+ * work-groups had not yet made visible: wrong outputs now and then. There the host defines
+ * NV_GPU_FENCE and the fence is PTX's device-wide one, as CUDA's __threadfence. */
+#ifdef NV_GPU_FENCE
+#define GLOBAL_FENCE() asm volatile("membar.gl;" ::: "memory")
+#else
 #define GLOBAL_FENCE() mem_fence(CLK_GLOBAL_MEM_FENCE)
+#endif
 /* Adds 1 to a GLOBAL int and returns its old value (OpenCL 1.2 core, 32-bit). */
 #define ATOMIC_INC(p) atomic_inc(p)
 /* First statement of every kernel: a CUDA launch hook (cuda/pdl.rs), nothing here. */

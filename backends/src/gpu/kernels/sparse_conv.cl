@@ -44,8 +44,9 @@
  * (sconv_gemm_f32 then takes tile_count, see there), saving the second launch, which costs
  * about as much as a sparse frame's GEMM on NVIDIA. It needs one work-group's stores to be
  * visible to another once a fence and an atomic order them: CUDA's memory model promises it;
- * OpenCL 1.2 leaves it to the device, and NVIDIA's (the same fences as CUDA) and PoCL's (a
- * coherent CPU) give it; WGSL does not promise it, so its twin never fuses. */
+ * OpenCL 1.2 leaves it to the device: NVIDIA's gives it with PTX's device-wide fence
+ * (prelude_opencl.h; its mem_fence is the work-group's only), PoCL's (a coherent CPU) with
+ * any; WGSL does not promise it, so its twin never fuses. */
 #ifndef FUSED_FINISH
 #define FUSED_FINISH 0
 #endif
