@@ -25,6 +25,9 @@ const MAX_REFUSALS: usize = 3;
 /// fewer times than it recorded (picks that change every frame, so a graph is seldom used
 /// again); the graphs it has keep being replayed.
 const JUDGE_AFTER: usize = 16;
+/// Sets of picks remembered as seen once; beyond this they are forgotten (a long run whose picks
+/// keep changing would otherwise grow the table without end).
+const MAX_SEEN: usize = 4096;
 
 /// Whether frames are recorded: unless `$DYNASPA_FRAME_GRAPHS` is 0.
 pub(crate) fn enabled_by_env() -> bool {
@@ -103,6 +106,9 @@ impl<G> FrameGraphs<G> {
         let paying = st.recorded < JUDGE_AFTER || st.replayed >= 2 * st.recorded;
         let plan = match self.entries.get_mut(key) {
             None => {
+                if self.entries.len() >= MAX_SEEN {
+                    self.entries.retain(|_, e| !matches!(e, Entry::Seen));
+                }
                 self.entries.insert(key.to_vec(), Entry::Seen);
                 Plan::Plain
             }
@@ -209,7 +215,7 @@ impl<D: GpuDevice> GpuExecutable<D> {
 
 #[cfg(test)]
 mod tests {
-    use super::{FrameGraphs, Plan, JUDGE_AFTER, MAX_GRAPHS};
+    use super::{FrameGraphs, Plan, JUDGE_AFTER, MAX_GRAPHS, MAX_SEEN};
 
     /// Plans `key`, storing a graph where it says record, as `queue_frame` does.
     fn frame(fg: &mut FrameGraphs<u32>, key: &[u16]) -> Plan {
@@ -244,6 +250,18 @@ mod tests {
         assert_eq!(fg.ready(), MAX_GRAPHS);
         assert_eq!(frame(&mut fg, &key(0)), Plan::Replay, "the set replayed all along was evicted");
         assert_eq!(frame(&mut fg, &key(1)), Plan::Record, "the oldest set was kept, or is not recorded again when it comes back");
+    }
+
+    #[test]
+    fn forgets_sets_seen_once_beyond_a_bound() {
+        let mut fg = FrameGraphs::new(true);
+        frame(&mut fg, &[0, 0]);
+        assert_eq!(frame(&mut fg, &[0, 0]), Plan::Record);
+        for i in 0..3 * MAX_SEEN {
+            frame(&mut fg, &[1, i as u16]);
+        }
+        assert!(fg.entries.len() <= MAX_SEEN, "{} sets remembered", fg.entries.len());
+        assert_eq!(frame(&mut fg, &[0, 0]), Plan::Replay, "a recorded graph was forgotten with the sets seen once");
     }
 
     #[test]
