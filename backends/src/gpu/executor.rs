@@ -1,7 +1,8 @@
 //! `GpuExecutable`: a graph compiled for any `GpuDevice`. Compilation uploads the constants,
 //! plans activation buffers by liveness (views share their input's buffer, freed buffers are
 //! reused) and lowers every node to its kernel launches; `run` uploads the inputs, replays the
-//! launches on the device's in-order queue and downloads the outputs.
+//! launches on the device's in-order queue (or the frame's recorded graph where the device
+//! records them: `frame_graphs.rs`) and downloads the outputs.
 //!
 //! Annotated convs the sparse kernels cover run sparsely (`gpu/sparse`): per frame a member of
 //! their PolyKernel over the mask's DISTiles, inactive outputs per the fill policy (a buffer
