@@ -23,13 +23,7 @@ const FRAMES: usize = 8;
 
 #[allow(dead_code)]
 fn check<D: GpuDevice + 'static>(dev: Arc<D>, backend: &str) {
-    let mut models: Vec<_> = std::fs::read_dir(common::repo_path("models"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "onnx"))
-        .collect();
-    models.sort();
-    assert!(models.len() >= 5, "only {} shipped models", models.len());
+    let models = model_inputs::shipped_models();
     let mut seed = common::seed();
     for model in &models {
         let name = model.file_name().unwrap().to_string_lossy().to_string();

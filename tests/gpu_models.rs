@@ -14,13 +14,7 @@ const MAX_REL_L2: f64 = 1e-4;
 #[test]
 fn every_shipped_model_agrees_with_the_cpu() {
     let gpus: Vec<String> = common::backends().into_iter().filter(|b| b != "cpu").collect();
-    let mut models: Vec<_> = std::fs::read_dir(common::repo_path("models"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "onnx"))
-        .collect();
-    models.sort();
-    assert!(models.len() >= 5, "only {} shipped models", models.len());
+    let models = model_inputs::shipped_models();
     let mut seed = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64 | 1;
     for model in &models {
         let name = model.file_name().unwrap().to_string_lossy().to_string();

@@ -8,16 +8,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/../device_s21/start.sh"
 if [ -n "$FULL_ALL" ]; then
   mkdir -p /tmp/full
   ( for f in dynconv avit sige; do timeout 200 python3 models/$f.py --sizes full --no-dataset --out /tmp/full > /tmp/full/export_$f.log 2>&1; done
-    python3 - <<'P'
-import numpy as np
-rng = np.random.default_rng(7)
-m = np.zeros((1, 1, 168, 224), np.float32)
-y, x = np.ogrid[:168, :224]
-while m.mean() < 0.3:
-    cy, cx, r = rng.integers(0, 168), rng.integers(0, 224), rng.integers(8, 30)
-    m[0, 0][(y - cy) ** 2 + (x - cx) ** 2 < r * r] = 1
-np.save("/tmp/sige_mask.npy", m)
-P
+    python3 benches/device_s22/sige_mask.py /tmp/sige_mask.npy
     touch /tmp/full/all_done ) &
 fi
 # One full-size model end to end on CUDA (`dynaspa bench`, 20 vtest frames, 5 rounds) with

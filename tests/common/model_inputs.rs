@@ -5,6 +5,18 @@ use dynaspa::io::npy;
 use dynaspa::runtime::graph::{Graph, MaskSource};
 use dynaspa::Tensor;
 
+/// The shipped models (models/*.onnx), sorted; at least five.
+pub fn shipped_models() -> Vec<std::path::PathBuf> {
+    let mut models: Vec<_> = std::fs::read_dir(common::repo_path("models"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "onnx"))
+        .collect();
+    models.sort();
+    assert!(models.len() >= 5, "only {} shipped models", models.len());
+    models
+}
+
 /// Input sets of a model: the golden cases that name it, else three random draws.
 pub fn input_sets(model: &std::path::Path, g: &Graph, seed: &mut u64) -> Vec<Vec<(String, Tensor)>> {
     let rel = model.strip_prefix(common::repo_path("")).unwrap().to_string_lossy().to_string();
