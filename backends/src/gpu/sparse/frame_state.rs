@@ -41,25 +41,21 @@ impl<D: GpuDevice> Frames<D> {
             if !self.ops.iter().any(|o| o.mask == m) {
                 continue;
             }
-            let mc = &mut self.counts[m];
-            if mc.mapped {
-                dev.staging_written(mc.staging.as_ref().expect("mapped counts have their memory"), false)?;
-            } else {
-                if mc.staging.is_none() {
-                    mc.staging = Some(dev.staging(self.masks[m].layout.data0 * 4)?);
-                }
-                dev.download_async(&bufs[self.masks[m].meta], 0, mc.staging.as_ref().expect("made above"), None)?;
-            }
-            mc.in_flight = true;
-            mc.select = mc.last.clone();
+            self.queue_counts(dev, bufs, m, None, false, true)?;
         }
-        self.pending.iter_mut().for_each(|p| *p = None);
+        self.drop_pending_launches();
         Ok(())
+    }
+
+    /// Forgets the bitmask launches queued ahead of their ops: none is pending after a whole
+    /// frame, run or abandoned.
+    fn drop_pending_launches(&mut self) {
+        self.pending.iter_mut().for_each(|p| *p = None);
     }
 
     /// Drops the events of a recording that was abandoned: they order nothing that runs.
     pub(crate) fn forget_recorded_events(&mut self) {
-        self.pending.iter_mut().for_each(|p| *p = None);
+        self.drop_pending_launches();
         self.zero_events.iter_mut().for_each(|p| *p = None);
     }
 }

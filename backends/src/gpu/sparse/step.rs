@@ -306,24 +306,30 @@ impl<D: GpuDevice> Frames<D> {
         } else {
             replay_launches(dev, bufs, std::slice::from_ref(&mp.bitmask))?;
         }
+        // (A recorded frame copies its counts after its graph: `after_frame_graph`.)
+        self.queue_counts(dev, bufs, m, ev.as_ref(), off_path, !self.recording_frame)?;
+        Ok(ev)
+    }
+
+    /// Sends mask `m`'s counts of this frame to the host behind the work queued so far and marks
+    /// them in flight, the last frame's kept for selection. Mapped counts were stored in host
+    /// memory by the bitmask launch itself: the host reads them once its queue (the second
+    /// where `off_path`) is done. Others are copied, where `copy`, behind `after` (the bitmask
+    /// launch's event off the main path, so the main queue gets no marker between its
+    /// kernels) or behind the main queue's work.
+    pub(crate) fn queue_counts(&mut self, dev: &D, bufs: &[D::Buffer], m: usize, after: Option<&D::Event>, off_path: bool, copy: bool) -> Result<()> {
         let mc = &mut self.counts[m];
         if mc.mapped {
-            // The launch stored the counts in host memory itself: the host reads them once
-            // the work queued so far on its queue is done.
             dev.staging_written(mc.staging.as_ref().expect("mapped counts have their memory"), off_path)?;
-        } else if !self.recording_frame {
-            // (A recorded frame copies its counts after its graph: `after_frame_graph`.)
+        } else if copy {
             if mc.staging.is_none() {
-                mc.staging = Some(dev.staging(mp.layout.data0 * 4)?);
+                mc.staging = Some(dev.staging(self.masks[m].layout.data0 * 4)?);
             }
-            // Behind the bitmask launch on either queue (the copy runs on the second); off the
-            // main path, behind its event only, so the main queue gets no marker between its
-            // kernels.
-            dev.download_async(&bufs[mp.meta], 0, mc.staging.as_ref().expect("made above"), ev.as_ref())?;
+            dev.download_async(&bufs[self.masks[m].meta], 0, mc.staging.as_ref().expect("made above"), after)?;
         }
         mc.in_flight = true;
         mc.select = mc.last.clone();
-        Ok(ev)
+        Ok(())
     }
 
     /// Ends a frame once its work is done (after the outputs were read): reads the counts
