@@ -194,6 +194,45 @@ fn convolutions_and_pools_match_the_cpu() {
             2,
             vec![int_attr("group", 2), ints_attr("strides", &[2, 2]), ints_attr("pads", &[1, 1, 1, 1])],
         ),
+        // The phased GEMM's paths (conv.cl, convt_gemm_f32): a kernel under the stride (phases
+        // no tap reaches hold the bias), uneven strides and pads, 1-D, 3-D, large tiles with
+        // SIGE's upsampler geometry; dilations take the gather.
+        ("conv transpose k2 s3", vec![1, 5, 6, 7], vec![5, 4, 2, 2], 1, vec![ints_attr("strides", &[3, 3])]),
+        (
+            "conv transpose strides 1x2, uneven pads",
+            vec![2, 6, 9, 5],
+            vec![6, 3, 3, 4],
+            1,
+            vec![ints_attr("strides", &[1, 2]), ints_attr("pads", &[0, 2, 1, 1])],
+        ),
+        (
+            "conv transpose 1-D",
+            vec![2, 8, 17],
+            vec![8, 5, 5],
+            1,
+            vec![ints_attr("strides", &[2]), ints_attr("pads", &[2, 1]), ints_attr("output_padding", &[1])],
+        ),
+        (
+            "conv transpose 3-D",
+            vec![1, 4, 3, 5, 4],
+            vec![4, 3, 3, 3, 2],
+            1,
+            vec![ints_attr("strides", &[2, 1, 2]), ints_attr("pads", &[1, 1, 0, 1, 0, 0])],
+        ),
+        (
+            "conv transpose s2 large tiles",
+            vec![1, 64, 14, 11],
+            vec![64, 64, 3, 3],
+            1,
+            vec![ints_attr("strides", &[2, 2]), ints_attr("pads", &[1, 1, 1, 1]), ints_attr("output_padding", &[1, 1])],
+        ),
+        (
+            "conv transpose dilated",
+            vec![1, 6, 7, 8],
+            vec![6, 4, 3, 3],
+            1,
+            vec![ints_attr("strides", &[2, 2]), ints_attr("dilations", &[2, 2]), ints_attr("pads", &[1, 1, 1, 1])],
+        ),
     ] {
         let cout = w[1] * group;
         let inits = vec![

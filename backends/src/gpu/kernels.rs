@@ -170,7 +170,7 @@ pub(crate) fn entries(source: &'static str) -> Vec<&'static str> {
 #[cfg(test)]
 fn schedules(src: Src, entry: &str) -> Vec<Vec<(&'static str, i64)>> {
     match (src, entry) {
-        (Src::Matmul, "gemm_f32") | (Src::Conv, "conv_gemm_f32") => vec![Tile::LARGE.defines().to_vec(), Tile::SMALL.defines().to_vec()],
+        (Src::Matmul, "gemm_f32") | (Src::Conv, "conv_gemm_f32" | "convt_gemm_f32") => vec![Tile::LARGE.defines().to_vec(), Tile::SMALL.defines().to_vec()],
         (Src::Reduce, _) => vec![vec![("WG", REDUCE_WG as i64)]],
         // TK_MAX: the key count rounded up to a power of two, at least 64, as long as the row
         // fits local memory (8192 keys in 48 KiB).

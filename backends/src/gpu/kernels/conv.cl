@@ -216,3 +216,111 @@ KERNEL conv_transpose_f32(GLOBAL const float* X, GLOBAL const float* W, GLOBAL c
     }
     Y[i] = has_bias ? acc + bias[co] : acc;
 }
+
+/* ConvTranspose with unit dilations as an implicit GEMM per output phase. Along a dimension of
+ * stride s and begin pad p, output o takes tap k from input i = (o + p - k) / s where that
+ * divides, so outputs of one residue r = (o + p) mod s take the same taps k = r + s * u and
+ * form a regular grid o = o0 + s * j, reading i = base + j - u: per phase, a dense stride-1
+ * correlation, with none of the gather's per-tap tests and no zero products. */
+typedef struct {
+    int o0;   /* first output of the residue */
+    int cnt;  /* outputs of the residue */
+    int taps; /* taps of the residue */
+    int base; /* input of output o0's first tap */
+} ConvtDim;
+
+FUNC ConvtDim convt_dim(int r, int s, int pad, int out, int ker) {
+    ConvtDim d;
+    d.o0 = ((r - pad) % s + s) % s;
+    d.cnt = d.o0 < out ? (out - d.o0 + s - 1) / s : 0;
+    d.taps = r < ker ? (ker - r + s - 1) / s : 0;
+    /* o0 + pad - r is a multiple of s above -s: 0 or more. */
+    d.base = (d.o0 + pad - r) / s;
+    return d;
+}
+
+/* Columns are the phase's outputs, rows the group's output channels, the reduction its input
+ * channels x the phase's taps; a phase no tap reaches (kernel under the stride) stores the
+ * bias. W is [Cin, cout_g, kd, kh, kw]. Work-groups past their phase's outputs run no reduction
+ * step and store nothing (no early return: see token.cl's EARLY_EXIT).
+ * Grid: (ceil(Pmax / TN), ceil(cout_g / TM), N * groups * sd * sh * sw), local (TX, TY), where
+ * Pmax = ceil(od / sd) * ceil(oh / sh) * ceil(ow / sw) bounds every phase's outputs. */
+KERNEL convt_gemm_f32(GLOBAL const float* X, GLOBAL const float* W, GLOBAL const float* bias,
+                      GLOBAL float* Y, CONV_GEOMETRY, int has_bias) {
+    PDL_ENTRY();
+    LOCAL float As[TK][TM];
+    LOCAL float Bs[TK][TN];
+    int tx = LOCAL_ID(0), ty = LOCAL_ID(1);
+    int tid = ty * TX + tx;
+    int j0 = GROUP_ID(0) * TN, m0 = GROUP_ID(1) * TM;
+    int phases = sd * sh * sw;
+    int z = GROUP_ID(2);
+    int phase = z % phases, ng = z / phases;
+    int g = ng % groups, n = ng / groups;
+    ConvtDim Dd = convt_dim(phase / (sh * sw), sd, pd, od, kd);
+    ConvtDim Dh = convt_dim((phase / sw) % sh, sh, ph, oh, kh);
+    ConvtDim Dw = convt_dim(phase % sw, sw, pw, ow, kw);
+    int rd = phase / (sh * sw), rh = (phase / sw) % sh, rw = phase % sw;
+    int P = Dd.cnt * Dh.cnt * Dw.cnt, chw = Dh.cnt * Dw.cnt;
+    int tv = Dd.taps * Dh.taps * Dw.taps, thw = Dh.taps * Dw.taps;
+    int K = cin_g * tv;
+    int kvol = kd * kh * kw, ivol = id * ih * iw;
+    int kend = j0 < P ? K : 0;
+    GLOBAL const float* Xg = X + (n * groups + g) * cin_g * ivol;
+    float acc[WM][WN];
+    for (int i = 0; i < WM; ++i)
+        for (int j = 0; j < WN; ++j) acc[i][j] = 0.0f;
+    for (int k0 = 0; k0 < kend; k0 += TK) {
+        for (int e = tid; e < TM * TK; e += NT) {
+            int k = e % TK, m = e / TK;
+            int gm = m0 + m, gk = k0 + k;
+            float v = 0.0f;
+            if (gm < cout_g && gk < K) {
+                int ci = gk / tv, u = gk - ci * tv;
+                int ud = u / thw, uh = (u / Dw.taps) % Dh.taps, uw = u % Dw.taps;
+                int tap = ((rd + sd * ud) * kh + rh + sh * uh) * kw + rw + sw * uw;
+                v = W[((g * cin_g + ci) * cout_g + gm) * kvol + tap];
+            }
+            As[k][m] = v;
+        }
+        for (int e = tid; e < TN * TK; e += NT) {
+            int jj = e % TN, k = e / TN;
+            int gj = j0 + jj, gk = k0 + k;
+            float v = 0.0f;
+            if (gj < P && gk < K) {
+                int ci = gk / tv, u = gk - ci * tv;
+                int ud = u / thw, uh = (u / Dw.taps) % Dh.taps, uw = u % Dw.taps;
+                int jd = gj / chw, q = gj - jd * chw;
+                int jh = q / Dw.cnt, jw = q - jh * Dw.cnt;
+                int iz = Dd.base + jd - ud, iy = Dh.base + jh - uh, ix = Dw.base + jw - uw;
+                if (iz >= 0 && iz < id && iy >= 0 && iy < ih && ix >= 0 && ix < iw)
+                    v = Xg[ci * ivol + (iz * ih + iy) * iw + ix];
+            }
+            Bs[k][jj] = v;
+        }
+        LOCAL_BARRIER();
+        for (int kk = 0; kk < TK; ++kk) {
+            float a[WM], b[WN];
+            for (int i = 0; i < WM; ++i) a[i] = As[kk][ty + i * TY];
+            for (int j = 0; j < WN; ++j) b[j] = Bs[kk][tx + j * TX];
+            for (int i = 0; i < WM; ++i)
+                for (int j = 0; j < WN; ++j) acc[i][j] += a[i] * b[j];
+        }
+        LOCAL_BARRIER();
+    }
+    for (int i = 0; i < WM; ++i) {
+        int m = m0 + ty + i * TY;
+        if (m >= cout_g) continue;
+        int co = g * cout_g + m;
+        GLOBAL float* Yc = Y + (n * groups * cout_g + co) * od * oh * ow;
+        float b = has_bias ? bias[co] : 0.0f;
+        for (int j = 0; j < WN; ++j) {
+            int gj = j0 + tx + j * TX;
+            if (gj >= P) continue;
+            int jd = gj / chw, q = gj - jd * chw;
+            int jh = q / Dw.cnt, jw = q - jh * Dw.cnt;
+            int oz = Dd.o0 + sd * jd, oy = Dh.o0 + sh * jh, ox = Dw.o0 + sw * jw;
+            Yc[(oz * oh + oy) * ow + ox] = acc[i][j] + b;
+        }
+    }
+}

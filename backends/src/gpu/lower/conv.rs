@@ -171,10 +171,30 @@ pub(crate) fn conv_transpose<D: GpuDevice>(cx: &mut Ctx<D>, p: &ConvTranspose) -
     let (x, w, y) = (cx.x(0)?, cx.x(1)?, cx.y(0)?);
     let bias = cx.x_or_dummy(2)?;
     let mut args = vec![LArg::Buf(x), LArg::Buf(w), LArg::Buf(bias), LArg::Buf(y)];
-    args.extend(geometry_args(xs[1] / groups, ws[1], groups, &g)?);
-    args.extend([LArg::I32(has_bias as i32), LArg::I32(int(total, "elements")?)]);
+    let (cin_g, cout_g) = (xs[1] / groups, ws[1]);
+    args.extend(geometry_args(cin_g, cout_g, groups, &g)?);
+    args.push(LArg::I32(has_bias as i32));
+    if phased_transpose(cx.dev.info(), &g) {
+        let phases: usize = g.stride.iter().product();
+        let most: usize = (0..3).map(|d| g.output[d].div_ceil(g.stride[d])).product();
+        int(phases * xs[0] * groups, "ConvTranspose phases x images x groups")?;
+        let tile = Tile::for_output(cout_g, most);
+        let kern = cx.kernel(Src::Conv, "convt_gemm_f32", &tile.defines())?;
+        let grid = [most.div_ceil(tile.tn as usize), cout_g.div_ceil(tile.tm as usize), xs[0] * groups * phases];
+        return cx.launch(kern, grid, tile.local(), args);
+    }
+    args.push(LArg::I32(int(total, "elements")?));
     let kern = cx.kernel(Src::Conv, "conv_transpose_f32", &[])?;
     cx.launch_linear(kern, total, args)
+}
+
+/// Whether a ConvTranspose runs as a GEMM per output phase (conv.cl's convt_gemm_f32) rather
+/// than as a gather (conv_transpose_f32): with unit dilations (a phase's taps are then every
+/// stride-th), and not on wgpu, whose WGSL has the gather only. On an H200 the gather took
+/// 642-857 µs for the full-size SIGE's two upsampling layers, where cuDNN takes 80-95 µs
+/// (benches/RESULTS.md, session 23).
+fn phased_transpose(info: &crate::gpu::device::DeviceInfo, g: &Geom3) -> bool {
+    info.backend != "wgpu" && g.dil.iter().all(|&d| d == 1)
 }
 
 /// kind: 0 max, 1 average, 2 average counting pads.
