@@ -6,7 +6,7 @@
 #      same generator in PyTorch (torch_ops.py: CUDA time per module and per kernel);
 #   2: ConvTranspose as a GEMM per output phase: the GPU tests that cover it (gpu_ops, the node
 #      suite, gpu_models) on CUDA and NVIDIA's OpenCL, SIGE's step profile again, then the
-#      full-size SIGE end to end with this tree's dynaspa and session 22's (dist-s22b, the
+#      full-size SIGE end to end with this tree's dynaspa and session 22's (dist-s23old: dist-s22b's dynaspa, the
 #      gather) alternated twice with PyTorch after each round, in camera order once each, and
 #      on NVIDIA's OpenCL once each.
 stage=$1
@@ -20,7 +20,7 @@ if [ "$stage" = 1 ]; then
   head -c 2500 $OUT/r/torch_ops.txt
 elif [ "$stage" = 2 ]; then
   O=/tmp/d22old; mkdir -p $O
-  python3 -c "import lzma,shutil,sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2],'wb'))" dist-s22b/dynaspa.xz $O/dynaspa && chmod +x $O/dynaspa
+  python3 -c "import lzma,shutil,sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2],'wb'))" dist-s23old/dynaspa.xz $O/dynaspa && chmod +x $O/dynaspa
   for t in gpu_ops gpu_models onnx_node; do gpu_test $t $t; done
   grep -E "^test |passed|failed" $OUT/r/test_onnx_node.txt | tail -4
   while [ ! -f /tmp/full/sige_done ]; do sleep 2; done

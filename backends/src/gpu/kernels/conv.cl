@@ -239,17 +239,39 @@ FUNC ConvtDim convt_dim(int r, int s, int pad, int out, int ker) {
     return d;
 }
 
-/* Columns are the phase's outputs, rows the group's output channels, the reduction its input
- * channels x the phase's taps; a phase no tap reaches (kernel under the stride) stores the
- * bias. W is [Cin, cout_g, kd, kh, kw]. Work-groups past their phase's outputs run no reduction
- * step and store nothing (no early return: see token.cl's EARLY_EXIT).
+/* Loads per work-item of a stage: TM x TK of A, TN x TK of B over NT work-items. */
+#define CT_AL ((TM * TK + NT - 1) / NT)
+#define CT_BL ((TN * TK + NT - 1) / NT)
+
+/* len (WM or WN: 1, 2 or 4) consecutive floats of local memory at p into r. */
+#define CT_LDS(r, p, len)                                                                  \
+    do {                                                                                  \
+        if ((len) == 4) {                                                                   \
+            float4 v_ = LOCAL_VEC4(p);                                                    \
+            (r)[0] = v_.x; (r)[1] = v_.y; (r)[2 % (len)] = v_.z; (r)[3 % (len)] = v_.w;       \
+        } else if ((len) == 2) {                                                            \
+            float2 v_ = LOCAL_VEC2(p);                                                    \
+            (r)[0] = v_.x; (r)[1 % (len)] = v_.y;                                           \
+        } else {                                                                          \
+            (r)[0] = *(p);                                                                \
+        }                                                                                 \
+    } while (0)
+
+/* Columns are the phase's outputs, rows the group's output channels, the reduction the phase's
+ * taps, each over every input channel: per tap a work-item finds its columns' inputs once, and
+ * each stage's loads are then a product and a sum away (per element, index divisions cost this
+ * kernel's first version four times its FMAs). A phase no tap reaches (kernel under the
+ * stride) stores the bias. W is [Cin, cout_g, kd, kh, kw]. Work-items own WM consecutive
+ * channels and WN consecutive columns, read from local memory as vectors. Work-groups past
+ * their phase's outputs run no reduction step and store nothing (no early return: see
+ * token.cl's EARLY_EXIT).
  * Grid: (ceil(Pmax / TN), ceil(cout_g / TM), N * groups * sd * sh * sw), local (TX, TY), where
  * Pmax = ceil(od / sd) * ceil(oh / sh) * ceil(ow / sw) bounds every phase's outputs. */
 KERNEL convt_gemm_f32(GLOBAL const float* X, GLOBAL const float* W, GLOBAL const float* bias,
                       GLOBAL float* Y, CONV_GEOMETRY, int has_bias) {
     PDL_ENTRY();
-    LOCAL float As[TK][TM];
-    LOCAL float Bs[TK][TN];
+    LOCAL float As[TK][TM] ALIGN16;
+    LOCAL float Bs[TK][TN] ALIGN16;
     int tx = LOCAL_ID(0), ty = LOCAL_ID(1);
     int tid = ty * TX + tx;
     int j0 = GROUP_ID(0) * TN, m0 = GROUP_ID(1) * TM;
@@ -257,70 +279,77 @@ KERNEL convt_gemm_f32(GLOBAL const float* X, GLOBAL const float* W, GLOBAL const
     int z = GROUP_ID(2);
     int phase = z % phases, ng = z / phases;
     int g = ng % groups, n = ng / groups;
-    ConvtDim Dd = convt_dim(phase / (sh * sw), sd, pd, od, kd);
-    ConvtDim Dh = convt_dim((phase / sw) % sh, sh, ph, oh, kh);
-    ConvtDim Dw = convt_dim(phase % sw, sw, pw, ow, kw);
     int rd = phase / (sh * sw), rh = (phase / sw) % sh, rw = phase % sw;
+    ConvtDim Dd = convt_dim(rd, sd, pd, od, kd);
+    ConvtDim Dh = convt_dim(rh, sh, ph, oh, kh);
+    ConvtDim Dw = convt_dim(rw, sw, pw, ow, kw);
     int P = Dd.cnt * Dh.cnt * Dw.cnt, chw = Dh.cnt * Dw.cnt;
     int tv = Dd.taps * Dh.taps * Dw.taps, thw = Dh.taps * Dw.taps;
-    int K = cin_g * tv;
     int kvol = kd * kh * kw, ivol = id * ih * iw;
-    int kend = j0 < P ? K : 0;
+    int ntaps = j0 < P ? tv : 0;
     GLOBAL const float* Xg = X + (n * groups + g) * cin_g * ivol;
-    float acc[WM][WN];
-    for (int i = 0; i < WM; ++i)
-        for (int j = 0; j < WN; ++j) acc[i][j] = 0.0f;
-    for (int k0 = 0; k0 < kend; k0 += TK) {
-        for (int e = tid; e < TM * TK; e += NT) {
-            int k = e % TK, m = e / TK;
-            int gm = m0 + m, gk = k0 + k;
-            float v = 0.0f;
-            if (gm < cout_g && gk < K) {
-                int ci = gk / tv, u = gk - ci * tv;
-                int ud = u / thw, uh = (u / Dw.taps) % Dh.taps, uw = u % Dw.taps;
-                int tap = ((rd + sd * ud) * kh + rh + sh * uh) * kw + rw + sw * uw;
-                v = W[((g * cin_g + ci) * cout_g + gm) * kvol + tap];
+    GLOBAL const float* Wg = W + g * cin_g * cout_g * kvol;
+    /* This work-item's B columns (the same in every stage) as phase coordinates; -1: none. */
+    int cd[CT_BL], ch[CT_BL], cw[CT_BL];
+    for (int l = 0; l < CT_BL; ++l) {
+        int e = tid + l * NT, gj = j0 + e % TN;
+        cd[l] = -1;
+        ch[l] = 0;
+        cw[l] = 0;
+        if (e < TN * TK && gj < P) {
+            int q = gj % chw;
+            cd[l] = gj / chw;
+            ch[l] = q / Dw.cnt;
+            cw[l] = q % Dw.cnt;
+        }
+    }
+    float acc[WM * WN];
+    for (int i = 0; i < WM * WN; ++i) acc[i] = 0.0f;
+    for (int u = 0; u < ntaps; ++u) {
+        int ud = u / thw, uh = (u / Dw.taps) % Dh.taps, uw = u % Dw.taps;
+        int tap = ((rd + sd * ud) * kh + rh + sh * uh) * kw + rw + sw * uw;
+        /* Each column's input for this tap, -1 where it falls outside. */
+        int boff[CT_BL];
+        for (int l = 0; l < CT_BL; ++l) {
+            int iz = Dd.base + cd[l] - ud, iy = Dh.base + ch[l] - uh, ix = Dw.base + cw[l] - uw;
+            boff[l] = (cd[l] >= 0 && iz >= 0 && iz < id && iy >= 0 && iy < ih && ix >= 0 && ix < iw) ? (iz * ih + iy) * iw + ix : -1;
+        }
+        for (int c0 = 0; c0 < cin_g; c0 += TK) {
+            for (int l = 0; l < CT_AL; ++l) {
+                int e = tid + l * NT;
+                int m = e % TM, k = e / TM;
+                int gm = m0 + m, ci = c0 + k;
+                if (e < TM * TK) As[k][m] = (gm < cout_g && ci < cin_g) ? Wg[(ci * cout_g + gm) * kvol + tap] : 0.0f;
             }
-            As[k][m] = v;
-        }
-        for (int e = tid; e < TN * TK; e += NT) {
-            int jj = e % TN, k = e / TN;
-            int gj = j0 + jj, gk = k0 + k;
-            float v = 0.0f;
-            if (gj < P && gk < K) {
-                int ci = gk / tv, u = gk - ci * tv;
-                int ud = u / thw, uh = (u / Dw.taps) % Dh.taps, uw = u % Dw.taps;
-                int jd = gj / chw, q = gj - jd * chw;
-                int jh = q / Dw.cnt, jw = q - jh * Dw.cnt;
-                int iz = Dd.base + jd - ud, iy = Dh.base + jh - uh, ix = Dw.base + jw - uw;
-                if (iz >= 0 && iz < id && iy >= 0 && iy < ih && ix >= 0 && ix < iw)
-                    v = Xg[ci * ivol + (iz * ih + iy) * iw + ix];
+            for (int l = 0; l < CT_BL; ++l) {
+                int e = tid + l * NT;
+                int k = e / TN, ci = c0 + k;
+                if (e < TN * TK) Bs[k][e % TN] = (boff[l] >= 0 && ci < cin_g) ? Xg[ci * ivol + boff[l]] : 0.0f;
             }
-            Bs[k][jj] = v;
+            LOCAL_BARRIER();
+            for (int kk = 0; kk < TK; ++kk) {
+                float a[WM], b[WN];
+                CT_LDS(a, &As[kk][ty * WM], WM);
+                CT_LDS(b, &Bs[kk][tx * WN], WN);
+                for (int i = 0; i < WM; ++i)
+                    for (int j = 0; j < WN; ++j) acc[i * WN + j] += a[i] * b[j];
+            }
+            LOCAL_BARRIER();
         }
-        LOCAL_BARRIER();
-        for (int kk = 0; kk < TK; ++kk) {
-            float a[WM], b[WN];
-            for (int i = 0; i < WM; ++i) a[i] = As[kk][ty + i * TY];
-            for (int j = 0; j < WN; ++j) b[j] = Bs[kk][tx + j * TX];
-            for (int i = 0; i < WM; ++i)
-                for (int j = 0; j < WN; ++j) acc[i][j] += a[i] * b[j];
-        }
-        LOCAL_BARRIER();
     }
     for (int i = 0; i < WM; ++i) {
-        int m = m0 + ty + i * TY;
+        int m = m0 + ty * WM + i;
         if (m >= cout_g) continue;
         int co = g * cout_g + m;
         GLOBAL float* Yc = Y + (n * groups * cout_g + co) * od * oh * ow;
         float b = has_bias ? bias[co] : 0.0f;
         for (int j = 0; j < WN; ++j) {
-            int gj = j0 + tx + j * TX;
+            int gj = j0 + tx * WN + j;
             if (gj >= P) continue;
             int jd = gj / chw, q = gj - jd * chw;
             int jh = q / Dw.cnt, jw = q - jh * Dw.cnt;
             int oz = Dd.o0 + sd * jd, oy = Dh.o0 + sh * jh, ox = Dw.o0 + sw * jw;
-            Yc[(oz * oh + oy) * ow + ox] = acc[i][j] + b;
+            Yc[(oz * oh + oy) * ow + ox] = acc[i * WN + j] + b;
         }
     }
 }
