@@ -1,7 +1,8 @@
 /* Convolutions over NCDHW (1-D and 2-D maps run with leading extents of 1): Conv as an
  * implicit GEMM (output channels x output positions x (input channels of the group x taps)),
  * tiled like matmul.cl, with bias, a residual input and an activation fused into the store;
- * a direct kernel for depthwise and other thin convolutions; ConvTranspose as a gather.
+ * a direct kernel for depthwise and other thin convolutions; ConvTranspose as a GEMM per
+ * output phase, or as a gather.
  *
  * Geometry arguments, in this order everywhere: channels in and out per group, groups, input
  * extents (d, h, w), output extents (d, h, w), kernel (d, h, w), strides, begin pads, dilations. */
@@ -257,6 +258,36 @@ FUNC ConvtDim convt_dim(int r, int s, int pad, int out, int ker) {
         }                                                                                 \
     } while (0)
 
+/* Tap u of a phase (its index into W's taps), and each of a work-item's columns (phase
+ * coordinates cd / ch / cw, cd -1 for none) its input for that tap in boff, -1 outside. */
+FUNC_INLINE int convt_tap(int u, const int* cd, const int* ch, const int* cw, int* boff, ConvtDim Dd, ConvtDim Dh,
+                          ConvtDim Dw, int rd, int rh, int rw, int sd, int sh, int sw, int kh, int kw, int id, int ih,
+                          int iw) {
+    int thw = Dh.taps * Dw.taps;
+    int ud = u / thw, uh = (u / Dw.taps) % Dh.taps, uw = u % Dw.taps;
+    for (int l = 0; l < CT_BL; ++l) {
+        int iz = Dd.base + cd[l] - ud, iy = Dh.base + ch[l] - uh, ix = Dw.base + cw[l] - uw;
+        boff[l] = (cd[l] >= 0 && iz >= 0 && iz < id && iy >= 0 && iy < ih && ix >= 0 && ix < iw) ? (iz * ih + iy) * iw + ix : -1;
+    }
+    return ((rd + sd * ud) * kh + rh + sh * uh) * kw + rw + sw * uw;
+}
+
+/* One stage's operands into registers: W's tap `tap` for TM channels from m0 and TK input
+ * channels from c0 (ra), the columns' inputs boff of those input channels (rb); 0 outside. */
+FUNC_INLINE void convt_load(GLOBAL const float* Wg, GLOBAL const float* Xg, float* ra, float* rb, const int* boff, int tap,
+                            int tid, int m0, int c0, int cin_g, int cout_g, int kvol, int ivol) {
+    for (int l = 0; l < CT_AL; ++l) {
+        int e = tid + l * NT;
+        int gm = m0 + e % TM, ci = c0 + e / TM;
+        ra[l] = (e < TM * TK && gm < cout_g && ci < cin_g) ? Wg[(ci * cout_g + gm) * kvol + tap] : 0.0f;
+    }
+    for (int l = 0; l < CT_BL; ++l) {
+        int e = tid + l * NT;
+        int ci = c0 + e / TN;
+        rb[l] = (e < TN * TK && boff[l] >= 0 && ci < cin_g) ? Xg[ci * ivol + boff[l]] : 0.0f;
+    }
+}
+
 /* Columns are the phase's outputs, rows the group's output channels, the reduction the phase's
  * taps, each over every input channel: per tap a work-item finds its columns' inputs once, and
  * each stage's loads are then a product and a sum away (per element, index divisions cost this
@@ -284,7 +315,7 @@ KERNEL convt_gemm_f32(GLOBAL const float* X, GLOBAL const float* W, GLOBAL const
     ConvtDim Dh = convt_dim(rh, sh, ph, oh, kh);
     ConvtDim Dw = convt_dim(rw, sw, pw, ow, kw);
     int P = Dd.cnt * Dh.cnt * Dw.cnt, chw = Dh.cnt * Dw.cnt;
-    int tv = Dd.taps * Dh.taps * Dw.taps, thw = Dh.taps * Dw.taps;
+    int tv = Dd.taps * Dh.taps * Dw.taps;
     int kvol = kd * kh * kw, ivol = id * ih * iw;
     int ntaps = j0 < P ? tv : 0;
     GLOBAL const float* Xg = X + (n * groups + g) * cin_g * ivol;
@@ -305,37 +336,38 @@ KERNEL convt_gemm_f32(GLOBAL const float* X, GLOBAL const float* W, GLOBAL const
     }
     float acc[WM * WN];
     for (int i = 0; i < WM * WN; ++i) acc[i] = 0.0f;
-    for (int u = 0; u < ntaps; ++u) {
-        int ud = u / thw, uh = (u / Dw.taps) % Dh.taps, uw = u % Dw.taps;
-        int tap = ((rd + sd * ud) * kh + rh + sh * uh) * kw + rw + sw * uw;
-        /* Each column's input for this tap, -1 where it falls outside. */
-        int boff[CT_BL];
+    /* Stage s reads tap s / nc over input channels (s % nc) * TK ..; the next stage's loads are
+     * issued before this one's products, so their latency hides behind them. */
+    int nc = (cin_g + TK - 1) / TK, stages = ntaps * nc;
+    int tap = 0, boff[CT_BL];
+    float ra[CT_AL], rb[CT_BL];
+    if (stages > 0) {
+        tap = convt_tap(0, cd, ch, cw, boff, Dd, Dh, Dw, rd, rh, rw, sd, sh, sw, kh, kw, id, ih, iw);
+        convt_load(Wg, Xg, ra, rb, boff, tap, tid, m0, 0, cin_g, cout_g, kvol, ivol);
+    }
+    for (int st = 0; st < stages; ++st) {
+        for (int l = 0; l < CT_AL; ++l) {
+            int e = tid + l * NT;
+            if (e < TM * TK) As[e / TM][e % TM] = ra[l];
+        }
         for (int l = 0; l < CT_BL; ++l) {
-            int iz = Dd.base + cd[l] - ud, iy = Dh.base + ch[l] - uh, ix = Dw.base + cw[l] - uw;
-            boff[l] = (cd[l] >= 0 && iz >= 0 && iz < id && iy >= 0 && iy < ih && ix >= 0 && ix < iw) ? (iz * ih + iy) * iw + ix : -1;
+            int e = tid + l * NT;
+            if (e < TN * TK) Bs[e / TN][e % TN] = rb[l];
         }
-        for (int c0 = 0; c0 < cin_g; c0 += TK) {
-            for (int l = 0; l < CT_AL; ++l) {
-                int e = tid + l * NT;
-                int m = e % TM, k = e / TM;
-                int gm = m0 + m, ci = c0 + k;
-                if (e < TM * TK) As[k][m] = (gm < cout_g && ci < cin_g) ? Wg[(ci * cout_g + gm) * kvol + tap] : 0.0f;
-            }
-            for (int l = 0; l < CT_BL; ++l) {
-                int e = tid + l * NT;
-                int k = e / TN, ci = c0 + k;
-                if (e < TN * TK) Bs[k][e % TN] = (boff[l] >= 0 && ci < cin_g) ? Xg[ci * ivol + boff[l]] : 0.0f;
-            }
-            LOCAL_BARRIER();
-            for (int kk = 0; kk < TK; ++kk) {
-                float a[WM], b[WN];
-                CT_LDS(a, &As[kk][ty * WM], WM);
-                CT_LDS(b, &Bs[kk][tx * WN], WN);
-                for (int i = 0; i < WM; ++i)
-                    for (int j = 0; j < WN; ++j) acc[i * WN + j] += a[i] * b[j];
-            }
-            LOCAL_BARRIER();
+        LOCAL_BARRIER();
+        int nx = st + 1;
+        if (nx < stages) {
+            if (nx % nc == 0) tap = convt_tap(nx / nc, cd, ch, cw, boff, Dd, Dh, Dw, rd, rh, rw, sd, sh, sw, kh, kw, id, ih, iw);
+            convt_load(Wg, Xg, ra, rb, boff, tap, tid, m0, (nx % nc) * TK, cin_g, cout_g, kvol, ivol);
         }
+        for (int kk = 0; kk < TK; ++kk) {
+            float a[WM], b[WN];
+            CT_LDS(a, &As[kk][ty * WM], WM);
+            CT_LDS(b, &Bs[kk][tx * WN], WN);
+            for (int i = 0; i < WM; ++i)
+                for (int j = 0; j < WN; ++j) acc[i * WN + j] += a[i] * b[j];
+        }
+        LOCAL_BARRIER();
     }
     for (int i = 0; i < WM; ++i) {
         int m = m0 + ty * WM + i;
