@@ -61,7 +61,13 @@ def main():
     def dev_us(e):
         return getattr(e, "device_time_total", None) or getattr(e, "cuda_time_total", 0.0)
 
-    rows = [(e.key, dev_us(e) / a.runs, e.count // a.runs) for e in ev]
+    # A record_function range is listed twice (its CPU range and its GPU annotation): keep one.
+    merged = {}
+    for e in ev:
+        us, c = dev_us(e) / a.runs, e.count // a.runs
+        if e.key not in merged or us > merged[e.key][0]:
+            merged[e.key] = (us, c)
+    rows = [(k, us, c) for k, (us, c) in merged.items()]
     mods = sorted([r for r in rows if r[0].startswith("mod:")], key=lambda r: -r[1])
     print(f"{torch.cuda.get_device_name(0)}, torch {torch.__version__}, cuDNN {torch.backends.cudnn.version()}, {a.runs} runs")
     print("per module (µs of CUDA time per pass, calls per pass):")
