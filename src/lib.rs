@@ -65,6 +65,8 @@ pub fn open(path: impl AsRef<Path>, backend: &str, opts: &OpenOptions) -> Result
             device: opts.device.clone(),
             poison: opts.poison,
             frame_graphs: opts.frame_graphs,
+            // From `$DYNASPA_CONVT_GEMM` where set, else the device's default.
+            convt_gemm: None,
         },
     )?;
     Session::new(g, b.as_ref())

@@ -26,15 +26,20 @@ fn gpu_backends() -> Vec<String> {
     common::backends().into_iter().filter(|b| b != "cpu").collect()
 }
 
-fn session(g: Graph, backend: &str) -> Session {
-    let b = dynaspa::backends::create_configured(backend, &BackendOptions { poison: true, ..Default::default() })
+fn session(g: Graph, backend: &str, opts: &BackendOptions) -> Session {
+    let b = dynaspa::backends::create_configured(backend, &BackendOptions { poison: true, ..opts.clone() })
         .unwrap_or_else(|e| panic!("{backend}: {e}"));
     Session::new(g, b.as_ref()).unwrap_or_else(|e| panic!("{backend}: {e}"))
 }
 
 /// Runs `g` on the CPU and on `backend` and compares every output.
 fn compare(case: &str, g: &Graph, feeds: &[(String, Tensor)], backend: &str) {
-    let run = |b: &str| session(g.clone(), b).run(feeds.to_vec()).unwrap_or_else(|e| panic!("{case} on {b}: {e}"));
+    compare_with(case, g, feeds, backend, &BackendOptions::default())
+}
+
+/// `compare` with the GPU backend built with `opts` (poisoning on).
+fn compare_with(case: &str, g: &Graph, feeds: &[(String, Tensor)], backend: &str, opts: &BackendOptions) {
+    let run = |b: &str| session(g.clone(), b, opts).run(feeds.to_vec()).unwrap_or_else(|e| panic!("{case} on {b}: {e}"));
     let (want, got) = (run("cpu"), run(backend));
     for ((name, w), (_, o)) in want.iter().zip(&got) {
         assert_eq!((o.dtype(), o.shape()), (w.dtype(), w.shape()), "{case}: output {name}");
@@ -240,7 +245,15 @@ fn convolutions_and_pools_match_the_cpu() {
             f32_init("b", &[cout as i64], &rng.vec(cout)),
         ];
         let xs = [("x", x.as_slice())];
-        check_onnx(case, &one_node("ConvTranspose", &xs, inits, attrs, &["y"], 17), &feeds(&mut rng, &xs));
+        // Both kernels on every backend: a device's default takes one (the gather on CPU devices).
+        let g = load(&one_node("ConvTranspose", &xs, inits, attrs, &["y"], 17));
+        let f = feeds(&mut rng, &xs);
+        for gemm in [true, false] {
+            let opts = BackendOptions { convt_gemm: Some(gemm), ..Default::default() };
+            for b in gpu_backends() {
+                compare_with(&format!("{case} (phased GEMM {gemm})"), &g, &f, &b, &opts);
+            }
+        }
     }
 
     let x: &[usize] = &[2, 5, 23, 29];

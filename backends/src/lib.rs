@@ -52,6 +52,9 @@ pub struct BackendOptions {
     pub poison: bool,
     /// GPU backends that record graphs: frames as recorded graphs (`GpuOptions::frame_graphs`).
     pub frame_graphs: Option<bool>,
+    /// GPU backends: ConvTranspose as a GEMM per output phase or as a gather
+    /// (`GpuOptions::convt_gemm`; `None`: `$DYNASPA_CONVT_GEMM=1|0`, else the device's default).
+    pub convt_gemm: Option<bool>,
 }
 
 /// `auto` picks the best backend present; today that is the CPU (the GPU backends run sparse
@@ -84,6 +87,7 @@ fn gpu_options(o: &BackendOptions) -> gpu::GpuOptions {
         fused_finish,
         self_list,
         frame_graphs: o.frame_graphs,
+        convt_gemm: o.convt_gemm.or_else(|| env_switch("DYNASPA_CONVT_GEMM")),
     }
 }
 

@@ -53,6 +53,9 @@ pub struct GpuOptions {
     /// Repeated frames queued as one recorded graph where the device records them
     /// (`frame_graphs.rs`); `None`: on unless `$DYNASPA_FRAME_GRAPHS` is 0.
     pub frame_graphs: Option<bool>,
+    /// ConvTranspose with unit dilations as a GEMM per output phase rather than a gather;
+    /// `None`: on GPUs, off on CPU devices (`lower::conv::phased_transpose`).
+    pub convt_gemm: Option<bool>,
 }
 
 /// A `Backend` over one GPU device.
@@ -148,6 +151,7 @@ impl<D: GpuDevice> GpuExecutable<D> {
         let mut res = Resources::<D>::new(g.values.len());
         res.fused_finish = super::sparse::schedules::fused_finish(dev.info(), opts.fused_finish);
         res.self_list = super::sparse::schedules::self_list(dev.info(), opts.self_list);
+        res.convt_gemm = opts.convt_gemm.unwrap_or(dev.info().kind != "cpu");
         // Buffers that came from (and may return to) the pool.
         let mut pooled: Vec<bool> = Vec::new();
         let mut problems: Vec<String> = Vec::new();

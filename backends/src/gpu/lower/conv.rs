@@ -174,7 +174,7 @@ pub(crate) fn conv_transpose<D: GpuDevice>(cx: &mut Ctx<D>, p: &ConvTranspose) -
     let (cin_g, cout_g) = (xs[1] / groups, ws[1]);
     args.extend(geometry_args(cin_g, cout_g, groups, &g)?);
     args.push(LArg::I32(has_bias as i32));
-    if phased_transpose(cx.dev.info(), &g) {
+    if phased_transpose(cx.res.convt_gemm, &g) {
         let phases: usize = g.stride.iter().product();
         let most: usize = (0..3).map(|d| g.output[d].div_ceil(g.stride[d])).product();
         int(phases * xs[0] * groups, "ConvTranspose phases x images x groups")?;
@@ -189,12 +189,14 @@ pub(crate) fn conv_transpose<D: GpuDevice>(cx: &mut Ctx<D>, p: &ConvTranspose) -
 }
 
 /// Whether a ConvTranspose runs as a GEMM per output phase (conv.cl's convt_gemm_f32) rather
-/// than as a gather (conv_transpose_f32): with unit dilations (a phase's taps are then every
-/// stride-th), and not on wgpu, whose WGSL has the gather only. On an H200 the gather took
-/// 642-857 µs for the full-size SIGE's two upsampling layers, where cuDNN takes 80-95 µs
+/// than as a gather (conv_transpose_f32): where the executable asks (`Ctx::res.convt_gemm`: on
+/// GPUs by default) and the dilations are 1, so a phase's taps are every stride-th. On an H200
+/// the gather took 642-857 µs for the full-size SIGE's two upsampling layers, the GEMM 91-98,
+/// cuDNN 72-90. CPU devices keep the gather: on lavapipe a work-item per output vectorises well
+/// and the GEMM's barriers cost more (SIGE small 87 against 108 ms a frame), on PoCL they tie
 /// (benches/RESULTS.md, session 23).
-fn phased_transpose(info: &crate::gpu::device::DeviceInfo, g: &Geom3) -> bool {
-    info.backend != "wgpu" && g.dil.iter().all(|&d| d == 1)
+fn phased_transpose(asked: bool, g: &Geom3) -> bool {
+    asked && g.dil.iter().all(|&d| d == 1)
 }
 
 /// kind: 0 max, 1 average, 2 average counting pads.

@@ -80,6 +80,9 @@ pub(crate) struct Resources<D: GpuDevice> {
     pub fused_finish: bool,
     /// 1x1 GEMM members list their own columns (`schedules::self_list`), decided likewise.
     pub self_list: bool,
+    /// ConvTranspose runs as a GEMM per output phase where its dilations allow
+    /// (`GpuOptions::convt_gemm` resolved for the device).
+    pub convt_gemm: bool,
 }
 
 impl<D: GpuDevice> Resources<D> {
@@ -95,6 +98,7 @@ impl<D: GpuDevice> Resources<D> {
             workspace_need: 0,
             fused_finish: false,
             self_list: false,
+            convt_gemm: false,
         }
     }
 

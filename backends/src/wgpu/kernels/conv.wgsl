@@ -1,7 +1,7 @@
 // Convolutions over NCDHW (conv.cl): Conv as an implicit GEMM (output channels x output
 // positions x (input channels of the group x taps)), tiled like matmul.wgsl, with bias, a
 // residual input and an activation fused into the store; a direct kernel for depthwise and other
-// thin convolutions; ConvTranspose as a gather.
+// thin convolutions; ConvTranspose as a GEMM per output phase, or as a gather.
 //
 // Geometry arguments, in this order everywhere: channels in and out per group, groups, input
 // extents (d, h, w), output extents (d, h, w), kernel (d, h, w), strides, begin pads, dilations.
@@ -42,6 +42,13 @@ struct ConvTP {
     has_bias: i32, total: i32,
 }
 @group(0) @binding(8) var<uniform> conv_t_p: ConvTP;
+
+struct ConvTGP {
+    cin_g: i32, cout_g: i32, groups: i32, id: i32, ih: i32, iw: i32, od: i32, oh: i32, ow: i32,
+    kd: i32, kh: i32, kw: i32, sd: i32, sh: i32, sw: i32, pd: i32, ph: i32, pw: i32, dd: i32, dh: i32, dw: i32,
+    has_bias: i32,
+}
+@group(0) @binding(8) var<uniform> conv_tg_p: ConvTGP;
 
 fn conv_epilogue(v_: f32, co: i32, at: i32, has_bias: i32, has_res: i32, act: i32, p0: f32, p1: f32) -> f32 {
     var v = v_;
@@ -270,4 +277,142 @@ fn conv_transpose_f32(@builtin(global_invocation_id) gid: vec3<u32>) {
     var v = acc;
     if (p.has_bias != 0) { v += cbias[co]; }
     cty[i] = v;
+}
+
+// ConvTranspose with unit dilations as an implicit GEMM per output phase (conv.cl's
+// convt_gemm_f32, which says why): outputs of one residue of (o + pad) mod stride per dimension
+// take the same taps; per tap, each invocation finds its columns' inputs once. Up to 4 loads of
+// B per invocation and stage (TN x TK over the tiles' 256 invocations).
+// Grid: (ceil(Pmax / TN), ceil(cout_g / TM), N * groups * sd * sh * sw), local (TX, TY).
+struct ConvtDim { o0: i32, cnt: i32, taps: i32, base: i32 }
+
+fn convt_dim(r: i32, s: i32, pad: i32, out: i32, ker: i32) -> ConvtDim {
+    var d: ConvtDim;
+    d.o0 = ((r - pad) % s + s) % s;
+    d.cnt = 0;
+    if (d.o0 < out) { d.cnt = (out - d.o0 + s - 1) / s; }
+    d.taps = 0;
+    if (r < ker) { d.taps = (ker - r + s - 1) / s; }
+    d.base = (d.o0 + pad - r) / s;
+    return d;
+}
+
+@compute @workgroup_size(WG_X, WG_Y, WG_Z)
+fn convt_gemm_f32(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
+    let p = conv_tg_p;
+    let tm = i32(TM);
+    let tn = i32(TN);
+    let tk = i32(TK);
+    let wm = i32(WM);
+    let wn = i32(WN);
+    let nt = i32(TX * TY);
+    let tx = i32(lid.x);
+    let ty = i32(lid.y);
+    let tid = ty * i32(TX) + tx;
+    let j0 = i32(wid.x) * tn;
+    let m0 = i32(wid.y) * tm;
+    let phases = p.sd * p.sh * p.sw;
+    let z = i32(wid.z);
+    let phase = z % phases;
+    let ng = z / phases;
+    let g = ng % p.groups;
+    let n = ng / p.groups;
+    let rd = phase / (p.sh * p.sw);
+    let rh = (phase / p.sw) % p.sh;
+    let rw = phase % p.sw;
+    let dd = convt_dim(rd, p.sd, p.pd, p.od, p.kd);
+    let dh = convt_dim(rh, p.sh, p.ph, p.oh, p.kh);
+    let dw = convt_dim(rw, p.sw, p.pw, p.ow, p.kw);
+    let P = dd.cnt * dh.cnt * dw.cnt;
+    let chw = dh.cnt * dw.cnt;
+    let thw = dh.taps * dw.taps;
+    let kvol = p.kd * p.kh * p.kw;
+    let ivol = p.id * p.ih * p.iw;
+    var ntaps = 0;
+    if (j0 < P) { ntaps = dd.taps * thw; }
+    let xg = (n * p.groups + g) * p.cin_g * ivol;
+    let wg = g * p.cin_g * p.cout_g * kvol;
+    let bl = (tn * tk + nt - 1) / nt;
+    var cd: array<i32, 4>;
+    var chh: array<i32, 4>;
+    var cww: array<i32, 4>;
+    for (var l = 0; l < bl; l++) {
+        let e = tid + l * nt;
+        let gj = j0 + e % tn;
+        cd[l] = -1;
+        chh[l] = 0;
+        cww[l] = 0;
+        if (e < tn * tk && gj < P) {
+            let q = gj % chw;
+            cd[l] = gj / chw;
+            chh[l] = q / dw.cnt;
+            cww[l] = q % dw.cnt;
+        }
+    }
+    var acc: array<f32, 16>;
+    for (var e = 0; e < 16; e++) { acc[e] = 0.0; }
+    for (var u = 0; u < ntaps; u++) {
+        let ud = u / thw;
+        let uh = (u / dw.taps) % dh.taps;
+        let uw = u % dw.taps;
+        let tap = ((rd + p.sd * ud) * p.kh + rh + p.sh * uh) * p.kw + rw + p.sw * uw;
+        var boff: array<i32, 4>;
+        for (var l = 0; l < bl; l++) {
+            let iz = dd.base + cd[l] - ud;
+            let iy = dh.base + chh[l] - uh;
+            let ix = dw.base + cww[l] - uw;
+            boff[l] = -1;
+            if (cd[l] >= 0 && iz >= 0 && iz < p.id && iy >= 0 && iy < p.ih && ix >= 0 && ix < p.iw) {
+                boff[l] = (iz * p.ih + iy) * p.iw + ix;
+            }
+        }
+        for (var c0 = 0; c0 < p.cin_g; c0 += tk) {
+            for (var e = tid; e < tm * tk; e += nt) {
+                let gm = m0 + e % tm;
+                let ci = c0 + e / tm;
+                var v = 0.0;
+                if (gm < p.cout_g && ci < p.cin_g) { v = cw[wg + (ci * p.cout_g + gm) * kvol + tap]; }
+                As[e] = v;
+            }
+            for (var l = 0; l < bl; l++) {
+                let e = tid + l * nt;
+                if (e < tn * tk) {
+                    let ci = c0 + e / tn;
+                    var v = 0.0;
+                    if (boff[l] >= 0 && ci < p.cin_g) { v = cx[xg + ci * ivol + boff[l]]; }
+                    Bs[e] = v;
+                }
+            }
+            workgroupBarrier();
+            for (var kk = 0; kk < tk; kk++) {
+                for (var i = 0; i < wm; i++) {
+                    let a = As[kk * tm + ty * wm + i];
+                    for (var j = 0; j < wn; j++) {
+                        acc[i * wn + j] += a * Bs[kk * tn + tx * wn + j];
+                    }
+                }
+            }
+            workgroupBarrier();
+        }
+    }
+    for (var i = 0; i < wm; i++) {
+        let m = m0 + ty * wm + i;
+        if (m >= p.cout_g) { continue; }
+        let co = g * p.cout_g + m;
+        let yc = (n * p.groups * p.cout_g + co) * p.od * p.oh * p.ow;
+        var b = 0.0;
+        if (p.has_bias != 0) { b = cbias[co]; }
+        for (var j = 0; j < wn; j++) {
+            let gj = j0 + tx * wn + j;
+            if (gj >= P) { continue; }
+            let jd = gj / chw;
+            let q = gj - jd * chw;
+            let jh = q / dw.cnt;
+            let jw = q - jh * dw.cnt;
+            let oz = dd.o0 + p.sd * jd;
+            let oy = dh.o0 + p.sh * jh;
+            let ox = dw.o0 + p.sw * jw;
+            cty[yc + (oz * p.oh + oy) * p.ow + ox] = acc[i * wn + j] + b;
+        }
+    }
 }
