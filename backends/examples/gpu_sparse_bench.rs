@@ -281,6 +281,8 @@ fn bench<D: GpuDevice + 'static>(dev: Arc<D>, a: &Args) -> Result<()> {
         self_list: None,
         // Whole frames are timed both ways (`time_frames`); the rest times launches itself.
         frame_graphs: None,
+        // The benched graphs have no ConvTranspose.
+        convt_gemm: None,
     };
     for cc in CASES.iter().filter(|c| a.only.as_deref().is_none_or(|o| c.name.contains(o))) {
         for &n in &a.batches {
