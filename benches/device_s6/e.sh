@@ -22,16 +22,7 @@ for rep in 1 2; do
   done
 done
 while [ ! -f /tmp/full/all_done ]; do sleep 2; done; ls /tmp/full
-python3 - <<'P'
-import numpy as np
-rng = np.random.default_rng(7)
-m = np.zeros((1, 1, 168, 224), np.float32)
-y, x = np.ogrid[:168, :224]
-while m.mean() < 0.3:
-    cy, cx, r = rng.integers(0, 168), rng.integers(0, 224), rng.integers(8, 30)
-    m[0, 0][(y - cy) ** 2 + (x - cx) ** 2 < r * r] = 1
-np.save("/tmp/sige_mask.npy", m); print("sige mask density", m.mean())
-P
+python3 benches/device_s22/sige_mask.py /tmp/sige_mask.npy
 for rep in 1 2 3; do
   for m in dynconv_full_d30 avit_full_d30 sige_full; do
     [ -f /tmp/full/$m.onnx ] || { echo "no /tmp/full/$m.onnx"; continue; }

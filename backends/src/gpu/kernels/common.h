@@ -76,3 +76,18 @@ FUNC float group_sum(LOCAL_PTR float* s, float v, int n) {
     LOCAL_BARRIER();
     return r;
 }
+
+/* n (1, 2 or 4: a compile-time constant) consecutive floats of local memory at s into d[0 .. n)
+ * in one load; s is 8 / 16-byte aligned for 2 / 4. The branches not taken fold away. */
+#define LDS_RUN(d, s, n)                                                                  \
+    do {                                                                                  \
+        if ((n) == 4) {                                                                   \
+            float4 v_ = LOCAL_VEC4(s);                                                    \
+            (d)[0] = v_.x; (d)[1] = v_.y; (d)[2 % (n)] = v_.z; (d)[3 % (n)] = v_.w;       \
+        } else if ((n) == 2) {                                                            \
+            float2 v_ = LOCAL_VEC2(s);                                                    \
+            (d)[0] = v_.x; (d)[1 % (n)] = v_.y;                                           \
+        } else {                                                                          \
+            (d)[0] = *(s);                                                                \
+        }                                                                                 \
+    } while (0)

@@ -244,20 +244,6 @@ FUNC ConvtDim convt_dim(int r, int s, int pad, int out, int ker) {
 #define CT_AL ((TM * TK + NT - 1) / NT)
 #define CT_BL ((TN * TK + NT - 1) / NT)
 
-/* len (WM or WN: 1, 2 or 4) consecutive floats of local memory at p into r. */
-#define CT_LDS(r, p, len)                                                                  \
-    do {                                                                                  \
-        if ((len) == 4) {                                                                   \
-            float4 v_ = LOCAL_VEC4(p);                                                    \
-            (r)[0] = v_.x; (r)[1] = v_.y; (r)[2 % (len)] = v_.z; (r)[3 % (len)] = v_.w;       \
-        } else if ((len) == 2) {                                                            \
-            float2 v_ = LOCAL_VEC2(p);                                                    \
-            (r)[0] = v_.x; (r)[1 % (len)] = v_.y;                                           \
-        } else {                                                                          \
-            (r)[0] = *(p);                                                                \
-        }                                                                                 \
-    } while (0)
-
 /* Tap u of a phase (its index into W's taps), and each of a work-item's columns (phase
  * coordinates cd / ch / cw, cd -1 for none) its input for that tap in boff, -1 outside. */
 FUNC_INLINE int convt_tap(int u, const int* cd, const int* ch, const int* cw, int* boff, ConvtDim Dd, ConvtDim Dh,
@@ -362,8 +348,8 @@ KERNEL convt_gemm_f32(GLOBAL const float* X, GLOBAL const float* W, GLOBAL const
         }
         for (int kk = 0; kk < TK; ++kk) {
             float a[WM], b[WN];
-            CT_LDS(a, &As[kk][ty * WM], WM);
-            CT_LDS(b, &Bs[kk][tx * WN], WN);
+            LDS_RUN(a, &As[kk][ty * WM], WM);
+            LDS_RUN(b, &Bs[kk][tx * WN], WN);
             for (int i = 0; i < WM; ++i)
                 for (int j = 0; j < WN; ++j) acc[i * WN + j] += a[i] * b[j];
         }

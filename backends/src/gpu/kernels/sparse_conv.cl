@@ -113,23 +113,8 @@
 #define VWM (WM % 4 == 0 ? 4 : WM % 2 == 0 ? 2 : 1)
 #define VWN (WN % 4 == 0 ? 4 : WN % 2 == 0 ? 2 : 1)
 #endif
-#define SC_LDS1(d, s) ((d)[0] = *(s))
-#define SC_LDS2(d, s) do { float2 v_ = LOCAL_VEC2(s); (d)[0] = v_.x; (d)[1] = v_.y; } while (0)
-#define SC_LDS4(d, s) do { float4 v_ = LOCAL_VEC4(s); (d)[0] = v_.x; (d)[1] = v_.y; (d)[2] = v_.z; (d)[3] = v_.w; } while (0)
-#if VWM == 4
-#define SC_LDS_A SC_LDS4
-#elif VWM == 2
-#define SC_LDS_A SC_LDS2
-#else
-#define SC_LDS_A SC_LDS1
-#endif
-#if VWN == 4
-#define SC_LDS_B SC_LDS4
-#elif VWN == 2
-#define SC_LDS_B SC_LDS2
-#else
-#define SC_LDS_B SC_LDS1
-#endif
+#define SC_LDS_A(d, s) LDS_RUN(d, s, VWM)
+#define SC_LDS_B(d, s) LDS_RUN(d, s, VWN)
 
 /* Channel and column (within the tile) of accumulator a of work-item tid. */
 FUNC int sconv_acc_m(int a, int tid) {
