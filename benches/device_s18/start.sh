@@ -17,6 +17,7 @@ bench() {
     b24) args="--batches 2,4 --only conv --densities 0.1,0.3,0.5"; dump=/tmp/masks24; limit=100;;
     b24k) args="--batches 2,4 --only conv --knobs 12 --densities 0.1,0.3,0.5"; dump=/tmp/masks24; limit=280;;
   esac
+  limit=${LIMIT:-$limit}
   [ $be = opencl ] && args="$args --device NVIDIA"
   mkdir -p $dump
   env "$@" timeout $limit $b/gpu_sparse_bench --backend $be $args --samples 15 --runs 10 ${DUMP:+--dump-masks $dump} \

@@ -261,8 +261,15 @@ impl SconvOp {
         self.kind == SconvKind::Gemm && sched.ks > 1
     }
 
+    /// `sched` with only the splits of this op's reduction that get a stage (see
+    /// `SconvSchedule::working_splits`; depthwise convs never split).
+    pub(crate) fn working_splits(&self, sched: &SconvSchedule) -> SconvSchedule {
+        if self.splits(sched) { sched.working_splits(self.k) } else { *sched }
+    }
+
     /// Floats of split-K partial sums `sched` needs (0 without a split).
     pub(crate) fn part_len(&self, sched: &SconvSchedule, layout: Option<&MetaLayout>) -> usize {
+        let sched = &self.working_splits(sched);
         if self.splits(sched) {
             self.images * sched.ks as usize * self.cout * self.columns_cap(sched, layout)
         } else {
@@ -273,7 +280,7 @@ impl SconvOp {
     /// Tile counters the fused finish of `sched` needs (0 without a split): one per work-group
     /// of its grid without the splits, this frame's columns or not.
     pub(crate) fn counters_len(&self, sched: &SconvSchedule, layout: Option<&MetaLayout>) -> usize {
-        if self.splits(sched) {
+        if self.splits(&self.working_splits(sched)) {
             let t = sched.tile;
             self.columns_cap(sched, layout).div_ceil(t.tn as usize) * self.cout.div_ceil(t.tm as usize) * self.images
         } else {
@@ -320,6 +327,7 @@ impl SconvOp {
         if masked && meta.is_none() {
             return Err(Error::Other("a masked store without mask metadata".into()));
         }
+        let sched = &self.working_splits(sched);
         let layout = meta.map(|m| m.1);
         let cap = self.columns_cap(sched, layout);
         // Buffers sized for other members than this one would be overrun: refused here, where
@@ -328,6 +336,11 @@ impl SconvOp {
         let fused = self.kind == SconvKind::Gemm && sched.fuses_finish(split.counters.is_some());
         if !fits(split.part, self.part_len(sched, layout)) || (fused && !fits(split.counters, self.counters_len(sched, layout))) {
             return Err(Error::Other(format!("split-K buffers too small for member {sched:?}")));
+        }
+        // The kernels index partial sums and outputs with 32-bit ints.
+        let words = self.part_len(sched, layout).max(self.images * self.cout * self.oh * self.ow);
+        if words > i32::MAX as usize {
+            return Err(Error::Other(format!("member {sched:?} needs {words} floats of one buffer: beyond 32-bit indices")));
         }
         let (cout, images) = (self.cout, self.images);
         let columns = match (sched.self_list, split.columns) {

@@ -243,6 +243,21 @@ impl SconvSchedule {
         self
     }
 
+    /// This schedule with only the splits of a reduction of `k` that get a stage. The kernel
+    /// cuts it into chunks of ceil(k / KS) rounded up to TK, so a KS that does not divide it
+    /// leaves the last splits empty: k 1152 at KS 32 and TK 16 is 24 chunks of 48 and 8 splits
+    /// of zeros, which work-groups computed and the finish read back. The chunks stay the same
+    /// with them dropped: ceil(k / KS') rounds up to the same multiple of TK for
+    /// KS' = ceil(k / chunk).
+    pub(crate) fn working_splits(mut self, k: usize) -> SconvSchedule {
+        if self.ks > 1 && k > 0 {
+            let tk = self.tile.tk.max(1) as usize;
+            let chunk = k.div_ceil(self.ks as usize).div_ceil(tk) * tk;
+            self.ks = k.div_ceil(chunk) as u32;
+        }
+        self
+    }
+
     /// The GEMM knobs of this variant, as profiles name them.
     pub(crate) fn knobs(&self) -> GemmKnobs {
         let t = self.tile;
@@ -511,6 +526,25 @@ fn space_sample() -> Vec<SconvSchedule> {
 mod tests {
     use super::fused_finish;
     use crate::gpu::device::DeviceInfo;
+
+    #[test]
+    fn working_splits_drop_only_the_splits_that_get_no_stage() {
+        use super::{SconvSchedule, Tile};
+        let with = |tk: u32, ks: u32| SconvSchedule { tile: Tile { tm: 128, tn: 64, tk, wm: 8, wn: 4 }, ks, gran: None, self_list: false };
+        // (k, TK, KS asked, KS kept): chunks of roundup(ceil(k / KS), TK) each.
+        for (k, tk, ks, kept) in [(1152, 16, 32, 24), (2304, 16, 32, 29), (2304, 16, 36, 36), (2304, 32, 72, 72), (256, 16, 32, 16), (16, 16, 2, 1), (1, 16, 8, 1)] {
+            assert_eq!(with(tk, ks).working_splits(k).ks, kept, "k {k}, TK {tk}, KS {ks}");
+        }
+        // Every kept split has work and the chunks (hence the sums) are those asked for.
+        for k in 1..3000usize {
+            for ks in [2u32, 3, 5, 7, 16, 32, 36, 48, 72] {
+                let chunk = |ks: u32| k.div_ceil(ks as usize).div_ceil(16) * 16;
+                let kept = with(16, ks).working_splits(k).ks;
+                assert!(kept <= ks && (kept as usize - 1) * chunk(kept) < k && chunk(kept) == chunk(ks), "k {k} KS {ks} -> {kept}");
+            }
+        }
+        assert_eq!(with(16, 1).working_splits(2304).ks, 1);
+    }
 
     #[test]
     fn only_1x1_gemm_members_list_their_own_columns_and_only_where_the_scan_fits() {
