@@ -85,7 +85,7 @@ fn conv_model(dir: &Path, name: &str, batch: usize, cout: usize, residual: bool,
 /// 16 bytes at a time where the map's column capacity is a multiple of the run (tiles4x4 here:
 /// 384) and one float at a time where it is not (tiles1x1: 273, tiles3x5: 375).
 /// A reduction of 288 (32 channels x 9 taps) leaves splits without a stage at KS 8 (chunks of
-/// 48: 6 splits run), 16 (9 run) and 72 (chunks of 8: 36 run).
+/// 48: 6 splits run), 16 (9 run) and 32 (chunks of 16: 18 run).
 const MEMBERS: [(&str, Option<(u16, u16)>, [i64; 6]); 8] = [
     ("dense", None, [64, 32, 16, 4, 2, 4]),
     ("tiles3x5_m32n32k16_w2x2_s2", Some((3, 5)), [32, 32, 16, 2, 2, 2]),
@@ -95,7 +95,7 @@ const MEMBERS: [(&str, Option<(u16, u16)>, [i64; 6]); 8] = [
     ("tiles1x1_m32n32k16_w2x4_s4", Some((1, 1)), [32, 32, 16, 2, 4, 4]),
     // 65,536 partial sums per tile: past FUSED_FINISH_MAX_PARTIALS, split even when fused.
     ("tiles2x8_m64n64k16_w4x4_s16", Some((2, 8)), [64, 64, 16, 4, 4, 16]),
-    ("tiles1x1_m32n32k8_w2x4_s72", Some((1, 1)), [32, 32, 8, 2, 4, 72]),
+    ("tiles1x1_m32n32k8_w2x4_s32", Some((1, 1)), [32, 32, 8, 2, 4, 32]),
 ];
 
 /// A profile for this device whose PolyKernel for `node` dispatch always resolves to member

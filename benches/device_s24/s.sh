@@ -1,29 +1,29 @@
 #!/bin/bash
-# Session 24 calls X (bash s.sh N on the GPU host, binaries from pack.sh): splits past 32 and
-# only the splits that get a stage (the issue-5 ops' density-0.1 members, whose chains of 16-deep
-# stages were 5 long for conv3x3 at KS 32).
-#   1: gpu_sparse and gpu_fused_finish on CUDA; the batch-1 bench with this tree's sample
-#      (KS up to 72) and session 23's (KS up to 32, no trimming), PyTorch between;
-#   2: the same pair and PyTorch again, then this tree's on NVIDIA's OpenCL;
-#   3: batches 2 and 4 with this tree's sample, PyTorch after; gpu_models on CUDA.
+# Session 24 calls X (bash s.sh N on the GPU host, binaries from pack.sh): only the splits of the
+# reduction that get a stage; two stages in flight as CUDA's default.
+#   1 (call X1, the tree of c90887c: splits up to 72 sampled): gpu_sparse and gpu_fused_finish
+#      on CUDA; the batch-1 bench with this tree's sample and session 23's, PyTorch between;
+#   2: the GPU tests with depth 2 as CUDA's default; the batch-1 bench with it, PyTorch, with
+#      DYNASPA_SC_DEPTH=1, and session 23's; this tree's on NVIDIA's OpenCL;
+#   3: batches 2 and 4 with this tree's sample, PyTorch after.
 stage=$1
 source "$(dirname "$0")/start.sh"
-pair() {
-  DUMP=1 LIMIT=240 bench b1 new_$1 $D
-  torch_b1 $1
-  bench b1 old_$1 $O
-  best b1 new $1; best b1 old $1
-}
 if [ "$stage" = 1 ]; then
   for t in gpu_sparse gpu_fused_finish; do gpu_test $t $t; done
-  pair 1
+  DUMP=1 LIMIT=240 bench b1 new_1 $D
+  torch_b1 1
+  bench b1 old_1 $O
 elif [ "$stage" = 2 ]; then
-  pair 2
-  BACKEND=opencl LIMIT=240 bench b1 cl_1 $D
-  python3 benches/device_s24/best.py $OUT/r/b1_cl_1.jsonl | tee $OUT/r/best_b1_cl.txt
+  for t in gpu_sparse gpu_fused_finish gpu_models; do gpu_test $t $t; done
+  DUMP=1 bench b1 d2_2 $D
+  torch_b1 2
+  bench b1 d1_2 $D DYNASPA_SC_DEPTH=1
+  bench b1 old_2 $O
+  for v in d2 d1 old; do best b1 $v 2; done
+  BACKEND=opencl LIMIT=150 bench b1 cl_2 $D
+  python3 benches/device_s24/best.py $OUT/r/b1_cl_2.jsonl | tee $OUT/r/best_b1_cl_2.txt
 elif [ "$stage" = 3 ]; then
-  DUMP=1 LIMIT=400 bench b24k new_1 $D
-  torch_b24 1; cp $OUT/r/torch_b24_1.jsonl $OUT/r/torch_b24k_1.jsonl
-  best b24k new 1
-  gpu_test gpu_models gpu_models
+  DUMP=1 LIMIT=300 bench b24k new_3 $D
+  torch_b24 3; cp $OUT/r/torch_b24_3.jsonl $OUT/r/torch_b24k_3.jsonl
+  best b24k new 3
 fi

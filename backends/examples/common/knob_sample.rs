@@ -12,9 +12,8 @@ use dynaspa_runtime::{Error, Result};
 
 /// Register tiles larger than the default 4 x 2 per work-item (whose inner loop issues 6
 /// local-memory loads per 8 FMAs), among them 128 x 128 tiles for batches whose columns fill
-/// them (119 and 96 registers for sm_90, no spills), each with splits from 2 to 72: a density-0.1
-/// frame's 160 columns want 32 or more (36 and 72 cut a 2,304-long reduction into chunks of 64
-/// and 32, whole stages of 16 or 32), and between powers of two a split can fill the last wave of
+/// them (119 and 96 registers for sm_90, no spills), each with splits from 2 to 32: a density-0.1
+/// frame's 160 columns want 32, and between powers of two a split can fill the last wave of
 /// work-groups (at batch 4 and density 0.5, 50 tiles of 512 work-items on 132 SMs: 5 splits
 /// make 250 groups, two waves of a fifth of the reduction each; 4 make two waves of a quarter).
 /// Then `n` seeded random valid points. Invalid ones (for this device's limits) and duplicates
@@ -27,17 +26,10 @@ pub fn sample(info: &DeviceInfo, n: usize, seed: u64) -> Vec<GemmKnobs> {
             out.push(k);
         }
     };
-    let tiles: [(u32, u32, u32, u32, u32); 7] = [
-        (128, 128, 8, 8, 8),
-        (128, 128, 8, 8, 4),
-        (128, 64, 8, 8, 8),
-        (128, 64, 16, 8, 4),
-        (128, 64, 32, 8, 4),
-        (128, 32, 16, 8, 4),
-        (64, 64, 16, 4, 4),
-    ];
+    let tiles: [(u32, u32, u32, u32, u32); 6] =
+        [(128, 128, 8, 8, 8), (128, 128, 8, 8, 4), (128, 64, 8, 8, 8), (128, 64, 16, 8, 4), (128, 32, 16, 8, 4), (64, 64, 16, 4, 4)];
     for (tm, tn, tk, wm, wn) in tiles {
-        for ks in [2, 3, 4, 5, 6, 8, 12, 16, 24, 32, 36, 48, 72] {
+        for ks in [2, 3, 4, 5, 6, 8, 12, 16, 24, 32] {
             keep(GemmKnobs { tm, tn, tk, wm, wn, ks }, &mut out);
         }
     }

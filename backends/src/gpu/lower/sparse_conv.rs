@@ -374,7 +374,7 @@ impl SconvOp {
                 if info.backend != "wgpu" && !vector_reads_on() {
                     defines.push(("SC_VEC", 0));
                 }
-                let depth = pipeline_depth();
+                let depth = pipeline_depth(&info.backend);
                 if info.backend != "wgpu" && depth > 1 {
                     defines.push(("SC_DEPTH", depth as i64));
                 }

@@ -34,10 +34,10 @@ pub const GEMM_DOMAINS: [(&str, &[i64]); 6] = [
 /// 32 members of 16,384 and 32,768 lost 8-13 µs split. Hence the limit between the two.
 pub const FUSED_FINISH_MAX_PARTIALS: u32 = 32768;
 /// Largest split of the reduction a schedule may ask for (each split is a work-group chain and
-/// `KS` x outputs of partial sums). Past 32 for the few columns of a density-0.1 frame: a 3x3
-/// conv of 256 input channels (2,304 reduction indices, stages of 16) runs 5 stages per split at
-/// KS 32, 4 at 36, 2 at 72.
-pub const MAX_KS: u32 = 72;
+/// `KS` x outputs of partial sums). Splits past 32 (36, 48, 72: 3x3 convs of 256 channels in 4,
+/// 3 and 2 stages of 16) never won at batch 1 on an H200 (RESULTS.md, session 24): each split's
+/// partial sums are written and read back.
+pub const MAX_KS: u32 = 32;
 /// Prefetch registers per work-item (a stage of A and B, `ceil(TM*TK/threads) +
 /// ceil(TN*TK/threads)`) beyond which the kernel's private arrays spill: refused.
 pub const MAX_PREFETCH: u32 = 64;

@@ -131,15 +131,19 @@ pub(crate) fn vector_reads_on() -> bool {
     ASKED.get_or_init(|| env_switch("DYNASPA_SC_VEC")).unwrap_or(true)
 }
 
-/// Stages of the GEMM members' reduction in flight (sparse_conv.cl, `SC_DEPTH`): 1 unless
-/// `DYNASPA_SC_DEPTH=2` (read once), the A/B switch for measuring the deeper pipeline. The WGSL
-/// twin keeps one.
-pub(crate) fn pipeline_depth() -> u32 {
-    static ASKED: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
-    *ASKED.get_or_init(|| match std::env::var("DYNASPA_SC_DEPTH").ok().as_deref().map(str::trim) {
-        Some("2") => 2,
-        _ => 1,
-    })
+/// Stages of the GEMM members' reduction in flight (sparse_conv.cl, `SC_DEPTH`) on a device of
+/// `backend`: 2 on CUDA, where the second register set made the density-0.1 members 2-6% faster
+/// (RESULTS.md, sessions 20 and 24), 1 elsewhere (on NVIDIA's OpenCL it gained nothing in
+/// session 21). `DYNASPA_SC_DEPTH=1|2` (read once) sets it for every backend, the A/B switch.
+/// The WGSL twin keeps one.
+pub(crate) fn pipeline_depth(backend: &str) -> u32 {
+    static ASKED: std::sync::OnceLock<Option<u32>> = std::sync::OnceLock::new();
+    let asked = *ASKED.get_or_init(|| match std::env::var("DYNASPA_SC_DEPTH").ok().as_deref().map(str::trim) {
+        Some("1") => Some(1),
+        Some("2") => Some(2),
+        _ => None,
+    });
+    asked.unwrap_or(if backend == "cuda" { 2 } else { 1 })
 }
 
 /// Work-groups of `threads` work-items one SM should hold at once, for CUDA's register bound
