@@ -5,7 +5,8 @@
 #      on CUDA; the batch-1 bench with this tree's sample and session 23's, PyTorch between;
 #   2: the GPU tests with depth 2 as CUDA's default; the batch-1 bench with it, PyTorch, with
 #      DYNASPA_SC_DEPTH=1, and session 23's; this tree's on NVIDIA's OpenCL;
-#   3: batches 2 and 4 with this tree's sample, PyTorch after.
+#   3 (FULL=1: the three full-size models exported in the background): batches 2 and 4 with
+#      this tree's sample, PyTorch after; the full-size models with depth 2 and 1, alternated.
 stage=$1
 source "$(dirname "$0")/start.sh"
 if [ "$stage" = 1 ]; then
@@ -23,7 +24,11 @@ elif [ "$stage" = 2 ]; then
   BACKEND=opencl LIMIT=150 bench b1 cl_2 $D
   python3 benches/device_s24/best.py $OUT/r/b1_cl_2.jsonl | tee $OUT/r/best_b1_cl_2.txt
 elif [ "$stage" = 3 ]; then
-  DUMP=1 LIMIT=300 bench b24k new_3 $D
+  DUMP=1 LIMIT=280 bench b24k new_3 $D
   torch_b24 3; cp $OUT/r/torch_b24_3.jsonl $OUT/r/torch_b24k_3.jsonl
   best b24k new 3
+  while [ ! -f /tmp/full/all_done ]; do sleep 2; done
+  for m in dynconv_full_d30 avit_full_d30 sige_full; do
+    for d in 2 1; do full_model d$d $m DYNASPA_SC_DEPTH=$d; done
+  done
 fi
