@@ -6,7 +6,9 @@
 #   2: the GPU tests with depth 2 as CUDA's default; the batch-1 bench with it, PyTorch, with
 #      DYNASPA_SC_DEPTH=1, and session 23's; this tree's on NVIDIA's OpenCL;
 #   3 (FULL=1: the three full-size models exported in the background): batches 2 and 4 with
-#      this tree's sample, PyTorch after; the full-size models with depth 2 and 1, alternated.
+#      this tree's sample, PyTorch after; the full-size models with depth 2 and 1, alternated;
+#   4 (FULL=1): the batch-1 bench at depth 2, PyTorch, session 23's; session 23's on NVIDIA's
+#      OpenCL (stage 2 ran this tree's); the full-size models at depth 1 and 2 again.
 stage=$1
 source "$(dirname "$0")/start.sh"
 if [ "$stage" = 1 ]; then
@@ -30,5 +32,16 @@ elif [ "$stage" = 3 ]; then
   while [ ! -f /tmp/full/all_done ]; do sleep 2; done
   for m in dynconv_full_d30 avit_full_d30 sige_full; do
     for d in 2 1; do full_model d$d $m DYNASPA_SC_DEPTH=$d; done
+  done
+elif [ "$stage" = 4 ]; then
+  DUMP=1 bench b1 d2_4 $D
+  torch_b1 4
+  bench b1 old_4 $O
+  for v in d2 old; do best b1 $v 4; done
+  BACKEND=opencl LIMIT=150 bench b1 clold_4 $O
+  python3 benches/device_s24/best.py $OUT/r/b1_clold_4.jsonl | tee $OUT/r/best_b1_clold_4.txt
+  while [ ! -f /tmp/full/all_done ]; do sleep 2; done
+  for m in dynconv_full_d30 avit_full_d30 sige_full; do
+    for d in 1 2; do full_model d${d}_4 $m DYNASPA_SC_DEPTH=$d; done
   done
 fi
