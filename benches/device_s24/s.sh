@@ -8,7 +8,8 @@
 #   3 (FULL=1: the three full-size models exported in the background): batches 2 and 4 with
 #      this tree's sample, PyTorch after; the full-size models with depth 2 and 1, alternated;
 #   4 (FULL=1): the batch-1 bench at depth 2, PyTorch, session 23's; session 23's on NVIDIA's
-#      OpenCL (stage 2 ran this tree's); the full-size models at depth 1 and 2 again.
+#      OpenCL (stage 2 ran this tree's); the full-size models at depth 1 and 2 again;
+#   5: NVIDIA's OpenCL, this tree's bench and session 23's, alternated twice.
 stage=$1
 source "$(dirname "$0")/start.sh"
 if [ "$stage" = 1 ]; then
@@ -44,4 +45,12 @@ elif [ "$stage" = 4 ]; then
   for m in dynconv_full_d30 avit_full_d30 sige_full; do
     for d in 1 2; do full_model d${d}_4 $m DYNASPA_SC_DEPTH=$d; done
   done
+elif [ "$stage" = 5 ]; then
+  for rep in 5 6; do
+    for v in cl:$D clold:$O; do
+      BACKEND=opencl LIMIT=150 bench b1 ${v%%:*}_$rep ${v#*:}
+      python3 benches/device_s24/best.py $OUT/r/b1_${v%%:*}_$rep.jsonl > $OUT/r/best_b1_${v%%:*}_$rep.txt
+    done
+  done
+  python3 benches/device_s24/cl_pairs.py $OUT/r/b1_cl_5.jsonl $OUT/r/b1_clold_5.jsonl $OUT/r/b1_cl_6.jsonl $OUT/r/b1_clold_6.jsonl | tee $OUT/r/cl_pairs.txt
 fi
