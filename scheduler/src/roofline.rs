@@ -189,7 +189,11 @@ fn resident(dev: &DeviceDesc, threads: f64, local: f64, regs: f64) -> f64 {
 pub fn gemm(op: &OpGeometry, g: Option<Granularity>, k: &GemmKnobs, st: &TileStats, dev: &DeviceDesc) -> Estimate {
     let images = images(op);
     let c = columns(op, g, st);
-    let (tm, tn, tk, wm, wn, ks) = (k.tm as f64, k.tn as f64, k.tk as f64, k.wm as f64, k.wn as f64, k.ks as f64);
+    let (tm, tn, tk, wm, wn) = (k.tm as f64, k.tn as f64, k.tk as f64, k.wm as f64, k.wn as f64);
+    let kd = op.k_dim().max(1) as f64;
+    let chunk = ((kd / k.ks as f64).ceil() / tk).ceil() * tk;
+    // Only the splits that get a stage run (the executor drops the rest: `working_splits`).
+    let ks = (kd / chunk).ceil().max(1.0);
     let threads = k.threads() as f64;
     let wgsl = dev.backend == "wgpu";
     let res = resident(dev, threads, k.local_bytes(wgsl) as f64, k.registers() as f64);
@@ -202,8 +206,6 @@ pub fn gemm(op: &OpGeometry, g: Option<Granularity>, k: &GemmKnobs, st: &TileSta
     let groups = (c.cols / tn).ceil() * ctiles * ks * images;
     // Groups past the frame's tiles start and return at once.
     let empty = ((c.cap / tn).ceil() - (c.cols / tn).ceil()).max(0.0) * ctiles * ks * images;
-    let kd = op.k_dim().max(1) as f64;
-    let chunk = ((kd / ks).ceil() / tk).ceil() * tk;
     let per_split = kd.min(chunk);
     let stages = (per_split / tk).ceil().max(1.0);
     let warps = (threads / simd).ceil();
@@ -232,7 +234,7 @@ pub fn gemm(op: &OpGeometry, g: Option<Granularity>, k: &GemmKnobs, st: &TileSta
     let input_tx = groups * per_split * (tn / run) * row_tx(run * op.sw as f64);
     let out_tx = st.active as f64 * images * op.c_out as f64 / c.run * row_tx(c.run);
     let mut tx = weight_tx + input_tx + out_tx;
-    if k.ks > 1 {
+    if ks > 1.0 {
         tx += 2.0 * c.cols * images * op.c_out as f64 * ks * 4.0 / tb;
         // sconv_finish_f32: one work-item per (column, channel) adding KS partials. Its fixed
         // cost is a launch, about half a GEMM wave's (fitted on the H100's pairs with the rest).
@@ -378,6 +380,11 @@ mod tests {
         // The dense member costs more than this sparse frame, less than 10x a full frame's sparse run.
         let dense = estimate_dense(&op, &dev);
         assert!(dense.total > eight.total, "dense {dense:?}");
+        // 2,304 indices at KS 32: chunks of 80, so 29 splits run, as at KS 29, and the three
+        // empty ones cost nothing; KS 16 (chunks of 144) is a different schedule.
+        let direct = |ks: u32| gemm(&op, Some(g), &GemmKnobs { tm: 64, tn: 32, tk: 16, wm: 4, wn: 2, ks }, &st, &dev).total;
+        assert_eq!(direct(32), direct(29));
+        assert_ne!(direct(32), direct(16));
     }
 
     #[test]
