@@ -21,18 +21,27 @@ def splits(member):
     return int(m.group(1)) if m else 1
 
 
+def rows(path):
+    return [json.loads(l) for l in open(path) if l.strip()]
+
+
+def by_op(path):
+    """A bench's rows grouped by (op, batch, density target), in that order."""
+    out = {}
+    for o in rows(path):
+        out.setdefault((o["op"], o["batch"], o["density_target"]), []).append(o)
+    return dict(sorted(out.items()))
+
+
 def main(ours_path, torch_path=None):
-    ours = [json.loads(l) for l in open(ours_path) if l.strip()]
-    torch = [json.loads(l) for l in open(torch_path) if l.strip()] if torch_path else []
-    keys = sorted({(o["op"], o["batch"], o["density_target"]) for o in ours})
+    torch = rows(torch_path) if torch_path else []
     print(f"{'op':<10} {'b':>2} {'dens':>5} | {'dense':>7} {'best':>7} {'KS<=32':>7} | {'lagged':>7} member")
-    for op, b, d in keys:
-        rows = [o for o in ours if (o["op"], o["batch"], o["density_target"]) == (op, b, d)]
-        dense = next((o["us"] for o in rows if o["member"] == "dense"), float("nan"))
-        sparse = [o for o in rows if o["member"] != "dense"]
+    for (op, b, d), group in by_op(ours_path).items():
+        dense = next((o["us"] for o in group if o["member"] == "dense"), float("nan"))
+        sparse = [o for o in group if o["member"] != "dense"]
         best = min(sparse, key=lambda o: o["us"])
         low = min((o for o in sparse if splits(o["member"]) <= 32), key=lambda o: o["us"])
-        lag, pick = rows[0]["steady_lagged_us"], rows[0]["steady_member"]
+        lag, pick = group[0]["steady_lagged_us"], group[0]["steady_member"]
         cud = [t["us"] for t in torch if t.get("op") == TORCH_OP.get(op, op) and t["batch"] == b and t["impl"] == "cudnn"]
         vs = f"{cud[0] / lag:.2f}x of cuDNN {cud[0]:.1f}" if cud else f"{dense / lag:.2f}x of dense"
         print(f"{op:<10} {b:>2} {d:>5.2f} | {dense:>7.1f} {best['us']:>7.1f} {low['us']:>7.1f} | {lag:>7.1f} {pick} ({best['member']} / {low['member']}): {vs}")

@@ -6,17 +6,14 @@ timed.
 
     python3 benches/device_s24/cl_pairs.py NEW_1.jsonl OLD_1.jsonl [NEW_2.jsonl OLD_2.jsonl ...]
 """
-import json
 import statistics
 import sys
 
+from best import by_op
+
 
 def load(path):
-    rows = [json.loads(l) for l in open(path) if l.strip()]
-    out = {}
-    for o in rows:
-        out.setdefault((o["op"], o["batch"], o["density_target"]), {})[o["member"]] = o["us"]
-    return out
+    return {key: {o["member"]: o["us"] for o in group} for key, group in by_op(path).items()}
 
 
 def main(paths):

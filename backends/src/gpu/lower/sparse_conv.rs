@@ -334,11 +334,12 @@ impl SconvOp {
         // the op can still fall back, rather than left to corrupt memory at run time.
         let fits = |b: Option<BufId>, words: usize| words == 0 || b.is_some_and(|b| cx.res.caps[b] >= words * 4);
         let fused = self.kind == SconvKind::Gemm && sched.fuses_finish(split.counters.is_some());
-        if !fits(split.part, self.part_len(sched, layout)) || (fused && !fits(split.counters, self.counters_len(sched, layout))) {
+        let part = self.part_len(sched, layout);
+        if !fits(split.part, part) || (fused && !fits(split.counters, self.counters_len(sched, layout))) {
             return Err(Error::Other(format!("split-K buffers too small for member {sched:?}")));
         }
         // The kernels index partial sums and outputs with 32-bit ints.
-        let words = self.part_len(sched, layout).max(self.images * self.cout * self.oh * self.ow);
+        let words = part.max(self.images * self.cout * self.oh * self.ow);
         if words > i32::MAX as usize {
             return Err(Error::Other(format!("member {sched:?} needs {words} floats of one buffer: beyond 32-bit indices")));
         }
