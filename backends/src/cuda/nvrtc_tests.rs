@@ -277,6 +277,12 @@ fn the_scalar_read_variant_compiles() {
     gemm_variant_compiles("SC_VEC", "0");
 }
 
+/// `DYNASPA_SC_HOIST=0`: the gather's indices worked out per element and stage.
+#[test]
+fn the_per_element_gather_variant_compiles() {
+    gemm_variant_compiles("SC_HOIST", "0");
+}
+
 /// `DYNASPA_SC_DEPTH=2`: two stages of the reduction in flight.
 #[test]
 fn the_two_stage_pipeline_variant_compiles() {

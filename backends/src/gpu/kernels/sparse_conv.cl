@@ -276,6 +276,48 @@ FUNC_INLINE void sconv_load_stage(GLOBAL const float* Wt, GLOBAL const float* Xn
     }
 }
 
+/* SC_HOIST = 1 (unless the host sets 0, `DYNASPA_SC_HOIST=0`): where NT is a multiple of TM and
+ * of TN, each work-item loads the same weight channel and the same input column in every
+ * stage, at rows NT / TM (NT / TN) apart, so what sconv_load_stage works out per element from
+ * scratch (the column's origin from local memory, the tap's three offsets, four bounds checks)
+ * is worked out once per kernel: the column's base offset, and which taps fall inside the
+ * input as one bit each. A stage then costs a B element one decomposition step and one
+ * tap-table read. At density 0.1 a work-group's stages are a serial chain, and this index work
+ * sat between each stage's barrier and its FMAs (RESULTS.md, session 24). Taps past 32 (one
+ * word of bits) or past the tap table take sconv_load_stage. */
+#ifndef SC_HOIST
+#define SC_HOIST 1
+#endif
+#define SC_HOISTED (SC_HOIST && NT % TM == 0 && NT % TN == 0)
+#define SC_HSA (NT / TM)
+#define SC_HSB (NT / TN)
+
+/* sconv_load_stage for hoisted members: Wa is the weight at (row 0, this item's channel), Xc the
+ * input at this item's column's origin, aok whether that channel exists, hv its taps inside the
+ * input (0 for a phantom), hsc and hsr SC_HSB as whole input channels and taps. */
+FUNC_INLINE void sconv_load_stage_h(GLOBAL const float* Wa, GLOBAL const float* Xc, LOCAL_PTR const int* tapt, float* ra,
+                                    float* rb, int tid, int k0, int ke, int cout, int aok, uint hv, int taps, float rtaps,
+                                    int ihw, int hsc, int hsr) {
+    int ka = tid / TM;
+    for (int l = 0; l < SC_AL; ++l) {
+        int k = ka + l * SC_HSA, gk = k0 + k;
+        ra[l] = (k < TK && aok && gk < ke) ? Wa[gk * cout] : 0.0f;
+    }
+    int kb = tid / TN, gk = k0 + kb;
+    int ci = (int)((float)gk * rtaps), r = gk - ci * taps;
+    if (r < 0) { --ci; r += taps; }
+    else if (r >= taps) { ++ci; r -= taps; }
+    for (int l = 0; l < SC_BL; ++l) {
+        float v = 0.0f;
+        if (kb + l * SC_HSB < TK && gk < ke && ((hv >> (uint)r) & 1u)) v = Xc[ci * ihw + tapt[3 * r]];
+        rb[l] = v;
+        gk += SC_HSB;
+        ci += hsc;
+        r += hsr;
+        if (r >= taps) { r -= taps; ++ci; }
+    }
+}
+
 #if MMA
 /* One staged TK-deep slice on the tensor cores: per 8 reduction indices, each warp loads its
  * fragments of A (weights, As[k][m]) and B (columns, Bs[k][c]), splits them into TF32 head and
@@ -505,13 +547,36 @@ KERNEL LAUNCH_BOUNDS(NT, SC_MIN_BLOCKS) sconv_gemm_f32(SCONV_ARGS SCONV_FUSED_AR
     float acc[NACC];
     for (int a = 0; a < NACC; ++a) acc[a] = 0.0f;
     LOCAL_BARRIER();
+#if SC_HOISTED
+    /* The same for the whole work-group (taps is the op's). */
+    int hoist = taps <= IMIN(SC_TAPS, 32);
+    int hc = tid % TN, hm = m0 + tid % TM;
+    int aok = hm < cout;
+    GLOBAL const float* Wa = Wt + (aok ? hm : 0);
+    uint hv = 0u;
+    for (int r = 0; hoist && r < taps; ++r) {
+        int iy = cy[hc] + tapt[3 * r + 1], ix = cxs[hc] + tapt[3 * r + 2];
+        hv |= (uint)(iy >= 0 && iy < ih && ix >= 0 && ix < iw) << (uint)r;
+    }
+    /* A phantom's origin is far outside the input: no tap is in, and no offset is formed. */
+    GLOBAL const float* Xc = Xn + (hv ? cy[hc] * iw + cxs[hc] : 0);
+    int hsc = SC_HSB / taps, hsr = SC_HSB - (SC_HSB / taps) * taps;
+#endif
     /* Software pipeline: the global loads of stage k0 + TK are issued into registers before
      * the FMAs of stage k0 run from local memory, so their latency overlaps compute instead
      * of stalling every stage. With few columns a work-group's stages are a serial chain, and
      * this latency was most of its time. SC_LOAD: stage k into registers r_a / r_b. SC_STEP:
      * those registers into local memory, the load of stage `next` (where there is one) issued
      * into them, then the products of the staged slice. */
+#if SC_HOISTED
+#define SC_LOAD(r_a, r_b, k)                                                                                        \
+    do {                                                                                                            \
+        if (hoist) sconv_load_stage_h(Wa, Xc, tapt, r_a, r_b, tid, k, ke, cout, aok, hv, taps, rtaps, ihw, hsc, hsr); \
+        else sconv_load_stage(Wt, Xn, ktab, cy, cxs, tapt, r_a, r_b, tid, m0, k, ke, cout, ih, iw, taps, rtaps);     \
+    } while (0)
+#else
 #define SC_LOAD(r_a, r_b, k) sconv_load_stage(Wt, Xn, ktab, cy, cxs, tapt, r_a, r_b, tid, m0, k, ke, cout, ih, iw, taps, rtaps)
+#endif
 #define SC_STEP(r_a, r_b, next)                                                                          \
     do {                                                                                                 \
         sconv_store_stage(As, Bs, r_a, r_b, tid);                                                        \

@@ -9,7 +9,7 @@ use super::elementwise::activation_code;
 use crate::gpu::device::GpuDevice;
 use crate::gpu::kernels::Src;
 use crate::gpu::sparse::meta::MetaLayout;
-use crate::gpu::sparse::schedules::{mma_defines, mma_on, pipeline_depth, register_bound, tap_table_on, vector_reads_on, SconvSchedule};
+use crate::gpu::sparse::schedules::{hoisted_gather_on, mma_defines, mma_on, pipeline_depth, register_bound, tap_table_on, vector_reads_on, SconvSchedule};
 use dynaspa_runtime::graph::{Conv, Op};
 use dynaspa_runtime::sparsity::Granularity;
 use dynaspa_runtime::{DType, Error, Result};
@@ -374,6 +374,9 @@ impl SconvOp {
                 }
                 if info.backend != "wgpu" && !vector_reads_on() {
                     defines.push(("SC_VEC", 0));
+                }
+                if info.backend != "wgpu" && !hoisted_gather_on() {
+                    defines.push(("SC_HOIST", 0));
                 }
                 let depth = pipeline_depth(&info.backend);
                 if info.backend != "wgpu" && depth > 1 {

@@ -131,6 +131,14 @@ pub(crate) fn vector_reads_on() -> bool {
     ASKED.get_or_init(|| env_switch("DYNASPA_SC_VEC")).unwrap_or(true)
 }
 
+/// Whether GEMM members work out their gather's column and tap bounds once per kernel instead of
+/// per element and stage (sparse_conv.cl, `SC_HOIST`): on unless `DYNASPA_SC_HOIST=0` (read
+/// once), the A/B switch for measuring it. The WGSL twin works them out per element.
+pub(crate) fn hoisted_gather_on() -> bool {
+    static ASKED: std::sync::OnceLock<Option<bool>> = std::sync::OnceLock::new();
+    ASKED.get_or_init(|| env_switch("DYNASPA_SC_HOIST")).unwrap_or(true)
+}
+
 /// Stages of the GEMM members' reduction in flight (sparse_conv.cl, `SC_DEPTH`) on a device of
 /// `backend`: 2 on CUDA, where the second register set made the density-0.1 members 2-6% faster
 /// (RESULTS.md, sessions 20 and 24), 1 elsewhere (on NVIDIA's OpenCL it gained nothing in
