@@ -382,8 +382,7 @@ impl SconvOp {
                 if info.backend != "wgpu" && depth > 1 {
                     defines.push(("SC_DEPTH", depth as i64));
                 }
-                let [tx, ty, _] = t.local();
-                if let Some(groups) = register_bound(tx * ty).filter(|_| info.backend == "cuda") {
+                if let Some(groups) = register_bound(sched.threads()).filter(|_| info.backend == "cuda") {
                     defines.push(("SC_MIN_BLOCKS", groups as i64));
                 }
                 let kern = cx.kernel(Src::SparseConv, "sconv_gemm_f32", &defines)?;
@@ -395,7 +394,7 @@ impl SconvOp {
                 if let Some(c) = columns {
                     gemm_args.extend([LArg::Buf(c.mask), LArg::I32(int(c.stride, "mask stride")?)]);
                 }
-                cx.launch(kern, grid, t.local(), gemm_args)?;
+                cx.launch(kern, grid, sched.local(), gemm_args)?;
                 if sched.ks > 1 && !fused {
                     let kern = cx.kernel(Src::SparseConv, "sconv_finish_f32", &sched.finish_defines())?;
                     cx.launch(kern, [cap.div_ceil(COLUMN_WG as usize), cout.div_ceil(FINISH_CH as usize), images], [COLUMN_WG, FINISH_CH, 1], args)?;

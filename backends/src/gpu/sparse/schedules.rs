@@ -139,6 +139,17 @@ pub(crate) fn hoisted_gather_on() -> bool {
     ASKED.get_or_init(|| env_switch("DYNASPA_SC_HOIST")).unwrap_or(true)
 }
 
+/// Groups of work-items sharing each sparse GEMM member's tile (sparse_conv.cl, `SC_KW`):
+/// `DYNASPA_SC_KW=2|4` (read once), 1 otherwise. An experiment: profiles cannot name it yet.
+pub(crate) fn group_split() -> u32 {
+    static ASKED: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+    *ASKED.get_or_init(|| match std::env::var("DYNASPA_SC_KW").ok().as_deref().map(str::trim) {
+        Some("2") => 2,
+        Some("4") => 4,
+        _ => 1,
+    })
+}
+
 /// Stages of the GEMM members' reduction in flight (sparse_conv.cl, `SC_DEPTH`) on a device of
 /// `backend`: 2 on CUDA, where the second register set made the density-0.1 members 2-6% faster
 /// (RESULTS.md, sessions 20 and 24), 1 elsewhere (on NVIDIA's OpenCL it gained nothing in
@@ -219,6 +230,9 @@ pub(crate) struct SconvSchedule {
     /// 1x1 columns found by each work-group in the mask tensor (SELF_LIST), not read from
     /// bitmask.cl's list.
     pub self_list: bool,
+    /// Groups of work-items sharing the tile, each with TK rows of every stage (`SC_KW`): 1
+    /// unless `DYNASPA_SC_KW` asks more (`with_group_split`).
+    pub kw: u32,
 }
 
 impl SconvSchedule {
@@ -233,7 +247,7 @@ impl SconvSchedule {
         let tile = if cout >= 64 { GEMM_LARGE } else { GEMM_SMALL };
         let per_split = split_min_k();
         let ks = if gran.is_none() { 1 } else { SPLITS.iter().copied().filter(|&s| k >= per_split * s as usize).max().unwrap_or(1) };
-        SconvSchedule { tile, ks, gran, self_list: false }
+        SconvSchedule { tile, ks, gran, self_list: false, kw: 1 }
     }
 
     /// The dense member (and dense convs) split the reduction too when their grid is small for
@@ -263,7 +277,7 @@ impl SconvSchedule {
     /// KS' = ceil(k / chunk).
     pub(crate) fn working_splits(mut self, k: usize) -> SconvSchedule {
         if self.ks > 1 && k > 0 {
-            let tk = self.tile.tk.max(1) as usize;
+            let tk = (self.tile.tk.max(1) * self.kw.max(1)) as usize;
             let chunk = k.div_ceil(self.ks as usize).div_ceil(tk) * tk;
             self.ks = k.div_ceil(chunk) as u32;
         }
@@ -277,7 +291,7 @@ impl SconvSchedule {
     }
 
     pub(crate) fn from_knobs(k: GemmKnobs, gran: Option<Granularity>) -> SconvSchedule {
-        SconvSchedule { tile: Tile { tm: k.tm, tn: k.tn, tk: k.tk, wm: k.wm, wn: k.wn }, ks: k.ks, gran, self_list: false }
+        SconvSchedule { tile: Tile { tm: k.tm, tn: k.tn, tk: k.tk, wm: k.wm, wn: k.wn }, ks: k.ks, gran, self_list: false, kw: 1 }
     }
 
     /// This schedule listing its own columns where it can: a 1x1 GEMM member on a device
@@ -291,6 +305,43 @@ impl SconvSchedule {
             && kind == SconvKind::Gemm
             && self.gran == Some(Granularity::new(1, 1))
             && (limits.local_mem_bytes == 0 || local <= limits.local_mem_bytes);
+        self
+    }
+
+    /// Work-items per work-group: the tile's, times the groups sharing it.
+    pub(crate) fn threads(&self) -> u32 {
+        let [tx, ty, _] = self.tile.local();
+        tx * ty * self.kw.max(1)
+    }
+
+    /// The work-group's shape (the tile's groups stacked along y).
+    pub(crate) fn local(&self) -> [u32; 3] {
+        let [tx, ty, _] = self.tile.local();
+        [tx, ty * self.kw.max(1), 1]
+    }
+
+    /// This sparse GEMM member with the tile shared by `kw` groups (`SC_KW`), where the device
+    /// and the kernel allow it: not in the WGSL twin, the work-items and registers of `kw` groups
+    /// and the deeper stage (with the self-list scan) within the limits, and one accumulator of
+    /// every other group fitting the staging rows, through which group 0 adds them. Else
+    /// unchanged.
+    pub(crate) fn with_group_split(mut self, kw: u32, kind: SconvKind, limits: &GpuLimits) -> SconvSchedule {
+        if kw <= 1 || kind != SconvKind::Gemm || self.gran.is_none() || limits.wgsl {
+            return self;
+        }
+        let knobs = self.knobs();
+        let deep = GemmKnobs { tk: knobs.tk * kw, ..knobs };
+        let threads = knobs.threads() * kw;
+        let local = deep.local_bytes(false) + if self.self_list { 8 * threads as u64 } else { 0 };
+        // A work-item's registers are its group's: the same outputs and prefetch.
+        let regs = knobs.registers();
+        let fits = threads <= limits.max_group_threads
+            && (limits.local_mem_bytes == 0 || local <= limits.local_mem_bytes)
+            && (limits.registers_per_group == 0 || regs * threads <= limits.registers_per_group)
+            && deep.tk * knobs.tm >= (kw - 1) * knobs.threads();
+        if fits {
+            self.kw = kw;
+        }
         self
     }
 
@@ -326,6 +377,9 @@ impl SconvSchedule {
         if self.self_list {
             d.push(("SELF_LIST", 1));
         }
+        if self.kw > 1 {
+            d.push(("SC_KW", self.kw as i64));
+        }
         d
     }
 
@@ -339,7 +393,7 @@ impl SconvSchedule {
     /// library's): one split over every position, adding bias and residual, activating, and
     /// storing only active positions when masked.
     pub(crate) fn epilogue_defines() -> Vec<(&'static str, i64)> {
-        SconvSchedule { tile: GEMM_LARGE, ks: 1, gran: None, self_list: false }.finish_defines()
+        SconvSchedule { tile: GEMM_LARGE, ks: 1, gran: None, self_list: false, kw: 1 }.finish_defines()
     }
 
     pub(crate) fn dw_defines(gran: Option<Granularity>) -> Vec<(&'static str, i64)> {
@@ -365,7 +419,7 @@ pub(crate) fn member_schedule(kind: SconvKind, cout: usize, k: usize, dense: Sco
     let base = if gran.is_none() { dense } else { SconvSchedule::for_op(cout, k, gran) };
     let knobs = GemmKnobs::from_map(&s.knobs, base.knobs()).map_err(|e| format!("member '{}': {e}", s.name))?;
     knobs.check(limits).map_err(|e| format!("member '{}': {e}", s.name))?;
-    Ok(SconvSchedule::from_knobs(knobs, gran).with_self_list(kind, limits))
+    Ok(SconvSchedule::from_knobs(knobs, gran).with_self_list(kind, limits).with_group_split(limits.group_split, kind, limits))
 }
 
 /// Define sets of sparse_conv.cl's `entry` that CI compiles: every one calibration and the
@@ -383,7 +437,7 @@ pub(crate) fn all(entry: &str) -> Vec<Vec<(&'static str, i64)>> {
                     for ks in SPLITS {
                         for fused in [false, true] {
                             for self_list in [false, gran == Some(Granularity::new(1, 1))] {
-                                v.push(SconvSchedule { tile, ks, gran, self_list }.gemm_defines(fused));
+                                v.push(SconvSchedule { tile, ks, gran, self_list, kw: 1 }.gemm_defines(fused));
                             }
                         }
                     }
@@ -391,7 +445,7 @@ pub(crate) fn all(entry: &str) -> Vec<Vec<(&'static str, i64)>> {
             }
             "sconv_finish_f32" => {
                 for ks in SPLITS.into_iter().filter(|&k| k > 1) {
-                    v.push(SconvSchedule { tile: GEMM_LARGE, ks, gran, self_list: false }.finish_defines());
+                    v.push(SconvSchedule { tile: GEMM_LARGE, ks, gran, self_list: false, kw: 1 }.finish_defines());
                 }
                 if gran.is_none() {
                     v.push(SconvSchedule::epilogue_defines());
@@ -498,7 +552,7 @@ pub(crate) fn token_gemm_defines() -> Vec<[(&'static str, i64); 6]> {
 #[cfg(test)]
 fn space_sample() -> Vec<SconvSchedule> {
     use super::knobs::GEMM_DOMAINS;
-    let limits = GpuLimits { wgsl: false, max_group_threads: 1024, local_mem_bytes: 48 * 1024, registers_per_group: 65536, registers_per_thread: 255, self_list: false };
+    let limits = GpuLimits { wgsl: false, max_group_threads: 1024, local_mem_bytes: 48 * 1024, registers_per_group: 65536, registers_per_thread: 255, self_list: false, group_split: 1 };
     let d = |i: usize| GEMM_DOMAINS[i].1;
     let mut valid = Vec::new();
     for &tm in d(0) {
@@ -542,7 +596,7 @@ mod tests {
     #[test]
     fn working_splits_drop_only_the_splits_that_get_no_stage() {
         use super::{SconvSchedule, Tile};
-        let with = |tk: u32, ks: u32| SconvSchedule { tile: Tile { tm: 128, tn: 64, tk, wm: 8, wn: 4 }, ks, gran: None, self_list: false };
+        let with = |tk: u32, ks: u32| SconvSchedule { tile: Tile { tm: 128, tn: 64, tk, wm: 8, wn: 4 }, ks, gran: None, self_list: false, kw: 1 };
         // (k, TK, KS asked, KS kept): chunks of roundup(ceil(k / KS), TK) each.
         for (k, tk, ks, kept) in [(1152, 16, 32, 24), (2304, 16, 32, 29), (2304, 16, 36, 36), (2304, 32, 72, 72), (256, 16, 32, 16), (16, 16, 2, 1), (1, 16, 8, 1)] {
             assert_eq!(with(tk, ks).working_splits(k).ks, kept, "k {k}, TK {tk}, KS {ks}");
@@ -562,7 +616,7 @@ mod tests {
     fn only_1x1_gemm_members_list_their_own_columns_and_only_where_the_scan_fits() {
         use super::{GpuLimits, SconvKind, SconvSchedule};
         use dynaspa_runtime::sparsity::Granularity;
-        let on = GpuLimits { wgsl: false, max_group_threads: 1024, local_mem_bytes: 48 * 1024, registers_per_group: 65536, registers_per_thread: 255, self_list: true };
+        let on = GpuLimits { wgsl: false, max_group_threads: 1024, local_mem_bytes: 48 * 1024, registers_per_group: 65536, registers_per_thread: 255, self_list: true, group_split: 1 };
         let one = SconvSchedule::for_op(256, 2304, Some(Granularity::new(1, 1)));
         assert!(one.with_self_list(SconvKind::Gemm, &on).self_list);
         assert!(one.with_self_list(SconvKind::Gemm, &on).gemm_defines(false).contains(&("SELF_LIST", 1)));
@@ -634,7 +688,7 @@ mod tests {
     #[test]
     fn only_splits_of_tiles_with_few_partial_sums_fuse_their_finish() {
         use super::{SconvSchedule, Tile};
-        let s = |tm, tn, ks, self_list| SconvSchedule { tile: Tile { tm, tn, tk: 16, wm: 4, wn: 2 }, ks, gran: None, self_list };
+        let s = |tm, tn, ks, self_list| SconvSchedule { tile: Tile { tm, tn, tk: 16, wm: 4, wn: 2 }, ks, gran: None, self_list, kw: 1 };
         let max = super::super::knobs::FUSED_FINISH_MAX_PARTIALS;
         assert_eq!(max, 128 * 64 * 4, "the cases below straddle the limit as written");
         assert!(s(128, 64, 4, false).fuses_finish(true) && s(64, 32, 16, false).fuses_finish(true));
