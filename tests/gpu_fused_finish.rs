@@ -8,9 +8,7 @@
 //! three granularities, with tiles that leave part of a channel tile or column tile empty; the
 //! epilogue adds bias and a residual and applies ReLU; a batch of two images with a mask each.
 //! The fused runs also replay their member from a recorded graph where the backend has them
-//! (CUDA), the split runs launch by launch. Every member runs again with its tile shared by two
-//! groups of work-items (`GpuOptions::group_split`), each with its own rows of every stage, which
-//! group 0 adds up before it stores.
+//! (CUDA), the split runs launch by launch.
 
 mod common;
 use common::{seed, Rng};
@@ -137,13 +135,13 @@ fn check_model<D: GpuDevice + 'static>(dev: &Arc<D>, backend: &str, path: &Path,
             continue;
         }
         let name = MEMBERS[mi].0;
-        for (fused, groups) in [(false, 1), (true, 1), (false, 2), (true, 2)] {
+        for fused in [false, true] {
             let sparse = SparseConfig { cache_dir: None, force: None, profile: Some(Arc::new(profile(&info, &g, &conv, mi))) };
-            let opts = GpuOptions { poison: true, sparse, fused_finish: Some(fused), group_split: Some(groups), ..Default::default() };
+            let opts = GpuOptions { poison: true, sparse, fused_finish: Some(fused), ..Default::default() };
             let mut exe = GpuExecutable::compile(dev.clone(), backend, &g, &opts).unwrap();
             // The fused runs replay their member from a recorded graph where the device has them.
             exe.set_member_graphs(fused);
-            let case = format!("{what} on {backend}, member {name}, fused finish {fused}, {groups} group(s) per tile");
+            let case = format!("{what} on {backend}, member {name}, fused finish {fused}");
             assert_eq!(exe.fused_finish(), fused, "{case}: the option is not what the executable did");
             let ops = exe.sparse_ops();
             assert!(ops.len() == 1 && ops[0].from_profile, "{case}: {ops:?}");
@@ -156,10 +154,6 @@ fn check_model<D: GpuDevice + 'static>(dev: &Arc<D>, backend: &str, path: &Path,
             if !(MEMBERS[mi].1.is_none() && ops[0].dense_vendor.is_some()) {
                 let small = k[0] * k[1] * k[5] <= dynaspa::backends::gpu::sconv_knobs::FUSED_FINISH_MAX_PARTIALS as i64;
                 assert_eq!(ops[0].launches[at], if fused && !self_lists && small { 1 } else { 2 }, "{case}: launches {:?}", ops[0].launches);
-                // Sparse members share their tile; the dense member (the baseline) never does.
-                let tile = (k[1] / k[4]) * (k[0] / k[3]);
-                let want = if MEMBERS[mi].1.is_some() { tile * groups as i64 } else { tile };
-                assert_eq!(ops[0].group_threads[at] as i64, want, "{case}: work-items per GEMM work-group");
             }
             // Up, down, up, down: tiles unused in one frame work in the next.
             for (f, &d) in [0.5, 0.04, 0.9, 0.2].iter().enumerate() {

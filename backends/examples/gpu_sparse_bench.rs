@@ -283,8 +283,6 @@ fn bench<D: GpuDevice + 'static>(dev: Arc<D>, a: &Args) -> Result<()> {
         frame_graphs: None,
         // The benched graphs have no ConvTranspose.
         convt_gemm: None,
-        // $DYNASPA_SC_KW, as the timer's limits read it.
-        group_split: None,
     };
     for cc in CASES.iter().filter(|c| a.only.as_deref().is_none_or(|o| c.name.contains(o))) {
         for &n in &a.batches {

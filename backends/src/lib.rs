@@ -88,7 +88,6 @@ fn gpu_options(o: &BackendOptions) -> gpu::GpuOptions {
         self_list,
         frame_graphs: o.frame_graphs,
         convt_gemm: o.convt_gemm.or_else(|| env_switch("DYNASPA_CONVT_GEMM")),
-        group_split: None,
     }
 }
 

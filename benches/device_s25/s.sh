@@ -8,7 +8,8 @@
 #      DYNASPA_SC_KW=2; batch 1 on CUDA: one group, PyTorch, two groups, one, two; tables, ratios;
 #   3: gpu_models on CUDA; NVIDIA's OpenCL at batch 1: hoisted, per element, two groups;
 #   4 (FULL=1: the full-size models exported in the background): batches 2 and 4 on CUDA,
-#      one group, PyTorch, two groups; the full-size models, one group and two.
+#      one group, PyTorch, two groups; the full-size models, one group and two;
+#   5 (FULL=1): the full-size models, hoisted and per element, alternated twice.
 stage=$1
 source "$(dirname "$0")/start.sh"
 if [ "$stage" = 1 ]; then
@@ -46,5 +47,13 @@ elif [ "$stage" = 4 ]; then
   for m in dynconv_full_d30 avit_full_d30 sige_full; do
     full_model k1 $m
     full_model k2 $m DYNASPA_SC_KW=2
+  done
+elif [ "$stage" = 5 ]; then
+  while [ ! -f /tmp/full/all_done ]; do sleep 2; done
+  for rep in 1 2; do
+    for m in dynconv_full_d30 avit_full_d30 sige_full; do
+      full_model h_$rep $m DYNASPA_SC_HOIST=1
+      full_model nh_$rep $m DYNASPA_SC_HOIST=0
+    done
   done
 fi

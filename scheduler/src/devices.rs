@@ -68,8 +68,6 @@ impl DeviceDesc {
             registers_per_thread: self.max_registers_per_thread,
             // The model costs the GEMM; how a member finds its columns is the executor's.
             self_list: false,
-            // Nor does it model work-groups sharing a tile (an executor experiment).
-            group_split: 1,
         }
     }
 

@@ -283,12 +283,6 @@ fn the_per_element_gather_variant_compiles() {
     gemm_variant_compiles("SC_HOIST", "0");
 }
 
-/// `DYNASPA_SC_KW=2`: two groups of work-items sharing the tile.
-#[test]
-fn the_group_split_variant_compiles() {
-    gemm_variant_compiles("SC_KW", "2");
-}
-
 /// `DYNASPA_SC_DEPTH=2`: two stages of the reduction in flight.
 #[test]
 fn the_two_stage_pipeline_variant_compiles() {

@@ -56,9 +56,6 @@ pub struct GpuOptions {
     /// ConvTranspose with unit dilations as a GEMM per output phase rather than a gather;
     /// `None`: on GPUs, off on CPU devices (`lower::conv::phased_transpose`).
     pub convt_gemm: Option<bool>,
-    /// Groups of work-items sharing each sparse GEMM member's tile (`SC_KW`, 1-4) where the
-    /// member fits; `None`: `$DYNASPA_SC_KW`, else 1 (`sparse::schedules::group_split`).
-    pub group_split: Option<u32>,
 }
 
 /// A `Backend` over one GPU device.
@@ -154,7 +151,6 @@ impl<D: GpuDevice> GpuExecutable<D> {
         let mut res = Resources::<D>::new(g.values.len());
         res.fused_finish = super::sparse::schedules::fused_finish(dev.info(), opts.fused_finish);
         res.self_list = super::sparse::schedules::self_list(dev.info(), opts.self_list);
-        res.group_split = opts.group_split.unwrap_or_else(super::sparse::schedules::group_split).clamp(1, 4);
         res.convt_gemm = opts.convt_gemm.unwrap_or(dev.info().kind != "cpu");
         // Buffers that came from (and may return to) the pool.
         let mut pooled: Vec<bool> = Vec::new();

@@ -34,9 +34,6 @@ pub struct SparseOpInfo {
     /// Kernel launches of each member, fill excluded: a split-K GEMM is one with the fused
     /// finish, two without.
     pub launches: Vec<usize>,
-    /// Work-items per work-group of each member's first launch (its GEMM, for GEMM members;
-    /// 0 for a member of no launch of ours).
-    pub group_threads: Vec<u32>,
 }
 
 impl<D: GpuDevice> GpuExecutable<D> {
@@ -51,7 +48,6 @@ impl<D: GpuDevice> GpuExecutable<D> {
                     from_profile: op.from_profile,
                     dense_vendor: op.dense_vendor.clone(),
                     launches: op.members.iter().map(Vec::len).collect(),
-                    group_threads: op.members.iter().map(|m| m.first().map_or(0, |l| l.local.iter().product::<u32>())).collect(),
                 }
             })
             .collect()

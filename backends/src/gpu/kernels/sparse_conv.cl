@@ -77,24 +77,9 @@
 #ifndef MMA
 #define MMA 0
 #endif
-/* SC_KW > 1 (the host sets it, `DYNASPA_SC_KW=2`): SC_KW groups of TX x TY work-items share
- * the tile, each with its own TK rows of every stage (a stage is then SK = TK x SC_KW deep), and
- * group 0 adds the other groups' sums before it stores. A work-group's chain of stages is
- * SC_KW times shorter without more splits of the reduction, whose partial sums go through
- * global memory and a finish: at density 0.1 the stages of a work-group were a serial chain,
- * and splits past 32 lost to that traffic (RESULTS.md, session 24). */
-#ifndef SC_KW
-#define SC_KW 1
-#endif
 #define TX (TN / WN)
 #define TY (TM / WM)
-/* Work-items of one group (one per set of WM x WN outputs), and of the work-group. */
-#define NTO (TX * TY)
-#define NT (NTO * SC_KW)
-#define SK (TK * SC_KW)
-#if MMA && SC_KW > 1
-#error "MMA splits the tile over warps its own way: SC_KW is 1 there"
-#endif
+#define NT (TX * TY)
 #define GV (GH * GW)
 #define NACC (WM * WN)
 #if MMA
@@ -217,14 +202,9 @@ FUNC void sconv_store_output(float v, float b, GLOBAL float* Y, GLOBAL const flo
     Y[at] = sconv_epilogue(v, b, res, has_res, at, act, p0, p1);
 }
 
-/* Elements of one stage each work-item loads: TM x SK of A and TN x SK of B over NT items. */
-#define SC_AL ((TM * SK + NT - 1) / NT)
-#define SC_BL ((TN * SK + NT - 1) / NT)
-#if SC_KW > 1
-/* Accumulators each work-item hands over per round of the groups' reduction: as many as As
- * holds for SC_KW - 1 groups (the host checks that it holds one). */
-#define SC_RCH (((SK * (TM + SC_PAD)) / ((SC_KW - 1) * NTO)) < NACC ? ((SK * (TM + SC_PAD)) / ((SC_KW - 1) * NTO)) : NACC)
-#endif
+/* Elements of one stage each work-item loads: TM x TK of A and TN x TK of B over NT items. */
+#define SC_AL ((TM * TK + NT - 1) / NT)
+#define SC_BL ((TN * TK + NT - 1) / NT)
 /* Taps (kh x kw) up to which the reduction offsets come from a table in local memory instead of
  * ktab: reduction index gk is input channel gk / taps and tap gk % taps, and the tap's offsets
  * (ky * dh * iw + kx * dw, ky * dh, kx * dw) are the table's. A ktab load sat in front of
@@ -246,7 +226,7 @@ FUNC_INLINE void sconv_tap_table(LOCAL_PTR int* tapt, int tid, int taps, int kw,
     }
 }
 
-/* Loads stage k0 (SK reduction indices, clipped at ke) of the transposed weight (ra) and of
+/* Loads stage k0 (TK reduction indices, clipped at ke) of the transposed weight (ra) and of
  * the gathered input columns (rb) into registers; element e of a stage is tid + l * NT, laid
  * out [k][m] and [k][c] as As and Bs. Out-of-range elements are 0.
  *
@@ -266,14 +246,14 @@ FUNC_INLINE void sconv_load_stage(GLOBAL const float* Wt, GLOBAL const float* Xn
         int e = tid + l * NT;
         int m = e % TM, k = e / TM;
         int gm = m0 + m, gk = k0 + k;
-        ra[l] = (e < TM * SK && gm < cout && gk < ke) ? Wt[gk * cout + gm] : 0.0f;
+        ra[l] = (e < TM * TK && gm < cout && gk < ke) ? Wt[gk * cout + gm] : 0.0f;
     }
     for (int l = 0; l < SC_BL; ++l) {
         int e = tid + l * NT;
         int c = e % TN, k = e / TN;
         int gk = k0 + k;
         float v = 0.0f;
-        if (e < TN * SK && gk < ke) {
+        if (e < TN * TK && gk < ke) {
             int off, dy, dx;
             if (taps <= SC_TAPS) {
                 /* gk / taps through the reciprocal: gk < 2^24 is exact in a float, and the
@@ -321,7 +301,7 @@ FUNC_INLINE void sconv_load_stage_h(GLOBAL const float* Wa, GLOBAL const float* 
     int ka = tid / TM;
     for (int l = 0; l < SC_AL; ++l) {
         int k = ka + l * SC_HSA, gk = k0 + k;
-        ra[l] = (k < SK && aok && gk < ke) ? Wa[gk * cout] : 0.0f;
+        ra[l] = (k < TK && aok && gk < ke) ? Wa[gk * cout] : 0.0f;
     }
     int kb = tid / TN, gk = k0 + kb;
     int ci = (int)((float)gk * rtaps), r = gk - ci * taps;
@@ -329,7 +309,7 @@ FUNC_INLINE void sconv_load_stage_h(GLOBAL const float* Wa, GLOBAL const float* 
     else if (r >= taps) { ++ci; r -= taps; }
     for (int l = 0; l < SC_BL; ++l) {
         float v = 0.0f;
-        if (kb + l * SC_HSB < SK && gk < ke && ((hv >> (uint)r) & 1u)) v = Xc[ci * ihw + tapt[3 * r]];
+        if (kb + l * SC_HSB < TK && gk < ke && ((hv >> (uint)r) & 1u)) v = Xc[ci * ihw + tapt[3 * r]];
         rb[l] = v;
         gk += SC_HSB;
         ci += hsc;
@@ -376,22 +356,21 @@ FUNC_INLINE void sconv_store_stage(LOCAL_PTR float (*As)[TM + SC_PAD], LOCAL_PTR
                                    const float* rb, int tid) {
     for (int l = 0; l < SC_AL; ++l) {
         int e = tid + l * NT;
-        if (e < TM * SK) As[e / TM][e % TM] = ra[l];
+        if (e < TM * TK) As[e / TM][e % TM] = ra[l];
     }
     for (int l = 0; l < SC_BL; ++l) {
         int e = tid + l * NT;
-        if (e < TN * SK) Bs[e / TN][e % TN] = rb[l];
+        if (e < TN * TK) Bs[e / TN][e % TN] = rb[l];
     }
 }
 
-/* The products of one staged TK-deep slice (rows kg ..) into the work-item's accumulators; ty is
- * the work-item's row within its group. */
+/* The products of one staged TK-deep slice into the work-item's accumulators. */
 FUNC_INLINE void sconv_product_stage(LOCAL_PTR float (*As)[TM + SC_PAD], LOCAL_PTR float (*Bs)[TN + SC_PAD], float* acc, int tid,
-                                     int tx, int ty, int kg) {
+                                     int tx, int ty) {
 #if MMA
     sconv_mma_stage(As, Bs, acc, tid);
 #else
-    for (int kk = kg; kk < kg + TK; ++kk) {
+    for (int kk = 0; kk < TK; ++kk) {
         float a[WM], b[WN];
         for (int i = 0; i < WM; i += VWM) SC_LDS_A(a + i, &As[kk][(i / VWM) * (TY * VWM) + ty * VWM]);
         for (int j = 0; j < WN; j += VWN) SC_LDS_B(b + j, &Bs[kk][(j / VWN) * (TX * VWN) + tx * VWN]);
@@ -505,8 +484,8 @@ FUNC_INLINE int sconv_self_list(GLOBAL const float* mk, LOCAL_PTR int* scan, LOC
 KERNEL LAUNCH_BOUNDS(NT, SC_MIN_BLOCKS) sconv_gemm_f32(SCONV_ARGS SCONV_FUSED_ARGS SCONV_SELF_ARGS) {
     PDL_ENTRY();
     GLOBAL const float* Wt = W;
-    LOCAL ALIGN16 float As[SK][TM + SC_PAD];
-    LOCAL ALIGN16 float Bs[SK][TN + SC_PAD];
+    LOCAL ALIGN16 float As[TK][TM + SC_PAD];
+    LOCAL ALIGN16 float Bs[TK][TN + SC_PAD];
     LOCAL int cy[TN];
     LOCAL int cxs[TN];
     LOCAL int cpos[TN];
@@ -516,12 +495,6 @@ KERNEL LAUNCH_BOUNDS(NT, SC_MIN_BLOCKS) sconv_gemm_f32(SCONV_ARGS SCONV_FUSED_AR
 #endif
     int tx = LOCAL_ID(0), ty = LOCAL_ID(1);
     int tid = ty * TX + tx;
-    /* The work-item's place in its group, and the group's first row of each stage. */
-#if SC_KW > 1
-    int otid = tid % NTO, oty = ty % TY, kg = (tid / NTO) * TK;
-#else
-    int otid = tid, oty = ty, kg = 0;
-#endif
     int c0 = SC_CTILE * TN, m0 = SC_MTILE * TM;
     int n = SC_NKS / KS, ks = SC_NKS - (SC_NKS / KS) * KS;
     int base = data0 + n * img_stride;
@@ -568,7 +541,7 @@ KERNEL LAUNCH_BOUNDS(NT, SC_MIN_BLOCKS) sconv_gemm_f32(SCONV_ARGS SCONV_FUSED_AR
     int K = cin * taps;
     int ihw = ih * iw;
     float rtaps = 1.0f / (float)taps;
-    int chunk = ((K + KS - 1) / KS + SK - 1) / SK * SK;
+    int chunk = ((K + KS - 1) / KS + TK - 1) / TK * TK;
     int kb = ks * chunk, ke = IMIN(K, kb + chunk);
     GLOBAL const float* Xn = X + n * cin * ihw;
     float acc[NACC];
@@ -589,7 +562,7 @@ KERNEL LAUNCH_BOUNDS(NT, SC_MIN_BLOCKS) sconv_gemm_f32(SCONV_ARGS SCONV_FUSED_AR
     GLOBAL const float* Xc = Xn + (hv ? cy[hc] * iw + cxs[hc] : 0);
     int hsc = SC_HSB / taps, hsr = SC_HSB - (SC_HSB / taps) * taps;
 #endif
-    /* Software pipeline: the global loads of stage k0 + SK are issued into registers before
+    /* Software pipeline: the global loads of stage k0 + TK are issued into registers before
      * the FMAs of stage k0 run from local memory, so their latency overlaps compute instead
      * of stalling every stage. With few columns a work-group's stages are a serial chain, and
      * this latency was most of its time. SC_LOAD: stage k into registers r_a / r_b. SC_STEP:
@@ -609,47 +582,28 @@ KERNEL LAUNCH_BOUNDS(NT, SC_MIN_BLOCKS) sconv_gemm_f32(SCONV_ARGS SCONV_FUSED_AR
         sconv_store_stage(As, Bs, r_a, r_b, tid);                                                        \
         LOCAL_BARRIER();                                                                                 \
         if ((next) < ke) SC_LOAD(r_a, r_b, next);                                                        \
-        sconv_product_stage(As, Bs, acc, tid, tx, oty, kg);                                                   \
+        sconv_product_stage(As, Bs, acc, tid, tx, ty);                                                   \
         LOCAL_BARRIER();                                                                                 \
     } while (0)
     float ra[SC_AL], rb[SC_BL];
     SC_LOAD(ra, rb, kb);
 #if SC_DEPTH > 1
-    /* Two stages in flight: a second register set takes stage k0 + 2 SK while k0 computes, so
+    /* Two stages in flight: a second register set takes stage k0 + 2 TK while k0 computes, so
      * a load has two stages' FMAs to arrive in, not one. The loop is unrolled by two because
      * registers cannot be indexed by a variable. */
     float ra2[SC_AL], rb2[SC_BL];
-    if (kb + SK < ke) SC_LOAD(ra2, rb2, kb + SK);
-    for (int k0 = kb; k0 < ke; k0 += 2 * SK) {
-        SC_STEP(ra, rb, k0 + 2 * SK);
+    if (kb + TK < ke) SC_LOAD(ra2, rb2, kb + TK);
+    for (int k0 = kb; k0 < ke; k0 += 2 * TK) {
+        SC_STEP(ra, rb, k0 + 2 * TK);
         /* k0 and ke are the work-group's: every work-item leaves here together. */
-        if (k0 + SK >= ke) break;
-        SC_STEP(ra2, rb2, k0 + 3 * SK);
+        if (k0 + TK >= ke) break;
+        SC_STEP(ra2, rb2, k0 + 3 * TK);
     }
 #else
-    for (int k0 = kb; k0 < ke; k0 += SK) SC_STEP(ra, rb, k0 + SK);
+    for (int k0 = kb; k0 < ke; k0 += TK) SC_STEP(ra, rb, k0 + TK);
 #endif
     /* Only the stores are left: the next launch may start (where PDL_ENTRY did not let it). */
     PDL_TRIGGER();
-#if SC_KW > 1
-    /* The other groups' sums to group 0 through As (free after the last stage's barrier),
-     * SC_RCH accumulators a round; group 0 adds them in group order, then stores alone. */
-    {
-        LOCAL_PTR float* red = &As[0][0];
-        int g = tid / NTO;
-        for (int a0 = 0; a0 < NACC; a0 += SC_RCH) {
-            if (g > 0)
-                for (int j = 0; j < SC_RCH; ++j)
-                    if (a0 + j < NACC) red[((g - 1) * SC_RCH + j) * NTO + otid] = acc[a0 + j];
-            LOCAL_BARRIER();
-            if (g == 0)
-                for (int h = 0; h < SC_KW - 1; ++h)
-                    for (int j = 0; j < SC_RCH; ++j)
-                        if (a0 + j < NACC) acc[a0 + j] += red[(h * SC_RCH + j) * NTO + otid];
-            LOCAL_BARRIER();
-        }
-    }
-#endif
     int P = oh * ow;
 #if KS > 1 && VWN > 1
     /* A run of VWN columns goes out in one 8 or 16-byte store. One float per store, neighbouring
@@ -657,8 +611,8 @@ KERNEL LAUNCH_BOUNDS(NT, SC_MIN_BLOCKS) sconv_gemm_f32(SCONV_ARGS SCONV_FUSED_AR
      * members with long splits lost 5% to it. Phantom columns in a run get partial sums too:
      * scratch no finish reads. Where rows are not aligned (cap not a multiple of VWN) or a run
      * reaches past cap, one float at a time. */
-    for (int a = 0; a < NACC && tid < NTO; a += VWN) {
-        int m = m0 + sconv_acc_m(a, otid), c = sconv_acc_c(a, otid);
+    for (int a = 0; a < NACC; a += VWN) {
+        int m = m0 + sconv_acc_m(a, tid), c = sconv_acc_c(a, tid);
         if (m >= cout) continue;
         GLOBAL float* dst = part + ((n * KS + ks) * cout + m) * cap + c0 + c;
         if (cap % VWN == 0 && c0 + c + VWN <= cap) {
@@ -673,8 +627,8 @@ KERNEL LAUNCH_BOUNDS(NT, SC_MIN_BLOCKS) sconv_gemm_f32(SCONV_ARGS SCONV_FUSED_AR
         }
     }
 #else
-    for (int a = 0; a < NACC && tid < NTO; ++a) {
-        int m = m0 + sconv_acc_m(a, otid), c = sconv_acc_c(a, otid);
+    for (int a = 0; a < NACC; ++a) {
+        int m = m0 + sconv_acc_m(a, tid), c = sconv_acc_c(a, tid);
         int p = cpos[c];
         if (m >= cout || p < 0) continue;
 #if KS > 1
@@ -702,8 +656,8 @@ KERNEL LAUNCH_BOUNDS(NT, SC_MIN_BLOCKS) sconv_gemm_f32(SCONV_ARGS SCONV_FUSED_AR
     if (!last_split) return;
     /* Acquire: the other splits' partial sums are read after their arrivals were seen. */
     GLOBAL_FENCE();
-    for (int a = 0; a < NACC && tid < NTO; ++a) {
-        int m = m0 + sconv_acc_m(a, otid), c = sconv_acc_c(a, otid);
+    for (int a = 0; a < NACC; ++a) {
+        int m = m0 + sconv_acc_m(a, tid), c = sconv_acc_c(a, tid);
         if (m >= cout) continue;
         sconv_store_output(sconv_split_sum(part, n, m, c0 + c, cout, cap), has_bias ? bias[m] : 0.0f, Y, res, has_res,
                            meta, base, masked, n, m, cpos[c], cout, P, act, p0, p1);

@@ -80,9 +80,6 @@ pub(crate) struct Resources<D: GpuDevice> {
     pub fused_finish: bool,
     /// 1x1 GEMM members list their own columns (`schedules::self_list`), decided likewise.
     pub self_list: bool,
-    /// Groups of work-items sharing each sparse GEMM member's tile (`GpuOptions::group_split`
-    /// resolved), decided likewise.
-    pub group_split: u32,
     /// ConvTranspose runs as a GEMM per output phase where its dilations allow
     /// (`GpuOptions::convt_gemm` resolved for the device).
     pub convt_gemm: bool,
@@ -101,7 +98,6 @@ impl<D: GpuDevice> Resources<D> {
             workspace_need: 0,
             fused_finish: false,
             self_list: false,
-            group_split: 1,
             convt_gemm: false,
         }
     }

@@ -9,7 +9,7 @@ use super::elementwise::activation_code;
 use crate::gpu::device::GpuDevice;
 use crate::gpu::kernels::Src;
 use crate::gpu::sparse::meta::MetaLayout;
-use crate::gpu::sparse::schedules::{hoisted_gather_on, mma_defines, mma_on, pipeline_depth, register_bound, tap_table_on, vector_reads_on, SconvSchedule};
+use crate::gpu::sparse::schedules::{hoisted_gather, mma_defines, mma_on, pipeline_depth, register_bound, tap_table_on, vector_reads_on, SconvSchedule};
 use dynaspa_runtime::graph::{Conv, Op};
 use dynaspa_runtime::sparsity::Granularity;
 use dynaspa_runtime::{DType, Error, Result};
@@ -375,14 +375,15 @@ impl SconvOp {
                 if info.backend != "wgpu" && !vector_reads_on() {
                     defines.push(("SC_VEC", 0));
                 }
-                if info.backend != "wgpu" && !hoisted_gather_on() {
+                if info.backend != "wgpu" && !hoisted_gather(info) {
                     defines.push(("SC_HOIST", 0));
                 }
                 let depth = pipeline_depth(&info.backend);
                 if info.backend != "wgpu" && depth > 1 {
                     defines.push(("SC_DEPTH", depth as i64));
                 }
-                if let Some(groups) = register_bound(sched.threads()).filter(|_| info.backend == "cuda") {
+                let [tx, ty, _] = t.local();
+                if let Some(groups) = register_bound(tx * ty).filter(|_| info.backend == "cuda") {
                     defines.push(("SC_MIN_BLOCKS", groups as i64));
                 }
                 let kern = cx.kernel(Src::SparseConv, "sconv_gemm_f32", &defines)?;
@@ -394,7 +395,7 @@ impl SconvOp {
                 if let Some(c) = columns {
                     gemm_args.extend([LArg::Buf(c.mask), LArg::I32(int(c.stride, "mask stride")?)]);
                 }
-                cx.launch(kern, grid, sched.local(), gemm_args)?;
+                cx.launch(kern, grid, t.local(), gemm_args)?;
                 if sched.ks > 1 && !fused {
                     let kern = cx.kernel(Src::SparseConv, "sconv_finish_f32", &sched.finish_defines())?;
                     cx.launch(kern, [cap.div_ceil(COLUMN_WG as usize), cout.div_ceil(FINISH_CH as usize), images], [COLUMN_WG, FINISH_CH, 1], args)?;

@@ -231,14 +231,14 @@ pub(crate) fn lower_sparse_conv<D: GpuDevice>(
     let m = mask_plan(cx, frames, spec, (op.images, op.oh, op.ow))?;
     let (meta, layout) = (frames.masks[m].meta, frames.masks[m].layout.clone());
     let dense = op.dense_schedule(cx);
-    let limits = GpuLimits { self_list: cx.res.self_list, group_split: cx.res.group_split, ..GpuLimits::of(cx.dev.info()) };
+    let limits = GpuLimits { self_list: cx.res.self_list, ..GpuLimits::of(cx.dev.info()) };
     let schedules_of = |poly: &PolyKernel| -> Result<Vec<SconvSchedule>> {
         poly.members().iter().map(|mb| member_schedule(op.kind, op.cout, op.k, dense, &mb.schedule, &limits).map_err(Error::Other)).collect()
     };
     // Calibration's candidates: the dense member and each granularity with the default tile
     // (also the fallback when a profile's members cannot be built here).
     let candidates: Vec<SconvSchedule> = std::iter::once(dense)
-        .chain(GRANULARITIES.iter().map(|&g| SconvSchedule::for_op(op.cout, op.k, Some(g)).with_self_list(op.kind, &limits).with_group_split(limits.group_split, op.kind, &limits)))
+        .chain(GRANULARITIES.iter().map(|&g| SconvSchedule::for_op(op.cout, op.k, Some(g)).with_self_list(op.kind, &limits)))
         .collect();
     let tuned_scheds = tuned.map(schedules_of).transpose()?;
     let mut splitk = op.split_bufs(cx, candidates.iter().chain(tuned_scheds.iter().flatten()), Some(&layout))?;

@@ -72,9 +72,6 @@ pub struct GpuLimits {
     pub registers_per_thread: u32,
     /// 1x1 GEMM members list their own columns (`SconvSchedule::with_self_list`).
     pub self_list: bool,
-    /// Groups of work-items that sparse GEMM members share their tile among where they fit
-    /// (`SconvSchedule::with_group_split`).
-    pub group_split: u32,
 }
 
 impl GpuLimits {
@@ -98,7 +95,6 @@ impl GpuLimits {
             registers_per_group: if nvidia { 65536 } else { 0 },
             registers_per_thread: if nvidia { 255 } else { 0 },
             self_list: super::schedules::self_list_on(info),
-            group_split: super::schedules::group_split(),
         }
     }
 }
@@ -300,7 +296,7 @@ mod tests {
     use super::*;
 
     fn lim(wgsl: bool) -> GpuLimits {
-        GpuLimits { wgsl, max_group_threads: 1024, local_mem_bytes: 48 * 1024, registers_per_group: 65536, registers_per_thread: 255, self_list: false, group_split: 1 }
+        GpuLimits { wgsl, max_group_threads: 1024, local_mem_bytes: 48 * 1024, registers_per_group: 65536, registers_per_thread: 255, self_list: false }
     }
 
     #[test]

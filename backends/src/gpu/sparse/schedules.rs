@@ -131,23 +131,18 @@ pub(crate) fn vector_reads_on() -> bool {
     ASKED.get_or_init(|| env_switch("DYNASPA_SC_VEC")).unwrap_or(true)
 }
 
-/// Whether GEMM members work out their gather's column and tap bounds once per kernel instead of
-/// per element and stage (sparse_conv.cl, `SC_HOIST`): on unless `DYNASPA_SC_HOIST=0` (read
-/// once), the A/B switch for measuring it. The WGSL twin works them out per element.
-pub(crate) fn hoisted_gather_on() -> bool {
+/// Whether GEMM members on `info` work out their gather's column and tap bounds once per kernel
+/// instead of per element and stage (sparse_conv.cl, `SC_HOIST`): on, but for NVIDIA's OpenCL.
+/// On an H200 (RESULTS.md, session 25) CUDA's members got a median 3-8% faster with it, while
+/// on NVIDIA's OpenCL the median did not move and the fastest 3x3 members at densities 0.3 and
+/// 0.5 got up to 7% slower (128 x 128 tiles of 8 x 4 per work-item lost about 10%: that
+/// compiler has no launch bound to hold the registers of the hoisted values). Adreno and Mali
+/// are not measured. `DYNASPA_SC_HOIST=0|1` (read once) sets it for
+/// every device, the A/B switch. The WGSL twin works them out per element.
+pub(crate) fn hoisted_gather(info: &DeviceInfo) -> bool {
     static ASKED: std::sync::OnceLock<Option<bool>> = std::sync::OnceLock::new();
-    ASKED.get_or_init(|| env_switch("DYNASPA_SC_HOIST")).unwrap_or(true)
-}
-
-/// Groups of work-items sharing each sparse GEMM member's tile (sparse_conv.cl, `SC_KW`):
-/// `DYNASPA_SC_KW=2|4` (read once), 1 otherwise. An experiment: profiles cannot name it yet.
-pub(crate) fn group_split() -> u32 {
-    static ASKED: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
-    *ASKED.get_or_init(|| match std::env::var("DYNASPA_SC_KW").ok().as_deref().map(str::trim) {
-        Some("2") => 2,
-        Some("4") => 4,
-        _ => 1,
-    })
+    let nvidia_opencl = info.backend == "opencl" && info.vendor.to_ascii_lowercase().contains("nvidia");
+    ASKED.get_or_init(|| env_switch("DYNASPA_SC_HOIST")).unwrap_or(!nvidia_opencl)
 }
 
 /// Stages of the GEMM members' reduction in flight (sparse_conv.cl, `SC_DEPTH`) on a device of
@@ -230,9 +225,6 @@ pub(crate) struct SconvSchedule {
     /// 1x1 columns found by each work-group in the mask tensor (SELF_LIST), not read from
     /// bitmask.cl's list.
     pub self_list: bool,
-    /// Groups of work-items sharing the tile, each with TK rows of every stage (`SC_KW`): 1
-    /// unless `DYNASPA_SC_KW` asks more (`with_group_split`).
-    pub kw: u32,
 }
 
 impl SconvSchedule {
@@ -247,7 +239,7 @@ impl SconvSchedule {
         let tile = if cout >= 64 { GEMM_LARGE } else { GEMM_SMALL };
         let per_split = split_min_k();
         let ks = if gran.is_none() { 1 } else { SPLITS.iter().copied().filter(|&s| k >= per_split * s as usize).max().unwrap_or(1) };
-        SconvSchedule { tile, ks, gran, self_list: false, kw: 1 }
+        SconvSchedule { tile, ks, gran, self_list: false }
     }
 
     /// The dense member (and dense convs) split the reduction too when their grid is small for
@@ -277,7 +269,7 @@ impl SconvSchedule {
     /// KS' = ceil(k / chunk).
     pub(crate) fn working_splits(mut self, k: usize) -> SconvSchedule {
         if self.ks > 1 && k > 0 {
-            let tk = (self.tile.tk.max(1) * self.kw.max(1)) as usize;
+            let tk = self.tile.tk.max(1) as usize;
             let chunk = k.div_ceil(self.ks as usize).div_ceil(tk) * tk;
             self.ks = k.div_ceil(chunk) as u32;
         }
@@ -291,7 +283,7 @@ impl SconvSchedule {
     }
 
     pub(crate) fn from_knobs(k: GemmKnobs, gran: Option<Granularity>) -> SconvSchedule {
-        SconvSchedule { tile: Tile { tm: k.tm, tn: k.tn, tk: k.tk, wm: k.wm, wn: k.wn }, ks: k.ks, gran, self_list: false, kw: 1 }
+        SconvSchedule { tile: Tile { tm: k.tm, tn: k.tn, tk: k.tk, wm: k.wm, wn: k.wn }, ks: k.ks, gran, self_list: false }
     }
 
     /// This schedule listing its own columns where it can: a 1x1 GEMM member on a device
@@ -305,43 +297,6 @@ impl SconvSchedule {
             && kind == SconvKind::Gemm
             && self.gran == Some(Granularity::new(1, 1))
             && (limits.local_mem_bytes == 0 || local <= limits.local_mem_bytes);
-        self
-    }
-
-    /// Work-items per work-group: the tile's, times the groups sharing it.
-    pub(crate) fn threads(&self) -> u32 {
-        let [tx, ty, _] = self.tile.local();
-        tx * ty * self.kw.max(1)
-    }
-
-    /// The work-group's shape (the tile's groups stacked along y).
-    pub(crate) fn local(&self) -> [u32; 3] {
-        let [tx, ty, _] = self.tile.local();
-        [tx, ty * self.kw.max(1), 1]
-    }
-
-    /// This sparse GEMM member with the tile shared by `kw` groups (`SC_KW`), where the device
-    /// and the kernel allow it: not in the WGSL twin, the work-items and registers of `kw` groups
-    /// and the deeper stage (with the self-list scan) within the limits, and one accumulator of
-    /// every other group fitting the staging rows, through which group 0 adds them. Else
-    /// unchanged.
-    pub(crate) fn with_group_split(mut self, kw: u32, kind: SconvKind, limits: &GpuLimits) -> SconvSchedule {
-        if kw <= 1 || kind != SconvKind::Gemm || self.gran.is_none() || limits.wgsl {
-            return self;
-        }
-        let knobs = self.knobs();
-        let deep = GemmKnobs { tk: knobs.tk * kw, ..knobs };
-        let threads = knobs.threads() * kw;
-        let local = deep.local_bytes(false) + if self.self_list { 8 * threads as u64 } else { 0 };
-        // A work-item's registers are its group's: the same outputs and prefetch.
-        let regs = knobs.registers();
-        let fits = threads <= limits.max_group_threads
-            && (limits.local_mem_bytes == 0 || local <= limits.local_mem_bytes)
-            && (limits.registers_per_group == 0 || regs * threads <= limits.registers_per_group)
-            && deep.tk * knobs.tm >= (kw - 1) * knobs.threads();
-        if fits {
-            self.kw = kw;
-        }
         self
     }
 
@@ -377,9 +332,6 @@ impl SconvSchedule {
         if self.self_list {
             d.push(("SELF_LIST", 1));
         }
-        if self.kw > 1 {
-            d.push(("SC_KW", self.kw as i64));
-        }
         d
     }
 
@@ -393,7 +345,7 @@ impl SconvSchedule {
     /// library's): one split over every position, adding bias and residual, activating, and
     /// storing only active positions when masked.
     pub(crate) fn epilogue_defines() -> Vec<(&'static str, i64)> {
-        SconvSchedule { tile: GEMM_LARGE, ks: 1, gran: None, self_list: false, kw: 1 }.finish_defines()
+        SconvSchedule { tile: GEMM_LARGE, ks: 1, gran: None, self_list: false }.finish_defines()
     }
 
     pub(crate) fn dw_defines(gran: Option<Granularity>) -> Vec<(&'static str, i64)> {
@@ -419,7 +371,7 @@ pub(crate) fn member_schedule(kind: SconvKind, cout: usize, k: usize, dense: Sco
     let base = if gran.is_none() { dense } else { SconvSchedule::for_op(cout, k, gran) };
     let knobs = GemmKnobs::from_map(&s.knobs, base.knobs()).map_err(|e| format!("member '{}': {e}", s.name))?;
     knobs.check(limits).map_err(|e| format!("member '{}': {e}", s.name))?;
-    Ok(SconvSchedule::from_knobs(knobs, gran).with_self_list(kind, limits).with_group_split(limits.group_split, kind, limits))
+    Ok(SconvSchedule::from_knobs(knobs, gran).with_self_list(kind, limits))
 }
 
 /// Define sets of sparse_conv.cl's `entry` that CI compiles: every one calibration and the
@@ -437,7 +389,7 @@ pub(crate) fn all(entry: &str) -> Vec<Vec<(&'static str, i64)>> {
                     for ks in SPLITS {
                         for fused in [false, true] {
                             for self_list in [false, gran == Some(Granularity::new(1, 1))] {
-                                v.push(SconvSchedule { tile, ks, gran, self_list, kw: 1 }.gemm_defines(fused));
+                                v.push(SconvSchedule { tile, ks, gran, self_list }.gemm_defines(fused));
                             }
                         }
                     }
@@ -445,7 +397,7 @@ pub(crate) fn all(entry: &str) -> Vec<Vec<(&'static str, i64)>> {
             }
             "sconv_finish_f32" => {
                 for ks in SPLITS.into_iter().filter(|&k| k > 1) {
-                    v.push(SconvSchedule { tile: GEMM_LARGE, ks, gran, self_list: false, kw: 1 }.finish_defines());
+                    v.push(SconvSchedule { tile: GEMM_LARGE, ks, gran, self_list: false }.finish_defines());
                 }
                 if gran.is_none() {
                     v.push(SconvSchedule::epilogue_defines());
@@ -552,7 +504,7 @@ pub(crate) fn token_gemm_defines() -> Vec<[(&'static str, i64); 6]> {
 #[cfg(test)]
 fn space_sample() -> Vec<SconvSchedule> {
     use super::knobs::GEMM_DOMAINS;
-    let limits = GpuLimits { wgsl: false, max_group_threads: 1024, local_mem_bytes: 48 * 1024, registers_per_group: 65536, registers_per_thread: 255, self_list: false, group_split: 1 };
+    let limits = GpuLimits { wgsl: false, max_group_threads: 1024, local_mem_bytes: 48 * 1024, registers_per_group: 65536, registers_per_thread: 255, self_list: false };
     let d = |i: usize| GEMM_DOMAINS[i].1;
     let mut valid = Vec::new();
     for &tm in d(0) {
@@ -590,13 +542,13 @@ fn space_sample() -> Vec<SconvSchedule> {
 
 #[cfg(test)]
 mod tests {
-    use super::fused_finish;
+    use super::{fused_finish, hoisted_gather};
     use crate::gpu::device::DeviceInfo;
 
     #[test]
     fn working_splits_drop_only_the_splits_that_get_no_stage() {
         use super::{SconvSchedule, Tile};
-        let with = |tk: u32, ks: u32| SconvSchedule { tile: Tile { tm: 128, tn: 64, tk, wm: 8, wn: 4 }, ks, gran: None, self_list: false, kw: 1 };
+        let with = |tk: u32, ks: u32| SconvSchedule { tile: Tile { tm: 128, tn: 64, tk, wm: 8, wn: 4 }, ks, gran: None, self_list: false };
         // (k, TK, KS asked, KS kept): chunks of roundup(ceil(k / KS), TK) each.
         for (k, tk, ks, kept) in [(1152, 16, 32, 24), (2304, 16, 32, 29), (2304, 16, 36, 36), (2304, 32, 72, 72), (256, 16, 32, 16), (16, 16, 2, 1), (1, 16, 8, 1)] {
             assert_eq!(with(tk, ks).working_splits(k).ks, kept, "k {k}, TK {tk}, KS {ks}");
@@ -616,7 +568,7 @@ mod tests {
     fn only_1x1_gemm_members_list_their_own_columns_and_only_where_the_scan_fits() {
         use super::{GpuLimits, SconvKind, SconvSchedule};
         use dynaspa_runtime::sparsity::Granularity;
-        let on = GpuLimits { wgsl: false, max_group_threads: 1024, local_mem_bytes: 48 * 1024, registers_per_group: 65536, registers_per_thread: 255, self_list: true, group_split: 1 };
+        let on = GpuLimits { wgsl: false, max_group_threads: 1024, local_mem_bytes: 48 * 1024, registers_per_group: 65536, registers_per_thread: 255, self_list: true };
         let one = SconvSchedule::for_op(256, 2304, Some(Granularity::new(1, 1)));
         assert!(one.with_self_list(SconvKind::Gemm, &on).self_list);
         assert!(one.with_self_list(SconvKind::Gemm, &on).gemm_defines(false).contains(&("SELF_LIST", 1)));
@@ -671,6 +623,16 @@ mod tests {
     }
 
     #[test]
+    fn the_hoisted_gather_is_off_on_nvidia_opencl_only() {
+        if std::env::var_os("DYNASPA_SC_HOIST").is_some() {
+            return;
+        }
+        assert!(hoisted_gather(&device("cuda", "NVIDIA Corporation", "580")));
+        assert!(!hoisted_gather(&device("opencl", "NVIDIA Corporation", "580")));
+        assert!(hoisted_gather(&device("opencl", "The pocl project", "6.0")));
+    }
+
+    #[test]
     fn the_fused_finish_is_on_where_measured_never_on_wgpu_and_the_options_override_it() {
         let cuda = device("cuda", "NVIDIA", "13.0");
         let nv_cl = device("opencl", "NVIDIA Corporation", "580.95 (OpenCL 3.0 CUDA 13.0.97)");
@@ -688,7 +650,7 @@ mod tests {
     #[test]
     fn only_splits_of_tiles_with_few_partial_sums_fuse_their_finish() {
         use super::{SconvSchedule, Tile};
-        let s = |tm, tn, ks, self_list| SconvSchedule { tile: Tile { tm, tn, tk: 16, wm: 4, wn: 2 }, ks, gran: None, self_list, kw: 1 };
+        let s = |tm, tn, ks, self_list| SconvSchedule { tile: Tile { tm, tn, tk: 16, wm: 4, wn: 2 }, ks, gran: None, self_list };
         let max = super::super::knobs::FUSED_FINISH_MAX_PARTIALS;
         assert_eq!(max, 128 * 64 * 4, "the cases below straddle the limit as written");
         assert!(s(128, 64, 4, false).fuses_finish(true) && s(64, 32, 16, false).fuses_finish(true));
