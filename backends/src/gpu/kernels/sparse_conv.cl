@@ -276,15 +276,16 @@ FUNC_INLINE void sconv_load_stage(GLOBAL const float* Wt, GLOBAL const float* Xn
     }
 }
 
-/* SC_HOIST = 1 (unless the host sets 0, `DYNASPA_SC_HOIST=0`): where NT is a multiple of TM and
- * of TN, each work-item loads the same weight channel and the same input column in every
- * stage, at rows NT / TM (NT / TN) apart, so what sconv_load_stage works out per element from
- * scratch (the column's origin from local memory, the tap's three offsets, four bounds checks)
- * is worked out once per kernel: the column's base offset, and which taps fall inside the
- * input as one bit each. A stage then costs a B element one decomposition step and one
- * tap-table read. At density 0.1 a work-group's stages are a serial chain, and this index work
- * sat between each stage's barrier and its FMAs (RESULTS.md, session 24). Taps past 32 (one
- * word of bits) or past the tap table take sconv_load_stage. */
+/* SC_HOIST = 1 (the host sets 0 on NVIDIA's OpenCL and under `DYNASPA_SC_HOIST=0`;
+ * schedules.rs, `hoisted_gather`, says why): where NT is a multiple of TM and of TN, each
+ * work-item loads the same weight channel and the same input column in every stage, at rows
+ * NT / TM (NT / TN) apart, so what sconv_load_stage works out per element from scratch (the
+ * column's origin from local memory, the tap's three offsets, four bounds checks) is worked
+ * out once per kernel: the column's base offset, and which taps fall inside the input as one
+ * bit each. A stage then costs a B element one decomposition step and one tap-table read. At
+ * density 0.1 a work-group's stages are a serial chain, and this index work sat between each
+ * stage's barrier and its FMAs (RESULTS.md, sessions 24 and 25). Taps past 32 (one word of
+ * bits) or past the tap table take sconv_load_stage. */
 #ifndef SC_HOIST
 #define SC_HOIST 1
 #endif

@@ -137,8 +137,8 @@ pub(crate) fn vector_reads_on() -> bool {
 /// on NVIDIA's OpenCL the median did not move and the fastest 3x3 members at densities 0.3 and
 /// 0.5 got up to 7% slower (128 x 128 tiles of 8 x 4 per work-item lost about 10%: that
 /// compiler has no launch bound to hold the registers of the hoisted values). Adreno and Mali
-/// are not measured. `DYNASPA_SC_HOIST=0|1` (read once) sets it for
-/// every device, the A/B switch. The WGSL twin works them out per element.
+/// are not measured. `DYNASPA_SC_HOIST=0|1` (read once) sets it for every device, the A/B
+/// switch. The WGSL twin works them out per element.
 pub(crate) fn hoisted_gather(info: &DeviceInfo) -> bool {
     static ASKED: std::sync::OnceLock<Option<bool>> = std::sync::OnceLock::new();
     let nvidia_opencl = info.backend == "opencl" && info.vendor.to_ascii_lowercase().contains("nvidia");
