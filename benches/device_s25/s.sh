@@ -4,6 +4,7 @@
 # DYNASPA_SC_HOIST=0 (session 24's kernel), alternated in one call.
 #   1: gpu_sparse and gpu_fused_finish on CUDA; batch 1 on CUDA: hoisted, PyTorch, per element,
 #      hoisted again; the tables and member-by-member ratios;
+# Stages 2-5 ran the tree of 383da1b; its SC_KW (DYNASPA_SC_KW) was reverted after them.
 #   2 (a tree with SC_KW): gpu_fused_finish on CUDA (groups of 1 and 2), gpu_sparse with
 #      DYNASPA_SC_KW=2; batch 1 on CUDA: one group, PyTorch, two groups, one, two; tables, ratios;
 #   3: gpu_models on CUDA; NVIDIA's OpenCL at batch 1: hoisted, per element, two groups;
