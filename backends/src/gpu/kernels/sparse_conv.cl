@@ -226,6 +226,17 @@ FUNC_INLINE void sconv_tap_table(LOCAL_PTR int* tapt, int tid, int taps, int kw,
     }
 }
 
+/* Input channel of reduction index gk, its tap into *r: gk / taps through the reciprocal (gk <
+ * 2^24 is exact in a float, and the product is off by at most one, which the remainder's range
+ * corrects). */
+FUNC_INLINE int sconv_channel_of(int gk, int taps, float rtaps, int* r) {
+    int ci = (int)((float)gk * rtaps), t = gk - ci * taps;
+    if (t < 0) { --ci; t += taps; }
+    else if (t >= taps) { ++ci; t -= taps; }
+    *r = t;
+    return ci;
+}
+
 /* Loads stage k0 (TK reduction indices, clipped at ke) of the transposed weight (ra) and of
  * the gathered input columns (rb) into registers; element e of a stage is tid + l * NT, laid
  * out [k][m] and [k][c] as As and Bs. Out-of-range elements are 0.
@@ -256,11 +267,8 @@ FUNC_INLINE void sconv_load_stage(GLOBAL const float* Wt, GLOBAL const float* Xn
         if (e < TN * TK && gk < ke) {
             int off, dy, dx;
             if (taps <= SC_TAPS) {
-                /* gk / taps through the reciprocal: gk < 2^24 is exact in a float, and the
-                 * product is off by at most one, which the remainder's range corrects. */
-                int ci = (int)((float)gk * rtaps), r = gk - ci * taps;
-                if (r < 0) { --ci; r += taps; }
-                else if (r >= taps) { ++ci; r -= taps; }
+                int r;
+                int ci = sconv_channel_of(gk, taps, rtaps, &r);
                 off = ci * ih * iw + tapt[3 * r];
                 dy = tapt[3 * r + 1];
                 dx = tapt[3 * r + 2];
@@ -304,10 +312,8 @@ FUNC_INLINE void sconv_load_stage_h(GLOBAL const float* Wa, GLOBAL const float* 
         int k = ka + l * SC_HSA, gk = k0 + k;
         ra[l] = (k < TK && aok && gk < ke) ? Wa[gk * cout] : 0.0f;
     }
-    int kb = tid / TN, gk = k0 + kb;
-    int ci = (int)((float)gk * rtaps), r = gk - ci * taps;
-    if (r < 0) { --ci; r += taps; }
-    else if (r >= taps) { ++ci; r -= taps; }
+    int kb = tid / TN, gk = k0 + kb, r;
+    int ci = sconv_channel_of(gk, taps, rtaps, &r);
     for (int l = 0; l < SC_BL; ++l) {
         float v = 0.0f;
         if (kb + l * SC_HSB < TK && gk < ke && ((hv >> (uint)r) & 1u)) v = Xc[ci * ihw + tapt[3 * r]];
