@@ -33,6 +33,15 @@ pub fn sample(info: &DeviceInfo, n: usize, seed: u64) -> Vec<GemmKnobs> {
             keep(GemmKnobs { tm, tn, tk, wm, wn, ks }, &mut out);
         }
     }
+    // Splits that keep a density-0.1 frame's work-groups within one per SM on 132 SMs (stride
+    // 2 at KS 18 runs 2 x 3 x 18 = 108 groups of 4 stages where KS 24 runs 144 of 3, doubling
+    // up 12 SMs; conv3x3's 21 run 126 groups of 7 stages against 29 x 6 = 174 of 5), and
+    // between them for other devices' SM counts.
+    for (tm, tn, tk, wm, wn) in [(128, 64, 16, 8, 4), (64, 64, 16, 4, 4), (128, 128, 8, 8, 4)] {
+        for ks in [10, 14, 18, 20, 21, 22, 28] {
+            keep(GemmKnobs { tm, tn, tk, wm, wn, ks }, &mut out);
+        }
+    }
     let mut state = seed | 1;
     let mut pick = |d: &[i64]| {
         state ^= state << 13;

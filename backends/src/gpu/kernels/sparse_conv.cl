@@ -66,6 +66,19 @@
 #if SELF_LIST && FUSED_FINISH
 #error "self-listing members finish a split reduction in a second launch (schedules.rs says why)"
 #endif
+/* SC_CSLOW = 1 (sparse members unless the host says 0): column tiles are the grid's slowest
+ * dimension, in the GEMM and in sconv_finish_f32. Both grids are sized for every column the map
+ * could have; a sparse frame's columns are the first few tiles, so with column tiles fastest the
+ * few working work-groups were strewn among the many that only read the count and leave, and
+ * the last of them started only once the empty ones ahead had drained through the GPU. Slowest,
+ * the working groups come first and the empty ones queue behind them. SELF_LIST needs it (see
+ * there). */
+#ifndef SC_CSLOW
+#define SC_CSLOW (TILED || SELF_LIST)
+#endif
+#if SELF_LIST && !SC_CSLOW
+#error "self-listing members run column tiles slowest"
+#endif
 /* MMA = 1 (CUDA on sm_80 and later only; the host sets it, `DYNASPA_MMA=1`): the tile's
  * products run on the tensor cores as three TF32 products per pair of operands split into a
  * TF32 head and the TF32 rest (a_hi*b_hi + a_hi*b_lo + a_lo*b_hi, the lo*lo term dropped),
@@ -462,6 +475,10 @@ FUNC_INLINE int sconv_self_list(GLOBAL const float* mk, LOCAL_PTR int* scan, LOC
     }
     return total;
 }
+#else
+#define SCONV_SELF_ARGS
+#endif
+#if SC_CSLOW
 /* Column tiles slowest, then images x splits, then channel tiles. */
 #define SC_CTILE GROUP_ID(2)
 #define SC_NCTILES NUM_GROUPS(2)
@@ -469,7 +486,6 @@ FUNC_INLINE int sconv_self_list(GLOBAL const float* mk, LOCAL_PTR int* scan, LOC
 #define SC_NMTILES NUM_GROUPS(0)
 #define SC_NKS GROUP_ID(1)
 #else
-#define SCONV_SELF_ARGS
 #define SC_CTILE GROUP_ID(0)
 #define SC_NCTILES NUM_GROUPS(0)
 #define SC_MTILE GROUP_ID(1)
@@ -478,7 +494,7 @@ FUNC_INLINE int sconv_self_list(GLOBAL const float* mk, LOCAL_PTR int* scan, LOC
 #endif
 
 /* Grid: (ceil(cap / TN), ceil(cout / TM), N * KS), local (TX, TY); cap = columns the map can
- * have (SELF_LIST: (ceil(cout / TM), N * KS, ceil(cap / TN))). Wt is the weight transposed to
+ * have (SC_CSLOW: (ceil(cout / TM), N * KS, ceil(cap / TN))). Wt is the weight transposed to
  * [cin * kh * kw][cout]; ktab per reduction index k the input offset ci * ih * iw + ky * dh *
  * iw + kx * dw, ky * dh and kx * dw. */
 /* SC_MIN_BLOCKS: work-groups per SM the registers must leave room for (CUDA only), from the
@@ -675,10 +691,14 @@ KERNEL LAUNCH_BOUNDS(NT, SC_MIN_BLOCKS) sconv_gemm_f32(SCONV_ARGS SCONV_FUSED_AR
 /* Adds the KS partial sums of sconv_gemm_f32 and stores like it, a work-item per output.
  * Grid: (ceil(cap / 64), ceil(cout / CH), N), local (64, CH, 1): CH channels per work-group
  * (the vendor epilogue launches CH = 1), so a frame with few columns does not pay for a row of
- * mostly idle work-groups per channel. */
+ * mostly idle work-groups per channel. SC_CSLOW: (ceil(cout / CH), N, ceil(cap / 64)). */
 KERNEL sconv_finish_f32(SCONV_ARGS) {
     PDL_ENTRY();
+#if SC_CSLOW
+    int c = GROUP_ID(2) * LOCAL_SIZE(0) + LOCAL_ID(0), m = GROUP_ID(0) * LOCAL_SIZE(1) + LOCAL_ID(1), n = GROUP_ID(1);
+#else
     int c = GLOBAL_ID(0), m = GROUP_ID(1) * LOCAL_SIZE(1) + LOCAL_ID(1), n = GROUP_ID(2);
+#endif
     if (m >= cout || c >= cap) return;
     /* Most work-items find no column: they read the count and leave, and nothing else, since
      * any further load of theirs cost more than it saved (session 15, call E). The column's

@@ -9,7 +9,7 @@ use super::elementwise::activation_code;
 use crate::gpu::device::GpuDevice;
 use crate::gpu::kernels::Src;
 use crate::gpu::sparse::meta::MetaLayout;
-use crate::gpu::sparse::schedules::{hoisted_gather, mma_defines, mma_on, pipeline_depth, register_bound, tap_table_on, vector_reads_on, SconvSchedule};
+use crate::gpu::sparse::schedules::{columns_slowest, hoisted_gather, mma_defines, mma_on, pipeline_depth, register_bound, tap_table_on, vector_reads_on, SconvSchedule};
 use dynaspa_runtime::graph::{Conv, Op};
 use dynaspa_runtime::sparsity::Granularity;
 use dynaspa_runtime::{DType, Error, Result};
@@ -386,10 +386,17 @@ impl SconvOp {
                 if let Some(groups) = register_bound(tx * ty).filter(|_| info.backend == "cuda") {
                     defines.push(("SC_MIN_BLOCKS", groups as i64));
                 }
+                // Sparse members run column tiles slowest (SC_CSLOW, the kernel's default for
+                // them) unless switched off; SELF_LIST always does.
+                let slow = sched.gran.is_some() && columns_slowest(info);
+                let wgsl = info.backend == "wgpu";
+                if sched.gran.is_some() && !wgsl && !slow && columns.is_none() {
+                    defines.push(("SC_CSLOW", 0));
+                }
                 let kern = cx.kernel(Src::SparseConv, "sconv_gemm_f32", &defines)?;
                 let (ctiles, mtiles) = (cap.div_ceil(t.tn as usize), cout.div_ceil(t.tm as usize));
-                // SELF_LIST runs column tiles slowest (see sparse_conv.cl).
-                let grid = if columns.is_some() { [mtiles, images * sched.ks as usize, ctiles] } else { [ctiles, mtiles, images * sched.ks as usize] };
+                let splits = images * sched.ks as usize;
+                let grid = if slow || columns.is_some() { [mtiles, splits, ctiles] } else { [ctiles, mtiles, splits] };
                 let mut gemm_args = args.clone();
                 gemm_args.extend(split.counters.filter(|_| fused).map(LArg::Buf));
                 if let Some(c) = columns {
@@ -397,8 +404,14 @@ impl SconvOp {
                 }
                 cx.launch(kern, grid, t.local(), gemm_args)?;
                 if sched.ks > 1 && !fused {
-                    let kern = cx.kernel(Src::SparseConv, "sconv_finish_f32", &sched.finish_defines())?;
-                    cx.launch(kern, [cap.div_ceil(COLUMN_WG as usize), cout.div_ceil(FINISH_CH as usize), images], [COLUMN_WG, FINISH_CH, 1], args)?;
+                    let mut defines = sched.finish_defines();
+                    if sched.gran.is_some() && !wgsl && !slow {
+                        defines.push(("SC_CSLOW", 0));
+                    }
+                    let kern = cx.kernel(Src::SparseConv, "sconv_finish_f32", &defines)?;
+                    let (ctiles, chans) = (cap.div_ceil(COLUMN_WG as usize), cout.div_ceil(FINISH_CH as usize));
+                    let grid = if slow { [chans, images, ctiles] } else { [ctiles, chans, images] };
+                    cx.launch(kern, grid, [COLUMN_WG, FINISH_CH, 1], args)?;
                 }
             }
             SconvKind::Depthwise => {

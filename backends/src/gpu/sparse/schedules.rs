@@ -145,6 +145,16 @@ pub(crate) fn hoisted_gather(info: &DeviceInfo) -> bool {
     ASKED.get_or_init(|| env_switch("DYNASPA_SC_HOIST")).unwrap_or(!nvidia_opencl)
 }
 
+/// Whether sparse members' GEMM and split-K finish grids run column tiles slowest
+/// (sparse_conv.cl, `SC_CSLOW`), so a sparse frame's few working work-groups launch ahead of
+/// the many past its columns instead of among them: on for CUDA and OpenCL, `DYNASPA_SC_CSLOW=0|1`
+/// (read once) the A/B switch. Self-listing members run that way whatever it says. The WGSL
+/// twin keeps column tiles fastest.
+pub(crate) fn columns_slowest(info: &DeviceInfo) -> bool {
+    static ASKED: std::sync::OnceLock<Option<bool>> = std::sync::OnceLock::new();
+    info.backend != "wgpu" && ASKED.get_or_init(|| env_switch("DYNASPA_SC_CSLOW")).unwrap_or(true)
+}
+
 /// Stages of the GEMM members' reduction in flight (sparse_conv.cl, `SC_DEPTH`) on a device of
 /// `backend`: 2 on CUDA, where the second register set made the density-0.1 members 2-6% faster
 /// (RESULTS.md, sessions 20 and 24), 1 elsewhere (on NVIDIA's OpenCL it gained nothing in
@@ -542,7 +552,7 @@ fn space_sample() -> Vec<SconvSchedule> {
 
 #[cfg(test)]
 mod tests {
-    use super::{fused_finish, hoisted_gather};
+    use super::{columns_slowest, fused_finish, hoisted_gather};
     use crate::gpu::device::DeviceInfo;
 
     #[test]
@@ -630,6 +640,18 @@ mod tests {
         assert!(hoisted_gather(&device("cuda", "NVIDIA Corporation", "580")));
         assert!(!hoisted_gather(&device("opencl", "NVIDIA Corporation", "580")));
         assert!(hoisted_gather(&device("opencl", "The pocl project", "6.0")));
+    }
+
+    #[test]
+    fn column_tiles_run_slowest_on_cuda_and_opencl_never_on_wgpu() {
+        // The WGSL twin indexes its grid with column tiles fastest, whatever is asked.
+        assert!(!columns_slowest(&device("wgpu", "NVIDIA", "Vulkan")));
+        if std::env::var_os("DYNASPA_SC_CSLOW").is_some() {
+            return;
+        }
+        assert!(columns_slowest(&device("cuda", "NVIDIA", "13.0")));
+        assert!(columns_slowest(&device("opencl", "NVIDIA Corporation", "580")));
+        assert!(columns_slowest(&device("opencl", "The pocl project", "6.0")));
     }
 
     #[test]

@@ -1,0 +1,16 @@
+# Sourced first by the session-26 device scripts: session 25's start (bench, best, pairs,
+# torch_b1, gpu_test, full_model) with this session's binaries (dist-s26) in /tmp/d26.
+DIST=${DIST:-dist-s26} D=${D:-/tmp/d26}
+source "$(dirname "${BASH_SOURCE[0]}")/../device_s25/start.sh"
+NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+# The sparse GEMM and finish launches of one bench (batch 1, density D, op OP, sampled knobs)
+# under Nsight Compute, caches and clocks left alone, as CSV: ncu_op TAG OP D [NAME=VALUE...]
+ncu_op() {
+  local tag=$1 op=$2 d=$3; shift 3
+  env "$@" timeout 280 $NCU --cache-control none --clock-control none -k regex:'sconv_(gemm|finish)_f32' \
+    --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats --section SchedulerStats \
+    --csv --page details \
+    $D/gpu_sparse_bench --backend cuda --batches 1 --only $op --knobs 12 --densities $d --samples 1 --runs 1 \
+    --json $OUT/r/ncu_$tag.jsonl > $OUT/r/ncu_$tag.csv 2> $OUT/r/ncu_$tag.err
+  echo "$(date -u +%T) ncu $tag rc=$? rows=$(wc -l < $OUT/r/ncu_$tag.csv)"
+}
