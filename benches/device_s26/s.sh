@@ -10,7 +10,8 @@
 #   3 (FULL=1: the full-size models exported in the background): batches 2 and 4 on CUDA,
 #      slowest, PyTorch, fastest; the full-size models, slowest and fastest, alternated twice.
 #   4: NVIDIA's OpenCL at batch 1: fastest, PyTorch, slowest.
-#   ncu: Nsight Compute on the sparse GEMM and finish launches of the batch-1 benches at 0.1.
+#   ncu: Nsight Compute on the sparse GEMM and finish launches of the batch-1 stride-2 bench at
+#      density 0.1 (the deterministic sample and one random schedule).
 stage=$1
 source "$(dirname "$0")/start.sh"
 if [ "$stage" = 1 ]; then
@@ -52,5 +53,6 @@ elif [ "$stage" = 4 ]; then
   for v in clcs clcf; do best b1 $v 4; done
 elif [ "$stage" = ncu ]; then
   echo "ncu: $NCU"; $NCU --version | tail -1
-  ncu_op c3 conv3x3 0.1
+  ncu_op s2 conv3x3s2 0.1
+  head -c 3000 $OUT/r/ncu_s2.err
 fi

@@ -7,10 +7,10 @@ NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -
 # under Nsight Compute, caches and clocks left alone, as CSV: ncu_op TAG OP D [NAME=VALUE...]
 ncu_op() {
   local tag=$1 op=$2 d=$3; shift 3
-  env "$@" timeout 280 $NCU --cache-control none --clock-control none -k regex:'sconv_(gemm|finish)_f32' \
+  env "$@" timeout 240 $NCU --cache-control none --clock-control none -k regex:'sconv_(gemm|finish)_f32' --launch-count 500 \
     --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats --section SchedulerStats \
     --csv --page details \
-    $D/gpu_sparse_bench --backend cuda --batches 1 --only $op --knobs 12 --densities $d --samples 1 --runs 1 \
+    $D/gpu_sparse_bench --backend cuda --batches 1 --only $op --knobs 1 --densities $d --samples 1 --runs 1 \
     --json $OUT/r/ncu_$tag.jsonl > $OUT/r/ncu_$tag.csv 2> $OUT/r/ncu_$tag.err
   echo "$(date -u +%T) ncu $tag rc=$? rows=$(wc -l < $OUT/r/ncu_$tag.csv)"
 }

@@ -33,10 +33,10 @@ pub fn sample(info: &DeviceInfo, n: usize, seed: u64) -> Vec<GemmKnobs> {
             keep(GemmKnobs { tm, tn, tk, wm, wn, ks }, &mut out);
         }
     }
-    // Splits that keep a density-0.1 frame's work-groups within one per SM on 132 SMs (stride
-    // 2 at KS 18 runs 2 x 3 x 18 = 108 groups of 4 stages where KS 24 runs 144 of 3, doubling
-    // up 12 SMs; conv3x3's 21 run 126 groups of 7 stages against 29 x 6 = 174 of 5), and
-    // between them for other devices' SM counts.
+    // Splits between those, on the tiles that win. Some keep a density-0.1 frame within one
+    // work-group per SM on 132 SMs (stride 2 at KS 18: 108 groups of 4 stages, where KS 24 runs
+    // 144 of 3); on an H200 those did not beat KS 24-32 at batch 1 and 0.1, but KS 10 won at 0.5
+    // and at batch 4, KS 18 at batch 2 (RESULTS.md, session 26).
     for (tm, tn, tk, wm, wn) in [(128, 64, 16, 8, 4), (64, 64, 16, 4, 4), (128, 128, 8, 8, 4)] {
         for ks in [10, 14, 18, 20, 21, 22, 28] {
             keep(GemmKnobs { tm, tn, tk, wm, wn, ks }, &mut out);

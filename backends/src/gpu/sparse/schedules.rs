@@ -148,7 +148,9 @@ pub(crate) fn hoisted_gather(info: &DeviceInfo) -> bool {
 /// Whether sparse members' GEMM and split-K finish grids run column tiles slowest
 /// (sparse_conv.cl, `SC_CSLOW`), so a sparse frame's few working work-groups launch ahead of
 /// the many past its columns instead of among them: on for CUDA and OpenCL, `DYNASPA_SC_CSLOW=0|1`
-/// (read once) the A/B switch. Self-listing members run that way whatever it says. The WGSL
+/// (read once) the A/B switch. On an H200 (RESULTS.md, session 26) the fastest member at density
+/// 0.1 gained 2-4 µs on NVIDIA's OpenCL (conv3x3 21.5 against 25.9) and 0.5-0.6 µs on CUDA;
+/// neutral at batches 2 and 4. Self-listing members run that way whatever it says. The WGSL
 /// twin keeps column tiles fastest.
 pub(crate) fn columns_slowest(info: &DeviceInfo) -> bool {
     static ASKED: std::sync::OnceLock<Option<bool>> = std::sync::OnceLock::new();
