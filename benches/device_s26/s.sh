@@ -10,6 +10,7 @@
 #   3 (FULL=1: the full-size models exported in the background): batches 2 and 4 on CUDA,
 #      slowest, PyTorch, fastest; the full-size models, slowest and fastest, alternated twice.
 #   4: NVIDIA's OpenCL at batch 1: fastest, PyTorch, slowest.
+#   5 (FULL=1): the full-size DynConv end to end, then the three models in PyTorch eager, twice.
 #   ncu: Nsight Compute on the sparse GEMM and finish launches of the batch-1 stride-2 bench at
 #      density 0.1 (the deterministic sample and one random schedule).
 stage=$1
@@ -51,6 +52,13 @@ elif [ "$stage" = 4 ]; then
   BACKEND=opencl LIMIT=170 bench b1 clcs_4 $D
   pairs cl_4 b1_clcs_4 b1_clcf_4
   for v in clcs clcf; do best b1 $v 4; done
+elif [ "$stage" = 5 ]; then
+  while [ ! -f /tmp/full/export_avit.log ]; do sleep 2; done  # DynConv is exported first
+  for rep in 1 2; do
+    full_model cs_$rep dynconv_full_d30
+    timeout 100 python3 benches/gpu_baselines.py --models --runs 50 --json $OUT/r/torch_models_$rep.jsonl > /dev/null 2> $OUT/r/torch_models_$rep.err
+    echo "torch models $rep rc=$? $(python3 -c "import json; [print(r['model'], round(r['us']/1000, 3), 'ms (min', round(r['min_us']/1000, 3), end=') ') for r in map(json.loads, open('$OUT/r/torch_models_$rep.jsonl'))]")"
+  done
 elif [ "$stage" = ncu ]; then
   echo "ncu: $NCU"; $NCU --version | tail -1
   ncu_op s2 conv3x3s2 0.1
