@@ -11,8 +11,8 @@
 #      slowest, PyTorch, fastest; the full-size models, slowest and fastest, alternated twice.
 #   4: NVIDIA's OpenCL at batch 1: fastest, PyTorch, slowest.
 #   5 (FULL=1): the full-size DynConv end to end, then the three models in PyTorch eager, twice.
-#   ncu: Nsight Compute on the sparse GEMM and finish launches of the batch-1 stride-2 bench at
-#      density 0.1 (the deterministic sample and one random schedule).
+#   ncu: Nsight Compute on the first 80 sparse GEMM launches of the batch-1 stride-2 bench at
+#      density 0.1 (run it twice on a fresh host: the first run compiles the programs).
 stage=$1
 source "$(dirname "$0")/start.sh"
 if [ "$stage" = 1 ]; then
