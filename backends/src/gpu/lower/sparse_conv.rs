@@ -389,10 +389,8 @@ impl SconvOp {
                 // Sparse members run column tiles slowest (SC_CSLOW, the kernel's default for
                 // them) unless switched off; SELF_LIST always does.
                 let slow = sched.gran.is_some() && columns_slowest(info);
-                let wgsl = info.backend == "wgpu";
-                if sched.gran.is_some() && !wgsl && !slow && columns.is_none() {
-                    defines.push(("SC_CSLOW", 0));
-                }
+                let fastest = (sched.gran.is_some() && info.backend != "wgpu" && !slow).then_some(("SC_CSLOW", 0));
+                defines.extend(fastest.filter(|_| columns.is_none()));
                 let kern = cx.kernel(Src::SparseConv, "sconv_gemm_f32", &defines)?;
                 let (ctiles, mtiles) = (cap.div_ceil(t.tn as usize), cout.div_ceil(t.tm as usize));
                 let splits = images * sched.ks as usize;
@@ -405,9 +403,7 @@ impl SconvOp {
                 cx.launch(kern, grid, t.local(), gemm_args)?;
                 if sched.ks > 1 && !fused {
                     let mut defines = sched.finish_defines();
-                    if sched.gran.is_some() && !wgsl && !slow {
-                        defines.push(("SC_CSLOW", 0));
-                    }
+                    defines.extend(fastest);
                     let kern = cx.kernel(Src::SparseConv, "sconv_finish_f32", &defines)?;
                     let (ctiles, chans) = (cap.div_ceil(COLUMN_WG as usize), cout.div_ceil(FINISH_CH as usize));
                     let grid = if slow { [chans, images, ctiles] } else { [ctiles, chans, images] };
