@@ -225,7 +225,9 @@ impl<D: GpuDevice> GpuExecutable<D> {
                 let op = &self.frames.ops[i];
                 let member = op.last_pick.and_then(|p| op.members.get(p)).ok_or_else(|| Error::Other(format!("node '{node}' has not run a frame")))?;
                 let reads_first = self.frames.ops.iter().position(|o| o.mask == op.mask) == Some(i);
-                reads_first.then_some(&self.frames.masks[op.mask].bitmask).into_iter().chain(member).collect()
+                // A member that counts the mask itself runs without the launch (step.rs).
+                let counts_itself = op.residual_fill.is_empty() && op.last_pick.and_then(|p| op.reports_counts.get(p).copied()).unwrap_or(false);
+                (reads_first && !counts_itself).then_some(&self.frames.masks[op.mask].bitmask).into_iter().chain(member).collect()
             }
             None => step.launches.iter().collect(),
         };

@@ -144,3 +144,92 @@ fn one_by_one_members_list_long_segments_right() {
     }
     let _ = std::fs::remove_dir_all(&cache);
 }
+
+/// A profile of the conv in `g` for `dev`: the dense member, predicted dear, and a 1x1 member
+/// with a split reduction, predicted cheap whatever the mask (every frame runs it); with
+/// `with_2x8`, also a 2x8 member never picked, which puts a second granularity in the mask's
+/// plan.
+fn profile(dev: &crate::opencl::OpenClDevice, g: &Graph, with_2x8: bool) -> Arc<dynaspa_runtime::profile::Profile> {
+    use dynaspa_runtime::dispatch::{DispatchTable, Member, PolyKernel, Schedule};
+    use dynaspa_runtime::profile::{DeviceId, MaskSetInfo, OpProfile, OpSignature, Profile};
+    let info = dev.info();
+    let id = DeviceId { backend: "opencl".into(), name: info.name.clone(), fingerprint: info.fingerprint() };
+    let mut one = Schedule::sparse("t1x1", Granularity::new(1, 1));
+    for (k, v) in [("TM", 16), ("TN", 16), ("TK", 8), ("WM", 2), ("WN", 2), ("KS", 3)] {
+        one = one.with_knob(k, v);
+    }
+    let mut members = vec![
+        Member { schedule: Schedule::dense("dense"), table: DispatchTable::constant(100.0).unwrap() },
+        Member { schedule: one, table: DispatchTable::constant(1.0).unwrap() },
+    ];
+    if with_2x8 {
+        members.push(Member { schedule: Schedule::sparse("t2x8", Granularity::new(2, 8)), table: DispatchTable::constant(50.0).unwrap() });
+    }
+    let mut p = Profile::new(id, "self_count", false, "test", MaskSetInfo::default());
+    let n = &g.nodes[0];
+    p.ops.push(OpProfile { node: n.name.clone(), signature: OpSignature::of(g, n), poly: PolyKernel::new(members).unwrap(), stats: None });
+    Arc::new(p)
+}
+
+/// A mask planned with 1x1 tiles alone is counted by its self-listing member (SELF_COUNT): with
+/// lagged counts no frame after the first launches the bitmask kernel, yet each frame reports
+/// its own density, computes what the same member reading the bitmask kernel's lists does, and
+/// a mask value other than 0 and 1 still fails the frame, naming the mask.
+#[test]
+fn members_count_a_mask_of_1x1_tiles_alone_with_no_bitmask_launch() {
+    let Some(dev) = device() else { return };
+    let mut rng = Rng(0x5e1f_c0de ^ std::process::id() as u64);
+    let g = graph(&mut rng, H, W);
+    let compile = |with_2x8: bool| {
+        let sparse = crate::cpu::SparseConfig { cache_dir: None, force: None, profile: Some(profile(&dev, &g, with_2x8)) };
+        // Asked for: PoCL's default is off (schedules.rs says why); this batch-1 conv it computes right.
+        GpuExecutable::compile(dev.clone(), "opencl", &g, &GpuOptions { poison: true, sparse, self_list: Some(true), ..Default::default() }).unwrap()
+    };
+    // The control: a second granularity in the plan, so the bitmask kernel makes the counts.
+    let (mut counted, mut listed) = (compile(false), compile(true));
+    assert!(counted.frames.masks[0].report.is_some(), "a mask of 1x1 tiles alone should be counted by its members");
+    assert!(listed.frames.masks[0].report.is_none(), "a mask with 2x8 tiles too needs the bitmask kernel's counts");
+    assert!(counted.frames.ops[0].reports_counts.iter().any(|&r| r), "no member of the op counts the mask");
+    let x = Tensor::from_f32(vec![1, C, H, W], rng.vec(C * H * W, 1.0)).unwrap();
+    // Garbage where the bitmask kernel stores the packed words and tile lists.
+    let garbage = |exe: &GpuExecutable<crate::opencl::OpenClDevice>| {
+        let l = &exe.frames.masks[0].layout;
+        let bytes: Vec<u8> = (l.data0..l.total()).flat_map(|i| (0x4000_0000i32 + i as i32).to_le_bytes()).collect();
+        exe.dev.finish().unwrap();
+        exe.dev.upload(&exe.bufs[exe.frames.masks[0].meta], l.data0 * 4, &bytes).unwrap();
+        bytes
+    };
+    let lists = |exe: &GpuExecutable<crate::opencl::OpenClDevice>| {
+        let l = &exe.frames.masks[0].layout;
+        let mut out = vec![0u8; (l.total() - l.data0) * 4];
+        exe.dev.finish().unwrap();
+        exe.dev.download(&exe.bufs[exe.frames.masks[0].meta], l.data0 * 4, &mut out).unwrap();
+        out
+    };
+    let (mut planted, mut planted_control) = (Vec::new(), Vec::new());
+    for (f, d) in [0.3, 0.05, 0.6, 0.15].into_iter().enumerate() {
+        let mask: Vec<f32> = (0..H * W).map(|_| (rng.next() < d) as u8 as f32).collect();
+        let density = mask.iter().filter(|&&v| v == 1.0).count() as f64 / mask.len() as f64;
+        let inputs = [x.clone(), Tensor::from_f32(vec![1, 1, H, W], mask).unwrap()];
+        if f == 1 {
+            // After the first frame (exact counts, one bitmask launch each).
+            (planted, planted_control) = (garbage(&counted), garbage(&listed));
+        }
+        let got = counted.run(&inputs).unwrap().remove(0).as_f32().unwrap().to_vec();
+        let want = listed.run(&inputs).unwrap().remove(0).as_f32().unwrap().to_vec();
+        let e = rel_l2(&got, &want);
+        assert!(e <= 1e-5, "frame {f}: the counting member against the listing one: relative L2 {e:.2e}");
+        for (what, exe) in [("counted", &counted), ("listed", &listed)] {
+            let r = &exe.last_report().unwrap().sparse_ops[0];
+            assert_eq!(r.member, "t1x1", "frame {f}, {what}: ran {r:?}");
+            assert!((r.density - density).abs() < 1e-12, "frame {f}, {what}: reports density {} for a mask of {density}", r.density);
+        }
+    }
+    assert!(lists(&counted) == planted, "a bitmask launch ran in a frame whose member counts the mask");
+    assert!(lists(&listed) != planted_control, "the control made no bitmask launch: the check above proves nothing");
+    // Counted by the member alone, a value that is neither 0 nor 1 still fails its frame.
+    let mut bad: Vec<f32> = (0..H * W).map(|_| (rng.next() < 0.2) as u8 as f32).collect();
+    bad[5 * W + 7] = 0.5;
+    let e = counted.run(&[x, Tensor::from_f32(vec![1, 1, H, W], bad).unwrap()]).unwrap_err().to_string();
+    assert!(e.contains("'m'") && e.contains("0.5") && e.contains("(5, 7)"), "the error should name the mask, value and position: {e}");
+}

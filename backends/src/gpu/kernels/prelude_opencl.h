@@ -36,6 +36,7 @@
 #endif
 /* Adds 1 to a GLOBAL int and returns its old value (OpenCL 1.2 core, 32-bit). */
 #define ATOMIC_INC(p) atomic_inc(p)
+#define ATOMIC_MIN_LOCAL(p, v) atomic_min((p), (v))
 /* First statement of every kernel: a CUDA launch hook (cuda/pdl.rs), nothing here. */
 #define PDL_ENTRY() do { } while (0)
 #define PDL_TRIGGER() do { } while (0)

@@ -63,8 +63,19 @@
 #ifndef SELF_LIST
 #define SELF_LIST 0
 #endif
-#if SELF_LIST && FUSED_FINISH
-#error "self-listing members finish a split reduction in a second launch (schedules.rs says why)"
+/* SELF_LIST with FUSED_FINISH: the host asks for it only where it was seen computing right
+ * (CUDA; PoCL 3.1 miscompiled it, schedules.rs `self_list_fused`). */
+/* SELF_COUNT = 1 (with SELF_LIST): the work-group of channel tile 0, split 0 and column tile 0 of
+ * each image also stores what the mask's bitmask launch stores for the host's selection, the
+ * image's count of set values and its first position holding neither 0 nor 1 (-1 for none), at
+ * rep[n * rep_stride] and rep[n * rep_stride + rep_stride - 1] (a mask planned with 1x1 tiles
+ * only, whose counts are those two). Where every reader of the mask does, the frame makes no
+ * bitmask launch at all (step.rs). */
+#ifndef SELF_COUNT
+#define SELF_COUNT 0
+#endif
+#if SELF_COUNT && !SELF_LIST
+#error "only self-listing members count the mask"
 #endif
 /* SC_CSLOW = 1 (sparse members unless the host says 0): column tiles are the grid's slowest
  * dimension, in the GEMM and in sconv_finish_f32. Both grids are sized for every column the map
@@ -414,9 +425,20 @@ FUNC_INLINE void sconv_product_stage(LOCAL_PTR float (*As)[TM + SC_PAD], LOCAL_P
 #else
 #define SCONV_FUSED_ARGS
 #endif
-#if SELF_LIST
-/* The mask tensor (floats, mk_stride per image: 0 when one mask serves every image). */
+#if SELF_LIST && SELF_COUNT
+/* The mask tensor (floats, mk_stride per image: 0 when one mask serves every image), and where
+ * SELF_COUNT stores the counts. */
+#define SCONV_SELF_ARGS , GLOBAL const float *mk, int mk_stride, GLOBAL int *rep, int rep_stride
+#elif SELF_LIST
 #define SCONV_SELF_ARGS , GLOBAL const float *mk, int mk_stride
+#endif
+#if SELF_LIST
+#if SELF_COUNT
+/* Folds value v at position q into the work-item's first non-binary position. */
+#define SL_BAD(v, q) bad = ((v) != 1.0f && !((v) == 0.0f)) ? IMIN(bad, (q)) : bad
+#else
+#define SL_BAD(v, q) (void)0
+#endif
 
 /* A SELF_LIST work-group's columns: the positions of image n's set mask values of rank c0 ..
  * c0 + TN - 1 (row-major) into cpos, -1 past the last; returns the image's column count, the
@@ -428,28 +450,41 @@ FUNC_INLINE void sconv_product_stage(LOCAL_PTR float (*As)[TM + SC_PAD], LOCAL_P
  * no memory again: every load here is on the GEMM's critical path, and a second pass over the
  * mask was one more round trip to L2 for each work-group. They are loaded 8 at a time, clamped
  * rather than branched, so the 8 are in flight together. Longer segments (maps over SL_BITS x
- * NT positions) read the rest twice. */
+ * NT positions) read the rest twice. Under SELF_COUNT the first non-binary position goes to
+ * *lbad (0x7fffffff for none), read after the return. */
 #define SL_BITS 64
-FUNC_INLINE int sconv_self_list(GLOBAL const float* mk, LOCAL_PTR int* scan, LOCAL_PTR int* cpos, int tid, int c0, int P) {
+FUNC_INLINE int sconv_self_list(GLOBAL const float* mk, LOCAL_PTR int* scan, LOCAL_PTR int* cpos, LOCAL_PTR int* lbad, int tid, int c0, int P) {
     for (int c = tid; c < TN; c += NT) cpos[c] = -1;
+    if (SELF_COUNT && tid == 0) *lbad = 0x7fffffff;
     int seg = (P + NT - 1) / NT;
     int lo = IMIN(P, tid * seg), hi = IMIN(P, lo + seg);
     int rb = IMIN(hi, lo + SL_BITS);
     uint w0 = 0u, w1 = 0u;
+    int bad = 0x7fffffff;
     for (int b = lo; b < rb; b += 8) {
         uint x = 0u;
-        for (int i = 0; i < 8; ++i) x |= (uint)(mk[IMIN(b + i, rb - 1)] == 1.0f && b + i < rb) << i;
+        for (int i = 0; i < 8; ++i) {
+            float v = mk[IMIN(b + i, rb - 1)];
+            x |= (uint)(v == 1.0f && b + i < rb) << i;
+            if (b + i < rb) SL_BAD(v, b + i);
+        }
         /* Chunks start 8-aligned within the segment, so none straddles the two words. */
         if (b - lo < 32) w0 |= x << (b - lo);
         else w1 |= x << (b - lo - 32);
     }
     int cnt = POPCOUNT(w0) + POPCOUNT(w1);
-    for (int p = rb; p < hi; ++p) cnt += (int)(mk[p] == 1.0f);
+    for (int p = rb; p < hi; ++p) {
+        float v = mk[p];
+        cnt += (int)(v == 1.0f);
+        SL_BAD(v, p);
+    }
     /* Inclusive scan, ping-pong, one barrier per step (its first barrier also orders the
-     * cpos initialisation above before the listing below). */
+     * cpos and lbad initialisations above before the listing and minimum below; the steps'
+     * barriers, at least one, the minimum before the caller's read). */
     int cur = 0;
     scan[tid] = cnt;
     LOCAL_BARRIER();
+    if (SELF_COUNT && bad != 0x7fffffff) ATOMIC_MIN_LOCAL(lbad, bad);
     for (int off = 1; off < NT; off <<= 1) {
         int v = scan[cur * NT + tid] + (tid >= off ? scan[cur * NT + tid - off] : 0);
         cur ^= 1;
@@ -526,7 +561,14 @@ KERNEL LAUNCH_BOUNDS(NT, SC_MIN_BLOCKS) sconv_gemm_f32(SCONV_ARGS SCONV_FUSED_AR
     sconv_tap_table(tapt, tid, taps, kw, dh, dw, iw);
 #if SELF_LIST
     LOCAL int sscan[2 * NT];
-    int cols = sconv_self_list(mk + n * mk_stride, sscan, cpos, tid, c0, oh * ow);
+    LOCAL int sbad;
+    int cols = sconv_self_list(mk + n * mk_stride, sscan, cpos, &sbad, tid, c0, oh * ow);
+#if SELF_COUNT
+    if (SC_MTILE == 0 && ks == 0 && c0 == 0 && tid == 0) {
+        rep[n * rep_stride] = cols;
+        rep[n * rep_stride + rep_stride - 1] = sbad == 0x7fffffff ? -1 : sbad;
+    }
+#endif
     /* The same for the whole work-group, so returning here skips no barrier. For
      * sconv_finish_f32, the first column tile (there always is one) publishes the count, here
      * when the map has no columns, and each column tile its columns. (PoCL 6 computed wrong

@@ -9,7 +9,7 @@ use super::elementwise::activation_code;
 use crate::gpu::device::GpuDevice;
 use crate::gpu::kernels::Src;
 use crate::gpu::sparse::meta::MetaLayout;
-use crate::gpu::sparse::schedules::{columns_slowest, hoisted_gather, mma_defines, mma_on, pipeline_depth, register_bound, tap_table_on, vector_reads_on, SconvSchedule};
+use crate::gpu::sparse::schedules::{columns_slowest, hoisted_gather, mma_defines, mma_on, pipeline_depth, register_bound, self_list_fused, tap_table_on, vector_reads_on, SconvSchedule};
 use dynaspa_runtime::graph::{Conv, Op};
 use dynaspa_runtime::sparsity::Granularity;
 use dynaspa_runtime::{DType, Error, Result};
@@ -179,6 +179,10 @@ pub(crate) struct MaskColumns {
     pub mask: BufId,
     pub stride: usize,
     pub list: BufId,
+    /// Where the members also store the mask's counts as its bitmask launch would (SELF_COUNT
+    /// in sparse_conv.cl): the buffer and its ints per image. Only for a mask planned with 1x1
+    /// tiles alone, and never for calibration's scratch mask.
+    pub report: Option<(BufId, usize)>,
 }
 
 impl MaskColumns {
@@ -301,9 +305,10 @@ impl SconvOp {
             part = part.max(self.part_len(s, layout));
             counters = counters.max(self.counters_len(s, layout));
         }
+        let fuses = cx.res.fused_finish || self_list_fused(cx.dev.info());
         Ok(SplitBufs {
             part: if part > 0 { Some(cx.scratch(part)?) } else { None },
-            counters: if counters > 0 && cx.res.fused_finish { Some(cx.zeroed_ints(counters, "split-K tile counters")?) } else { None },
+            counters: if counters > 0 && fuses { Some(cx.zeroed_ints(counters, "split-K tile counters")?) } else { None },
             columns: None,
         })
     }
@@ -333,7 +338,9 @@ impl SconvOp {
         // Buffers sized for other members than this one would be overrun: refused here, where
         // the op can still fall back, rather than left to corrupt memory at run time.
         let fits = |b: Option<BufId>, words: usize| words == 0 || b.is_some_and(|b| cx.res.caps[b] >= words * 4);
-        let fused = self.kind == SconvKind::Gemm && sched.fuses_finish(split.counters.is_some());
+        let fused = self.kind == SconvKind::Gemm
+            && split.counters.is_some()
+            && sched.fuses_finish(cx.res.fused_finish, self_list_fused(cx.dev.info()));
         let part = self.part_len(sched, layout);
         if !fits(split.part, part) || (fused && !fits(split.counters, self.counters_len(sched, layout))) {
             return Err(Error::Other(format!("split-K buffers too small for member {sched:?}")));
@@ -391,6 +398,9 @@ impl SconvOp {
                 let slow = sched.gran.is_some() && columns_slowest(info);
                 let fastest = (sched.gran.is_some() && info.backend != "wgpu" && !slow).then_some(("SC_CSLOW", 0));
                 defines.extend(fastest.filter(|_| columns.is_none()));
+                if columns.is_some_and(|c| c.report.is_some()) {
+                    defines.push(("SELF_COUNT", 1));
+                }
                 let kern = cx.kernel(Src::SparseConv, "sconv_gemm_f32", &defines)?;
                 let (ctiles, mtiles) = (cap.div_ceil(t.tn as usize), cout.div_ceil(t.tm as usize));
                 let splits = images * sched.ks as usize;
@@ -399,6 +409,9 @@ impl SconvOp {
                 gemm_args.extend(split.counters.filter(|_| fused).map(LArg::Buf));
                 if let Some(c) = columns {
                     gemm_args.extend([LArg::Buf(c.mask), LArg::I32(int(c.stride, "mask stride")?)]);
+                    if let Some((rep, stride)) = c.report {
+                        gemm_args.extend([LArg::Buf(rep), LArg::I32(int(stride, "mask counts stride")?)]);
+                    }
                 }
                 cx.launch(kern, grid, t.local(), gemm_args)?;
                 if sched.ks > 1 && !fused {

@@ -5,7 +5,7 @@
 
 use super::knobs::GpuLimits;
 use super::meta::MetaLayout;
-use super::schedules::{env_switch, member_schedule, SconvSchedule, GRANULARITIES};
+use super::schedules::{env_switch, member_schedule, self_count_on, SconvSchedule, GRANULARITIES};
 use super::split;
 use super::step::{Frames, MaskPlan, SparseOp};
 use super::BITMASK_BLOCK;
@@ -110,7 +110,8 @@ fn mask_plan<D: GpuDevice>(cx: &mut Ctx<D>, frames: &mut Frames<D>, spec: &Spars
         None => (None, None),
     };
     let bitmask = bitmask_launch(cx, mask_buf, mask_stride, meta, grans, &layout, host)?;
-    frames.masks.push(MaskPlan { name, value, mask_buf, mask_stride, meta, layout, bitmask });
+    let report = (layout.grans == [Granularity::new(1, 1)] && self_count_on()).then_some((host.unwrap_or(meta), layout.cstride));
+    frames.masks.push(MaskPlan { name, value, mask_buf, mask_stride, meta, layout, bitmask, report });
     let m = frames.masks.len() - 1;
     if let Some(st) = staging {
         frames.map_counts(m, st);
@@ -249,8 +250,8 @@ pub(crate) fn lower_sparse_conv<D: GpuDevice>(
     if candidates.iter().chain(tuned_scheds.iter().flatten()).any(|s| s.self_list) {
         let list = cx.scratch(MaskColumns::list_len(op.images, op.oh * op.ow))?;
         let mp = &frames.masks[m];
-        splitk.columns = Some(MaskColumns { mask: mp.mask_buf, stride: mp.mask_stride, list });
-        calib_split.columns = Some(MaskColumns { mask: scratch_mask, stride: 0, list });
+        splitk.columns = Some(MaskColumns { mask: mp.mask_buf, stride: mp.mask_stride, list, report: mp.report });
+        calib_split.columns = Some(MaskColumns { mask: scratch_mask, stride: 0, list, report: None });
     }
     // The dense member may be the vendor's conv followed by the masked store; returns what it
     // runs when it is the vendor's.
@@ -320,6 +321,7 @@ pub(crate) fn lower_sparse_conv<D: GpuDevice>(
         force: cfg.force,
         dense_vendor,
         meta_free: scheds.iter().map(|s| s.self_list).collect(),
+        reports_counts: scheds.iter().map(|s| s.self_list && frames.masks[m].report.is_some()).collect(),
         ..SparseOp::new(cx.node, m, spec.fill, poly, members)
     });
     Ok(())

@@ -69,6 +69,20 @@ pub(crate) fn fused_finish(info: &DeviceInfo, asked: Option<bool>) -> bool {
     })
 }
 
+/// Whether self-listing members finish a split reduction in their GEMM (FUSED_FINISH with
+/// SELF_LIST), whatever the executable does for the others: on CUDA unless
+/// `DYNASPA_SL_FUSED=0` (read once, the A/B switch), never elsewhere. Self-listing members run
+/// at low density, where a frame's launches, not its work, set the time (benches/RESULTS.md,
+/// session 21: 3.5-5.7 µs per launch back to back), and one launch is what a frame of a lone
+/// 1x1 op can then be (`SELF_COUNT`). Not on PoCL: PoCL 3.1 (CI's) stored every active output
+/// of the fused self-listing GEMM from the wrong column (tests/gpu_fused_finish.rs, relative L2
+/// ~0.8) where the same kernel on CUDA computed right. Not on NVIDIA's OpenCL, which does not
+/// self-list by default (`self_list_default`).
+pub(crate) fn self_list_fused(info: &DeviceInfo) -> bool {
+    static ASKED: std::sync::OnceLock<Option<bool>> = std::sync::OnceLock::new();
+    info.backend == "cuda" && ASKED.get_or_init(|| env_switch("DYNASPA_SL_FUSED")).unwrap_or(true)
+}
+
 /// PoCL's default (see `fused_finish`): off, as fusing did not pay there. A launch costs PoCL
 /// little next to a sparse frame's GEMM (ms), and fused, the finish runs in the GEMM's last
 /// work-groups, at the tail: at density 0.3-0.5 conv3x3 s2 was 2% slower fused, conv3x3 even,
@@ -98,6 +112,15 @@ pub(crate) fn self_list(info: &DeviceInfo, asked: Option<bool>) -> bool {
 pub(crate) fn self_list_on(info: &DeviceInfo) -> bool {
     static ASKED: std::sync::OnceLock<Option<bool>> = std::sync::OnceLock::new();
     self_list(info, *ASKED.get_or_init(|| env_switch("DYNASPA_SELF_LIST")))
+}
+
+/// Whether self-listing members of a mask planned with 1x1 tiles alone store its counts
+/// themselves (SELF_COUNT in sparse_conv.cl), so a frame whose readers of the mask all do
+/// makes no bitmask launch for it (step.rs): on unless `DYNASPA_SELF_COUNT=0` (read once, the
+/// A/B switch).
+pub(crate) fn self_count_on() -> bool {
+    static ASKED: std::sync::OnceLock<Option<bool>> = std::sync::OnceLock::new();
+    ASKED.get_or_init(|| env_switch("DYNASPA_SELF_COUNT")).unwrap_or(true)
 }
 
 /// Where self-listing members are the default: CUDA, where they paid (H200, session 13 call AF,
@@ -322,23 +345,23 @@ impl SconvSchedule {
     }
 
     /// Whether this variant finishes its split reduction in the GEMM's last work-group per tile
-    /// (FUSED_FINISH) where the executable asks for `fused`: only with a split to finish, and
-    /// never for self-listing members: on PoCL 3.1 the fused self-listing GEMM stored every
-    /// active output from the wrong column (tests/gpu_fused_finish.rs, relative L2 ~0.8) where
-    /// the same kernel on CUDA and every other combination on PoCL computed right; neither
-    /// device makes that pair its default, so the pair is left out rather than kept on trust.
-    /// Nor for tiles of more than `FUSED_FINISH_MAX_PARTIALS` partial sums (knobs.rs says why).
-    pub(crate) fn fuses_finish(&self, fused: bool) -> bool {
-        fused && self.ks > 1 && !self.self_list && self.tile.tm * self.tile.tn * self.ks <= super::knobs::FUSED_FINISH_MAX_PARTIALS
+    /// (FUSED_FINISH): where the executable fuses (`fused`), or for a self-listing member where
+    /// the device fuses those (`self_list_fused`, which rules them alone); only with a split to
+    /// finish, and not for tiles of more than `FUSED_FINISH_MAX_PARTIALS` partial sums (knobs.rs
+    /// says why).
+    pub(crate) fn fuses_finish(&self, fused: bool, self_list_fused: bool) -> bool {
+        let asked = if self.self_list { self_list_fused } else { fused };
+        asked && self.ks > 1 && self.tile.tm * self.tile.tn * self.ks <= super::knobs::FUSED_FINISH_MAX_PARTIALS
     }
 
-    /// The GEMM's defines, fused as `fuses_finish(fused)` says; without a split there is
-    /// nothing to finish and the kernel is the same.
+    /// The GEMM's defines, fused where `fused` and the member can (`fuses_finish`, the caller
+    /// having decided for self-listing members too); without a split there is nothing to finish
+    /// and the kernel is the same.
     pub(crate) fn gemm_defines(&self, fused: bool) -> Vec<(&'static str, i64)> {
         let mut d = self.tile.defines().to_vec();
         d.extend(Self::gran_defines(self.gran));
         d.push(("KS", self.ks as i64));
-        if self.fuses_finish(fused) {
+        if self.fuses_finish(fused, fused) {
             d.push(("FUSED_FINISH", 1));
         }
         if self.self_list {
@@ -401,7 +424,11 @@ pub(crate) fn all(entry: &str) -> Vec<Vec<(&'static str, i64)>> {
                     for ks in SPLITS {
                         for fused in [false, true] {
                             for self_list in [false, gran == Some(Granularity::new(1, 1))] {
-                                v.push(SconvSchedule { tile, ks, gran, self_list }.gemm_defines(fused));
+                                let d = SconvSchedule { tile, ks, gran, self_list }.gemm_defines(fused);
+                                if self_list {
+                                    v.push(d.iter().copied().chain([("SELF_COUNT", 1)]).collect());
+                                }
+                                v.push(d);
                             }
                         }
                     }
@@ -427,6 +454,7 @@ pub(crate) fn all(entry: &str) -> Vec<Vec<(&'static str, i64)>> {
                 if s.gran == Some(Granularity::new(1, 1)) {
                     let sl = SconvSchedule { self_list: true, ..s };
                     v.extend([sl.gemm_defines(false), sl.gemm_defines(true)]);
+                    v.push(sl.gemm_defines(true).into_iter().chain([("SELF_COUNT", 1)]).collect());
                 }
             }
             "sconv_finish_f32" if s.ks > 1 => v.push(s.finish_defines()),
@@ -554,7 +582,7 @@ fn space_sample() -> Vec<SconvSchedule> {
 
 #[cfg(test)]
 mod tests {
-    use super::{columns_slowest, fused_finish, hoisted_gather};
+    use super::{columns_slowest, fused_finish, hoisted_gather, self_list_fused};
     use crate::gpu::device::DeviceInfo;
 
     #[test]
@@ -669,6 +697,11 @@ mod tests {
         assert!(fused_finish(&amd_cl, Some(true)) && !fused_finish(&cuda, Some(false)) && !fused_finish(&nv_cl, Some(false)));
         // The WGSL kernel has no fused variant: asking cannot turn it on.
         assert!(!fused_finish(&wgpu, None) && !fused_finish(&wgpu, Some(true)));
+        // Self-listing members: fused on CUDA alone, whatever the executable does for others.
+        assert!(!self_list_fused(&nv_cl) && !self_list_fused(&pocl) && !self_list_fused(&amd_cl) && !self_list_fused(&wgpu));
+        if std::env::var_os("DYNASPA_SL_FUSED").is_none() {
+            assert!(self_list_fused(&cuda));
+        }
     }
 
     #[test]
@@ -677,11 +710,13 @@ mod tests {
         let s = |tm, tn, ks, self_list| SconvSchedule { tile: Tile { tm, tn, tk: 16, wm: 4, wn: 2 }, ks, gran: None, self_list };
         let max = super::super::knobs::FUSED_FINISH_MAX_PARTIALS;
         assert_eq!(max, 128 * 64 * 4, "the cases below straddle the limit as written");
-        assert!(s(128, 64, 4, false).fuses_finish(true) && s(64, 32, 16, false).fuses_finish(true));
-        assert!(!s(128, 64, 8, false).fuses_finish(true) && !s(128, 128, 4, false).fuses_finish(true));
-        assert!(!s(64, 32, 4, false).fuses_finish(false), "the executable's choice still rules");
-        assert!(!s(32, 32, 1, false).fuses_finish(true), "nothing to finish without a split");
-        assert!(!s(32, 32, 4, true).fuses_finish(true), "self-listing members never fuse");
+        assert!(s(128, 64, 4, false).fuses_finish(true, false) && s(64, 32, 16, false).fuses_finish(true, false));
+        assert!(!s(128, 64, 8, false).fuses_finish(true, true) && !s(128, 128, 4, false).fuses_finish(true, true));
+        assert!(!s(64, 32, 4, false).fuses_finish(false, true), "the executable's choice rules the others");
+        assert!(!s(32, 32, 1, false).fuses_finish(true, true), "nothing to finish without a split");
+        assert!(!s(32, 32, 4, true).fuses_finish(true, false), "self-listing members fuse only where the device does");
+        assert!(s(32, 32, 4, true).fuses_finish(false, true), "whatever the executable does for the others");
+        assert!(!s(128, 128, 4, true).fuses_finish(true, true), "nor past the partial sums' limit");
         assert!(s(64, 32, 16, false).gemm_defines(true).contains(&("FUSED_FINISH", 1)));
         assert!(!s(64, 64, 16, false).gemm_defines(true).contains(&("FUSED_FINISH", 1)));
     }

@@ -22,6 +22,11 @@
 //! that needs it done (`settle`): a step using the mask's buffer or metadata (the buffer may be
 //! pooled with a value written later), the mask's next reader, the next frame's uploads. So the
 //! kernel after the member can overlap it, which on CUDA saved the wait's 1.1 µs per frame.
+//! Where the mask was planned with 1x1 tiles alone, its counts are one count and one bad-value
+//! word per image, which such a member finds anyway: it stores them where the launch would
+//! (SELF_COUNT), and a frame whose readers of the mask all do makes no bitmask launch for it.
+//! At low density a frame's launches, not its work, set its time (3.5-5.7 µs each back to back
+//! on an H200, benches/RESULTS.md session 21), so a lone 1x1 op's frame is then one launch.
 
 use super::graphs::{self, MemberGraphs};
 use super::meta::MetaLayout;
@@ -45,6 +50,11 @@ pub(crate) struct MaskPlan<K> {
     pub meta: BufId,
     pub layout: MetaLayout,
     pub bitmask: Launch<K>,
+    /// Where a self-listing member may store this mask's counts in the bitmask launch's place
+    /// (SELF_COUNT) and its ints per image: the host-mapped counts where the device maps host
+    /// memory, else `meta`'s counts region (copied to the host as the launch's are). `None`
+    /// where the mask's layout has more than the 1x1 count, which only the launch makes.
+    pub report: Option<(BufId, usize)>,
 }
 
 /// One sparse op's members and fill.
@@ -76,6 +86,9 @@ pub(crate) struct SparseOp<K> {
     /// Per member, in `members` order: whether it reads no mask metadata (lists its own
     /// columns); missing entries read it.
     pub meta_free: Vec<bool>,
+    /// Per member, in `members` order: whether it also stores the mask's counts (SELF_COUNT),
+    /// so a frame running it needs no bitmask launch for them; missing entries do not.
+    pub reports_counts: Vec<bool>,
     /// A member every frame runs whatever the counts (benchmarks time one member's frames).
     pub pin: Option<usize>,
 }
@@ -101,6 +114,7 @@ impl<K> SparseOp<K> {
             dense_vendor: None,
             last_pick: None,
             meta_free: Vec::new(),
+            reports_counts: Vec::new(),
             pin: None,
         }
     }
@@ -332,6 +346,16 @@ impl<D: GpuDevice> Frames<D> {
         Ok(())
     }
 
+    /// Mask `m`'s counts of this frame were stored by the member just queued (SELF_COUNT), in
+    /// its bitmask launch's place: they travel to the host as the launch's would. `select`
+    /// stays unset, so a later reader of the mask this frame that needs its metadata still
+    /// makes the launch (and stores the same counts again).
+    fn counts_reported(&mut self, dev: &D, bufs: &[D::Buffer], m: usize) -> Result<()> {
+        self.queue_counts(dev, bufs, m, None, false, !self.recording_frame)?;
+        self.counts[m].select = None;
+        Ok(())
+    }
+
     /// Ends a frame once its work is done (after the outputs were read): reads the counts
     /// copied to the host (waiting for nothing by then), keeps them for the next frame's
     /// selection and corrects the records of ops that selected with last frame's counts, so the
@@ -392,6 +416,8 @@ impl<D: GpuDevice> Frames<D> {
         let tiles = tiles_of(op.poly.members()[pick].schedule.granularity);
         let first_cached = op.fill == FillPolicy::Cached && !op.cached_ready;
         let meta_free = !first_cached && op.residual_fill.is_empty() && op.meta_free.get(pick).copied().unwrap_or(false);
+        // The member stores the counts the launch would have: this frame needs none for it.
+        let reported = deferred && meta_free && op.reports_counts.get(pick).copied().unwrap_or(false);
         let t2 = Instant::now();
         if fresh {
             ph.bitmask = t1 - t0;
@@ -417,7 +443,7 @@ impl<D: GpuDevice> Frames<D> {
         let t3 = Instant::now();
         ph.zero_fill = t3 - t2;
         // After the zero fill above, which the member waits for, on the same queue.
-        let beside = if deferred && meta_free { self.launch_lagged(dev, bufs, m, true)? } else { None };
+        let beside = if deferred && meta_free && !reported { self.launch_lagged(dev, bufs, m, true)? } else { None };
         ph.bitmask += t3.elapsed();
         let t3 = Instant::now();
         let op = &mut self.ops[i];
@@ -439,6 +465,9 @@ impl<D: GpuDevice> Frames<D> {
         let (node, op_name) = (op.node.clone(), op.op.to_string());
         if let Some(ev) = beside {
             self.defer(m, ev);
+        }
+        if reported {
+            self.counts_reported(dev, bufs, m)?;
         }
         ph.compute = t3.elapsed();
         Ok(SparseOpRecord { node, op: op_name, density, member, granularity, tiles, phases: ph })
@@ -551,7 +580,10 @@ impl<D: GpuDevice> Frames<D> {
             self.begin_frame();
         }
         self.counts[m].select = None;
-        let beside = if meta_free && self.lagged(m) {
+        let reported = meta_free && self.lagged(m) && self.member_reports_counts(i, name);
+        let beside = if reported {
+            None
+        } else if meta_free && self.lagged(m) {
             self.launch_lagged(dev, bufs, m, true)?
         } else {
             self.settle(dev, m)?;
@@ -562,7 +594,16 @@ impl<D: GpuDevice> Frames<D> {
         if let Some(ev) = beside {
             self.defer(m, ev);
         }
+        if reported {
+            self.counts_reported(dev, bufs, m)?;
+        }
         Ok(())
+    }
+
+    /// Whether op `i`'s member `name` stores its mask's counts itself (SELF_COUNT), so a frame
+    /// running it under lagged counts makes no bitmask launch.
+    pub(crate) fn member_reports_counts(&self, i: usize, name: &str) -> bool {
+        self.member_index(i, name).and_then(|a| self.ops[i].reports_counts.get(a).copied()).unwrap_or(false)
     }
 
     /// Tiles of op `i`'s member granularity in the last frame (0 for dense or unknown).

@@ -196,7 +196,8 @@ impl<D: GpuDevice + 'static> SconvTimer<D> {
         let n = &g.nodes[self.node];
         let mut cx = Ctx { dev: &*self.dev, graph: &g, node: n, res: &mut self.res, launches: Vec::new(), scratch: Vec::new() };
         let tiles = self.op.counters_len(&s, layout);
-        if cx.res.fused_finish && tiles > 0 && self.counters.is_none_or(|(_, have)| have < tiles) {
+        let fuses = cx.res.fused_finish || super::schedules::self_list_fused(cx.dev.info());
+        if fuses && tiles > 0 && self.counters.is_none_or(|(_, have)| have < tiles) {
             // As the scratch: earlier launches keep theirs, which they leave zero.
             self.counters = Some((cx.zeroed_ints(tiles, "split-K tile counters")?, tiles));
         }
@@ -208,7 +209,7 @@ impl<D: GpuDevice + 'static> SconvTimer<D> {
             }
         };
         // Self-listing members read the timer's mask (one for every image) as the bitmask does.
-        let columns = Some(MaskColumns { mask: self.mask_buf, stride: 0, list });
+        let columns = Some(MaskColumns { mask: self.mask_buf, stride: 0, list, report: None });
         let split = SplitBufs { part: self.part.map(|p| p.0), counters: self.counters.map(|c| c.0), columns };
         let meta = (self.lists[li].meta, &self.lists[li].layout);
         self.op.launch(&mut cx, &s, Some(meta), split, true)?;

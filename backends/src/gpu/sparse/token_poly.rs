@@ -37,7 +37,7 @@ fn mask_plan<D: GpuDevice>(cx: &Ctx<D>, frames: &mut Frames<D>, spec: &SparseSpe
     let name = cx.graph.values[spec.mask].name.clone();
     let mask_buf = cx.res.slot[spec.mask].ok_or_else(|| Error::Other(format!("token mask '{name}' has no buffer")))?;
     let layout = MetaLayout::tokens(g.images, g.t);
-    frames.masks.push(MaskPlan { name, value: spec.mask, mask_buf, mask_stride: g.t, meta: g.meta, layout, bitmask: compaction });
+    frames.masks.push(MaskPlan { name, value: spec.mask, mask_buf, mask_stride: g.t, meta: g.meta, layout, bitmask: compaction, report: None });
     Ok(frames.masks.len() - 1)
 }
 

@@ -1,0 +1,34 @@
+#!/bin/bash
+# Session 27 calls (bash s.sh N on the GPU host, binaries from pack.sh): self-listing members that
+# finish their split in the GEMM (CUDA) and store their mask's counts themselves (SELF_COUNT),
+# so a frame of an op whose mask is planned with 1x1 tiles alone makes no bitmask launch and a
+# lone op's frame can be one launch, against session 26's ($OLD_SL), one binary. On CUDA every
+# 1x1-tiled GEMM member self-lists (not only the 1x1 convs'), so every bench op is affected.
+#   1: batch 1 on CUDA: new, PyTorch, old; tables and member-by-member ratios.
+#   2: gpu_sparse, gpu_fused_finish and gpu_models on CUDA; batch 1 with the count but no
+#      fused finish (DYNASPA_SL_FUSED=0), PyTorch, conv1x1 with the fused finish but the
+#      bitmask launch kept (DYNASPA_SELF_COUNT=0), conv1x1 new again.
+#   3: batches 2 and 4 on CUDA, sampled knobs: new, PyTorch, old.
+stage=$1
+source "$(dirname "$0")/start.sh"
+if [ "$stage" = 1 ]; then
+  LIMIT=250 DUMP=1 bench b1 new_1 $D
+  torch_b1 1
+  LIMIT=200 bench b1 old_1 $D $OLD_SL
+  for v in new old; do best b1 $v 1; done
+  pairs cuda_1 b1_new_1 b1_old_1
+elif [ "$stage" = 2 ]; then
+  for t in gpu_sparse gpu_fused_finish gpu_models; do gpu_test $t $t; done
+  LIMIT=200 DUMP=1 bench b1 co_2 $D DYNASPA_SL_FUSED=0
+  torch_b1 2
+  c1 fo_2 DYNASPA_SELF_COUNT=0
+  c1 new_2
+  for v in co fo new; do best b1 $v 2; done
+  pairs cuda_2 b1_new_1 b1_co_2
+elif [ "$stage" = 3 ]; then
+  LIMIT=280 DUMP=1 bench b24k new_3 $D
+  torch_b24 3; cp $OUT/r/torch_b24_3.jsonl $OUT/r/torch_b24k_3.jsonl
+  LIMIT=250 bench b24k old_3 $D $OLD_SL
+  for v in new old; do best b24k $v 3; done
+  pairs b24_3 b24k_new_3 b24k_old_3
+fi
