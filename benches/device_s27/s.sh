@@ -5,10 +5,11 @@
 # lone op's frame can be one launch, against session 26's ($OLD_SL), one binary. On CUDA every
 # 1x1-tiled GEMM member self-lists (not only the 1x1 convs'), so every bench op is affected.
 #   1: batch 1 on CUDA: new, PyTorch, old; tables and member-by-member ratios.
-#   2: gpu_sparse, gpu_fused_finish and gpu_models on CUDA; batch 1 with the count but no
-#      fused finish (DYNASPA_SL_FUSED=0), PyTorch, conv1x1 with the fused finish but the
-#      bitmask launch kept (DYNASPA_SELF_COUNT=0), conv1x1 new again.
-#   3: batches 2 and 4 on CUDA, sampled knobs: new, PyTorch, old.
+#   2 (a bench whose sample gained TK-32 tiles): gpu_sparse, gpu_fused_finish and gpu_models on
+#      CUDA; batch 1 on CUDA, new, and PyTorch.
+#   3: batch 1 with the count but no fused finish (DYNASPA_SL_FUSED=0); conv1x1 with the fused
+#      finish but the bitmask launch kept (DYNASPA_SELF_COUNT=0); PyTorch.
+#   4: batches 2 and 4 on CUDA, sampled knobs: new, PyTorch, old.
 stage=$1
 source "$(dirname "$0")/start.sh"
 if [ "$stage" = 1 ]; then
@@ -19,16 +20,18 @@ if [ "$stage" = 1 ]; then
   pairs cuda_1 b1_new_1 b1_old_1
 elif [ "$stage" = 2 ]; then
   for t in gpu_sparse gpu_fused_finish gpu_models; do gpu_test $t $t; done
-  LIMIT=200 DUMP=1 bench b1 co_2 $D DYNASPA_SL_FUSED=0
+  LIMIT=250 DUMP=1 bench b1 new_2 $D
   torch_b1 2
-  c1 fo_2 DYNASPA_SELF_COUNT=0
-  c1 new_2
-  for v in co fo new; do best b1 $v 2; done
-  pairs cuda_2 b1_new_1 b1_co_2
+  best b1 new 2
 elif [ "$stage" = 3 ]; then
-  LIMIT=280 DUMP=1 bench b24k new_3 $D
-  torch_b24 3; cp $OUT/r/torch_b24_3.jsonl $OUT/r/torch_b24k_3.jsonl
-  LIMIT=250 bench b24k old_3 $D $OLD_SL
-  for v in new old; do best b24k $v 3; done
-  pairs b24_3 b24k_new_3 b24k_old_3
+  LIMIT=250 DUMP=1 bench b1 co_3 $D DYNASPA_SL_FUSED=0
+  torch_b1 3
+  c1 fo_3 DYNASPA_SELF_COUNT=0
+  for v in co fo; do best b1 $v 3; done
+elif [ "$stage" = 4 ]; then
+  LIMIT=280 DUMP=1 bench b24k new_4 $D
+  torch_b24 4; cp $OUT/r/torch_b24_4.jsonl $OUT/r/torch_b24k_4.jsonl
+  LIMIT=250 bench b24k old_4 $D $OLD_SL
+  for v in new old; do best b24k $v 4; done
+  pairs b24_4 b24k_new_4 b24k_old_4
 fi

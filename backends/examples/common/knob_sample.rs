@@ -42,6 +42,13 @@ pub fn sample(info: &DeviceInfo, n: usize, seed: u64) -> Vec<GemmKnobs> {
             keep(GemmKnobs { tm, tn, tk, wm, wn, ks }, &mut out);
         }
     }
+    // Deeper stages on the tiles that win (TK 32: half the stages, so half the barriers and
+    // load round trips, of TK 16 for a split's reduction; 24-26 KiB of local memory).
+    for (tm, tn, tk, wm, wn) in [(128, 64, 32, 8, 4), (64, 64, 32, 4, 4)] {
+        for ks in [8, 12, 16, 24, 32] {
+            keep(GemmKnobs { tm, tn, tk, wm, wn, ks }, &mut out);
+        }
+    }
     let mut state = seed | 1;
     let mut pick = |d: &[i64]| {
         state ^= state << 13;
