@@ -150,9 +150,9 @@ fn check_model<D: GpuDevice + 'static>(dev: &Arc<D>, backend: &str, path: &Path,
             // dense member run by the vendor's conv and its epilogue is two either way, and one
             // whose tiles hold more partial sums than a last work-group should read always
             // finishes in a second launch). A 1x1 member that lists its own columns fuses where
-            // the device fuses those (CUDA, unless DYNASPA_SL_FUSED=0), whatever the option.
+            // the device fuses those (CUDA with DYNASPA_SL_FUSED=1), whatever the option.
             let self_lists = MEMBERS[mi].1 == Some((1, 1)) && dynaspa::backends::gpu::sconv_knobs::GpuLimits::of(&info).self_list;
-            let sl_fused = backend == "cuda" && std::env::var("DYNASPA_SL_FUSED").map_or(true, |v| v.trim() != "0");
+            let sl_fused = backend == "cuda" && std::env::var("DYNASPA_SL_FUSED").is_ok_and(|v| v.trim() == "1");
             if !(MEMBERS[mi].1.is_none() && ops[0].dense_vendor.is_some()) {
                 let small = k[0] * k[1] * k[5] <= dynaspa::backends::gpu::sconv_knobs::FUSED_FINISH_MAX_PARTIALS as i64;
                 let one = small && if self_lists { sl_fused } else { fused };

@@ -10,6 +10,8 @@
 #   3: batch 1 with the count but no fused finish (DYNASPA_SL_FUSED=0); conv1x1 with the fused
 #      finish but the bitmask launch kept (DYNASPA_SELF_COUNT=0); PyTorch.
 #   4: batches 2 and 4 on CUDA, sampled knobs: new, PyTorch, old.
+#   5: batches 2 and 4 on CUDA, sampled knobs, with the count but no fused finish
+#      (DYNASPA_SL_FUSED=0, the default as landed), then PyTorch.
 stage=$1
 source "$(dirname "$0")/start.sh"
 if [ "$stage" = 1 ]; then
@@ -29,9 +31,13 @@ elif [ "$stage" = 3 ]; then
   c1 fo_3 DYNASPA_SELF_COUNT=0
   for v in co fo; do best b1 $v 3; done
 elif [ "$stage" = 4 ]; then
-  LIMIT=280 DUMP=1 bench b24k new_4 $D
+  LIMIT=260 DUMP=1 bench b24k new_4 $D
   torch_b24 4; cp $OUT/r/torch_b24_4.jsonl $OUT/r/torch_b24k_4.jsonl
-  LIMIT=250 bench b24k old_4 $D $OLD_SL
+  LIMIT=200 bench b24k old_4 $D $OLD_SL
   for v in new old; do best b24k $v 4; done
   pairs b24_4 b24k_new_4 b24k_old_4
+elif [ "$stage" = 5 ]; then
+  LIMIT=300 DUMP=1 bench b24k co_5 $D DYNASPA_SL_FUSED=0
+  torch_b24 5; cp $OUT/r/torch_b24_5.jsonl $OUT/r/torch_b24k_5.jsonl
+  best b24k co 5
 fi

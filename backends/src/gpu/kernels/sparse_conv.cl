@@ -63,8 +63,9 @@
 #ifndef SELF_LIST
 #define SELF_LIST 0
 #endif
-/* SELF_LIST with FUSED_FINISH: the host asks for it only where it was seen computing right
- * (CUDA; PoCL 3.1 miscompiled it, schedules.rs `self_list_fused`). */
+/* SELF_LIST with FUSED_FINISH: the host asks for it only where it was seen computing right and
+ * only when told to (CUDA, `DYNASPA_SL_FUSED=1`; PoCL 3.1 miscompiled it; schedules.rs
+ * `self_list_fused`). */
 /* SELF_COUNT = 1 (with SELF_LIST): the work-group of channel tile 0, split 0 and column tile 0 of
  * each image also stores what the mask's bitmask launch stores for the host's selection, the
  * image's count of set values and its first position holding neither 0 nor 1 (-1 for none), at

@@ -70,17 +70,18 @@ pub(crate) fn fused_finish(info: &DeviceInfo, asked: Option<bool>) -> bool {
 }
 
 /// Whether self-listing members finish a split reduction in their GEMM (FUSED_FINISH with
-/// SELF_LIST), whatever the executable does for the others: on CUDA unless
-/// `DYNASPA_SL_FUSED=0` (read once, the A/B switch), never elsewhere. Self-listing members run
-/// at low density, where a frame's launches, not its work, set the time (benches/RESULTS.md,
-/// session 21: 3.5-5.7 µs per launch back to back), and one launch is what a frame of a lone
-/// 1x1 op can then be (`SELF_COUNT`). Not on PoCL: PoCL 3.1 (CI's) stored every active output
-/// of the fused self-listing GEMM from the wrong column (tests/gpu_fused_finish.rs, relative L2
-/// ~0.8) where the same kernel on CUDA computed right. Not on NVIDIA's OpenCL, which does not
-/// self-list by default (`self_list_default`).
+/// SELF_LIST), whatever the executable does for the others: on CUDA where `DYNASPA_SL_FUSED=1`
+/// (read once, an A/B switch), never elsewhere. It would make a lone 1x1-tiled op's frame one
+/// launch (with `SELF_COUNT`), but on an H200 it did not pay (benches/RESULTS.md, session 27:
+/// the fused members a median 1-6% slower alone, the fastest ones too big to fuse, conv1x1 at
+/// density 0.1 9.7-10.6 µs with dispatch against 9.5 unfused), so it is off by default. Not on
+/// PoCL: PoCL 3.1 (CI's) stored every active output of the fused self-listing GEMM from the
+/// wrong column (tests/gpu_fused_finish.rs, relative L2 ~0.8) where the same kernel on CUDA
+/// computed right (session 27, gpu_fused_finish with it on). Not on NVIDIA's OpenCL, which does
+/// not self-list by default (`self_list_default`).
 pub(crate) fn self_list_fused(info: &DeviceInfo) -> bool {
     static ASKED: std::sync::OnceLock<Option<bool>> = std::sync::OnceLock::new();
-    info.backend == "cuda" && ASKED.get_or_init(|| env_switch("DYNASPA_SL_FUSED")).unwrap_or(true)
+    info.backend == "cuda" && ASKED.get_or_init(|| env_switch("DYNASPA_SL_FUSED")).unwrap_or(false)
 }
 
 /// PoCL's default (see `fused_finish`): off, as fusing did not pay there. A launch costs PoCL
@@ -697,10 +698,10 @@ mod tests {
         assert!(fused_finish(&amd_cl, Some(true)) && !fused_finish(&cuda, Some(false)) && !fused_finish(&nv_cl, Some(false)));
         // The WGSL kernel has no fused variant: asking cannot turn it on.
         assert!(!fused_finish(&wgpu, None) && !fused_finish(&wgpu, Some(true)));
-        // Self-listing members: fused on CUDA alone, whatever the executable does for others.
+        // Self-listing members: fused only on CUDA, and there only where asked.
         assert!(!self_list_fused(&nv_cl) && !self_list_fused(&pocl) && !self_list_fused(&amd_cl) && !self_list_fused(&wgpu));
         if std::env::var_os("DYNASPA_SL_FUSED").is_none() {
-            assert!(self_list_fused(&cuda));
+            assert!(!self_list_fused(&cuda));
         }
     }
 

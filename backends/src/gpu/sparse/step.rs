@@ -26,7 +26,8 @@
 //! word per image, which such a member finds anyway: it stores them where the launch would
 //! (SELF_COUNT), and a frame whose readers of the mask all do makes no bitmask launch for it.
 //! At low density a frame's launches, not its work, set its time (3.5-5.7 µs each back to back
-//! on an H200, benches/RESULTS.md session 21), so a lone 1x1 op's frame is then one launch.
+//! on an H200, benches/RESULTS.md session 21), so a lone op's frame is then its member's
+//! launches alone.
 
 use super::graphs::{self, MemberGraphs};
 use super::meta::MetaLayout;
