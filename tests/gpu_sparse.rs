@@ -348,6 +348,17 @@ fn lagged_counts_select_with_the_last_frame_and_report_this_one() {
         assert!((a.density - 1.0).abs() < 1e-9, "{backend}: frame 1 reports density {} (its mask: 1)", a.density);
         assert!((b.density - density).abs() < 1e-9, "{backend}: frame 2 reports density {} (its mask: {density})", b.density);
         assert!((d.density - 1.0).abs() < 1e-9, "{backend}: frame 4 reports density {} (its mask: 1)", d.density);
+        // A value neither 0 nor 1 fails its frame, naming the mask, also where the tile member
+        // counts the mask itself (CUDA: no bitmask launch in that frame) rather than the
+        // bitmask kernel: frames 5 and 6 bring the tile member back, frame 7 runs it on it.
+        run(&mut s, &sparse, "frame 5 (sparse, selected with frame 4's counts)");
+        let f = run(&mut s, &sparse, "frame 6 (sparse again)");
+        assert_eq!(f.member, "lag1x1", "{backend}: frame 6 selects with frame 5's counts");
+        let mut bad = sparse.clone();
+        let at = bad.iter().position(|&v| v == 0.0).expect("a sparse mask has zeros");
+        bad[at] = 0.5;
+        let e = s.run(feeds(&bad)).expect_err("a mask holding 0.5 must fail its frame").to_string();
+        assert!(e.contains("'m'") && e.contains("0.5"), "{backend}: the error should name the mask and the value: {e}");
         eprintln!("{backend}: members {} / {} / {} / {} for masks of density 1 / {density:.3} / {density:.3} / 1", a.member, b.member, c.member, d.member);
     }
     let _ = std::fs::remove_dir_all(&cache);
