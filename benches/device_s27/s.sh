@@ -12,6 +12,9 @@
 #   4: batches 2 and 4 on CUDA, sampled knobs: new, PyTorch, old.
 #   5: batches 2 and 4 on CUDA, sampled knobs, with the count but no fused finish
 #      (DYNASPA_SL_FUSED=0, the default as landed), then PyTorch.
+#   6 (DIST=dist-s27c D=/tmp/d27c: the tree as landed, TESTS="gpu_sparse gpu_fused_finish"):
+#      gpu_sparse and gpu_fused_finish on CUDA with the landed defaults, then gpu_fused_finish
+#      with the fused self-listing finish asked for (DYNASPA_SL_FUSED=1).
 stage=$1
 source "$(dirname "$0")/start.sh"
 if [ "$stage" = 1 ]; then
@@ -40,4 +43,8 @@ elif [ "$stage" = 5 ]; then
   LIMIT=300 DUMP=1 bench b24k co_5 $D DYNASPA_SL_FUSED=0
   torch_b24 5; cp $OUT/r/torch_b24_5.jsonl $OUT/r/torch_b24k_5.jsonl
   best b24k co 5
+elif [ "$stage" = 6 ]; then
+  gpu_test gpu_sparse gpu_sparse_6
+  gpu_test gpu_fused_finish gpu_fused_finish_6
+  gpu_test gpu_fused_finish gpu_fused_finish_sl_6 DYNASPA_SL_FUSED=1
 fi
