@@ -454,8 +454,11 @@ pub(crate) fn all(entry: &str) -> Vec<Vec<(&'static str, i64)>> {
                 v.extend([s.gemm_defines(false), s.gemm_defines(true)]);
                 if s.gran == Some(Granularity::new(1, 1)) {
                     let sl = SconvSchedule { self_list: true, ..s };
-                    v.extend([sl.gemm_defines(false), sl.gemm_defines(true)]);
-                    v.push(sl.gemm_defines(true).into_iter().chain([("SELF_COUNT", 1)]).collect());
+                    for fused in [false, true] {
+                        let d = sl.gemm_defines(fused);
+                        v.push(d.iter().copied().chain([("SELF_COUNT", 1)]).collect());
+                        v.push(d);
+                    }
                 }
             }
             "sconv_finish_f32" if s.ks > 1 => v.push(s.finish_defines()),
