@@ -19,6 +19,10 @@
 #      executables of its sampled schedules built on threads, and CUDA's modules compiled
 #      outside the device's lock): conv1x1 at 0.1 alone on a fresh kernel cache with 16 build
 #      threads, then on another fresh cache with 1.
+#   10 (not run: too little device time was left; dist-s28c and dist-s28d carried,
+#      DIST=dist-s28d D=/tmp/d28d, dist-s28d the bench with ks1_store_tile.patch): unsplit stores
+#      with their loops unrolled (ks1_store_tile.patch, "ks1", dist-s28d) against the tree's
+#      (dist-s28c): conv1x1 at 0.5 alone, c, ks1, c, ks1 on one host, member by member.
 #   5 (CHOICE=NAME=VALUE, the finish to land): gpu_fused_finish, and gpu_sparse and gpu_models
 #      with CHOICE, on CUDA; batch 1 at 0.1 / 0.3 / 0.5 with CHOICE, then PyTorch.
 # Run: 1 (call 28.1), 4 (28.2), 6 (28.3), then conv1x1 benches by hand on the warm host (28.4,
@@ -72,6 +76,18 @@ elif [ "$stage" = 8 ]; then
   BARGS="--build-threads 1" ONLY=conv1x1 LIMIT=110 bench_lo t1_8 $D
   grep -E "built|sampled" $OUT/r/b1lo_t1_8.txt
   for v in t16 t1; do python3 benches/device_s24/best.py $OUT/r/b1lo_${v}_8.jsonl; done
+elif [ "$stage" = 10 ]; then
+  C=/tmp/d28c; mkdir -p $C
+  python3 -c "import lzma,shutil,sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2],'wb'))" dist-s28c/gpu_sparse_bench.xz $C/gpu_sparse_bench
+  chmod +x $C/gpu_sparse_bench
+  for r in 1 2; do
+    for v in c:$C ks1:$D; do
+      env timeout 35 ${v#*:}/gpu_sparse_bench --backend cuda --batches 1 --only conv1x1 --knobs 12 --densities 0.5 \
+        --samples 15 --runs 10 --json $OUT/r/h_${v%%:*}_$r.jsonl > $OUT/r/h_${v%%:*}_$r.txt 2>&1
+      echo "$(date -u +%T) ${v%%:*} $r rc=$? wrong=$(grep -c WRONG $OUT/r/h_${v%%:*}_$r.txt)"
+    done
+  done
+  pairs ks1_10 h_ks1_1 h_c_1 h_ks1_2 h_c_2
 elif [ "$stage" = 5 ]; then
   gpu_test gpu_fused_finish gpu_fused_finish_5
   gpu_test gpu_sparse gpu_sparse_5 $CHOICE
