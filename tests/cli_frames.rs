@@ -57,14 +57,6 @@ fn ffmpeg_available() -> bool {
     Command::new("ffmpeg").arg("-version").output().is_ok_and(|o| o.status.success())
 }
 
-/// Says why `test` is skipped, unless `tool` is listed in `$DYNASPA_REQUIRE_TOOLS` (CI lists
-/// what it installs), where a missing tool fails the test instead.
-fn skip_without(test: &str, tool: &str, why: &str) {
-    let required = std::env::var("DYNASPA_REQUIRE_TOOLS").is_ok_and(|v| v.split(',').any(|t| t.trim() == tool));
-    assert!(!required, "{test}: {tool} is required: {why}");
-    println!("SKIPPED {test}: {why}");
-}
-
 /// The lines `frame <index> ...` of `run --frames`, as (index, latency ms, density field).
 fn frame_lines(stdout: &str) -> Vec<(usize, f64, String)> {
     stdout
@@ -167,11 +159,11 @@ fn run_frames_from_a_directory_prints_frames_summary_and_writes_overlays() {
 #[test]
 fn run_frames_from_a_video_through_ffmpeg() {
     if !ffmpeg_available() {
-        skip_without("run_frames_from_a_video_through_ffmpeg", "ffmpeg", "ffmpeg is not on PATH");
+        common::skip_tool("run_frames_from_a_video_through_ffmpeg", "ffmpeg", "ffmpeg is not on PATH");
         return;
     }
     if !Path::new(VTEST_AVI).exists() {
-        skip_without("run_frames_from_a_video_through_ffmpeg", "opencv-doc", &format!("{VTEST_AVI} missing (Debian package opencv-doc)"));
+        common::skip_tool("run_frames_from_a_video_through_ffmpeg", "opencv-doc", &format!("{VTEST_AVI} missing (Debian package opencv-doc)"));
         return;
     }
     let work = tempfile::tempdir().unwrap();
@@ -192,7 +184,7 @@ fn run_frames_from_a_video_through_ffmpeg() {
 #[test]
 fn broken_video_reports_ffmpeg_stderr() {
     if !ffmpeg_available() {
-        skip_without("broken_video_reports_ffmpeg_stderr", "ffmpeg", "ffmpeg is not on PATH");
+        common::skip_tool("broken_video_reports_ffmpeg_stderr", "ffmpeg", "ffmpeg is not on PATH");
         return;
     }
     let d = tempfile::tempdir().unwrap();

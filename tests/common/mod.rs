@@ -84,10 +84,21 @@ impl Rng {
     }
 }
 
+/// Whether the comma-separated list in environment variable `var` names `name`.
+fn listed(var: &str, name: &str) -> bool {
+    std::env::var(var).is_ok_and(|v| v.split(',').any(|b| b.trim() == name))
+}
+
 /// A GPU test whose backend did not open: skipped with the reason, unless
 /// `DYNASPA_REQUIRE_BACKENDS` names it, then failed.
 pub fn skip(name: &str, e: impl std::fmt::Display) {
-    let required = std::env::var("DYNASPA_REQUIRE_BACKENDS").is_ok_and(|v| v.split(',').any(|b| b.trim() == name));
-    assert!(!required, "{name} is required: {e}");
+    assert!(!listed("DYNASPA_REQUIRE_BACKENDS", name), "{name} is required: {e}");
     eprintln!("skipped {name}: {e}");
+}
+
+/// A test whose external tool (or data package) is missing: skipped with the reason, unless
+/// `DYNASPA_REQUIRE_TOOLS` names the tool (CI lists what it installs), then failed.
+pub fn skip_tool(test: &str, tool: &str, why: &str) {
+    assert!(!listed("DYNASPA_REQUIRE_TOOLS", tool), "{test}: {tool} is required: {why}");
+    println!("SKIPPED {test}: {why}");
 }
