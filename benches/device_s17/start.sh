@@ -21,7 +21,7 @@ bench() {
   mkdir -p $dump
   env "$@" timeout $limit $b/gpu_sparse_bench --backend cuda $args --samples 15 --runs 10 ${DUMP:+--dump-masks $dump} \
     --json $OUT/r/${kind}_$tag.jsonl > $OUT/r/${kind}_$tag.txt 2>&1
-  echo "$(date -u +%T) $kind $tag rc=$? wrong=$(grep -c WRONG $OUT/r/${kind}_$tag.txt)"
+  rc=$?; echo "$(date -u +%T) $kind $tag rc=$rc wrong=$(grep -c WRONG $OUT/r/${kind}_$tag.txt)"
 }
 
 # PyTorch on the batch-1 masks (/tmp/masks1) into $OUT/r/torch_b1_REP.jsonl: torch_b1 REP.

@@ -22,7 +22,7 @@ bench() {
   mkdir -p $dump
   env "$@" timeout $limit $b/gpu_sparse_bench --backend $be $args --samples 15 --runs 10 ${DUMP:+--dump-masks $dump} \
     --json $OUT/r/${kind}_$tag.jsonl > $OUT/r/${kind}_$tag.txt 2>&1
-  echo "$(date -u +%T) $kind $tag rc=$? wrong=$(grep -c WRONG $OUT/r/${kind}_$tag.txt)"
+  rc=$?; echo "$(date -u +%T) $kind $tag rc=$rc wrong=$(grep -c WRONG $OUT/r/${kind}_$tag.txt)"
 }
 torch_b1() {
   timeout 80 python3 benches/gpu_baselines.py --masks /tmp/masks1 --batches 1 --runs 100 --json $OUT/r/torch_b1_$1.jsonl > /dev/null 2> $OUT/r/torch_b1_$1.err

@@ -28,7 +28,7 @@ elif [ "$stage" = 4 ]; then
   mkdir -p /tmp/avm
   avit() { env "${@:3}" timeout 150 $D/gpu_sparse_bench --backend cuda --avit --batches 1,2,4 --samples 15 --runs 10 \
     ${DUMP:+--dump-masks /tmp/avm} --json $OUT/r/avit_$1_$2.jsonl > $OUT/r/avit_$1_$2.txt 2>&1
-    echo "$(date -u +%T) avit $1 $2 rc=$? wrong=$(grep -c WRONG $OUT/r/avit_$1_$2.txt)"; }
+    rc=$?; echo "$(date -u +%T) avit $1 $2 rc=$rc wrong=$(grep -c WRONG $OUT/r/avit_$1_$2.txt)"; }
   DUMP=1 avit tiled 0
   timeout 90 python3 benches/gpu_baselines.py --attention /tmp/avm --runs 100 --json $OUT/r/torch_attn.jsonl > $OUT/r/torch_attn.txt 2>&1; echo "torch attn rc=$?"
   for rep in 1 2; do

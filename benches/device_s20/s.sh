@@ -44,7 +44,7 @@ elif [ "$stage" = 3 ]; then
     env "$@" timeout 280 $D/gpu_sparse_bench --backend $be $([ $be = opencl ] && echo --device NVIDIA) --batches 1 --only conv \
       --knobs 12 --densities 0.1,0.3,0.5 --samples 15 --runs 10 --fused-finish both ${DUMP:+--dump-masks /tmp/masks1} \
       --json $OUT/r/both_$tag.jsonl > $OUT/r/both_$tag.txt 2>&1
-    echo "$(date -u +%T) both $tag rc=$? wrong=$(grep -c WRONG $OUT/r/both_$tag.txt)"
+    rc=$?; echo "$(date -u +%T) both $tag rc=$rc wrong=$(grep -c WRONG $OUT/r/both_$tag.txt)"
   }
   mkdir -p /tmp/masks1
   DUMP=1 both opencl cl

@@ -33,7 +33,7 @@ if [ "$stage" = 1 ]; then
     for m in new old; do
       env $([ $m = old ] && echo $OLD_CL) timeout 120 $D/gpu_sparse_bench --backend opencl --device NVIDIA --avit --batches 1 \
         --densities 0.1,0.3,0.5 --samples 15 --runs 10 --json $OUT/r/avit_${m}_$rep.jsonl > $OUT/r/avit_${m}_$rep.txt 2>&1
-      echo "$(date -u +%T) avit $m $rep rc=$? wrong=$(grep -c WRONG $OUT/r/avit_${m}_$rep.txt)"
+      rc=$?; echo "$(date -u +%T) avit $m $rep rc=$rc wrong=$(grep -c WRONG $OUT/r/avit_${m}_$rep.txt)"
     done
   done
 elif [ "$stage" = 2 ]; then
@@ -63,7 +63,7 @@ elif [ "$stage" = 5 ]; then
   for run in new_1 old_1 new_2 new_3; do
     env $([ ${run%_*} = old ] && echo $OLD_CL) timeout 120 $D/gpu_sparse_bench --backend opencl --device NVIDIA --avit --batches 1,2,4 \
       --densities 0.1,0.3,0.5 --samples 15 --runs 10 --json $OUT/r/avit_$run.jsonl > $OUT/r/avit_$run.txt 2>&1
-    echo "$(date -u +%T) avit $run rc=$? wrong=$(grep -c WRONG $OUT/r/avit_$run.txt)"
+    rc=$?; echo "$(date -u +%T) avit $run rc=$rc wrong=$(grep -c WRONG $OUT/r/avit_$run.txt)"
   done
   BACKEND=opencl bench b1 new_3 $D
 elif [ "$stage" = 6 ]; then

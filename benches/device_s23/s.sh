@@ -34,7 +34,7 @@ elif [ "$stage" = 2 ]; then
   done
   for b in $D $O; do
     timeout 100 $b/dynaspa run /tmp/full/sige_full.onnx --frames models/frames/vtest --max-frames 200 --backend cuda --input mask=/tmp/sige_mask.npy > $OUT/r/run_$(basename $b).txt 2>&1
-    echo "== run $(basename $b) rc=$?: $(grep -E '^summary|rror|warn' $OUT/r/run_$(basename $b).txt | tr '\n' ' ')"
+    rc=$?; echo "== run $(basename $b) rc=$rc: $(grep -E '^summary|rror|warn' $OUT/r/run_$(basename $b).txt | tr '\n' ' ')"
   done
   for b in $D $O; do sige_bench cl_$(basename $b) $b opencl --device NVIDIA; done
 fi

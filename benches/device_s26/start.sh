@@ -14,5 +14,5 @@ ncu_op() {
     --csv --page details \
     $D/gpu_sparse_bench --backend cuda --batches 1 --only $op --knobs 1 --densities $d --samples 1 --runs 1 \
     --json $OUT/r/ncu_$tag.jsonl > $OUT/r/ncu_$tag.csv 2> $OUT/r/ncu_$tag.err
-  echo "$(date -u +%T) ncu $tag rc=$? rows=$(wc -l < $OUT/r/ncu_$tag.csv)"
+  rc=$?; echo "$(date -u +%T) ncu $tag rc=$rc rows=$(wc -l < $OUT/r/ncu_$tag.csv)"
 }

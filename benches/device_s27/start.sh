@@ -14,5 +14,5 @@ c1() {
   mkdir -p $dump
   env "$@" timeout ${LIMIT:-90} $D/gpu_sparse_bench --backend ${BACKEND:-cuda} --batches $batches --only conv1x1 --knobs 12 \
     --densities 0.1,0.3,0.5 --samples 15 --runs 10 ${DUMP:+--dump-masks $dump} --json $OUT/r/${kind}_$tag.jsonl > $OUT/r/${kind}_$tag.txt 2>&1
-  echo "$(date -u +%T) c1 $kind $tag rc=$? wrong=$(grep -c WRONG $OUT/r/${kind}_$tag.txt)"
+  rc=$?; echo "$(date -u +%T) c1 $kind $tag rc=$rc wrong=$(grep -c WRONG $OUT/r/${kind}_$tag.txt)"
 }

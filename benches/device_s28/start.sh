@@ -14,5 +14,5 @@ bench_lo() {
   mkdir -p /tmp/masks1
   env "$@" timeout ${LIMIT:-100} $b/gpu_sparse_bench --backend ${BACKEND:-cuda} --batches 1 --only ${ONLY:-conv} --knobs 12 \
     --densities 0.1 --samples 15 --runs 10 ${BARGS:-} ${DUMP:+--dump-masks /tmp/masks1} --json $OUT/r/b1lo_$tag.jsonl > $OUT/r/b1lo_$tag.txt 2>&1
-  echo "$(date -u +%T) b1lo $tag rc=$? wrong=$(grep -c WRONG $OUT/r/b1lo_$tag.txt)"
+  rc=$?; echo "$(date -u +%T) b1lo $tag rc=$rc wrong=$(grep -c WRONG $OUT/r/b1lo_$tag.txt)"
 }

@@ -1,0 +1,49 @@
+#!/bin/bash
+# Session 29 calls (bash s.sh N on the GPU host; binaries from benches/device_s13/pack.sh of the
+# trees named, DIST=dist-s29X D=/tmp/d29X). None of the changes landed; each tree is a patch
+# against 8516ec1 beside this script.
+#   1 (call 29.1, dist-s29: cluster_finish.patch): split members whose KS work-groups form one
+#      thread-block cluster and add their partial sums through each other's shared memory
+#      (SC_CLUSTER, DYNASPA_CLUSTER_FINISH=1, "cl") against the split finish in a second launch
+#      ("old"), one binary: gpu_fused_finish and gpu_sparse on CUDA with clusters on; batch 1 at
+#      density 0.1: cl (masks dumped), old, PyTorch. Its cl bench ran out of its 110 s compiling
+#      on the fresh host; call 29.2 repeated that bench (LIMIT=250) and PyTorch on the warm host.
+#   3 (call 29.3, dist-s29b: the SC_STORE_TILE switch of cluster_finish.patch without its
+#      clusters, and the bench sample of tiles512.patch): batch 1 at 0.1, sampled knobs, masks
+#      dumped (only conv3x3 finished in its 200 s on the fresh host), PyTorch; then the
+#      unrolled unsplit stores (DYNASPA_SC_STORE_TILE=1, "st") against the default, conv1x1 at
+#      0.5 alone, alternated twice.
+#   4 (call 29.4, dist-s29c: tiles512.patch, DYNASPA_REG_BOUND_512=1 asking two groups of 512
+#      per SM, 64 registers, "r2"): batch 1 at 0.1 alone, stride 2 then conv1x1 with the default
+#      bound ("def"), then all three convs with r2; PyTorch on the same masks.
+stage=$1
+source "$(dirname "$0")/start.sh"
+if [ "$stage" = 1 ]; then
+  gpu_test gpu_fused_finish gpu_fused_finish_cl_1 $CL
+  gpu_test gpu_sparse gpu_sparse_cl_1 $CL
+  LIMIT=110 DUMP=1 bench_lo cl_1 $D $CL
+  LIMIT=100 bench_lo old_1 $D $NOCL
+  torch_b1 1; cp $OUT/r/torch_b1_1.jsonl $OUT/r/torch_b1lo_1.jsonl
+  pairs lo_1 b1lo_cl_1 b1lo_old_1
+  for v in cl old; do best b1lo $v 1; done
+elif [ "$stage" = 3 ]; then
+  LIMIT=200 DUMP=1 bench_lo new_3 $D
+  torch_b1 3; cp $OUT/r/torch_b1_3.jsonl $OUT/r/torch_b1lo_3.jsonl
+  best b1lo new 3
+  for r in 1 2; do
+    for v in st:"$ST" def:"DYNASPA_SC_STORE_TILE=0"; do
+      env ${v#*:} timeout 60 $D/gpu_sparse_bench --backend cuda --batches 1 --only conv1x1 --knobs 12 --densities 0.5 \
+        --samples 15 --runs 10 --json $OUT/r/h_${v%%:*}_$r.jsonl > $OUT/r/h_${v%%:*}_$r.txt 2>&1
+      rc=$?; echo "$(date -u +%T) ${v%%:*} $r rc=$rc wrong=$(grep -c WRONG $OUT/r/h_${v%%:*}_$r.txt)"
+    done
+  done
+  pairs st_3 h_st_1 h_def_1 h_st_2 h_def_2
+elif [ "$stage" = 4 ]; then
+  ONLY=conv3x3s2 LIMIT=170 DUMP=1 bench_lo def_s2_4 $D
+  ONLY=conv1x1 LIMIT=110 DUMP=1 bench_lo def_c1_4 $D
+  LIMIT=220 DUMP=1 bench_lo r2_4 $D DYNASPA_REG_BOUND_512=1
+  torch_b1 4; cp $OUT/r/torch_b1_4.jsonl $OUT/r/torch_b1lo_4.jsonl
+  for v in def_s2 def_c1 r2; do best b1lo $v 4; done
+fi
+# Every result in one archive: the device machine returns a handful of files per call.
+(cd $OUT && tar czf r_$stage.tgz r && rm -rf r)
