@@ -95,23 +95,16 @@ impl KernelCache {
         Some(bytes[split + 1..].to_vec())
     }
 
-    /// Written through a temporary name and renamed, so a concurrent start never reads half a
-    /// file. Failing to write only costs the next start a compile.
+    /// Written through a temporary name and renamed (`write_atomic`), so a concurrent start
+    /// never reads half a file. Failing to write only costs the next start a compile.
     fn write(&self, key: &CacheKey, cubin: &[u8]) {
         let Some(dir) = &self.dir else { return };
         let path = dir.join(&key.file_name);
-        let tmp = dir.join(format!("{}.{}.tmp", key.file_name, std::process::id()));
-        let res = (|| -> std::io::Result<()> {
-            std::fs::create_dir_all(dir)?;
-            let mut data = Vec::with_capacity(key.text.len() + 1 + cubin.len());
-            data.extend_from_slice(key.text.as_bytes());
-            data.push(0);
-            data.extend_from_slice(cubin);
-            std::fs::write(&tmp, &data)?;
-            std::fs::rename(&tmp, &path)
-        })();
-        if let Err(e) = res {
-            let _ = std::fs::remove_file(&tmp);
+        let mut data = Vec::with_capacity(key.text.len() + 1 + cubin.len());
+        data.extend_from_slice(key.text.as_bytes());
+        data.push(0);
+        data.extend_from_slice(cubin);
+        if let Err(e) = crate::cache_dir::write_atomic(&path, &data) {
             tracing::warn!(file = %path.display(), "cannot write the kernel cache: {e}");
         }
     }

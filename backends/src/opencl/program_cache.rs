@@ -54,22 +54,14 @@ impl ProgramCache {
     /// Best effort: a cache that cannot be written only costs the next start a compile.
     pub(crate) fn store(&self, key: &str, binary: &[u8]) {
         let Some(path) = self.path(key) else { return };
-        let write = || -> std::io::Result<()> {
-            if let Some(dir) = path.parent() {
-                std::fs::create_dir_all(dir)?;
-            }
-            let mut data = Vec::with_capacity(MAGIC.len() + 12 + key.len() + binary.len());
-            data.extend_from_slice(MAGIC);
-            data.extend_from_slice(&(key.len() as u32).to_le_bytes());
-            data.extend_from_slice(key.as_bytes());
-            data.extend_from_slice(&fnv64(&[binary]).to_le_bytes());
-            data.extend_from_slice(binary);
-            // Written under a unique name and renamed, so a concurrent reader never sees half a file.
-            let tmp = path.with_extension(format!("tmp{}.{:?}", std::process::id(), std::thread::current().id()));
-            std::fs::write(&tmp, &data)?;
-            std::fs::rename(&tmp, &path)
-        };
-        if let Err(e) = write() {
+        let mut data = Vec::with_capacity(MAGIC.len() + 12 + key.len() + binary.len());
+        data.extend_from_slice(MAGIC);
+        data.extend_from_slice(&(key.len() as u32).to_le_bytes());
+        data.extend_from_slice(key.as_bytes());
+        data.extend_from_slice(&fnv64(&[binary]).to_le_bytes());
+        data.extend_from_slice(binary);
+        // Renamed into place whole, so a concurrent reader never sees half a file.
+        if let Err(e) = crate::cache_dir::write_atomic(&path, &data) {
             tracing::warn!("could not cache an OpenCL program binary at {}: {e}", path.display());
         }
     }

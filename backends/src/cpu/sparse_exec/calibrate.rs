@@ -80,12 +80,7 @@ pub(crate) fn poly_kernel_on(s: &Subject, fp: &str, dir: &str, cache: Option<&st
     tracing::info!(op = %s.signature, ms = t0.elapsed().as_secs_f64() * 1e3, "calibrated sparse kernels");
     if let Some(f) = &file {
         let c = Cached { fingerprint: fp, signature: s.signature.clone(), poly: poly.clone() };
-        let write = || -> std::io::Result<()> {
-            std::fs::create_dir_all(f.parent().unwrap_or(f))?;
-            let tmp = f.with_extension(format!("tmp{}", std::process::id()));
-            std::fs::write(&tmp, serde_json::to_vec_pretty(&c).map_err(std::io::Error::other)?)?;
-            std::fs::rename(&tmp, f)
-        };
+        let write = || crate::cache_dir::write_atomic(f, &serde_json::to_vec_pretty(&c).map_err(std::io::Error::other)?);
         if let Err(e) = write() {
             tracing::warn!(file = %f.display(), "could not cache the calibration: {e}");
         }
