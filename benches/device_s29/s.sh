@@ -16,6 +16,8 @@
 #   4 (call 29.4, dist-s29c: tiles512.patch, DYNASPA_REG_BOUND_512=1 asking two groups of 512
 #      per SM, 64 registers, "r2"): batch 1 at 0.1 alone, stride 2 then conv1x1 with the default
 #      bound ("def"), then all three convs with r2; PyTorch on the same masks.
+#   6 (call 29.6, dist-s29c, the tree's kernels): batches 2 and 4 at 0.1, conv1x1 and stride 2
+#      (sampled knobs, masks dumped), then PyTorch on the same masks.
 stage=$1
 source "$(dirname "$0")/start.sh"
 if [ "$stage" = 1 ]; then
@@ -44,6 +46,16 @@ elif [ "$stage" = 4 ]; then
   LIMIT=220 DUMP=1 bench_lo r2_4 $D DYNASPA_REG_BOUND_512=1
   torch_b1 4; cp $OUT/r/torch_b1_4.jsonl $OUT/r/torch_b1lo_4.jsonl
   for v in def_s2 def_c1 r2; do best b1lo $v 4; done
+elif [ "$stage" = 6 ]; then
+  mkdir -p /tmp/masks24
+  for op in conv1x1 conv3x3s2; do
+    timeout 200 $D/gpu_sparse_bench --backend cuda --batches 2,4 --only $op --knobs 12 --densities 0.1 --samples 15 \
+      --runs 10 --dump-masks /tmp/masks24 --json $OUT/r/b24k_${op}_6.jsonl > $OUT/r/b24k_${op}_6.txt 2>&1
+    rc=$?; echo "$(date -u +%T) b24k $op rc=$rc wrong=$(grep -c WRONG $OUT/r/b24k_${op}_6.txt)"
+  done
+  cat $OUT/r/b24k_conv1x1_6.jsonl $OUT/r/b24k_conv3x3s2_6.jsonl > $OUT/r/b24k_all_6.jsonl
+  torch_b24 6; cp $OUT/r/torch_b24_6.jsonl $OUT/r/torch_b24k_6.jsonl
+  best b24k all 6
 fi
 # Every result in one archive: the device machine returns a handful of files per call.
 (cd $OUT && tar czf r_$stage.tgz r && rm -rf r)
