@@ -18,6 +18,9 @@
 #      bound ("def"), then all three convs with r2; PyTorch on the same masks.
 #   6 (call 29.6, dist-s29c, the tree's kernels): batches 2 and 4 at 0.1, conv1x1 and stride 2
 #      (sampled knobs, masks dumped), then PyTorch on the same masks.
+#   7 (call 29.7, dist-s29c): Nsight Compute on conv1x1 at batch 1 and 0.1, the default members
+#      (no sampled knobs), every GEMM and finish launch up to 120, caches and clocks left alone.
+#      Call 29.8: SKIP=120, the next 120 (the sparse members').
 stage=$1
 source "$(dirname "$0")/start.sh"
 if [ "$stage" = 1 ]; then
@@ -56,6 +59,17 @@ elif [ "$stage" = 6 ]; then
   cat $OUT/r/b24k_conv1x1_6.jsonl $OUT/r/b24k_conv3x3s2_6.jsonl > $OUT/r/b24k_all_6.jsonl
   torch_b24 6; cp $OUT/r/torch_b24_6.jsonl $OUT/r/torch_b24k_6.jsonl
   best b24k all 6
+elif [ "$stage" = 7 ]; then
+  NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+  args="--backend cuda --batches 1 --only conv1x1 --densities 0.1 --samples 1 --runs 1"
+  # The programs compiled first, outside the profiler, into the cache the profiled run reads.
+  timeout 90 $D/gpu_sparse_bench $args --json $OUT/r/warm_7.jsonl > $OUT/r/warm_7.txt 2>&1
+  rc=$?; echo "$(date -u +%T) warm rc=$rc"
+  # SKIP=N: start after the first N matching launches (29.7's 120 were all the dense member's).
+  timeout 300 $NCU --cache-control none --clock-control none -k regex:'sconv_(gemm|finish)_f32' --launch-skip ${SKIP:-0} --launch-count 120 \
+    --section SpeedOfLight --section LaunchStats --section WarpStateStats --section Occupancy --section SchedulerStats \
+    --csv --page details $D/gpu_sparse_bench $args --json $OUT/r/ncu_7.jsonl > $OUT/r/ncu_7.csv 2> $OUT/r/ncu_7.err
+  rc=$?; echo "$(date -u +%T) ncu rc=$rc rows=$(wc -l < $OUT/r/ncu_7.csv)"
 fi
 # Every result in one archive: the device machine returns a handful of files per call.
 (cd $OUT && tar czf r_$stage.tgz r && rm -rf r)
