@@ -1,7 +1,7 @@
 #!/bin/bash
 # Session 29 calls (bash s.sh N on the GPU host; binaries from benches/device_s13/pack.sh of the
 # trees named, DIST=dist-s29X D=/tmp/d29X). None of the changes landed; each tree is a patch
-# against 8516ec1 beside this script.
+# against 8516ec1 beside this script (sl_early.patch against 477135c).
 #   1 (call 29.1, dist-s29: cluster_finish.patch): split members whose KS work-groups form one
 #      thread-block cluster and add their partial sums through each other's shared memory
 #      (SC_CLUSTER, DYNASPA_CLUSTER_FINISH=1, "cl") against the split finish in a second launch
@@ -21,6 +21,10 @@
 #   7 (call 29.7, dist-s29c): Nsight Compute on conv1x1 at batch 1 and 0.1, the default members
 #      (no sampled knobs), every GEMM and finish launch up to 120, caches and clocks left alone.
 #      Call 29.8: SKIP=120, the next 120 (the sparse members').
+#   9 (call 29.9, dist-s29d: sl_early.patch, self-listing work-groups that count the mask
+#      and leave before the scan when they have no column): batch 1 at 0.1, conv1x1 with it on
+#      ("new") and off (DYNASPA_SL_EARLY=0, "old") alternated twice, gpu_sparse on CUDA, then
+#      stride 2 once each.
 stage=$1
 source "$(dirname "$0")/start.sh"
 if [ "$stage" = 1 ]; then
@@ -70,6 +74,20 @@ elif [ "$stage" = 7 ]; then
     --section SpeedOfLight --section LaunchStats --section WarpStateStats --section Occupancy --section SchedulerStats \
     --csv --page details $D/gpu_sparse_bench $args --json $OUT/r/ncu_7.jsonl > $OUT/r/ncu_7.csv 2> $OUT/r/ncu_7.err
   rc=$?; echo "$(date -u +%T) ncu rc=$rc rows=$(wc -l < $OUT/r/ncu_7.csv)"
+elif [ "$stage" = 9 ]; then
+  # Archived after every bench: the call may run out of device time before the end.
+  keep() { (cd $OUT && tar czf r_9.tgz r); }
+  for r in 1 2; do
+    ONLY=conv1x1 LIMIT=${L1:-90} bench_lo c1_new_$r $D; keep
+    ONLY=conv1x1 LIMIT=60 bench_lo c1_old_$r $D DYNASPA_SL_EARLY=0; keep
+    L1=40
+  done
+  pairs c1_9 b1lo_c1_new_1 b1lo_c1_old_1 b1lo_c1_new_2 b1lo_c1_old_2; keep
+  gpu_test gpu_sparse gpu_sparse_9; keep
+  ONLY=conv3x3s2 LIMIT=100 bench_lo s2_new_1 $D; keep
+  ONLY=conv3x3s2 LIMIT=70 bench_lo s2_old_1 $D DYNASPA_SL_EARLY=0
+  pairs s2_9 b1lo_s2_new_1 b1lo_s2_old_1; keep
+  exit 0
 fi
 # Every result in one archive: the device machine returns a handful of files per call.
 (cd $OUT && tar czf r_$stage.tgz r && rm -rf r)
