@@ -16,3 +16,11 @@ bench_lo() {
     --densities 0.1 --samples 15 --runs 10 ${BARGS:-} ${DUMP:+--dump-masks /tmp/masks1} --json $OUT/r/b1lo_$tag.jsonl > $OUT/r/b1lo_$tag.txt 2>&1
   rc=$?; echo "$(date -u +%T) b1lo $tag rc=$rc wrong=$(grep -c WRONG $OUT/r/b1lo_$tag.txt)"
 }
+# conv1x1 at batch 1 and density 0.5 alone (sampled knobs) with the binaries in DIR and
+# NAME=VALUE..., into $OUT/r/h_TAG.{txt,jsonl}, for member-by-member A/Bs: half TAG DIR [NAME=VALUE...]
+half() {
+  local tag=$1 b=$2; shift 2
+  env "$@" timeout ${LIMIT:-35} $b/gpu_sparse_bench --backend cuda --batches 1 --only conv1x1 --knobs 12 --densities 0.5 \
+    --samples 15 --runs 10 --json $OUT/r/h_$tag.jsonl > $OUT/r/h_$tag.txt 2>&1
+  rc=$?; echo "$(date -u +%T) h $tag rc=$rc wrong=$(grep -c WRONG $OUT/r/h_$tag.txt)"
+}

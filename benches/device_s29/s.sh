@@ -40,11 +40,7 @@ elif [ "$stage" = 3 ]; then
   torch_b1 3; cp $OUT/r/torch_b1_3.jsonl $OUT/r/torch_b1lo_3.jsonl
   best b1lo new 3
   for r in 1 2; do
-    for v in st:"$ST" def:"DYNASPA_SC_STORE_TILE=0"; do
-      env ${v#*:} timeout 60 $D/gpu_sparse_bench --backend cuda --batches 1 --only conv1x1 --knobs 12 --densities 0.5 \
-        --samples 15 --runs 10 --json $OUT/r/h_${v%%:*}_$r.jsonl > $OUT/r/h_${v%%:*}_$r.txt 2>&1
-      rc=$?; echo "$(date -u +%T) ${v%%:*} $r rc=$rc wrong=$(grep -c WRONG $OUT/r/h_${v%%:*}_$r.txt)"
-    done
+    for v in st:"$ST" def:"DYNASPA_SC_STORE_TILE=0"; do LIMIT=60 half ${v%%:*}_$r $D ${v#*:}; done
   done
   pairs st_3 h_st_1 h_def_1 h_st_2 h_def_2
 elif [ "$stage" = 4 ]; then
