@@ -99,19 +99,34 @@ fn every_kernel_source_compiles_for_every_schedule() {
             programs.entry((arch.clone(), s.file, s.defines.clone())).or_default().push(s);
         }
     }
-    // `DYNASPA_NVRTC_ONLY=sparse_conv.cl`: compile one file's programs (a quick check while
-    // editing it; CI compiles them all).
+    // `DYNASPA_NVRTC_ONLY=sparse_conv.cl`: compile one file's programs, and with
+    // `DYNASPA_NVRTC_DEFINES=SELF_LIST=1,KS=4` only those with every define named (quick checks
+    // while editing; CI compiles them all).
     let only = std::env::var("DYNASPA_NVRTC_ONLY").ok();
-    programs.retain(|(_, file, _), _| only.as_deref().is_none_or(|o| o == *file));
-    for ((arch, file, _), users) in &programs {
+    let wanted = std::env::var("DYNASPA_NVRTC_DEFINES").unwrap_or_default();
+    let wanted: Vec<(String, String)> = wanted.split(',').filter_map(|d| d.split_once('=')).map(|(k, v)| (k.trim().to_string(), v.trim().to_string())).collect();
+    programs.retain(|(_, file, defines), _| only.as_deref().is_none_or(|o| o == *file) && wanted.iter().all(|w| defines.contains(w)));
+    // The slowest programs are named at the end: CI's time here grows with the schedule lists.
+    let mut slowest: Vec<(f64, String)> = Vec::new();
+    for ((arch, file, defines), users) in &programs {
+        let t0 = std::time::Instant::now();
         let c = nvrtc::compile(users[0], arch).unwrap_or_else(|e| panic!("{e}"));
+        slowest.push((t0.elapsed().as_secs_f64(), format!("{file} {arch} {defines:?}")));
+        if slowest.len() % 100 == 0 {
+            eprintln!("nvrtc: {} of {} programs compiled", slowest.len(), programs.len());
+        }
         for s in users {
             let entry = s.entry.as_bytes();
             assert!(c.cubin.windows(entry.len()).any(|w| w == entry), "{file} for {arch}: entry {} not in the CUBIN", s.entry);
         }
     }
     let compiled = programs.len();
-    eprintln!("compiled {compiled} kernel programs from {:?}", files.iter().map(|f| f.file_name().unwrap()).collect::<Vec<_>>());
+    let total: f64 = slowest.iter().map(|s| s.0).sum();
+    eprintln!("compiled {compiled} kernel programs in {total:.0} s from {:?}", files.iter().map(|f| f.file_name().unwrap()).collect::<Vec<_>>());
+    slowest.sort_by(|a, b| b.0.total_cmp(&a.0));
+    for (t, what) in slowest.iter().take(5) {
+        eprintln!("  {t:.2} s  {what}");
+    }
 }
 
 /// Names a prelude `#define`s.

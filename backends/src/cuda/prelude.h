@@ -32,10 +32,11 @@
 #define LOCAL_BARRIER() __syncthreads()
 #define GLOBAL_BARRIER() __syncthreads()
 // Device-scope fence and atomic increment (old value returned), as prelude_opencl.h's, and the
-// minimum of a local (shared) int.
+// minimum of and addition to a local (shared) int.
 #define GLOBAL_FENCE() __threadfence()
 #define ATOMIC_INC(p) atomicAdd((p), 1)
 #define ATOMIC_MIN_LOCAL(p, v) atomicMin((p), (v))
+#define ATOMIC_ADD_LOCAL(p, v) atomicAdd((p), (v))
 
 // Work-item ids and sizes as int, like the OpenCL prelude's casts of get_*_id; a dimension past
 // 2 reads as OpenCL's do (id 0, size 1).

@@ -78,7 +78,7 @@ impl<D: GpuDevice> GpuExecutable<D> {
     }
 
     /// The launches of member `member` of sparse op `op`, or an error naming both.
-    fn member(&self, op: usize, member: &str) -> Result<Vec<&Launch<D::Kernel>>> {
+    fn member(&self, op: usize, member: &str) -> Result<Vec<Launch<D::Kernel>>> {
         self.frames.member_launches(op, member).ok_or_else(|| Error::Other(format!("sparse op {op} has no member '{member}'")))
     }
 
@@ -96,7 +96,7 @@ impl<D: GpuDevice> GpuExecutable<D> {
     pub fn time_member_after_mask(&mut self, op: usize, member: &str, samples: usize, runs: usize) -> Result<Vec<f64>> {
         let mask = self.frames.mask_launch(op).ok_or_else(|| Error::Other(format!("sparse op {op} has no mask launch")))?;
         let member = self.member(op, member)?;
-        let launches: Vec<_> = std::iter::once(mask).chain(member).collect();
+        let launches: Vec<_> = std::iter::once(mask).chain(&member).collect();
         time_launches(&*self.dev, &self.bufs, &launches, samples, runs)
     }
 
@@ -115,8 +115,9 @@ impl<D: GpuDevice> GpuExecutable<D> {
             groups: [1, 1, 1],
             local: [32, 1, 1],
             args: vec![LArg::Buf(buf), LArg::I32(0), LArg::I32(0), LArg::I32(0)],
+            columns: None,
         };
-        let launches: Vec<_> = std::iter::once(&empty).chain(member).collect();
+        let launches: Vec<_> = std::iter::once(&empty).chain(&member).collect();
         time_launches(&*self.dev, &self.bufs, &launches, samples, runs)
     }
 
@@ -126,7 +127,7 @@ impl<D: GpuDevice> GpuExecutable<D> {
         let launches = self.member(op, member)?;
         let mut out = Vec::with_capacity(launches.len());
         for l in &launches {
-            let mut t = time_launches(&*self.dev, &self.bufs, &[*l], samples.max(1), runs)?;
+            let mut t = time_launches(&*self.dev, &self.bufs, &[l], samples.max(1), runs)?;
             t.sort_by(f64::total_cmp);
             out.push(t[t.len() / 2]);
         }

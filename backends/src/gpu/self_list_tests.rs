@@ -76,7 +76,7 @@ fn member_over_garbage_lists(exe: &mut GpuExecutable<crate::opencl::OpenClDevice
     let Output::Device { buf, .. } = exe.outputs[0] else { panic!("the output lives on the device") };
     let nan: Vec<u8> = (0..M * H * W).flat_map(|_| f32::NAN.to_le_bytes()).collect();
     exe.dev.upload(&exe.bufs[buf], 0, &nan).unwrap();
-    let launches: Vec<Launch<_>> = exe.frames.member_launches(0, &name).unwrap().into_iter().cloned().collect();
+    let launches: Vec<Launch<_>> = exe.frames.member_launches(0, &name).unwrap();
     replay_launches(&*exe.dev, &exe.bufs, &launches).unwrap();
     exe.dev.finish().unwrap();
     let mut out = vec![0u8; M * H * W * 4];
@@ -232,4 +232,39 @@ fn members_count_a_mask_of_1x1_tiles_alone_with_no_bitmask_launch() {
     bad[5 * W + 7] = 0.5;
     let e = counted.run(&[x, Tensor::from_f32(vec![1, 1, H, W], bad).unwrap()]).unwrap_err().to_string();
     assert!(e.contains("'m'") && e.contains("0.5") && e.contains("(5, 7)"), "the error should name the mask, value and position: {e}");
+}
+
+/// A frame with far more columns than the last: its self-listing member's grids, launched for
+/// the last frame's columns (lagged counts, `ColumnGrid`), are narrower than its map needs, so
+/// each work-group takes several windows; the output must still be the dense member's.
+#[test]
+fn narrowed_grids_cover_a_frame_denser_than_the_last() {
+    let Some(dev) = device() else { return };
+    let mut rng = Rng(0x6a1d_0c01 ^ std::process::id() as u64);
+    let (h, w) = (40, 40);
+    let g = graph(&mut rng, h, w);
+    let cache = std::env::temp_dir().join(format!("dynaspa-self-list-narrow-{}", std::process::id()));
+    let frame = |rng: &mut Rng, d: f64| {
+        let mask: Vec<f32> = (0..h * w).map(|_| (rng.next() < d) as u8 as f32).collect();
+        [Tensor::from_f32(vec![1, C, h, w], rng.vec(C * h * w, 1.0)).unwrap(), Tensor::from_f32(vec![1, 1, h, w], mask).unwrap()]
+    };
+    let (sparse, dense) = (frame(&mut rng, 0.05), frame(&mut rng, 0.9));
+    let compile = |force: ForceMember| {
+        let sparse = crate::cpu::SparseConfig { cache_dir: Some(cache.clone()), force: Some(force), profile: None };
+        GpuExecutable::compile(dev.clone(), "opencl", &g, &GpuOptions { poison: true, sparse, self_list: Some(true), ..Default::default() }).unwrap()
+    };
+    let mut exe = compile(ForceMember::Tiles(Granularity::new(1, 1)));
+    exe.run(&sparse).unwrap();
+    // Selected with the sparse frame's counts: the grids it launches for them.
+    let expect = crate::gpu::sparse::step::expected_columns(&exe.frames.masks[0].layout, &exe.frames.counts_of(0).expect("the first frame's counts"));
+    let got = exe.run(&dense).unwrap().remove(0).as_f32().unwrap().to_vec();
+    let op = &exe.frames.ops[0];
+    let pick = op.last_pick.unwrap();
+    assert!(op.meta_free[pick], "the 1x1 member should list its own columns");
+    let narrowed: Vec<_> = op.members[pick].iter().filter_map(|l| l.columns.map(|c| (l.groups[c.dim], l.groups_for(expect)[c.dim]))).collect();
+    assert!(!narrowed.is_empty() && narrowed.iter().all(|(whole, n)| n < whole), "no grid was narrowed for the sparse frame: {narrowed:?} (expect {expect:?})");
+    let want = compile(ForceMember::Dense).run(&dense).unwrap().remove(0).as_f32().unwrap().to_vec();
+    let e = rel_l2(&got, &want);
+    assert!(e <= 1e-5, "narrowed grids on a frame of density 0.9 after one of 0.05, against the dense member: relative L2 {e:.2e}");
+    let _ = std::fs::remove_dir_all(&cache);
 }

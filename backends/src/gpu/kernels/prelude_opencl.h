@@ -37,6 +37,7 @@
 /* Adds 1 to a GLOBAL int and returns its old value (OpenCL 1.2 core, 32-bit). */
 #define ATOMIC_INC(p) atomic_inc(p)
 #define ATOMIC_MIN_LOCAL(p, v) atomic_min((p), (v))
+#define ATOMIC_ADD_LOCAL(p, v) atomic_add((p), (v))
 /* First statement of every kernel: a CUDA launch hook (cuda/pdl.rs), nothing here. */
 #define PDL_ENTRY() do { } while (0)
 #define PDL_TRIGGER() do { } while (0)

@@ -454,9 +454,23 @@ FUNC_INLINE void sconv_product_stage(LOCAL_PTR float (*As)[TM + SC_PAD], LOCAL_P
  * NT positions) read the rest twice. Under SELF_COUNT the first non-binary position goes to
  * *lbad (0x7fffffff for none), read after the return. */
 #define SL_BITS 64
+/* SL_EARLY = 1 (CUDA; the host asks, schedules.rs `self_list_early`): the group adds up the
+ * mask's count first (a local atomic, two barriers) and leaves when it has no column, before the
+ * scan. The grid is sized for every column the map could have, so at density 0.1 most of a
+ * self-listing member's work-groups have none (conv1x1's default member: 1440 of 1600, six waves
+ * on an H200), and each ran the scan's log2(NT) barriers before it could tell: on an H200 those
+ * members got up to 16% faster with it (RESULTS.md, session 29). PoCL 3.1 crashed (SIGSEGV)
+ * running it on maps of long segments, so elsewhere it stays 0. */
+#ifndef SL_EARLY
+#define SL_EARLY 0
+#endif
 FUNC_INLINE int sconv_self_list(GLOBAL const float* mk, LOCAL_PTR int* scan, LOCAL_PTR int* cpos, LOCAL_PTR int* lbad, int tid, int c0, int P) {
     for (int c = tid; c < TN; c += NT) cpos[c] = -1;
     if (SELF_COUNT && tid == 0) *lbad = 0x7fffffff;
+#if SL_EARLY
+    /* The total goes to scan[2 * NT], past the scan's two rows. */
+    if (tid == 0) scan[2 * NT] = 0;
+#endif
     int seg = (P + NT - 1) / NT;
     int lo = IMIN(P, tid * seg), hi = IMIN(P, lo + seg);
     int rb = IMIN(hi, lo + SL_BITS);
@@ -479,13 +493,24 @@ FUNC_INLINE int sconv_self_list(GLOBAL const float* mk, LOCAL_PTR int* scan, LOC
         cnt += (int)(v == 1.0f);
         SL_BAD(v, p);
     }
+#if SL_EARLY
+    /* The first barrier orders the initialisations above before the additions and minimum, the
+     * second those before the total's reads (and the caller's of the minimum). */
+    LOCAL_BARRIER();
+    if (cnt > 0) ATOMIC_ADD_LOCAL(&scan[2 * NT], cnt);
+    if (SELF_COUNT && bad != 0x7fffffff) ATOMIC_MIN_LOCAL(lbad, bad);
+    LOCAL_BARRIER();
+    int early = scan[2 * NT];
+    /* The same for the whole work-group: no barrier is skipped. */
+    if (c0 >= early) return early;
+#endif
     /* Inclusive scan, ping-pong, one barrier per step (its first barrier also orders the
      * cpos and lbad initialisations above before the listing and minimum below; the steps'
      * barriers, at least one, the minimum before the caller's read). */
     int cur = 0;
     scan[tid] = cnt;
     LOCAL_BARRIER();
-    if (SELF_COUNT && bad != 0x7fffffff) ATOMIC_MIN_LOCAL(lbad, bad);
+    if (!SL_EARLY && SELF_COUNT && bad != 0x7fffffff) ATOMIC_MIN_LOCAL(lbad, bad);
     for (int off = 1; off < NT; off <<= 1) {
         int v = scan[cur * NT + tid] + (tid >= off ? scan[cur * NT + tid - off] : 0);
         cur ^= 1;
@@ -561,8 +586,13 @@ KERNEL LAUNCH_BOUNDS(NT, SC_MIN_BLOCKS) sconv_gemm_f32(SCONV_ARGS SCONV_FUSED_AR
     /* Read after the barrier in front of the first stage. */
     sconv_tap_table(tapt, tid, taps, kw, dh, dw, iw);
 #if SELF_LIST
-    LOCAL int sscan[2 * NT];
+    LOCAL int sscan[2 * NT + SL_EARLY];
     LOCAL int sbad;
+    /* A self-listing grid may hold fewer column tiles than the map can have (the host sizes it
+     * from the columns it expects, lower/sparse_conv.rs `self_list_tiles`): each work-group
+     * takes windows c0, c0 + the grid's width, ... until one is past the map's columns, so any
+     * map is covered by any grid and a frame with the columns expected runs one window. */
+    for (;; c0 += SC_NCTILES * TN) {
     int cols = sconv_self_list(mk + n * mk_stride, sscan, cpos, &sbad, tid, c0, oh * ow);
 #if SELF_COUNT
     if (SC_MTILE == 0 && ks == 0 && c0 == 0 && tid == 0) {
@@ -710,7 +740,8 @@ KERNEL LAUNCH_BOUNDS(NT, SC_MIN_BLOCKS) sconv_gemm_f32(SCONV_ARGS SCONV_FUSED_AR
      * arrival is counted (the barrier makes tid 0 count after all of them fenced). */
     GLOBAL_FENCE();
     LOCAL_BARRIER();
-    int tile = (n * SC_NMTILES + SC_MTILE) * SC_NCTILES + SC_CTILE;
+    /* Per window of columns (c0 / TN), not per work-group: a self-listing grid may be narrower. */
+    int tile = (n * SC_NMTILES + SC_MTILE) * ((cap + TN - 1) / TN) + c0 / TN;
     if (tid == 0) {
         last_split = ATOMIC_INC(&tile_count[tile]) == KS - 1;
         /* Every split has arrived, so nothing else touches the counter in this launch; the
@@ -718,15 +749,22 @@ KERNEL LAUNCH_BOUNDS(NT, SC_MIN_BLOCKS) sconv_gemm_f32(SCONV_ARGS SCONV_FUSED_AR
         if (last_split) tile_count[tile] = 0;
     }
     LOCAL_BARRIER();
-    /* The same for the whole work-group, and no barrier follows. */
-    if (!last_split) return;
-    /* Acquire: the other splits' partial sums are read after their arrivals were seen. */
-    GLOBAL_FENCE();
-    for (int a = 0; a < NACC; ++a) {
-        int m = m0 + sconv_acc_m(a, tid), c = sconv_acc_c(a, tid);
-        if (m >= cout) continue;
-        sconv_store_output(sconv_split_sum(part, n, m, c0 + c, cout, cap), has_bias ? bias[m] : 0.0f, Y, res, has_res,
-                           meta, base, masked, n, m, cpos[c], cout, P, act, p0, p1);
+    /* The same for the whole work-group. */
+    if (last_split) {
+        /* Acquire: the other splits' partial sums are read after their arrivals were seen. */
+        GLOBAL_FENCE();
+        for (int a = 0; a < NACC; ++a) {
+            int m = m0 + sconv_acc_m(a, tid), c = sconv_acc_c(a, tid);
+            if (m >= cout) continue;
+            sconv_store_output(sconv_split_sum(part, n, m, c0 + c, cout, cap), has_bias ? bias[m] : 0.0f, Y, res, has_res,
+                               meta, base, masked, n, m, cpos[c], cout, P, act, p0, p1);
+        }
+    }
+#endif
+#if SELF_LIST
+    /* The next window's listing rewrites cpos, cy, cxs and the scan: every read of this one's
+     * is done first. */
+    LOCAL_BARRIER();
     }
 #endif
 }
@@ -739,19 +777,24 @@ KERNEL sconv_finish_f32(SCONV_ARGS) {
     PDL_ENTRY();
 #if SC_CSLOW
     int c = GROUP_ID(2) * LOCAL_SIZE(0) + LOCAL_ID(0), m = GROUP_ID(0) * LOCAL_SIZE(1) + LOCAL_ID(1), n = GROUP_ID(1);
+    int cstep = NUM_GROUPS(2) * LOCAL_SIZE(0);
 #else
     int c = GLOBAL_ID(0), m = GROUP_ID(1) * LOCAL_SIZE(1) + LOCAL_ID(1), n = GROUP_ID(2);
+    int cstep = NUM_GROUPS(0) * LOCAL_SIZE(0);
 #endif
-    if (m >= cout || c >= cap) return;
+    if (m >= cout) return;
     /* Most work-items find no column: they read the count and leave, and nothing else, since
      * any further load of theirs cost more than it saved (session 15, call E). The column's
-     * position, partial sums and bias are independent loads, issued together. */
-    if (c >= sconv_columns(meta, n, cstride, gi, oh, ow)) return;
+     * position, partial sums and bias are independent loads, issued together. A grid narrower
+     * than cap (a self-listing member's, see sconv_gemm_f32) takes a column every cstep. */
+    int cols = IMIN(cap, sconv_columns(meta, n, cstride, gi, oh, ow));
     int base = data0 + n * img_stride;
-    int p = sconv_position(meta, base, tiles_at, c, oh, ow);
-    float v = sconv_split_sum(part, n, m, c, cout, cap);
-    float b = has_bias ? bias[m] : 0.0f;
-    sconv_store_output(v, b, Y, res, has_res, meta, base, masked, n, m, p, cout, oh * ow, act, p0, p1);
+    for (; c < cols; c += cstep) {
+        int p = sconv_position(meta, base, tiles_at, c, oh, ow);
+        float v = sconv_split_sum(part, n, m, c, cout, cap);
+        float b = has_bias ? bias[m] : 0.0f;
+        sconv_store_output(v, b, Y, res, has_res, meta, base, masked, n, m, p, cout, oh * ow, act, p0, p1);
+    }
 }
 
 /* Depthwise (one input and one output channel per group): one work-item per (column, channel).

@@ -26,12 +26,50 @@ pub(crate) struct Launch<K> {
     pub groups: [u32; 3],
     pub local: [u32; 3],
     pub args: Vec<LArg>,
+    /// The grid dimension a frame may narrow to the columns it expects (`ColumnGrid`).
+    pub columns: Option<ColumnGrid>,
 }
 
 // By hand: a derive would ask for `K: Clone`, and kernels are shared through the Arc.
 impl<K> Clone for Launch<K> {
     fn clone(&self) -> Launch<K> {
-        Launch { kernel: self.kernel.clone(), groups: self.groups, local: self.local, args: self.args.clone() }
+        Launch { kernel: self.kernel.clone(), groups: self.groups, local: self.local, args: self.args.clone(), columns: self.columns }
+    }
+}
+
+/// A grid dimension of column tiles, `width` columns each, sized for every column the map can
+/// have, whose work-groups take further windows of columns until the map's are covered
+/// (sparse_conv.cl: the self-listing GEMM and its finish). Any width is correct, so a frame
+/// launches it for the columns it expects (`expected_tiles`), not for all of them: at density
+/// 0.1 most of the full grid's work-groups find no column (RESULTS.md, session 30).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct ColumnGrid {
+    pub dim: usize,
+    pub width: u32,
+}
+
+/// Column tiles of `width` for a frame expecting `expect` columns per image: a quarter more,
+/// rounded up to a power of two (so a camera's frames share a few grids, and a frame graph
+/// keyed by `column_bucket` stays valid), at least one.
+pub(crate) fn expected_tiles(expect: usize, width: u32) -> u32 {
+    let cols = column_bucket(expect);
+    u32::try_from(cols.div_ceil(width.max(1) as usize)).unwrap_or(u32::MAX).max(1)
+}
+
+/// The power of two of columns a frame expecting `expect` per image launches for.
+pub(crate) fn column_bucket(expect: usize) -> usize {
+    (expect + expect.div_ceil(4)).max(1).next_power_of_two()
+}
+
+impl<K> Launch<K> {
+    /// The grid for a frame expecting `expect` columns per image (`None`: as lowered, every
+    /// column the map can have).
+    pub(crate) fn groups_for(&self, expect: Option<usize>) -> [u32; 3] {
+        let mut g = self.groups;
+        if let (Some(c), Some(e)) = (self.columns, expect) {
+            g[c.dim] = g[c.dim].min(expected_tiles(e, c.width));
+        }
+        g
     }
 }
 
@@ -49,8 +87,13 @@ fn device_args<'a, K, B>(bufs: &'a [B], l: &Launch<K>) -> Vec<Arg<'a, B>> {
 
 /// Queues recorded launches on `dev`, their buffers looked up in `bufs`.
 pub(crate) fn replay_launches<D: GpuDevice>(dev: &D, bufs: &[D::Buffer], launches: &[Launch<D::Kernel>]) -> Result<()> {
+    replay_expecting(dev, bufs, launches, None)
+}
+
+/// `replay_launches` for a frame expecting `expect` columns per image (`Launch::groups_for`).
+pub(crate) fn replay_expecting<D: GpuDevice>(dev: &D, bufs: &[D::Buffer], launches: &[Launch<D::Kernel>], expect: Option<usize>) -> Result<()> {
     for l in launches {
-        dev.launch(&l.kernel, l.groups, l.local, &device_args(bufs, l))?;
+        dev.launch(&l.kernel, l.groups_for(expect), l.local, &device_args(bufs, l))?;
     }
     Ok(())
 }
@@ -329,8 +372,16 @@ impl<'a, D: GpuDevice> Ctx<'a, D> {
             u32::try_from(groups[1]).or_else(|_| limit(format!("a grid of {groups:?} work-groups exceeds 32 bits")))?,
             u32::try_from(groups[2]).or_else(|_| limit(format!("a grid of {groups:?} work-groups exceeds 32 bits")))?,
         ];
-        self.launches.push(Launch { kernel, groups: g, local, args });
+        self.launches.push(Launch { kernel, groups: g, local, args, columns: None });
         Ok(())
+    }
+
+    /// Marks grid dimension `dim` of the last launch as column tiles of `width` a frame may
+    /// narrow (`ColumnGrid`): only for kernels whose work-groups cover any map from any width.
+    pub(crate) fn narrowable(&mut self, dim: usize, width: u32) {
+        if let Some(l) = self.launches.last_mut() {
+            l.columns = Some(ColumnGrid { dim, width });
+        }
     }
 
     /// One work-item per element over `n` elements.
@@ -348,5 +399,27 @@ impl<'a, D: GpuDevice> Ctx<'a, D> {
     pub(crate) fn word(&self, i: usize) -> Result<Word> {
         let dt = self.in_dtype(i)?;
         dtype::word(dt).map_or_else(|| unsupported(format!("{dt} input {i}")), Ok)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{column_bucket, expected_tiles, ColumnGrid, Launch};
+    use std::sync::Arc;
+
+    #[test]
+    fn frames_launch_column_grids_for_a_quarter_more_than_expected_in_powers_of_two() {
+        // 160 columns (40 x 40 at density 0.1) and a quarter more: 200, launched for 256.
+        assert_eq!(column_bucket(160), 256);
+        assert_eq!(column_bucket(204), 256);
+        assert_eq!(column_bucket(205), 512);
+        assert_eq!((column_bucket(0), column_bucket(1)), (1, 2));
+        assert_eq!((expected_tiles(160, 64), expected_tiles(160, 128), expected_tiles(0, 64)), (4, 2, 1));
+        let l = Launch { kernel: Arc::new(()), groups: [2, 8, 25], local: [64, 1, 1], args: vec![], columns: Some(ColumnGrid { dim: 2, width: 64 }) };
+        assert_eq!(l.groups_for(Some(160)), [2, 8, 4]);
+        assert_eq!(l.groups_for(Some(1600)), [2, 8, 25], "never wider than lowered");
+        assert_eq!(l.groups_for(None), [2, 8, 25]);
+        let plain = Launch { columns: None, ..l.clone() };
+        assert_eq!(plain.groups_for(Some(160)), [2, 8, 25], "a launch not marked keeps its grid");
     }
 }

@@ -9,7 +9,7 @@ use super::elementwise::activation_code;
 use crate::gpu::device::GpuDevice;
 use crate::gpu::kernels::Src;
 use crate::gpu::sparse::meta::MetaLayout;
-use crate::gpu::sparse::schedules::{columns_slowest, hoisted_gather, mma_defines, mma_on, pipeline_depth, register_bound, self_list_fused, tap_table_on, vector_reads_on, SconvSchedule};
+use crate::gpu::sparse::schedules::{columns_slowest, hoisted_gather, mma_defines, mma_on, pipeline_depth, register_bound, self_list_early, self_list_fused, tap_table_on, vector_reads_on, SconvSchedule};
 use dynaspa_runtime::graph::{Conv, Op};
 use dynaspa_runtime::sparsity::Granularity;
 use dynaspa_runtime::{DType, Error, Result};
@@ -401,6 +401,9 @@ impl SconvOp {
                 if columns.is_some_and(|c| c.report.is_some()) {
                     defines.push(("SELF_COUNT", 1));
                 }
+                if columns.is_some() && self_list_early(info) {
+                    defines.push(("SL_EARLY", 1));
+                }
                 let kern = cx.kernel(Src::SparseConv, "sconv_gemm_f32", &defines)?;
                 let (ctiles, mtiles) = (cap.div_ceil(t.tn as usize), cout.div_ceil(t.tm as usize));
                 let splits = images * sched.ks as usize;
@@ -414,6 +417,10 @@ impl SconvOp {
                     }
                 }
                 cx.launch(kern, grid, t.local(), gemm_args)?;
+                if columns.is_some() {
+                    // Its work-groups take window after window of columns (sparse_conv.cl).
+                    cx.narrowable(2, t.tn);
+                }
                 if sched.ks > 1 && !fused {
                     let mut defines = sched.finish_defines();
                     defines.extend(fastest);
@@ -421,6 +428,11 @@ impl SconvOp {
                     let (ctiles, chans) = (cap.div_ceil(COLUMN_WG as usize), cout.div_ceil(FINISH_CH as usize));
                     let grid = if slow { [chans, images, ctiles] } else { [ctiles, chans, images] };
                     cx.launch(kern, grid, [COLUMN_WG, FINISH_CH, 1], args)?;
+                    if columns.is_some() {
+                        // Every finish strides over the columns; a self-listing member's grids
+                        // are the ones a frame narrows.
+                        cx.narrowable(if slow { 2 } else { 0 }, COLUMN_WG);
+                    }
                 }
             }
             SconvKind::Depthwise => {

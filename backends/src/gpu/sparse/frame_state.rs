@@ -2,29 +2,35 @@
 //! per-frame state: the members the frame will run, known before any launch, and the state
 //! `run_op` would have left, set without running it.
 
-use super::{choose, CountsSync, Frames};
+use super::{choose, expected_columns, CountsSync, Frames};
+use crate::gpu::lower::ctx::column_bucket;
 use crate::gpu::device::GpuDevice;
 use dynaspa_runtime::graph::FillPolicy;
 use dynaspa_runtime::Result;
 
 impl<D: GpuDevice> Frames<D> {
-    /// The member each sparse op will run this frame, in op order, where that is known before
-    /// the frame runs: every op selects with its mask's counts of the last frame (lagged
-    /// counts, not the first frame) and no op computes its first cached frame. `None`
-    /// otherwise: the frame then runs launch by launch.
+    /// The member each sparse op will run this frame, in op order, then the columns each
+    /// expects (the power of two its narrowed grids are launched for, `ColumnGrid`; 0 for
+    /// whole grids), where that is known before the frame runs: every op selects with its
+    /// mask's counts of the last frame (lagged counts, not the first frame) and no op computes
+    /// its first cached frame. `None` otherwise: the frame then runs launch by launch.
     pub(crate) fn frame_key(&self) -> Option<Vec<u16>> {
         if self.sync != CountsSync::Lagged {
             return None;
         }
-        let mut key = Vec::with_capacity(self.ops.len());
+        let mut key = Vec::with_capacity(2 * self.ops.len());
+        let mut columns = Vec::with_capacity(self.ops.len());
         for op in &self.ops {
             let c = self.counts.get(op.mask)?;
             if op.fill == FillPolicy::Cached && !op.cached_ready {
                 return None;
             }
-            let pick = choose(op, &self.masks[op.mask].layout, c.last.as_ref()?).ok()?;
+            let (layout, last) = (&self.masks[op.mask].layout, c.last.as_ref()?);
+            let pick = choose(op, layout, last).ok()?;
             key.push(u16::try_from(pick).ok()?);
+            columns.push(expected_columns(layout, last).map_or(0, |e| column_bucket(e).trailing_zeros() as u16 + 1));
         }
+        key.extend(columns);
         Some(key)
     }
 

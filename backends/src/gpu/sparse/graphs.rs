@@ -5,7 +5,7 @@
 //! programmatic launches (`cuda/pdl.rs`) already overlap each kernel's start with the one before.
 
 use crate::gpu::device::GpuDevice;
-use crate::gpu::lower::ctx::{replay_launches, Launch};
+use crate::gpu::lower::ctx::{replay_expecting, Launch};
 use dynaspa_runtime::Result;
 
 /// Whether members are recorded into graphs: `$DYNASPA_GRAPHS` is 1.
@@ -54,22 +54,32 @@ impl<G> MemberGraphs<G> {
         &mut s[member]
     }
 
-    /// Queues `launches` (member `member` of op `op`) on `dev`'s main queue: from the member's
-    /// graph, recorded now if it has none yet, or one launch at a time where there is none.
-    pub(crate) fn replay<D: GpuDevice<Graph = G>>(&mut self, dev: &D, bufs: &[D::Buffer], op: usize, member: usize, launches: &[Launch<D::Kernel>]) -> Result<()> {
+    /// Queues `launches` (member `member` of op `op`) for a frame expecting `expect` columns
+    /// per image on `dev`'s main queue: from the member's graph, recorded now if it has none
+    /// yet, or one launch at a time where there is none. (A graph keeps the grids it was
+    /// recorded with: right for any frame, narrowed for the first one's columns.)
+    pub(crate) fn replay<D: GpuDevice<Graph = G>>(
+        &mut self,
+        dev: &D,
+        bufs: &[D::Buffer],
+        op: usize,
+        member: usize,
+        launches: &[Launch<D::Kernel>],
+        expect: Option<usize>,
+    ) -> Result<()> {
         if !self.enabled || launches.is_empty() {
-            return replay_launches(dev, bufs, launches);
+            return replay_expecting(dev, bufs, launches, expect);
         }
         let slot = self.slot(op, member);
         if let Slot::Untried = slot {
-            *slot = match dev.capture(&mut || replay_launches(dev, bufs, launches))? {
+            *slot = match dev.capture(&mut || replay_expecting(dev, bufs, launches, expect))? {
                 Some(g) => Slot::Ready(g),
                 None => Slot::Plain,
             };
         }
         match slot {
             Slot::Ready(g) => dev.launch_graph(g),
-            _ => replay_launches(dev, bufs, launches),
+            _ => replay_expecting(dev, bufs, launches, expect),
         }
     }
 }

@@ -155,6 +155,23 @@ pub(crate) fn vector_reads_on() -> bool {
     ASKED.get_or_init(|| env_switch("DYNASPA_SC_VEC")).unwrap_or(true)
 }
 
+/// Whether self-listing members' work-groups on `info` count the mask first and leave when they
+/// have no column, before the scan (sparse_conv.cl, `SL_EARLY`): on CUDA unless
+/// `DYNASPA_SL_EARLY=0` (read once, the A/B switch); never elsewhere (PoCL 3.1 crashed running
+/// it).
+pub(crate) fn self_list_early(info: &DeviceInfo) -> bool {
+    static ASKED: std::sync::OnceLock<Option<bool>> = std::sync::OnceLock::new();
+    info.backend == "cuda" && ASKED.get_or_init(|| env_switch("DYNASPA_SL_EARLY")).unwrap_or(true)
+}
+
+/// Whether frames launch self-listing members' grids for the columns they expect rather than
+/// for every column the map can have (`lower::ctx::ColumnGrid`): unless `DYNASPA_SL_GRID=0`
+/// (read once, the A/B switch).
+pub(crate) fn narrow_column_grids() -> bool {
+    static ASKED: std::sync::OnceLock<Option<bool>> = std::sync::OnceLock::new();
+    ASKED.get_or_init(|| env_switch("DYNASPA_SL_GRID")).unwrap_or(true)
+}
+
 /// Whether GEMM members on `info` work out their gather's column and tap bounds once per kernel
 /// instead of per element and stage (sparse_conv.cl, `SC_HOIST`): on, but for NVIDIA's OpenCL.
 /// On an H200 (RESULTS.md, session 25) CUDA's members got a median 3-8% faster with it, while
@@ -327,7 +344,8 @@ impl SconvSchedule {
     /// (two ints per work-item) beside the tiles; else unchanged.
     pub(crate) fn with_self_list(mut self, kind: SconvKind, limits: &GpuLimits) -> SconvSchedule {
         let k = self.knobs();
-        let local = k.local_bytes(limits.wgsl) + 8 * k.threads() as u64;
+        // The scan's two rows, the mask's total and its first bad value (sconv_self_list).
+        let local = k.local_bytes(limits.wgsl) + 8 * k.threads() as u64 + 8;
         self.self_list = limits.self_list
             && !limits.wgsl
             && kind == SconvKind::Gemm
@@ -467,6 +485,16 @@ pub(crate) fn all(entry: &str) -> Vec<Vec<(&'static str, i64)>> {
         }
     }
     if entry == "sconv_gemm_f32" {
+        // Self-listing members that leave before the scan without a column (CUDA's default):
+        // once per work-group shape and count mode, which is all SL_EARLY's code depends on
+        // (every self-listing variant again would double CI's compile of this file).
+        let mut shapes = std::collections::HashSet::new();
+        let early: Vec<Vec<(&'static str, i64)>> = v
+            .iter()
+            .filter(|d| d.contains(&("SELF_LIST", 1)))
+            .filter(|d| shapes.insert(d.iter().filter(|x| matches!(x.0, "TM" | "TN" | "WM" | "WN" | "SELF_COUNT")).copied().collect::<Vec<_>>()))
+            .map(|d| d.iter().copied().chain([("SL_EARLY", 1)]).collect())
+            .collect();
         // On the tensor cores (sm_80 and later) where the tile allows: the dense and 1x1 members
         // and the space's spread (the other granularities change only the column lookup, which
         // the MMA variant does not touch; every variant would add ~500 programs to CI's compile).
@@ -481,6 +509,7 @@ pub(crate) fn all(entry: &str) -> Vec<Vec<(&'static str, i64)>> {
             })
             .collect();
         v.extend(with_mma);
+        v.extend(early);
     }
     if entry == "sconv_fill_residual_f32" || entry == "sconv_blend_cached_f32" {
         v.push(vec![]);
@@ -674,6 +703,19 @@ mod tests {
         assert!(hoisted_gather(&device("cuda", "NVIDIA Corporation", "580")));
         assert!(!hoisted_gather(&device("opencl", "NVIDIA Corporation", "580")));
         assert!(hoisted_gather(&device("opencl", "The pocl project", "6.0")));
+    }
+
+    #[test]
+    fn self_listing_groups_leave_before_the_scan_on_cuda_alone_and_ci_compiles_them() {
+        assert!(!super::self_list_early(&device("opencl", "The pocl project", "3.1")));
+        assert!(!super::self_list_early(&device("opencl", "NVIDIA Corporation", "580")));
+        if std::env::var_os("DYNASPA_SL_EARLY").is_none() {
+            assert!(super::self_list_early(&device("cuda", "NVIDIA", "13.0")));
+        }
+        let all = super::all("sconv_gemm_f32");
+        let early = |d: &Vec<(&str, i64)>| d.contains(&("SL_EARLY", 1));
+        assert!(all.iter().any(|d| early(d) && d.contains(&("SELF_COUNT", 1))) && all.iter().any(|d| early(d) && !d.contains(&("SELF_COUNT", 1))));
+        assert!(all.iter().filter(|d| early(d)).all(|d| d.contains(&("SELF_LIST", 1))), "only self-listing members scan");
     }
 
     #[test]

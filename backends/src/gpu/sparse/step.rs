@@ -33,7 +33,7 @@ use super::graphs::{self, MemberGraphs};
 use super::meta::MetaLayout;
 use crate::cpu::ForceMember;
 use crate::gpu::device::GpuDevice;
-use crate::gpu::lower::ctx::{replay_async, replay_launches, BufId, LArg, Launch};
+use crate::gpu::lower::ctx::{replay_async, replay_expecting, replay_launches, BufId, LArg, Launch};
 use dynaspa_runtime::dispatch::PolyKernel;
 use dynaspa_runtime::graph::FillPolicy;
 use dynaspa_runtime::report::{PhaseTimes, SparseOpRecord};
@@ -304,6 +304,13 @@ impl<D: GpuDevice> Frames<D> {
         Ok(self.counts[m].select.as_deref().expect("filled above"))
     }
 
+    /// The counts of mask `m` the next frame selects with under lagged counts (the last
+    /// frame's, once it ended).
+    #[cfg(test)]
+    pub(crate) fn counts_of(&self, m: usize) -> Option<Vec<usize>> {
+        self.counts.get(m)?.last.clone()
+    }
+
     /// Whether mask `m`'s first reader this frame selects with last frame's counts.
     fn lagged(&self, m: usize) -> bool {
         self.sync == CountsSync::Lagged && self.counts[m].last.is_some()
@@ -411,6 +418,7 @@ impl<D: GpuDevice> Frames<D> {
         let layout = &self.masks[m].layout;
         let ones = layout.index(Granularity::new(1, 1)).map_or(0, |k| counts[k]);
         let density = ones as f64 / (layout.images * layout.h * layout.w) as f64;
+        let expect = expected_columns(layout, &counts);
         let op = &self.ops[i];
         let pick = choose(op, layout, &counts)?;
         let tiles_of = |g: Option<Granularity>| g.and_then(|g| layout.index(g)).map_or(0, |k| counts[k]);
@@ -455,9 +463,9 @@ impl<D: GpuDevice> Frames<D> {
             ("dense (first cached frame)".to_string(), None, 0)
         } else {
             if self.recording_frame {
-                replay_launches(dev, bufs, &op.members[pick])?;
+                replay_expecting(dev, bufs, &op.members[pick], expect)?;
             } else {
-                self.graphs.replay(dev, bufs, i, pick, &op.members[pick])?;
+                self.graphs.replay(dev, bufs, i, pick, &op.members[pick], expect)?;
             }
             op.last_pick = Some(pick);
             let s = &op.poly.members()[pick].schedule;
@@ -530,10 +538,20 @@ impl<D: GpuDevice> Frames<D> {
         op.poly.members().iter().position(|m| m.schedule.name == name).filter(|&a| a < op.members.len())
     }
 
-    /// The launches of op `i`'s member `name` (with the residual fill, which every member needs).
-    pub(crate) fn member_launches(&self, i: usize, name: &str) -> Option<Vec<&Launch<D::Kernel>>> {
+    /// The launches of op `i`'s member `name` (with the residual fill, which every member needs)
+    /// with the grids the frame's counts ask for (`frame_columns`).
+    pub(crate) fn member_launches(&self, i: usize, name: &str) -> Option<Vec<Launch<D::Kernel>>> {
         let (op, at) = (&self.ops[i], self.member_index(i, name)?);
-        Some(op.residual_fill.iter().chain(&op.members[at]).collect())
+        let expect = self.frame_columns(i);
+        Some(op.residual_fill.iter().chain(&op.members[at]).map(|l| Launch { groups: l.groups_for(expect), ..l.clone() }).collect())
+    }
+
+    /// Columns per image op `i`'s frame expects: from the counts this frame selects with, else
+    /// the last frame's (`expected_columns`).
+    fn frame_columns(&self, i: usize) -> Option<usize> {
+        let m = self.ops[i].mask;
+        let c = self.counts.get(m)?;
+        expected_columns(&self.masks[m].layout, c.select.as_ref().or(c.last.as_ref())?)
     }
 
     /// The launch that makes op `i`'s mask metadata each frame.
@@ -566,9 +584,10 @@ impl<D: GpuDevice> Frames<D> {
     /// (from its graph where the device records them).
     pub(crate) fn replay_member(&mut self, dev: &D, bufs: &[D::Buffer], i: usize, name: &str) -> Result<()> {
         let at = self.member_index(i, name).ok_or_else(|| Error::Other(format!("sparse op {i} has no member '{name}'")))?;
+        let expect = self.frame_columns(i);
         let op = &self.ops[i];
         replay_launches(dev, bufs, &op.residual_fill)?;
-        self.graphs.replay(dev, bufs, i, at, &op.members[at])
+        self.graphs.replay(dev, bufs, i, at, &op.members[at], expect)
     }
 
     /// One frame's dispatch of op `i` followed by its member `name` (`replay_member`), ordered
@@ -616,4 +635,12 @@ impl<D: GpuDevice> Frames<D> {
             _ => 0,
         }
     }
+}
+
+/// Columns per image (the mean: an image with more takes further windows) a frame with
+/// `counts` over `layout` narrows self-listing grids to (`lower::ctx::ColumnGrid`); `None`
+/// where they stay whole (`DYNASPA_SL_GRID=0`, or no 1x1 count).
+pub(crate) fn expected_columns(layout: &MetaLayout, counts: &[usize]) -> Option<usize> {
+    let ones = counts.get(layout.index(Granularity::new(1, 1))?)?;
+    super::schedules::narrow_column_grids().then(|| ones.div_ceil(layout.images.max(1)))
 }

@@ -1,0 +1,75 @@
+#!/bin/bash
+# Session 30 calls (bash s.sh N on the GPU host; binaries from benches/device_s13/pack.sh).
+#   1 (call 30.1, dist-s30: SL_EARLY on, work-groups of self-listing members that take window
+#      after window of columns, and DYNASPA_SL_GRID=F sizing those grids for the fraction F of
+#      the positions): gpu_sparse and gpu_fused_finish on CUDA with grids for 5% of the
+#      positions (most frames' work-groups take several windows) and as built; conv1x1 at batch
+#      1 and 0.1, grids for 15% ("g15") against every position ("full"), alternated twice;
+#      PyTorch.
+# Calls 30.2 and on (dist-s30b, D=/tmp/d30b: grids sized per frame from the columns the counts
+# it selects with expect, unless DYNASPA_SL_GRID=0; "new" against "off"):
+#   2 (call 30.2): gpu_sparse and gpu_fused_finish on CUDA; conv1x1 at batch 1 and 0.1, new and
+#      off alternated twice; PyTorch. (Its batch-2-and-4 half did not start: b24 was called
+#      with an extra argument.)
+# Calls 30.3 and on (dist-s30c: dist-s30b's kernels; the bench's steady member is the fastest
+# as dispatched of the three fastest alone):
+#   3 (call 30.3): every conv at batch 1 and 0.1, new then off; PyTorch.
+#   4 (call 30.4): batches 2 and 4 at 0.1, conv1x1 and stride 2, new then off; PyTorch.
+stage=$1
+source "$(dirname "$0")/start.sh"
+# Archived after every step: the call may run out of device time before the end.
+keep() { (cd $OUT && tar czf r_$stage.tgz r); }
+if [ "$stage" = 1 ]; then
+  gpu_test gpu_sparse gpu_sparse_g05 DYNASPA_SL_GRID=0.05; keep
+  gpu_test gpu_fused_finish gpu_fused_finish_g05 DYNASPA_SL_GRID=0.05; keep
+  gpu_test gpu_sparse gpu_sparse_def; keep
+  for r in 1 2; do
+    ONLY=conv1x1 LIMIT=${L1:-150} DUMP=1 bench_lo c1_full_$r $D; keep
+    ONLY=conv1x1 LIMIT=${L1:-150} bench_lo c1_g15_$r $D $G15; keep
+    L1=60
+  done
+  torch_b1 1; cp $OUT/r/torch_b1_1.jsonl $OUT/r/torch_b1lo_1.jsonl
+  pairs c1_1 b1lo_c1_g15_1 b1lo_c1_full_1 b1lo_c1_g15_2 b1lo_c1_full_2
+  keep
+elif [ "$stage" = 2 ]; then
+  gpu_test gpu_sparse gpu_sparse_2; keep
+  gpu_test gpu_fused_finish gpu_fused_finish_2; keep
+  for r in 1 2; do
+    ONLY=conv1x1 LIMIT=${L1:-150} DUMP=1 bench_lo c1_new_$r $D; keep
+    ONLY=conv1x1 LIMIT=${L1:-150} bench_lo c1_off_$r $D $OFF; keep
+    L1=60
+  done
+  torch_b1 2; cp $OUT/r/torch_b1_2.jsonl $OUT/r/torch_b1lo_2.jsonl
+  pairs c1_2 b1lo_c1_new_1 b1lo_c1_off_1 b1lo_c1_new_2 b1lo_c1_off_2
+  keep
+  for op in conv1x1 conv3x3s2; do
+    ONLY=$op LIMIT=${L2:-200} DUMP=1 b24 ${op}_new; keep
+    ONLY=$op LIMIT=${L2:-200} b24 ${op}_off $OFF; keep
+  done
+  for v in new off; do cat $OUT/r/b24k_conv1x1_$v.jsonl $OUT/r/b24k_conv3x3s2_$v.jsonl > $OUT/r/b24k_${v}_2.jsonl; done
+  torch_b24 2
+  for v in new off; do best b24k $v 2; done
+  pairs b24_2 b24k_new_2 b24k_off_2
+  keep
+elif [ "$stage" = 3 ]; then
+  # Every conv (conv3x3, conv3x3s2, conv1x1) at batch 1 and 0.1, new then off.
+  LIMIT=${L3:-330} DUMP=1 bench_lo new_3 $D; keep
+  LIMIT=${L3:-200} bench_lo off_3 $D $OFF; keep
+  torch_b1 3; cp $OUT/r/torch_b1_3.jsonl $OUT/r/torch_b1lo_3.jsonl
+  for v in new off; do best b1lo $v 3; done
+  pairs ops_3 b1lo_new_3 b1lo_off_3
+  keep
+elif [ "$stage" = 4 ]; then
+  # Batches 2 and 4 at 0.1, conv1x1 and stride 2 in one bench each way.
+  ONLY=conv1x1 LIMIT=${L4:-200} DUMP=1 b24 c1_new; keep
+  ONLY=conv3x3s2 LIMIT=${L4:-200} DUMP=1 b24 s2_new; keep
+  cat $OUT/r/b24k_c1_new.jsonl $OUT/r/b24k_s2_new.jsonl > $OUT/r/b24k_new_4.jsonl
+  torch_b24 4; cp $OUT/r/torch_b24_4.jsonl $OUT/r/torch_b24k_4.jsonl; keep
+  ONLY=conv1x1 LIMIT=${L4:-120} b24 c1_off $OFF; keep
+  ONLY=conv3x3s2 LIMIT=${L4:-120} b24 s2_off $OFF; keep
+  cat $OUT/r/b24k_c1_off.jsonl $OUT/r/b24k_s2_off.jsonl > $OUT/r/b24k_off_4.jsonl
+  for v in new off; do best b24k $v 4; done
+  pairs b24_4 b24k_new_4 b24k_off_4
+  keep
+fi
+exit 0
