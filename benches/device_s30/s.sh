@@ -15,6 +15,12 @@
 # as dispatched of the three fastest alone):
 #   3 (call 30.3): every conv at batch 1 and 0.1, new then off; PyTorch.
 #   4 (call 30.4): batches 2 and 4 at 0.1, conv1x1 and stride 2, new then off; PyTorch.
+#   5 (call 30.5): every conv at batch 1 and densities 0.3 and 0.5, new then off; PyTorch.
+#   6 (call 30.6, DIST=dist-s30d D=/tmp/d30d, OLD=dist-s30o: session 29's last tree, 4aa7b0d,
+#      its bench alone): gpu_models on CUDA; conv3x3 and stride 2 at batch 1 and 0.1 with this
+#      tree, then with session 29's.
+#   7 (call 30.7, DIST=dist-s30e D=/tmp/d30e: the window loop's per-window values computed in
+#      the loop, NO_HOIST): gpu_sparse on CUDA; conv3x3 and stride 2 at batch 1 and 0.1.
 stage=$1
 source "$(dirname "$0")/start.sh"
 # Archived after every step: the call may run out of device time before the end.
@@ -71,5 +77,32 @@ elif [ "$stage" = 4 ]; then
   for v in new off; do best b24k $v 4; done
   pairs b24_4 b24k_new_4 b24k_off_4
   keep
+elif [ "$stage" = 5 ]; then
+  # Every conv at batch 1 and densities 0.3 and 0.5, new then off; PyTorch on the same masks.
+  for v in new:"DYNASPA_SL_GRID=1" off:"$OFF"; do
+    mkdir -p /tmp/masks1
+    env ${v#*:} timeout ${L5:-200} $D/gpu_sparse_bench --backend cuda --batches 1 --only conv --knobs 12 --densities 0.3,0.5 \
+      --samples 15 --runs 10 --dump-masks /tmp/masks1 --json $OUT/r/b1m_${v%%:*}_5.jsonl > $OUT/r/b1m_${v%%:*}_5.txt 2>&1
+    rc=$?; echo "$(date -u +%T) b1m ${v%%:*} rc=$rc wrong=$(grep -c WRONG $OUT/r/b1m_${v%%:*}_5.txt)"; keep
+  done
+  torch_b1 5; cp $OUT/r/torch_b1_5.jsonl $OUT/r/torch_b1m_5.jsonl
+  for v in new off; do best b1m $v 5; done
+  pairs m_5 b1m_new_5 b1m_off_5
+  keep
+elif [ "$stage" = 6 ]; then
+  # DIST=dist-s30d (this tree with gpu_models); OLD=dist-s30o: session 29's last tree (4aa7b0d).
+  gpu_test gpu_models gpu_models_6; keep
+  mkdir -p /tmp/d30o
+  python3 -c "import lzma,shutil,sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2],'wb'))" ${OLD:-dist-s30o}/gpu_sparse_bench.xz /tmp/d30o/gpu_sparse_bench
+  chmod +x /tmp/d30o/gpu_sparse_bench
+  # conv3x3 and stride 2 at batch 1 and 0.1: this tree, then session 29's.
+  ONLY=conv3x3 LIMIT=${L6:-200} bench_lo new_6 $D; keep
+  ONLY=conv3x3 LIMIT=${L6:-200} bench_lo old_6 /tmp/d30o; keep
+  pairs tree_6 b1lo_new_6 b1lo_old_6
+  keep
+elif [ "$stage" = 7 ]; then
+  # DIST=dist-s30e: the window loop computing its per-window values in the loop (NO_HOIST).
+  gpu_test gpu_sparse gpu_sparse_7; keep
+  ONLY=conv3x3 LIMIT=${L7:-220} bench_lo new_7 $D; keep
 fi
 exit 0

@@ -37,6 +37,10 @@
 #define ATOMIC_INC(p) atomicAdd((p), 1)
 #define ATOMIC_MIN_LOCAL(p, v) atomicMin((p), (v))
 #define ATOMIC_ADD_LOCAL(p, v) atomicAdd((p), (v))
+// An int the compiler must take as changed here (an empty asm that "writes" it): what is
+// computed from it after this point stays after it, so a loop's body computes it again
+// instead of holding it in a register across the loop (sparse_conv.cl's window loop).
+#define NO_HOIST(x) asm volatile("" : "+r"(x))
 
 // Work-item ids and sizes as int, like the OpenCL prelude's casts of get_*_id; a dimension past
 // 2 reads as OpenCL's do (id 0, size 1).

@@ -38,6 +38,8 @@
 #define ATOMIC_INC(p) atomic_inc(p)
 #define ATOMIC_MIN_LOCAL(p, v) atomic_min((p), (v))
 #define ATOMIC_ADD_LOCAL(p, v) atomic_add((p), (v))
+/* CUDA's keeps loop-invariant values out of registers across a loop; nothing here. */
+#define NO_HOIST(x) do { } while (0)
 /* First statement of every kernel: a CUDA launch hook (cuda/pdl.rs), nothing here. */
 #define PDL_ENTRY() do { } while (0)
 #define PDL_TRIGGER() do { } while (0)
