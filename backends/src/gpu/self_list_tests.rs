@@ -257,7 +257,13 @@ fn narrowed_grids_cover_a_frame_denser_than_the_last() {
     exe.run(&sparse).unwrap();
     // Selected with the sparse frame's counts: the grids it launches for them.
     let expect = crate::gpu::sparse::step::expected_columns(&exe.frames.masks[0].layout, &exe.frames.counts_of(0).expect("the first frame's counts"));
+    let after_sparse = exe.frames.frame_key();
     let got = exe.run(&dense).unwrap().remove(0).as_f32().unwrap().to_vec();
+    // The same member, other grids: a frame graph recorded after one frame must not replay
+    // after the other.
+    let after_dense = exe.frames.frame_key();
+    assert!(after_sparse.is_some() && after_dense.is_some(), "lagged frames should have keys");
+    assert_ne!(after_sparse, after_dense, "frame graph keys ignore the grids' widths");
     let op = &exe.frames.ops[0];
     let pick = op.last_pick.unwrap();
     assert!(op.meta_free[pick], "the 1x1 member should list its own columns");
