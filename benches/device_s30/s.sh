@@ -21,6 +21,8 @@
 #      tree, then with session 29's.
 #   7 (call 30.7, DIST=dist-s30e D=/tmp/d30e: the window loop's per-window values computed in
 #      the loop, NO_HOIST): gpu_sparse on CUDA; conv3x3 and stride 2 at batch 1 and 0.1.
+#   8 (not run yet; DIST=dist-s30e or a later tree): SL_EARLY on against off with the narrowed
+#      grids, every conv at batch 1 and 0.1, alternated twice.
 stage=$1
 source "$(dirname "$0")/start.sh"
 # Archived after every step: the call may run out of device time before the end.
@@ -104,5 +106,16 @@ elif [ "$stage" = 7 ]; then
   # DIST=dist-s30e: the window loop computing its per-window values in the loop (NO_HOIST).
   gpu_test gpu_sparse gpu_sparse_7; keep
   ONLY=conv3x3 LIMIT=${L7:-220} bench_lo new_7 $D; keep
+elif [ "$stage" = 8 ]; then
+  # Not run in session 30 (no device time left): SL_EARLY on (the default) against off, with
+  # the narrowed grids, every conv at batch 1 and 0.1, alternated twice; the first candidate
+  # for the 6-7% the median member lost against session 29's tree (RESULTS.md, session 30).
+  for r in 1 2; do
+    LIMIT=${L8:-330} bench_lo early_$r $D; keep
+    LIMIT=${L8:-200} bench_lo noearly_$r $D DYNASPA_SL_EARLY=0; keep
+    L8=120
+  done
+  pairs early_8 b1lo_early_1 b1lo_noearly_1 b1lo_early_2 b1lo_noearly_2
+  keep
 fi
 exit 0
