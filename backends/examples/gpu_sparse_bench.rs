@@ -243,6 +243,14 @@ fn rel_l2(a: &[f32], b: &[f32]) -> f64 {
 /// many alone.
 const STEADY_OF: usize = 3;
 
+/// The executable holding a timed member: `home` 0 the default one, i + 1 `tuned[i]`'s.
+fn holder<'a, D: GpuDevice>(exe: &'a mut GpuExecutable<D>, tuned: &'a mut [(GpuExecutable<D>, Vec<String>)], home: usize) -> &'a mut GpuExecutable<D> {
+    match home {
+        0 => exe,
+        h => &mut tuned[h - 1].0,
+    }
+}
+
 fn median(v: &mut [f64]) -> f64 {
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
@@ -387,10 +395,7 @@ fn bench<D: GpuDevice + 'static>(dev: Arc<D>, a: &Args) -> Result<()> {
                     if by_alone.len() > 1 {
                         let mut best_lagged = f64::INFINITY;
                         for &i in by_alone.iter().take(STEADY_OF) {
-                            let e = match home[i] {
-                                h if h > 0 => &mut tuned[h - 1].0,
-                                _ => &mut exe,
-                            };
+                            let e = holder(&mut exe, &mut tuned, home[i]);
                             let mut l = e.time_dispatched(0, &times[i].0, CountsSync::Lagged, a.samples, a.runs)?;
                             let l = median(&mut l);
                             if l < best_lagged {
@@ -399,10 +404,7 @@ fn bench<D: GpuDevice + 'static>(dev: Arc<D>, a: &Args) -> Result<()> {
                         }
                     }
                     let pick = times.get(at).map(|t| t.0.clone()).unwrap_or_default();
-                    let pe = match home.get(at) {
-                        Some(&h) if h > 0 => &mut tuned[h - 1].0,
-                        _ => &mut exe,
-                    };
+                    let pe = holder(&mut exe, &mut tuned, home.get(at).copied().unwrap_or(0));
                     let (mut alone, mut empty, mut masked, mut lagged, mut exact) = (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
                     // Whole frames of the op's executable (zero fill, mask launch, member), launch
                     // by launch and from one recorded graph per frame.

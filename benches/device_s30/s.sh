@@ -27,27 +27,28 @@ stage=$1
 source "$(dirname "$0")/start.sh"
 # Archived after every step: the call may run out of device time before the end.
 keep() { (cd $OUT && tar czf r_$stage.tgz r); }
+# conv1x1 at batch 1 and 0.1 as TAG_A (the build's defaults, masks dumped) and TAG_B (with
+# NAME=VALUE...) alternated twice, each kept, then PyTorch on the masks: c1_ab TAG_A TAG_B [NAME=VALUE...]
+c1_ab() {
+  local a=$1 b=$2 l=${L1:-150} r; shift 2
+  for r in 1 2; do
+    ONLY=conv1x1 LIMIT=$l DUMP=1 bench_lo c1_${a}_$r $D; keep
+    ONLY=conv1x1 LIMIT=$l bench_lo c1_${b}_$r $D "$@"; keep
+    l=60
+  done
+  torch_b1 $stage; cp $OUT/r/torch_b1_$stage.jsonl $OUT/r/torch_b1lo_$stage.jsonl
+}
 if [ "$stage" = 1 ]; then
   gpu_test gpu_sparse gpu_sparse_g05 DYNASPA_SL_GRID=0.05; keep
   gpu_test gpu_fused_finish gpu_fused_finish_g05 DYNASPA_SL_GRID=0.05; keep
   gpu_test gpu_sparse gpu_sparse_def; keep
-  for r in 1 2; do
-    ONLY=conv1x1 LIMIT=${L1:-150} DUMP=1 bench_lo c1_full_$r $D; keep
-    ONLY=conv1x1 LIMIT=${L1:-150} bench_lo c1_g15_$r $D $G15; keep
-    L1=60
-  done
-  torch_b1 1; cp $OUT/r/torch_b1_1.jsonl $OUT/r/torch_b1lo_1.jsonl
+  c1_ab full g15 $G15
   pairs c1_1 b1lo_c1_g15_1 b1lo_c1_full_1 b1lo_c1_g15_2 b1lo_c1_full_2
   keep
 elif [ "$stage" = 2 ]; then
   gpu_test gpu_sparse gpu_sparse_2; keep
   gpu_test gpu_fused_finish gpu_fused_finish_2; keep
-  for r in 1 2; do
-    ONLY=conv1x1 LIMIT=${L1:-150} DUMP=1 bench_lo c1_new_$r $D; keep
-    ONLY=conv1x1 LIMIT=${L1:-150} bench_lo c1_off_$r $D $OFF; keep
-    L1=60
-  done
-  torch_b1 2; cp $OUT/r/torch_b1_2.jsonl $OUT/r/torch_b1lo_2.jsonl
+  c1_ab new off $OFF
   pairs c1_2 b1lo_c1_new_1 b1lo_c1_off_1 b1lo_c1_new_2 b1lo_c1_off_2
   keep
   for op in conv1x1 conv3x3s2; do

@@ -52,8 +52,7 @@ pub(crate) struct ColumnGrid {
 /// rounded up to a power of two (so a camera's frames share a few grids, and a frame graph
 /// keyed by `column_bucket` stays valid), at least one.
 pub(crate) fn expected_tiles(expect: usize, width: u32) -> u32 {
-    let cols = column_bucket(expect);
-    u32::try_from(cols.div_ceil(width.max(1) as usize)).unwrap_or(u32::MAX).max(1)
+    u32::try_from(column_bucket(expect).div_ceil(width.max(1) as usize)).unwrap_or(u32::MAX)
 }
 
 /// The power of two of columns a frame expecting `expect` per image launches for.
