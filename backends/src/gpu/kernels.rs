@@ -137,8 +137,9 @@ pub(crate) const LINEAR_WG: u32 = 256;
 
 /// The name of the kernel whose head follows `KERNEL ` in `after`: `name(`, or with a
 /// register bound first, `LAUNCH_BOUNDS(..) name(` (the preludes') or CUDA's
-/// `__launch_bounds__(..) name(`. `None` where no kernel head follows (the preludes' own
-/// `#define KERNEL ...`).
+/// `__launch_bounds__(..) name(`, either followed by upper-case attribute macros without
+/// arguments (a CUDA cluster shape, say). `None` where no kernel head follows (the preludes'
+/// own `#define KERNEL ...`).
 pub(crate) fn kernel_name(after: &str) -> Option<&str> {
     let mut rest = after.trim_start();
     for attr in ["LAUNCH_BOUNDS(", "__launch_bounds__("] {
@@ -155,8 +156,20 @@ pub(crate) fn kernel_name(after: &str) -> Option<&str> {
             rest = r[close + 1..].trim_start();
         }
     }
-    let n = rest.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).unwrap_or(rest.len());
-    (n > 0 && rest[n..].trim_start().starts_with('(')).then(|| &rest[..n])
+    loop {
+        let n = rest.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).unwrap_or(rest.len());
+        let after_word = rest[n..].trim_start();
+        if n > 0 && after_word.starts_with('(') {
+            return Some(&rest[..n]);
+        }
+        // An attribute macro: an upper-case word with the head going on after it.
+        let word = &rest[..n];
+        let attribute = n > 0 && word.chars().all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_');
+        if !attribute || after_word.len() == rest[n..].len() {
+            return None;
+        }
+        rest = after_word;
+    }
 }
 
 /// The entry points (`KERNEL name(`, see `kernel_name`) of a kernel source, in file order.
