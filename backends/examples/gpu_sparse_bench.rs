@@ -4,7 +4,7 @@
 //!     cargo build --release -p dynaspa-backends --example gpu_sparse_bench
 //!     target/release/examples/gpu_sparse_bench --backend cuda [--device SEL] [--json out.jsonl]
 //!         [--masks models/masks/dynconv_full_d30.dsm] [--samples 50] [--runs 10] [--batches 1,2,4]
-//!         [--only conv3x3] [--densities 0.1,0.3,0.5,1.0] [--dump-masks DIR] [--knobs N]
+//!         [--only conv3x3] [--densities 0.1,0.3,0.5,1.0] [--dump-masks DIR] [--knobs N | --schedules LIST]
 //!         [--fused-finish on|off|both]
 //!     target/release/examples/gpu_sparse_bench --backend cuda --avit [--only deit_s|small] [...]
 //!
@@ -29,6 +29,8 @@
 //! every number. `--knobs N` also times, for the GEMM convs, larger register tiles and N random
 //! valid GEMM schedules (1x1 DISTiles) as members of profiles, as a tuned profile would hold
 //! them; the fastest member overall, default or sampled, is the one timed with dispatch.
+//! `--schedules m64n64k16_w4x4_s4,...` times those GEMM schedules instead of the sample (a few
+//! members alone, e.g. under a profiler).
 //! `--fused-finish` picks how members that split the reduction finish it: in the GEMM's last
 //! work-group (`on`), in a second launch (`off`), or `both`, one after the other on the same
 //! inputs and masks, the rows' op names then ending in `+fused` / `+split` (without the flag:
@@ -69,13 +71,15 @@ struct Args {
     /// GEMM schedules beyond the defaults to time per GEMM conv (hand-picked tiles and this
     /// many random valid ones), as a tuned profile would hold them.
     knobs: usize,
+    /// These GEMM schedules instead of `knobs`' sample (`m64n64k16_w4x4_s4,...`).
+    schedules: Option<String>,
     /// How split-K members finish, one executable per entry (`None`: the backend's default).
     fused_finish: Vec<Option<bool>>,
 }
 
 fn usage(msg: &str) -> ! {
     eprintln!("gpu_sparse_bench: {msg}");
-    eprintln!("usage: gpu_sparse_bench --backend cuda|opencl|wgpu [--device SEL] [--json PATH] [--masks FILE.dsm] [--samples N] [--runs N] [--batches 1,2,4] [--densities 0.1,0.3] [--only NAME] [--dump-masks DIR] [--knobs N] [--fused-finish on|off|both] [--avit]");
+    eprintln!("usage: gpu_sparse_bench --backend cuda|opencl|wgpu [--device SEL] [--json PATH] [--masks FILE.dsm] [--samples N] [--runs N] [--batches 1,2,4] [--densities 0.1,0.3] [--only NAME] [--dump-masks DIR] [--knobs N | --schedules m64n64k16_w4x4_s4,...] [--fused-finish on|off|both] [--avit]");
     std::process::exit(2)
 }
 
@@ -97,6 +101,7 @@ fn parse_args() -> Args {
         dump_masks: None,
         avit: false,
         knobs: 0,
+        schedules: None,
         fused_finish: vec![env_fused_finish()],
     };
     let mut it = std::env::args().skip(1);
@@ -115,6 +120,7 @@ fn parse_args() -> Args {
             "--dump-masks" => a.dump_masks = Some(val()),
             "--avit" => a.avit = true,
             "--knobs" => a.knobs = parse_list::<usize>(&val(), "--knobs")[0],
+            "--schedules" => a.schedules = Some(val()),
             "--fused-finish" => {
                 a.fused_finish = match val().as_str() {
                     "on" => vec![Some(true)],
@@ -312,8 +318,11 @@ fn bench<D: GpuDevice + 'static>(dev: Arc<D>, a: &Args) -> Result<()> {
                 let dense_impl = exe.sparse_ops().first().and_then(|o| o.dense_vendor.clone()).unwrap_or_else(|| "ours".into());
                 // Sampled schedules, a few per executable (a PolyKernel holds at most 8 members).
                 let mut tuned: Vec<(GpuExecutable<D>, Vec<String>)> = Vec::new();
-                if a.knobs > 0 && cc.group == 1 {
-                    let ks = knob_sample::sample(&info, a.knobs, 0x5eed ^ n as u64);
+                if (a.knobs > 0 || a.schedules.is_some()) && cc.group == 1 {
+                    let ks = match &a.schedules {
+                        Some(list) => knob_sample::parse(&info, list)?,
+                        None => knob_sample::sample(&info, a.knobs, 0x5eed ^ n as u64),
+                    };
                     for (p, names) in knob_sample::profiles(&info, &g, cc.name, &ks)? {
                         let o = GpuOptions { sparse: SparseConfig { cache_dir: None, force: None, profile: Some(Arc::new(p)) }, ..opts.clone() };
                         let te = GpuExecutable::compile(dev.clone(), &info.backend, &g, &o)?;

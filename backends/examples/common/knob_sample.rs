@@ -67,6 +67,30 @@ pub fn sample(info: &DeviceInfo, n: usize, seed: u64) -> Vec<GemmKnobs> {
     out
 }
 
+/// GEMM schedules named as the bench names them after the granularity (`m64n64k16_w4x4_s4`),
+/// comma-separated, each checked against `info`'s limits: `--schedules`, for timing or profiling
+/// a few members alone.
+pub fn parse(info: &DeviceInfo, list: &str) -> Result<Vec<GemmKnobs>> {
+    let limits = GpuLimits::of(info);
+    let mut out = Vec::new();
+    for name in list.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+        let bad = || Error::Other(format!("--schedules: '{name}' is not m<TM>n<TN>k<TK>_w<WM>x<WN>_s<KS>"));
+        let (tile, rest) = name.strip_prefix('m').and_then(|r| r.split_once("_w")).ok_or_else(bad)?;
+        let (w, ks) = rest.split_once("_s").ok_or_else(bad)?;
+        let (tm, tile) = tile.split_once('n').ok_or_else(bad)?;
+        let (tn, tk) = tile.split_once('k').ok_or_else(bad)?;
+        let (wm, wn) = w.split_once('x').ok_or_else(bad)?;
+        let n: Vec<u32> = [tm, tn, tk, wm, wn, ks].iter().map(|v| v.parse::<u32>().map_err(|_| bad())).collect::<Result<_>>()?;
+        let k = GemmKnobs { tm: n[0], tn: n[1], tk: n[2], wm: n[3], wn: n[4], ks: n[5] };
+        k.check(&limits).map_err(|e| Error::Other(format!("--schedules: {name}: {e}")))?;
+        out.push(k);
+    }
+    if out.is_empty() {
+        return Err(Error::Other("--schedules names no schedule".into()));
+    }
+    Ok(out)
+}
+
 /// One profile per group of schedules for node `node` of `g` (1x1 DISTiles), each with the
 /// dense member; the dispatch tables are placeholders (the bench times every member itself).
 pub fn profiles(info: &DeviceInfo, g: &Graph, node: &str, knobs: &[GemmKnobs]) -> Result<Vec<(Profile, Vec<String>)>> {

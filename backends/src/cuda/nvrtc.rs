@@ -83,6 +83,13 @@ fn check_define(name: &str, value: &str) -> Result<()> {
     Ok(())
 }
 
+/// Whether kernels carry line tables (`DYNASPA_NVRTC_LINEINFO=1`, read once): Nsight Compute
+/// then attributes its samples to lines of the kernel sources. The code is the same.
+fn line_info() -> bool {
+    static ASKED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ASKED.get_or_init(|| std::env::var("DYNASPA_NVRTC_LINEINFO").is_ok_and(|v| v.trim() == "1"))
+}
+
 /// The options one spec compiles with; part of the cache key.
 pub fn options(spec: &KernelSpec, arch: &str) -> Result<Vec<String>> {
     let mut o = vec![
@@ -92,6 +99,9 @@ pub fn options(spec: &KernelSpec, arch: &str) -> Result<Vec<String>> {
     ];
     if super::pdl::early_trigger() {
         o.push("-DDSP_PDL_EARLY=1".to_string());
+    }
+    if line_info() {
+        o.push("--generate-line-info".to_string());
     }
     for (name, value) in &spec.defines {
         check_define(name, value)?;
