@@ -1,15 +1,17 @@
-//! The kernel sources the GPU executor launches. Each file under `kernels/` is compiled as one
-//! program after `kernels/common.h`; the device prepends its own prelude (`prelude_opencl.h` for
-//! OpenCL), which defines the few macros the sources use (`KERNEL`, `GLOBAL`, `LOCAL`,
-//! `LOCAL_PTR`, `FUNC`, `LOCAL_BARRIER()`, `GROUP_ID(d)`, `LOCAL_ID(d)`, `GLOBAL_ID(d)`, the
-//! math wrappers `EXPF`...), so a CUDA prelude compiles the same files under NVRTC.
+//! The kernel sources the GPU executor launches. Each `.cl` file under `kernels/` is compiled as
+//! one program after `kernels/common.h` (sparse_conv.cl after its `.h` parts too), each part
+//! behind a `#line` naming it, so compiler messages point into the right file and line. The
+//! device prepends its own prelude (`prelude_opencl.h` for OpenCL), which defines the few macros
+//! the sources use (`KERNEL`, `GLOBAL`, `LOCAL`, `LOCAL_PTR`, `FUNC`, `LOCAL_BARRIER()`,
+//! `GROUP_ID(d)`, `LOCAL_ID(d)`, `GLOBAL_ID(d)`, the math wrappers `EXPF`...), so a CUDA prelude
+//! compiles the same files under NVRTC.
 //! Schedule knobs enter as `-D NAME=VALUE` defines (`KernelSpec::defines`).
 
 use super::device::KernelSpec;
 
 macro_rules! source {
-    ($file:literal) => {
-        concat!(include_str!("kernels/common.h"), "\n", include_str!(concat!("kernels/", $file)))
+    ($($file:literal),+) => {
+        concat!("#line 1 \"common.h\"\n", include_str!("kernels/common.h") $(, "\n#line 1 \"", $file, "\"\n", include_str!(concat!("kernels/", $file)))+)
     };
 }
 
@@ -53,7 +55,7 @@ impl Src {
             Src::Conv => source!("conv.cl"),
             Src::Pool => source!("pool.cl"),
             Src::Attention => source!("attention.cl"),
-            Src::SparseConv => source!("sparse_conv.cl"),
+            Src::SparseConv => source!("sparse_conv_knobs.h", "sparse_conv_stage.h", "sparse_conv_list.h", "sparse_conv.cl"),
             Src::Bitmask => source!("bitmask.cl"),
             Src::Token => source!("token.cl"),
         }
@@ -239,4 +241,41 @@ pub(crate) fn all_specs() -> Vec<KernelSpec> {
         }
     }
     v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Src;
+
+    /// Every part of a program is the file on disk behind a `#line` naming it, in order, the
+    /// program's own `.cl` last; no header under `kernels/` is left out of every program.
+    #[test]
+    fn programs_are_their_parts_behind_line_markers() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/gpu/kernels");
+        let mut used = vec!["common.h".to_string()];
+        for src in Src::ALL {
+            let text = src.source();
+            let mut at = 0;
+            let mut last = "";
+            for (i, line) in text.lines().enumerate() {
+                if let Some(name) = line.strip_prefix("#line 1 \"").and_then(|r| r.strip_suffix('"')) {
+                    assert!(i == 0 || text[..at].ends_with('\n'), "{}: marker for {name} mid-line", src.file());
+                    last = name;
+                    used.push(name.to_string());
+                    let on_disk = std::fs::read_to_string(dir.join(name)).unwrap_or_else(|e| panic!("{name}: {e}"));
+                    let body = &text[at + line.len() + 1..];
+                    assert!(body.starts_with(&on_disk), "{}: the part after the {name} marker is not the file", src.file());
+                }
+                at += line.len() + 1;
+            }
+            assert!(text.starts_with("#line 1 \"common.h\"\n"), "{}", src.file());
+            assert_eq!(last, src.file(), "the program's own file comes last");
+        }
+        for e in std::fs::read_dir(&dir).unwrap().flatten() {
+            let name = e.file_name().to_string_lossy().to_string();
+            if name.ends_with(".h") && name != "prelude_opencl.h" {
+                assert!(used.contains(&name), "kernels/{name} is in no program");
+            }
+        }
+    }
 }

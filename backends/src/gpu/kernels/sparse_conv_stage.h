@@ -1,0 +1,188 @@
+/* The stages of sparse_conv.cl's GEMM: the tap table, a stage's global loads into registers
+ * (per element, or hoisted), their store into local memory and the products of a staged
+ * slice (FMAs, or MMA on the tensor cores). Compiled after sparse_conv_knobs.h. */
+
+/* Elements of one stage each work-item loads: TM x TK of A and TN x TK of B over NT items. */
+#define SC_AL ((TM * TK + NT - 1) / NT)
+#define SC_BL ((TN * TK + NT - 1) / NT)
+/* Taps (kh x kw) up to which the reduction offsets come from a table in local memory instead of
+ * ktab: reduction index gk is input channel gk / taps and tap gk % taps, and the tap's offsets
+ * (ky * dh * iw + kx * dw, ky * dh, kx * dw) are the table's. A ktab load sat in front of
+ * every gathered input element, so each stage's loads were two round trips to L2 in a row,
+ * and with few columns a work-group's stages are a serial chain of them. The host sets it to 0
+ * (every offset from ktab) for A/B measurements (`DYNASPA_TAP_TABLE=0`). */
+#ifndef SC_TAPS
+#define SC_TAPS 64
+#endif
+
+/* The tap table for sconv_load_stage, filled by the work-group (the caller barriers before it
+ * is read). */
+FUNC_INLINE void sconv_tap_table(LOCAL_PTR int* tapt, int tid, int taps, int kw, int dh, int dw, int iw) {
+    for (int r = tid; r < IMIN(taps, SC_TAPS); r += NT) {
+        int ky = r / kw, kx = r - (r / kw) * kw;
+        tapt[3 * r] = ky * dh * iw + kx * dw;
+        tapt[3 * r + 1] = ky * dh;
+        tapt[3 * r + 2] = kx * dw;
+    }
+}
+
+/* Input channel of reduction index gk, its tap into *r: gk / taps through the reciprocal (gk <
+ * 2^24 is exact in a float, and the product is off by at most one, which the remainder's range
+ * corrects). */
+FUNC_INLINE int sconv_channel_of(int gk, int taps, float rtaps, int* r) {
+    int ci = (int)((float)gk * rtaps), t = gk - ci * taps;
+    if (t < 0) { --ci; t += taps; }
+    else if (t >= taps) { ++ci; t -= taps; }
+    *r = t;
+    return ci;
+}
+
+/* Loads stage k0 (TK reduction indices, clipped at ke) of the transposed weight (ra) and of
+ * the gathered input columns (rb) into registers; element e of a stage is tid + l * NT, laid
+ * out [k][m] and [k][c] as As and Bs. Out-of-range elements are 0.
+ *
+ * Always inlined: it reads the kernel's LOCAL arrays cy and cxs. Where clang declines to
+ * inline it (two call sites and a body that grows with SC_AL + SC_BL: on PoCL with KS > 1
+ * and work-groups under 256 items), IPSCCP replaces its cy/cxs
+ * parameters with direct references to the kernel's LOCAL globals. PoCL (3.1, LLVM 15) then
+ * turns the kernel's automatic LOCAL arrays into hidden arguments but rewrites only the
+ * kernel's own uses: the helper still reads the old global, which nothing writes any more,
+ * so LLVM folds every B (input) element to 0 and each split's partial sums come out 0.
+ * NVRTC and NVIDIA's OpenCL computed these members right without the attribute (on an H100);
+ * the forced inlining there is expected to change nothing but has not been timed. */
+FUNC_INLINE void sconv_load_stage(GLOBAL const float* Wt, GLOBAL const float* Xn, GLOBAL const int* ktab, LOCAL_PTR int* cy,
+                           LOCAL_PTR int* cxs, LOCAL_PTR const int* tapt, float* ra, float* rb, int tid, int m0, int k0,
+                           int ke, int cout, int ih, int iw, int taps, float rtaps) {
+    for (int l = 0; l < SC_AL; ++l) {
+        int e = tid + l * NT;
+        int m = e % TM, k = e / TM;
+        int gm = m0 + m, gk = k0 + k;
+        ra[l] = (e < TM * TK && gm < cout && gk < ke) ? Wt[gk * cout + gm] : 0.0f;
+    }
+    for (int l = 0; l < SC_BL; ++l) {
+        int e = tid + l * NT;
+        int c = e % TN, k = e / TN;
+        int gk = k0 + k;
+        float v = 0.0f;
+        if (e < TN * TK && gk < ke) {
+            int off, dy, dx;
+            if (taps <= SC_TAPS) {
+                int r;
+                int ci = sconv_channel_of(gk, taps, rtaps, &r);
+                off = ci * ih * iw + tapt[3 * r];
+                dy = tapt[3 * r + 1];
+                dx = tapt[3 * r + 2];
+            } else {
+                off = ktab[3 * gk];
+                dy = ktab[3 * gk + 1];
+                dx = ktab[3 * gk + 2];
+            }
+            int iy = cy[c] + dy, ix = cxs[c] + dx;
+            if (iy >= 0 && iy < ih && ix >= 0 && ix < iw) v = Xn[off + cy[c] * iw + cxs[c]];
+        }
+        rb[l] = v;
+    }
+}
+
+/* SC_HOIST = 1 (the host sets 0 on NVIDIA's OpenCL and under `DYNASPA_SC_HOIST=0`;
+ * schedules.rs, `hoisted_gather`, says why): where NT is a multiple of TM and of TN, each
+ * work-item loads the same weight channel and the same input column in every stage, at rows
+ * NT / TM (NT / TN) apart, so what sconv_load_stage works out per element from scratch (the
+ * column's origin from local memory, the tap's three offsets, four bounds checks) is worked
+ * out once per kernel: the column's base offset, and which taps fall inside the input as one
+ * bit each. A stage then costs a B element one decomposition step and one tap-table read. At
+ * density 0.1 a work-group's stages are a serial chain, and this index work sat between each
+ * stage's barrier and its FMAs (RESULTS.md, sessions 24 and 25). Taps past 32 (one word of
+ * bits) or past the tap table take sconv_load_stage. */
+#ifndef SC_HOIST
+#define SC_HOIST 1
+#endif
+#define SC_HOISTED (SC_HOIST && NT % TM == 0 && NT % TN == 0)
+#define SC_HSA (NT / TM)
+#define SC_HSB (NT / TN)
+
+/* sconv_load_stage for hoisted members: Wa is the weight at (row 0, this item's channel), Xc the
+ * input at this item's column's origin, aok whether that channel exists, hv its taps inside the
+ * input (0 for a phantom), hsc and hsr SC_HSB as whole input channels and taps. */
+FUNC_INLINE void sconv_load_stage_h(GLOBAL const float* Wa, GLOBAL const float* Xc, LOCAL_PTR const int* tapt, float* ra,
+                                    float* rb, int tid, int k0, int ke, int cout, int aok, uint hv, int taps, float rtaps,
+                                    int ihw, int hsc, int hsr) {
+    int ka = tid / TM;
+    for (int l = 0; l < SC_AL; ++l) {
+        int k = ka + l * SC_HSA, gk = k0 + k;
+        ra[l] = (k < TK && aok && gk < ke) ? Wa[gk * cout] : 0.0f;
+    }
+    int kb = tid / TN, gk = k0 + kb, r;
+    int ci = sconv_channel_of(gk, taps, rtaps, &r);
+    for (int l = 0; l < SC_BL; ++l) {
+        float v = 0.0f;
+        if (kb + l * SC_HSB < TK && gk < ke && ((hv >> (uint)r) & 1u)) v = Xc[ci * ihw + tapt[3 * r]];
+        rb[l] = v;
+        gk += SC_HSB;
+        ci += hsc;
+        r += hsr;
+        if (r >= taps) { r -= taps; ++ci; }
+    }
+}
+
+#if MMA
+/* One staged TK-deep slice on the tensor cores: per 8 reduction indices, each warp loads its
+ * fragments of A (weights, As[k][m]) and B (columns, Bs[k][c]), splits them into TF32 head and
+ * rest, and accumulates the three products (smallest first) into its m16n8 tiles. */
+FUNC_INLINE void sconv_mma_stage(LOCAL_PTR float (*As)[TM + SC_PAD], LOCAL_PTR float (*Bs)[TN + SC_PAD], float* acc, int tid) {
+    int lane = tid & 31, warp = tid >> 5;
+    int g = lane >> 2, t = lane & 3;
+    int wm0 = (warp % MMA_WGM) * (TM / MMA_WGM), wn0 = (warp / MMA_WGM) * (TN / MMA_WGN);
+    for (int kk = 0; kk < TK; kk += 8) {
+        uint bh[MMA_FN][2], bl[MMA_FN][2];
+        for (int f = 0; f < MMA_FN; ++f) {
+            int c = wn0 + f * 8 + g;
+            TF32_SPLIT(Bs[kk + t][c], bh[f][0], bl[f][0]);
+            TF32_SPLIT(Bs[kk + t + 4][c], bh[f][1], bl[f][1]);
+        }
+        for (int e = 0; e < MMA_FM; ++e) {
+            int r = wm0 + e * 16 + g;
+            uint ah[4], al[4];
+            TF32_SPLIT(As[kk + t][r], ah[0], al[0]);
+            TF32_SPLIT(As[kk + t][r + 8], ah[1], al[1]);
+            TF32_SPLIT(As[kk + t + 4][r], ah[2], al[2]);
+            TF32_SPLIT(As[kk + t + 4][r + 8], ah[3], al[3]);
+            for (int f = 0; f < MMA_FN; ++f) {
+                float* d = acc + (e * MMA_FN + f) * 4;
+                MMA_TF32(d, al, bh[f]);
+                MMA_TF32(d, ah, bl[f]);
+                MMA_TF32(d, ah, bh[f]);
+            }
+        }
+    }
+}
+#endif
+
+/* One stage's registers (sconv_load_stage) into As / Bs; the caller barriers after. */
+FUNC_INLINE void sconv_store_stage(LOCAL_PTR float (*As)[TM + SC_PAD], LOCAL_PTR float (*Bs)[TN + SC_PAD], const float* ra,
+                                   const float* rb, int tid) {
+    for (int l = 0; l < SC_AL; ++l) {
+        int e = tid + l * NT;
+        if (e < TM * TK) As[e / TM][e % TM] = ra[l];
+    }
+    for (int l = 0; l < SC_BL; ++l) {
+        int e = tid + l * NT;
+        if (e < TN * TK) Bs[e / TN][e % TN] = rb[l];
+    }
+}
+
+/* The products of one staged TK-deep slice into the work-item's accumulators. */
+FUNC_INLINE void sconv_product_stage(LOCAL_PTR float (*As)[TM + SC_PAD], LOCAL_PTR float (*Bs)[TN + SC_PAD], float* acc, int tid,
+                                     int tx, int ty) {
+#if MMA
+    sconv_mma_stage(As, Bs, acc, tid);
+#else
+    for (int kk = 0; kk < TK; ++kk) {
+        float a[WM], b[WN];
+        for (int i = 0; i < WM; i += VWM) SC_LDS_A(a + i, &As[kk][(i / VWM) * (TY * VWM) + ty * VWM]);
+        for (int j = 0; j < WN; j += VWN) SC_LDS_B(b + j, &Bs[kk][(j / VWN) * (TX * VWN) + tx * VWN]);
+        for (int i = 0; i < WM; ++i)
+            for (int j = 0; j < WN; ++j) acc[i * WN + j] += a[i] * b[j];
+    }
+#endif
+}
