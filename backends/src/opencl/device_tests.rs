@@ -44,12 +44,12 @@ fn every_kernel_source_builds_with_every_schedule() {
     // every schedule took this test from 7 to 10 minutes on CI's 2 cores). So do self-listing
     // members (SELF_LIST), whose window loop holds barriers, which PoCL compiles slowly: every
     // split of them took this test past 35 minutes of CPU on CI's machine (session 30).
-    let mut fused = std::collections::HashSet::new();
+    let mut built = std::collections::HashSet::new();
     let once_per_tile = |s: &KernelSpec| -> bool {
         if !s.defines.iter().any(|(k, _)| k == "FUSED_FINISH" || k == "SELF_LIST") {
             return true;
         }
-        fused.insert(s.defines.iter().filter(|(k, _)| !matches!(k.as_str(), "GH" | "GW" | "TILED" | "KS")).cloned().collect::<Vec<_>>())
+        built.insert(s.defines.iter().filter(|(k, _)| !matches!(k.as_str(), "GH" | "GW" | "TILED" | "KS")).cloned().collect::<Vec<_>>())
     };
     // Tensor-core (MMA) variants are CUDA's alone (inline PTX), and so are self-listing members
     // that leave before the scan (SL_EARLY).
