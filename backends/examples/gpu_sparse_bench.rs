@@ -5,7 +5,7 @@
 //!     target/release/examples/gpu_sparse_bench --backend cuda [--device SEL] [--json out.jsonl]
 //!         [--masks models/masks/dynconv_full_d30.dsm] [--samples 50] [--runs 10] [--batches 1,2,4]
 //!         [--only conv3x3] [--densities 0.1,0.3,0.5,1.0] [--dump-masks DIR] [--knobs N | --schedules LIST]
-//!         [--fused-finish on|off|both]
+//!         [--fused-finish on|off|both] [--jobs N]
 //!     target/release/examples/gpu_sparse_bench --backend cuda --avit [--only deit_s|small] [...]
 //!
 //! The binary embeds every kernel; on the GPU host it needs only the driver and the mask file
@@ -31,6 +31,8 @@
 //! them; the fastest member overall, default or sampled, is the one timed with dispatch.
 //! `--schedules m64n64k16_w4x4_s4,...` times those GEMM schedules instead of the sample (a few
 //! members alone, e.g. under a profiler).
+//! `--jobs N` builds the sampled executables on N threads first (default: every core on CUDA,
+//! one elsewhere), so their kernels compile in parallel.
 //! `--fused-finish` picks how members that split the reduction finish it: in the GEMM's last
 //! work-group (`on`), in a second launch (`off`), or `both`, one after the other on the same
 //! inputs and masks, the rows' op names then ending in `+fused` / `+split` (without the flag:
@@ -50,7 +52,9 @@ use dynaspa_backends::gpu::{CountsSync, GpuDevice, GpuExecutable, GpuOptions};
 use dynaspa_runtime::graph::{Activation, AutoPad, Conv, FillPolicy, Graph, MaskKind, MaskSource, Node, Op, SparseSpec, Value, Window};
 use dynaspa_runtime::sparsity::{BitMask, Granularity, MaskDataset};
 use dynaspa_runtime::{DType, Result, Tensor};
+use dynaspa_runtime::profile::Profile;
 use std::io::Write;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 struct Args {
@@ -75,6 +79,9 @@ struct Args {
     schedules: Option<String>,
     /// How split-K members finish, one executable per entry (`None`: the backend's default).
     fused_finish: Vec<Option<bool>>,
+    /// Threads that build the sampled executables once first, so their kernels compile in
+    /// parallel (`warm`).
+    jobs: usize,
 }
 
 fn usage(msg: &str) -> ! {
@@ -103,6 +110,7 @@ fn parse_args() -> Args {
         knobs: 0,
         schedules: None,
         fused_finish: vec![env_fused_finish()],
+        jobs: 0,
     };
     let mut it = std::env::args().skip(1);
     while let Some(k) = it.next() {
@@ -121,6 +129,7 @@ fn parse_args() -> Args {
             "--avit" => a.avit = true,
             "--knobs" => a.knobs = parse_list::<usize>(&val(), "--knobs")[0],
             "--schedules" => a.schedules = Some(val()),
+            "--jobs" => a.jobs = parse_list::<usize>(&val(), "--jobs")[0],
             "--fused-finish" => {
                 a.fused_finish = match val().as_str() {
                     "on" => vec![Some(true)],
@@ -136,7 +145,35 @@ fn parse_args() -> Args {
     if a.backend.is_empty() {
         usage("--backend is required");
     }
+    if a.jobs == 0 {
+        // NVRTC compiles on any thread; OpenCL and wgpu drivers are left to one.
+        a.jobs = if a.backend == "cuda" { std::thread::available_parallelism().map_or(1, |n| n.get()) } else { 1 };
+    }
     a
+}
+
+/// Builds the executables of `profiles` on `jobs` threads and drops them, so the device's
+/// kernel cache holds their kernels when the bench builds them again one by one: a hundred
+/// sampled members took minutes to compile on one thread of a fresh GPU host, the bench's
+/// longest step. A build that fails here fails again, and is reported, in the bench's own.
+fn warm<D: GpuDevice + 'static>(dev: &Arc<D>, g: &Graph, opts: &GpuOptions, profiles: &[(Profile, Vec<String>)], jobs: usize) {
+    if jobs < 2 || profiles.len() < 2 {
+        return;
+    }
+    let t0 = std::time::Instant::now();
+    let next = AtomicUsize::new(0);
+    let backend = dev.info().backend.clone();
+    std::thread::scope(|s| {
+        for _ in 0..jobs.min(profiles.len()) {
+            s.spawn(|| {
+                while let Some((p, _)) = profiles.get(next.fetch_add(1, Ordering::Relaxed)) {
+                    let sparse = SparseConfig { cache_dir: None, force: None, profile: Some(Arc::new(p.clone())) };
+                    let _ = GpuExecutable::compile(dev.clone(), &backend, g, &GpuOptions { sparse, ..opts.clone() });
+                }
+            });
+        }
+    });
+    eprintln!("built {} executables on {} threads in {:.1} s", profiles.len(), jobs.min(profiles.len()), t0.elapsed().as_secs_f64());
 }
 
 /// `$DYNASPA_FUSED_FINISH` as the library reads it for `--backend` users: 1 on, 0 off, else the
@@ -323,7 +360,9 @@ fn bench<D: GpuDevice + 'static>(dev: Arc<D>, a: &Args) -> Result<()> {
                         Some(list) => knob_sample::parse(&info, list)?,
                         None => knob_sample::sample(&info, a.knobs, 0x5eed ^ n as u64),
                     };
-                    for (p, names) in knob_sample::profiles(&info, &g, cc.name, &ks)? {
+                    let profiles = knob_sample::profiles(&info, &g, cc.name, &ks)?;
+                    warm(&dev, &g, &opts, &profiles, a.jobs);
+                    for (p, names) in profiles {
                         let o = GpuOptions { sparse: SparseConfig { cache_dir: None, force: None, profile: Some(Arc::new(p)) }, ..opts.clone() };
                         let te = GpuExecutable::compile(dev.clone(), &info.backend, &g, &o)?;
                         // A member the compiled kernel cannot run (registers) sends the op back to

@@ -16,6 +16,10 @@ use dynaspa_runtime::{Error, Result};
 /// frame's 160 columns want 32, and between powers of two a split can fill the last wave of
 /// work-groups (at batch 4 and density 0.5, 50 tiles of 512 work-items on 132 SMs: 5 splits
 /// make 250 groups, two waves of a fifth of the reduction each; 4 make two waves of a quarter).
+/// 128 x 32 tiles of 256 work-items (4 x 4 or 8 x 2 each) won conv1x1 at density 0.1 and
+/// batches 2 and 4 (session 32's sweep: at KS 6, 240 work-groups of at most three stages for
+/// 4 x 160 columns, two per SM on 132 SMs, where the 64 x 64 tiles' best, KS 4, ran 192 of
+/// four and left 72 SMs with one).
 /// Then `n` seeded random valid points. Invalid ones (for this device's limits) and duplicates
 /// are dropped.
 pub fn sample(info: &DeviceInfo, n: usize, seed: u64) -> Vec<GemmKnobs> {
@@ -26,8 +30,16 @@ pub fn sample(info: &DeviceInfo, n: usize, seed: u64) -> Vec<GemmKnobs> {
             out.push(k);
         }
     };
-    let tiles: [(u32, u32, u32, u32, u32); 6] =
-        [(128, 128, 8, 8, 8), (128, 128, 8, 8, 4), (128, 64, 8, 8, 8), (128, 64, 16, 8, 4), (128, 32, 16, 8, 4), (64, 64, 16, 4, 4)];
+    let tiles: [(u32, u32, u32, u32, u32); 8] = [
+        (128, 128, 8, 8, 8),
+        (128, 128, 8, 8, 4),
+        (128, 64, 8, 8, 8),
+        (128, 64, 16, 8, 4),
+        (128, 32, 16, 8, 4),
+        (128, 32, 16, 4, 4),
+        (128, 32, 16, 8, 2),
+        (64, 64, 16, 4, 4),
+    ];
     for (tm, tn, tk, wm, wn) in tiles {
         for ks in [2, 3, 4, 5, 6, 8, 12, 16, 24, 32] {
             keep(GemmKnobs { tm, tn, tk, wm, wn, ks }, &mut out);
@@ -37,7 +49,7 @@ pub fn sample(info: &DeviceInfo, n: usize, seed: u64) -> Vec<GemmKnobs> {
     // work-group per SM on 132 SMs (stride 2 at KS 18: 108 groups of 4 stages, where KS 24 runs
     // 144 of 3); on an H200 those did not beat KS 24-32 at batch 1 and 0.1, but KS 10 won at 0.5
     // and at batch 4, KS 18 at batch 2 (RESULTS.md, session 26).
-    for (tm, tn, tk, wm, wn) in [(128, 64, 16, 8, 4), (64, 64, 16, 4, 4), (128, 128, 8, 8, 4)] {
+    for (tm, tn, tk, wm, wn) in [(128, 64, 16, 8, 4), (64, 64, 16, 4, 4), (128, 128, 8, 8, 4), (128, 32, 16, 4, 4)] {
         for ks in [10, 14, 18, 20, 21, 22, 28] {
             keep(GemmKnobs { tm, tn, tk, wm, wn, ks }, &mut out);
         }

@@ -454,11 +454,14 @@ impl CudaDevice {
 
     fn load_module(&self, spec: &KernelSpec) -> Result<Arc<Module>> {
         let key = self.cache.key(spec, &self.arch)?;
-        let mut modules = self.modules.lock().map_err(|_| err("kernel cache lock poisoned"))?;
-        if let Some(m) = modules.get(&key.text) {
+        let lock = || self.modules.lock().map_err(|_| err("kernel cache lock poisoned"));
+        if let Some(m) = lock()?.get(&key.text) {
             self.memory_hits.fetch_add(1, Ordering::Relaxed);
             return Ok(m.clone());
         }
+        // NVRTC runs without the lock, so threads building executables compile in parallel (a
+        // sparse op's sampled members: about a second each); two that ask for one key both
+        // compile it, and the first module stored is the one both get.
         let (mut cubin, origin) = self.cache.load_or_compile(spec, &self.arch, &key)?;
         let module = match self.module_from(&cubin) {
             Ok(m) => m,
@@ -469,9 +472,8 @@ impl CudaDevice {
             }
             Err(e) => return Err(err(format!("{}: the driver refused the CUBIN NVRTC made for {}: {e}", spec.file, self.arch))),
         };
-        let module = Arc::new(module);
-        modules.insert(key.text, module.clone());
-        Ok(module)
+        let mut modules = lock()?;
+        Ok(modules.entry(key.text).or_insert_with(|| Arc::new(module)).clone())
     }
 
     fn module_from(&self, cubin: &[u8]) -> Result<Module> {

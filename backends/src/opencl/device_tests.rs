@@ -52,11 +52,12 @@ fn every_kernel_source_builds_with_every_schedule() {
         built.insert(s.defines.iter().filter(|(k, _)| !matches!(k.as_str(), "GH" | "GW" | "TILED" | "KS")).cloned().collect::<Vec<_>>())
     };
     // Tensor-core (MMA) variants are CUDA's alone (inline PTX), and so are self-listing members
-    // that leave before the scan (SL_EARLY).
+    // that leave before the scan (SL_EARLY) and the finish's speculative first loads
+    // (SC_FIN_SPEC).
     let sparse = crate::gpu::kernels::all_specs()
         .into_iter()
         .filter(|s| matches!(s.file, "sparse_conv.cl" | "bitmask.cl" | "token.cl"))
-        .filter(|s| !s.defines.iter().any(|(k, v)| k == "MMA" || (k == "SL_EARLY" && v == "1")))
+        .filter(|s| !s.defines.iter().any(|(k, v)| k == "MMA" || (matches!(k.as_str(), "SL_EARLY" | "SC_FIN_SPEC") && v == "1")))
         // The tiled attention's TK_MAX only sizes its arrays: built for DeiT-S's, once per DMAX.
         .filter(|s| s.entry != "token_attention_tiled_f32" || s.defines.iter().any(|(k, v)| k == "TK_MAX" && v == "256"));
     for s in sparse.filter(once_per_tile) {

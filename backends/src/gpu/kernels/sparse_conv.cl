@@ -356,6 +356,10 @@ KERNEL LAUNCH_BOUNDS(NT, SC_MIN_BLOCKS) sconv_gemm_f32(SCONV_ARGS SCONV_FUSED_AR
 #endif
 }
 
+#ifndef SC_FIN_SPEC
+#define SC_FIN_SPEC 0
+#endif
+
 /* Adds the KS partial sums of sconv_gemm_f32 and stores like it, a work-item per output.
  * Grid: (ceil(cap / 64), ceil(cout / CH), N), local (64, CH, 1): CH channels per work-group
  * (the vendor epilogue launches CH = 1), so a frame with few columns does not pay for a row of
@@ -374,8 +378,23 @@ KERNEL sconv_finish_f32(SCONV_ARGS) {
      * any further load of theirs cost more than it saved (session 15, call E). The column's
      * position, partial sums and bias are independent loads, issued together. A grid narrower
      * than cap (a self-listing member's, see sconv_gemm_f32) takes a column every cstep. */
-    int cols = IMIN(cap, sconv_columns(meta, n, cstride, gi, oh, ow));
     int base = data0 + n * img_stride;
+#if SC_FIN_SPEC
+    /* The first column's loads go out beside the count's instead of after it: with grids
+     * narrowed to the columns a frame expects most work-items have a column, and the count's
+     * round trip was the chain's first link. A column past the count read stale scratch
+     * (within cap) and stores nothing. */
+    if (c >= cap) return;
+    {
+        int p = sconv_position(meta, base, tiles_at, c, oh, ow);
+        float v = sconv_split_sum(part, n, m, c, cout, cap);
+        float b = has_bias ? bias[m] : 0.0f;
+        if (c >= IMIN(cap, sconv_columns(meta, n, cstride, gi, oh, ow))) return;
+        sconv_store_output(v, b, Y, res, has_res, meta, base, masked, n, m, p, cout, oh * ow, act, p0, p1);
+        c += cstep;
+    }
+#endif
+    int cols = IMIN(cap, sconv_columns(meta, n, cstride, gi, oh, ow));
     for (; c < cols; c += cstep) {
         int p = sconv_position(meta, base, tiles_at, c, oh, ow);
         float v = sconv_split_sum(part, n, m, c, cout, cap);

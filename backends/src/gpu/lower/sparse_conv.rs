@@ -9,7 +9,7 @@ use super::elementwise::activation_code;
 use crate::gpu::device::GpuDevice;
 use crate::gpu::kernels::Src;
 use crate::gpu::sparse::meta::MetaLayout;
-use crate::gpu::sparse::schedules::{columns_slowest, hoisted_gather, mma_defines, mma_on, pipeline_depth, register_bound, self_list_early, self_list_fused, tap_table_on, vector_reads_on, SconvSchedule};
+use crate::gpu::sparse::schedules::{columns_slowest, finish_speculates, hoisted_gather, mma_defines, mma_on, pipeline_depth, register_bound, self_list_early, self_list_fused, tap_table_on, vector_reads_on, SconvSchedule};
 use dynaspa_runtime::graph::{Conv, Op};
 use dynaspa_runtime::sparsity::Granularity;
 use dynaspa_runtime::{DType, Error, Result};
@@ -422,7 +422,7 @@ impl SconvOp {
                     cx.narrowable(2, t.tn);
                 }
                 if sched.ks > 1 && !fused {
-                    let mut defines = sched.finish_defines();
+                    let mut defines = sched.finish_defines(finish_speculates(cx.dev.info()));
                     defines.extend(fastest);
                     let kern = cx.kernel(Src::SparseConv, "sconv_finish_f32", &defines)?;
                     let (ctiles, chans) = (cap.div_ceil(COLUMN_WG as usize), cout.div_ceil(FINISH_CH as usize));

@@ -164,6 +164,17 @@ pub(crate) fn self_list_early(info: &DeviceInfo) -> bool {
     info.backend == "cuda" && ASKED.get_or_init(|| env_switch("DYNASPA_SL_EARLY")).unwrap_or(true)
 }
 
+/// Whether the split finish on `info` loads its first column's partial sums beside the column
+/// count instead of after it (SC_FIN_SPEC in sparse_conv.cl): on CUDA unless
+/// `DYNASPA_SC_FIN_SPEC=0` (read once, the A/B switch). On an H200 (benches/RESULTS.md,
+/// session 32) the 1x1 members at density 0.1 went a median 1-3% faster at batches 1 and 4 in
+/// two rounds, none slower at batch 2; the other backends are not measured (the WGSL twin has
+/// no such constant).
+pub(crate) fn finish_speculates(info: &DeviceInfo) -> bool {
+    static ASKED: std::sync::OnceLock<Option<bool>> = std::sync::OnceLock::new();
+    info.backend == "cuda" && ASKED.get_or_init(|| env_switch("DYNASPA_SC_FIN_SPEC")).unwrap_or(true)
+}
+
 /// Whether frames launch self-listing members' grids for the columns they expect rather than
 /// for every column the map can have (`lower::ctx::ColumnGrid`): unless `DYNASPA_SL_GRID=0`
 /// (read once, the A/B switch).
@@ -389,9 +400,14 @@ impl SconvSchedule {
         d
     }
 
-    pub(crate) fn finish_defines(&self) -> Vec<(&'static str, i64)> {
+    /// The split finish's defines; `speculate`: its first column's loads issued beside the
+    /// column count (`finish_speculates`).
+    pub(crate) fn finish_defines(&self, speculate: bool) -> Vec<(&'static str, i64)> {
         let mut d = Self::gran_defines(self.gran).to_vec();
         d.push(("KS", self.ks as i64));
+        if speculate {
+            d.push(("SC_FIN_SPEC", 1));
+        }
         d
     }
 
@@ -399,7 +415,7 @@ impl SconvSchedule {
     /// library's): one split over every position, adding bias and residual, activating, and
     /// storing only active positions when masked.
     pub(crate) fn epilogue_defines() -> Vec<(&'static str, i64)> {
-        SconvSchedule { tile: GEMM_LARGE, ks: 1, gran: None, self_list: false }.finish_defines()
+        SconvSchedule { tile: GEMM_LARGE, ks: 1, gran: None, self_list: false }.finish_defines(false)
     }
 
     pub(crate) fn dw_defines(gran: Option<Granularity>) -> Vec<(&'static str, i64)> {
@@ -455,7 +471,9 @@ pub(crate) fn all(entry: &str) -> Vec<Vec<(&'static str, i64)>> {
             }
             "sconv_finish_f32" => {
                 for ks in SPLITS.into_iter().filter(|&k| k > 1) {
-                    v.push(SconvSchedule { tile: GEMM_LARGE, ks, gran, self_list: false }.finish_defines());
+                    for speculate in [false, true] {
+                        v.push(SconvSchedule { tile: GEMM_LARGE, ks, gran, self_list: false }.finish_defines(speculate));
+                    }
                 }
                 if gran.is_none() {
                     v.push(SconvSchedule::epilogue_defines());
@@ -479,7 +497,7 @@ pub(crate) fn all(entry: &str) -> Vec<Vec<(&'static str, i64)>> {
                     }
                 }
             }
-            "sconv_finish_f32" if s.ks > 1 => v.push(s.finish_defines()),
+            "sconv_finish_f32" if s.ks > 1 => v.extend([s.finish_defines(false), s.finish_defines(true)]),
             "sconv_dw_f32" if s.tile == GEMM_LARGE && s.ks == 1 => v.push(SconvSchedule::dw_defines(s.gran)),
             _ => {}
         }
