@@ -167,9 +167,9 @@ pub(crate) fn self_list_early(info: &DeviceInfo) -> bool {
 /// Whether the split finish on `info` loads its first column's partial sums beside the column
 /// count instead of after it (SC_FIN_SPEC in sparse_conv.cl): on CUDA unless
 /// `DYNASPA_SC_FIN_SPEC=0` (read once, the A/B switch). On an H200 (benches/RESULTS.md,
-/// session 32) the 1x1 members at density 0.1 went a median 1-3% faster at batches 1 and 4 in
-/// two rounds, none slower at batch 2; the other backends are not measured (the WGSL twin has
-/// no such constant).
+/// session 32, six rounds on two hosts) conv1x1's members at density 0.1 went a median up to 3%
+/// faster and never more than 1% slower, the 3x3 convs' even; the other backends are not
+/// measured (the WGSL twin has no such constant).
 pub(crate) fn finish_speculates(info: &DeviceInfo) -> bool {
     static ASKED: std::sync::OnceLock<Option<bool>> = std::sync::OnceLock::new();
     info.backend == "cuda" && ASKED.get_or_init(|| env_switch("DYNASPA_SC_FIN_SPEC")).unwrap_or(true)
