@@ -23,6 +23,9 @@
 #      two rounds alternated; PyTorch.
 #   6 (call 32.6, dist-s32c): the three GEMM convs at batch 1 and 0.1, fs against nofs, two rounds;
 #      gpu_models; PyTorch.
+#   7 (call 32.7, DIST=dist-s32d D=/tmp/d32d: the bench's steady member picked over five
+#      alternated rounds): conv1x1 at 0.1, batches 1, 2, 4, two rounds; the three GEMM convs at
+#      batch 1; PyTorch.
 stage=$1
 source "$(dirname "$0")/start.sh"
 keep() { (cd $OUT && tar czf r_$stage.tgz r); }
@@ -86,4 +89,11 @@ elif [ "$stage" = 6 ]; then
   python3 benches/device_s32/fused_pairs.py $OUT/r/kn_c_fs_1.jsonl $OUT/r/kn_c_nofs_1.jsonl $OUT/r/kn_c_fs_2.jsonl $OUT/r/kn_c_nofs_2.jsonl | tee $OUT/r/pairs_6.txt
   keep
   gpu_test gpu_models gpu_models_6; keep
+elif [ "$stage" = 7 ]; then
+  knobs f_1; keep
+  knobs f_2; keep
+  ONLY=conv BATCHES=1 knobs c_f; keep
+  TONLY=conv torch_sw 7; keep
+  for v in f_1 f_2 c_f; do python3 benches/device_s24/best.py $OUT/r/kn_$v.jsonl $OUT/r/torch_sw_7.jsonl | tee $OUT/r/best_kn_$v.txt; done
+  keep
 fi
