@@ -10,15 +10,19 @@ import re
 import sys
 
 
+def ceil_div(a, b):
+    return -(-a // b)
+
+
 def groups(member, cols, cout=256, k=256, batch=1):
     m = re.search(r"m(\d+)n(\d+)k(\d+)_w\d+x\d+_s(\d+)$", member)
     if not m:
         return ""
     tm, tn, tk, ks = map(int, m.groups())
-    chunk = -(-(-(-k // ks)) // tk) * tk
-    working = -(-k // chunk)
-    tiles = -(-cols // tn)
-    return f"{tiles * batch * -(-cout // tm) * working} groups ({working} splits)"
+    # Each split takes whole stages of TK; only the splits that get one run.
+    chunk = ceil_div(ceil_div(k, ks), tk) * tk
+    working = ceil_div(k, chunk)
+    return f"{ceil_div(cols, tn) * batch * ceil_div(cout, tm) * working} groups ({working} splits)"
 
 
 def main(path, n=12):
