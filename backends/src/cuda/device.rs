@@ -521,6 +521,14 @@ impl Drop for CudaDevice {
     }
 }
 
+/// Whether a main-stream write of mapped counts records its event when queued (as before) rather
+/// than when the host reads them (`CudaStaging::written_on_main`): `DYNASPA_COUNTS_EVENT=write`
+/// (read once), the A/B switch.
+fn counts_event_at_write() -> bool {
+    static ASKED: OnceLock<bool> = OnceLock::new();
+    *ASKED.get_or_init(|| std::env::var("DYNASPA_COUNTS_EVENT").is_ok_and(|v| v.trim().eq_ignore_ascii_case("write")))
+}
+
 impl GpuDevice for CudaDevice {
     fn kernel_max_threads(&self, kernel: &CudaKernel) -> Option<u32> {
         Some(kernel.max_threads()).filter(|&m| m > 0)
@@ -613,6 +621,10 @@ impl GpuDevice for CudaDevice {
     }
 
     fn read_staging(&self, st: &CudaStaging, out: &mut [u8]) -> Result<()> {
+        if st.take_main_later() {
+            self.ctx.bind()?;
+            st.set_done(self.event_on(self.streams().0)?)?;
+        }
         st.read(out)
     }
 
@@ -622,6 +634,10 @@ impl GpuDevice for CudaDevice {
     }
 
     fn staging_written(&self, st: &CudaStaging, second: bool) -> Result<()> {
+        if !second && !counts_event_at_write() {
+            st.written_on_main();
+            return Ok(());
+        }
         self.ctx.bind()?;
         let (main, fill) = self.streams();
         st.set_done(self.event_on(if second { fill } else { main })?)

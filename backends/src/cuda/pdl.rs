@@ -43,7 +43,13 @@ pub(crate) fn for_file(file: &str) -> bool {
     }
 }
 
-/// Whether kernel `entry` of `source` (the shared dialect) begins with `PDL_ENTRY();`.
+/// Whether kernel `entry` of `source` (the shared dialect) begins with `PDL_ENTRY();`, or with
+/// `PDL_ENTRY_DEFERRED();`: the one exception, sparse_conv.cl's self-listing GEMM, which under
+/// `SL_PREWAIT` reads its mask and lists its columns before `PDL_WAIT()`, writing nothing
+/// global before it. The host compiles that variant only where the launch ahead of the GEMM
+/// does not write the mask (`MaskColumns::prewait`), and the kernel ahead has passed its own
+/// wait before it lets this grid go (a trigger at entry, `DYNASPA_PDL=early`, turns the
+/// variant back into a plain wait), so every grid that could write the mask has finished.
 pub(crate) fn waits_first(source: &str, entry: &str) -> bool {
     let mut heads = source.match_indices("KERNEL ").map(|(at, k)| at + k.len());
     let Some(at) = heads.find(|&at| kernel_name(&source[at..]) == Some(entry)) else { return false };
@@ -60,7 +66,7 @@ pub(crate) fn waits_first(source: &str, entry: &str) -> bool {
             break;
         }
     }
-    rest.starts_with("PDL_ENTRY();")
+    rest.starts_with("PDL_ENTRY();") || rest.starts_with("PDL_ENTRY_DEFERRED();")
 }
 
 /// `cuLaunchKernelEx` with programmatic stream serialization allowed.

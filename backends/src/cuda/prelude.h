@@ -90,15 +90,20 @@ typedef unsigned long long ulong;
 // Launched without the programmatic attribute, both are no-ops. DSP_PDL_EARLY
 // (DYNASPA_PDL=early) triggers at the entry instead: the next grid's blocks then sit waiting on
 // the SMs for the whole kernel, which cost A-ViT's attention 60% (benches/RESULTS.md, call H).
+// PDL_WAIT() is the wait alone, for a kernel whose entry defers it (PDL_ENTRY_DEFERRED in
+// sparse_conv.cl: cuda/pdl.rs says what such a kernel may do before it).
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && defined(DSP_PDL_EARLY)
 #define PDL_ENTRY() asm volatile("griddepcontrol.launch_dependents;\n\tgriddepcontrol.wait;" ::: "memory")
 #define PDL_TRIGGER() do { } while (0)
+#define PDL_WAIT() asm volatile("griddepcontrol.wait;" ::: "memory")
 #elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
 #define PDL_ENTRY() asm volatile("griddepcontrol.wait;" ::: "memory")
 #define PDL_TRIGGER() asm volatile("griddepcontrol.launch_dependents;" ::: "memory")
+#define PDL_WAIT() asm volatile("griddepcontrol.wait;" ::: "memory")
 #else
 #define PDL_ENTRY() do { } while (0)
 #define PDL_TRIGGER() do { } while (0)
+#define PDL_WAIT() do { } while (0)
 #endif
 
 // Tensor-core TF32 products for sparse_conv.cl's MMA variant (sm_80 and later).

@@ -43,6 +43,11 @@ pub struct CudaStaging {
     bytes: usize,
     /// Completes once the last copy into (or kernel writing) the memory is done.
     done: Mutex<Option<CudaEvent>>,
+    /// The last writer is on the main stream, with no event recorded behind it: the read
+    /// records one there first (`CudaDevice::read_staging`). An event recorded between two
+    /// kernels of the main stream keeps the second from launching programmatically, and the
+    /// host reads the counts after the frame's outputs anyway, when the stream has drained.
+    main_later: std::sync::atomic::AtomicBool,
 }
 
 impl CudaStaging {
@@ -68,7 +73,7 @@ impl CudaStaging {
         // SAFETY: plain page-locked allocation in the current context; freed by PinnedHost.
         let host = unsafe { result::malloc_host(n, flags) }.ctx(|| format!("cuMemHostAlloc({n} bytes)"))?;
         let mem = Arc::new(PinnedHost { host: host.cast(), bytes: n, ctx });
-        Ok(CudaStaging { mem, bytes, done: Mutex::new(None) })
+        Ok(CudaStaging { mem, bytes, done: Mutex::new(None), main_later: false.into() })
     }
 
     /// The allocation, for a buffer view that must keep it alive.
@@ -93,7 +98,18 @@ impl CudaStaging {
             .lock()
             .map_err(|_| super::error::err("staging lock poisoned"))?;
         *d = Some(ev);
+        self.main_later.store(false, std::sync::atomic::Ordering::Release);
         Ok(())
+    }
+
+    /// Notes that work queued on the main stream writes the memory, its event left to the read.
+    pub(crate) fn written_on_main(&self) {
+        self.main_later.store(true, std::sync::atomic::Ordering::Release);
+    }
+
+    /// Whether the read must record the main stream's event first (clears the note).
+    pub(crate) fn take_main_later(&self) -> bool {
+        self.main_later.swap(false, std::sync::atomic::Ordering::AcqRel)
     }
 
     /// Waits for the last copy and copies `out.len()` bytes (at most the staging's) out.

@@ -252,6 +252,13 @@ impl<D: GpuDevice> GpuExecutable<D> {
                     let cap = res.caps[b];
                     res.pool.give(b, cap);
                 }
+                // What a self-listing GEMM of the next nodes must not read before its PDL wait.
+                let outs = node.outputs.iter().filter_map(|&o| res.slot[o]);
+                if launches.is_empty() && sparse.is_none() {
+                    res.written_last.extend(outs);
+                } else {
+                    res.written_last = outs.collect();
+                }
                 steps.push(Step { node: node.name.clone(), op, launches, writes, sparse });
             }
             // Buffers whose last reader (or, for unread outputs, producer) was this node.

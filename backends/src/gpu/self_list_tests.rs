@@ -274,3 +274,67 @@ fn narrowed_grids_cover_a_frame_denser_than_the_last() {
     assert!(e <= 1e-5, "narrowed grids on a frame of density 0.9 after one of 0.05, against the dense member: relative L2 {e:.2e}");
     let _ = std::fs::remove_dir_all(&cache);
 }
+
+/// `graph`'s conv with its mask made by a node ("gate", |m|) instead of read from the input,
+/// then, as `between` says: another node between the gate and the conv (|x|, the conv's input),
+/// or an Identity view of the gate's output as the mask (the same buffer), or neither. `rng`
+/// draws the weights as `graph`'s does.
+fn gated(rng: &mut Rng, between: &str) -> Graph {
+    let mut g = graph(rng, H, W);
+    let (x, m) = (g.inputs[0], g.inputs[1]);
+    let value = |g: &mut Graph, name: &str, like: usize| {
+        let shape = g.values[like].shape.clone();
+        g.values.push(Value { name: name.into(), dtype: DType::F32, shape, constant: None });
+        g.values.len() - 1
+    };
+    let node = |name: &str, op: Op, i: usize, o: usize| Node { name: name.into(), op, inputs: vec![Some(i)], outputs: vec![o], sparse: None };
+    let gate = value(&mut g, "gate", m);
+    let mut pre = vec![node("gate", Op::Unary(dynaspa_runtime::graph::UnaryKind::Abs), m, gate)];
+    let mut mask = gate;
+    match between {
+        "other" => {
+            let xa = value(&mut g, "xa", x);
+            pre.push(node("other", Op::Unary(dynaspa_runtime::graph::UnaryKind::Abs), x, xa));
+            g.nodes[0].inputs[0] = Some(xa);
+        }
+        "view" => {
+            mask = value(&mut g, "gate_view", gate);
+            pre.push(node("view", Op::Identity, gate, mask));
+        }
+        _ => {}
+    }
+    let conv = &mut g.nodes[0];
+    let sp = conv.sparse.as_mut().expect("graph's conv is sparse");
+    sp.mask = mask;
+    sp.source = MaskSource::InGraph { node: "gate".into() };
+    g.nodes.splice(0..0, pre);
+    g
+}
+
+/// Where the launch ahead of a self-listing member writes its mask, the member must wait before
+/// reading it (SL_PREWAIT only elsewhere; the kernel honours it on CUDA, the choice is the
+/// executor's on every backend): the mask from the input, from a node two steps back, from the
+/// node just before, and through a view of that node's output, which shares its buffer.
+#[test]
+fn members_read_the_mask_before_their_wait_only_where_the_launch_ahead_does_not_write_it() {
+    let Some(dev) = device() else { return };
+    let seed = 0x9e_3a17 ^ std::process::id() as u64;
+    // Every graph from the same draw: the same weights.
+    let cases = [("input", graph(&mut Rng(seed), H, W), true), ("other", gated(&mut Rng(seed), "other"), true), ("none", gated(&mut Rng(seed), "none"), false), ("view", gated(&mut Rng(seed), "view"), false)];
+    let mut rng = Rng(seed ^ 0x5eed);
+    let mask: Vec<f32> = (0..H * W).map(|_| (rng.next() < 0.3) as u8 as f32).collect();
+    let inputs = [Tensor::from_f32(vec![1, C, H, W], rng.vec(C * H * W, 1.0)).unwrap(), Tensor::from_f32(vec![1, 1, H, W], mask).unwrap()];
+    let cache = std::env::temp_dir().join(format!("dynaspa-prewait-{}", std::process::id()));
+    let mut outs = Vec::new();
+    for (what, g, want) in &cases {
+        let (exe, out) = run_forced(&dev, g, ForceMember::Tiles(Granularity::new(1, 1)), &inputs, &cache);
+        let op = &exe.frames.ops[0];
+        assert!(op.meta_free[op.last_pick.unwrap()], "{what}: the 1x1 member should list its own columns");
+        assert_eq!(op.mask_prewait, *want, "{what}: whether the member may read the mask before its wait");
+        outs.push(out);
+    }
+    // |m| of a binary mask is the mask; "other" convolves |x|, not x.
+    assert!(outs[0] == outs[2], "the gated mask changed the output");
+    assert!(outs[0] == outs[3], "the viewed mask changed the output");
+    let _ = std::fs::remove_dir_all(&cache);
+}

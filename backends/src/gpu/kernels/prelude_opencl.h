@@ -43,6 +43,7 @@
 /* First statement of every kernel: a CUDA launch hook (cuda/pdl.rs), nothing here. */
 #define PDL_ENTRY() do { } while (0)
 #define PDL_TRIGGER() do { } while (0)
+#define PDL_WAIT() do { } while (0)
 #define GROUP_ID(d) ((int)get_group_id(d))
 #define LOCAL_ID(d) ((int)get_local_id(d))
 #define GLOBAL_ID(d) ((int)get_global_id(d))

@@ -141,8 +141,25 @@ FUNC void sconv_store_output(float v, float b, GLOBAL float* Y, GLOBAL const flo
 #ifndef SC_MIN_BLOCKS
 #define SC_MIN_BLOCKS 1
 #endif
+/* SL_PREWAIT = 1 (CUDA; the host asks only where the launch before this one does not write
+ * the mask, lower/sparse_conv.rs `MaskColumns::prewait`): a self-listing group reads the mask
+ * and lists its columns before its PDL wait, so under a programmatic launch that work overlaps
+ * the kernel ahead (the split finish, which lets the next grid go at its start: FIN_TRIGGER).
+ * Nothing global is written, and nothing but the mask read, before PDL_WAIT(). Under
+ * DSP_PDL_EARLY the grid ahead may itself still wait for its own predecessors, which may be
+ * writing the mask: the entry waits then, as every kernel's does. */
+#ifndef SL_PREWAIT
+#define SL_PREWAIT 0
+#endif
+#if SELF_LIST && SL_PREWAIT && !defined(DSP_PDL_EARLY)
+#define PDL_ENTRY_DEFERRED() do { } while (0)
+#define SC_LISTED_WAIT() PDL_WAIT()
+#else
+#define PDL_ENTRY_DEFERRED() PDL_ENTRY()
+#define SC_LISTED_WAIT() do { } while (0)
+#endif
 KERNEL LAUNCH_BOUNDS(NT, SC_MIN_BLOCKS) sconv_gemm_f32(SCONV_ARGS SCONV_FUSED_ARGS SCONV_SELF_ARGS) {
-    PDL_ENTRY();
+    PDL_ENTRY_DEFERRED();
     GLOBAL const float* Wt = W;
     LOCAL ALIGN16 float As[TK][TM + SC_PAD];
     LOCAL ALIGN16 float Bs[TK][TN + SC_PAD];
@@ -181,6 +198,8 @@ KERNEL LAUNCH_BOUNDS(NT, SC_MIN_BLOCKS) sconv_gemm_f32(SCONV_ARGS SCONV_FUSED_AR
     int base = data0 + n * img_stride;
 #if SELF_LIST
     int cols = sconv_self_list(mk + n * mk_stride, sscan, cpos, &sbad, tid, c0, oh * ow);
+    /* Before any global store (a no-op after the first window). */
+    SC_LISTED_WAIT();
 #if SELF_COUNT
     if (SC_MTILE == 0 && ks == 0 && c0 == 0 && tid == 0) {
         rep[n * rep_stride] = cols;
@@ -364,8 +383,18 @@ KERNEL LAUNCH_BOUNDS(NT, SC_MIN_BLOCKS) sconv_gemm_f32(SCONV_ARGS SCONV_FUSED_AR
  * Grid: (ceil(cap / 64), ceil(cout / CH), N), local (64, CH, 1): CH channels per work-group
  * (the vendor epilogue launches CH = 1), so a frame with few columns does not pay for a row of
  * mostly idle work-groups per channel. SC_CSLOW: (ceil(cout / CH), N, ceil(cap / 64)). */
+/* FIN_TRIGGER = 1 (CUDA; schedules.rs `finish_triggers`): the next grid may launch as soon as
+ * every work-group has started, so its launch, and a self-listing GEMM's scan of its mask
+ * (SL_PREWAIT), overlap this short kernel instead of following it. Its own wait comes first:
+ * by the trigger, every grid before this one has finished. */
+#ifndef FIN_TRIGGER
+#define FIN_TRIGGER 0
+#endif
 KERNEL sconv_finish_f32(SCONV_ARGS) {
     PDL_ENTRY();
+#if FIN_TRIGGER
+    PDL_TRIGGER();
+#endif
 #if SC_CSLOW
     int c = GROUP_ID(2) * LOCAL_SIZE(0) + LOCAL_ID(0), m = GROUP_ID(0) * LOCAL_SIZE(1) + LOCAL_ID(1), n = GROUP_ID(1);
     int cstep = NUM_GROUPS(2) * LOCAL_SIZE(0);

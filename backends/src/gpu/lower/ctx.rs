@@ -125,6 +125,11 @@ pub(crate) struct Resources<D: GpuDevice> {
     /// ConvTranspose runs as a GEMM per output phase where its dilations allow
     /// (`GpuOptions::convt_gemm` resolved for the device).
     pub convt_gemm: bool,
+    /// Buffers the launches queued just ahead of the node being lowered may write: the outputs
+    /// of the steps since the last one that launches anything, that one's included (none before
+    /// the first step, nor in a timer's own executable). A programmatic launch may start while
+    /// those run, so a kernel reading anything before its PDL wait must not read these.
+    pub written_last: Vec<BufId>,
 }
 
 impl<D: GpuDevice> Resources<D> {
@@ -141,6 +146,7 @@ impl<D: GpuDevice> Resources<D> {
             fused_finish: false,
             self_list: false,
             convt_gemm: false,
+            written_last: Vec::new(),
         }
     }
 

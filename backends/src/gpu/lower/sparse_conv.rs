@@ -9,7 +9,7 @@ use super::elementwise::activation_code;
 use crate::gpu::device::GpuDevice;
 use crate::gpu::kernels::Src;
 use crate::gpu::sparse::meta::MetaLayout;
-use crate::gpu::sparse::schedules::{columns_slowest, finish_speculates, hoisted_gather, mma_defines, mma_on, pipeline_depth, register_bound, self_list_early, self_list_fused, tap_table_on, vector_reads_on, SconvSchedule};
+use crate::gpu::sparse::schedules::{columns_slowest, finish_speculates, finish_triggers, hoisted_gather, mma_defines, mma_on, pipeline_depth, register_bound, self_list_early, self_list_fused, self_list_prewait, tap_table_on, vector_reads_on, SconvSchedule};
 use dynaspa_runtime::graph::{Conv, Op};
 use dynaspa_runtime::sparsity::Granularity;
 use dynaspa_runtime::{DType, Error, Result};
@@ -183,6 +183,10 @@ pub(crate) struct MaskColumns {
     /// in sparse_conv.cl): the buffer and its ints per image. Only for a mask planned with 1x1
     /// tiles alone, and never for calibration's scratch mask.
     pub report: Option<(BufId, usize)>,
+    /// Whether the members may read the mask before their PDL wait (SL_PREWAIT in
+    /// sparse_conv.cl, where `schedules::self_list_prewait` allows it): the launch queued just
+    /// ahead of them never writes it (`Resources::written_last`).
+    pub prewait: bool,
 }
 
 impl MaskColumns {
@@ -404,6 +408,9 @@ impl SconvOp {
                 if columns.is_some() && self_list_early(info) {
                     defines.push(("SL_EARLY", 1));
                 }
+                if columns.is_some_and(|c| c.prewait) && self_list_prewait(info) {
+                    defines.push(("SL_PREWAIT", 1));
+                }
                 let kern = cx.kernel(Src::SparseConv, "sconv_gemm_f32", &defines)?;
                 let (ctiles, mtiles) = (cap.div_ceil(t.tn as usize), cout.div_ceil(t.tm as usize));
                 let splits = images * sched.ks as usize;
@@ -424,6 +431,9 @@ impl SconvOp {
                 if sched.ks > 1 && !fused {
                     let mut defines = sched.finish_defines(finish_speculates(cx.dev.info()));
                     defines.extend(fastest);
+                    if finish_triggers(cx.dev.info()) {
+                        defines.push(("FIN_TRIGGER", 1));
+                    }
                     let kern = cx.kernel(Src::SparseConv, "sconv_finish_f32", &defines)?;
                     let (ctiles, chans) = (cap.div_ceil(COLUMN_WG as usize), cout.div_ceil(FINISH_CH as usize));
                     let grid = if slow { [chans, images, ctiles] } else { [ctiles, chans, images] };

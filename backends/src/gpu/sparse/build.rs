@@ -250,8 +250,10 @@ pub(crate) fn lower_sparse_conv<D: GpuDevice>(
     if candidates.iter().chain(tuned_scheds.iter().flatten()).any(|s| s.self_list) {
         let list = cx.scratch(MaskColumns::list_len(op.images, op.oh * op.ow))?;
         let mp = &frames.masks[m];
-        splitk.columns = Some(MaskColumns { mask: mp.mask_buf, stride: mp.mask_stride, list, report: mp.report });
-        calib_split.columns = Some(MaskColumns { mask: scratch_mask, stride: 0, list, report: None });
+        let prewait = !cx.res.written_last.contains(&mp.mask_buf);
+        splitk.columns = Some(MaskColumns { mask: mp.mask_buf, stride: mp.mask_stride, list, report: mp.report, prewait });
+        // Calibration's mask arrives by copy, never from a kernel.
+        calib_split.columns = Some(MaskColumns { mask: scratch_mask, stride: 0, list, report: None, prewait: true });
     }
     // The dense member may be the vendor's conv followed by the masked store; returns what it
     // runs when it is the vendor's.
@@ -322,6 +324,7 @@ pub(crate) fn lower_sparse_conv<D: GpuDevice>(
         dense_vendor,
         meta_free: scheds.iter().map(|s| s.self_list).collect(),
         reports_counts: scheds.iter().map(|s| s.self_list && frames.masks[m].report.is_some()).collect(),
+        mask_prewait: splitk.columns.is_some_and(|c| c.prewait),
         ..SparseOp::new(cx.node, m, spec.fill, poly, members)
     });
     Ok(())

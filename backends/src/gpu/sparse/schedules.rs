@@ -175,6 +175,23 @@ pub(crate) fn finish_speculates(info: &DeviceInfo) -> bool {
     info.backend == "cuda" && ASKED.get_or_init(|| env_switch("DYNASPA_SC_FIN_SPEC")).unwrap_or(true)
 }
 
+/// Whether self-listing GEMMs on `info` read their mask and list their columns before their
+/// PDL wait, where the launch ahead does not write the mask (SL_PREWAIT in sparse_conv.cl,
+/// `MaskColumns::prewait`): on CUDA unless `DYNASPA_SL_PREWAIT=0` (read once, the A/B switch).
+/// Elsewhere there is no wait to overlap.
+pub(crate) fn self_list_prewait(info: &DeviceInfo) -> bool {
+    static ASKED: std::sync::OnceLock<Option<bool>> = std::sync::OnceLock::new();
+    info.backend == "cuda" && ASKED.get_or_init(|| env_switch("DYNASPA_SL_PREWAIT")).unwrap_or(true)
+}
+
+/// Whether the split finish on `info` lets the next grid launch as soon as its work-groups
+/// have started (FIN_TRIGGER in sparse_conv.cl): on CUDA unless `DYNASPA_FIN_TRIGGER=0` (read
+/// once, the A/B switch).
+pub(crate) fn finish_triggers(info: &DeviceInfo) -> bool {
+    static ASKED: std::sync::OnceLock<Option<bool>> = std::sync::OnceLock::new();
+    info.backend == "cuda" && ASKED.get_or_init(|| env_switch("DYNASPA_FIN_TRIGGER")).unwrap_or(true)
+}
+
 /// Whether frames launch self-listing members' grids for the columns they expect rather than
 /// for every column the map can have (`lower::ctx::ColumnGrid`): unless `DYNASPA_SL_GRID=0`
 /// (read once, the A/B switch).
@@ -474,6 +491,9 @@ pub(crate) fn all(entry: &str) -> Vec<Vec<(&'static str, i64)>> {
                     for speculate in [false, true] {
                         v.push(SconvSchedule { tile: GEMM_LARGE, ks, gran, self_list: false }.finish_defines(speculate));
                     }
+                    // The trigger is one instruction at the entry: once per split and granularity.
+                    let d = SconvSchedule { tile: GEMM_LARGE, ks, gran, self_list: false }.finish_defines(true);
+                    v.push(d.into_iter().chain([("FIN_TRIGGER", 1)]).collect());
                 }
                 if gran.is_none() {
                     v.push(SconvSchedule::epilogue_defines());
@@ -513,6 +533,9 @@ pub(crate) fn all(entry: &str) -> Vec<Vec<(&'static str, i64)>> {
             .filter(|d| shapes.insert(d.iter().filter(|x| matches!(x.0, "TM" | "TN" | "WM" | "WN" | "SELF_COUNT")).copied().collect::<Vec<_>>()))
             .map(|d| d.iter().copied().chain([("SL_EARLY", 1)]).collect())
             .collect();
+        // And reading the mask before the PDL wait (CUDA's default where the launch ahead does
+        // not write it), with SL_EARLY as CUDA runs them: again once per shape and count mode.
+        let prewait: Vec<Vec<(&'static str, i64)>> = early.iter().map(|d| d.iter().copied().chain([("SL_PREWAIT", 1)]).collect()).collect();
         // On the tensor cores (sm_80 and later) where the tile allows: the dense and 1x1 members
         // and the space's spread (the other granularities change only the column lookup, which
         // the MMA variant does not touch; every variant would add ~500 programs to CI's compile).
@@ -528,6 +551,7 @@ pub(crate) fn all(entry: &str) -> Vec<Vec<(&'static str, i64)>> {
             .collect();
         v.extend(with_mma);
         v.extend(early);
+        v.extend(prewait);
     }
     if entry == "sconv_fill_residual_f32" || entry == "sconv_blend_cached_f32" {
         v.push(vec![]);

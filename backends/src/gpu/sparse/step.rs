@@ -92,6 +92,10 @@ pub(crate) struct SparseOp<K> {
     pub reports_counts: Vec<bool>,
     /// A member every frame runs whatever the counts (benchmarks time one member's frames).
     pub pin: Option<usize>,
+    /// Whether its self-listing members may read the mask before their PDL wait: no launch
+    /// queued just ahead of them writes it (`MaskColumns::prewait`; the kernel honours it on
+    /// CUDA alone).
+    pub mask_prewait: bool,
 }
 
 impl<K> SparseOp<K> {
@@ -117,6 +121,7 @@ impl<K> SparseOp<K> {
             meta_free: Vec::new(),
             reports_counts: Vec::new(),
             pin: None,
+            mask_prewait: false,
         }
     }
 }

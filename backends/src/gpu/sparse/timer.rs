@@ -209,7 +209,8 @@ impl<D: GpuDevice + 'static> SconvTimer<D> {
             }
         };
         // Self-listing members read the timer's mask (one for every image) as the bitmask does.
-        let columns = Some(MaskColumns { mask: self.mask_buf, stride: 0, list, report: None });
+        // The timer's mask arrives by copy, never from a kernel.
+        let columns = Some(MaskColumns { mask: self.mask_buf, stride: 0, list, report: None, prewait: true });
         let split = SplitBufs { part: self.part.map(|p| p.0), counters: self.counters.map(|c| c.0), columns };
         let meta = (self.lists[li].meta, &self.lists[li].layout);
         self.op.launch(&mut cx, &s, Some(meta), split, true)?;
