@@ -232,6 +232,8 @@ impl<D: GpuDevice> GpuExecutable<D> {
                 // Sparse convs, cached ops and token projections run as PolyKernel ops.
                 if lowered.is_ok() && frames.ops.len() > ops_before {
                     sparse = Some(frames.ops.len() - 1);
+                    let op = &frames.ops[frames.ops.len() - 1];
+                    tracing::debug!(node = %node.name, mask_prewait = op.mask_prewait, "sparse op built");
                 }
                 let (launches, scratch) = (std::mem::take(&mut cx.launches), std::mem::take(&mut cx.scratch));
                 // Tables and uploads made while lowering are the node's own, never pooled.
