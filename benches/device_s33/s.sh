@@ -12,6 +12,10 @@
 #   3 (call 33.3, the tree as landed): the three GEMM convs at density 0.1, batches 2 and 4, the
 #      bench's sample; PyTorch on the same masks; then at batch 1 and densities 0.3, 0.5 and 1.0
 #      with four sampled members; PyTorch again.
+#   4 (call 33.4, DIST=dist-s33b D=/tmp/d33b: DYNASPA_SC_TRIGGER=early, the GEMM's trigger after
+#      its wait): conv1x1 at 0.1, batches 1, 2, 4, and the three GEMM convs at batch 1, early
+#      ("e") against the default late trigger ("l"), two rounds alternated; PyTorch; gpu_sparse
+#      with the early trigger; cuda_selfcheck (the tree's defaults).
 stage=$1
 source "$(dirname "$0")/start.sh"
 keep() { (cd $OUT && tar czf r_$stage.tgz r); }
@@ -54,4 +58,18 @@ elif [ "$stage" = 3 ]; then
   echo "$(date -u +%T) dens rc=$? wrong=$(grep -c WRONG $OUT/r/kn_dens.txt)"; keep
   timeout 120 python3 benches/gpu_baselines.py --masks /tmp/masks33 --batches 1 --only conv --runs 100 --json $OUT/r/torch_dens.jsonl > /dev/null 2> $OUT/r/torch_dens.err
   python3 benches/device_s24/best.py $OUT/r/kn_dens.jsonl $OUT/r/torch_dens.jsonl | tee $OUT/r/best_kn_dens.txt; keep
+elif [ "$stage" = 4 ]; then
+  gpu_test gpu_sparse gpu_sparse_4 DYNASPA_SC_TRIGGER=early; keep
+  DYNASPA_REQUIRE_BACKENDS=cudnn timeout 100 $D/cuda_selfcheck --repo . > $OUT/r/selfcheck.txt 2>&1
+  echo "selfcheck rc=$? PASS=$(grep -c PASS $OUT/r/selfcheck.txt) $(grep -v PASS $OUT/r/selfcheck.txt | tail -2 | tr '\n' ';')"; keep
+  for r in 1 2; do
+    knobs e_$r DYNASPA_SC_TRIGGER=early; keep
+    knobs l_$r; keep
+    ONLY=conv BATCHES=1 knobs ce_$r DYNASPA_SC_TRIGGER=early; keep
+    ONLY=conv BATCHES=1 knobs cl_$r; keep
+  done
+  TONLY=conv torch_sw 4; keep
+  for v in e_1 l_1 e_2 l_2 ce_1 cl_1 ce_2 cl_2; do python3 benches/device_s24/best.py $OUT/r/kn_$v.jsonl $OUT/r/torch_sw_4.jsonl | tee $OUT/r/best_kn_$v.txt; done
+  python3 benches/device_s32/fused_pairs.py $OUT/r/kn_e_1.jsonl $OUT/r/kn_l_1.jsonl $OUT/r/kn_e_2.jsonl $OUT/r/kn_l_2.jsonl $OUT/r/kn_ce_1.jsonl $OUT/r/kn_cl_1.jsonl $OUT/r/kn_ce_2.jsonl $OUT/r/kn_cl_2.jsonl | tee $OUT/r/pairs_4.txt
+  keep
 fi

@@ -303,22 +303,3 @@ fn the_per_element_gather_variant_compiles() {
 fn the_two_stage_pipeline_variant_compiles() {
     gemm_variant_compiles("SC_DEPTH", "2");
 }
-
-/// `DYNASPA_SC_TRIGGER=early`: the GEMM's trigger after its wait, on both sides of SL_PREWAIT
-/// (whose wait comes after the listing).
-#[test]
-fn the_gemm_early_trigger_variant_compiles() {
-    gemm_variant_compiles("SC_TRIGGER_EARLY", "1");
-    if !have_nvrtc() {
-        return;
-    }
-    let prewait = |s: &KernelSpec| s.defines.iter().any(|(k, v)| k == "SL_PREWAIT" && v == "1");
-    let specs: Vec<KernelSpec> = crate::gpu::kernels::all_specs().into_iter().filter(|s| s.entry == "sconv_gemm_f32" && prewait(s)).take(2).collect();
-    assert!(!specs.is_empty(), "no self-listing GEMM reading its mask before the wait");
-    for mut spec in specs {
-        spec.defines.push(("SC_TRIGGER_EARLY".into(), "1".into()));
-        if let Err(e) = nvrtc::compile(&spec, "sm_90") {
-            panic!("SC_TRIGGER_EARLY=1 with SL_PREWAIT: {e}");
-        }
-    }
-}

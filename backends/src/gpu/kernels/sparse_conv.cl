@@ -158,17 +158,8 @@ FUNC void sconv_store_output(float v, float b, GLOBAL float* Y, GLOBAL const flo
 #define PDL_ENTRY_DEFERRED() PDL_ENTRY()
 #define SC_LISTED_WAIT() do { } while (0)
 #endif
-/* SC_TRIGGER_EARLY = 1 (`DYNASPA_SC_TRIGGER=early`, an A/B switch): the next grid (the split
- * finish) may launch once every work-group has passed its wait, not after its reduction, so
- * its launch hides behind the reduction; its work-groups then wait on the SMs beside ours. */
-#ifndef SC_TRIGGER_EARLY
-#define SC_TRIGGER_EARLY 0
-#endif
 KERNEL LAUNCH_BOUNDS(NT, SC_MIN_BLOCKS) sconv_gemm_f32(SCONV_ARGS SCONV_FUSED_ARGS SCONV_SELF_ARGS) {
     PDL_ENTRY_DEFERRED();
-#if SC_TRIGGER_EARLY && !(SELF_LIST && SL_PREWAIT)
-    PDL_TRIGGER();
-#endif
     GLOBAL const float* Wt = W;
     LOCAL ALIGN16 float As[TK][TM + SC_PAD];
     LOCAL ALIGN16 float Bs[TK][TN + SC_PAD];
@@ -209,9 +200,6 @@ KERNEL LAUNCH_BOUNDS(NT, SC_MIN_BLOCKS) sconv_gemm_f32(SCONV_ARGS SCONV_FUSED_AR
     int cols = sconv_self_list(mk + n * mk_stride, sscan, cpos, &sbad, tid, c0, oh * ow);
     /* Before any global store (a no-op after the first window). */
     SC_LISTED_WAIT();
-#if SC_TRIGGER_EARLY && SELF_LIST && SL_PREWAIT
-    PDL_TRIGGER();
-#endif
 #if SELF_COUNT
     if (SC_MTILE == 0 && ks == 0 && c0 == 0 && tid == 0) {
         rep[n * rep_stride] = cols;
@@ -317,9 +305,7 @@ KERNEL LAUNCH_BOUNDS(NT, SC_MIN_BLOCKS) sconv_gemm_f32(SCONV_ARGS SCONV_FUSED_AR
     for (int k0 = kb; k0 < ke; k0 += TK) SC_STEP(ra, rb, k0 + TK);
 #endif
     /* Only the stores are left: the next launch may start (where PDL_ENTRY did not let it). */
-#if !SC_TRIGGER_EARLY
     PDL_TRIGGER();
-#endif
     int P = oh * ow;
 #if KS > 1 && VWN > 1
     /* A run of VWN columns goes out in one 8 or 16-byte store. One float per store, neighbouring

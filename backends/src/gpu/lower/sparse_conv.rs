@@ -9,7 +9,7 @@ use super::elementwise::activation_code;
 use crate::gpu::device::GpuDevice;
 use crate::gpu::kernels::Src;
 use crate::gpu::sparse::meta::MetaLayout;
-use crate::gpu::sparse::schedules::{columns_slowest, finish_speculates, finish_triggers, gemm_triggers_early, hoisted_gather, mma_defines, mma_on, pipeline_depth, register_bound, self_list_early, self_list_fused, self_list_prewait, tap_table_on, vector_reads_on, SconvSchedule};
+use crate::gpu::sparse::schedules::{columns_slowest, finish_speculates, finish_triggers, hoisted_gather, mma_defines, mma_on, pipeline_depth, register_bound, self_list_early, self_list_fused, self_list_prewait, tap_table_on, vector_reads_on, SconvSchedule};
 use dynaspa_runtime::graph::{Conv, Op};
 use dynaspa_runtime::sparsity::Granularity;
 use dynaspa_runtime::{DType, Error, Result};
@@ -410,9 +410,6 @@ impl SconvOp {
                 }
                 if columns.is_some_and(|c| c.prewait) && self_list_prewait(info) {
                     defines.push(("SL_PREWAIT", 1));
-                }
-                if gemm_triggers_early(info) {
-                    defines.push(("SC_TRIGGER_EARLY", 1));
                 }
                 let kern = cx.kernel(Src::SparseConv, "sconv_gemm_f32", &defines)?;
                 let (ctiles, mtiles) = (cap.div_ceil(t.tn as usize), cout.div_ceil(t.tm as usize));

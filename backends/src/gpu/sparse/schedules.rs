@@ -192,14 +192,6 @@ pub(crate) fn finish_triggers(info: &DeviceInfo) -> bool {
     info.backend == "cuda" && ASKED.get_or_init(|| env_switch("DYNASPA_FIN_TRIGGER")).unwrap_or(true)
 }
 
-/// Whether the sparse GEMM on `info` lets the next grid launch once its work-groups have
-/// passed their wait rather than after their reduction (SC_TRIGGER_EARLY in sparse_conv.cl):
-/// only with `DYNASPA_SC_TRIGGER=early` (read once), the A/B switch.
-pub(crate) fn gemm_triggers_early(info: &DeviceInfo) -> bool {
-    static ASKED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    info.backend == "cuda" && *ASKED.get_or_init(|| std::env::var("DYNASPA_SC_TRIGGER").is_ok_and(|v| v.trim().eq_ignore_ascii_case("early")))
-}
-
 /// Whether frames launch self-listing members' grids for the columns they expect rather than
 /// for every column the map can have (`lower::ctx::ColumnGrid`): unless `DYNASPA_SL_GRID=0`
 /// (read once, the A/B switch).
