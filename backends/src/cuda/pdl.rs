@@ -6,7 +6,8 @@
 //! waits until every grid before this one has finished and its writes are visible, so no
 //! memory access of the kernel can overtake its predecessors'. A kernel without it launches as
 //! before: it could otherwise read what its predecessor has not yet written. The next grid may
-//! launch once every block has passed `PDL_TRIGGER()` or ended.
+//! launch once every block has passed `PDL_TRIGGER()` or ended. One kernel defers its wait
+//! past reads the host has proven safe (`PDL_ENTRY_DEFERRED()`, see `waits_first`).
 
 use super::libs;
 use crate::gpu::kernels::kernel_name;
