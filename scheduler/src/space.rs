@@ -372,6 +372,22 @@ mod tests {
         assert_eq!(tok.points().len(), 1);
     }
 
+    /// The members that won on an H200 at density 0.1 (benches/RESULTS.md, sessions 32-33) are
+    /// points of the tuner's space on a CUDA device: 128 x 32 tiles of 4 x 4 split 6 and 12
+    /// ways for the 1x1 conv, 24 ways for the 3x3.
+    #[test]
+    fn the_measured_winners_are_points_of_the_gpu_space() {
+        let orin = devices::builtin("orin").unwrap();
+        for (kh, ks) in [(1, 6), (1, 12), (3, 24)] {
+            let sp = Space::gpu(OpGeometry { kh, kw: kh, ..conv(256, 256, 40, 40) }, &orin);
+            let idx = |name: &str, v: i64| sp.knobs.iter().find(|k| k.name == name).unwrap().values.iter().position(|&x| x == v).map(|i| i as u16);
+            let p: Option<Point> = [("TM", 128), ("TN", 32), ("TK", 16), ("WM", 4), ("WN", 4), ("KS", ks)].iter().map(|&(n, v)| idx(n, v)).collect::<Option<Vec<u16>>>().map(|k| [vec![0], k].concat());
+            let p = p.unwrap_or_else(|| panic!("{kh}x{kh} conv: KS = {ks} is not in the space's domain"));
+            sp.valid(&p).unwrap_or_else(|e| panic!("{kh}x{kh} conv, KS = {ks}: {e}"));
+            assert_eq!(sp.gemm(&p).unwrap().ks, ks as u32);
+        }
+    }
+
     #[test]
     fn gpu_points_are_schedules_the_kernels_run_on_the_device() {
         let op = conv(64, 64, 12, 16);

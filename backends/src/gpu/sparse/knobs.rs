@@ -21,7 +21,10 @@ pub const GEMM_DOMAINS: [(&str, &[i64]); 6] = [
     ("TK", &[4, 8, 16, 32]),
     ("WM", &[1, 2, 4, 8]),
     ("WN", &[1, 2, 4, 8]),
-    ("KS", &[1, 2, 4, 8, 16, 32]),
+    // Not only powers of two: on an H200 the fastest 1x1 members at density 0.1 split 6 and 12
+    // ways, the 3x3 convs 24 (benches/RESULTS.md, session 32): what fills the SMs with whole
+    // waves of resident groups.
+    ("KS", &[1, 2, 3, 4, 6, 8, 12, 16, 24, 32]),
 ];
 
 /// Partial sums per output tile (`TM` x `TN` x `KS`) up to which a split GEMM finishes in its
