@@ -190,7 +190,7 @@ fn schedules(src: Src, entry: &str) -> Vec<Vec<(&'static str, i64)>> {
         // TK_MAX: the key count rounded up to a power of two, at least 64, as long as the row
         // fits local memory (8192 keys in 48 KiB).
         (Src::Attention, _) => (6..=13).map(|p| vec![("WG", ATTENTION_WG as i64), ("TK_MAX", 1i64 << p)]).collect(),
-        (Src::SparseConv, e) => super::sparse::schedules::all(e).into_iter().map(|d| d.to_vec()).collect(),
+        (Src::SparseConv, e) => super::sparse::ci_schedules::all(e).into_iter().map(|d| d.to_vec()).collect(),
         // HOST_COUNTS: CUDA's mapped host counts (sparse/build.rs).
         (Src::Bitmask, _) => {
             let b = ("BLOCK", super::sparse::BITMASK_BLOCK as i64);
@@ -204,7 +204,7 @@ fn schedules(src: Src, entry: &str) -> Vec<Vec<(&'static str, i64)>> {
                 .into_iter()
                 .flat_map(|t| (0..4).map(move |v| t.defines().into_iter().chain([("EARLY_EXIT", v & 1), ("DENSE", v >> 1)]).collect()))
                 .collect();
-            for d in super::sparse::schedules::token_gemm_defines() {
+            for d in super::sparse::ci_schedules::token_gemm_defines() {
                 v.push(d.into_iter().chain([("EARLY_EXIT", 1)]).collect());
             }
             v.sort();
@@ -227,6 +227,16 @@ fn schedules(src: Src, entry: &str) -> Vec<Vec<(&'static str, i64)>> {
             .collect(),
         _ => vec![vec![]],
     }
+}
+
+/// A program's code path: its defines with the sizes left out (values other than 0 and 1, and
+/// a granularity's height and width), which is what selects code by `#if`.
+#[cfg(test)]
+pub(crate) fn code_path(defines: &[(String, String)]) -> Vec<(String, String)> {
+    defines
+        .iter()
+        .map(|(k, v)| (k.clone(), if matches!(v.as_str(), "0" | "1") && !matches!(k.as_str(), "GH" | "GW") { v.clone() } else { String::new() }))
+        .collect()
 }
 
 /// Every (source, entry, schedule) the executor can launch.

@@ -21,7 +21,7 @@ fn tmp(tag: &str) -> std::path::PathBuf {
 }
 
 #[test]
-fn every_kernel_source_builds_with_every_schedule() {
+fn every_kernel_source_builds_on_every_code_path() {
     let Some(d) = device(None) else { return };
     for src in Src::ALL {
         let entry = match src {
@@ -38,29 +38,20 @@ fn every_kernel_source_builds_with_every_schedule() {
         };
         d.kernel(&spec(src, entry, &[])).unwrap_or_else(|e| panic!("{}: {e}", src.file()));
     }
-    // The sparse family with every schedule the lowering can ask for. The fused split-K finish
-    // (FUSED_FINISH) adds the same code whatever the granularity and split: built here once per
-    // GEMM tile (NVRTC builds every variant), as each costs PoCL seconds (the fused variants of
-    // every schedule took this test from 7 to 10 minutes on CI's 2 cores). So do self-listing
-    // members (SELF_LIST), whose window loop holds barriers, which PoCL compiles slowly: every
-    // split of them took this test past 35 minutes of CPU on CI's machine (session 30).
-    let mut built = std::collections::HashSet::new();
-    let once_per_tile = |s: &KernelSpec| -> bool {
-        if !s.defines.iter().any(|(k, _)| k == "FUSED_FINISH" || k == "SELF_LIST") {
-            return true;
-        }
-        built.insert(s.defines.iter().filter(|(k, _)| !matches!(k.as_str(), "GH" | "GW" | "TILED" | "KS")).cloned().collect::<Vec<_>>())
-    };
+    // The sparse family once per code path (`gpu::kernels::code_path`): what OpenCL C takes
+    // and CUDA does not lies in the `#if`s, not in the sizes. NVRTC compiles every schedule of
+    // the same source (cuda::nvrtc_tests); PoCL spends seconds a program (~485 of them, every
+    // schedule, took this test past an hour of CI's CPU in session 33).
+    let mut paths = std::collections::HashSet::new();
+    let once_per_path = |s: &KernelSpec| paths.insert((s.entry, crate::gpu::kernels::code_path(&s.defines)));
     // Tensor-core (MMA) variants are CUDA's alone (inline PTX), and so are self-listing members
     // that leave before the scan (SL_EARLY) and the finish's speculative first loads
     // (SC_FIN_SPEC).
     let sparse = crate::gpu::kernels::all_specs()
         .into_iter()
         .filter(|s| matches!(s.file, "sparse_conv.cl" | "bitmask.cl" | "token.cl"))
-        .filter(|s| !s.defines.iter().any(|(k, v)| k == "MMA" || (matches!(k.as_str(), "SL_EARLY" | "SC_FIN_SPEC") && v == "1")))
-        // The tiled attention's TK_MAX only sizes its arrays: built for DeiT-S's, once per DMAX.
-        .filter(|s| s.entry != "token_attention_tiled_f32" || s.defines.iter().any(|(k, v)| k == "TK_MAX" && v == "256"));
-    for s in sparse.filter(once_per_tile) {
+        .filter(|s| !s.defines.iter().any(|(k, v)| k == "MMA" || (matches!(k.as_str(), "SL_EARLY" | "SC_FIN_SPEC") && v == "1")));
+    for s in sparse.filter(once_per_path) {
         d.kernel(&s).unwrap_or_else(|e| panic!("{} {} {:?}: {e}", s.file, s.entry, s.defines));
     }
     for t in [Tile::LARGE, Tile::SMALL] {

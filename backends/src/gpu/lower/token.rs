@@ -82,8 +82,7 @@ impl TiledAttention {
 /// Whether token-sparse attention may take the tiled kernel: unless `DYNASPA_TILED_ATTENTION=0`
 /// (read once), the A/B switch that keeps the row kernel for timing the two.
 fn tiled_attention_on() -> bool {
-    static ASKED: std::sync::OnceLock<Option<bool>> = std::sync::OnceLock::new();
-    ASKED.get_or_init(|| crate::gpu::sparse::schedules::env_switch("DYNASPA_TILED_ATTENTION")).unwrap_or(true)
+    crate::gpu::sparse::schedules::ab_switch!("DYNASPA_TILED_ATTENTION").unwrap_or(true)
 }
 
 /// The tiled kernel where `info`'s device runs it for these extents; None where the row kernel

@@ -7,6 +7,8 @@
 //! mask's compaction in the bitmask kernel's place, and attention stays ordinary launches.
 
 pub(crate) mod build;
+#[cfg(test)]
+pub(crate) mod ci_schedules;
 pub(crate) mod graphs;
 pub mod knobs;
 pub(crate) mod meta;

@@ -1,7 +1,6 @@
 //! Schedules of sparse_conv.cl: the GEMM tile (output channels x columns per work-group, depth
 //! of one local-memory stage, outputs per work-item), the split of the reduction, and the
-//! granularity of the columns. Every combination the lowering can ask for is listed by `all`,
-//! so CI compiles each through NVRTC.
+//! granularity of the columns. Which of them CI compiles is `ci_schedules`.
 
 use super::knobs::{check_depthwise, GemmKnobs, GpuLimits};
 use crate::gpu::device::DeviceInfo;
@@ -9,6 +8,16 @@ use crate::gpu::kernels::Tile;
 use crate::gpu::lower::sparse_conv::SconvKind;
 use dynaspa_runtime::dispatch::Schedule;
 use dynaspa_runtime::sparsity::Granularity;
+
+/// The A/B switch `$name` (`env_switch`), read once per place that asks: a process keeps the
+/// setting it started with.
+macro_rules! ab_switch {
+    ($name:literal) => {{
+        static ASKED: std::sync::OnceLock<Option<bool>> = std::sync::OnceLock::new();
+        *ASKED.get_or_init(|| $crate::gpu::sparse::schedules::env_switch($name))
+    }};
+}
+pub(crate) use ab_switch;
 
 /// Sparse members' granularities. 1x1 gathers single active positions (no wasted columns, the
 /// most index work); 2x8 keeps rows of 8 for coalesced input reads; 4x4 and 8x8 suit masks made
@@ -80,8 +89,7 @@ pub(crate) fn fused_finish(info: &DeviceInfo, asked: Option<bool>) -> bool {
 /// computed right (session 27, gpu_fused_finish with it on). Not on NVIDIA's OpenCL, which does
 /// not self-list by default (`self_list_default`).
 pub(crate) fn self_list_fused(info: &DeviceInfo) -> bool {
-    static ASKED: std::sync::OnceLock<Option<bool>> = std::sync::OnceLock::new();
-    info.backend == "cuda" && ASKED.get_or_init(|| env_switch("DYNASPA_SL_FUSED")).unwrap_or(false)
+    info.backend == "cuda" && ab_switch!("DYNASPA_SL_FUSED").unwrap_or(false)
 }
 
 /// PoCL's default (see `fused_finish`): off, as fusing did not pay there. A launch costs PoCL
@@ -111,8 +119,7 @@ pub(crate) fn self_list(info: &DeviceInfo, asked: Option<bool>) -> bool {
 /// instead of in front: `DYNASPA_SELF_LIST=1|0` where set (read once; an A/B knob), else the
 /// device's default. Never on wgpu (the WGSL twin has no SELF_LIST).
 pub(crate) fn self_list_on(info: &DeviceInfo) -> bool {
-    static ASKED: std::sync::OnceLock<Option<bool>> = std::sync::OnceLock::new();
-    self_list(info, *ASKED.get_or_init(|| env_switch("DYNASPA_SELF_LIST")))
+    self_list(info, ab_switch!("DYNASPA_SELF_LIST"))
 }
 
 /// Whether self-listing members of a mask planned with 1x1 tiles alone store its counts
@@ -120,8 +127,7 @@ pub(crate) fn self_list_on(info: &DeviceInfo) -> bool {
 /// makes no bitmask launch for it (step.rs): on unless `DYNASPA_SELF_COUNT=0` (read once, the
 /// A/B switch).
 pub(crate) fn self_count_on() -> bool {
-    static ASKED: std::sync::OnceLock<Option<bool>> = std::sync::OnceLock::new();
-    ASKED.get_or_init(|| env_switch("DYNASPA_SELF_COUNT")).unwrap_or(true)
+    ab_switch!("DYNASPA_SELF_COUNT").unwrap_or(true)
 }
 
 /// Where self-listing members are the default: CUDA, where they paid (H200, session 13 call AF,
@@ -143,16 +149,14 @@ fn self_list_default(info: &DeviceInfo) -> bool {
 /// `DYNASPA_TAP_TABLE=0` (read once), the A/B switch for measuring it. The WGSL twin has no
 /// tap table.
 pub(crate) fn tap_table_on() -> bool {
-    static ASKED: std::sync::OnceLock<Option<bool>> = std::sync::OnceLock::new();
-    ASKED.get_or_init(|| env_switch("DYNASPA_TAP_TABLE")).unwrap_or(true)
+    ab_switch!("DYNASPA_TAP_TABLE").unwrap_or(true)
 }
 
 /// Whether GEMM members read their operands from local memory as float2 / float4 runs
 /// (sparse_conv.cl, `SC_VEC`): on unless `DYNASPA_SC_VEC=0` (read once), the A/B switch for
 /// measuring it. The WGSL twin reads one float at a time.
 pub(crate) fn vector_reads_on() -> bool {
-    static ASKED: std::sync::OnceLock<Option<bool>> = std::sync::OnceLock::new();
-    ASKED.get_or_init(|| env_switch("DYNASPA_SC_VEC")).unwrap_or(true)
+    ab_switch!("DYNASPA_SC_VEC").unwrap_or(true)
 }
 
 /// Whether self-listing members' work-groups on `info` count the mask first and leave when they
@@ -160,8 +164,7 @@ pub(crate) fn vector_reads_on() -> bool {
 /// `DYNASPA_SL_EARLY=0` (read once, the A/B switch); never elsewhere (PoCL 3.1 crashed running
 /// it).
 pub(crate) fn self_list_early(info: &DeviceInfo) -> bool {
-    static ASKED: std::sync::OnceLock<Option<bool>> = std::sync::OnceLock::new();
-    info.backend == "cuda" && ASKED.get_or_init(|| env_switch("DYNASPA_SL_EARLY")).unwrap_or(true)
+    info.backend == "cuda" && ab_switch!("DYNASPA_SL_EARLY").unwrap_or(true)
 }
 
 /// Whether the split finish on `info` loads its first column's partial sums beside the column
@@ -171,8 +174,7 @@ pub(crate) fn self_list_early(info: &DeviceInfo) -> bool {
 /// faster and never more than 1% slower, the 3x3 convs' even; the other backends are not
 /// measured (the WGSL twin has no such constant).
 pub(crate) fn finish_speculates(info: &DeviceInfo) -> bool {
-    static ASKED: std::sync::OnceLock<Option<bool>> = std::sync::OnceLock::new();
-    info.backend == "cuda" && ASKED.get_or_init(|| env_switch("DYNASPA_SC_FIN_SPEC")).unwrap_or(true)
+    info.backend == "cuda" && ab_switch!("DYNASPA_SC_FIN_SPEC").unwrap_or(true)
 }
 
 /// Whether self-listing GEMMs on `info` read their mask and list their columns before their
@@ -180,24 +182,21 @@ pub(crate) fn finish_speculates(info: &DeviceInfo) -> bool {
 /// `MaskColumns::prewait`): on CUDA unless `DYNASPA_SL_PREWAIT=0` (read once, the A/B switch).
 /// Elsewhere there is no wait to overlap.
 pub(crate) fn self_list_prewait(info: &DeviceInfo) -> bool {
-    static ASKED: std::sync::OnceLock<Option<bool>> = std::sync::OnceLock::new();
-    info.backend == "cuda" && ASKED.get_or_init(|| env_switch("DYNASPA_SL_PREWAIT")).unwrap_or(true)
+    info.backend == "cuda" && ab_switch!("DYNASPA_SL_PREWAIT").unwrap_or(true)
 }
 
 /// Whether the split finish on `info` lets the next grid launch as soon as its work-groups
 /// have started (FIN_TRIGGER in sparse_conv.cl): on CUDA unless `DYNASPA_FIN_TRIGGER=0` (read
 /// once, the A/B switch).
 pub(crate) fn finish_triggers(info: &DeviceInfo) -> bool {
-    static ASKED: std::sync::OnceLock<Option<bool>> = std::sync::OnceLock::new();
-    info.backend == "cuda" && ASKED.get_or_init(|| env_switch("DYNASPA_FIN_TRIGGER")).unwrap_or(true)
+    info.backend == "cuda" && ab_switch!("DYNASPA_FIN_TRIGGER").unwrap_or(true)
 }
 
 /// Whether frames launch self-listing members' grids for the columns they expect rather than
 /// for every column the map can have (`lower::ctx::ColumnGrid`): unless `DYNASPA_SL_GRID=0`
 /// (read once, the A/B switch).
 pub(crate) fn narrow_column_grids() -> bool {
-    static ASKED: std::sync::OnceLock<Option<bool>> = std::sync::OnceLock::new();
-    ASKED.get_or_init(|| env_switch("DYNASPA_SL_GRID")).unwrap_or(true)
+    ab_switch!("DYNASPA_SL_GRID").unwrap_or(true)
 }
 
 /// Whether GEMM members on `info` work out their gather's column and tap bounds once per kernel
@@ -209,9 +208,8 @@ pub(crate) fn narrow_column_grids() -> bool {
 /// are not measured. `DYNASPA_SC_HOIST=0|1` (read once) sets it for every device, the A/B
 /// switch. The WGSL twin works them out per element.
 pub(crate) fn hoisted_gather(info: &DeviceInfo) -> bool {
-    static ASKED: std::sync::OnceLock<Option<bool>> = std::sync::OnceLock::new();
     let nvidia_opencl = info.backend == "opencl" && info.vendor.to_ascii_lowercase().contains("nvidia");
-    ASKED.get_or_init(|| env_switch("DYNASPA_SC_HOIST")).unwrap_or(!nvidia_opencl)
+    ab_switch!("DYNASPA_SC_HOIST").unwrap_or(!nvidia_opencl)
 }
 
 /// Whether sparse members' GEMM and split-K finish grids run column tiles slowest
@@ -222,8 +220,7 @@ pub(crate) fn hoisted_gather(info: &DeviceInfo) -> bool {
 /// neutral at batches 2 and 4. Self-listing members run that way whatever it says. The WGSL
 /// twin keeps column tiles fastest.
 pub(crate) fn columns_slowest(info: &DeviceInfo) -> bool {
-    static ASKED: std::sync::OnceLock<Option<bool>> = std::sync::OnceLock::new();
-    info.backend != "wgpu" && ASKED.get_or_init(|| env_switch("DYNASPA_SC_CSLOW")).unwrap_or(true)
+    info.backend != "wgpu" && ab_switch!("DYNASPA_SC_CSLOW").unwrap_or(true)
 }
 
 /// Stages of the GEMM members' reduction in flight (sparse_conv.cl, `SC_DEPTH`) on a device of
@@ -249,8 +246,7 @@ pub(crate) fn pipeline_depth(backend: &str) -> u32 {
 /// more registers, not fewer (the dense 64 x 32 member 56 -> 87, 22% slower; RESULTS.md,
 /// session 19), and OpenCL C has no launch bound.
 pub(crate) fn register_bound(threads: u32) -> Option<u32> {
-    static ASKED: std::sync::OnceLock<Option<bool>> = std::sync::OnceLock::new();
-    let on = ASKED.get_or_init(|| env_switch("DYNASPA_REG_BOUND")).unwrap_or(true);
+    let on = ab_switch!("DYNASPA_REG_BOUND").unwrap_or(true);
     (on && vector_reads_on() && (256..=512).contains(&threads)).then(|| 512 / threads)
 }
 
@@ -264,8 +260,7 @@ pub(crate) fn register_bound(threads: u32) -> Option<u32> {
 /// tile 5-11% faster on conv3x3 at batches 2 and 4 and 5-15% slower on conv1x1. A GPU whose
 /// tensor cores outrun its FMAs by more (Ampere's A100: 8x) is where it should be measured next.
 pub(crate) fn mma_on(info: &DeviceInfo) -> bool {
-    static ASKED: std::sync::OnceLock<Option<bool>> = std::sync::OnceLock::new();
-    let asked = *ASKED.get_or_init(|| env_switch("DYNASPA_MMA"));
+    let asked = ab_switch!("DYNASPA_MMA");
     let major = info.arch.split('.').next().and_then(|m| m.trim().parse::<u32>().ok()).unwrap_or(0);
     info.backend == "cuda" && major >= 8 && asked.unwrap_or(false)
 }
@@ -461,200 +456,6 @@ pub(crate) fn member_schedule(kind: SconvKind, cout: usize, k: usize, dense: Sco
     Ok(SconvSchedule::from_knobs(knobs, gran).with_self_list(kind, limits))
 }
 
-/// Define sets of sparse_conv.cl's `entry` that CI compiles: every one calibration and the
-/// dense lowering launch (split GEMMs fused and not), every schedule of the GPU profiles shipped under `profiles/`, and a
-/// spread of the tuner's space (every knob value at least once, on a 1024-thread, 48 KiB
-/// device with NVIDIA's register file), since a tune on another device can pick any of them.
-#[cfg(test)]
-pub(crate) fn all(entry: &str) -> Vec<Vec<(&'static str, i64)>> {
-    let grans: Vec<Option<Granularity>> = std::iter::once(None).chain(GRANULARITIES.iter().copied().map(Some)).collect();
-    let mut v = Vec::new();
-    for &gran in &grans {
-        match entry {
-            "sconv_gemm_f32" => {
-                for tile in [GEMM_LARGE, GEMM_SMALL] {
-                    for ks in SPLITS {
-                        for fused in [false, true] {
-                            for self_list in [false, gran == Some(Granularity::new(1, 1))] {
-                                let d = SconvSchedule { tile, ks, gran, self_list }.gemm_defines(fused);
-                                if self_list {
-                                    v.push(d.iter().copied().chain([("SELF_COUNT", 1)]).collect());
-                                }
-                                v.push(d);
-                            }
-                        }
-                    }
-                }
-            }
-            "sconv_finish_f32" => {
-                for ks in SPLITS.into_iter().filter(|&k| k > 1) {
-                    for speculate in [false, true] {
-                        v.push(SconvSchedule { tile: GEMM_LARGE, ks, gran, self_list: false }.finish_defines(speculate));
-                    }
-                    // The trigger is one instruction at the entry: once per split and granularity.
-                    let d = SconvSchedule { tile: GEMM_LARGE, ks, gran, self_list: false }.finish_defines(true);
-                    v.push(d.into_iter().chain([("FIN_TRIGGER", 1)]).collect());
-                }
-                if gran.is_none() {
-                    v.push(SconvSchedule::epilogue_defines());
-                }
-            }
-            "sconv_dw_f32" => v.push(SconvSchedule::dw_defines(gran)),
-            _ => {}
-        }
-    }
-    let tuned: Vec<SconvSchedule> = shipped_gpu_schedules().into_iter().chain(space_sample()).collect();
-    for s in tuned {
-        match entry {
-            "sconv_gemm_f32" => {
-                v.extend([s.gemm_defines(false), s.gemm_defines(true)]);
-                if s.gran == Some(Granularity::new(1, 1)) {
-                    let sl = SconvSchedule { self_list: true, ..s };
-                    for fused in [false, true] {
-                        let d = sl.gemm_defines(fused);
-                        v.push(d.iter().copied().chain([("SELF_COUNT", 1)]).collect());
-                        v.push(d);
-                    }
-                }
-            }
-            "sconv_finish_f32" if s.ks > 1 => v.extend([s.finish_defines(false), s.finish_defines(true)]),
-            "sconv_dw_f32" if s.tile == GEMM_LARGE && s.ks == 1 => v.push(SconvSchedule::dw_defines(s.gran)),
-            _ => {}
-        }
-    }
-    if entry == "sconv_gemm_f32" {
-        // Self-listing members that leave before the scan without a column (CUDA's default):
-        // once per work-group shape and count mode, which is all SL_EARLY's code depends on
-        // (every self-listing variant again would double CI's compile of this file).
-        let mut shapes = std::collections::HashSet::new();
-        let early: Vec<Vec<(&'static str, i64)>> = v
-            .iter()
-            .filter(|d| d.contains(&("SELF_LIST", 1)))
-            .filter(|d| shapes.insert(d.iter().filter(|x| matches!(x.0, "TM" | "TN" | "WM" | "WN" | "SELF_COUNT")).copied().collect::<Vec<_>>()))
-            .map(|d| d.iter().copied().chain([("SL_EARLY", 1)]).collect())
-            .collect();
-        // And reading the mask before the PDL wait (CUDA's default where the launch ahead does
-        // not write it), with SL_EARLY as CUDA runs them: again once per shape and count mode.
-        let prewait: Vec<Vec<(&'static str, i64)>> = early.iter().map(|d| d.iter().copied().chain([("SL_PREWAIT", 1)]).collect()).collect();
-        // On the tensor cores (sm_80 and later) where the tile allows: the dense and 1x1 members
-        // and the space's spread (the other granularities change only the column lookup, which
-        // the MMA variant does not touch; every variant would add ~500 programs to CI's compile).
-        let one = |d: &&Vec<(&'static str, i64)>| d.contains(&("GH", 1)) && d.contains(&("GW", 1));
-        let with_mma: Vec<Vec<(&'static str, i64)>> = v
-            .iter()
-            .filter(one)
-            .filter_map(|d| {
-                let get = |n: &str| d.iter().find(|x| x.0 == n).map_or(0, |x| x.1 as u32);
-                let tile = Tile { tm: get("TM"), tn: get("TN"), tk: get("TK"), wm: get("WM"), wn: get("WN") };
-                mma_defines(tile, 48 * 1024).map(|m| d.iter().copied().chain(m).collect())
-            })
-            .collect();
-        v.extend(with_mma);
-        v.extend(early);
-        v.extend(prewait);
-    }
-    if entry == "sconv_fill_residual_f32" || entry == "sconv_blend_cached_f32" {
-        v.push(vec![]);
-    }
-    v.sort();
-    v.dedup();
-    v
-}
-
-/// Every member of every GPU profile under `profiles/`: (file, op kind, schedule).
-#[cfg(test)]
-fn shipped_gpu_members() -> Vec<(std::path::PathBuf, String, dynaspa_runtime::dispatch::Schedule)> {
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../profiles");
-    let mut out = Vec::new();
-    let Ok(dirs) = std::fs::read_dir(&root) else { return out };
-    let mut files: Vec<std::path::PathBuf> = dirs.flatten().flat_map(|d| std::fs::read_dir(d.path()).into_iter().flatten().flatten().map(|f| f.path())).collect();
-    files.sort();
-    for f in files.iter().filter(|f| f.extension().is_some_and(|e| e == "json")) {
-        let p = dynaspa_runtime::profile::Profile::load(f).unwrap_or_else(|e| panic!("{e}"));
-        if p.device.backend == "cpu" {
-            continue;
-        }
-        for op in &p.ops {
-            out.extend(op.poly.members().iter().map(|m| (f.clone(), op.signature.kind.clone(), m.schedule.clone())));
-        }
-    }
-    out
-}
-
-/// Sparse conv members of the shipped GPU profiles, as kernel variants (the GEMM knobs over the
-/// defaults of a 64-channel op; depthwise members come out as the default tile).
-#[cfg(test)]
-fn shipped_gpu_schedules() -> Vec<SconvSchedule> {
-    let mut out = Vec::new();
-    for (f, kind, s) in shipped_gpu_members() {
-        if kind != "Conv" || s.granularity.is_none() {
-            continue;
-        }
-        let k = GemmKnobs::from_map(&s.knobs, SconvSchedule::for_op(64, 576, s.granularity).knobs()).unwrap_or_else(|e| panic!("{}: {}: {e}", f.display(), s.name));
-        out.push(SconvSchedule::from_knobs(k, s.granularity));
-    }
-    out
-}
-
-/// token_gemm_f32's tiles that CI compiles beyond the defaults: every member of the shipped
-/// profiles' token projections (dense or not, as they run) and the tuner's space spread (KS 1,
-/// over the active tokens).
-#[cfg(test)]
-pub(crate) fn token_gemm_defines() -> Vec<[(&'static str, i64); 6]> {
-    use super::knobs::token;
-    let mut out = Vec::new();
-    for (f, kind, s) in shipped_gpu_members() {
-        if kind == "MatMul" {
-            let k = GemmKnobs::from_map(&s.knobs, token::default_knobs(64, 64)).unwrap_or_else(|e| panic!("{}: {}: {e}", f.display(), s.name));
-            out.push(token::defines(&k, s.is_dense()));
-        }
-    }
-    for s in space_sample() {
-        out.push(token::defines(&GemmKnobs { ks: 1, ..s.knobs() }, false));
-    }
-    out
-}
-
-/// Valid points of the tuner's GEMM space spread so that every value of every knob appears.
-#[cfg(test)]
-fn space_sample() -> Vec<SconvSchedule> {
-    use super::knobs::GEMM_DOMAINS;
-    let limits = GpuLimits { wgsl: false, max_group_threads: 1024, local_mem_bytes: 48 * 1024, registers_per_group: 65536, registers_per_thread: 255, self_list: false };
-    let d = |i: usize| GEMM_DOMAINS[i].1;
-    let mut valid = Vec::new();
-    for &tm in d(0) {
-        for &tn in d(1) {
-            for &tk in d(2) {
-                for &wm in d(3) {
-                    for &wn in d(4) {
-                        for &ks in d(5) {
-                            let k = GemmKnobs { tm: tm as u32, tn: tn as u32, tk: tk as u32, wm: wm as u32, wn: wn as u32, ks: ks as u32 };
-                            if k.check(&limits).is_ok() && k.threads() >= 16 {
-                                valid.push(k);
-                            }
-                        }
-                    }
-                }
-            }
-        }
-    }
-    let mut picked: Vec<GemmKnobs> = Vec::new();
-    for (i, (_, values)) in GEMM_DOMAINS.iter().enumerate() {
-        for &val in values.iter() {
-            let get = |k: &GemmKnobs| [k.tm, k.tn, k.tk, k.wm, k.wn, k.ks][i] as i64;
-            if !picked.iter().any(|k| get(k) == val) {
-                // The middle of the valid points with this value: neither extreme of the others.
-                let with: Vec<&GemmKnobs> = valid.iter().filter(|k| get(k) == val).collect();
-                if let Some(k) = with.get(with.len() / 2) {
-                    picked.push(**k);
-                }
-            }
-        }
-    }
-    let grans = [Some(Granularity::new(1, 1)), Some(Granularity::new(3, 6)), None];
-    picked.iter().enumerate().map(|(i, &k)| SconvSchedule::from_knobs(k, grans[i % grans.len()])).collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::{columns_slowest, fused_finish, hoisted_gather, self_list_fused};
@@ -754,7 +555,7 @@ mod tests {
         if std::env::var_os("DYNASPA_SL_EARLY").is_none() {
             assert!(super::self_list_early(&device("cuda", "NVIDIA", "13.0")));
         }
-        let all = super::all("sconv_gemm_f32");
+        let all = super::super::ci_schedules::all("sconv_gemm_f32");
         let early = |d: &Vec<(&str, i64)>| d.contains(&("SL_EARLY", 1));
         assert!(all.iter().any(|d| early(d) && d.contains(&("SELF_COUNT", 1))) && all.iter().any(|d| early(d) && !d.contains(&("SELF_COUNT", 1))));
         assert!(all.iter().filter(|d| early(d)).all(|d| d.contains(&("SELF_LIST", 1))), "only self-listing members scan");

@@ -1,0 +1,252 @@
+//! Which variants of sparse_conv.cl (and token.cl's GEMM) CI compiles: every schedule a launch
+//! can ask for as it stands (calibration's grid, the dense lowering, every member of the GPU
+//! profiles shipped under `profiles/`, a spread of the tuner's space), and each switch the
+//! executor adds to them (fused finish, self-listing and its count, leaving early, reading the
+//! mask before the PDL wait, tensor cores, the finish's speculation and trigger) on a few of
+//! those schedules that between them carry every knob value the switch meets. Every switch on
+//! every schedule was ~1,700 programs per architecture, past CI's 90 minutes at ~1.5 s each
+//! (session 33); a switch's code does not depend on which tile values it is combined with
+//! beyond the values themselves, which the cover keeps.
+
+use super::knobs::{GemmKnobs, GpuLimits, GEMM_DOMAINS};
+use super::schedules::{mma_defines, SconvSchedule, GEMM_LARGE, GEMM_SMALL, GRANULARITIES, SPLITS};
+use dynaspa_runtime::sparsity::Granularity;
+use std::collections::BTreeSet;
+
+type Defines = Vec<(&'static str, i64)>;
+
+/// Define sets of `entry` that CI compiles (sorted, no repeats).
+pub(crate) fn all(entry: &str) -> Vec<Defines> {
+    let mut v = match entry {
+        "sconv_gemm_f32" => gemm(),
+        "sconv_finish_f32" => finish(),
+        "sconv_dw_f32" => plain().iter().filter(|s| s.ks == 1).map(|s| SconvSchedule::dw_defines(s.gran)).collect(),
+        "sconv_fill_residual_f32" | "sconv_blend_cached_f32" => vec![vec![]],
+        _ => vec![],
+    };
+    v.sort();
+    v.dedup();
+    v
+}
+
+/// Every schedule as launched without a switch: calibration's grid and the dense lowering's
+/// (each granularity, both default tiles, every split), the shipped profiles' members and the
+/// space's spread.
+fn plain() -> Vec<SconvSchedule> {
+    let grans = std::iter::once(None).chain(GRANULARITIES.iter().copied().map(Some));
+    let mut v: Vec<SconvSchedule> = grans
+        .flat_map(|gran| [GEMM_LARGE, GEMM_SMALL].into_iter().flat_map(move |tile| SPLITS.map(|ks| SconvSchedule { tile, ks, gran, self_list: false })))
+        .collect();
+    v.extend(shipped_gpu_schedules());
+    v.extend(space_sample());
+    let mut seen = std::collections::HashSet::new();
+    v.retain(|s| seen.insert(*s));
+    v
+}
+
+fn with(d: Defines, extra: &[(&'static str, i64)]) -> Defines {
+    d.into_iter().chain(extra.iter().copied()).collect()
+}
+
+fn gemm() -> Vec<Defines> {
+    let plain = plain();
+    let mut v: Vec<Defines> = plain.iter().map(|s| s.gemm_defines(false)).collect();
+    let one = Some(Granularity::new(1, 1));
+    // Each switch set as a function of a plain schedule: its defines, where it applies.
+    type Switch<'a> = Box<dyn Fn(&SconvSchedule) -> Option<Defines> + 'a>;
+    let mut switches: Vec<Switch> = vec![Box::new(|s: &SconvSchedule| Some(s.gemm_defines(true)).filter(|d| d.contains(&("FUSED_FINISH", 1))))];
+    // Self-listing members (1x1 tiles): with and without their count, fused or not, and as
+    // CUDA runs them (leaving before the scan without a column, reading the mask before the
+    // PDL wait where the launch ahead does not write it).
+    for count in [false, true] {
+        for fused in [false, true] {
+            for mode in [&[][..], &[("SL_EARLY", 1)], &[("SL_EARLY", 1), ("SL_PREWAIT", 1)]] {
+                switches.push(Box::new(move |s: &SconvSchedule| {
+                    let sl = SconvSchedule { self_list: true, ..*s };
+                    let d = sl.gemm_defines(fused);
+                    (s.gran == one && fused == d.contains(&("FUSED_FINISH", 1))).then(|| with(with(d, if count { &[("SELF_COUNT", 1)] } else { &[] }), mode))
+                }));
+            }
+        }
+    }
+    // On the tensor cores (sm_80 and later) where the tile allows, dense and 1x1 members: the
+    // other granularities change only the column lookup, which the MMA variant does not touch.
+    let mma = |d: Defines, s: &SconvSchedule| -> Option<Defines> {
+        let m = mma_defines(s.tile, 48 * 1024)?;
+        (s.gran.is_none() || s.gran == one).then(|| with(d, &m))
+    };
+    switches.push(Box::new(move |s: &SconvSchedule| mma(s.gemm_defines(false), s)));
+    switches.push(Box::new(move |s: &SconvSchedule| mma(s.gemm_defines(true), s).filter(|d| d.contains(&("FUSED_FINISH", 1)))));
+    for count in [false, true] {
+        for fused in [false, true] {
+            switches.push(Box::new(move |s: &SconvSchedule| {
+                let d = SconvSchedule { self_list: true, ..*s }.gemm_defines(fused);
+                if s.gran != one || fused != d.contains(&("FUSED_FINISH", 1)) {
+                    return None;
+                }
+                mma(with(d, if count { &[("SELF_COUNT", 1)] } else { &[] }), s)
+            }));
+        }
+    }
+    for f in &switches {
+        v.extend(cover(plain.iter().filter_map(f).collect()));
+    }
+    v
+}
+
+fn finish() -> Vec<Defines> {
+    let split: Vec<SconvSchedule> = plain().into_iter().filter(|s| s.ks > 1).collect();
+    let mut v: Vec<Defines> = split.iter().map(|s| s.finish_defines(false)).collect();
+    v.push(SconvSchedule::epilogue_defines());
+    v.extend(cover(split.iter().map(|s| s.finish_defines(true)).collect()));
+    v.extend(cover(split.iter().map(|s| with(s.finish_defines(true), &[("FIN_TRIGGER", 1)])).collect()));
+    v
+}
+
+/// What a define set carries for the cover: each define and value, the granularity as its kind
+/// (every position, 1x1, tiles) and the split as whether there is one.
+fn traits(d: &Defines) -> BTreeSet<(&'static str, i64)> {
+    let get = |n: &str| d.iter().find(|x| x.0 == n).map_or(0, |x| x.1);
+    let gran = if get("TILED") == 0 { 0 } else if get("GH") == 1 && get("GW") == 1 { 1 } else { 2 };
+    d.iter()
+        .filter(|x| !matches!(x.0, "GH" | "GW" | "TILED" | "KS"))
+        .copied()
+        .chain([("granularity", gran), ("split", (get("KS") > 1) as i64)])
+        .collect()
+}
+
+/// Of `candidates`, few (greedily the one adding most, first of equals) that between them carry
+/// every trait any of them does.
+fn cover(mut candidates: Vec<Defines>) -> Vec<Defines> {
+    candidates.sort();
+    candidates.dedup();
+    let mut left: BTreeSet<(&'static str, i64)> = candidates.iter().flat_map(traits).collect();
+    let mut out = Vec::new();
+    while !left.is_empty() {
+        let gain = |d: &Defines| traits(d).intersection(&left).count();
+        let Some(best) = candidates.iter().max_by(|a, b| gain(a).cmp(&gain(b)).then_with(|| b.cmp(a))) else { break };
+        left.retain(|t| !traits(best).contains(t));
+        out.push(best.clone());
+    }
+    out
+}
+
+/// Every member of every GPU profile under `profiles/`: (file, op kind, schedule).
+fn shipped_gpu_members() -> Vec<(std::path::PathBuf, String, dynaspa_runtime::dispatch::Schedule)> {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../profiles");
+    let mut out = Vec::new();
+    let Ok(dirs) = std::fs::read_dir(&root) else { return out };
+    let mut files: Vec<std::path::PathBuf> = dirs.flatten().flat_map(|d| std::fs::read_dir(d.path()).into_iter().flatten().flatten().map(|f| f.path())).collect();
+    files.sort();
+    for f in files.iter().filter(|f| f.extension().is_some_and(|e| e == "json")) {
+        let p = dynaspa_runtime::profile::Profile::load(f).unwrap_or_else(|e| panic!("{e}"));
+        if p.device.backend == "cpu" {
+            continue;
+        }
+        for op in &p.ops {
+            out.extend(op.poly.members().iter().map(|m| (f.clone(), op.signature.kind.clone(), m.schedule.clone())));
+        }
+    }
+    out
+}
+
+/// Sparse conv members of the shipped GPU profiles, as kernel variants (the GEMM knobs over the
+/// defaults of a 64-channel op; depthwise members come out as the default tile).
+fn shipped_gpu_schedules() -> Vec<SconvSchedule> {
+    let mut out = Vec::new();
+    for (f, kind, s) in shipped_gpu_members() {
+        if kind != "Conv" || s.granularity.is_none() {
+            continue;
+        }
+        let k = GemmKnobs::from_map(&s.knobs, SconvSchedule::for_op(64, 576, s.granularity).knobs()).unwrap_or_else(|e| panic!("{}: {}: {e}", f.display(), s.name));
+        out.push(SconvSchedule::from_knobs(k, s.granularity));
+    }
+    out
+}
+
+/// token_gemm_f32's tiles that CI compiles beyond the defaults: every member of the shipped
+/// profiles' token projections (dense or not, as they run) and the tuner's space spread (KS 1,
+/// over the active tokens).
+pub(crate) fn token_gemm_defines() -> Vec<[(&'static str, i64); 6]> {
+    use super::knobs::token;
+    let mut out = Vec::new();
+    for (f, kind, s) in shipped_gpu_members() {
+        if kind == "MatMul" {
+            let k = GemmKnobs::from_map(&s.knobs, token::default_knobs(64, 64)).unwrap_or_else(|e| panic!("{}: {}: {e}", f.display(), s.name));
+            out.push(token::defines(&k, s.is_dense()));
+        }
+    }
+    for s in space_sample() {
+        out.push(token::defines(&GemmKnobs { ks: 1, ..s.knobs() }, false));
+    }
+    out
+}
+
+/// Valid points of the tuner's GEMM space spread so that every value of every knob appears.
+fn space_sample() -> Vec<SconvSchedule> {
+    let limits = GpuLimits { wgsl: false, max_group_threads: 1024, local_mem_bytes: 48 * 1024, registers_per_group: 65536, registers_per_thread: 255, self_list: false };
+    let d = |i: usize| GEMM_DOMAINS[i].1;
+    let mut valid = Vec::new();
+    for &tm in d(0) {
+        for &tn in d(1) {
+            for &tk in d(2) {
+                for &wm in d(3) {
+                    for &wn in d(4) {
+                        for &ks in d(5) {
+                            let k = GemmKnobs { tm: tm as u32, tn: tn as u32, tk: tk as u32, wm: wm as u32, wn: wn as u32, ks: ks as u32 };
+                            if k.check(&limits).is_ok() && k.threads() >= 16 {
+                                valid.push(k);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    let mut picked: Vec<GemmKnobs> = Vec::new();
+    for (i, (_, values)) in GEMM_DOMAINS.iter().enumerate() {
+        for &val in values.iter() {
+            let get = |k: &GemmKnobs| [k.tm, k.tn, k.tk, k.wm, k.wn, k.ks][i] as i64;
+            if !picked.iter().any(|k| get(k) == val) {
+                // The middle of the valid points with this value: neither extreme of the others.
+                let with: Vec<&GemmKnobs> = valid.iter().filter(|k| get(k) == val).collect();
+                if let Some(k) = with.get(with.len() / 2) {
+                    picked.push(**k);
+                }
+            }
+        }
+    }
+    let grans = [Some(Granularity::new(1, 1)), Some(Granularity::new(3, 6)), None];
+    picked.iter().enumerate().map(|(i, &k)| SconvSchedule::from_knobs(k, grans[i % grans.len()])).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{all, plain, traits};
+    use std::collections::BTreeSet;
+
+    /// Every schedule is compiled as it stands, and every switch is compiled with every knob
+    /// value and granularity kind it meets anywhere: what cutting the list down keeps.
+    #[test]
+    fn every_plain_schedule_and_every_switch_with_every_value_it_meets_are_compiled() {
+        let gemm = all("sconv_gemm_f32");
+        for s in plain() {
+            assert!(gemm.contains(&s.gemm_defines(false)), "{s:?}");
+        }
+        let switches = ["FUSED_FINISH", "SELF_LIST", "SELF_COUNT", "SL_EARLY", "SL_PREWAIT", "MMA"];
+        let on = |d: &Vec<(&str, i64)>| switches.iter().filter(|n| d.iter().any(|x| x.0 == **n)).copied().collect::<Vec<_>>();
+        let sets: BTreeSet<Vec<&str>> = gemm.iter().map(on).collect();
+        for needed in [vec!["FUSED_FINISH"], vec!["SELF_LIST", "SELF_COUNT", "SL_EARLY", "SL_PREWAIT"], vec!["FUSED_FINISH", "SELF_LIST", "SELF_COUNT", "MMA"]] {
+            assert!(sets.contains(&needed), "{needed:?} not compiled");
+        }
+        for set in &sets {
+            let of: Vec<_> = gemm.iter().filter(|d| on(d) == *set).collect();
+            let carried: BTreeSet<_> = of.iter().flat_map(|d| traits(d)).collect();
+            for name in ["TM", "TN", "TK", "WM", "WN"] {
+                let values: BTreeSet<i64> = carried.iter().filter(|t| t.0 == name).map(|t| t.1).collect();
+                assert!(values.len() >= 2 || set.is_empty(), "{set:?}: {name} only {values:?}");
+            }
+        }
+        assert!(gemm.len() < 700, "{} GEMM programs: CI compiles each (~1.5 s)", gemm.len());
+    }
+}
