@@ -55,37 +55,27 @@ fn gemm() -> Vec<Defines> {
     // Each switch set as a function of a plain schedule: its defines, where it applies.
     type Switch<'a> = Box<dyn Fn(&SconvSchedule) -> Option<Defines> + 'a>;
     let mut switches: Vec<Switch> = vec![Box::new(|s: &SconvSchedule| Some(s.gemm_defines(true)).filter(|d| d.contains(&("FUSED_FINISH", 1))))];
-    // Self-listing members (1x1 tiles): with and without their count, fused or not, and as
-    // CUDA runs them (leaving before the scan without a column, reading the mask before the
-    // PDL wait where the launch ahead does not write it).
-    for count in [false, true] {
-        for fused in [false, true] {
-            for mode in [&[][..], &[("SL_EARLY", 1)], &[("SL_EARLY", 1), ("SL_PREWAIT", 1)]] {
-                switches.push(Box::new(move |s: &SconvSchedule| {
-                    let sl = SconvSchedule { self_list: true, ..*s };
-                    let d = sl.gemm_defines(fused);
-                    (s.gran == one && fused == d.contains(&("FUSED_FINISH", 1))).then(|| with(with(d, if count { &[("SELF_COUNT", 1)] } else { &[] }), mode))
-                }));
-            }
-        }
-    }
     // On the tensor cores (sm_80 and later) where the tile allows, dense and 1x1 members: the
     // other granularities change only the column lookup, which the MMA variant does not touch.
-    let mma = |d: Defines, s: &SconvSchedule| -> Option<Defines> {
+    let mma = move |d: Defines, s: &SconvSchedule| -> Option<Defines> {
         let m = mma_defines(s.tile, 48 * 1024)?;
         (s.gran.is_none() || s.gran == one).then(|| with(d, &m))
     };
     switches.push(Box::new(move |s: &SconvSchedule| mma(s.gemm_defines(false), s)));
     switches.push(Box::new(move |s: &SconvSchedule| mma(s.gemm_defines(true), s).filter(|d| d.contains(&("FUSED_FINISH", 1)))));
+    // Self-listing members (1x1 tiles): with and without their count, fused or not; as CUDA
+    // runs them (leaving before the scan without a column, reading the mask before the PDL
+    // wait where the launch ahead does not write it), and on the tensor cores.
     for count in [false, true] {
         for fused in [false, true] {
-            switches.push(Box::new(move |s: &SconvSchedule| {
+            let listed = move |s: &SconvSchedule| -> Option<Defines> {
                 let d = SconvSchedule { self_list: true, ..*s }.gemm_defines(fused);
-                if s.gran != one || fused != d.contains(&("FUSED_FINISH", 1)) {
-                    return None;
-                }
-                mma(with(d, if count { &[("SELF_COUNT", 1)] } else { &[] }), s)
-            }));
+                (s.gran == one && fused == d.contains(&("FUSED_FINISH", 1))).then(|| with(d, &[("SELF_COUNT", 1)][..count as usize]))
+            };
+            for mode in [&[][..], &[("SL_EARLY", 1)], &[("SL_EARLY", 1), ("SL_PREWAIT", 1)]] {
+                switches.push(Box::new(move |s: &SconvSchedule| listed(s).map(|d| with(d, mode))));
+            }
+            switches.push(Box::new(move |s: &SconvSchedule| listed(s).and_then(|d| mma(d, s))));
         }
     }
     for f in &switches {
@@ -120,13 +110,14 @@ fn traits(d: &Defines) -> BTreeSet<(&'static str, i64)> {
 fn cover(mut candidates: Vec<Defines>) -> Vec<Defines> {
     candidates.sort();
     candidates.dedup();
-    let mut left: BTreeSet<(&'static str, i64)> = candidates.iter().flat_map(traits).collect();
+    let carried: Vec<BTreeSet<(&'static str, i64)>> = candidates.iter().map(traits).collect();
+    let mut left: BTreeSet<(&'static str, i64)> = carried.iter().flatten().copied().collect();
     let mut out = Vec::new();
     while !left.is_empty() {
-        let gain = |d: &Defines| traits(d).intersection(&left).count();
-        let Some(best) = candidates.iter().max_by(|a, b| gain(a).cmp(&gain(b)).then_with(|| b.cmp(a))) else { break };
-        left.retain(|t| !traits(best).contains(t));
-        out.push(best.clone());
+        let gain = |i: usize| carried[i].intersection(&left).count();
+        let Some(best) = (0..candidates.len()).max_by(|&a, &b| gain(a).cmp(&gain(b)).then_with(|| b.cmp(&a))) else { break };
+        left.retain(|t| !carried[best].contains(t));
+        out.push(candidates[best].clone());
     }
     out
 }
