@@ -463,6 +463,7 @@ fn bench<D: GpuDevice + 'static>(dev: Arc<D>, a: &Args) -> Result<()> {
                     let pick = times.get(at).map(|t| t.0.clone()).unwrap_or_default();
                     let pe = holder(&mut exe, &mut tuned, home.get(at).copied().unwrap_or(0));
                     let (mut alone, mut empty, mut masked, mut lagged, mut exact) = (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+                    let mut queued = Vec::new();
                     // Whole frames of the op's executable (zero fill, mask launch, member), launch
                     // by launch and from one recorded graph per frame.
                     let (mut frame, mut frame_graph) = (Vec::new(), Vec::new());
@@ -472,11 +473,15 @@ fn bench<D: GpuDevice + 'static>(dev: Arc<D>, a: &Args) -> Result<()> {
                         alone.extend(pe.time_member(0, &pick, a.samples.div_ceil(5), a.runs)?);
                         empty.extend(pe.time_member_after_empty(0, &pick, a.samples.div_ceil(5), a.runs)?);
                         masked.extend(pe.time_member_after_mask(0, &pick, a.samples.div_ceil(5), a.runs)?);
-                        lagged.extend(pe.time_dispatched(0, &pick, CountsSync::Lagged, a.samples.div_ceil(5), a.runs)?);
+                        for (all, host) in pe.time_dispatched_queueing(0, &pick, CountsSync::Lagged, a.samples.div_ceil(5), a.runs)? {
+                            lagged.push(all);
+                            queued.push(host);
+                        }
                         exact.extend(pe.time_dispatched(0, &pick, CountsSync::Exact, a.samples.div_ceil(5), a.runs)?);
                     }
                     let (alone, empty, masked, lagged, exact) = (median(&mut alone), median(&mut empty), median(&mut masked), median(&mut lagged), median(&mut exact));
                     let (frame, frame_graph) = (median(&mut frame), median(&mut frame_graph));
+                    let queued = median(&mut queued);
                     let graphs = pe.frame_graph_stats();
                     // Where the member's time goes: each of its launches alone (GEMM, split-K finish).
                     let parts = pe.time_member_launches(0, &pick, a.samples, a.runs)?;
@@ -492,7 +497,7 @@ fn bench<D: GpuDevice + 'static>(dev: Arc<D>, a: &Args) -> Result<()> {
                         graphs.replayed, graphs.refused
                     );
                     println!(
-                        "    of the lagged dispatch: the mask launch {:.1}, the counts copy and host {:.1}; an empty launch in front costs {:.1}",
+                        "    of the lagged dispatch: the mask launch {:.1}, the counts copy and host {:.1}; an empty launch in front costs {:.1}; the host queued each frame in {queued:.1}",
                         masked - alone,
                         lagged - masked,
                         empty - alone
@@ -505,7 +510,7 @@ fn bench<D: GpuDevice + 'static>(dev: Arc<D>, a: &Args) -> Result<()> {
                                 "device": info.name, "backend": info.backend, "driver": info.driver,
                                 "op": cc.name, "batch": n, "density_target": d, "density": real,
                                 "member": name, "tiles": tiles, "us": us, "overhead_us": overhead,
-                                "steady_member": pick, "steady_alone_us": alone, "steady_launches_us": parts, "steady_lagged_us": lagged, "steady_after_mask_us": masked, "steady_exact_us": exact, "frame_us": frame, "frame_graph_us": frame_graph, "frame_graphs_replayed": graphs.replayed,
+                                "steady_member": pick, "steady_alone_us": alone, "steady_launches_us": parts, "steady_lagged_us": lagged, "steady_queued_us": queued, "steady_after_mask_us": masked, "steady_exact_us": exact, "frame_us": frame, "frame_graph_us": frame_graph, "frame_graphs_replayed": graphs.replayed,
                                 "samples": a.samples, "runs": a.runs, "dense_impl": dense_impl, "fused_finish": fused,
                             });
                             writeln!(f, "{line}").map_err(|e| dynaspa_runtime::Error::Other(format!("--json: {e}")))?;

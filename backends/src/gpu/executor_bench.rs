@@ -158,17 +158,26 @@ impl<D: GpuDevice> GpuExecutable<D> {
     /// of them queued back to back per sample (as consecutive frames would be): the member's
     /// time plus what dispatch adds to it. Run a frame first (lagged selection needs one).
     pub fn time_dispatched(&mut self, op: usize, member: &str, sync: CountsSync, samples: usize, runs: usize) -> Result<Vec<f64>> {
+        Ok(self.time_dispatched_queueing(op, member, sync, samples, runs)?.into_iter().map(|(all, _)| all).collect())
+    }
+
+    /// `time_dispatched`'s samples, each with the host's share: µs per run the host spent
+    /// queueing the runs, before it waited for the queue. Where the two are equal the device
+    /// waited for the host, and what the host does per frame sets the pace.
+    pub fn time_dispatched_queueing(&mut self, op: usize, member: &str, sync: CountsSync, samples: usize, runs: usize) -> Result<Vec<(f64, f64)>> {
         let saved = std::mem::replace(&mut self.frames.sync, sync);
         let r = (|| {
             self.dev.finish()?;
             let mut out = Vec::with_capacity(samples);
+            let per_run = |t: Instant| t.elapsed().as_secs_f64() * 1e6 / runs.max(1) as f64;
             for _ in 0..samples {
                 let t = Instant::now();
                 for _ in 0..runs.max(1) {
                     self.frames.dispatch_member(&*self.dev, &self.bufs, op, member)?;
                 }
+                let queued = per_run(t);
                 self.dev.finish()?;
-                out.push(t.elapsed().as_secs_f64() * 1e6 / runs.max(1) as f64);
+                out.push((per_run(t), queued));
             }
             // Collects the copies in flight, as the end of a frame would.
             self.frames.end_frame(&*self.dev, &self.bufs, &mut [])?;
