@@ -2,14 +2,15 @@
 //! can ask for as it stands (calibration's grid, the dense lowering, every member of the GPU
 //! profiles shipped under `profiles/`, a spread of the tuner's space), and each switch the
 //! executor adds to them (fused finish, self-listing and its count, leaving early, reading the
-//! mask before the PDL wait, tensor cores, the finish's speculation and trigger) on a few of
+//! mask before the PDL wait, tensor cores, CUDA's two stages in flight and register bound, the
+//! finish's speculation and trigger) on a few of
 //! those schedules that between them carry every knob value the switch meets. Every switch on
 //! every schedule was ~1,700 programs per architecture, past CI's 90 minutes at ~1.5 s each
 //! (session 33); a switch's code does not depend on which tile values it is combined with
 //! beyond the values themselves, which the cover keeps.
 
 use super::knobs::{GemmKnobs, GpuLimits, GEMM_DOMAINS};
-use super::schedules::{mma_defines, SconvSchedule, GEMM_LARGE, GEMM_SMALL, GRANULARITIES, SPLITS};
+use super::schedules::{mma_defines, register_bound, SconvSchedule, GEMM_LARGE, GEMM_SMALL, GRANULARITIES, SPLITS};
 use dynaspa_runtime::sparsity::Granularity;
 use std::collections::BTreeSet;
 
@@ -61,6 +62,14 @@ fn gemm() -> Vec<Defines> {
         let m = mma_defines(s.tile, 48 * 1024)?;
         (s.gran.is_none() || s.gran == one).then(|| with(d, &m))
     };
+    // CUDA's own form of a member (`lower::sparse_conv`): two stages in flight and, for groups
+    // of 256 to 512, the register bound. The plain list is what OpenCL launches.
+    let cuda = |d: Defines, s: &SconvSchedule| -> Defines {
+        let [tx, ty, _] = s.tile.local();
+        let bound = register_bound(tx * ty).map(|g| ("SC_MIN_BLOCKS", g as i64));
+        with(d, &[("SC_DEPTH", 2)]).into_iter().chain(bound).collect()
+    };
+    switches.push(Box::new(move |s: &SconvSchedule| Some(cuda(s.gemm_defines(false), s))));
     switches.push(Box::new(move |s: &SconvSchedule| mma(s.gemm_defines(false), s)));
     switches.push(Box::new(move |s: &SconvSchedule| mma(s.gemm_defines(true), s).filter(|d| d.contains(&("FUSED_FINISH", 1)))));
     // Self-listing members (1x1 tiles): with and without their count, fused or not; as CUDA
@@ -75,6 +84,7 @@ fn gemm() -> Vec<Defines> {
             for mode in [&[][..], &[("SL_EARLY", 1)], &[("SL_EARLY", 1), ("SL_PREWAIT", 1)]] {
                 switches.push(Box::new(move |s: &SconvSchedule| listed(s).map(|d| with(d, mode))));
             }
+            switches.push(Box::new(move |s: &SconvSchedule| listed(s).map(|d| cuda(with(d, &[("SL_EARLY", 1), ("SL_PREWAIT", 1)]), s))));
             switches.push(Box::new(move |s: &SconvSchedule| listed(s).and_then(|d| mma(d, s))));
         }
     }
@@ -224,10 +234,11 @@ mod tests {
         for s in plain() {
             assert!(gemm.contains(&s.gemm_defines(false)), "{s:?}");
         }
-        let switches = ["FUSED_FINISH", "SELF_LIST", "SELF_COUNT", "SL_EARLY", "SL_PREWAIT", "MMA"];
+        let switches = ["FUSED_FINISH", "SELF_LIST", "SELF_COUNT", "SL_EARLY", "SL_PREWAIT", "MMA", "SC_DEPTH"];
         let on = |d: &Vec<(&str, i64)>| switches.iter().filter(|n| d.iter().any(|x| x.0 == **n)).copied().collect::<Vec<_>>();
         let sets: BTreeSet<Vec<&str>> = gemm.iter().map(on).collect();
-        for needed in [vec!["FUSED_FINISH"], vec!["SELF_LIST", "SELF_COUNT", "SL_EARLY", "SL_PREWAIT"], vec!["FUSED_FINISH", "SELF_LIST", "SELF_COUNT", "MMA"]] {
+        let cuda_listed = vec!["SELF_LIST", "SELF_COUNT", "SL_EARLY", "SL_PREWAIT", "SC_DEPTH"];
+        for needed in [vec!["FUSED_FINISH"], vec!["SELF_LIST", "SELF_COUNT", "SL_EARLY", "SL_PREWAIT"], vec!["FUSED_FINISH", "SELF_LIST", "SELF_COUNT", "MMA"], vec!["SC_DEPTH"], cuda_listed] {
             assert!(sets.contains(&needed), "{needed:?} not compiled");
         }
         for set in &sets {
