@@ -190,13 +190,13 @@ int main(int argc, char** argv) {
         }
         CK(cudaGraphExecDestroy(ge)); CK(cudaGraphDestroy(g));
     }
-    // The driver's cuLaunchKernelEx, as dynaspa launches (cudarc), with and without a
-    // cuCtxSetCurrent before each launch.
+    // The driver's cuLaunchKernelEx, as dynaspa launches (cudarc), alone, after a
+    // cuCtxSetCurrent, and after a cuCtxGetCurrent that finds the context current.
     {
         cudaFunction_t rf; CK(cudaGetFuncBySymbol(&rf, (const void*)grid_kernel));
         CUfunction f = (CUfunction)rf;
         CUcontext ctx; if (cuCtxGetCurrent(&ctx) != CUDA_SUCCESS) { fprintf(stderr, "cuCtxGetCurrent failed\n"); exit(1); }
-        for (int bind = 0; bind < 2; ++bind) {
+        for (int bind = 0; bind < 3; ++bind) {
             std::vector<float> gpu, host;
             for (int r = 0; r < samples + 2; ++r) {
                 CK(cudaStreamSynchronize(s));
@@ -204,7 +204,8 @@ int main(int argc, char** argv) {
                 auto h0 = std::chrono::steady_clock::now();
                 for (int fr = 0; fr < 40; ++fr) {
                     for (int k = 0; k < 2; ++k) {
-                        if (bind) cuCtxSetCurrent(ctx);
+                        if (bind == 1) cuCtxSetCurrent(ctx);
+                        if (bind == 2) { CUcontext cur; if (cuCtxGetCurrent(&cur) != CUDA_SUCCESS || cur != ctx) cuCtxSetCurrent(ctx); }
                         CUlaunchAttribute at[1];
                         at[0].id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
                         at[0].value.programmaticStreamSerializationAllowed = 1;
@@ -225,7 +226,7 @@ int main(int argc, char** argv) {
             }
             std::sort(gpu.begin(), gpu.end()); std::sort(host.begin(), host.end());
             printf("40 frames of two grids by the driver's cuLaunchKernelEx%s: GPU %.2f us per frame, host %.2f us per frame\n",
-                   bind ? " after cuCtxSetCurrent" : "", gpu[gpu.size() / 2], host[host.size() / 2]);
+                   bind == 1 ? " after cuCtxSetCurrent" : bind == 2 ? " after cuCtxGetCurrent" : "", gpu[gpu.size() / 2], host[host.size() / 2]);
         }
     }
     // Timeline of 8 frames of two grids (PDL as ours), after 200 untimed frames.

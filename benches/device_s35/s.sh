@@ -18,6 +18,10 @@
 #      bench's sample, each member's launches replayed from a recorded CUDA graph
 #      (DYNASPA_GRAPHS=1, "g") against launch by launch ("n"), two rounds alternated; PyTorch.
 #   6 (call 35.6): cl_ext.c built and run: which OpenCL platforms report command buffers.
+#   7 (call 35.7, DIST=dist-s35c D=/tmp/d35c: the launch's context check and its parameter check
+#      without an allocation): pdl_floor; gpu_sparse; conv1x1 at density 0.1, batches 1, 2, 4,
+#      the bench's sample, the check ("c") against DYNASPA_CUDA_BIND_CHECK=0 ("s", a
+#      cuCtxSetCurrent before every launch), three rounds alternated; PyTorch.
 stage=$1
 source "$(dirname "$0")/start.sh"
 keep() { (cd $OUT && tar czf r_$stage.tgz r); }
@@ -63,5 +67,17 @@ elif [ "$stage" = 5 ]; then
 elif [ "$stage" = 6 ]; then
   gcc benches/device_s35/cl_ext.c -I/usr/local/cuda/include -lOpenCL -o /tmp/cl_ext 2>&1 | tail -3
   /tmp/cl_ext | tee $OUT/r/cl_ext.txt
+elif [ "$stage" = 7 ]; then
+  nvcc -O2 -arch=sm_90 -o /tmp/pdl_floor benches/device_s35/pdl_floor.cu -lcuda 2>&1 | tail -5
+  /tmp/pdl_floor 1000 2>&1 | grep "driver\|graph of two\|40 frames" | tee $OUT/r/pdl_floor_7.txt; keep
+  gpu_test gpu_sparse gpu_sparse_7; keep
+  for r in 1 2 3; do
+    knobs c_$r; keep
+    knobs s_$r DYNASPA_CUDA_BIND_CHECK=0; keep
+  done
+  torch_sw 7; keep
+  for v in c_1 s_1 c_2 s_2 c_3 s_3; do python3 benches/device_s24/best.py $OUT/r/kn_$v.jsonl $OUT/r/torch_sw_7.jsonl | tee $OUT/r/best_kn_$v.txt; grep -h "host queued" $OUT/r/kn_$v.txt; done
+  python3 benches/device_s32/fused_pairs.py $OUT/r/kn_c_1.jsonl $OUT/r/kn_s_1.jsonl $OUT/r/kn_c_2.jsonl $OUT/r/kn_s_2.jsonl $OUT/r/kn_c_3.jsonl $OUT/r/kn_s_3.jsonl | tee $OUT/r/pairs_7.txt
+  keep
 fi
 echo "$(date -u +%T) end"
