@@ -3,11 +3,11 @@
 //! profiles shipped under `profiles/`, a spread of the tuner's space), and each switch the
 //! executor adds to them (fused finish, self-listing and its count, leaving early, reading the
 //! mask before the PDL wait, tensor cores, CUDA's two stages in flight and register bound, the
-//! finish's speculation and trigger) on a few of
-//! those schedules that between them carry every knob value the switch meets. Every switch on
-//! every schedule was ~1,700 programs per architecture, past CI's 90 minutes at ~1.5 s each
-//! (session 33); a switch's code does not depend on which tile values it is combined with
-//! beyond the values themselves, which the cover keeps.
+//! finish's speculation and trigger) on a few of those schedules that between them carry every
+//! knob value the switch meets. Every switch on every schedule was ~1,700 programs per
+//! architecture, past CI's 90 minutes at ~1.5 s each (session 33); a switch's code does not
+//! depend on which tile values it is combined with beyond the values themselves, which the
+//! cover keeps.
 
 use super::knobs::{GemmKnobs, GpuLimits, GEMM_DOMAINS};
 use super::schedules::{mma_defines, register_bound, SconvSchedule, GEMM_LARGE, GEMM_SMALL, GRANULARITIES, SPLITS};
