@@ -18,8 +18,9 @@
 #      bench's sample, each member's launches replayed from a recorded CUDA graph
 #      (DYNASPA_GRAPHS=1, "g") against launch by launch ("n"), two rounds alternated; PyTorch.
 #   6 (call 35.6): cl_ext.c built and run: which OpenCL platforms report command buffers.
-#   7 (call 35.7, DIST=dist-s35c D=/tmp/d35c: the launch's context check and its parameter check
-#      without an allocation): pdl_floor; gpu_sparse; conv1x1 at density 0.1, batches 1, 2, 4,
+#   7 (not run in session 35: no device was lent after 35.6; DIST=dist-s35c D=/tmp/d35c, packed
+#      from the tree with bind_check.patch applied: the launch's context check and its parameter
+#      check without an allocation): pdl_floor; gpu_sparse; conv1x1 at density 0.1, batches 1, 2, 4,
 #      the bench's sample, the check ("c") against DYNASPA_CUDA_BIND_CHECK=0 ("s", a
 #      cuCtxSetCurrent before every launch), three rounds alternated; PyTorch.
 stage=$1
