@@ -71,6 +71,29 @@ static void launch(dim3 g, dim3 b, bool pdl, cudaStream_t s, int* flag, unsigned
     CK(cudaLaunchKernelEx(&cfg, grid_kernel, flag, rec, slot, mode));
 }
 
+// Medians (and the GPU's extremes) over `samples` samples, after two untimed, of `calls` calls
+// of `queue` queued back to back, per frame (`per_call` frames a call): the GPU's time between
+// events, and the host's time in the calls alone, before it waited.
+struct Timed { float gpu, gpu_min, gpu_max, host; };
+template <class Queue>
+static Timed timed(cudaStream_t s, cudaEvent_t a, cudaEvent_t b, int samples, int calls, int per_call, Queue queue) {
+    std::vector<float> gpu, host;
+    float frames = (float)calls * per_call;
+    for (int r = 0; r < samples + 2; ++r) {
+        CK(cudaStreamSynchronize(s));
+        CK(cudaEventRecord(a, s));
+        auto h0 = std::chrono::steady_clock::now();
+        for (int c = 0; c < calls; ++c) queue();
+        double hus = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - h0).count();
+        CK(cudaEventRecord(b, s));
+        CK(cudaEventSynchronize(b));
+        float ms; CK(cudaEventElapsedTime(&ms, a, b));
+        if (r >= 2) { gpu.push_back(ms * 1000.0f / frames); host.push_back((float)hus / frames); }
+    }
+    std::sort(gpu.begin(), gpu.end()); std::sort(host.begin(), host.end());
+    return {gpu[gpu.size() / 2], gpu.front(), gpu.back(), host[host.size() / 2]};
+}
+
 int main(int argc, char** argv) {
     int frames = argc > 1 ? atoi(argv[1]) : 1000, samples = 21;
     int* flag; unsigned long long* rec;
@@ -94,46 +117,20 @@ int main(int argc, char** argv) {
     // against the GPU's time for them: which of the two sets the pace.
     for (int many = 0; many < 2; ++many) {
         for (int grids = 1; grids <= 2; ++grids) {
-            std::vector<float> gpu, host;
-            for (int r = 0; r < samples + 2; ++r) {
-                CK(cudaStreamSynchronize(s));
-                CK(cudaEventRecord(a, s));
-                auto h0 = std::chrono::steady_clock::now();
-                for (int f = 0; f < 40; ++f) {
-                    if (many) launch_many(gemm, nt, true, s, flag); else launch(gemm, nt, true, s, flag, rec, 0, 0);
-                    if (grids == 2) { if (many) launch_many(fin, nt, true, s, flag); else launch(fin, nt, true, s, flag, rec, 0, 1); }
-                }
-                double hus = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - h0).count();
-                CK(cudaEventRecord(b, s));
-                CK(cudaEventSynchronize(b));
-                float ms; CK(cudaEventElapsedTime(&ms, a, b));
-                if (r >= 2) { gpu.push_back(ms * 1000.0f / 40); host.push_back(hus / 40); }
-            }
-            std::sort(gpu.begin(), gpu.end()); std::sort(host.begin(), host.end());
+            Timed t = timed(s, a, b, samples, 40, 1, [&] {
+                if (many) launch_many(gemm, nt, true, s, flag); else launch(gemm, nt, true, s, flag, rec, 0, 0);
+                if (grids == 2) { if (many) launch_many(fin, nt, true, s, flag); else launch(fin, nt, true, s, flag, rec, 0, 1); }
+            });
             printf("40 frames of %d grid(s), PDL, %s: GPU %.2f us per frame, host launch calls %.2f us per frame\n", grids,
-                   many ? "36 parameters" : "4 parameters", gpu[gpu.size() / 2], host[host.size() / 2]);
+                   many ? "36 parameters" : "4 parameters", t.gpu, t.host);
         }
     }
     for (auto& sh : shapes) {
-        std::vector<float> per, host;
-        for (int r = 0; r < samples + 2; ++r) {
-            CK(cudaStreamSynchronize(s));
-            CK(cudaEventRecord(a, s));
-            auto h0 = std::chrono::steady_clock::now();
-            for (int f = 0; f < frames; ++f) {
-                launch(gemm, nt, sh.pdl, s, flag, rec, 0, sh.gemm_mode);
-                if (sh.grids == 2) launch(fin, nt, sh.pdl, s, flag, rec, 0, sh.fin_mode);
-            }
-            double hus = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - h0).count();
-            if (r >= 2) host.push_back(hus / frames);
-            CK(cudaEventRecord(b, s));
-            CK(cudaEventSynchronize(b));
-            float ms; CK(cudaEventElapsedTime(&ms, a, b));
-            if (r >= 2) per.push_back(ms * 1000.0f / frames);
-        }
-        std::sort(per.begin(), per.end());
-        std::sort(host.begin(), host.end());
-        printf("%-48s %7.2f us per frame (median of %d x %d frames; min %.2f max %.2f); host queueing %.2f us per frame\n", sh.name, per[per.size() / 2], samples, frames, per.front(), per.back(), host[host.size() / 2]);
+        Timed t = timed(s, a, b, samples, frames, 1, [&] {
+            launch(gemm, nt, sh.pdl, s, flag, rec, 0, sh.gemm_mode);
+            if (sh.grids == 2) launch(fin, nt, sh.pdl, s, flag, rec, 0, sh.fin_mode);
+        });
+        printf("%-48s %7.2f us per frame (median of %d x %d frames; min %.2f max %.2f); host queueing %.2f us per frame\n", sh.name, t.gpu, samples, frames, t.gpu_min, t.gpu_max, t.host);
     }
     // The same frames captured into one CUDA graph (PDL launches become programmatic edges):
     // the GPU's floor without the host's queueing.
@@ -148,18 +145,8 @@ int main(int argc, char** argv) {
             }
             CK(cudaStreamEndCapture(s, &g));
             CK(cudaGraphInstantiate(&ge, g, 0));
-            std::vector<float> per;
-            for (int r = 0; r < samples + 2; ++r) {
-                CK(cudaStreamSynchronize(s));
-                CK(cudaEventRecord(a, s));
-                for (int k = 0; k < 10; ++k) CK(cudaGraphLaunch(ge, s));
-                CK(cudaEventRecord(b, s));
-                CK(cudaEventSynchronize(b));
-                float ms; CK(cudaEventElapsedTime(&ms, a, b));
-                if (r >= 2) per.push_back(ms * 1000.0f / (10 * gf));
-            }
-            std::sort(per.begin(), per.end());
-            printf("graph of %d frames: %d grid(s), %-7s %7.2f us per frame (min %.2f max %.2f)\n", gf, grids, pdl ? "PDL" : "no PDL", per[per.size() / 2], per.front(), per.back());
+            Timed t = timed(s, a, b, samples, 10, gf, [&] { CK(cudaGraphLaunch(ge, s)); });
+            printf("graph of %d frames: %d grid(s), %-7s %7.2f us per frame (min %.2f max %.2f)\n", gf, grids, pdl ? "PDL" : "no PDL", t.gpu, t.gpu_min, t.gpu_max);
             CK(cudaGraphExecDestroy(ge)); CK(cudaGraphDestroy(g));
         }
     }
@@ -173,20 +160,8 @@ int main(int argc, char** argv) {
         CK(cudaStreamEndCapture(s, &g));
         CK(cudaGraphInstantiate(&ge, g, 0));
         for (int frames_n : {40, 1000}) {
-            std::vector<float> gpu, host;
-            for (int r = 0; r < samples + 2; ++r) {
-                CK(cudaStreamSynchronize(s));
-                CK(cudaEventRecord(a, s));
-                auto h0 = std::chrono::steady_clock::now();
-                for (int f = 0; f < frames_n; ++f) CK(cudaGraphLaunch(ge, s));
-                double hus = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - h0).count();
-                CK(cudaEventRecord(b, s));
-                CK(cudaEventSynchronize(b));
-                float ms; CK(cudaEventElapsedTime(&ms, a, b));
-                if (r >= 2) { gpu.push_back(ms * 1000.0f / frames_n); host.push_back(hus / frames_n); }
-            }
-            std::sort(gpu.begin(), gpu.end()); std::sort(host.begin(), host.end());
-            printf("%d frames, each a graph of two grids (PDL): GPU %.2f us per frame, host %.2f us per frame\n", frames_n, gpu[gpu.size() / 2], host[host.size() / 2]);
+            Timed t = timed(s, a, b, samples, frames_n, 1, [&] { CK(cudaGraphLaunch(ge, s)); });
+            printf("%d frames, each a graph of two grids (PDL): GPU %.2f us per frame, host %.2f us per frame\n", frames_n, t.gpu, t.host);
         }
         CK(cudaGraphExecDestroy(ge)); CK(cudaGraphDestroy(g));
     }
@@ -197,36 +172,24 @@ int main(int argc, char** argv) {
         CUfunction f = (CUfunction)rf;
         CUcontext ctx; if (cuCtxGetCurrent(&ctx) != CUDA_SUCCESS) { fprintf(stderr, "cuCtxGetCurrent failed\n"); exit(1); }
         for (int bind = 0; bind < 3; ++bind) {
-            std::vector<float> gpu, host;
-            for (int r = 0; r < samples + 2; ++r) {
-                CK(cudaStreamSynchronize(s));
-                CK(cudaEventRecord(a, s));
-                auto h0 = std::chrono::steady_clock::now();
-                for (int fr = 0; fr < 40; ++fr) {
-                    for (int k = 0; k < 2; ++k) {
-                        if (bind == 1) cuCtxSetCurrent(ctx);
-                        if (bind == 2) { CUcontext cur; if (cuCtxGetCurrent(&cur) != CUDA_SUCCESS || cur != ctx) cuCtxSetCurrent(ctx); }
-                        CUlaunchAttribute at[1];
-                        at[0].id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
-                        at[0].value.programmaticStreamSerializationAllowed = 1;
-                        CUlaunchConfig c = {};
-                        c.gridDimX = k ? 256 : 120; c.gridDimY = 1; c.gridDimZ = 1;
-                        c.blockDimX = 256; c.blockDimY = 1; c.blockDimZ = 1;
-                        c.hStream = (CUstream)s; c.attrs = at; c.numAttrs = 1;
-                        int slot = 0, mode = k;
-                        void* params[] = {&flag, &rec, &slot, &mode};
-                        if (cuLaunchKernelEx(&c, f, params, nullptr) != CUDA_SUCCESS) { fprintf(stderr, "cuLaunchKernelEx failed\n"); exit(1); }
-                    }
+            Timed t = timed(s, a, b, samples, 40, 1, [&] {
+                for (int k = 0; k < 2; ++k) {
+                    if (bind == 1) cuCtxSetCurrent(ctx);
+                    if (bind == 2) { CUcontext cur; if (cuCtxGetCurrent(&cur) != CUDA_SUCCESS || cur != ctx) cuCtxSetCurrent(ctx); }
+                    CUlaunchAttribute at[1];
+                    at[0].id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+                    at[0].value.programmaticStreamSerializationAllowed = 1;
+                    CUlaunchConfig c = {};
+                    c.gridDimX = k ? 256 : 120; c.gridDimY = 1; c.gridDimZ = 1;
+                    c.blockDimX = 256; c.blockDimY = 1; c.blockDimZ = 1;
+                    c.hStream = (CUstream)s; c.attrs = at; c.numAttrs = 1;
+                    int slot = 0, mode = k;
+                    void* params[] = {&flag, &rec, &slot, &mode};
+                    if (cuLaunchKernelEx(&c, f, params, nullptr) != CUDA_SUCCESS) { fprintf(stderr, "cuLaunchKernelEx failed\n"); exit(1); }
                 }
-                double hus = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - h0).count();
-                CK(cudaEventRecord(b, s));
-                CK(cudaEventSynchronize(b));
-                float ms; CK(cudaEventElapsedTime(&ms, a, b));
-                if (r >= 2) { gpu.push_back(ms * 1000.0f / 40); host.push_back(hus / 40); }
-            }
-            std::sort(gpu.begin(), gpu.end()); std::sort(host.begin(), host.end());
+            });
             printf("40 frames of two grids by the driver's cuLaunchKernelEx%s: GPU %.2f us per frame, host %.2f us per frame\n",
-                   bind == 1 ? " after cuCtxSetCurrent" : bind == 2 ? " after cuCtxGetCurrent" : "", gpu[gpu.size() / 2], host[host.size() / 2]);
+                   bind == 1 ? " after cuCtxSetCurrent" : bind == 2 ? " after cuCtxGetCurrent" : "", t.gpu, t.host);
         }
     }
     // Timeline of 8 frames of two grids (PDL as ours), after 200 untimed frames.
