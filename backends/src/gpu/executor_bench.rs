@@ -34,6 +34,9 @@ pub struct SparseOpInfo {
     /// Kernel launches of each member, fill excluded: a split-K GEMM is one with the fused
     /// finish, two without.
     pub launches: Vec<usize>,
+    /// Work-group size of each launch of each member (a sliced GEMM's third dimension is its
+    /// `WK`).
+    pub local_sizes: Vec<Vec<[u32; 3]>>,
 }
 
 impl<D: GpuDevice> GpuExecutable<D> {
@@ -48,6 +51,7 @@ impl<D: GpuDevice> GpuExecutable<D> {
                     from_profile: op.from_profile,
                     dense_vendor: op.dense_vendor.clone(),
                     launches: op.members.iter().map(Vec::len).collect(),
+                    local_sizes: op.members.iter().map(|m| m.iter().map(|l| l.local).collect()).collect(),
                 }
             })
             .collect()

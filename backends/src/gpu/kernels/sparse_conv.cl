@@ -167,11 +167,15 @@ KERNEL LAUNCH_BOUNDS(NT, SC_MIN_BLOCKS) sconv_gemm_f32(SCONV_ARGS SCONV_FUSED_AR
     LOCAL int cxs[TN];
     LOCAL int cpos[TN];
     LOCAL int tapt[SC_TAPS > 0 ? 3 * SC_TAPS : 3];
+#if WK > 1
+    /* Each slice's accumulators, [slice][accumulator][item of the slice]. */
+    LOCAL float wred[WK * NACC * SC_NS];
+#endif
 #if KS > 1 && FUSED_FINISH
     LOCAL int last_split;
 #endif
     /* Read after the barrier in front of the first stage. */
-    sconv_tap_table(tapt, LOCAL_ID(1) * TX + LOCAL_ID(0), kh * kw, kw, dh, dw, iw);
+    sconv_tap_table(tapt, SC_TID(), kh * kw, kw, dh, dw, iw);
     int c0 = SC_CTILE * TN;
 #if SELF_LIST
     LOCAL int sscan[2 * NT + SL_EARLY];
@@ -192,7 +196,9 @@ KERNEL LAUNCH_BOUNDS(NT, SC_MIN_BLOCKS) sconv_gemm_f32(SCONV_ARGS SCONV_FUSED_AR
     NO_HOIST(gk);
     NO_HOIST(taps);
 #endif
-    int tid = ty * TX + tx;
+    /* sid: the work-item within its slice; tid within the work-group. */
+    int sl = WK > 1 ? LOCAL_ID(2) : 0, sid = ty * TX + tx;
+    int tid = sl * SC_NS + sid;
     int m0 = SC_MTILE * TM;
     int n = gk / KS, ks = gk - (gk / KS) * KS;
     int base = data0 + n * img_stride;
@@ -284,7 +290,7 @@ KERNEL LAUNCH_BOUNDS(NT, SC_MIN_BLOCKS) sconv_gemm_f32(SCONV_ARGS SCONV_FUSED_AR
         sconv_store_stage(As, Bs, r_a, r_b, tid);                                                        \
         LOCAL_BARRIER();                                                                                 \
         if ((next) < ke) SC_LOAD(r_a, r_b, next);                                                        \
-        sconv_product_stage(As, Bs, acc, tid, tx, ty);                                                   \
+        sconv_product_stage(As, Bs, acc, tid, tx, ty, sl);                                               \
         LOCAL_BARRIER();                                                                                 \
     } while (0)
     float ra[SC_AL], rb[SC_BL];
@@ -307,6 +313,17 @@ KERNEL LAUNCH_BOUNDS(NT, SC_MIN_BLOCKS) sconv_gemm_f32(SCONV_ARGS SCONV_FUSED_AR
     /* Only the stores are left: the next launch may start (where PDL_ENTRY did not let it). */
     PDL_TRIGGER();
     int P = oh * ow;
+#if WK > 1
+    /* Slice sl adds up and stores accumulators sl, sl + WK, ... of its place in the tile. */
+    for (int a = 0; a < NACC; ++a) wred[(sl * NACC + a) * SC_NS + sid] = acc[a];
+    LOCAL_BARRIER();
+    for (int a = 0; a < NACC; ++a) {
+        if (a % WK != sl) continue;
+        float v = 0.0f;
+        for (int s = 0; s < WK; ++s) v += wred[(s * NACC + a) * SC_NS + sid];
+        acc[a] = v;
+    }
+#endif
 #if KS > 1 && VWN > 1
     /* A run of VWN columns goes out in one 8 or 16-byte store. One float per store, neighbouring
      * work-items' stores landed VWN floats apart, 1 / VWN of each 32-byte sector, and the 8 x 4
@@ -330,7 +347,8 @@ KERNEL LAUNCH_BOUNDS(NT, SC_MIN_BLOCKS) sconv_gemm_f32(SCONV_ARGS SCONV_FUSED_AR
     }
 #else
     for (int a = 0; a < NACC; ++a) {
-        int m = m0 + sconv_acc_m(a, tid), c = sconv_acc_c(a, tid);
+        if (WK > 1 && a % WK != sl) continue;
+        int m = m0 + sconv_acc_m(a, sid), c = sconv_acc_c(a, sid);
         int p = cpos[c];
         if (m >= cout || p < 0) continue;
 #if KS > 1

@@ -95,7 +95,24 @@
 #endif
 #define TX (TN / WN)
 #define TY (TM / WM)
-#define NT (TX * TY)
+/* WK > 1: the work-group is WK slices of TX x TY work-items (local size (TX, TY, WK)). Every
+ * slice owns the whole TM x TN tile and takes TK / WK of each stage's reduction indices; the
+ * slices' sums meet in local memory before the stores. All of the group's work-items load the
+ * stages together, so a stage costs each fewer loads. A split reduction (KS > 1) gives a sparse
+ * frame's few columns the same parallelism, but through partial sums in global memory and a
+ * second launch to add them; on an H200 a hand-written kernel of this shape ran conv1x1 at
+ * density 0.1 in one launch 35% faster than the split members (RESULTS.md, session 36). Not
+ * with a split, MMA or the WGSL twin. */
+#ifndef WK
+#define WK 1
+#endif
+#define SC_NS (TX * TY)
+#define NT (SC_NS * WK)
+/* The work-item's index in the work-group (its slice's items first). */
+#define SC_TID() (((WK > 1 ? LOCAL_ID(2) * TY : 0) + LOCAL_ID(1)) * TX + LOCAL_ID(0))
+#if WK > 1 && (KS > 1 || MMA || TK % WK != 0)
+#error "WK > 1 needs KS = 1, no MMA, and WK dividing TK"
+#endif
 #define GV (GH * GW)
 #define NACC (WM * WN)
 #if MMA

@@ -171,13 +171,14 @@ FUNC_INLINE void sconv_store_stage(LOCAL_PTR float (*As)[TM + SC_PAD], LOCAL_PTR
     }
 }
 
-/* The products of one staged TK-deep slice into the work-item's accumulators. */
+/* The products of one staged TK-deep slice into the work-item's accumulators: of its TK / WK
+ * indices from sl * TK / WK on, for the work-item of slice sl (see WK). */
 FUNC_INLINE void sconv_product_stage(LOCAL_PTR float (*As)[TM + SC_PAD], LOCAL_PTR float (*Bs)[TN + SC_PAD], float* acc, int tid,
-                                     int tx, int ty) {
+                                     int tx, int ty, int sl) {
 #if MMA
     sconv_mma_stage(As, Bs, acc, tid);
 #else
-    for (int kk = 0; kk < TK; ++kk) {
+    for (int kk = sl * (TK / WK); kk < (sl + 1) * (TK / WK); ++kk) {
         float a[WM], b[WN];
         for (int i = 0; i < WM; i += VWM) SC_LDS_A(a + i, &As[kk][(i / VWM) * (TY * VWM) + ty * VWM]);
         for (int j = 0; j < WN; j += VWN) SC_LDS_B(b + j, &Bs[kk][(j / VWN) * (TX * VWN) + tx * VWN]);

@@ -377,7 +377,8 @@ impl SconvOp {
                 let t = sched.tile;
                 let mut defines = sched.gemm_defines(fused);
                 let info = cx.dev.info();
-                if mma_on(info) {
+                // Slices (WK) share each stage by indices; MMA shares it by warps.
+                if mma_on(info) && sched.wk <= 1 {
                     defines.extend(mma_defines(t, info.local_mem_bytes).into_iter().flatten());
                 }
                 if info.backend != "wgpu" && !tap_table_on() {
@@ -386,15 +387,18 @@ impl SconvOp {
                 if info.backend != "wgpu" && !vector_reads_on() {
                     defines.push(("SC_VEC", 0));
                 }
-                if info.backend != "wgpu" && !hoisted_gather(info) {
+                // PoCL 3.1 (CI's) computed sliced 3x3 members with the hoisted gather wrong
+                // (relative L2 ~0.2, tests/gpu_sliced.rs; right without it, and 1x1 convs
+                // right either way): sliced members on OpenCL work their gather out per stage.
+                if info.backend != "wgpu" && (!hoisted_gather(info) || (sched.wk > 1 && info.backend == "opencl")) {
                     defines.push(("SC_HOIST", 0));
                 }
                 let depth = pipeline_depth(&info.backend);
                 if info.backend != "wgpu" && depth > 1 {
                     defines.push(("SC_DEPTH", depth as i64));
                 }
-                let [tx, ty, _] = t.local();
-                if let Some(groups) = register_bound(tx * ty).filter(|_| info.backend == "cuda") {
+                let [tx, ty, tz] = sched.local();
+                if let Some(groups) = register_bound(tx * ty * tz).filter(|_| info.backend == "cuda") {
                     defines.push(("SC_MIN_BLOCKS", groups as i64));
                 }
                 // Sparse members run column tiles slowest (SC_CSLOW, the kernel's default for
@@ -423,7 +427,7 @@ impl SconvOp {
                         gemm_args.extend([LArg::Buf(rep), LArg::I32(int(stride, "mask counts stride")?)]);
                     }
                 }
-                cx.launch(kern, grid, t.local(), gemm_args)?;
+                cx.launch(kern, grid, sched.local(), gemm_args)?;
                 if columns.is_some() {
                     // Its work-groups take window after window of columns (sparse_conv.cl).
                     cx.narrowable(2, t.tn);

@@ -36,7 +36,7 @@ pub(crate) fn all(entry: &str) -> Vec<Defines> {
 fn plain() -> Vec<SconvSchedule> {
     let grans = std::iter::once(None).chain(GRANULARITIES.iter().copied().map(Some));
     let mut v: Vec<SconvSchedule> = grans
-        .flat_map(|gran| [GEMM_LARGE, GEMM_SMALL].into_iter().flat_map(move |tile| SPLITS.map(|ks| SconvSchedule { tile, ks, gran, self_list: false })))
+        .flat_map(|gran| [GEMM_LARGE, GEMM_SMALL].into_iter().flat_map(move |tile| SPLITS.map(|ks| SconvSchedule { tile, ks, gran, self_list: false, wk: 1 })))
         .collect();
     v.extend(shipped_gpu_schedules());
     v.extend(space_sample());
@@ -65,8 +65,8 @@ fn gemm() -> Vec<Defines> {
     // CUDA's own form of a member (`lower::sparse_conv`): two stages in flight and, for groups
     // of 256 to 512, the register bound. The plain list is what OpenCL launches.
     let cuda = |d: Defines, s: &SconvSchedule| -> Defines {
-        let [tx, ty, _] = s.tile.local();
-        let bound = register_bound(tx * ty).map(|g| ("SC_MIN_BLOCKS", g as i64));
+        let [tx, ty, tz] = s.local();
+        let bound = register_bound(tx * ty * tz).map(|g| ("SC_MIN_BLOCKS", g as i64));
         with(d, &[("SC_DEPTH", 2)]).into_iter().chain(bound).collect()
     };
     switches.push(Box::new(move |s: &SconvSchedule| Some(cuda(s.gemm_defines(false), s))));
@@ -91,8 +91,31 @@ fn gemm() -> Vec<Defines> {
     for f in &switches {
         v.extend(cover(plain.iter().filter_map(f).collect()));
     }
+    // Work-groups in slices (WK): each unsplit plain schedule of 1x1 tiles or every position
+    // in slices of 2 to 16 where it can, and the sliced tiles measured on an H200 (session 36);
+    // as OpenCL and CUDA launch them, self-listing or not.
+    let limits = GpuLimits { wgsl: false, max_group_threads: 1024, local_mem_bytes: 48 * 1024, registers_per_group: 65536, registers_per_thread: 255, self_list: true };
+    let mut sliced: Vec<SconvSchedule> = plain
+        .iter()
+        .filter(|s| s.ks == 1 && (s.gran.is_none() || s.gran == one))
+        .flat_map(|s| [2, 4, 8, 16].map(|wk| SconvSchedule { wk, ..*s }))
+        .chain(SLICED_MEASURED.iter().map(|&(tm, tn, tk, wm, wn, wk)| SconvSchedule::from_knobs(GemmKnobs { tm, tn, tk, wm, wn, ks: 1, wk }, one)))
+        .filter(|s| s.knobs().check(&limits).is_ok())
+        .collect();
+    sliced.dedup();
+    let listed = |s: &SconvSchedule| SconvSchedule { self_list: true, ..*s }.gemm_defines(false);
+    let ones = || sliced.iter().filter(|s| s.gran == one);
+    v.extend(cover(sliced.iter().map(|s| s.gemm_defines(false)).collect()));
+    v.extend(cover(sliced.iter().map(|s| cuda(s.gemm_defines(false), s)).collect()));
+    v.extend(cover(ones().map(|s| cuda(listed(s), s)).collect()));
+    v.extend(cover(ones().map(|s| cuda(with(listed(s), &[("SELF_COUNT", 1), ("SL_EARLY", 1), ("SL_PREWAIT", 1)]), s)).collect()));
     v
 }
+
+/// Sliced tiles (TM, TN, TK, WM, WN, WK) that ran conv1x1 at density 0.1 fastest on an H200 in
+/// session 36's hand-written kernel (benches/device_s36/c1_floor.cu), as the GEMM's knobs.
+pub(crate) const SLICED_MEASURED: [(u32, u32, u32, u32, u32, u32); 5] =
+    [(64, 8, 32, 4, 4, 8), (32, 16, 32, 4, 4, 16), (32, 8, 32, 2, 4, 8), (32, 16, 32, 4, 4, 8), (32, 32, 32, 8, 4, 8)];
 
 fn finish() -> Vec<Defines> {
     let split: Vec<SconvSchedule> = plain().into_iter().filter(|s| s.ks > 1).collect();
@@ -194,7 +217,7 @@ fn space_sample() -> Vec<SconvSchedule> {
                 for &wm in d(3) {
                     for &wn in d(4) {
                         for &ks in d(5) {
-                            let k = GemmKnobs { tm: tm as u32, tn: tn as u32, tk: tk as u32, wm: wm as u32, wn: wn as u32, ks: ks as u32 };
+                            let k = GemmKnobs { tm: tm as u32, tn: tn as u32, tk: tk as u32, wm: wm as u32, wn: wn as u32, ks: ks as u32, wk: 1 };
                             if k.check(&limits).is_ok() && k.threads() >= 16 {
                                 valid.push(k);
                             }
@@ -234,11 +257,13 @@ mod tests {
         for s in plain() {
             assert!(gemm.contains(&s.gemm_defines(false)), "{s:?}");
         }
-        let switches = ["FUSED_FINISH", "SELF_LIST", "SELF_COUNT", "SL_EARLY", "SL_PREWAIT", "MMA", "SC_DEPTH"];
+        let switches = ["FUSED_FINISH", "SELF_LIST", "SELF_COUNT", "SL_EARLY", "SL_PREWAIT", "MMA", "SC_DEPTH", "WK"];
         let on = |d: &Vec<(&str, i64)>| switches.iter().filter(|n| d.iter().any(|x| x.0 == **n)).copied().collect::<Vec<_>>();
         let sets: BTreeSet<Vec<&str>> = gemm.iter().map(on).collect();
         let cuda_listed = vec!["SELF_LIST", "SELF_COUNT", "SL_EARLY", "SL_PREWAIT", "SC_DEPTH"];
-        for needed in [vec!["FUSED_FINISH"], vec!["SELF_LIST", "SELF_COUNT", "SL_EARLY", "SL_PREWAIT"], vec!["FUSED_FINISH", "SELF_LIST", "SELF_COUNT", "MMA"], vec!["SC_DEPTH"], cuda_listed] {
+        let sliced = vec!["SELF_LIST", "SELF_COUNT", "SL_EARLY", "SL_PREWAIT", "SC_DEPTH", "WK"];
+        let needs = [vec!["WK"], vec!["SC_DEPTH", "WK"], vec!["SELF_LIST", "SC_DEPTH", "WK"], sliced];
+        for needed in [vec!["FUSED_FINISH"], vec!["SELF_LIST", "SELF_COUNT", "SL_EARLY", "SL_PREWAIT"], vec!["FUSED_FINISH", "SELF_LIST", "SELF_COUNT", "MMA"], vec!["SC_DEPTH"], cuda_listed].into_iter().chain(needs) {
             assert!(sets.contains(&needed), "{needed:?} not compiled");
         }
         for set in &sets {

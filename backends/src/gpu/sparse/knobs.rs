@@ -6,7 +6,8 @@
 //!
 //! Knobs of `sconv_gemm_f32` are its defines: `TM` x `TN` outputs (channels x columns) per
 //! work-group, `TK` reduction indices per local-memory stage, `WM` x `WN` outputs per work-item,
-//! `KS` work-groups splitting the reduction. The granularity is the schedule's own field (the
+//! `KS` work-groups splitting the reduction, `WK` slices of a work-group splitting each stage's
+//! reduction (not explored by the tuner's space yet: profiles and the bench name it). The granularity is the schedule's own field (the
 //! kernel's `GH`, `GW`, `TILED`). `sconv_dw_f32` (depthwise) has no knob but the granularity.
 
 use crate::gpu::DeviceInfo;
@@ -59,7 +60,13 @@ pub struct GemmKnobs {
     pub wm: u32,
     pub wn: u32,
     pub ks: u32,
+    /// Slices of `TM/WM` x `TN/WN` work-items per work-group, each taking `TK / WK` of every
+    /// stage (sparse_conv.cl's `WK`): 1 is the plain GEMM.
+    pub wk: u32,
 }
+
+/// Most slices a work-group may split its stages into (`WK`).
+pub const MAX_WK: u32 = 16;
 
 /// What bounds a schedule on one device.
 #[derive(Clone, Debug, PartialEq)]
@@ -103,15 +110,17 @@ impl GpuLimits {
 }
 
 impl GemmKnobs {
-    /// Work-items of one work-group: `TN/WN` x `TM/WM`.
+    /// Work-items of one work-group: `TN/WN` x `TM/WM` per slice, `WK` slices.
     pub fn threads(&self) -> u32 {
-        (self.tn / self.wn.max(1)) * (self.tm / self.wm.max(1))
+        (self.tn / self.wn.max(1)) * (self.tm / self.wm.max(1)) * self.wk.max(1)
     }
 
-    /// Bytes of local memory one work-group uses: the two operand stages and three ints per
-    /// column (its position and input origin); WGSL adds the column count.
+    /// Bytes of local memory one work-group uses: the two operand stages, three ints per
+    /// column (its position and input origin) and, with slices, each slice's tile of sums;
+    /// WGSL adds the column count.
     pub fn local_bytes(&self, wgsl: bool) -> u64 {
-        4 * (self.tk as u64 * (self.tm as u64 + self.tn as u64) + 3 * self.tn as u64) + if wgsl { 4 } else { 0 }
+        let slices = if self.wk > 1 { self.wk as u64 * self.tm as u64 * self.tn as u64 } else { 0 };
+        4 * (self.tk as u64 * (self.tm as u64 + self.tn as u64) + 3 * self.tn as u64 + slices) + if wgsl { 4 } else { 0 }
     }
 
     /// Registers of one stage's prefetch per work-item (the kernel's `SC_AL + SC_BL`).
@@ -128,9 +137,17 @@ impl GemmKnobs {
 
     /// Why the kernel cannot run these knobs on a device with `limits`, or `Ok`.
     pub fn check(&self, limits: &GpuLimits) -> Result<(), String> {
-        let GemmKnobs { tm, tn, tk, wm, wn, ks } = *self;
-        if [tm, tn, tk, wm, wn, ks].contains(&0) {
+        let GemmKnobs { tm, tn, tk, wm, wn, ks, wk } = *self;
+        if [tm, tn, tk, wm, wn, ks, wk].contains(&0) {
             return Err(format!("{self}: every knob must be at least 1"));
+        }
+        if wk > 1 {
+            if limits.wgsl {
+                return Err(format!("{self}: the WGSL kernel does not split its stages between slices (WK)"));
+            }
+            if ks > 1 || wk > MAX_WK || tk % wk != 0 {
+                return Err(format!("{self}: WK > 1 needs KS = 1, WK <= {MAX_WK} and WK dividing TK"));
+            }
         }
         if tm % wm != 0 || tn % wn != 0 {
             return Err(format!("{self}: WM must divide TM and WN divide TN (each work-item owns WM x WN of the tile)"));
@@ -177,9 +194,10 @@ impl GemmKnobs {
                 "WM" => &mut k.wm,
                 "WN" => &mut k.wn,
                 "KS" => &mut k.ks,
+                "WK" => &mut k.wk,
                 other => {
                     return Err(format!(
-                        "unknown knob '{other}' for the GPU sparse conv (its knobs are {})",
+                        "unknown knob '{other}' for the GPU sparse conv (its knobs are {}, WK)",
                         GEMM_DOMAINS.map(|d| d.0).join(", ")
                     ))
                 }
@@ -189,10 +207,16 @@ impl GemmKnobs {
         Ok(k)
     }
 
-    /// `s` with these knobs set.
+    /// `s` with these knobs set (`WK` only where it is not 1, so profiles written before it
+    /// existed read and write the same).
     pub fn apply(&self, mut s: Schedule) -> Schedule {
         for (n, v) in [("TM", self.tm), ("TN", self.tn), ("TK", self.tk), ("WM", self.wm), ("WN", self.wn), ("KS", self.ks)] {
             s.knobs.insert(n.into(), v as i64);
+        }
+        if self.wk > 1 {
+            s.knobs.insert("WK".into(), self.wk as i64);
+        } else {
+            s.knobs.remove("WK");
         }
         s
     }
@@ -200,7 +224,11 @@ impl GemmKnobs {
 
 impl std::fmt::Display for GemmKnobs {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "TM={} TN={} TK={} WM={} WN={} KS={}", self.tm, self.tn, self.tk, self.wm, self.wn, self.ks)
+        write!(f, "TM={} TN={} TK={} WM={} WN={} KS={}", self.tm, self.tn, self.tk, self.wm, self.wn, self.ks)?;
+        if self.wk > 1 {
+            write!(f, " WK={}", self.wk)?;
+        }
+        Ok(())
     }
 }
 
@@ -225,11 +253,15 @@ pub fn check_depthwise(s: &Schedule) -> Result<(), String> {
 }
 
 /// The name of a schedule in profiles, logs and reports: `tiles<g>` (depthwise, calibration's
-/// members), with the GEMM knobs `tiles1x1_m64n32k16_w4x2_s4`; `dense` for the dense member.
+/// members), with the GEMM knobs `tiles1x1_m64n32k16_w4x2_s4` (`_wk8` after it for slices);
+/// `dense` for the dense member.
 pub fn schedule_name(g: Option<Granularity>, knobs: Option<&GemmKnobs>) -> String {
     let mut s = g.map_or_else(|| "dense".to_string(), |g| format!("tiles{g}"));
     if let Some(k) = knobs {
         s += &format!("_m{}n{}k{}_w{}x{}_s{}", k.tm, k.tn, k.tk, k.wm, k.wn, k.ks);
+        if k.wk > 1 {
+            s += &format!("_wk{}", k.wk);
+        }
     }
     s
 }
@@ -248,7 +280,7 @@ pub mod token {
     /// as knobs.
     pub fn default_knobs(tokens: usize, features: usize) -> GemmKnobs {
         let (rows, cols, w) = if tokens >= 64 && features >= 64 { (64, 64, 4) } else { (32, 32, 2) };
-        GemmKnobs { tm: cols, tn: rows, tk: 16, wm: w, wn: w, ks: 1 }
+        GemmKnobs { tm: cols, tn: rows, tk: 16, wm: w, wn: w, ks: 1, wk: 1 }
     }
 
     /// The tile calibration times over the active tokens on a device without a profile. On a
@@ -257,7 +289,7 @@ pub mod token {
     /// A-ViT ran 1.67x faster with them than with the default). OpenCL CPU devices (PoCL) keep
     /// the default, whose work-items do more each (its tunes chose 8 x 8 per work-item).
     pub fn calibration_knobs(tokens: usize, features: usize, cpu_device: bool, limits: &GpuLimits) -> GemmKnobs {
-        let small = GemmKnobs { tm: 16, tn: 16, tk: 32, wm: 1, wn: 1, ks: 1 };
+        let small = GemmKnobs { tm: 16, tn: 16, tk: 32, wm: 1, wn: 1, ks: 1, wk: 1 };
         if cpu_device || small.check(limits).is_err() {
             default_knobs(tokens, features)
         } else {
@@ -274,8 +306,8 @@ pub mod token {
             }
         }
         let k = GemmKnobs::from_map(&s.knobs, default_knobs(tokens, features)).map_err(|e| format!("member '{}': {e}", s.name))?;
-        if k.ks != 1 {
-            return Err(format!("member '{}': KS = {}; the token GEMM does not split its reduction", s.name, k.ks));
+        if k.ks != 1 || k.wk != 1 {
+            return Err(format!("member '{}': KS = {}, WK = {}; the token GEMM does not split its reduction", s.name, k.ks, k.wk));
         }
         k.check(limits).map_err(|e| format!("member '{}': {e}", s.name))?;
         Ok(k)
@@ -304,7 +336,7 @@ mod tests {
 
     #[test]
     fn checks_name_the_limit_they_hit() {
-        let k = GemmKnobs { tm: 64, tn: 32, tk: 16, wm: 4, wn: 2, ks: 1 };
+        let k = GemmKnobs { tm: 64, tn: 32, tk: 16, wm: 4, wn: 2, ks: 1, wk: 1 };
         k.check(&lim(false)).unwrap();
         assert_eq!(k.threads(), 256);
         assert_eq!(k.local_bytes(false), 4 * (16 * 96 + 96));
@@ -321,8 +353,18 @@ mod tests {
         assert_eq!((l.max_group_threads, l.local_mem_bytes), (256, 16384));
         let e = GemmKnobs { tm: 64, tn: 64, wm: 2, wn: 2, ..k }.check(&l).unwrap_err();
         assert!(e.contains("1024 work-items"), "{e}");
+        // Slices (WK): unsplit, dividing TK, not on WGSL; they count in threads and local memory.
+        let sliced = GemmKnobs { tm: 64, tn: 8, tk: 32, wm: 4, wn: 4, ks: 1, wk: 8 };
+        sliced.check(&lim(false)).unwrap();
+        assert_eq!((sliced.threads(), sliced.local_bytes(false)), (256, 4 * (32 * 72 + 24 + 8 * 64 * 8)));
+        for (bad, why) in [(GemmKnobs { ks: 2, ..sliced }, "KS"), (GemmKnobs { tk: 12, ..sliced }, "TK"), (GemmKnobs { wk: 32, ..sliced }, "WK <=")] {
+            let e = bad.check(&lim(false)).unwrap_err();
+            assert!(e.contains(why), "{why}: {e}");
+        }
+        let e = sliced.check(&lim(true)).unwrap_err();
+        assert!(e.contains("WGSL") && e.contains("WK"), "{e}");
         // Registers: 1024 work-items of about 42 registers do not fit a 32K register file.
-        let big = GemmKnobs { tm: 64, tn: 64, tk: 16, wm: 2, wn: 2, ks: 1 };
+        let big = GemmKnobs { tm: 64, tn: 64, tk: 16, wm: 2, wn: 2, ks: 1, wk: 1 };
         big.check(&lim(false)).unwrap();
         let e = big.check(&GpuLimits { registers_per_group: 32768, ..lim(false) }).unwrap_err();
         assert!(e.contains("registers"), "{e}");
@@ -330,14 +372,14 @@ mod tests {
 
     #[test]
     fn profile_knobs_parse_over_defaults_and_unknown_names_are_refused() {
-        let d = GemmKnobs { tm: 64, tn: 32, tk: 16, wm: 4, wn: 2, ks: 1 };
+        let d = GemmKnobs { tm: 64, tn: 32, tk: 16, wm: 4, wn: 2, ks: 1, wk: 1 };
         let mut m = BTreeMap::new();
         m.insert("TN".to_string(), 64);
         m.insert("KS".to_string(), 4);
         let k = GemmKnobs::from_map(&m, d).unwrap();
         assert_eq!((k.tn, k.ks, k.tm), (64, 4, 64));
         let s = k.apply(Schedule::sparse("x", Granularity::new(2, 8)));
-        assert_eq!(GemmKnobs::from_map(&s.knobs, GemmKnobs { tm: 1, tn: 1, tk: 1, wm: 1, wn: 1, ks: 1 }).unwrap(), k);
+        assert_eq!(GemmKnobs::from_map(&s.knobs, GemmKnobs { tm: 1, tn: 1, tk: 1, wm: 1, wn: 1, ks: 1, wk: 1 }).unwrap(), k);
         m.insert("tiles_per_group".to_string(), 4);
         let e = GemmKnobs::from_map(&m, d).unwrap_err();
         assert!(e.contains("tiles_per_group") && e.contains("TM"), "{e}");
@@ -345,6 +387,14 @@ mod tests {
         bad.insert("TK".to_string(), 0);
         assert!(GemmKnobs::from_map(&bad, d).unwrap_err().contains("TK = 0"));
         assert_eq!(schedule_name(Some(Granularity::new(1, 1)), Some(&k)), "tiles1x1_m64n64k16_w4x2_s4");
+        // WK is written only where it is not 1, and read back.
+        assert!(!s.knobs.contains_key("WK"));
+        let sliced = GemmKnobs { ks: 1, wk: 8, ..k };
+        let ss = sliced.apply(s.clone());
+        assert_eq!(ss.knobs.get("WK"), Some(&8));
+        assert_eq!(GemmKnobs::from_map(&ss.knobs, d).unwrap(), sliced);
+        assert!(!k.apply(ss).knobs.contains_key("WK"));
+        assert_eq!(schedule_name(Some(Granularity::new(1, 1)), Some(&sliced)), "tiles1x1_m64n64k16_w4x2_s1_wk8");
         assert_eq!(schedule_name(None, None), "dense");
         assert!(check_depthwise(&s).unwrap_err().contains("depthwise"));
     }

@@ -278,7 +278,7 @@ pub(crate) fn mma_defines(tile: Tile, local_mem_bytes: u64) -> Option<[(&'static
     }
     let warps = threads / 32;
     let pad_bytes = 4 * tk as u64 * 2 * MMA_PAD;
-    let local = GemmKnobs { tm, tn, tk, wm: tile.wm, wn: tile.wn, ks: 1 }.local_bytes(false) + pad_bytes;
+    let local = GemmKnobs { tm, tn, tk, wm: tile.wm, wn: tile.wn, ks: 1, wk: 1 }.local_bytes(false) + pad_bytes;
     if local_mem_bytes > 0 && local > local_mem_bytes {
         return None;
     }
@@ -301,9 +301,17 @@ pub(crate) struct SconvSchedule {
     /// 1x1 columns found by each work-group in the mask tensor (SELF_LIST), not read from
     /// bitmask.cl's list.
     pub self_list: bool,
+    /// Slices of the work-group splitting each stage's reduction (`WK`, 1 for none).
+    pub wk: u32,
 }
 
 impl SconvSchedule {
+    /// The GEMM's work-group: `Tile::local` with the slices (`WK`) as its third dimension.
+    pub(crate) fn local(&self) -> [u32; 3] {
+        let [tx, ty, _] = self.tile.local();
+        [tx, ty, self.wk.max(1)]
+    }
+
     /// Default tile and split for an op: the split grows with the reduction (input channels x
     /// taps) so that the few columns of a sparse frame still give the device enough
     /// work-groups; the dense member has columns enough and does not split. On an H100 a
@@ -315,7 +323,7 @@ impl SconvSchedule {
         let tile = if cout >= 64 { GEMM_LARGE } else { GEMM_SMALL };
         let per_split = split_min_k();
         let ks = if gran.is_none() { 1 } else { SPLITS.iter().copied().filter(|&s| k >= per_split * s as usize).max().unwrap_or(1) };
-        SconvSchedule { tile, ks, gran, self_list: false }
+        SconvSchedule { tile, ks, gran, self_list: false, wk: 1 }
     }
 
     /// The dense member (and dense convs) split the reduction too when their grid is small for
@@ -355,11 +363,11 @@ impl SconvSchedule {
     /// The GEMM knobs of this variant, as profiles name them.
     pub(crate) fn knobs(&self) -> GemmKnobs {
         let t = self.tile;
-        GemmKnobs { tm: t.tm, tn: t.tn, tk: t.tk, wm: t.wm, wn: t.wn, ks: self.ks }
+        GemmKnobs { tm: t.tm, tn: t.tn, tk: t.tk, wm: t.wm, wn: t.wn, ks: self.ks, wk: self.wk }
     }
 
     pub(crate) fn from_knobs(k: GemmKnobs, gran: Option<Granularity>) -> SconvSchedule {
-        SconvSchedule { tile: Tile { tm: k.tm, tn: k.tn, tk: k.tk, wm: k.wm, wn: k.wn }, ks: k.ks, gran, self_list: false }
+        SconvSchedule { tile: Tile { tm: k.tm, tn: k.tn, tk: k.tk, wm: k.wm, wn: k.wn }, ks: k.ks, gran, self_list: false, wk: k.wk.max(1) }
     }
 
     /// This schedule listing its own columns where it can: a 1x1 GEMM member on a device
@@ -403,6 +411,9 @@ impl SconvSchedule {
         let mut d = self.tile.defines().to_vec();
         d.extend(Self::gran_defines(self.gran));
         d.push(("KS", self.ks as i64));
+        if self.wk > 1 {
+            d.push(("WK", self.wk as i64));
+        }
         if self.fuses_finish(fused, fused) {
             d.push(("FUSED_FINISH", 1));
         }
@@ -427,7 +438,7 @@ impl SconvSchedule {
     /// library's): one split over every position, adding bias and residual, activating, and
     /// storing only active positions when masked.
     pub(crate) fn epilogue_defines() -> Vec<(&'static str, i64)> {
-        SconvSchedule { tile: GEMM_LARGE, ks: 1, gran: None, self_list: false }.finish_defines(false)
+        SconvSchedule { tile: GEMM_LARGE, ks: 1, gran: None, self_list: false, wk: 1 }.finish_defines(false)
     }
 
     pub(crate) fn dw_defines(gran: Option<Granularity>) -> Vec<(&'static str, i64)> {
@@ -464,7 +475,7 @@ mod tests {
     #[test]
     fn working_splits_drop_only_the_splits_that_get_no_stage() {
         use super::{SconvSchedule, Tile};
-        let with = |tk: u32, ks: u32| SconvSchedule { tile: Tile { tm: 128, tn: 64, tk, wm: 8, wn: 4 }, ks, gran: None, self_list: false };
+        let with = |tk: u32, ks: u32| SconvSchedule { tile: Tile { tm: 128, tn: 64, tk, wm: 8, wn: 4 }, ks, gran: None, self_list: false, wk: 1 };
         // (k, TK, KS asked, KS kept): chunks of roundup(ceil(k / KS), TK) each.
         for (k, tk, ks, kept) in [(1152, 16, 32, 24), (2304, 16, 32, 29), (2304, 16, 36, 36), (2304, 32, 72, 72), (256, 16, 32, 16), (16, 16, 2, 1), (1, 16, 8, 1)] {
             assert_eq!(with(tk, ks).working_splits(k).ks, kept, "k {k}, TK {tk}, KS {ks}");
@@ -523,7 +534,7 @@ mod tests {
             assert_eq!(mma_defines(bad, 48 * 1024), None, "{why}");
         }
         // No room for the padded stages.
-        let bytes = super::GemmKnobs { tm: 128, tn: 64, tk: 16, wm: 8, wn: 4, ks: 1 }.local_bytes(false);
+        let bytes = super::GemmKnobs { tm: 128, tn: 64, tk: 16, wm: 8, wn: 4, ks: 1, wk: 1 }.local_bytes(false);
         assert_eq!(mma_defines(t, bytes), None);
         let dev = |backend: &str, arch: &str| DeviceInfo { backend: backend.into(), arch: arch.into(), ..Default::default() };
         match std::env::var("DYNASPA_MMA").as_deref() {
@@ -596,7 +607,7 @@ mod tests {
     #[test]
     fn only_splits_of_tiles_with_few_partial_sums_fuse_their_finish() {
         use super::{SconvSchedule, Tile};
-        let s = |tm, tn, ks, self_list| SconvSchedule { tile: Tile { tm, tn, tk: 16, wm: 4, wn: 2 }, ks, gran: None, self_list };
+        let s = |tm, tn, ks, self_list| SconvSchedule { tile: Tile { tm, tn, tk: 16, wm: 4, wn: 2 }, ks, gran: None, self_list, wk: 1 };
         let max = super::super::knobs::FUSED_FINISH_MAX_PARTIALS;
         assert_eq!(max, 128 * 64 * 4, "the cases below straddle the limit as written");
         assert!(s(128, 64, 4, false).fuses_finish(true, false) && s(64, 32, 16, false).fuses_finish(true, false));
