@@ -190,6 +190,9 @@ pub fn gemm(op: &OpGeometry, g: Option<Granularity>, k: &GemmKnobs, st: &TileSta
     let images = images(op);
     let c = columns(op, g, st);
     let (tm, tn, tk, wm, wn) = (k.tm as f64, k.tn as f64, k.tk as f64, k.wm as f64, k.wn as f64);
+    // Slices (WK): each work-item takes TK / WK of a stage's indices; the slices' sums meet in
+    // local memory once, after the last stage.
+    let (wk, tks) = (k.wk.max(1) as f64, k.tk as f64 / k.wk.max(1) as f64);
     let kd = op.k_dim().max(1) as f64;
     let chunk = ((kd / k.ks as f64).ceil() / tk).ceil() * tk;
     // Only the splits that get a stage run (the executor drops the rest: `working_splits`).
@@ -221,9 +224,11 @@ pub fn gemm(op: &OpGeometry, g: Option<Granularity>, k: &GemmKnobs, st: &TileSta
     // -0.46 on the H100: one-warp groups of 32 accumulators each, modelled fastest, measured
     // 33 µs against 9 µs for 256 work-items of 2).
     let prefetch = k.prefetch() as f64;
-    let ops_stage = tk * wm * wn + tk * (wm + wn) + prefetch * 6.0 + 4.0;
+    let ops_stage = tks * wm * wn + tks * (wm + wn) + prefetch * 6.0 + 4.0;
     let stage = (dev.alpha_s * ops_stage * warps_res).max(dev.latency_s).max(dev.serial_op_s * ops_stage);
     let mut compute = waves * (stages * stage + dev.gamma_s) + dev.alpha_s * 24.0 * empty * warps / cus;
+    let reduce_ops = if wk > 1.0 { 2.0 * wm * wn + 4.0 } else { 0.0 };
+    compute += waves * (dev.alpha_s * reduce_ops * warps_res).max(dev.serial_op_s * reduce_ops);
     // Global memory: the weight panel of each group (coalesced along channels), the gathered
     // inputs (runs of consecutive columns coalesce), the stores of active outputs, and the
     // partial sums written and read back when the reduction is split.
@@ -246,7 +251,7 @@ pub fn gemm(op: &OpGeometry, g: Option<Granularity>, k: &GemmKnobs, st: &TileSta
     let global = tx * tb / (dev.mem_bandwidth_gbs * 1e9) / hiding;
     // Local memory: every work-item reads WM + WN operands per reduction index and stores its
     // prefetch once per stage; reads of A are broadcasts and B runs along the banks.
-    let accesses = groups * threads * stages * (tk * (wm + wn) + prefetch);
+    let accesses = groups * threads * (stages * (tks * (wm + wn) + prefetch) + reduce_ops);
     let rate = dev.local_banks.max(1) as f64 * dev.clock_ghz * 1e9 * cus;
     let local = accesses / rate / hiding;
     Estimate::of(global, local, compute)

@@ -168,8 +168,13 @@ KERNEL LAUNCH_BOUNDS(NT, SC_MIN_BLOCKS) sconv_gemm_f32(SCONV_ARGS SCONV_FUSED_AR
     LOCAL int cpos[TN];
     LOCAL int tapt[SC_TAPS > 0 ? 3 * SC_TAPS : 3];
 #if WK > 1
-    /* Each slice's accumulators, [slice][accumulator][item of the slice]. */
+    /* Each slice's accumulators, [slice][accumulator][item of the slice]: in As, free after the
+     * last stage's barrier, where they fit (deep stages need the room for themselves). */
+#if WK * NACC * SC_NS <= TK * (TM + SC_PAD)
+    LOCAL_PTR float* wred = &As[0][0];
+#else
     LOCAL float wred[WK * NACC * SC_NS];
+#endif
 #endif
 #if KS > 1 && FUSED_FINISH
     LOCAL int last_split;

@@ -113,9 +113,17 @@ fn gemm() -> Vec<Defines> {
 }
 
 /// Sliced tiles (TM, TN, TK, WM, WN, WK) that ran conv1x1 at density 0.1 fastest on an H200 in
-/// session 36's hand-written kernel (benches/device_s36/c1_floor.cu), as the GEMM's knobs.
-pub(crate) const SLICED_MEASURED: [(u32, u32, u32, u32, u32, u32); 5] =
-    [(64, 8, 32, 4, 4, 8), (32, 16, 32, 4, 4, 16), (32, 8, 32, 2, 4, 8), (32, 16, 32, 4, 4, 8), (32, 32, 32, 8, 4, 8)];
+/// session 36's hand-written kernel (benches/device_s36/c1_floor.cu), as the GEMM's knobs, and
+/// two in deep stages whose sums take the weights' stage after the last one.
+pub(crate) const SLICED_MEASURED: [(u32, u32, u32, u32, u32, u32); 7] = [
+    (64, 8, 32, 4, 4, 8),
+    (32, 16, 32, 4, 4, 16),
+    (32, 8, 32, 2, 4, 8),
+    (32, 16, 32, 4, 4, 8),
+    (32, 32, 32, 8, 4, 8),
+    (32, 8, 128, 2, 4, 8),
+    (32, 16, 128, 4, 4, 8),
+];
 
 fn finish() -> Vec<Defines> {
     let split: Vec<SconvSchedule> = plain().into_iter().filter(|s| s.ks > 1).collect();
@@ -230,7 +238,7 @@ fn space_sample() -> Vec<SconvSchedule> {
     let mut picked: Vec<GemmKnobs> = Vec::new();
     for (i, (_, values)) in GEMM_DOMAINS.iter().enumerate() {
         for &val in values.iter() {
-            let get = |k: &GemmKnobs| [k.tm, k.tn, k.tk, k.wm, k.wn, k.ks][i] as i64;
+            let get = |k: &GemmKnobs| [k.tm, k.tn, k.tk, k.wm, k.wn, k.ks, k.wk][i] as i64;
             if !picked.iter().any(|k| get(k) == val) {
                 // The middle of the valid points with this value: neither extreme of the others.
                 let with: Vec<&GemmKnobs> = valid.iter().filter(|k| get(k) == val).collect();

@@ -7,7 +7,7 @@
 //! Knobs of `sconv_gemm_f32` are its defines: `TM` x `TN` outputs (channels x columns) per
 //! work-group, `TK` reduction indices per local-memory stage, `WM` x `WN` outputs per work-item,
 //! `KS` work-groups splitting the reduction, `WK` slices of a work-group splitting each stage's
-//! reduction (not explored by the tuner's space yet: profiles and the bench name it). The granularity is the schedule's own field (the
+//! reduction. The granularity is the schedule's own field (the
 //! kernel's `GH`, `GW`, `TILED`). `sconv_dw_f32` (depthwise) has no knob but the granularity.
 
 use crate::gpu::DeviceInfo;
@@ -16,7 +16,7 @@ use dynaspa_runtime::sparsity::Granularity;
 use std::collections::BTreeMap;
 
 /// Knob names and the values the tuner explores, in the order the annealer steps through them.
-pub const GEMM_DOMAINS: [(&str, &[i64]); 6] = [
+pub const GEMM_DOMAINS: [(&str, &[i64]); 7] = [
     ("TM", &[16, 32, 64, 128]),
     ("TN", &[16, 32, 64, 128]),
     ("TK", &[4, 8, 16, 32]),
@@ -26,6 +26,9 @@ pub const GEMM_DOMAINS: [(&str, &[i64]); 6] = [
     // ways, the 3x3 convs 24 (benches/RESULTS.md, session 32): what fills the SMs with whole
     // waves of resident groups.
     ("KS", &[1, 2, 3, 4, 6, 8, 12, 16, 24, 32]),
+    // Slices of an unsplit work-group (KS 1 only): one launch with a split's parallelism,
+    // which won conv1x1 at density 0.1 on an H200 (RESULTS.md, session 36).
+    ("WK", &[1, 2, 4, 8, 16]),
 ];
 
 /// Partial sums per output tile (`TM` x `TN` x `KS`) up to which a split GEMM finishes in its
@@ -116,10 +119,12 @@ impl GemmKnobs {
     }
 
     /// Bytes of local memory one work-group uses: the two operand stages, three ints per
-    /// column (its position and input origin) and, with slices, each slice's tile of sums;
-    /// WGSL adds the column count.
+    /// column (its position and input origin) and, with slices, each slice's tile of sums
+    /// where they do not fit in the weights' stage (the kernel puts them there after the last
+    /// stage); WGSL adds the column count.
     pub fn local_bytes(&self, wgsl: bool) -> u64 {
-        let slices = if self.wk > 1 { self.wk as u64 * self.tm as u64 * self.tn as u64 } else { 0 };
+        let (tm, tn, tk, wk) = (self.tm as u64, self.tn as u64, self.tk as u64, self.wk as u64);
+        let slices = if wk > 1 && wk * tm * tn > tk * tm { wk * tm * tn } else { 0 };
         4 * (self.tk as u64 * (self.tm as u64 + self.tn as u64) + 3 * self.tn as u64 + slices) + if wgsl { 4 } else { 0 }
     }
 
@@ -197,7 +202,7 @@ impl GemmKnobs {
                 "WK" => &mut k.wk,
                 other => {
                     return Err(format!(
-                        "unknown knob '{other}' for the GPU sparse conv (its knobs are {}, WK)",
+                        "unknown knob '{other}' for the GPU sparse conv (its knobs are {})",
                         GEMM_DOMAINS.map(|d| d.0).join(", ")
                     ))
                 }
@@ -357,6 +362,8 @@ mod tests {
         let sliced = GemmKnobs { tm: 64, tn: 8, tk: 32, wm: 4, wn: 4, ks: 1, wk: 8 };
         sliced.check(&lim(false)).unwrap();
         assert_eq!((sliced.threads(), sliced.local_bytes(false)), (256, 4 * (32 * 72 + 24 + 8 * 64 * 8)));
+        // 8 x 32 x 8 sums fit in a stage of 128 x 32 weights.
+        assert_eq!(GemmKnobs { tm: 32, tk: 128, wm: 2, ..sliced }.local_bytes(false), 4 * (128 * 40 + 24));
         for (bad, why) in [(GemmKnobs { ks: 2, ..sliced }, "KS"), (GemmKnobs { tk: 12, ..sliced }, "TK"), (GemmKnobs { wk: 32, ..sliced }, "WK <=")] {
             let e = bad.check(&lim(false)).unwrap_err();
             assert!(e.contains(why), "{why}: {e}");
