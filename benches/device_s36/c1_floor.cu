@@ -7,7 +7,8 @@
 // frame of one such launch lands against the runtime's two. Outputs are checked against the CPU
 // before timing; columns the mask leaves out must keep their poison.
 // Built on the GPU host: nvcc -O2 -arch=sm_90 -o c1_floor c1_floor.cu
-// Run: c1_floor MASKS.npy [frames]   (MASKS: uint8 [batch, 40, 40], gpu_sparse_bench --dump-masks)
+// Run: c1_floor MASKS.npy [frames [VARIANT]]   (MASKS: uint8 [batch, 40, 40], gpu_sparse_bench
+// --dump-masks; VARIANT: only that one, e.g. co32_ct8_w8, for a profiler)
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -223,6 +224,7 @@ int main(int argc, char** argv) {
     Variant vs[] = {V(16, 8, 8), V(16, 16, 4), V(16, 16, 8), V(16, 32, 8), V(32, 8, 8), V(32, 16, 4),
                     V(32, 16, 8), V(32, 16, 16), V(32, 32, 8), V(64, 16, 8), V(64, 8, 8)};
     for (auto& v : vs) {
+        if (argc > 3 && strcmp(argv[3], v.name) != 0) continue;
         size_t sm = smem_bytes(v);
         CK(cudaFuncSetAttribute((const void*)v.fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm));
         dim3 grid(COUT / v.co, bucket / v.ct, B), block(v.nw * 32);

@@ -8,8 +8,18 @@
 #   2 (call 36.2, DIST=dist-s36 D=/tmp/d36: the tree with sliced work-groups, WK): gpu_sliced and
 #      gpu_sparse on CUDA; conv1x1 at density 0.1, batches 1, 2 and 4, the bench's sample (now
 #      with sliced members), two rounds; PyTorch on the same masks; c1_floor on them again.
+#   3 (call 36.3, DIST=dist-s36b D=/tmp/d36b: sliced members' sums in the weights' stage, and
+#      stages of 128 and 256 in the sample): gpu_sliced on CUDA; conv1x1 at density 0.1, batches
+#      1, 2 and 4, the bench's sample, two rounds; PyTorch on the same masks.
+#   4 (call 36.4, dist-s36b): Nsight Compute's kernel durations, batch 1, conv1x1 at density 0.1:
+#      the bench's sliced member m32n8k64 WK 8 and split member m64n64k16 KS 10, and c1_floor's
+#      co32_ct8_w8 (the same tile) on the same masks.
 stage=$1
-if [ "$stage" = 1 ]; then DIST=${DIST:-dist-s35c} D=${D:-/tmp/d35c}; else DIST=${DIST:-dist-s36} D=${D:-/tmp/d36}; fi
+case $stage in
+  1) DIST=${DIST:-dist-s35c} D=${D:-/tmp/d35c} ;;
+  2) DIST=${DIST:-dist-s36} D=${D:-/tmp/d36} ;;
+  *) DIST=${DIST:-dist-s36b} D=${D:-/tmp/d36b} ;;
+esac
 source "$(dirname "$0")/../device_s35/start.sh"
 keep() { (cd $OUT && tar czf r_$stage.tgz r); }
 echo "$(date -u +%T) start"
@@ -33,5 +43,27 @@ elif [ "$stage" = 2 ]; then
   c1floor 2
   for v in w_1 w_2; do python3 benches/device_s24/best.py $OUT/r/kn_$v.jsonl $OUT/r/torch_sw_2.jsonl | tee $OUT/r/best_kn_$v.txt; grep -h "host queued" $OUT/r/kn_$v.txt; done
   keep
+elif [ "$stage" = 3 ]; then
+  gpu_test gpu_sliced gpu_sliced_3; keep
+  for r in 1 2; do knobs d_$r; keep; done
+  torch_sw 3; keep
+  for v in d_1 d_2; do python3 benches/device_s24/best.py $OUT/r/kn_$v.jsonl $OUT/r/torch_sw_3.jsonl | tee $OUT/r/best_kn_$v.txt; grep -h "host queued" $OUT/r/kn_$v.txt; done
+  keep
+elif [ "$stage" = 4 ]; then
+  NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+  echo "ncu: $NCU"
+  mkdir -p /tmp/masks32
+  args="--backend cuda --batches 1 --only conv1x1 --densities 0.1 --samples 1 --runs 1 --schedules m32n8k64_w2x4_s1_wk8,m64n64k16_w4x4_s10 --dump-masks /tmp/masks32"
+  timeout 90 $D/gpu_sparse_bench $args > $OUT/r/ncu_warm_4.txt 2>&1; echo "warm rc=$?"
+  sec="--section SpeedOfLight --section LaunchStats --section Occupancy --section WarpStateStats"
+  timeout 200 $NCU --cache-control none --clock-control none -k regex:'sconv_(gemm|finish)_f32' --launch-count 300 $sec \
+    -o /tmp/ncu4 $D/gpu_sparse_bench $args > $OUT/r/ncu_run_4.txt 2>&1
+  echo "ncu rc=$?"
+  $NCU --import /tmp/ncu4.ncu-rep --csv --page details > $OUT/r/ncu_details_4.csv 2> $OUT/r/ncu_details_4.err; keep
+  nvcc -O2 -arch=sm_90 -o /tmp/c1_floor benches/device_s36/c1_floor.cu 2>&1 | grep -v Wno-deprecated | tail -5
+  timeout 120 $NCU --cache-control none --clock-control none -k regex:c1_gemm --launch-count 40 $sec \
+    -o /tmp/ncu4f /tmp/c1_floor /tmp/masks32/d0.10_b1.npy 2 co32_ct8_w8 > $OUT/r/ncu_run_4f.txt 2>&1
+  echo "ncu floor rc=$?"
+  $NCU --import /tmp/ncu4f.ncu-rep --csv --page details > $OUT/r/ncu_details_4f.csv 2> $OUT/r/ncu_details_4f.err; keep
 fi
 echo "$(date -u +%T) end"

@@ -187,13 +187,13 @@ impl Space {
     }
 
     /// The GPU space for `op` on `dev`: the knobs of the GPU sparse kernels as profiles name
-    /// them (`dynaspa_backends::gpu::sconv_knobs`: `TM TN TK WM WN KS WK` for the implicit GEMM,
+    /// them (`dynaspa_backends::gpu::sconv_knobs`: `TM TN TK WM WN KS` for the implicit GEMM,
     /// the granularity alone for depthwise; the token GEMM's tile without a split, over single
     /// tokens). Attention has no schedule choice on a GPU: its space is empty.
     pub fn gpu(op: OpGeometry, dev: &DeviceDesc) -> Space {
         let sides = || GPU_SIDES_H.iter().flat_map(|&h| GPU_SIDES_W.iter().map(move |&w| Granularity::new(h, w))).collect();
         let gemm = |split: bool| -> Vec<Knob> {
-            GEMM_DOMAINS.iter().map(|&(name, values)| Knob { name, values: if matches!(name, "KS" | "WK") && !split { vec![1] } else { values.to_vec() } }).collect()
+            GEMM_DOMAINS.iter().map(|&(name, values)| Knob { name, values: if name == "KS" && !split { vec![1] } else { values.to_vec() } }).collect()
         };
         let (granularities, knobs) = match op.kind {
             OpKind::Conv => (sides(), gemm(true)),
@@ -381,7 +381,7 @@ mod tests {
         for (kh, ks) in [(1, 6), (1, 12), (3, 24)] {
             let sp = Space::gpu(OpGeometry { kh, kw: kh, ..conv(256, 256, 40, 40) }, &orin);
             let idx = |name: &str, v: i64| sp.knobs.iter().find(|k| k.name == name).unwrap().values.iter().position(|&x| x == v).map(|i| i as u16);
-            let p: Option<Point> = [("TM", 128), ("TN", 32), ("TK", 16), ("WM", 4), ("WN", 4), ("KS", ks), ("WK", 1)].iter().map(|&(n, v)| idx(n, v)).collect::<Option<Vec<u16>>>().map(|k| [vec![0], k].concat());
+            let p: Option<Point> = [("TM", 128), ("TN", 32), ("TK", 16), ("WM", 4), ("WN", 4), ("KS", ks)].iter().map(|&(n, v)| idx(n, v)).collect::<Option<Vec<u16>>>().map(|k| [vec![0], k].concat());
             let p = p.unwrap_or_else(|| panic!("{kh}x{kh} conv: KS = {ks} is not in the space's domain"));
             sp.valid(&p).unwrap_or_else(|e| panic!("{kh}x{kh} conv, KS = {ks}: {e}"));
             assert_eq!(sp.gemm(&p).unwrap().ks, ks as u32);
@@ -394,7 +394,7 @@ mod tests {
         let xavier = devices::builtin("xavier").unwrap();
         let adreno = devices::builtin("adreno650").unwrap();
         let sx = Space::gpu(op.clone(), &xavier);
-        assert_eq!(sx.knobs.iter().map(|k| k.name).collect::<Vec<_>>(), ["TM", "TN", "TK", "WM", "WN", "KS", "WK"]);
+        assert_eq!(sx.knobs.iter().map(|k| k.name).collect::<Vec<_>>(), ["TM", "TN", "TK", "WM", "WN", "KS"]);
         let pts = sx.points();
         assert!(pts.len() > 1000 && pts.len() < sx.raw_size(), "{} of {}", pts.len(), sx.raw_size());
         for p in pts.iter().step_by(97) {
@@ -414,19 +414,12 @@ mod tests {
         // A point over the device's work-group limit, with the reason: 128 x 128 outputs of
         // 1 x 1 per work-item.
         let idx = |name: &str, v: i64| sx.knobs.iter().find(|k| k.name == name).unwrap().values.iter().position(|&x| x == v).unwrap() as u16;
-        let big: Point = vec![0, idx("TM", 64), idx("TN", 128), idx("TK", 16), idx("WM", 1), idx("WN", 1), idx("KS", 1), idx("WK", 1)];
+        let big: Point = vec![0, idx("TM", 64), idx("TN", 128), idx("TK", 16), idx("WM", 1), idx("WN", 1), idx("KS", 1)];
         let e = sx.valid(&big).unwrap_err();
         assert!(e.contains("work-items per group"), "{e}");
         // KS = 16 splits of 32 for a reduction of 64 x 9 = 576: fine; of 1 x 1 x 16 = 16: not.
-        let split: Point = vec![0, idx("TM", 64), idx("TN", 32), idx("TK", 32), idx("WM", 4), idx("WN", 2), idx("KS", 16), idx("WK", 1)];
+        let split: Point = vec![0, idx("TM", 64), idx("TN", 32), idx("TK", 32), idx("WM", 4), idx("WN", 2), idx("KS", 16)];
         sx.valid(&split).unwrap();
-        // Slices only without a split: 32 x 16 of 4 x 4 in 8 slices is a point, split it is not.
-        let sliced: Point = vec![0, idx("TM", 32), idx("TN", 16), idx("TK", 32), idx("WM", 4), idx("WN", 4), idx("KS", 1), idx("WK", 8)];
-        assert_eq!(sx.gemm(&sliced).unwrap().threads(), 256);
-        sx.valid(&sliced).unwrap();
-        assert!(sx.schedule(&sliced).name.ends_with("_s1_wk8"), "{}", sx.schedule(&sliced).name);
-        let e = sx.valid(&[&sliced[..6], &[idx("KS", 2), idx("WK", 8)]].concat()).unwrap_err();
-        assert!(e.contains("KS = 1"), "{e}");
         let e = Space::gpu(OpGeometry { kh: 1, kw: 1, c_in: 16, ..op.clone() }, &xavier).valid(&split).unwrap_err();
         assert!(e.contains("KS = 16"), "{e}");
         // Less local memory on the Adreno: stages that fit a Volta SM do not fit there.

@@ -7,7 +7,9 @@
 //! Knobs of `sconv_gemm_f32` are its defines: `TM` x `TN` outputs (channels x columns) per
 //! work-group, `TK` reduction indices per local-memory stage, `WM` x `WN` outputs per work-item,
 //! `KS` work-groups splitting the reduction, `WK` slices of a work-group splitting each stage's
-//! reduction. The granularity is the schedule's own field (the
+//! reduction (profiles and the bench name it; the tuner's space does not explore it: on an H200
+//! sliced members ran conv1x1 at density 0.1 no faster than split ones, RESULTS.md session 36).
+//! The granularity is the schedule's own field (the
 //! kernel's `GH`, `GW`, `TILED`). `sconv_dw_f32` (depthwise) has no knob but the granularity.
 
 use crate::gpu::DeviceInfo;
@@ -16,7 +18,7 @@ use dynaspa_runtime::sparsity::Granularity;
 use std::collections::BTreeMap;
 
 /// Knob names and the values the tuner explores, in the order the annealer steps through them.
-pub const GEMM_DOMAINS: [(&str, &[i64]); 7] = [
+pub const GEMM_DOMAINS: [(&str, &[i64]); 6] = [
     ("TM", &[16, 32, 64, 128]),
     ("TN", &[16, 32, 64, 128]),
     ("TK", &[4, 8, 16, 32]),
@@ -26,9 +28,6 @@ pub const GEMM_DOMAINS: [(&str, &[i64]); 7] = [
     // ways, the 3x3 convs 24 (benches/RESULTS.md, session 32): what fills the SMs with whole
     // waves of resident groups.
     ("KS", &[1, 2, 3, 4, 6, 8, 12, 16, 24, 32]),
-    // Slices of an unsplit work-group (KS 1 only): one launch with a split's parallelism,
-    // which won conv1x1 at density 0.1 on an H200 (RESULTS.md, session 36).
-    ("WK", &[1, 2, 4, 8, 16]),
 ];
 
 /// Partial sums per output tile (`TM` x `TN` x `KS`) up to which a split GEMM finishes in its
@@ -202,7 +201,7 @@ impl GemmKnobs {
                 "WK" => &mut k.wk,
                 other => {
                     return Err(format!(
-                        "unknown knob '{other}' for the GPU sparse conv (its knobs are {})",
+                        "unknown knob '{other}' for the GPU sparse conv (its knobs are {}, WK)",
                         GEMM_DOMAINS.map(|d| d.0).join(", ")
                     ))
                 }
