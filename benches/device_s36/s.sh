@@ -14,6 +14,9 @@
 #   4 (call 36.4, dist-s36b): Nsight Compute's kernel durations, batch 1, conv1x1 at density 0.1:
 #      the bench's sliced member m32n8k64 WK 8 and split member m64n64k16 KS 10, and c1_floor's
 #      co32_ct8_w8 (the same tile) on the same masks.
+#   5 (call 36.5, dist-s36b): which of the GEMM's CUDA defaults cost the sliced members: batch 1,
+#      conv1x1 at density 0.1, three sliced members and a split one, as they are and with one of
+#      SC_DEPTH=1, SL_EARLY=0, SC_HOIST=0, SL_PREWAIT=0, REG_BOUND=0, two rounds alternated.
 stage=$1
 case $stage in
   1) DIST=${DIST:-dist-s35c} D=${D:-/tmp/d35c} ;;
@@ -65,5 +68,23 @@ elif [ "$stage" = 4 ]; then
     -o /tmp/ncu4f /tmp/c1_floor /tmp/masks32/d0.10_b1.npy 2 co32_ct8_w8 > $OUT/r/ncu_run_4f.txt 2>&1
   echo "ncu floor rc=$?"
   $NCU --import /tmp/ncu4f.ncu-rep --csv --page details > $OUT/r/ncu_details_4f.csv 2> $OUT/r/ncu_details_4f.err; keep
+elif [ "$stage" = 5 ]; then
+  sl="m32n8k64_w2x4_s1_wk8,m32n8k128_w2x4_s1_wk8,m32n16k64_w4x4_s1_wk16,m64n64k16_w4x4_s10"
+  mkdir -p /tmp/masks32
+  ab() {
+    local tag=$1; shift
+    env "$@" timeout 60 $D/gpu_sparse_bench --backend cuda --batches 1 --only conv1x1 --densities 0.1 --samples 15 --runs 10 \
+      --schedules $sl --dump-masks /tmp/masks32 --json $OUT/r/ab_$tag.jsonl > $OUT/r/ab_$tag.txt 2>&1
+    echo "$(date -u +%T) ab $tag rc=$? wrong=$(grep -c WRONG $OUT/r/ab_$tag.txt)"
+  }
+  for r in 1 2; do
+    ab base_$r
+    ab depth1_$r DYNASPA_SC_DEPTH=1
+    ab early0_$r DYNASPA_SL_EARLY=0
+    ab hoist0_$r DYNASPA_SC_HOIST=0
+    ab prewait0_$r DYNASPA_SL_PREWAIT=0
+    ab regb0_$r DYNASPA_REG_BOUND=0
+    keep
+  done
 fi
 echo "$(date -u +%T) end"
