@@ -95,14 +95,13 @@ fn gemm() -> Vec<Defines> {
     // in slices of 2 to 16 where it can, and the sliced tiles measured on an H200 (session 36);
     // as OpenCL and CUDA launch them, self-listing or not.
     let limits = GpuLimits { wgsl: false, max_group_threads: 1024, local_mem_bytes: 48 * 1024, registers_per_group: 65536, registers_per_thread: 255, self_list: true };
-    let mut sliced: Vec<SconvSchedule> = plain
+    let sliced: Vec<SconvSchedule> = plain
         .iter()
         .filter(|s| s.ks == 1 && (s.gran.is_none() || s.gran == one))
         .flat_map(|s| [2, 4, 8, 16].map(|wk| SconvSchedule { wk, ..*s }))
         .chain(SLICED_MEASURED.iter().map(|&(tm, tn, tk, wm, wn, wk)| SconvSchedule::from_knobs(GemmKnobs { tm, tn, tk, wm, wn, ks: 1, wk }, one)))
         .filter(|s| s.knobs().check(&limits).is_ok())
         .collect();
-    sliced.dedup();
     let listed = |s: &SconvSchedule| SconvSchedule { self_list: true, ..*s }.gemm_defines(false);
     let ones = || sliced.iter().filter(|s| s.gran == one);
     v.extend(cover(sliced.iter().map(|s| s.gemm_defines(false)).collect()));
@@ -238,7 +237,7 @@ fn space_sample() -> Vec<SconvSchedule> {
     let mut picked: Vec<GemmKnobs> = Vec::new();
     for (i, (_, values)) in GEMM_DOMAINS.iter().enumerate() {
         for &val in values.iter() {
-            let get = |k: &GemmKnobs| [k.tm, k.tn, k.tk, k.wm, k.wn, k.ks, k.wk][i] as i64;
+            let get = |k: &GemmKnobs| [k.tm, k.tn, k.tk, k.wm, k.wn, k.ks][i] as i64;
             if !picked.iter().any(|k| get(k) == val) {
                 // The middle of the valid points with this value: neither extreme of the others.
                 let with: Vec<&GemmKnobs> = valid.iter().filter(|k| get(k) == val).collect();
