@@ -29,19 +29,25 @@ template <> struct Vec<1> { using T = float; };
 template <> struct Vec<2> { using T = float2; };
 template <> struct Vec<4> { using T = float4; };
 
-// trig 0: let the next frame's grid launch at entry; 1: after this block's products.
 template <int CO, int CT, int NW>
+__device__ __forceinline__ void c1_rest(const float* __restrict__ X, const float* __restrict__ bias, float* __restrict__ Y, int hw,
+                                        int trig, float* Ws, float* Xs, float* R, const int* list, int n);
+
+// trig 0: let the next frame's grid launch at entry; 1: after this block's products. GENERIC:
+// the mask listed as sparse_conv.cl's sconv_self_list does (consecutive scalar loads per
+// thread, a ping-pong scan with a barrier per step) instead of float4 loads and shuffles.
+template <int CO, int CT, int NW, bool GENERIC = false>
 __global__ void __launch_bounds__(NW * 32) c1_gemm(const float* __restrict__ mask, const float* __restrict__ X,
                                                    const float* __restrict__ Wt, const float* __restrict__ bias,
                                                    float* __restrict__ Y, int hw, int trig) {
-    constexpr int NT = NW * 32, LC = CT / 4, LO = 32 / LC, CPL = CO / LO, KW = K / NW;
+    constexpr int NT = NW * 32, LC = CT / 4, LO = 32 / LC, CPL = CO / LO;
     static_assert(CT % 4 == 0 && 32 % LC == 0 && CO % LO == 0 && (CPL == 1 || CPL == 2 || CPL == 4 || CPL % 4 == 0), "tile");
     extern __shared__ float4 smem4[];
     float* Ws = (float*)smem4;      // [K][CO]
     float* Xs = Ws + K * CO;        // [K][CT]
     float* R = Xs + K * CT;         // [NW][CO * CT]
     int* list = (int*)(R + NW * CO * CT);  // [CT]
-    int* wsum = list + CT;          // [NW]
+    int* wsum = list + CT;          // [NW], or [2 * NT] under GENERIC
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int b = blockIdx.z, co0 = blockIdx.x * CO, ct = blockIdx.y;
     if (trig == 0) asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
@@ -56,6 +62,39 @@ __global__ void __launch_bounds__(NW * 32) c1_gemm(const float* __restrict__ mas
         for (int j = 0; j < WL; ++j) *(float4*)&Ws[(tid + j * NT) * 4] = t[j];
     }
     asm volatile("griddepcontrol.wait;" ::: "memory");
+    if (GENERIC) {
+        const float* m = mask + (size_t)b * hw;
+        const int seg = (hw + NT - 1) / NT, lo = min(hw, tid * seg), hi = min(hw, lo + seg);
+        unsigned long long gb = 0;
+        int cnt = 0;
+        for (int p = lo; p < hi; ++p) {
+            int on = m[p] == 1.0f;
+            gb |= (unsigned long long)on << (p - lo);
+            cnt += on;
+        }
+        int cur = 0;
+        wsum[tid] = cnt;
+        __syncthreads();
+        for (int o = 1; o < NT; o <<= 1) {
+            int v = wsum[cur * NT + tid] + (tid >= o ? wsum[cur * NT + tid - o] : 0);
+            cur ^= 1;
+            wsum[cur * NT + tid] = v;
+            __syncthreads();
+        }
+        const int total = wsum[cur * NT + NT - 1], first = ct * CT;
+        if (first >= total) return;
+        int r = wsum[cur * NT + tid] - cnt;
+        for (int p = lo; p < hi; ++p)
+            if ((gb >> (p - lo)) & 1ull) {
+                if (r >= first && r < first + CT) list[r - first] = p;
+                ++r;
+            }
+        const int n = min(CT, total - first);
+        if (tid >= n && tid < CT) list[tid] = -1;
+        __syncthreads();
+        c1_rest<CO, CT, NW>(X, bias, Y, hw, trig, Ws, Xs, R, list, n);
+        return;
+    }
     // Each thread owns Q consecutive float4s of the mask, so the list comes out in raster order.
     const int nq = hw / 4, Q = (nq + NT - 1) / NT;
     const float4* m4 = (const float4*)(mask + (size_t)b * hw);
@@ -87,6 +126,16 @@ __global__ void __launch_bounds__(NW * 32) c1_gemm(const float* __restrict__ mas
     }
     if (tid >= n && tid < CT) list[tid] = -1;
     __syncthreads();
+    c1_rest<CO, CT, NW>(X, bias, Y, hw, trig, Ws, Xs, R, list, n);
+}
+
+// The gather, the products, the slices' sums and the stores, after the listing.
+template <int CO, int CT, int NW>
+__device__ __forceinline__ void c1_rest(const float* __restrict__ X, const float* __restrict__ bias, float* __restrict__ Y, int hw,
+                                        int trig, float* Ws, float* Xs, float* R, const int* list, int n) {
+    constexpr int NT = NW * 32, LC = CT / 4, LO = 32 / LC, CPL = CO / LO, KW = K / NW;
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int b = blockIdx.z, co0 = blockIdx.x * CO;
     const float* Xb = X + (size_t)b * K * hw;
     {
         // Every load in flight before the first store: one round trip for the whole gather.
@@ -135,12 +184,14 @@ __global__ void __launch_bounds__(NW * 32) c1_gemm(const float* __restrict__ mas
 struct Variant {
     const char* name;
     int co, ct, nw;
+    bool generic;
     void (*fn)(const float*, const float*, const float*, const float*, float*, int, int);
 };
-#define V(CO, CT, NW) {"co" #CO "_ct" #CT "_w" #NW, CO, CT, NW, c1_gemm<CO, CT, NW>}
+#define V(CO, CT, NW) {"co" #CO "_ct" #CT "_w" #NW, CO, CT, NW, false, c1_gemm<CO, CT, NW>}
+#define VG(CO, CT, NW) {"co" #CO "_ct" #CT "_w" #NW "_generic", CO, CT, NW, true, c1_gemm<CO, CT, NW, true>}
 
 static size_t smem_bytes(const Variant& v) {
-    return sizeof(float) * ((size_t)K * v.co + (size_t)K * v.ct + (size_t)v.nw * v.co * v.ct) + sizeof(int) * (v.ct + v.nw);
+    return sizeof(float) * ((size_t)K * v.co + (size_t)K * v.ct + (size_t)v.nw * v.co * v.ct) + sizeof(int) * (v.ct + (v.generic ? 2 * 32 * v.nw : v.nw));
 }
 
 struct Timed { float gpu, host; };
@@ -222,7 +273,7 @@ int main(int argc, char** argv) {
     cudaStream_t s; CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
     cudaEvent_t ea, eb; CK(cudaEventCreate(&ea)); CK(cudaEventCreate(&eb));
     Variant vs[] = {V(16, 8, 8), V(16, 16, 4), V(16, 16, 8), V(16, 32, 8), V(32, 8, 8), V(32, 16, 4),
-                    V(32, 16, 8), V(32, 16, 16), V(32, 32, 8), V(64, 16, 8), V(64, 8, 8)};
+                    V(32, 16, 8), V(32, 16, 16), V(32, 32, 8), V(64, 16, 8), V(64, 8, 8), VG(32, 8, 8), VG(64, 8, 8)};
     for (auto& v : vs) {
         if (argc > 3 && strcmp(argv[3], v.name) != 0) continue;
         size_t sm = smem_bytes(v);

@@ -17,6 +17,8 @@
 #   5 (call 36.5, dist-s36b): which of the GEMM's CUDA defaults cost the sliced members: batch 1,
 #      conv1x1 at density 0.1, three sliced members and a split one, as they are and with one of
 #      SC_DEPTH=1, SL_EARLY=0, SC_HOIST=0, SL_PREWAIT=0, REG_BOUND=0, two rounds alternated.
+#   6 (call 36.6, dist-s36b for the masks): c1_floor at batch 1 with its own listing and with
+#      sparse_conv.cl's (scalar loads, a barrier per scan step), 32 x 8 and 64 x 8, three rounds.
 stage=$1
 case $stage in
   1) DIST=${DIST:-dist-s35c} D=${D:-/tmp/d35c} ;;
@@ -84,6 +86,17 @@ elif [ "$stage" = 5 ]; then
     ab hoist0_$r DYNASPA_SC_HOIST=0
     ab prewait0_$r DYNASPA_SL_PREWAIT=0
     ab regb0_$r DYNASPA_REG_BOUND=0
+    keep
+  done
+elif [ "$stage" = 6 ]; then
+  mkdir -p /tmp/masks32
+  timeout 60 $D/gpu_sparse_bench --backend cuda --batches 1 --only conv1x1 --densities 0.1 --samples 1 --runs 1 \
+    --schedules m64n64k16_w4x4_s10 --dump-masks /tmp/masks32 > $OUT/r/masks_6.txt 2>&1; echo "masks rc=$?"
+  nvcc -O2 -arch=sm_90 -o /tmp/c1_floor benches/device_s36/c1_floor.cu 2>&1 | grep -v Wno-deprecated | tail -5
+  for r in 1 2 3; do
+    for v in co32_ct8_w8 co32_ct8_w8_generic co64_ct8_w8 co64_ct8_w8_generic; do
+      /tmp/c1_floor /tmp/masks32/d0.10_b1.npy 1000 $v 2>&1 | tee -a $OUT/r/c1_generic_$r.txt
+    done
     keep
   done
 fi
