@@ -19,8 +19,8 @@
 #include <chrono>
 #include <random>
 #include <cuda_runtime.h>
+#include "../cuda_timing.h"
 
-#define CK(x) do { cudaError_t e = (x); if (e != cudaSuccess) { fprintf(stderr, "%s: %s\n", #x, cudaGetErrorString(e)); exit(1); } } while (0)
 
 constexpr int K = 256, COUT = 256;
 
@@ -192,25 +192,6 @@ struct Variant {
 
 static size_t smem_bytes(const Variant& v) {
     return sizeof(float) * ((size_t)K * v.co + (size_t)K * v.ct + (size_t)v.nw * v.co * v.ct) + sizeof(int) * (v.ct + (v.generic ? 2 * 32 * v.nw : v.nw));
-}
-
-struct Timed { float gpu, host; };
-template <class Queue>
-static Timed timed(cudaStream_t s, cudaEvent_t a, cudaEvent_t b, int samples, int calls, int per_call, Queue queue) {
-    std::vector<float> gpu, host;
-    for (int r = 0; r < samples + 2; ++r) {
-        CK(cudaStreamSynchronize(s));
-        CK(cudaEventRecord(a, s));
-        auto h0 = std::chrono::steady_clock::now();
-        for (int c = 0; c < calls; ++c) queue();
-        double hus = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - h0).count();
-        CK(cudaEventRecord(b, s));
-        CK(cudaEventSynchronize(b));
-        float ms; CK(cudaEventElapsedTime(&ms, a, b));
-        if (r >= 2) { gpu.push_back(ms * 1000.0f / (calls * per_call)); host.push_back((float)hus / (calls * per_call)); }
-    }
-    std::sort(gpu.begin(), gpu.end()); std::sort(host.begin(), host.end());
-    return {gpu[gpu.size() / 2], host[host.size() / 2]};
 }
 
 // uint8 [n, h, w] .npy, as gpu_sparse_bench writes it.

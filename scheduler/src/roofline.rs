@@ -192,7 +192,8 @@ pub fn gemm(op: &OpGeometry, g: Option<Granularity>, k: &GemmKnobs, st: &TileSta
     let (tm, tn, tk, wm, wn) = (k.tm as f64, k.tn as f64, k.tk as f64, k.wm as f64, k.wn as f64);
     // Slices (WK): each work-item takes TK / WK of a stage's indices; the slices' sums meet in
     // local memory once, after the last stage.
-    let (wk, tks) = (k.wk.max(1) as f64, k.tk as f64 / k.wk.max(1) as f64);
+    let wk = k.wk.max(1) as f64;
+    let tks = tk / wk;
     let kd = op.k_dim().max(1) as f64;
     let chunk = ((kd / k.ks as f64).ceil() / tk).ceil() * tk;
     // Only the splits that get a stage run (the executor drops the rest: `working_splits`).

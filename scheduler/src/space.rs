@@ -262,7 +262,7 @@ impl Space {
     /// The GEMM knobs of a GPU point (`None` for depthwise and CPU points).
     pub fn gemm(&self, p: &Point) -> Option<GemmKnobs> {
         let k = |n: &str| self.knob(p, n).map(|v| v as u32);
-        Some(GemmKnobs { tm: k("TM")?, tn: k("TN")?, tk: k("TK")?, wm: k("WM")?, wn: k("WN")?, ks: k("KS")?, wk: k("WK").unwrap_or(1) })
+        Some(GemmKnobs { tm: k("TM")?, tn: k("TN")?, tk: k("TK")?, wm: k("WM")?, wn: k("WN")?, ks: k("KS")?, wk: 1 })
     }
 
     /// Threads one work-group of a GPU GEMM point launches.

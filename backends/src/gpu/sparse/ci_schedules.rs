@@ -114,7 +114,7 @@ fn gemm() -> Vec<Defines> {
 /// Sliced tiles (TM, TN, TK, WM, WN, WK) that ran conv1x1 at density 0.1 fastest on an H200 in
 /// session 36's hand-written kernel (benches/device_s36/c1_floor.cu), as the GEMM's knobs, and
 /// two in deep stages whose sums take the weights' stage after the last one.
-pub(crate) const SLICED_MEASURED: [(u32, u32, u32, u32, u32, u32); 7] = [
+const SLICED_MEASURED: [(u32, u32, u32, u32, u32, u32); 7] = [
     (64, 8, 32, 4, 4, 8),
     (32, 16, 32, 4, 4, 16),
     (32, 8, 32, 2, 4, 8),

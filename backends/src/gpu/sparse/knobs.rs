@@ -124,7 +124,7 @@ impl GemmKnobs {
     pub fn local_bytes(&self, wgsl: bool) -> u64 {
         let (tm, tn, tk, wk) = (self.tm as u64, self.tn as u64, self.tk as u64, self.wk as u64);
         let slices = if wk > 1 && wk * tm * tn > tk * tm { wk * tm * tn } else { 0 };
-        4 * (self.tk as u64 * (self.tm as u64 + self.tn as u64) + 3 * self.tn as u64 + slices) + if wgsl { 4 } else { 0 }
+        4 * (tk * (tm + tn) + 3 * tn + slices) + if wgsl { 4 } else { 0 }
     }
 
     /// Registers of one stage's prefetch per work-item (the kernel's `SC_AL + SC_BL`).
