@@ -61,10 +61,10 @@ pub fn sample(info: &DeviceInfo, n: usize, seed: u64) -> Vec<GemmKnobs> {
             keep(GemmKnobs { tm, tn, tk, wm, wn, ks, wk: 1 }, &mut out);
         }
     }
-    // Unsplit work-groups in slices along the reduction (WK): the tiles that ran conv1x1 at
-    // density 0.1 fastest in session 36 (8.8-9.2 µs at batch 1 on an H200, against 8.4-8.5 for
-    // the split winners; RESULTS.md).
-    for (tm, tn, tk, wm, wn, wk) in [(32, 8, 64, 2, 4, 8), (32, 8, 128, 2, 4, 8), (32, 16, 64, 4, 4, 16), (32, 16, 64, 4, 4, 8)] {
+    // Unsplit work-groups in slices along the reduction (WK) whose stage holds a reduction of
+    // 256 (conv1x1 256 -> 256 runs it as one, SC_ONE_STAGE): the four that ran it fastest at
+    // density 0.1 on an H200 in session 37 (RESULTS.md).
+    for (tm, tn, tk, wm, wn, wk) in [(32, 8, 256, 2, 4, 8), (32, 8, 256, 1, 4, 4), (16, 16, 256, 2, 4, 8), (16, 8, 256, 2, 4, 16)] {
         keep(GemmKnobs { tm, tn, tk, wm, wn, ks: 1, wk }, &mut out);
     }
     let mut state = seed | 1;

@@ -45,8 +45,9 @@ pub(crate) fn for_file(file: &str) -> bool {
 }
 
 /// Whether kernel `entry` of `source` (the shared dialect) begins with `PDL_ENTRY();`, or with
-/// `PDL_ENTRY_DEFERRED();`: the one exception, sparse_conv.cl's self-listing GEMM, which under
-/// `SL_PREWAIT` reads its mask and lists its columns before `PDL_WAIT()`, writing nothing
+/// `PDL_ENTRY_DEFERRED();`: the one exception, sparse_conv.cl's GEMM, which under
+/// `SL_PREWAIT` reads its mask and lists its columns before `PDL_WAIT()`, and under
+/// `SC_ONE_STAGE` loads its weights (constants no grid writes) before it, writing nothing
 /// global before it. The host compiles that variant only where the launch ahead of the GEMM
 /// does not write the mask (`MaskColumns::prewait`), and the kernel ahead has passed its own
 /// wait before it lets this grid go (a trigger at entry, `DYNASPA_PDL=early`, turns the

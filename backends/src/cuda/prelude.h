@@ -29,6 +29,12 @@
         v_.x = (a), v_.y = (b), v_.z = (c), v_.w = (d);                                                \
         *(float4*)(p) = v_;                                                                            \
     } while (0)
+#define LOCAL_STORE_VEC4(p, a, b, c, d) GLOBAL_STORE_VEC4(p, a, b, c, d)
+#define GLOBAL_LOAD_VEC4(d, p)                                                                         \
+    do {                                                                                               \
+        float4 v_ = *(const float4*)(p);                                                               \
+        (d)[0] = v_.x, (d)[1] = v_.y, (d)[2] = v_.z, (d)[3] = v_.w;                                    \
+    } while (0)
 #define LOCAL_BARRIER() __syncthreads()
 #define GLOBAL_BARRIER() __syncthreads()
 // Device-scope fence and atomic increment (old value returned), as prelude_opencl.h's, and the

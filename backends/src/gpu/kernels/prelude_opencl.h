@@ -20,6 +20,14 @@
 /* 2 or 4 consecutive floats of GLOBAL memory in one store; p is 8 / 16-byte aligned. */
 #define GLOBAL_STORE_VEC2(p, a, b) (*(__global float2*)(p) = (float2)((a), (b)))
 #define GLOBAL_STORE_VEC4(p, a, b, c, d) (*(__global float4*)(p) = (float4)((a), (b), (c), (d)))
+/* The same into LOCAL memory. */
+#define LOCAL_STORE_VEC4(p, a, b, c, d) (*(__local float4*)(p) = (float4)((a), (b), (c), (d)))
+/* 4 consecutive floats of GLOBAL memory at p into d[0 .. 4) in one load; p is 16-byte aligned. */
+#define GLOBAL_LOAD_VEC4(d, p)                                                                      \
+    do {                                                                                            \
+        float4 v_ = vload4(0, (p));                                                                 \
+        (d)[0] = v_.x, (d)[1] = v_.y, (d)[2] = v_.z, (d)[3] = v_.w;                                 \
+    } while (0)
 #define LOCAL_BARRIER() barrier(CLK_LOCAL_MEM_FENCE)
 /* Also orders the group's global memory accesses (a work-group reads what it wrote). */
 #define GLOBAL_BARRIER() barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE)

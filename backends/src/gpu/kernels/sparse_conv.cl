@@ -151,17 +151,37 @@ FUNC void sconv_store_output(float v, float b, GLOBAL float* Y, GLOBAL const flo
 #ifndef SL_PREWAIT
 #define SL_PREWAIT 0
 #endif
+/* SC_ONE_STAGE (without SL_PREWAIT) waits after loading its weights instead (SC_WEIGHTS_WAIT):
+ * constants, which no grid writes. */
 #if SELF_LIST && SL_PREWAIT && !defined(DSP_PDL_EARLY)
 #define PDL_ENTRY_DEFERRED() do { } while (0)
+#define SC_WEIGHTS_WAIT() do { } while (0)
 #define SC_LISTED_WAIT() PDL_WAIT()
+#elif SC_ONE_STAGE && !defined(DSP_PDL_EARLY)
+#define PDL_ENTRY_DEFERRED() do { } while (0)
+#define SC_WEIGHTS_WAIT() PDL_WAIT()
+#define SC_LISTED_WAIT() do { } while (0)
 #else
 #define PDL_ENTRY_DEFERRED() PDL_ENTRY()
+#define SC_WEIGHTS_WAIT() do { } while (0)
 #define SC_LISTED_WAIT() do { } while (0)
 #endif
 KERNEL LAUNCH_BOUNDS(NT, SC_MIN_BLOCKS) sconv_gemm_f32(SCONV_ARGS SCONV_FUSED_ARGS SCONV_SELF_ARGS) {
+    /* The first statement, as cuda/pdl.rs requires of a kernel it launches programmatically. */
     PDL_ENTRY_DEFERRED();
     GLOBAL const float* Wt = W;
     LOCAL ALIGN16 float As[TK][TM + SC_PAD];
+#if SC_ONE_STAGE
+    /* Before the wait: the weights are constants (see SC_ONE_STAGE). Stored at once, so their
+     * registers are free again before the listing: held across it, they took the work-group to
+     * 93 registers per work-item, two groups per SM, and batches 2 and 4 to two waves. */
+    {
+        float wr[4 * SC_W4];
+        sconv_weights_issue(Wt, wr, SC_TID(), SC_MTILE * TM, cin * kh * kw, cout);
+        sconv_weights_store(As, wr, SC_TID());
+    }
+#endif
+    SC_WEIGHTS_WAIT();
     LOCAL ALIGN16 float Bs[TK][TN + SC_PAD];
     LOCAL int cy[TN];
     LOCAL int cxs[TN];
@@ -260,6 +280,18 @@ KERNEL LAUNCH_BOUNDS(NT, SC_MIN_BLOCKS) sconv_gemm_f32(SCONV_ARGS SCONV_FUSED_AR
     float acc[NACC];
     for (int a = 0; a < NACC; ++a) acc[a] = 0.0f;
     LOCAL_BARRIER();
+#if SC_ONE_STAGE
+    /* A later window reloads the weights: the slices' sums may have overwritten As. */
+    if (c0 != SC_CTILE * TN) {
+        float wr[4 * SC_W4];
+        sconv_weights_issue(Wt, wr, tid, m0, K, cout);
+        sconv_weights_store(As, wr, tid);
+    }
+    sconv_gather_all(Bs, Xn, ktab, cy, cxs, tapt, tid, K, ih, iw, taps, rtaps);
+    LOCAL_BARRIER();
+    sconv_product_stage(As, Bs, acc, tid, tx, ty, sl);
+    LOCAL_BARRIER();
+#else
 #if SC_HOISTED
     /* The same for the whole work-group (taps is the op's). */
     int hoist = taps <= IMIN(SC_TAPS, 32);
@@ -314,6 +346,7 @@ KERNEL LAUNCH_BOUNDS(NT, SC_MIN_BLOCKS) sconv_gemm_f32(SCONV_ARGS SCONV_FUSED_AR
     }
 #else
     for (int k0 = kb; k0 < ke; k0 += TK) SC_STEP(ra, rb, k0 + TK);
+#endif
 #endif
     /* Only the stores are left: the next launch may start (where PDL_ENTRY did not let it). */
     PDL_TRIGGER();

@@ -114,6 +114,19 @@
 #if WK > 1 && (KS > 1 || MMA || TK % WK != 0)
 #error "WK > 1 needs KS = 1, no MMA, and WK dividing TK"
 #endif
+/* SC_ONE_STAGE = 1 (the host asks for sliced members whose one stage holds the op's whole
+ * reduction, lower/sparse_conv.rs): no software pipeline. The tile's weights are loaded as float4
+ * before the PDL wait (they are the model's constants: no launch writes them), and every
+ * column's inputs for the whole reduction are gathered at once, so the work-group waits for
+ * global memory twice (the mask's listing, then the gather) instead of once per stage, and
+ * holds no prefetch registers. The reduction must fit in TK (the host checks): indices past it
+ * are never read. */
+#ifndef SC_ONE_STAGE
+#define SC_ONE_STAGE 0
+#endif
+#if SC_ONE_STAGE && (KS > 1 || MMA || NT % TN != 0 || TM % 4 != 0)
+#error "SC_ONE_STAGE needs KS = 1, no MMA, whole columns per work-item row (NT % TN == 0) and TM % 4 == 0"
+#endif
 #define GV (GH * GW)
 #define NACC (WM * WN)
 #if MMA

@@ -37,6 +37,25 @@ FUNC_INLINE int sconv_channel_of(int gk, int taps, float rtaps, int* r) {
     return ci;
 }
 
+/* The input of column c (origin cy[c], cxs[c]) at reduction index gk, 0 outside the input. */
+FUNC_INLINE float sconv_gather_elem(GLOBAL const float* Xn, GLOBAL const int* ktab, LOCAL_PTR int* cy, LOCAL_PTR int* cxs,
+                                    LOCAL_PTR const int* tapt, int c, int gk, int ih, int iw, int taps, float rtaps) {
+    int off, dy, dx;
+    if (taps <= SC_TAPS) {
+        int r;
+        int ci = sconv_channel_of(gk, taps, rtaps, &r);
+        off = ci * ih * iw + tapt[3 * r];
+        dy = tapt[3 * r + 1];
+        dx = tapt[3 * r + 2];
+    } else {
+        off = ktab[3 * gk];
+        dy = ktab[3 * gk + 1];
+        dx = ktab[3 * gk + 2];
+    }
+    int iy = cy[c] + dy, ix = cxs[c] + dx;
+    return (iy >= 0 && iy < ih && ix >= 0 && ix < iw) ? Xn[off + cy[c] * iw + cxs[c]] : 0.0f;
+}
+
 /* Loads stage k0 (TK reduction indices, clipped at ke) of the transposed weight (ra) and of
  * the gathered input columns (rb) into registers; element e of a stage is tid + l * NT, laid
  * out [k][m] and [k][c] as As and Bs. Out-of-range elements are 0.
@@ -63,24 +82,7 @@ FUNC_INLINE void sconv_load_stage(GLOBAL const float* Wt, GLOBAL const float* Xn
         int e = tid + l * NT;
         int c = e % TN, k = e / TN;
         int gk = k0 + k;
-        float v = 0.0f;
-        if (e < TN * TK && gk < ke) {
-            int off, dy, dx;
-            if (taps <= SC_TAPS) {
-                int r;
-                int ci = sconv_channel_of(gk, taps, rtaps, &r);
-                off = ci * ih * iw + tapt[3 * r];
-                dy = tapt[3 * r + 1];
-                dx = tapt[3 * r + 2];
-            } else {
-                off = ktab[3 * gk];
-                dy = ktab[3 * gk + 1];
-                dx = ktab[3 * gk + 2];
-            }
-            int iy = cy[c] + dy, ix = cxs[c] + dx;
-            if (iy >= 0 && iy < ih && ix >= 0 && ix < iw) v = Xn[off + cy[c] * iw + cxs[c]];
-        }
-        rb[l] = v;
+        rb[l] = (e < TN * TK && gk < ke) ? sconv_gather_elem(Xn, ktab, cy, cxs, tapt, c, gk, ih, iw, taps, rtaps) : 0.0f;
     }
 }
 
@@ -97,7 +99,7 @@ FUNC_INLINE void sconv_load_stage(GLOBAL const float* Wt, GLOBAL const float* Xn
 #ifndef SC_HOIST
 #define SC_HOIST 1
 #endif
-#define SC_HOISTED (SC_HOIST && NT % TM == 0 && NT % TN == 0)
+#define SC_HOISTED (SC_HOIST && !SC_ONE_STAGE && NT % TM == 0 && NT % TN == 0)
 #define SC_HSA (NT / TM)
 #define SC_HSB (NT / TN)
 
@@ -158,6 +160,59 @@ FUNC_INLINE void sconv_mma_stage(LOCAL_PTR float (*As)[TM + SC_PAD], LOCAL_PTR f
 }
 #endif
 
+#if SC_ONE_STAGE
+/* SC_ONE_STAGE's weights: the tile's [K][TM] weights as float4 runs, in registers until
+ * sconv_weights_store puts them in As (so their loads overlap the mask's listing). Channels
+ * past cout and indices past K are 0; rows of cout not a multiple of 4 load one float at a time. */
+#define SC_W4 ((TK * TM / 4 + NT - 1) / NT)
+FUNC_INLINE void sconv_weights_issue(GLOBAL const float* Wt, float* wr, int tid, int m0, int K, int cout) {
+    for (int l = 0; l < SC_W4; ++l) {
+        int e = tid + l * NT, k = e / (TM / 4), m = m0 + (e - k * (TM / 4)) * 4;
+        int ok = e < TK * TM / 4 && k < K;
+        GLOBAL const float* p = Wt + k * cout + m;
+        if (ok && cout % 4 == 0 && m + 3 < cout) {
+            GLOBAL_LOAD_VEC4(wr + 4 * l, p);
+        } else {
+            for (int q = 0; q < 4; ++q) wr[4 * l + q] = (ok && m + q < cout) ? p[q] : 0.0f;
+        }
+    }
+}
+
+FUNC_INLINE void sconv_weights_store(LOCAL_PTR float (*As)[TM + SC_PAD], const float* wr, int tid) {
+    for (int l = 0; l < SC_W4; ++l) {
+        int e = tid + l * NT, k = e / (TM / 4), m = (e - k * (TM / 4)) * 4;
+        if (e < TK * TM / 4) LOCAL_STORE_VEC4(&As[k][m], wr[4 * l], wr[4 * l + 1], wr[4 * l + 2], wr[4 * l + 3]);
+    }
+}
+
+/* SC_ONE_STAGE's gather: every column's inputs for the whole reduction into Bs, all loads issued
+ * before the first store. A work-item keeps one column (NT is a multiple of TN) and takes rows
+ * NT / TN apart. 1x1 convs index the input directly; others as sconv_load_stage. */
+FUNC_INLINE void sconv_gather_all(LOCAL_PTR float (*Bs)[TN + SC_PAD], GLOBAL const float* Xn, GLOBAL const int* ktab,
+                                  LOCAL_PTR int* cy, LOCAL_PTR int* cxs, LOCAL_PTR const int* tapt, int tid, int K, int ih,
+                                  int iw, int taps, float rtaps) {
+    int c = tid % TN, k0 = tid / TN;
+    float rb[SC_BL];
+    if (taps == 1) {
+        int iy = cy[c], ix = cxs[c];
+        int org = (iy >= 0 && iy < ih && ix >= 0 && ix < iw) ? iy * iw + ix : -1;
+        for (int l = 0; l < SC_BL; ++l) {
+            int k = k0 + l * (NT / TN);
+            rb[l] = (k < K && org >= 0) ? Xn[k * ih * iw + org] : 0.0f;
+        }
+    } else {
+        for (int l = 0; l < SC_BL; ++l) {
+            int k = k0 + l * (NT / TN);
+            rb[l] = k < K ? sconv_gather_elem(Xn, ktab, cy, cxs, tapt, c, k, ih, iw, taps, rtaps) : 0.0f;
+        }
+    }
+    for (int l = 0; l < SC_BL; ++l) {
+        int k = k0 + l * (NT / TN);
+        if (k < TK) Bs[k][c] = rb[l];
+    }
+}
+#endif
+
 /* One stage's registers (sconv_load_stage) into As / Bs; the caller barriers after. */
 FUNC_INLINE void sconv_store_stage(LOCAL_PTR float (*As)[TM + SC_PAD], LOCAL_PTR float (*Bs)[TN + SC_PAD], const float* ra,
                                    const float* rb, int tid) {
@@ -178,7 +233,9 @@ FUNC_INLINE void sconv_product_stage(LOCAL_PTR float (*As)[TM + SC_PAD], LOCAL_P
 #if MMA
     sconv_mma_stage(As, Bs, acc, tid);
 #else
-    for (int kk = sl * (TK / WK); kk < (sl + 1) * (TK / WK); ++kk) {
+    /* A trip count the compiler sees as constant, so it unrolls as for WK = 1. */
+    for (int j = 0; j < TK / WK; ++j) {
+        int kk = sl * (TK / WK) + j;
         float a[WM], b[WN];
         for (int i = 0; i < WM; i += VWM) SC_LDS_A(a + i, &As[kk][(i / VWM) * (TY * VWM) + ty * VWM]);
         for (int j = 0; j < WN; j += VWN) SC_LDS_B(b + j, &Bs[kk][(j / VWN) * (TX * VWN) + tx * VWN]);

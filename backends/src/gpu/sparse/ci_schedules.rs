@@ -108,13 +108,22 @@ fn gemm() -> Vec<Defines> {
     v.extend(cover(sliced.iter().map(|s| cuda(s.gemm_defines(false), s)).collect()));
     v.extend(cover(ones().map(|s| cuda(listed(s), s)).collect()));
     v.extend(cover(ones().map(|s| cuda(with(listed(s), &[("SELF_COUNT", 1), ("SL_EARLY", 1), ("SL_PREWAIT", 1)]), s)).collect()));
+    // Sliced members whose stage holds a whole reduction of TK run it as one (SC_ONE_STAGE).
+    let whole = |s: &&SconvSchedule| s.one_stage(s.tile.tk as usize);
+    let one_stage = [("SC_ONE_STAGE", 1)];
+    v.extend(cover(sliced.iter().filter(whole).map(|s| with(s.gemm_defines(false), &one_stage)).collect()));
+    v.extend(cover(sliced.iter().filter(whole).map(|s| cuda(with(s.gemm_defines(false), &one_stage), s)).collect()));
+    v.extend(cover(ones().filter(whole).map(|s| cuda(with(listed(s), &[("SELF_COUNT", 1), ("SL_EARLY", 1), ("SL_PREWAIT", 1), ("SC_ONE_STAGE", 1)]), s)).collect()));
     v
 }
 
 /// Sliced tiles (TM, TN, TK, WM, WN, WK) that ran conv1x1 at density 0.1 fastest on an H200 in
 /// session 36's hand-written kernel (benches/device_s36/c1_floor.cu), as the GEMM's knobs, and
-/// two in deep stages whose sums take the weights' stage after the last one.
-const SLICED_MEASURED: [(u32, u32, u32, u32, u32, u32); 7] = [
+/// two in deep stages whose sums take the weights' stage after the last one, and two whose stage
+/// holds the reduction of a 256-channel 1x1 conv (SC_ONE_STAGE, session 37).
+const SLICED_MEASURED: [(u32, u32, u32, u32, u32, u32); 9] = [
+    (32, 8, 256, 2, 4, 8),
+    (16, 16, 256, 2, 4, 8),
     (64, 8, 32, 4, 4, 8),
     (32, 16, 32, 4, 4, 16),
     (32, 8, 32, 2, 4, 8),
@@ -264,12 +273,13 @@ mod tests {
         for s in plain() {
             assert!(gemm.contains(&s.gemm_defines(false)), "{s:?}");
         }
-        let switches = ["FUSED_FINISH", "SELF_LIST", "SELF_COUNT", "SL_EARLY", "SL_PREWAIT", "MMA", "SC_DEPTH", "WK"];
+        let switches = ["FUSED_FINISH", "SELF_LIST", "SELF_COUNT", "SL_EARLY", "SL_PREWAIT", "MMA", "SC_DEPTH", "WK", "SC_ONE_STAGE"];
         let on = |d: &Vec<(&str, i64)>| switches.iter().filter(|n| d.iter().any(|x| x.0 == **n)).copied().collect::<Vec<_>>();
         let sets: BTreeSet<Vec<&str>> = gemm.iter().map(on).collect();
         let cuda_listed = vec!["SELF_LIST", "SELF_COUNT", "SL_EARLY", "SL_PREWAIT", "SC_DEPTH"];
         let sliced = vec!["SELF_LIST", "SELF_COUNT", "SL_EARLY", "SL_PREWAIT", "SC_DEPTH", "WK"];
-        let needs = [vec!["WK"], vec!["SC_DEPTH", "WK"], vec!["SELF_LIST", "SC_DEPTH", "WK"], sliced];
+        let whole = vec!["SELF_LIST", "SELF_COUNT", "SL_EARLY", "SL_PREWAIT", "SC_DEPTH", "WK", "SC_ONE_STAGE"];
+        let needs = [vec!["WK"], vec!["SC_DEPTH", "WK"], vec!["SELF_LIST", "SC_DEPTH", "WK"], sliced, vec!["WK", "SC_ONE_STAGE"], vec!["SC_DEPTH", "WK", "SC_ONE_STAGE"], whole];
         for needed in [vec!["FUSED_FINISH"], vec!["SELF_LIST", "SELF_COUNT", "SL_EARLY", "SL_PREWAIT"], vec!["FUSED_FINISH", "SELF_LIST", "SELF_COUNT", "MMA"], vec!["SC_DEPTH"], cuda_listed].into_iter().chain(needs) {
             assert!(sets.contains(&needed), "{needed:?} not compiled");
         }

@@ -250,6 +250,14 @@ pub(crate) fn register_bound(threads: u32) -> Option<u32> {
     (on && vector_reads_on() && (256..=512).contains(&threads)).then(|| 512 / threads)
 }
 
+/// Whether sliced members whose one stage holds the whole reduction run it without the stage
+/// pipeline (sparse_conv.cl, `SC_ONE_STAGE`: weights as float4 before the PDL wait, one gather
+/// of every column): unless `DYNASPA_SC_ONE_STAGE=0` (read once, the A/B switch). The WGSL twin
+/// has no sliced members.
+pub(crate) fn one_stage_on() -> bool {
+    ab_switch!("DYNASPA_SC_ONE_STAGE").unwrap_or(true)
+}
+
 /// Whether GEMM members run their products on the tensor cores (MMA in sparse_conv.cl: three
 /// TF32 products per fp32 one, fp32-accurate): only with `DYNASPA_MMA=1` (read once), and only
 /// on CUDA devices of compute capability 8.0 and later, the first with TF32 mma (the variant is
@@ -358,6 +366,15 @@ impl SconvSchedule {
             self.ks = k.div_ceil(chunk) as u32;
         }
         self
+    }
+
+    /// Whether this variant can run a reduction of `k` as one stage (`SC_ONE_STAGE`): sliced,
+    /// unsplit, the whole reduction within TK, whole runs of 4 channels, and work-items that
+    /// each keep one column (threads a multiple of TN).
+    pub(crate) fn one_stage(&self, k: usize) -> bool {
+        let t = self.tile;
+        let [tx, ty, tz] = self.local();
+        self.wk > 1 && self.ks == 1 && k <= t.tk as usize && t.tm % 4 == 0 && (tx * ty * tz) % t.tn == 0
     }
 
     /// The GEMM knobs of this variant, as profiles name them.
@@ -489,6 +506,26 @@ mod tests {
             }
         }
         assert_eq!(with(16, 1).working_splits(2304).ks, 1);
+    }
+
+    #[test]
+    fn only_unsplit_sliced_members_whose_stage_holds_the_reduction_run_one_stage() {
+        use super::{SconvSchedule, Tile};
+        let s = |tm, tn, tk, wm, wn, ks, wk| SconvSchedule { tile: Tile { tm, tn, tk, wm, wn }, ks, gran: None, self_list: false, wk };
+        let m = s(32, 8, 256, 2, 4, 1, 8);
+        assert!(m.one_stage(256) && m.one_stage(72) && !m.one_stage(257));
+        // gpu_sliced's members on its ops (reductions of 72 and 108) run as one stage.
+        assert!(s(16, 16, 256, 2, 4, 1, 8).one_stage(108) && s(32, 8, 128, 2, 4, 1, 8).one_stage(108));
+        for (bad, why) in [
+            (s(32, 8, 256, 2, 4, 1, 1), "unsliced"),
+            (s(32, 8, 256, 2, 4, 2, 8), "split"),
+            (s(8, 8, 256, 1, 1, 1, 1), "unsliced, small"),
+            (s(6, 8, 256, 2, 4, 1, 8), "channels not in runs of 4"),
+            // 2 x 2 work-items in 3 slices: 12 of them do not each keep one of 8 columns.
+            (s(4, 8, 255, 2, 4, 1, 3), "threads not a multiple of TN"),
+        ] {
+            assert!(!bad.one_stage(64), "{why}");
+        }
     }
 
     #[test]
