@@ -161,9 +161,9 @@ FUNC_INLINE void sconv_mma_stage(LOCAL_PTR float (*As)[TM + SC_PAD], LOCAL_PTR f
 #endif
 
 #if SC_ONE_STAGE
-/* SC_ONE_STAGE's weights: the tile's [K][TM] weights as float4 runs, in registers until
- * sconv_weights_store puts them in As (so their loads overlap the mask's listing). Channels
- * past cout and indices past K are 0; rows of cout not a multiple of 4 load one float at a time. */
+/* SC_ONE_STAGE's weights: the tile's [K][TM] weights as float4 runs into registers, which
+ * sconv_weights_store puts in As. Channels past cout and indices past K are 0; rows of cout not
+ * a multiple of 4 load one float at a time. */
 #define SC_W4 ((TK * TM / 4 + NT - 1) / NT)
 FUNC_INLINE void sconv_weights_issue(GLOBAL const float* Wt, float* wr, int tid, int m0, int K, int cout) {
     for (int l = 0; l < SC_W4; ++l) {
@@ -234,8 +234,8 @@ FUNC_INLINE void sconv_product_stage(LOCAL_PTR float (*As)[TM + SC_PAD], LOCAL_P
     sconv_mma_stage(As, Bs, acc, tid);
 #else
     /* A trip count the compiler sees as constant, so it unrolls as for WK = 1. */
-    for (int j = 0; j < TK / WK; ++j) {
-        int kk = sl * (TK / WK) + j;
+    for (int q = 0; q < TK / WK; ++q) {
+        int kk = sl * (TK / WK) + q;
         float a[WM], b[WN];
         for (int i = 0; i < WM; i += VWM) SC_LDS_A(a + i, &As[kk][(i / VWM) * (TY * VWM) + ty * VWM]);
         for (int j = 0; j < WN; j += VWN) SC_LDS_B(b + j, &Bs[kk][(j / VWN) * (TX * VWN) + tx * VWN]);
