@@ -23,6 +23,8 @@
 #   came before PDL_ENTRY_DEFERRED(), so cuda/pdl.rs's `waits_first` no longer saw it first.
 #   5 (call 37.5, DIST=dist-s37d D=/tmp/d37d: the entry first again, the one-stage wait after
 #      the weights): as 4, plus ONE and SPLIT with DYNASPA_SC_ONE_STAGE=0 in samples of 100.
+#   6 (call 37.6, dist-s37d, another host): the bench's sample (knobs) in samples of 10 and of
+#      100, two rounds; PyTorch on the same masks.
 stage=$1
 case $stage in
   1|2) DIST=${DIST:-dist-s37} D=${D:-/tmp/d37} ;;
@@ -112,6 +114,19 @@ elif [ "$stage" = 4 ] || [ "$stage" = 5 ]; then
     b=${bv%%:*} v=${bv#*:}
     timeout 60 /tmp/c1_floor /tmp/masks32/d0.10_b$b.npy 1000 $v > $OUT/r/c1_floor_b${b}_$v.txt 2>&1; echo "b$b $v"; grep -A2 RIGHT $OUT/r/c1_floor_b${b}_$v.txt | head -3
   done
+  keep
+elif [ "$stage" = 6 ]; then
+  mkdir -p /tmp/masks32
+  for r in 1 2; do
+    for n in 10 100; do
+      timeout 200 $D/gpu_sparse_bench --backend cuda --batches 1,2,4 --only conv1x1 --densities 0.1 --samples 15 --runs $n \
+        --knobs 12 --dump-masks /tmp/masks32 --json $OUT/r/kn_r${n}_$r.jsonl > $OUT/r/kn_r${n}_$r.txt 2>&1
+      echo "$(date -u +%T) knobs r${n}_$r rc=$? wrong=$(grep -c WRONG $OUT/r/kn_r${n}_$r.txt)"
+    done
+    keep
+  done
+  torch_sw 6; keep
+  for v in kn_r10_1 kn_r100_1 kn_r10_2 kn_r100_2; do python3 benches/device_s24/best.py $OUT/r/$v.jsonl $OUT/r/torch_sw_6.jsonl | tee $OUT/r/best_$v.txt; done
   keep
 fi
 echo "$(date -u +%T) end"
