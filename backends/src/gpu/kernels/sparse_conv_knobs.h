@@ -100,10 +100,10 @@
  * slices' sums meet in local memory before the stores. All of the group's work-items load the
  * stages together, so a stage costs each fewer loads. A split reduction (KS > 1) gives a sparse
  * frame's few columns the same parallelism, but through partial sums in global memory and a
- * second launch to add them. On an H200 a hand-written kernel of this shape ran conv1x1 at
- * density 0.1 in one launch 35% faster than the split members, but this GEMM's sliced members
- * only tied them at batch 1 (RESULTS.md, session 36: its listing and per-element stage loads
- * issue ~2.5x the instructions). Not with a split, MMA or the WGSL twin. */
+ * second launch to add them. On an H200 sliced members with the stage pipeline only tied the
+ * split ones on conv1x1 at density 0.1 (RESULTS.md, session 36: their per-element stage loads
+ * issued ~2.5x the instructions of a hand-written kernel); run as one stage (SC_ONE_STAGE) they
+ * beat them at batches 1 and 2 (session 37). Not with a split, MMA or the WGSL twin. */
 #ifndef WK
 #define WK 1
 #endif

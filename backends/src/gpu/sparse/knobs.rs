@@ -7,8 +7,10 @@
 //! Knobs of `sconv_gemm_f32` are its defines: `TM` x `TN` outputs (channels x columns) per
 //! work-group, `TK` reduction indices per local-memory stage, `WM` x `WN` outputs per work-item,
 //! `KS` work-groups splitting the reduction, `WK` slices of a work-group splitting each stage's
-//! reduction (profiles and the bench name it; the tuner's space does not explore it: on an H200
-//! sliced members ran conv1x1 at density 0.1 no faster than split ones, RESULTS.md session 36).
+//! reduction (profiles and the bench name it; the tuner's space does not explore it: the members
+//! that win, on an H200 conv1x1 at density 0.1 and batches 1 and 2, run their whole reduction as
+//! one stage of TK 256 (SC_ONE_STAGE, RESULTS.md session 37), past the space's TK, and the
+//! roofline does not model that path).
 //! The granularity is the schedule's own field (the
 //! kernel's `GH`, `GW`, `TILED`). `sconv_dw_f32` (depthwise) has no knob but the granularity.
 
