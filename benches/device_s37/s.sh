@@ -45,6 +45,24 @@ one() {
     --samples 15 --runs ${RUNS:-10} --schedules "$ONE,$SPLIT" --dump-masks /tmp/masks32 --json $OUT/r/one_$tag.jsonl > $OUT/r/one_$tag.txt 2>&1
   echo "$(date -u +%T) one $tag rc=$? wrong=$(grep -c WRONG $OUT/r/one_$tag.txt) $(grep -h '^built' $OUT/r/one_$tag.txt | head -1)"
 }
+# The bench's own sample (--knobs 12) in samples of RUNS frames, masks dumped, into
+# $OUT/r/kn_TAG.{txt,jsonl}: kn TAG [NAME=VALUE...]
+kn() {
+  local tag=$1; shift
+  mkdir -p /tmp/masks32
+  env "$@" timeout 200 $D/gpu_sparse_bench --backend cuda --batches 1,2,4 --only conv1x1 --densities 0.1 \
+    --samples 15 --runs ${RUNS:-10} --knobs 12 --dump-masks /tmp/masks32 --json $OUT/r/kn_$tag.jsonl > $OUT/r/kn_$tag.txt 2>&1
+  echo "$(date -u +%T) knobs $tag rc=$? wrong=$(grep -c WRONG $OUT/r/kn_$tag.txt)"
+}
+# c1_floor's best tile per batch on the masks dumped above: floors
+floors() {
+  nvcc -O2 -arch=sm_90 -o /tmp/c1_floor benches/device_s36/c1_floor.cu 2>&1 | grep -v Wno-deprecated | tail -5
+  for bv in 1:co64_ct8_w8 1:co32_ct8_w8 2:co64_ct8_w8 4:co32_ct16_w8; do
+    b=${bv%%:*} v=${bv#*:}
+    timeout 60 /tmp/c1_floor /tmp/masks32/d0.10_b$b.npy 1000 $v > $OUT/r/c1_floor_b${b}_$v.txt 2>&1; echo "b$b $v"; grep -A2 RIGHT $OUT/r/c1_floor_b${b}_$v.txt | head -3
+  done
+  keep
+}
 echo "$(date -u +%T) start"
 if [ "$stage" = 1 ]; then
   gpu_test gpu_sliced gpu_sliced_1; keep
@@ -87,21 +105,10 @@ elif [ "$stage" = 3 ]; then
   torch_sw 3; keep
   for v in r10_1 r100_1 r10_2 r100_2 off100; do python3 benches/device_s24/best.py $OUT/r/one_$v.jsonl $OUT/r/torch_sw_3.jsonl | tee $OUT/r/best_one_$v.txt; done
   keep
-  nvcc -O2 -arch=sm_90 -o /tmp/c1_floor benches/device_s36/c1_floor.cu 2>&1 | grep -v Wno-deprecated | tail -5
-  for bv in 1:co64_ct8_w8 1:co32_ct8_w8 2:co64_ct8_w8 4:co32_ct16_w8; do
-    b=${bv%%:*} v=${bv#*:}
-    timeout 60 /tmp/c1_floor /tmp/masks32/d0.10_b$b.npy 1000 $v > $OUT/r/c1_floor_b${b}_$v.txt 2>&1; echo "b$b $v"; grep -A2 RIGHT $OUT/r/c1_floor_b${b}_$v.txt | head -3
-  done
-  keep
+  floors
 elif [ "$stage" = 4 ] || [ "$stage" = 5 ]; then
   gpu_test gpu_sliced gpu_sliced_$stage; keep
   gpu_test gpu_sparse gpu_sparse_$stage; keep
-  kn() {
-    local tag=$1; shift
-    env "$@" timeout 200 $D/gpu_sparse_bench --backend cuda --batches 1,2,4 --only conv1x1 --densities 0.1 \
-      --samples 15 --runs ${RUNS:-10} --knobs 12 --dump-masks /tmp/masks32 --json $OUT/r/kn_$tag.jsonl > $OUT/r/kn_$tag.txt 2>&1
-    echo "$(date -u +%T) knobs $tag rc=$? wrong=$(grep -c WRONG $OUT/r/kn_$tag.txt)"
-  }
   for r in 1 2; do RUNS=10 one r10_$r; RUNS=100 one r100_$r; keep; RUNS=10 kn r10_$r; RUNS=100 kn r100_$r; keep; done
   [ "$stage" = 5 ] && { RUNS=100 one off100 DYNASPA_SC_ONE_STAGE=0; keep; }
   torch_sw $stage; keep
@@ -109,22 +116,9 @@ elif [ "$stage" = 4 ] || [ "$stage" = 5 ]; then
     [ -f $OUT/r/$v.jsonl ] && python3 benches/device_s24/best.py $OUT/r/$v.jsonl $OUT/r/torch_sw_$stage.jsonl | tee $OUT/r/best_$v.txt
   done
   keep
-  nvcc -O2 -arch=sm_90 -o /tmp/c1_floor benches/device_s36/c1_floor.cu 2>&1 | grep -v Wno-deprecated | tail -5
-  for bv in 1:co64_ct8_w8 1:co32_ct8_w8 2:co64_ct8_w8 4:co32_ct16_w8; do
-    b=${bv%%:*} v=${bv#*:}
-    timeout 60 /tmp/c1_floor /tmp/masks32/d0.10_b$b.npy 1000 $v > $OUT/r/c1_floor_b${b}_$v.txt 2>&1; echo "b$b $v"; grep -A2 RIGHT $OUT/r/c1_floor_b${b}_$v.txt | head -3
-  done
-  keep
+  floors
 elif [ "$stage" = 6 ]; then
-  mkdir -p /tmp/masks32
-  for r in 1 2; do
-    for n in 10 100; do
-      timeout 200 $D/gpu_sparse_bench --backend cuda --batches 1,2,4 --only conv1x1 --densities 0.1 --samples 15 --runs $n \
-        --knobs 12 --dump-masks /tmp/masks32 --json $OUT/r/kn_r${n}_$r.jsonl > $OUT/r/kn_r${n}_$r.txt 2>&1
-      echo "$(date -u +%T) knobs r${n}_$r rc=$? wrong=$(grep -c WRONG $OUT/r/kn_r${n}_$r.txt)"
-    done
-    keep
-  done
+  for r in 1 2; do RUNS=10 kn r10_$r; RUNS=100 kn r100_$r; keep; done
   torch_sw 6; keep
   for v in kn_r10_1 kn_r100_1 kn_r10_2 kn_r100_2; do python3 benches/device_s24/best.py $OUT/r/$v.jsonl $OUT/r/torch_sw_6.jsonl | tee $OUT/r/best_$v.txt; done
   keep

@@ -175,11 +175,7 @@ KERNEL LAUNCH_BOUNDS(NT, SC_MIN_BLOCKS) sconv_gemm_f32(SCONV_ARGS SCONV_FUSED_AR
     /* Before the wait: the weights are constants (see SC_ONE_STAGE). Stored at once, so their
      * registers are free again before the listing: held across it, they took the work-group to
      * 93 registers per work-item, two groups per SM, and batches 2 and 4 to two waves. */
-    {
-        float wr[4 * SC_W4];
-        sconv_weights_issue(Wt, wr, SC_TID(), SC_MTILE * TM, cin * kh * kw, cout);
-        sconv_weights_store(As, wr, SC_TID());
-    }
+    sconv_weights_load(As, Wt, SC_TID(), SC_MTILE * TM, cin * kh * kw, cout);
 #endif
     SC_WEIGHTS_WAIT();
     LOCAL ALIGN16 float Bs[TK][TN + SC_PAD];
@@ -282,11 +278,7 @@ KERNEL LAUNCH_BOUNDS(NT, SC_MIN_BLOCKS) sconv_gemm_f32(SCONV_ARGS SCONV_FUSED_AR
     LOCAL_BARRIER();
 #if SC_ONE_STAGE
     /* A later window reloads the weights: the slices' sums may have overwritten As. */
-    if (c0 != SC_CTILE * TN) {
-        float wr[4 * SC_W4];
-        sconv_weights_issue(Wt, wr, tid, m0, K, cout);
-        sconv_weights_store(As, wr, tid);
-    }
+    if (c0 != SC_CTILE * TN) sconv_weights_load(As, Wt, tid, m0, K, cout);
     sconv_gather_all(Bs, Xn, ktab, cy, cxs, tapt, tid, K, ih, iw, taps, rtaps);
     LOCAL_BARRIER();
     sconv_product_stage(As, Bs, acc, tid, tx, ty, sl);

@@ -161,11 +161,12 @@ FUNC_INLINE void sconv_mma_stage(LOCAL_PTR float (*As)[TM + SC_PAD], LOCAL_PTR f
 #endif
 
 #if SC_ONE_STAGE
-/* SC_ONE_STAGE's weights: the tile's [K][TM] weights as float4 runs into registers, which
- * sconv_weights_store puts in As. Channels past cout and indices past K are 0; rows of cout not
- * a multiple of 4 load one float at a time. */
+/* SC_ONE_STAGE's weights: the tile's [K][TM] weights into As as float4 runs, every load issued
+ * before the first store. Channels past cout and indices past K are 0; rows of cout not a
+ * multiple of 4 load one float at a time. */
 #define SC_W4 ((TK * TM / 4 + NT - 1) / NT)
-FUNC_INLINE void sconv_weights_issue(GLOBAL const float* Wt, float* wr, int tid, int m0, int K, int cout) {
+FUNC_INLINE void sconv_weights_load(LOCAL_PTR float (*As)[TM + SC_PAD], GLOBAL const float* Wt, int tid, int m0, int K, int cout) {
+    float wr[4 * SC_W4];
     for (int l = 0; l < SC_W4; ++l) {
         int e = tid + l * NT, k = e / (TM / 4), m = m0 + (e - k * (TM / 4)) * 4;
         int ok = e < TK * TM / 4 && k < K;
@@ -176,9 +177,6 @@ FUNC_INLINE void sconv_weights_issue(GLOBAL const float* Wt, float* wr, int tid,
             for (int q = 0; q < 4; ++q) wr[4 * l + q] = (ok && m + q < cout) ? p[q] : 0.0f;
         }
     }
-}
-
-FUNC_INLINE void sconv_weights_store(LOCAL_PTR float (*As)[TM + SC_PAD], const float* wr, int tid) {
     for (int l = 0; l < SC_W4; ++l) {
         int e = tid + l * NT, k = e / (TM / 4), m = (e - k * (TM / 4)) * 4;
         if (e < TK * TM / 4) LOCAL_STORE_VEC4(&As[k][m], wr[4 * l], wr[4 * l + 1], wr[4 * l + 2], wr[4 * l + 3]);
