@@ -135,3 +135,22 @@ __device__ __forceinline__ void dsp_mma_tf32(float* d, const uint* a, const uint
 }
 #define MMA_TF32(d, a, b) dsp_mma_tf32((d), (a), (b))
 #endif
+
+// Copies from global into shared memory that hold no registers while in flight (cp.async,
+// sm_80 and later): a work-item issues them, goes on, and ASYNC_WAIT_ALL() waits for all of its
+// own before the barrier that makes them the work-group's. n: bytes read from src, the rest of
+// the 16 or 4 zero-filled (0: src is not read). dst 16-byte aligned for ASYNC_COPY16, src too.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+#define DSP_HAS_CP_ASYNC 1
+__device__ __forceinline__ void dsp_cp_async16(float* dst, const float* src, int n) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"((unsigned)__cvta_generic_to_shared(dst)), "l"(src), "r"(n)
+                 : "memory");
+}
+__device__ __forceinline__ void dsp_cp_async4(float* dst, const float* src, int n) {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"((unsigned)__cvta_generic_to_shared(dst)), "l"(src), "r"(n)
+                 : "memory");
+}
+#define ASYNC_COPY16(dst, src, n) dsp_cp_async16((dst), (src), (n))
+#define ASYNC_COPY4(dst, src, n) dsp_cp_async4((dst), (src), (n))
+#define ASYNC_WAIT_ALL() asm volatile("cp.async.wait_all;" ::: "memory")
+#endif

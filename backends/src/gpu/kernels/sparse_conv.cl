@@ -171,7 +171,7 @@ KERNEL LAUNCH_BOUNDS(NT, SC_MIN_BLOCKS) sconv_gemm_f32(SCONV_ARGS SCONV_FUSED_AR
     PDL_ENTRY_DEFERRED();
     GLOBAL const float* Wt = W;
     LOCAL ALIGN16 float As[TK][TM + SC_PAD];
-#if SC_ONE_STAGE
+#if SC_ONE_STAGE && !SC_W_AT_COUNT
     /* Before the wait: the weights are constants (see SC_ONE_STAGE). Stored at once, so their
      * registers are free again before the listing: held across it, they took the work-group to
      * 93 registers per work-item, two groups per SM, and batches 2 and 4 to two waves. */
@@ -223,8 +223,19 @@ KERNEL LAUNCH_BOUNDS(NT, SC_MIN_BLOCKS) sconv_gemm_f32(SCONV_ARGS SCONV_FUSED_AR
     int m0 = SC_MTILE * TM;
     int n = gk / KS, ks = gk - (gk / KS) * KS;
     int base = data0 + n * img_stride;
-#if SELF_LIST
+#if SELF_LIST && SC_W_AT_COUNT
+    /* The weights' copies go out once the count says the group has columns, in every window:
+     * the slices' sums of the one before overwrote As. */
+    SlSeg seg;
+    int cols = sconv_self_count(mk + n * mk_stride, sscan, cpos, &sbad, tid, oh * ow, &seg);
+    if (c0 < cols) {
+        sconv_weights_load(As, Wt, tid, m0, cin * taps, cout);
+        cols = sconv_self_scan(mk + n * mk_stride, sscan, cpos, &sbad, tid, c0, &seg);
+    }
+#elif SELF_LIST
     int cols = sconv_self_list(mk + n * mk_stride, sscan, cpos, &sbad, tid, c0, oh * ow);
+#endif
+#if SELF_LIST
     /* Before any global store (a no-op after the first window). */
     SC_LISTED_WAIT();
 #if SELF_COUNT
@@ -238,6 +249,8 @@ KERNEL LAUNCH_BOUNDS(NT, SC_MIN_BLOCKS) sconv_gemm_f32(SCONV_ARGS SCONV_FUSED_AR
      * when the map has no columns, and each column tile its columns. (PoCL 6 computed wrong
      * columns when the count was stored before this branch for every map.) */
     if (c0 >= cols) {
+        /* Without SL_EARLY the count cannot tell: copies may be in flight into this group's As. */
+        SC_COPIES_DONE();
 #if KS > 1 && !FUSED_FINISH
         if (SC_MTILE == 0 && ks == 0 && c0 == 0 && tid == 0) meta[n * cstride + gi] = 0;
 #endif
@@ -278,8 +291,9 @@ KERNEL LAUNCH_BOUNDS(NT, SC_MIN_BLOCKS) sconv_gemm_f32(SCONV_ARGS SCONV_FUSED_AR
     LOCAL_BARRIER();
 #if SC_ONE_STAGE
     /* A later window reloads the weights: the slices' sums may have overwritten As. */
-    if (c0 != SC_CTILE * TN) sconv_weights_load(As, Wt, tid, m0, K, cout);
+    if (!SC_W_AT_COUNT && c0 != SC_CTILE * TN) sconv_weights_load(As, Wt, tid, m0, K, cout);
     sconv_gather_all(Bs, Xn, ktab, cy, cxs, tapt, tid, K, ih, iw, taps, rtaps);
+    SC_COPIES_DONE();
     LOCAL_BARRIER();
     sconv_product_stage(As, Bs, acc, tid, tx, ty, sl);
     LOCAL_BARRIER();

@@ -40,7 +40,17 @@
 #ifndef SL_EARLY
 #define SL_EARLY 0
 #endif
-FUNC_INLINE int sconv_self_list(GLOBAL const float* mk, LOCAL_PTR int* scan, LOCAL_PTR int* cpos, LOCAL_PTR int* lbad, int tid, int c0, int P) {
+/* A work-item's segment of the mask between sconv_self_count and sconv_self_scan. */
+typedef struct {
+    int lo, hi, rb, cnt, bad;
+    uint w0, w1;
+} SlSeg;
+
+/* sconv_self_list's first half: the work-item's segment counted into *s. Under SL_EARLY it
+ * returns the image's column count (the same in every work-item), and a group whose c0 is past
+ * it is done; else 0x7fffffff, and sconv_self_scan counts. */
+FUNC_INLINE int sconv_self_count(GLOBAL const float* mk, LOCAL_PTR int* scan, LOCAL_PTR int* cpos, LOCAL_PTR int* lbad, int tid,
+                                 int P, SlSeg* s) {
     for (int c = tid; c < TN; c += NT) cpos[c] = -1;
     if (SELF_COUNT && tid == 0) *lbad = 0x7fffffff;
 #if SL_EARLY
@@ -69,6 +79,7 @@ FUNC_INLINE int sconv_self_list(GLOBAL const float* mk, LOCAL_PTR int* scan, LOC
         cnt += (int)(v == 1.0f);
         SL_BAD(v, p);
     }
+    s->lo = lo, s->hi = hi, s->rb = rb, s->cnt = cnt, s->bad = bad, s->w0 = w0, s->w1 = w1;
 #if SL_EARLY
     /* The first barrier orders the initialisations above before the additions and minimum, the
      * second those before the total's reads (and the caller's of the minimum). */
@@ -76,17 +87,25 @@ FUNC_INLINE int sconv_self_list(GLOBAL const float* mk, LOCAL_PTR int* scan, LOC
     if (cnt > 0) ATOMIC_ADD_LOCAL(&scan[2 * NT], cnt);
     if (SELF_COUNT && bad != 0x7fffffff) ATOMIC_MIN_LOCAL(lbad, bad);
     LOCAL_BARRIER();
-    int early = scan[2 * NT];
-    /* The same for the whole work-group: no barrier is skipped. */
-    if (c0 >= early) return early;
+    return scan[2 * NT];
+#else
+    return 0x7fffffff;
 #endif
+}
+
+/* sconv_self_list's second half, for a group sconv_self_count left with columns: the scan of
+ * the segments' counts and the group's columns into cpos; returns the image's column count. */
+FUNC_INLINE int sconv_self_scan(GLOBAL const float* mk, LOCAL_PTR int* scan, LOCAL_PTR int* cpos, LOCAL_PTR int* lbad, int tid,
+                                int c0, const SlSeg* s) {
+    int lo = s->lo, hi = s->hi, rb = s->rb, cnt = s->cnt;
+    uint w0 = s->w0, w1 = s->w1;
     /* Inclusive scan, ping-pong, one barrier per step (its first barrier also orders the
-     * cpos and lbad initialisations above before the listing and minimum below; the steps'
+     * cpos and lbad initialisations before the listing and minimum below; the steps'
      * barriers, at least one, the minimum before the caller's read). */
     int cur = 0;
     scan[tid] = cnt;
     LOCAL_BARRIER();
-    if (!SL_EARLY && SELF_COUNT && bad != 0x7fffffff) ATOMIC_MIN_LOCAL(lbad, bad);
+    if (!SL_EARLY && SELF_COUNT && s->bad != 0x7fffffff) ATOMIC_MIN_LOCAL(lbad, s->bad);
     for (int off = 1; off < NT; off <<= 1) {
         int v = scan[cur * NT + tid] + (tid >= off ? scan[cur * NT + tid - off] : 0);
         cur ^= 1;
@@ -111,6 +130,15 @@ FUNC_INLINE int sconv_self_list(GLOBAL const float* mk, LOCAL_PTR int* scan, LOC
         }
     }
     return total;
+}
+
+/* The work-group's columns (see the top of the listing): both halves. */
+FUNC_INLINE int sconv_self_list(GLOBAL const float* mk, LOCAL_PTR int* scan, LOCAL_PTR int* cpos, LOCAL_PTR int* lbad, int tid, int c0, int P) {
+    SlSeg s;
+    int early = sconv_self_count(mk, scan, cpos, lbad, tid, P, &s);
+    /* The same for the whole work-group: no barrier is skipped. */
+    if (c0 >= early) return early;
+    return sconv_self_scan(mk, scan, cpos, lbad, tid, c0, &s);
 }
 #else
 #define SCONV_SELF_ARGS

@@ -37,9 +37,10 @@ FUNC_INLINE int sconv_channel_of(int gk, int taps, float rtaps, int* r) {
     return ci;
 }
 
-/* The input of column c (origin cy[c], cxs[c]) at reduction index gk, 0 outside the input. */
-FUNC_INLINE float sconv_gather_elem(GLOBAL const float* Xn, GLOBAL const int* ktab, LOCAL_PTR int* cy, LOCAL_PTR int* cxs,
-                                    LOCAL_PTR const int* tapt, int c, int gk, int ih, int iw, int taps, float rtaps) {
+/* Where the input of column c (origin cy[c], cxs[c]) at reduction index gk lies from Xn, -1
+ * outside the input. */
+FUNC_INLINE int sconv_gather_at(GLOBAL const int* ktab, LOCAL_PTR int* cy, LOCAL_PTR int* cxs, LOCAL_PTR const int* tapt, int c,
+                                int gk, int ih, int iw, int taps, float rtaps) {
     int off, dy, dx;
     if (taps <= SC_TAPS) {
         int r;
@@ -53,7 +54,14 @@ FUNC_INLINE float sconv_gather_elem(GLOBAL const float* Xn, GLOBAL const int* kt
         dx = ktab[3 * gk + 2];
     }
     int iy = cy[c] + dy, ix = cxs[c] + dx;
-    return (iy >= 0 && iy < ih && ix >= 0 && ix < iw) ? Xn[off + cy[c] * iw + cxs[c]] : 0.0f;
+    return (iy >= 0 && iy < ih && ix >= 0 && ix < iw) ? off + cy[c] * iw + cxs[c] : -1;
+}
+
+/* The input of column c at reduction index gk, 0 outside the input. */
+FUNC_INLINE float sconv_gather_elem(GLOBAL const float* Xn, GLOBAL const int* ktab, LOCAL_PTR int* cy, LOCAL_PTR int* cxs,
+                                    LOCAL_PTR const int* tapt, int c, int gk, int ih, int iw, int taps, float rtaps) {
+    int at = sconv_gather_at(ktab, cy, cxs, tapt, c, gk, ih, iw, taps, rtaps);
+    return at >= 0 ? Xn[at] : 0.0f;
 }
 
 /* Loads stage k0 (TK reduction indices, clipped at ke) of the transposed weight (ra) and of
@@ -160,54 +168,93 @@ FUNC_INLINE void sconv_mma_stage(LOCAL_PTR float (*As)[TM + SC_PAD], LOCAL_PTR f
 }
 #endif
 
+/* SC_ASYNC = 1 (the default; the host sets 0 under `DYNASPA_SC_ASYNC=0`, the A/B switch): where
+ * the prelude has copies that hold no registers in flight (CUDA on sm_80 and later,
+ * ASYNC_COPY16), SC_ONE_STAGE's weights and gather go to local memory through them, and a
+ * self-listing member issues its weights' copies only once the mask's count says it has
+ * columns (SC_W_AT_COUNT): loaded into registers first, the weights were either held across the
+ * listing (93 registers, session 37) or waited for in front of it, and a work-group without
+ * columns fetched a tile of weights for nothing. */
+#ifndef SC_ASYNC
+#define SC_ASYNC 1
+#endif
+#if SC_ONE_STAGE && SC_ASYNC && defined(DSP_HAS_CP_ASYNC)
+#define SC_COPY_ASYNC 1
+#define SC_COPIES_DONE() ASYNC_WAIT_ALL()
+#else
+#define SC_COPY_ASYNC 0
+#define SC_COPIES_DONE() do { } while (0)
+#endif
+#define SC_W_AT_COUNT (SC_COPY_ASYNC && SELF_LIST)
+
 #if SC_ONE_STAGE
 /* SC_ONE_STAGE's weights: the tile's [K][TM] weights into As as float4 runs, every load issued
- * before the first store. Channels past cout and indices past K are 0; rows of cout not a
- * multiple of 4 load one float at a time. */
+ * before the first store (or copied, SC_COPY_ASYNC; the caller waits with SC_COPIES_DONE).
+ * Channels past cout and indices past K are 0; rows of cout not a multiple of 4 go one float at
+ * a time. */
 #define SC_W4 ((TK * TM / 4 + NT - 1) / NT)
 FUNC_INLINE void sconv_weights_load(LOCAL_PTR float (*As)[TM + SC_PAD], GLOBAL const float* Wt, int tid, int m0, int K, int cout) {
+#if !SC_COPY_ASYNC
     float wr[4 * SC_W4];
+#endif
     for (int l = 0; l < SC_W4; ++l) {
         int e = tid + l * NT, k = e / (TM / 4), m = m0 + (e - k * (TM / 4)) * 4;
-        int ok = e < TK * TM / 4 && k < K;
+        int ok = e < TK * TM / 4 && k < K, whole = cout % 4 == 0 && m + 3 < cout;
         GLOBAL const float* p = Wt + k * cout + m;
-        if (ok && cout % 4 == 0 && m + 3 < cout) {
+#if SC_COPY_ASYNC
+        if (e >= TK * TM / 4) continue;
+        LOCAL_PTR float* d = &As[k][m - m0];
+        if (whole) {
+            ASYNC_COPY16(d, ok ? p : Wt, ok ? 16 : 0);
+        } else {
+            for (int q = 0; q < 4; ++q) ASYNC_COPY4(d + q, ok && m + q < cout ? p + q : Wt, ok && m + q < cout ? 4 : 0);
+        }
+#else
+        if (ok && whole) {
             GLOBAL_LOAD_VEC4(wr + 4 * l, p);
         } else {
             for (int q = 0; q < 4; ++q) wr[4 * l + q] = (ok && m + q < cout) ? p[q] : 0.0f;
         }
+#endif
     }
+#if !SC_COPY_ASYNC
     for (int l = 0; l < SC_W4; ++l) {
         int e = tid + l * NT, k = e / (TM / 4), m = (e - k * (TM / 4)) * 4;
         if (e < TK * TM / 4) LOCAL_STORE_VEC4(&As[k][m], wr[4 * l], wr[4 * l + 1], wr[4 * l + 2], wr[4 * l + 3]);
     }
+#endif
 }
 
 /* SC_ONE_STAGE's gather: every column's inputs for the whole reduction into Bs, all loads issued
- * before the first store. A work-item keeps one column (NT is a multiple of TN) and takes rows
- * NT / TN apart. 1x1 convs index the input directly; others as sconv_load_stage. */
+ * before the first store (or copied, as the weights). A work-item keeps one column (NT is a
+ * multiple of TN) and takes rows NT / TN apart. 1x1 convs index the input directly; others as
+ * sconv_load_stage. */
 FUNC_INLINE void sconv_gather_all(LOCAL_PTR float (*Bs)[TN + SC_PAD], GLOBAL const float* Xn, GLOBAL const int* ktab,
                                   LOCAL_PTR int* cy, LOCAL_PTR int* cxs, LOCAL_PTR const int* tapt, int tid, int K, int ih,
                                   int iw, int taps, float rtaps) {
     int c = tid % TN, k0 = tid / TN;
+    int iy = cy[c], ix = cxs[c];
+    int org = (iy >= 0 && iy < ih && ix >= 0 && ix < iw) ? iy * iw + ix : -1;
+#if !SC_COPY_ASYNC
     float rb[SC_BL];
-    if (taps == 1) {
-        int iy = cy[c], ix = cxs[c];
-        int org = (iy >= 0 && iy < ih && ix >= 0 && ix < iw) ? iy * iw + ix : -1;
-        for (int l = 0; l < SC_BL; ++l) {
-            int k = k0 + l * (NT / TN);
-            rb[l] = (k < K && org >= 0) ? Xn[k * ih * iw + org] : 0.0f;
-        }
-    } else {
-        for (int l = 0; l < SC_BL; ++l) {
-            int k = k0 + l * (NT / TN);
-            rb[l] = k < K ? sconv_gather_elem(Xn, ktab, cy, cxs, tapt, c, k, ih, iw, taps, rtaps) : 0.0f;
-        }
+#endif
+    for (int l = 0; l < SC_BL; ++l) {
+        int k = k0 + l * (NT / TN);
+        int at = k >= K ? -1
+                 : taps == 1 ? (org >= 0 ? k * ih * iw + org : -1)
+                             : sconv_gather_at(ktab, cy, cxs, tapt, c, k, ih, iw, taps, rtaps);
+#if SC_COPY_ASYNC
+        if (k < TK) ASYNC_COPY4(&Bs[k][c], at >= 0 ? Xn + at : Xn, at >= 0 ? 4 : 0);
+#else
+        rb[l] = at >= 0 ? Xn[at] : 0.0f;
+#endif
     }
+#if !SC_COPY_ASYNC
     for (int l = 0; l < SC_BL; ++l) {
         int k = k0 + l * (NT / TN);
         if (k < TK) Bs[k][c] = rb[l];
     }
+#endif
 }
 #endif
 

@@ -258,6 +258,14 @@ pub(crate) fn one_stage_on() -> bool {
     ab_switch!("DYNASPA_SC_ONE_STAGE").unwrap_or(true)
 }
 
+/// Whether one-stage members copy their weights and gather into local memory through copies
+/// that hold no registers, where the device has them (sparse_conv_stage.h, `SC_ASYNC`: cp.async
+/// on CUDA from sm_80), a self-listing one only once its mask's count says it has columns:
+/// unless `DYNASPA_SC_ASYNC=0` (read once, the A/B switch).
+pub(crate) fn async_copies_on() -> bool {
+    ab_switch!("DYNASPA_SC_ASYNC").unwrap_or(true)
+}
+
 /// Whether GEMM members run their products on the tensor cores (MMA in sparse_conv.cl: three
 /// TF32 products per fp32 one, fp32-accurate): only with `DYNASPA_MMA=1` (read once), and only
 /// on CUDA devices of compute capability 8.0 and later, the first with TF32 mma (the variant is
