@@ -64,6 +64,8 @@ impl DeviceDesc {
             wgsl,
             max_group_threads: if wgsl { self.max_group_threads.min(WGSL_MAX_THREADS) } else { self.max_group_threads },
             local_mem_bytes: if wgsl { (self.local_mem_per_group as u64).min(WGSL_MAX_STORAGE) } else { self.local_mem_per_group as u64 },
+            // The model's tiles stay within the static limit.
+            launch_local_bytes: 0,
             registers_per_group: if regs { self.registers_per_cu } else { 0 },
             registers_per_thread: self.max_registers_per_thread,
             // The model costs the GEMM; how a member finds its columns is the executor's.

@@ -148,6 +148,8 @@ enum Body {
         /// Byte size of each parameter, when the driver can say (cuFuncGetParamInfo, 12.4+).
         param_sizes: Option<Vec<usize>>,
         max_threads: u32,
+        /// Bytes of dynamic shared memory each launch provides (the source's `DSP_DYN_SMEM`).
+        launch_local: u32,
         /// Launched programmatically on the main stream (`pdl`): its source waits first.
         pdl: bool,
     },
@@ -353,8 +355,10 @@ impl CudaDevice {
     fn launch_on(&self, stream: sys::CUstream, kernel: &CudaKernel, groups: [u32; 3], local: [u32; 3], args: &[Arg<'_, CudaBuffer>]) -> Result<()> {
         self.same_device(&kernel.ctx, "kernel")?;
         let name = &kernel.name;
-        let (func, param_sizes, max_threads, programmatic) = match &kernel.body {
-            Body::Function { func, param_sizes, max_threads, pdl, .. } => (*func, param_sizes, *max_threads, *pdl && stream != self.streams().1),
+        let (func, param_sizes, max_threads, launch_local, programmatic) = match &kernel.body {
+            Body::Function { func, param_sizes, max_threads, launch_local, pdl, .. } => {
+                (*func, param_sizes, *max_threads, *launch_local, *pdl && stream != self.streams().1)
+            }
             Body::Cudnn(_) if graph::recording().is_some_and(|r| r.second.is_none()) => {
                 return Err(err(format!("{name}: cuDNN convs are recorded only with the whole frame")))
             }
@@ -424,7 +428,7 @@ impl CudaDevice {
         let params = &mut ptrs[..args.len()];
         if programmatic {
             // SAFETY: as below; the kernel waits first and the device has PDL (`kernel`).
-            return unsafe { pdl::launch(func, groups, local, stream, params) }
+            return unsafe { pdl::launch(func, groups, local, launch_local, stream, params) }
                 .result()
                 .ctx(|| format!("cuLaunchKernelEx({name}, {groups:?} x {local:?}, programmatic)"));
         }
@@ -436,7 +440,7 @@ impl CudaDevice {
                 func,
                 (groups[0], groups[1], groups[2]),
                 (local[0], local[1], local[2]),
-                0,
+                launch_local,
                 stream,
                 params,
             )
@@ -481,6 +485,32 @@ impl CudaDevice {
         // SAFETY: `cubin` is a complete image; the driver copies it during the call.
         let module = unsafe { result::module::load_data(cubin.as_ptr() as *const c_void) }.ctx(|| "cuModuleLoadData".into())?;
         Ok(Module { module, ctx: self.ctx.clone() })
+    }
+
+    /// The dynamic shared memory `spec` asks its launches to provide (`DSP_DYN_SMEM`, bytes;
+    /// 0 without), allowed for `func` past the static limit.
+    fn launch_local(&self, func: sys::CUfunction, spec: &KernelSpec) -> Result<u32> {
+        let Some((_, v)) = spec.defines.iter().find(|(k, _)| k == "DSP_DYN_SMEM") else {
+            return Ok(0);
+        };
+        let bytes: u32 = v.parse().map_err(|_| err(format!("{}: DSP_DYN_SMEM={v} is not a byte count", spec.file)))?;
+        let most = self.info.local_mem_launch_bytes;
+        if bytes as u64 > most {
+            return Err(err(format!(
+                "{}:{} asks its launches for {bytes} B of shared memory; {} allows {most} B per block",
+                spec.file, spec.entry, self.info.name
+            )));
+        }
+        // SAFETY: live function of this context (bound by the caller).
+        unsafe {
+            result::function::set_function_attribute(
+                func,
+                sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                bytes as i32,
+            )
+        }
+        .ctx(|| format!("cuFuncSetAttribute({}:{}, {bytes} B of dynamic shared memory)", spec.file, spec.entry))?;
+        Ok(bytes)
     }
 
     fn param_sizes(func: sys::CUfunction) -> Option<Vec<usize>> {
@@ -655,6 +685,7 @@ impl GpuDevice for CudaDevice {
             result::function::get_function_attribute(func, sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK)
         }
         .ctx(|| "cuFuncGetAttribute".into())?;
+        let launch_local = self.launch_local(func, spec)?;
         Ok(CudaKernel {
             ctx: self.ctx.clone(),
             name: format!("{}:{}", spec.file, spec.entry),
@@ -663,6 +694,7 @@ impl GpuDevice for CudaDevice {
                 _module: module,
                 param_sizes: CudaDevice::param_sizes(func),
                 max_threads: max_threads.max(0) as u32,
+                launch_local,
                 pdl: self.pdl && pdl::for_file(spec.file) && pdl::waits_first(spec.source, spec.entry),
             },
         })

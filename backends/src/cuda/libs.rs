@@ -45,6 +45,7 @@ const DRIVER_SYMBOLS: &[&str] = &[
     "cuModuleGetFunction",
     "cuModuleUnload",
     "cuFuncGetAttribute",
+    "cuFuncSetAttribute",
     "cuLaunchKernel",
     "cuGetErrorName",
     "cuGetErrorString",

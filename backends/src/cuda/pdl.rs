@@ -81,6 +81,7 @@ pub(crate) unsafe fn launch(
     func: sys::CUfunction,
     groups: [u32; 3],
     local: [u32; 3],
+    shared_bytes: u32,
     stream: sys::CUstream,
     params: &mut [*mut c_void],
 ) -> sys::CUresult {
@@ -95,7 +96,7 @@ pub(crate) unsafe fn launch(
         blockDimX: local[0],
         blockDimY: local[1],
         blockDimZ: local[2],
-        sharedMemBytes: 0,
+        sharedMemBytes: shared_bytes,
         hStream: stream,
         attrs: &mut attr,
         numAttrs: 1,

@@ -35,6 +35,12 @@
         float4 v_ = *(const float4*)(p);                                                               \
         (d)[0] = v_.x, (d)[1] = v_.y, (d)[2] = v_.z, (d)[3] = v_.w;                                    \
     } while (0)
+// A local array of rows of `cols` in the dynamic shared memory the launch provides (the source's
+// DSP_DYN_SMEM bytes, which cuda/device.rs passes to every launch): CUDA declares at most 48 KiB
+// statically. One per kernel; OpenCL C has no such split (nothing in its prelude).
+#define LOCAL_FROM_LAUNCH(type, name, cols)                                                            \
+    extern __shared__ float4 dsp_launch_local_[];                                                      \
+    type(*name)[cols] = (type(*)[cols])dsp_launch_local_
 #define LOCAL_BARRIER() __syncthreads()
 #define GLOBAL_BARRIER() __syncthreads()
 // Device-scope fence and atomic increment (old value returned), as prelude_opencl.h's, and the

@@ -95,6 +95,9 @@ pub fn device_info(ordinal: usize) -> Result<DeviceInfo> {
         compute_units: attribute(dev, A::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)? as u32,
         // The static limit: kernels declare their shared arrays statically (no opt-in launch).
         local_mem_bytes: attribute(dev, A::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK)? as u64,
+        // Past it, dynamic shared memory a launch provides (GEMM tiles whose weights' stage
+        // does not fit beside the rest: `GpuLimits::fits_local`).
+        local_mem_launch_bytes: attribute(dev, A::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN).map_or(0, |v| v.max(0) as u64),
         max_work_group_size: attribute(dev, A::CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK)? as u32,
         global_mem_bytes: total as u64,
         arch: format!("{major}.{minor}"),

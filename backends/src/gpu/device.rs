@@ -20,6 +20,10 @@ pub struct DeviceInfo {
     pub compute_units: u32,
     /// Bytes of on-chip memory one work-group / block may use.
     pub local_mem_bytes: u64,
+    /// Bytes one block may use where its launch provides some of them (CUDA's opt-in dynamic
+    /// shared memory, past `local_mem_bytes`); 0 where launches provide none.
+    #[serde(default)]
+    pub local_mem_launch_bytes: u64,
     pub max_work_group_size: u32,
     pub global_mem_bytes: u64,
     /// Compute capability for CUDA ("9.0"), OpenCL C version for OpenCL, adapter backend for wgpu.

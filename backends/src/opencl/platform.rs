@@ -103,6 +103,7 @@ fn describe(
         kind: kind.into(),
         compute_units: d.max_compute_units()?,
         local_mem_bytes: d.local_mem_size()?,
+        local_mem_launch_bytes: 0,
         max_work_group_size: d.max_work_group_size()?.min(u32::MAX as usize) as u32,
         global_mem_bytes: d.global_mem_size()?,
         arch: d.opencl_c_version()?.trim().to_string(),

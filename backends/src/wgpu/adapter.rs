@@ -53,6 +53,7 @@ pub(crate) fn describe(a: &wgpu::Adapter) -> DeviceInfo {
         // wgpu does not report compute units.
         compute_units: 0,
         local_mem_bytes: l.max_compute_workgroup_storage_size as u64,
+        local_mem_launch_bytes: 0,
         max_work_group_size: l.max_compute_invocations_per_workgroup,
         global_mem_bytes: l.max_buffer_size,
         arch: format!("{:?}", i.backend).to_lowercase(),

@@ -170,7 +170,16 @@ KERNEL LAUNCH_BOUNDS(NT, SC_MIN_BLOCKS) sconv_gemm_f32(SCONV_ARGS SCONV_FUSED_AR
     /* The first statement, as cuda/pdl.rs requires of a kernel it launches programmatically. */
     PDL_ENTRY_DEFERRED();
     GLOBAL const float* Wt = W;
+#ifdef DSP_DYN_SMEM
+    /* Tiles past CUDA's static limit: the launch provides the weights' stage (the host sets it,
+     * schedules.rs `launch_local_bytes`). */
+#if DSP_DYN_SMEM < TK * (TM + SC_PAD) * 4
+#error "DSP_DYN_SMEM must hold the weights' stage"
+#endif
+    LOCAL_FROM_LAUNCH(float, As, TM + SC_PAD);
+#else
     LOCAL ALIGN16 float As[TK][TM + SC_PAD];
+#endif
 #if SC_ONE_STAGE && !SC_W_AT_COUNT
     /* Before the wait: the weights are constants (see SC_ONE_STAGE). Stored at once, so their
      * registers are free again before the listing: held across it, they took the work-group to
@@ -358,15 +367,10 @@ KERNEL LAUNCH_BOUNDS(NT, SC_MIN_BLOCKS) sconv_gemm_f32(SCONV_ARGS SCONV_FUSED_AR
     PDL_TRIGGER();
     int P = oh * ow;
 #if WK > 1
-    /* Slice sl adds up and stores accumulators sl, sl + WK, ... of its place in the tile. */
+    /* Slice sl adds up and stores accumulators sl, sl + WK, ... of its place in the tile (in the
+     * store loop below). */
     for (int a = 0; a < NACC; ++a) wred[(sl * NACC + a) * SC_NS + sid] = acc[a];
     LOCAL_BARRIER();
-    for (int a = 0; a < NACC; ++a) {
-        if (a % WK != sl) continue;
-        float v = 0.0f;
-        for (int s = 0; s < WK; ++s) v += wred[(s * NACC + a) * SC_NS + sid];
-        acc[a] = v;
-    }
 #endif
 #if KS > 1 && VWN > 1
     /* A run of VWN columns goes out in one 8 or 16-byte store. One float per store, neighbouring
@@ -395,10 +399,18 @@ KERNEL LAUNCH_BOUNDS(NT, SC_MIN_BLOCKS) sconv_gemm_f32(SCONV_ARGS SCONV_FUSED_AR
         int m = m0 + sconv_acc_m(a, sid), c = sconv_acc_c(a, sid);
         int p = cpos[c];
         if (m >= cout || p < 0) continue;
-#if KS > 1
-        part[((n * KS + ks) * cout + m) * cap + c0 + c] = acc[a];
+#if WK > 1
+        /* Added where stored: written back to acc[a] first, the loop (of 16 accumulators, not
+         * unrolled) indexed acc by a variable, which put it in local memory. */
+        float v = 0.0f;
+        for (int s = 0; s < WK; ++s) v += wred[(s * NACC + a) * SC_NS + sid];
 #else
-        sconv_store_output(acc[a], has_bias ? bias[m] : 0.0f, Y, res, has_res, meta, base, masked, n, m, p, cout, P, act,
+        float v = acc[a];
+#endif
+#if KS > 1
+        part[((n * KS + ks) * cout + m) * cap + c0 + c] = v;
+#else
+        sconv_store_output(v, has_bias ? bias[m] : 0.0f, Y, res, has_res, meta, base, masked, n, m, p, cout, P, act,
                            p0, p1);
 #endif
     }

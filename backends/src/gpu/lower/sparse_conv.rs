@@ -9,7 +9,7 @@ use super::elementwise::activation_code;
 use crate::gpu::device::GpuDevice;
 use crate::gpu::kernels::Src;
 use crate::gpu::sparse::meta::MetaLayout;
-use crate::gpu::sparse::schedules::{async_copies_on, columns_slowest, finish_speculates, finish_triggers, hoisted_gather, mma_defines, mma_on, one_stage_on, pipeline_depth, register_bound, self_list_early, self_list_fused, self_list_prewait, tap_table_on, vector_reads_on, SconvSchedule};
+use crate::gpu::sparse::schedules::{async_copies_on, columns_slowest, finish_speculates, finish_triggers, hoisted_gather, launch_local_bytes, mma_defines, mma_on, one_stage_on, pipeline_depth, register_bound, self_list_early, self_list_fused, self_list_prewait, tap_table_on, vector_reads_on, SconvSchedule};
 use dynaspa_runtime::graph::{Conv, Op};
 use dynaspa_runtime::sparsity::Granularity;
 use dynaspa_runtime::{DType, Error, Result};
@@ -378,8 +378,10 @@ impl SconvOp {
                 let mut defines = sched.gemm_defines(fused);
                 let info = cx.dev.info();
                 // Slices (WK) share each stage by indices; MMA shares it by warps.
-                if mma_on(info) && sched.wk <= 1 {
-                    defines.extend(mma_defines(t, info.local_mem_bytes).into_iter().flatten());
+                let mma = (mma_on(info) && sched.wk <= 1).then(|| mma_defines(t, info.local_mem_bytes)).flatten();
+                defines.extend(mma.into_iter().flatten());
+                if let Some(bytes) = launch_local_bytes(&sched, columns.is_some(), info).filter(|_| mma.is_none()) {
+                    defines.push(("DSP_DYN_SMEM", int(bytes as usize, "the weights' stage")? as i64));
                 }
                 if info.backend != "wgpu" && !tap_table_on() {
                     defines.push(("SC_TAPS", 0));

@@ -94,7 +94,7 @@ fn gemm() -> Vec<Defines> {
     // Work-groups in slices (WK): each unsplit plain schedule of 1x1 tiles or every position
     // in slices of 2 to 16 where it can, and the sliced tiles measured on an H200 (session 36);
     // as OpenCL and CUDA launch them, self-listing or not.
-    let limits = GpuLimits { wgsl: false, max_group_threads: 1024, local_mem_bytes: 48 * 1024, registers_per_group: 65536, registers_per_thread: 255, self_list: true };
+    let limits = GpuLimits { wgsl: false, max_group_threads: 1024, local_mem_bytes: 48 * 1024, launch_local_bytes: 0, registers_per_group: 65536, registers_per_thread: 255, self_list: true };
     let sliced: Vec<SconvSchedule> = plain
         .iter()
         .filter(|s| s.ks == 1 && (s.gran.is_none() || s.gran == one))
@@ -114,8 +114,20 @@ fn gemm() -> Vec<Defines> {
     v.extend(cover(sliced.iter().filter(whole).map(|s| with(s.gemm_defines(false), &one_stage)).collect()));
     v.extend(cover(sliced.iter().filter(whole).map(|s| cuda(with(s.gemm_defines(false), &one_stage), s)).collect()));
     v.extend(cover(ones().filter(whole).map(|s| cuda(with(listed(s), &[("SELF_COUNT", 1), ("SL_EARLY", 1), ("SL_PREWAIT", 1), ("SC_ONE_STAGE", 1)]), s)).collect()));
+    // Past CUDA's static limit the launch provides the weights' stage (DSP_DYN_SMEM): one-stage
+    // tiles that need it, self-listing as CUDA launches them.
+    for &(tm, tn, tk, wm, wn, wk) in &LAUNCH_LOCAL_TILES {
+        let s = SconvSchedule::from_knobs(GemmKnobs { tm, tn, tk, wm, wn, ks: 1, wk }, one);
+        let dynamic = ("DSP_DYN_SMEM", s.knobs().weights_stage_bytes() as i64);
+        v.push(cuda(with(listed(&s), &[("SELF_COUNT", 1), ("SL_EARLY", 1), ("SL_PREWAIT", 1), ("SC_ONE_STAGE", 1), dynamic]), &s));
+    }
     v
 }
+
+/// One-stage tiles (TM, TN, TK, WM, WN, WK) past 48 KiB of local memory: `c1_floor`'s fastest at
+/// batch 2 (64 x 8) and batch 4 (32 x 16) on an H200 (sessions 36 and 38) as the GEMM's knobs,
+/// and a deeper 128 x 8 tile of TK 128.
+const LAUNCH_LOCAL_TILES: [(u32, u32, u32, u32, u32, u32); 3] = [(64, 8, 256, 4, 4, 8), (32, 16, 256, 2, 2, 2), (128, 8, 128, 8, 4, 8)];
 
 /// Sliced tiles (TM, TN, TK, WM, WN, WK) that ran conv1x1 at density 0.1 fastest on an H200 in
 /// session 36's hand-written kernel (benches/device_s36/c1_floor.cu), as the GEMM's knobs, and
@@ -224,7 +236,7 @@ pub(crate) fn token_gemm_defines() -> Vec<[(&'static str, i64); 6]> {
 
 /// Valid points of the tuner's GEMM space spread so that every value of every knob appears.
 fn space_sample() -> Vec<SconvSchedule> {
-    let limits = GpuLimits { wgsl: false, max_group_threads: 1024, local_mem_bytes: 48 * 1024, registers_per_group: 65536, registers_per_thread: 255, self_list: false };
+    let limits = GpuLimits { wgsl: false, max_group_threads: 1024, local_mem_bytes: 48 * 1024, launch_local_bytes: 0, registers_per_group: 65536, registers_per_thread: 255, self_list: false };
     let d = |i: usize| GEMM_DOMAINS[i].1;
     let mut valid = Vec::new();
     for &tm in d(0) {
@@ -273,13 +285,14 @@ mod tests {
         for s in plain() {
             assert!(gemm.contains(&s.gemm_defines(false)), "{s:?}");
         }
-        let switches = ["FUSED_FINISH", "SELF_LIST", "SELF_COUNT", "SL_EARLY", "SL_PREWAIT", "MMA", "SC_DEPTH", "WK", "SC_ONE_STAGE"];
+        let switches = ["FUSED_FINISH", "SELF_LIST", "SELF_COUNT", "SL_EARLY", "SL_PREWAIT", "MMA", "SC_DEPTH", "WK", "SC_ONE_STAGE", "DSP_DYN_SMEM"];
         let on = |d: &Vec<(&str, i64)>| switches.iter().filter(|n| d.iter().any(|x| x.0 == **n)).copied().collect::<Vec<_>>();
         let sets: BTreeSet<Vec<&str>> = gemm.iter().map(on).collect();
         let cuda_listed = vec!["SELF_LIST", "SELF_COUNT", "SL_EARLY", "SL_PREWAIT", "SC_DEPTH"];
         let sliced = vec!["SELF_LIST", "SELF_COUNT", "SL_EARLY", "SL_PREWAIT", "SC_DEPTH", "WK"];
         let whole = vec!["SELF_LIST", "SELF_COUNT", "SL_EARLY", "SL_PREWAIT", "SC_DEPTH", "WK", "SC_ONE_STAGE"];
-        let needs = [vec!["WK"], vec!["SC_DEPTH", "WK"], vec!["SELF_LIST", "SC_DEPTH", "WK"], sliced, vec!["WK", "SC_ONE_STAGE"], vec!["SC_DEPTH", "WK", "SC_ONE_STAGE"], whole];
+        let dynamic = vec!["SELF_LIST", "SELF_COUNT", "SL_EARLY", "SL_PREWAIT", "SC_DEPTH", "WK", "SC_ONE_STAGE", "DSP_DYN_SMEM"];
+        let needs = [vec!["WK"], vec!["SC_DEPTH", "WK"], vec!["SELF_LIST", "SC_DEPTH", "WK"], sliced, vec!["WK", "SC_ONE_STAGE"], vec!["SC_DEPTH", "WK", "SC_ONE_STAGE"], whole, dynamic];
         for needed in [vec!["FUSED_FINISH"], vec!["SELF_LIST", "SELF_COUNT", "SL_EARLY", "SL_PREWAIT"], vec!["FUSED_FINISH", "SELF_LIST", "SELF_COUNT", "MMA"], vec!["SC_DEPTH"], cuda_listed].into_iter().chain(needs) {
             assert!(sets.contains(&needed), "{needed:?} not compiled");
         }

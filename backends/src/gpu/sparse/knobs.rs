@@ -80,6 +80,9 @@ pub struct GpuLimits {
     pub max_group_threads: u32,
     /// Bytes of local memory one work-group may use.
     pub local_mem_bytes: u64,
+    /// Bytes one may use where the launch provides a GEMM's weights' stage (CUDA's dynamic
+    /// shared memory; 0: none, `local_mem_bytes` bounds it all). See `fits_local`.
+    pub launch_local_bytes: u64,
     /// 32-bit registers one work-group may hold in all (0: not known, not checked).
     pub registers_per_group: u32,
     /// Registers one work-item may hold (0: not known, not checked).
@@ -106,10 +109,21 @@ impl GpuLimits {
             wgsl,
             max_group_threads: max,
             local_mem_bytes: local,
+            launch_local_bytes: if wgsl { 0 } else { info.local_mem_launch_bytes },
             registers_per_group: if nvidia { 65536 } else { 0 },
             registers_per_thread: if nvidia { 255 } else { 0 },
             self_list: super::schedules::self_list_on(info),
         }
+    }
+}
+
+impl GpuLimits {
+    /// Whether a work-group of `total` bytes of local memory fits, `movable` of them the
+    /// weights' stage a launch may provide (sparse_conv.cl, `DSP_DYN_SMEM`): all of it within
+    /// `local_mem_bytes`, or the rest within it and the whole within `launch_local_bytes`.
+    pub fn fits_local(&self, total: u64, movable: u64) -> bool {
+        total <= self.local_mem_bytes
+            || (total <= self.launch_local_bytes && total.saturating_sub(movable.min(total)) <= self.local_mem_bytes)
     }
 }
 
@@ -127,6 +141,18 @@ impl GemmKnobs {
         let (tm, tn, tk, wk) = (self.tm as u64, self.tn as u64, self.tk as u64, self.wk as u64);
         let slices = if wk > 1 && wk * tm * tn > tk * tm { wk * tm * tn } else { 0 };
         4 * (tk * (tm + tn) + 3 * tn + slices) + if wgsl { 4 } else { 0 }
+    }
+
+    /// Whether these knobs run a reduction that fits in TK as one stage (sparse_conv.cl,
+    /// `SC_ONE_STAGE`; `SconvSchedule::one_stage`): sliced, unsplit, whole runs of 4 channels,
+    /// and work-items that each keep one column (threads a multiple of TN).
+    pub fn one_stage_capable(&self) -> bool {
+        self.wk > 1 && self.ks == 1 && self.tm % 4 == 0 && self.threads() % self.tn.max(1) == 0
+    }
+
+    /// Bytes of the weights' stage (the kernel's As), the part a launch may provide.
+    pub fn weights_stage_bytes(&self) -> u64 {
+        4 * self.tk as u64 * self.tm as u64
     }
 
     /// Registers of one stage's prefetch per work-item (the kernel's `SC_AL + SC_BL`).
@@ -166,10 +192,14 @@ impl GemmKnobs {
             return Err(format!("{self}: {threads} work-items per group; the device allows {}", limits.max_group_threads));
         }
         let local = self.local_bytes(limits.wgsl);
-        if local > limits.local_mem_bytes {
-            return Err(format!("{self}: {local} B of local memory per group; the device allows {}", limits.local_mem_bytes));
+        if !limits.fits_local(local, self.weights_stage_bytes()) {
+            let launch = if limits.launch_local_bytes > 0 { format!(" ({} with the weights' stage from the launch)", limits.launch_local_bytes) } else { String::new() };
+            return Err(format!("{self}: {local} B of local memory per group; the device allows {}{launch}", limits.local_mem_bytes));
         }
-        if self.prefetch() > MAX_PREFETCH {
+        // One-stage members hold no prefetch registers on the ops whose reduction fits in TK
+        // (conv1x1 of 256 channels in a 64 x 8 tile of TK 256: a stage of 72 per work-item);
+        // on longer ones they spill, and calibration finds them slow.
+        if self.prefetch() > MAX_PREFETCH && !self.one_stage_capable() {
             return Err(format!("{self}: {} prefetch registers per work-item (at most {MAX_PREFETCH}; more spill)", self.prefetch()));
         }
         if limits.wgsl && wm * wn > WGSL_MAX_OUTPUTS {
@@ -337,7 +367,7 @@ mod tests {
     use super::*;
 
     fn lim(wgsl: bool) -> GpuLimits {
-        GpuLimits { wgsl, max_group_threads: 1024, local_mem_bytes: 48 * 1024, registers_per_group: 65536, registers_per_thread: 255, self_list: false }
+        GpuLimits { wgsl, max_group_threads: 1024, local_mem_bytes: 48 * 1024, launch_local_bytes: 0, registers_per_group: 65536, registers_per_thread: 255, self_list: false }
     }
 
     #[test]

@@ -281,6 +281,23 @@ pub(crate) fn mma_on(info: &DeviceInfo) -> bool {
     info.backend == "cuda" && major >= 8 && asked.unwrap_or(false)
 }
 
+/// Local memory sparse_conv.cl's GEMM holds beside what `GemmKnobs::local_bytes` and a
+/// self-listing member's scan count: the tap table (3 ints for each of SC_TAPS = 64 taps) and a
+/// few ints (the mask's total and first bad value, the fused finish's flag).
+const GEMM_FIXED_LOCAL_BYTES: u64 = 3 * 4 * 64 + 16;
+
+/// Bytes of the weights' stage a GEMM member's launches provide on `info` (sparse_conv.cl,
+/// `DSP_DYN_SMEM`), where its local memory would pass the device's static limit and launches
+/// may provide more (CUDA; `GpuLimits::fits_local` admitted it); `None` where it fits
+/// statically, as every member did before. Not for MMA members (`mma_defines` keeps them within
+/// the static limit).
+pub(crate) fn launch_local_bytes(s: &SconvSchedule, self_list: bool, info: &DeviceInfo) -> Option<u64> {
+    let k = s.knobs();
+    let scan = if self_list { 8 * k.threads() as u64 + 8 } else { 0 };
+    let need = k.local_bytes(false) + scan + GEMM_FIXED_LOCAL_BYTES;
+    (info.backend == "cuda" && info.local_mem_launch_bytes > 0 && need > info.local_mem_bytes).then(|| k.weights_stage_bytes())
+}
+
 /// The MMA defines for `tile` (`MMA`, and `MMA_WGM`: warps along the channels), or `None`
 /// where the tensor-core path cannot run it: whole warps, m16 x n8 x k8 fragments dividing
 /// the tile between them, and room for the padded stages within `local_mem_bytes` (0: not
@@ -380,9 +397,7 @@ impl SconvSchedule {
     /// unsplit, the whole reduction within TK, whole runs of 4 channels, and work-items that
     /// each keep one column (threads a multiple of TN).
     pub(crate) fn one_stage(&self, k: usize) -> bool {
-        let t = self.tile;
-        let [tx, ty, tz] = self.local();
-        self.wk > 1 && self.ks == 1 && k <= t.tk as usize && t.tm % 4 == 0 && (tx * ty * tz) % t.tn == 0
+        k <= self.tile.tk as usize && self.knobs().one_stage_capable()
     }
 
     /// The GEMM knobs of this variant, as profiles name them.
@@ -406,7 +421,7 @@ impl SconvSchedule {
             && !limits.wgsl
             && kind == SconvKind::Gemm
             && self.gran == Some(Granularity::new(1, 1))
-            && (limits.local_mem_bytes == 0 || local <= limits.local_mem_bytes);
+            && (limits.local_mem_bytes == 0 || limits.fits_local(local, k.weights_stage_bytes()));
         self
     }
 
@@ -537,10 +552,36 @@ mod tests {
     }
 
     #[test]
+    fn only_cuda_tiles_past_the_static_limit_take_their_weights_stage_from_the_launch() {
+        use super::{launch_local_bytes, GpuLimits, SconvKind, SconvSchedule, Tile};
+        use dynaspa_runtime::sparsity::Granularity;
+        let one = Some(Granularity::new(1, 1));
+        let s = |tm, tn, tk, wm, wn, wk| SconvSchedule { tile: Tile { tm, tn, tk, wm, wn }, ks: 1, gran: one, self_list: false, wk };
+        // An H200 as CUDA reports it: 48 KiB static, 227 KiB with the launch's.
+        let cuda = DeviceInfo { backend: "cuda".into(), local_mem_bytes: 48 * 1024, local_mem_launch_bytes: 232_448, ..Default::default() };
+        let pocl = DeviceInfo { backend: "opencl".into(), local_mem_bytes: 48 * 1024, ..Default::default() };
+        let big = s(64, 8, 256, 4, 4, 8);
+        assert_eq!(launch_local_bytes(&big, true, &cuda), Some(65536));
+        assert_eq!(launch_local_bytes(&big, true, &pocl), None);
+        // 40 KiB of stages, the scan and the tap table: static, as before.
+        assert_eq!(launch_local_bytes(&s(32, 8, 256, 2, 4, 8), true, &cuda), None);
+        // The checks admit it where launches provide memory, and say so where they do not.
+        let limits = GpuLimits::of(&cuda);
+        assert_eq!(limits.launch_local_bytes, 232_448);
+        assert!(big.knobs().check(&limits).is_ok());
+        assert!(big.with_self_list(SconvKind::Gemm, &GpuLimits { self_list: true, ..limits.clone() }).self_list);
+        let e = big.knobs().check(&GpuLimits::of(&pocl)).unwrap_err();
+        assert!(e.contains("local memory"), "{e}");
+        // The rest must still fit statically: 64 KiB of columns beside the weights do not.
+        assert!(s(64, 64, 256, 8, 8, 4).knobs().check(&limits).is_err());
+        assert!(!limits.fits_local(232_449, 200_000));
+    }
+
+    #[test]
     fn only_1x1_gemm_members_list_their_own_columns_and_only_where_the_scan_fits() {
         use super::{GpuLimits, SconvKind, SconvSchedule};
         use dynaspa_runtime::sparsity::Granularity;
-        let on = GpuLimits { wgsl: false, max_group_threads: 1024, local_mem_bytes: 48 * 1024, registers_per_group: 65536, registers_per_thread: 255, self_list: true };
+        let on = GpuLimits { wgsl: false, max_group_threads: 1024, local_mem_bytes: 48 * 1024, launch_local_bytes: 0, registers_per_group: 65536, registers_per_thread: 255, self_list: true };
         let one = SconvSchedule::for_op(256, 2304, Some(Granularity::new(1, 1)));
         assert!(one.with_self_list(SconvKind::Gemm, &on).self_list);
         assert!(one.with_self_list(SconvKind::Gemm, &on).gemm_defines(false).contains(&("SELF_LIST", 1)));
