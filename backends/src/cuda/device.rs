@@ -510,6 +510,17 @@ impl CudaDevice {
             )
         }
         .ctx(|| format!("cuFuncSetAttribute({}:{}, {bytes} B of dynamic shared memory)", spec.file, spec.entry))?;
+        if let Some(percent) = shared_carveout() {
+            // SAFETY: as above. A hint the driver may override.
+            unsafe {
+                result::function::set_function_attribute(
+                    func,
+                    sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT,
+                    percent,
+                )
+            }
+            .ctx(|| format!("cuFuncSetAttribute({}:{}, shared memory carveout {percent}%)", spec.file, spec.entry))?;
+        }
         Ok(bytes)
     }
 
@@ -549,6 +560,14 @@ impl Drop for CudaDevice {
             self.record_stream.destroy();
         }
     }
+}
+
+/// The share of each SM's L1 that kernels with dynamic shared memory ask to be shared memory
+/// (`DYNASPA_CUDA_CARVEOUT=0..100`, read once; unset: the driver's choice), for measuring whether
+/// its choice limits how many of their blocks an SM holds.
+fn shared_carveout() -> Option<i32> {
+    static ASKED: OnceLock<Option<i32>> = OnceLock::new();
+    *ASKED.get_or_init(|| std::env::var("DYNASPA_CUDA_CARVEOUT").ok().and_then(|v| v.trim().parse::<i32>().ok()).filter(|p| (0..=100).contains(p)))
 }
 
 /// Whether a main-stream write of mapped counts records its event when queued (as before) rather
