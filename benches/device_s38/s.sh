@@ -15,10 +15,15 @@
 #      for kernels with dynamic shared memory): Nsight Compute at batch 2 on m64n8k256 (dynamic)
 #      and m32n8k256 (static); ONE3 at batches 2 and 4 with the defaults, with a carveout of 100%
 #      and with DYNASPA_SC_ASYNC=0, two rounds; c1_floor's 64 x 8 and 32 x 8 at batch 2.
+#   4 (call 38.4, dist-s38d: DYNASPA_SC_ASYNC=0|1|2 (registers; copies at the entry; the
+#      weights' copies after the count); the bench's sample gains m64n16k256): each mode's knob
+#      sample and ONE4 at batches 1, 2 and 4 in samples of 10, alternated, two rounds; the
+#      sample in samples of 100 for modes 0 and 1; PyTorch on the same masks.
 stage=$1
 case $stage in
   1) DIST=${DIST:-dist-s38} D=${D:-/tmp/d38} ;;
   3) DIST=${DIST:-dist-s38c} D=${D:-/tmp/d38c} ;;
+  4) DIST=${DIST:-dist-s38d} D=${D:-/tmp/d38d} ;;
   *) DIST=${DIST:-dist-s38b} D=${D:-/tmp/d38b} ;;
 esac
 source "$(dirname "$0")/../device_s37/start.sh"
@@ -70,5 +75,24 @@ for f in sorted(glob.glob(sys.argv[1] + "/one_*.jsonl")):
     print(os.path.basename(f), " ".join(f"b{d['batch']}:{d['member'].replace('tiles1x1_', '')}={d['us']:.2f}" for d in rows if "_" in d["member"]))
 PY
   FLOORS="2:co64_ct8_w8 2:co32_ct8_w8" floors
+elif [ "$stage" = 4 ]; then
+  gpu_test gpu_sliced gpu_sliced_4; keep
+  ONE="m64n8k256_w4x4_s1_wk8,m32n8k256_w2x4_s1_wk8,m64n16k256_w4x4_s1_wk4,m32n16k256_w4x4_s1_wk8,m64n8k256_w2x4_s1_wk4,m16n16k256_w2x4_s1_wk8"
+  SPLIT="m64n64k16_w4x4_s10,m128n32k16_w4x4_s6"
+  for r in 1 2; do
+    for m in 0 1 2; do RUNS=10 kn a${m}_$r DYNASPA_SC_ASYNC=$m; RUNS=10 one a${m}_$r DYNASPA_SC_ASYNC=$m; done; keep
+  done
+  for m in 0 1; do RUNS=100 kn a${m}_r100 DYNASPA_SC_ASYNC=$m; done; keep
+  torch_sw 4; keep
+  for f in $OUT/r/kn_*.jsonl $OUT/r/one_*.jsonl; do
+    v=$(basename $f .jsonl); echo "== $v"; python3 benches/device_s24/best.py $f $OUT/r/torch_sw_4.jsonl | tee $OUT/r/best_$v.txt | tail -3
+  done
+  python3 - $OUT/r <<'PY'
+import json, sys, glob, os
+for f in sorted(glob.glob(sys.argv[1] + "/one_*.jsonl")):
+    rows = [json.loads(l) for l in open(f)]
+    print(os.path.basename(f), " ".join(f"b{d['batch']}:{d['member'].replace('tiles1x1_', '')}={d['us']:.2f}" for d in rows if "_" in d["member"]))
+PY
+  keep
 fi
 echo "$(date -u +%T) end"

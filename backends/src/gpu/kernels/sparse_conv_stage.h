@@ -168,13 +168,11 @@ FUNC_INLINE void sconv_mma_stage(LOCAL_PTR float (*As)[TM + SC_PAD], LOCAL_PTR f
 }
 #endif
 
-/* SC_ASYNC = 1 (the default; the host sets 0 under `DYNASPA_SC_ASYNC=0`, the A/B switch): where
- * the prelude has copies that hold no registers in flight (CUDA on sm_80 and later,
- * ASYNC_COPY16), SC_ONE_STAGE's weights and gather go to local memory through them, and a
- * self-listing member issues its weights' copies only once the mask's count says it has
- * columns (SC_W_AT_COUNT): loaded into registers first, the weights were either held across the
- * listing (93 registers, session 37) or waited for in front of it, and a work-group without
- * columns fetched a tile of weights for nothing. */
+/* SC_ASYNC (the host sets it under `DYNASPA_SC_ASYNC=0|1|2`, the A/B switch): where the
+ * prelude has copies that hold no registers in flight (CUDA on sm_80 and later, ASYNC_COPY16),
+ * 1 and 2 take SC_ONE_STAGE's weights and gather to local memory through them, 2 issuing a
+ * self-listing member's weights only once the mask's count says it has columns (SC_W_AT_COUNT;
+ * else at the entry, as 0 loads them into registers and stores them). */
 #ifndef SC_ASYNC
 #define SC_ASYNC 1
 #endif
@@ -185,7 +183,7 @@ FUNC_INLINE void sconv_mma_stage(LOCAL_PTR float (*As)[TM + SC_PAD], LOCAL_PTR f
 #define SC_COPY_ASYNC 0
 #define SC_COPIES_DONE() do { } while (0)
 #endif
-#define SC_W_AT_COUNT (SC_COPY_ASYNC && SELF_LIST)
+#define SC_W_AT_COUNT (SC_COPY_ASYNC && SC_ASYNC == 2 && SELF_LIST)
 
 #if SC_ONE_STAGE
 /* SC_ONE_STAGE's weights: the tile's [K][TM] weights into As as float4 runs, every load issued

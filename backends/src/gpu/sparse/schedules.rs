@@ -258,12 +258,14 @@ pub(crate) fn one_stage_on() -> bool {
     ab_switch!("DYNASPA_SC_ONE_STAGE").unwrap_or(true)
 }
 
-/// Whether one-stage members copy their weights and gather into local memory through copies
-/// that hold no registers, where the device has them (sparse_conv_stage.h, `SC_ASYNC`: cp.async
-/// on CUDA from sm_80), a self-listing one only once its mask's count says it has columns:
-/// unless `DYNASPA_SC_ASYNC=0` (read once, the A/B switch).
-pub(crate) fn async_copies_on() -> bool {
-    ab_switch!("DYNASPA_SC_ASYNC").unwrap_or(true)
+/// How one-stage members take their weights and gather to local memory where the device has
+/// copies that hold no registers (sparse_conv_stage.h, `SC_ASYNC`: cp.async on CUDA from
+/// sm_80): `DYNASPA_SC_ASYNC=0` (loads into registers), `1` (those copies) or `2` (the weights'
+/// copies only once a self-listing member's count says it has columns), read once, the A/B
+/// switch; `None`, the kernel's default.
+pub(crate) fn async_copies() -> Option<i64> {
+    static ASKED: std::sync::OnceLock<Option<i64>> = std::sync::OnceLock::new();
+    *ASKED.get_or_init(|| std::env::var("DYNASPA_SC_ASYNC").ok().and_then(|v| v.trim().parse::<i64>().ok()).filter(|v| (0..=2).contains(v)))
 }
 
 /// Whether GEMM members run their products on the tensor cores (MMA in sparse_conv.cl: three
