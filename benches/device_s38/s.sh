@@ -19,11 +19,15 @@
 #      weights' copies after the count); the bench's sample gains m64n16k256): each mode's knob
 #      sample and ONE4 at batches 1, 2 and 4 in samples of 10, alternated, two rounds; the
 #      sample in samples of 100 for modes 0 and 1; PyTorch on the same masks.
+#   5 (call 38.5, dist-s38e: SC_ASYNC 0 the default; DYNASPA_SC_EARLY_TRIGGER, the one-stage
+#      members' trigger at their entry): gpu_sliced on CUDA; the knob sample with and without the
+#      early trigger, samples of 10 (two rounds, alternated) and of 100; PyTorch on the masks.
 stage=$1
 case $stage in
   1) DIST=${DIST:-dist-s38} D=${D:-/tmp/d38} ;;
   3) DIST=${DIST:-dist-s38c} D=${D:-/tmp/d38c} ;;
   4) DIST=${DIST:-dist-s38d} D=${D:-/tmp/d38d} ;;
+  5) DIST=${DIST:-dist-s38e} D=${D:-/tmp/d38e} ;;
   *) DIST=${DIST:-dist-s38b} D=${D:-/tmp/d38b} ;;
 esac
 source "$(dirname "$0")/../device_s37/start.sh"
@@ -93,6 +97,15 @@ for f in sorted(glob.glob(sys.argv[1] + "/one_*.jsonl")):
     rows = [json.loads(l) for l in open(f)]
     print(os.path.basename(f), " ".join(f"b{d['batch']}:{d['member'].replace('tiles1x1_', '')}={d['us']:.2f}" for d in rows if "_" in d["member"]))
 PY
+  keep
+elif [ "$stage" = 5 ]; then
+  gpu_test gpu_sliced gpu_sliced_5; keep
+  for r in 1 2; do RUNS=10 kn t0_$r DYNASPA_SC_EARLY_TRIGGER=0; RUNS=10 kn t1_$r DYNASPA_SC_EARLY_TRIGGER=1; keep; done
+  RUNS=100 kn t0_r100 DYNASPA_SC_EARLY_TRIGGER=0; RUNS=100 kn t1_r100 DYNASPA_SC_EARLY_TRIGGER=1; keep
+  torch_sw 5; keep
+  for v in t0_1 t1_1 t0_2 t1_2 t0_r100 t1_r100; do
+    echo "== $v"; python3 benches/device_s24/best.py $OUT/r/kn_$v.jsonl $OUT/r/torch_sw_5.jsonl | tee $OUT/r/best_kn_$v.txt | tail -3
+  done
   keep
 fi
 echo "$(date -u +%T) end"

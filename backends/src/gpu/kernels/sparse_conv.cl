@@ -151,6 +151,12 @@ FUNC void sconv_store_output(float v, float b, GLOBAL float* Y, GLOBAL const flo
 #ifndef SL_PREWAIT
 #define SL_PREWAIT 0
 #endif
+/* SC_EARLY_TRIGGER = 1 (CUDA, one-stage members; the host sets it, `DYNASPA_SC_EARLY_TRIGGER`):
+ * the next grid may launch at this one's entry rather than before its stores, so its own
+ * prologue (a one-stage member's weights and listing) overlaps this grid's work. */
+#ifndef SC_EARLY_TRIGGER
+#define SC_EARLY_TRIGGER 0
+#endif
 /* SC_ONE_STAGE (without SL_PREWAIT) waits after loading its weights instead (SC_WEIGHTS_WAIT):
  * constants, which no grid writes. */
 #if SELF_LIST && SL_PREWAIT && !defined(DSP_PDL_EARLY)
@@ -169,6 +175,11 @@ FUNC void sconv_store_output(float v, float b, GLOBAL float* Y, GLOBAL const flo
 KERNEL LAUNCH_BOUNDS(NT, SC_MIN_BLOCKS) sconv_gemm_f32(SCONV_ARGS SCONV_FUSED_ARGS SCONV_SELF_ARGS) {
     /* The first statement, as cuda/pdl.rs requires of a kernel it launches programmatically. */
     PDL_ENTRY_DEFERRED();
+#if SC_ONE_STAGE && SC_EARLY_TRIGGER
+    /* The next grid may launch now: this one's work-groups have all started by the time every
+     * one has passed here, and its wait still waits for this grid's end. */
+    PDL_TRIGGER();
+#endif
     GLOBAL const float* Wt = W;
 #ifdef DSP_DYN_SMEM
     /* Tiles past CUDA's static limit: the launch provides the weights' stage (the host sets it,

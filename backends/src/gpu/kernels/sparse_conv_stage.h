@@ -168,13 +168,15 @@ FUNC_INLINE void sconv_mma_stage(LOCAL_PTR float (*As)[TM + SC_PAD], LOCAL_PTR f
 }
 #endif
 
-/* SC_ASYNC (the host sets it under `DYNASPA_SC_ASYNC=0|1|2`, the A/B switch): where the
+/* SC_ASYNC (0; the host sets it under `DYNASPA_SC_ASYNC=0|1|2`, the A/B switch): where the
  * prelude has copies that hold no registers in flight (CUDA on sm_80 and later, ASYNC_COPY16),
  * 1 and 2 take SC_ONE_STAGE's weights and gather to local memory through them, 2 issuing a
  * self-listing member's weights only once the mask's count says it has columns (SC_W_AT_COUNT;
- * else at the entry, as 0 loads them into registers and stores them). */
+ * else at the entry, as 0 loads them into registers and stores them). On an H200 both were
+ * slower than 0 (RESULTS.md, session 38: conv1x1's 64 x 8 member at batch 2 9.1 µs with loads,
+ * 12.4-12.9 copied at the entry, 11.3 after the count). */
 #ifndef SC_ASYNC
-#define SC_ASYNC 1
+#define SC_ASYNC 0
 #endif
 #if SC_ONE_STAGE && SC_ASYNC && defined(DSP_HAS_CP_ASYNC)
 #define SC_COPY_ASYNC 1

@@ -9,7 +9,7 @@ use super::elementwise::activation_code;
 use crate::gpu::device::GpuDevice;
 use crate::gpu::kernels::Src;
 use crate::gpu::sparse::meta::MetaLayout;
-use crate::gpu::sparse::schedules::{async_copies, columns_slowest, finish_speculates, finish_triggers, hoisted_gather, launch_local_bytes, mma_defines, mma_on, one_stage_on, pipeline_depth, register_bound, self_list_early, self_list_fused, self_list_prewait, tap_table_on, vector_reads_on, SconvSchedule};
+use crate::gpu::sparse::schedules::{async_copies, columns_slowest, early_trigger, finish_speculates, finish_triggers, hoisted_gather, launch_local_bytes, mma_defines, mma_on, one_stage_on, pipeline_depth, register_bound, self_list_early, self_list_fused, self_list_prewait, tap_table_on, vector_reads_on, SconvSchedule};
 use dynaspa_runtime::graph::{Conv, Op};
 use dynaspa_runtime::sparsity::Granularity;
 use dynaspa_runtime::{DType, Error, Result};
@@ -399,6 +399,9 @@ impl SconvOp {
                     defines.push(("SC_ONE_STAGE", 1));
                     if let Some(mode) = async_copies() {
                         defines.push(("SC_ASYNC", mode));
+                    }
+                    if early_trigger(info) {
+                        defines.push(("SC_EARLY_TRIGGER", 1));
                     }
                 }
                 let depth = pipeline_depth(&info.backend);

@@ -119,7 +119,10 @@ fn gemm() -> Vec<Defines> {
     for &(tm, tn, tk, wm, wn, wk) in &LAUNCH_LOCAL_TILES {
         let s = SconvSchedule::from_knobs(GemmKnobs { tm, tn, tk, wm, wn, ks: 1, wk }, one);
         let dynamic = ("DSP_DYN_SMEM", s.knobs().weights_stage_bytes() as i64);
-        v.push(cuda(with(listed(&s), &[("SELF_COUNT", 1), ("SL_EARLY", 1), ("SL_PREWAIT", 1), ("SC_ONE_STAGE", 1), dynamic]), &s));
+        let launched = cuda(with(listed(&s), &[("SELF_COUNT", 1), ("SL_EARLY", 1), ("SL_PREWAIT", 1), ("SC_ONE_STAGE", 1), dynamic]), &s);
+        // And the A/B switches of one-stage members: copies after the count, the early trigger.
+        v.push(with(launched.clone(), &[("SC_ASYNC", 2), ("SC_EARLY_TRIGGER", 1)]));
+        v.push(launched);
     }
     v
 }
@@ -285,14 +288,15 @@ mod tests {
         for s in plain() {
             assert!(gemm.contains(&s.gemm_defines(false)), "{s:?}");
         }
-        let switches = ["FUSED_FINISH", "SELF_LIST", "SELF_COUNT", "SL_EARLY", "SL_PREWAIT", "MMA", "SC_DEPTH", "WK", "SC_ONE_STAGE", "DSP_DYN_SMEM"];
+        let switches = ["FUSED_FINISH", "SELF_LIST", "SELF_COUNT", "SL_EARLY", "SL_PREWAIT", "MMA", "SC_DEPTH", "WK", "SC_ONE_STAGE", "DSP_DYN_SMEM", "SC_ASYNC", "SC_EARLY_TRIGGER"];
         let on = |d: &Vec<(&str, i64)>| switches.iter().filter(|n| d.iter().any(|x| x.0 == **n)).copied().collect::<Vec<_>>();
         let sets: BTreeSet<Vec<&str>> = gemm.iter().map(on).collect();
         let cuda_listed = vec!["SELF_LIST", "SELF_COUNT", "SL_EARLY", "SL_PREWAIT", "SC_DEPTH"];
         let sliced = vec!["SELF_LIST", "SELF_COUNT", "SL_EARLY", "SL_PREWAIT", "SC_DEPTH", "WK"];
         let whole = vec!["SELF_LIST", "SELF_COUNT", "SL_EARLY", "SL_PREWAIT", "SC_DEPTH", "WK", "SC_ONE_STAGE"];
         let dynamic = vec!["SELF_LIST", "SELF_COUNT", "SL_EARLY", "SL_PREWAIT", "SC_DEPTH", "WK", "SC_ONE_STAGE", "DSP_DYN_SMEM"];
-        let needs = [vec!["WK"], vec!["SC_DEPTH", "WK"], vec!["SELF_LIST", "SC_DEPTH", "WK"], sliced, vec!["WK", "SC_ONE_STAGE"], vec!["SC_DEPTH", "WK", "SC_ONE_STAGE"], whole, dynamic];
+        let ab = vec!["SELF_LIST", "SELF_COUNT", "SL_EARLY", "SL_PREWAIT", "SC_DEPTH", "WK", "SC_ONE_STAGE", "DSP_DYN_SMEM", "SC_ASYNC", "SC_EARLY_TRIGGER"];
+        let needs = [vec!["WK"], vec!["SC_DEPTH", "WK"], vec!["SELF_LIST", "SC_DEPTH", "WK"], sliced, vec!["WK", "SC_ONE_STAGE"], vec!["SC_DEPTH", "WK", "SC_ONE_STAGE"], whole, dynamic, ab];
         for needed in [vec!["FUSED_FINISH"], vec!["SELF_LIST", "SELF_COUNT", "SL_EARLY", "SL_PREWAIT"], vec!["FUSED_FINISH", "SELF_LIST", "SELF_COUNT", "MMA"], vec!["SC_DEPTH"], cuda_listed].into_iter().chain(needs) {
             assert!(sets.contains(&needed), "{needed:?} not compiled");
         }

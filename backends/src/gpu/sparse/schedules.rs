@@ -268,6 +268,13 @@ pub(crate) fn async_copies() -> Option<i64> {
     *ASKED.get_or_init(|| std::env::var("DYNASPA_SC_ASYNC").ok().and_then(|v| v.trim().parse::<i64>().ok()).filter(|v| (0..=2).contains(v)))
 }
 
+/// Whether one-stage members on `info` let the next grid launch at their entry rather than
+/// before their stores (sparse_conv.cl, `SC_EARLY_TRIGGER`): CUDA only, with
+/// `DYNASPA_SC_EARLY_TRIGGER=1|0` (read once) the A/B switch.
+pub(crate) fn early_trigger(info: &DeviceInfo) -> bool {
+    info.backend == "cuda" && ab_switch!("DYNASPA_SC_EARLY_TRIGGER").unwrap_or(false)
+}
+
 /// Whether GEMM members run their products on the tensor cores (MMA in sparse_conv.cl: three
 /// TF32 products per fp32 one, fp32-accurate): only with `DYNASPA_MMA=1` (read once), and only
 /// on CUDA devices of compute capability 8.0 and later, the first with TF32 mma (the variant is
