@@ -345,7 +345,8 @@ pub mod token {
         if k.ks != 1 || k.wk != 1 {
             return Err(format!("member '{}': KS = {}, WK = {}; the token GEMM does not split its reduction", s.name, k.ks, k.wk));
         }
-        k.check(limits).map_err(|e| format!("member '{}': {e}", s.name))?;
+        // token.cl declares its stages statically: no launch provides them memory.
+        k.check(&GpuLimits { launch_local_bytes: 0, ..limits.clone() }).map_err(|e| format!("member '{}': {e}", s.name))?;
         Ok(k)
     }
 
@@ -435,5 +436,16 @@ mod tests {
         assert_eq!(schedule_name(Some(Granularity::new(1, 1)), Some(&sliced)), "tiles1x1_m64n64k16_w4x2_s1_wk8");
         assert_eq!(schedule_name(None, None), "dense");
         assert!(check_depthwise(&s).unwrap_err().contains("depthwise"));
+    }
+
+    #[test]
+    fn token_members_stay_within_static_local_memory_where_gemm_tiles_need_not() {
+        // 64 x 64 of TK 128: 64 KiB of stages, past 48 KiB; the weights' stage is 32 KiB.
+        let big = GemmKnobs { tm: 64, tn: 64, tk: 128, wm: 4, wn: 4, ks: 1, wk: 1 };
+        let cuda = GpuLimits { launch_local_bytes: 232_448, ..lim(false) };
+        assert!(big.check(&cuda).is_ok());
+        let member = big.apply(Schedule::sparse("big", Granularity::new(1, 1)));
+        let e = token::member_knobs(&member, 196, 768, &cuda).unwrap_err();
+        assert!(e.contains("member 'big'") && e.contains("local memory"), "{e}");
     }
 }
