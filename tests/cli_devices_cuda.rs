@@ -94,7 +94,7 @@ STUB(cuCtxSetCurrent) STUB(cuStreamCreate) STUB(cuStreamDestroy_v2) STUB(cuStrea
 STUB(cuStreamWaitEvent) STUB(cuEventCreate) STUB(cuEventRecord) STUB(cuEventDestroy_v2) STUB(cuEventSynchronize)
 STUB(cuMemAlloc_v2) STUB(cuMemFree_v2) STUB(cuMemcpyHtoDAsync_v2) STUB(cuMemcpyDtoHAsync_v2)
 STUB(cuMemsetD8Async) STUB(cuMemsetD32Async) STUB(cuModuleLoadData) STUB(cuModuleGetFunction)
-STUB(cuModuleUnload) STUB(cuFuncGetAttribute) STUB(cuLaunchKernel) STUB(cuMemHostAlloc) STUB(cuMemFreeHost)
+STUB(cuModuleUnload) STUB(cuFuncGetAttribute) STUB(cuFuncSetAttribute) STUB(cuLaunchKernel) STUB(cuMemHostAlloc) STUB(cuMemFreeHost)
 "#;
 
 /// A libcuda from before most of the API: cudarc would panic on the first missing function.
