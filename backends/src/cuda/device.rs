@@ -13,7 +13,7 @@ use super::cudnn::{self, CudnnConv, CudnnHandle};
 use super::cudnn_lib::{self, Policy};
 use super::staging::{CudaStaging, PinnedHost};
 use super::graph::CudaGraph;
-use super::{graph, libs, nvrtc, pdl, probe};
+use super::{graph, launch_local, libs, nvrtc, pdl, probe};
 use crate::gpu::{Arg, DeviceInfo, GpuDevice, KernelSpec, VendorConv, VendorConvDesc, VendorPolicy};
 use cudarc::driver::{result, sys};
 use dynaspa_runtime::Result;
@@ -487,43 +487,6 @@ impl CudaDevice {
         Ok(Module { module, ctx: self.ctx.clone() })
     }
 
-    /// The dynamic shared memory `spec` asks its launches to provide (`DSP_DYN_SMEM`, bytes;
-    /// 0 without), allowed for `func` past the static limit.
-    fn launch_local(&self, func: sys::CUfunction, spec: &KernelSpec) -> Result<u32> {
-        let Some((_, v)) = spec.defines.iter().find(|(k, _)| k == "DSP_DYN_SMEM") else {
-            return Ok(0);
-        };
-        let bytes: u32 = v.parse().map_err(|_| err(format!("{}: DSP_DYN_SMEM={v} is not a byte count", spec.file)))?;
-        let most = self.info.local_mem_launch_bytes;
-        if bytes as u64 > most {
-            return Err(err(format!(
-                "{}:{} asks its launches for {bytes} B of shared memory; {} allows {most} B per block",
-                spec.file, spec.entry, self.info.name
-            )));
-        }
-        // SAFETY: live function of this context (bound by the caller).
-        unsafe {
-            result::function::set_function_attribute(
-                func,
-                sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                bytes as i32,
-            )
-        }
-        .ctx(|| format!("cuFuncSetAttribute({}:{}, {bytes} B of dynamic shared memory)", spec.file, spec.entry))?;
-        if let Some(percent) = shared_carveout() {
-            // SAFETY: as above. A hint the driver may override.
-            unsafe {
-                result::function::set_function_attribute(
-                    func,
-                    sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT,
-                    percent,
-                )
-            }
-            .ctx(|| format!("cuFuncSetAttribute({}:{}, shared memory carveout {percent}%)", spec.file, spec.entry))?;
-        }
-        Ok(bytes)
-    }
-
     fn param_sizes(func: sys::CUfunction) -> Option<Vec<usize>> {
         if !libs::driver_has(libs::OPT_FUNC_PARAM_INFO) {
             return None;
@@ -560,14 +523,6 @@ impl Drop for CudaDevice {
             self.record_stream.destroy();
         }
     }
-}
-
-/// The share of each SM's L1 that kernels with dynamic shared memory ask to be shared memory
-/// (`DYNASPA_CUDA_CARVEOUT=0..100`, read once; unset: the driver's choice), for measuring whether
-/// its choice limits how many of their blocks an SM holds.
-fn shared_carveout() -> Option<i32> {
-    static ASKED: OnceLock<Option<i32>> = OnceLock::new();
-    *ASKED.get_or_init(|| std::env::var("DYNASPA_CUDA_CARVEOUT").ok().and_then(|v| v.trim().parse::<i32>().ok()).filter(|p| (0..=100).contains(p)))
 }
 
 /// Whether a main-stream write of mapped counts records its event when queued (as before) rather
@@ -704,7 +659,7 @@ impl GpuDevice for CudaDevice {
             result::function::get_function_attribute(func, sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK)
         }
         .ctx(|| "cuFuncGetAttribute".into())?;
-        let launch_local = self.launch_local(func, spec)?;
+        let launch_local = launch_local::allow(func, spec, &self.info)?;
         Ok(CudaKernel {
             ctx: self.ctx.clone(),
             name: format!("{}:{}", spec.file, spec.entry),

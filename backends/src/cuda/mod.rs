@@ -20,6 +20,7 @@ mod error;
 pub mod graph;
 pub mod kernel_cache;
 pub mod kernels;
+mod launch_local;
 mod libs;
 pub mod nvrtc;
 pub(crate) mod pdl;
