@@ -130,7 +130,7 @@ fn check_model<D: GpuDevice + 'static>(dev: &Arc<D>, backend: &str, path: &Path,
     let mut ran = 0;
     for mi in 0..MEMBERS.len() {
         let k = MEMBERS[mi].2;
-        let knobs = dynaspa::backends::gpu::sconv_knobs::GemmKnobs { tm: k[0] as u32, tn: k[1] as u32, tk: k[2] as u32, wm: k[3] as u32, wn: k[4] as u32, ks: k[5] as u32, wk: 1 };
+        let knobs = dynaspa::backends::gpu::sconv_knobs::GemmKnobs { tm: k[0] as u32, tn: k[1] as u32, tk: k[2] as u32, wm: k[3] as u32, wn: k[4] as u32, ks: k[5] as u32, wk: 1, et: false };
         if knobs.check(&dynaspa::backends::gpu::sconv_knobs::GpuLimits::of(&info)).is_err() {
             continue;
         }

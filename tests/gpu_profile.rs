@@ -224,7 +224,7 @@ fn check_split_members<D: GpuDevice + 'static>(dev: Arc<D>, backend: &str) {
     let mut ran = 0;
     for [tm, tn, tk, wm, wn] in SPLIT_TILES {
         for ks in [2i64, 8] {
-            let k = GemmKnobs { tm: tm as u32, tn: tn as u32, tk: tk as u32, wm: wm as u32, wn: wn as u32, ks: ks as u32, wk: 1 };
+            let k = GemmKnobs { tm: tm as u32, tn: tn as u32, tk: tk as u32, wm: wm as u32, wn: wn as u32, ks: ks as u32, wk: 1, et: false };
             if k.check(&limits).is_err() {
                 continue;
             }

@@ -63,28 +63,30 @@ fn conv_model(dir: &Path, name: &str, batch: usize, cin: usize, cout: usize, k: 
 }
 
 /// Members run one at a time: name, granularity (`None`: dense) and knobs TM, TN, TK, WM, WN,
-/// KS, WK. m16n8 of 2 x 4 holds 8 accumulators per work-item in 16 slices: half the slices
+/// KS, WK, ET. m16n8 of 2 x 4 holds 8 accumulators per work-item in 16 slices: half the slices
 /// store nothing. The session-36 floor's fastest tile (64 x 8 of 4 x 4 in 8 slices) is there.
 /// Stages of 128 and 256 hold each op's whole reduction (72 and 108): those run it as one
 /// stage (`SC_ONE_STAGE`, weights loaded before the PDL wait, one gather of every column). The
 /// 64 x 8 tile of 256 passes 48 KiB: on CUDA its launches provide the weights' stage
 /// (`DSP_DYN_SMEM`).
-const MEMBERS: [(&str, Option<(u16, u16)>, [i64; 7]); 10] = [
-    ("tiles1x1_m64n8k32_w4x4_s1_wk8", Some((1, 1)), [64, 8, 32, 4, 4, 1, 8]),
-    ("tiles1x1_m32n8k256_w2x4_s1_wk8", Some((1, 1)), [32, 8, 256, 2, 4, 1, 8]),
-    ("tiles1x1_m16n16k256_w2x4_s1_wk8", Some((1, 1)), [16, 16, 256, 2, 4, 1, 8]),
-    ("tiles1x1_m64n8k256_w4x4_s1_wk8", Some((1, 1)), [64, 8, 256, 4, 4, 1, 8]),
+const MEMBERS: [(&str, Option<(u16, u16)>, [i64; 8]); 11] = [
+    ("tiles1x1_m64n8k32_w4x4_s1_wk8", Some((1, 1)), [64, 8, 32, 4, 4, 1, 8, 0]),
+    ("tiles1x1_m32n8k256_w2x4_s1_wk8", Some((1, 1)), [32, 8, 256, 2, 4, 1, 8, 0]),
+    ("tiles1x1_m16n16k256_w2x4_s1_wk8", Some((1, 1)), [16, 16, 256, 2, 4, 1, 8, 0]),
+    ("tiles1x1_m64n8k256_w4x4_s1_wk8", Some((1, 1)), [64, 8, 256, 4, 4, 1, 8, 0]),
+    // The early trigger (ET): the next frame's grid may start while this one computes.
+    ("tiles1x1_m32n8k256_w2x4_s1_wk8_et", Some((1, 1)), [32, 8, 256, 2, 4, 1, 8, 1]),
     // Stages of 128: the slices' sums take the weights' stage after the last one.
-    ("tiles1x1_m32n8k128_w2x4_s1_wk8", Some((1, 1)), [32, 8, 128, 2, 4, 1, 8]),
-    ("tiles1x1_m32n16k16_w4x4_s1_wk4", Some((1, 1)), [32, 16, 16, 4, 4, 1, 4]),
-    ("tiles1x1_m32n8k32_w2x4_s1_wk8", Some((1, 1)), [32, 8, 32, 2, 4, 1, 8]),
-    ("tiles1x1_m16n8k16_w2x4_s1_wk16", Some((1, 1)), [16, 8, 16, 2, 4, 1, 16]),
-    ("tiles2x8_m32n32k16_w2x2_s1_wk2", Some((2, 8)), [32, 32, 16, 2, 2, 1, 2]),
-    ("dense", None, [32, 32, 16, 2, 2, 1, 4]),
+    ("tiles1x1_m32n8k128_w2x4_s1_wk8", Some((1, 1)), [32, 8, 128, 2, 4, 1, 8, 0]),
+    ("tiles1x1_m32n16k16_w4x4_s1_wk4", Some((1, 1)), [32, 16, 16, 4, 4, 1, 4, 0]),
+    ("tiles1x1_m32n8k32_w2x4_s1_wk8", Some((1, 1)), [32, 8, 32, 2, 4, 1, 8, 0]),
+    ("tiles1x1_m16n8k16_w2x4_s1_wk16", Some((1, 1)), [16, 8, 16, 2, 4, 1, 16, 0]),
+    ("tiles2x8_m32n32k16_w2x2_s1_wk2", Some((2, 8)), [32, 32, 16, 2, 2, 1, 2, 0]),
+    ("dense", None, [32, 32, 16, 2, 2, 1, 4, 0]),
 ];
 
-fn knobs(k: [i64; 7]) -> GemmKnobs {
-    GemmKnobs { tm: k[0] as u32, tn: k[1] as u32, tk: k[2] as u32, wm: k[3] as u32, wn: k[4] as u32, ks: k[5] as u32, wk: k[6] as u32 }
+fn knobs(k: [i64; 8]) -> GemmKnobs {
+    GemmKnobs { tm: k[0] as u32, tn: k[1] as u32, tk: k[2] as u32, wm: k[3] as u32, wn: k[4] as u32, ks: k[5] as u32, wk: k[6] as u32, et: k[7] == 1 }
 }
 
 /// A profile for this device whose PolyKernel for `node` always picks member `mi` of `MEMBERS`.

@@ -53,7 +53,7 @@ fn pair(v: &Value, dev: &DeviceDesc) -> Result<(String, Pair), String> {
         head_dim: 0,
     };
     let k32 = |k: &str| field(v, k).map(|x| x as u32);
-    let knobs = GemmKnobs { tm: k32("tm")?, tn: k32("tn")?, tk: k32("tk")?, wm: k32("wm")?, wn: k32("wn")?, ks: k32("ks")?, wk: 1 };
+    let knobs = GemmKnobs { tm: k32("tm")?, tn: k32("tn")?, tk: k32("tk")?, wm: k32("wm")?, wn: k32("wn")?, ks: k32("ks")?, wk: 1, et: false };
     let g = Granularity::new(field(v, "gh")? as u16, field(v, "gw")? as u16);
     let st = TileStats { tiles: u("tiles")?, computed: u("computed")?, active: u("active")?, runs: u("runs")?, h: op.h, w: op.w };
     let e = gemm(&op, Some(g), &knobs, &st, dev);

@@ -356,7 +356,7 @@ mod tests {
         assert!(finite > pts.len() / 2, "{finite} of {}", pts.len());
         // Same knobs, tiles one position wide against eight wide: the narrow rows coalesce worse.
         let find = |gh: u16, gw: u16| {
-            let want = GemmKnobs { tm: 32, tn: 32, tk: 8, wm: 2, wn: 2, ks: 1, wk: 1 };
+            let want = GemmKnobs { tm: 32, tn: 32, tk: 8, wm: 2, wn: 2, ks: 1, wk: 1, et: false };
             pts.iter().find(|p| space.granularity(p) == Granularity::new(gh, gw) && space.gemm(p) == Some(want)).unwrap()
         };
         let full = BitMask::ones(12, 16);
@@ -377,7 +377,7 @@ mod tests {
         let g = Granularity::new(1, 1);
         let st = TileStats::of(&m, g);
         let at = |ks: u32| {
-            let want = GemmKnobs { tm: 64, tn: 32, tk: 16, wm: 4, wn: 2, ks, wk: 1 };
+            let want = GemmKnobs { tm: 64, tn: 32, tk: 16, wm: 4, wn: 2, ks, wk: 1, et: false };
             let p = space.points().into_iter().find(|p| space.granularity(p) == g && space.gemm(p) == Some(want)).unwrap();
             estimate(&space, &p, &st, &dev)
         };
@@ -388,7 +388,7 @@ mod tests {
         assert!(dense.total > eight.total, "dense {dense:?}");
         // 2,304 indices at KS 32: chunks of 80, so 29 splits run, as at KS 29, and the three
         // empty ones cost nothing; KS 16 (chunks of 144) is a different schedule.
-        let direct = |ks: u32| gemm(&op, Some(g), &GemmKnobs { tm: 64, tn: 32, tk: 16, wm: 4, wn: 2, ks, wk: 1 }, &st, &dev).total;
+        let direct = |ks: u32| gemm(&op, Some(g), &GemmKnobs { tm: 64, tn: 32, tk: 16, wm: 4, wn: 2, ks, wk: 1, et: false }, &st, &dev).total;
         assert_eq!(direct(32), direct(29));
         assert_ne!(direct(32), direct(16));
     }
@@ -403,8 +403,8 @@ mod tests {
         let m = BitMask::from_fn(56, 56, |y, x| (y / 7 + x / 5) % 5 < 2);
         let g = Granularity::new(1, 1);
         let st = TileStats::of(&m, g);
-        let wide = GemmKnobs { tm: 32, tn: 32, tk: 32, wm: 4, wn: 8, ks: 1, wk: 1 };
-        let narrow = GemmKnobs { tm: 32, tn: 16, tk: 16, wm: 1, wn: 2, ks: 1, wk: 1 };
+        let wide = GemmKnobs { tm: 32, tn: 32, tk: 32, wm: 4, wn: 8, ks: 1, wk: 1, et: false };
+        let narrow = GemmKnobs { tm: 32, tn: 16, tk: 16, wm: 1, wn: 2, ks: 1, wk: 1, et: false };
         let (w, n) = (gemm(&op, Some(g), &wide, &st, &dev), gemm(&op, Some(g), &narrow, &st, &dev));
         assert!(n.total < 0.6 * w.total, "narrow {n:?} wide {w:?}");
     }

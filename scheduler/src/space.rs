@@ -262,7 +262,7 @@ impl Space {
     /// The GEMM knobs of a GPU point (`None` for depthwise and CPU points).
     pub fn gemm(&self, p: &Point) -> Option<GemmKnobs> {
         let k = |n: &str| self.knob(p, n).map(|v| v as u32);
-        Some(GemmKnobs { tm: k("TM")?, tn: k("TN")?, tk: k("TK")?, wm: k("WM")?, wn: k("WN")?, ks: k("KS")?, wk: 1 })
+        Some(GemmKnobs { tm: k("TM")?, tn: k("TN")?, tk: k("TK")?, wm: k("WM")?, wn: k("WN")?, ks: k("KS")?, wk: 1, et: false })
     }
 
     /// Threads one work-group of a GPU GEMM point launches.
@@ -404,7 +404,7 @@ mod tests {
             assert_eq!(k.tm % k.wm, 0);
             // The schedule names exactly the kernel's defines, and reads back as the same knobs.
             let s = sx.schedule(p);
-            assert_eq!(GemmKnobs::from_map(&s.knobs, GemmKnobs { tm: 1, tn: 1, tk: 1, wm: 1, wn: 1, ks: 1, wk: 1 }).unwrap(), k);
+            assert_eq!(GemmKnobs::from_map(&s.knobs, GemmKnobs { tm: 1, tn: 1, tk: 1, wm: 1, wn: 1, ks: 1, wk: 1, et: false }).unwrap(), k);
             assert!(s.name.starts_with(&format!("tiles{}_m{}n{}", sx.granularity(p), k.tm, k.tn)), "{}", s.name);
             // Every neighbour is valid too.
             for q in sx.neighbours(p) {

@@ -42,7 +42,7 @@ pub fn sample(info: &DeviceInfo, n: usize, seed: u64) -> Vec<GemmKnobs> {
     ];
     for (tm, tn, tk, wm, wn) in tiles {
         for ks in [2, 3, 4, 5, 6, 8, 12, 16, 24, 32] {
-            keep(GemmKnobs { tm, tn, tk, wm, wn, ks, wk: 1 }, &mut out);
+            keep(GemmKnobs { tm, tn, tk, wm, wn, ks, wk: 1, et: false }, &mut out);
         }
     }
     // Splits between those, on the tiles that win. Some keep a density-0.1 frame within one
@@ -51,23 +51,30 @@ pub fn sample(info: &DeviceInfo, n: usize, seed: u64) -> Vec<GemmKnobs> {
     // and at batch 4, KS 18 at batch 2 (RESULTS.md, session 26).
     for (tm, tn, tk, wm, wn) in [(128, 64, 16, 8, 4), (64, 64, 16, 4, 4), (128, 128, 8, 8, 4), (128, 32, 16, 4, 4)] {
         for ks in [10, 14, 18, 20, 21, 22, 28] {
-            keep(GemmKnobs { tm, tn, tk, wm, wn, ks, wk: 1 }, &mut out);
+            keep(GemmKnobs { tm, tn, tk, wm, wn, ks, wk: 1, et: false }, &mut out);
         }
     }
     // Deeper stages on the tiles that win (TK 32: half the stages, so half the barriers and
     // load round trips, of TK 16 for a split's reduction; 24-26 KiB of local memory).
     for (tm, tn, tk, wm, wn) in [(128, 64, 32, 8, 4), (64, 64, 32, 4, 4)] {
         for ks in [8, 12, 16, 24, 32] {
-            keep(GemmKnobs { tm, tn, tk, wm, wn, ks, wk: 1 }, &mut out);
+            keep(GemmKnobs { tm, tn, tk, wm, wn, ks, wk: 1, et: false }, &mut out);
         }
     }
     // Unsplit work-groups in slices along the reduction (WK) whose stage holds a reduction of
     // 256 (conv1x1 256 -> 256 runs it as one, SC_ONE_STAGE): among the fastest at density 0.1
     // and batches 1 and 2 on an H200 in session 37, each of a different shape (RESULTS.md), and
     // two tiles past 48 KiB (their weights' stage from the launch, CUDA only): 64 x 8, which
-    // ran the op fastest at batch 2 by hand, and 64 x 16 (session 38).
-    for (tm, tn, tk, wm, wn, wk) in [(32, 8, 256, 2, 4, 8), (32, 8, 256, 1, 4, 4), (16, 16, 256, 2, 4, 8), (16, 8, 256, 2, 4, 16), (64, 8, 256, 4, 4, 8), (64, 16, 256, 4, 4, 4)] {
-        keep(GemmKnobs { tm, tn, tk, wm, wn, ks: 1, wk }, &mut out);
+    // ran the op fastest at batch 2 by hand, and 64 x 16 (session 38); 64 x 16 of 8 x 4 per
+    // work-item in 8 slices, the fastest one-stage tile at batch 4 in session 39. The first
+    // two of batches 1 and 2 also with the early trigger (ET), which ran them 0.5-0.6 µs faster
+    // there and the batch-4 tiles slower (session 39): members of their own, so the frame's
+    // counts choose.
+    for (tm, tn, tk, wm, wn, wk) in [(32, 8, 256, 2, 4, 8), (32, 8, 256, 1, 4, 4), (16, 16, 256, 2, 4, 8), (16, 8, 256, 2, 4, 16), (64, 8, 256, 4, 4, 8), (64, 16, 256, 4, 4, 4), (64, 16, 256, 8, 4, 8)] {
+        keep(GemmKnobs { tm, tn, tk, wm, wn, ks: 1, wk, et: false }, &mut out);
+    }
+    for (tm, tn, tk, wm, wn, wk) in [(32, 8, 256, 2, 4, 8), (64, 8, 256, 4, 4, 8)] {
+        keep(GemmKnobs { tm, tn, tk, wm, wn, ks: 1, wk, et: true }, &mut out);
     }
     let mut state = seed | 1;
     let mut pick = |d: &[i64]| {
@@ -82,7 +89,7 @@ pub fn sample(info: &DeviceInfo, n: usize, seed: u64) -> Vec<GemmKnobs> {
             break;
         }
         let v: Vec<u32> = GEMM_DOMAINS.iter().map(|(_, d)| pick(d)).collect();
-        keep(GemmKnobs { tm: v[0], tn: v[1], tk: v[2], wm: v[3], wn: v[4], ks: v[5], wk: 1 }, &mut out);
+        keep(GemmKnobs { tm: v[0], tn: v[1], tk: v[2], wm: v[3], wn: v[4], ks: v[5], wk: 1, et: false }, &mut out);
     }
     out
 }
@@ -94,15 +101,16 @@ pub fn parse(info: &DeviceInfo, list: &str) -> Result<Vec<GemmKnobs>> {
     let limits = GpuLimits::of(info);
     let mut out = Vec::new();
     for name in list.split(',').map(str::trim).filter(|n| !n.is_empty()) {
-        let bad = || Error::Other(format!("--schedules: '{name}' is not m<TM>n<TN>k<TK>_w<WM>x<WN>_s<KS>[_wk<WK>]"));
-        let (head, wk) = name.split_once("_wk").map_or((name, "1"), |(h, wk)| (h, wk));
+        let bad = || Error::Other(format!("--schedules: '{name}' is not m<TM>n<TN>k<TK>_w<WM>x<WN>_s<KS>[_wk<WK>][_et]"));
+        let (plain, et) = name.strip_suffix("_et").map_or((name, false), |p| (p, true));
+        let (head, wk) = plain.split_once("_wk").map_or((plain, "1"), |(h, wk)| (h, wk));
         let (tile, rest) = head.strip_prefix('m').and_then(|r| r.split_once("_w")).ok_or_else(bad)?;
         let (w, ks) = rest.split_once("_s").ok_or_else(bad)?;
         let (tm, tile) = tile.split_once('n').ok_or_else(bad)?;
         let (tn, tk) = tile.split_once('k').ok_or_else(bad)?;
         let (wm, wn) = w.split_once('x').ok_or_else(bad)?;
         let n: Vec<u32> = [tm, tn, tk, wm, wn, ks, wk].iter().map(|v| v.parse::<u32>().map_err(|_| bad())).collect::<Result<_>>()?;
-        let k = GemmKnobs { tm: n[0], tn: n[1], tk: n[2], wm: n[3], wn: n[4], ks: n[5], wk: n[6] };
+        let k = GemmKnobs { tm: n[0], tn: n[1], tk: n[2], wm: n[3], wn: n[4], ks: n[5], wk: n[6], et };
         k.check(&limits).map_err(|e| Error::Other(format!("--schedules: {name}: {e}")))?;
         out.push(k);
     }

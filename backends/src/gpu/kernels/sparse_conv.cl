@@ -453,6 +453,11 @@ KERNEL LAUNCH_BOUNDS(NT, SC_MIN_BLOCKS) sconv_gemm_f32(SCONV_ARGS SCONV_FUSED_AR
     }
 #endif
 #if SELF_LIST
+    /* The image's count is every window's: past it the group is done. Listed again to learn
+     * that, every working group read the mask once more and ran the count's two barriers at
+     * its end, and the last of them is where the next grid's wait ends. The same for the
+     * whole work-group. */
+    if (c0 + SC_NCTILES * TN >= cols) return;
     /* The next window's listing rewrites cpos, cy, cxs and the scan: every read of this one's
      * is done first. */
     LOCAL_BARRIER();

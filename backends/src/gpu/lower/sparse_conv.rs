@@ -400,7 +400,7 @@ impl SconvOp {
                     if let Some(mode) = async_copies() {
                         defines.push(("SC_ASYNC", mode));
                     }
-                    if early_trigger(info) {
+                    if early_trigger(info, sched.et) {
                         defines.push(("SC_EARLY_TRIGGER", 1));
                     }
                 }

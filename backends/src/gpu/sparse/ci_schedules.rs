@@ -36,7 +36,7 @@ pub(crate) fn all(entry: &str) -> Vec<Defines> {
 fn plain() -> Vec<SconvSchedule> {
     let grans = std::iter::once(None).chain(GRANULARITIES.iter().copied().map(Some));
     let mut v: Vec<SconvSchedule> = grans
-        .flat_map(|gran| [GEMM_LARGE, GEMM_SMALL].into_iter().flat_map(move |tile| SPLITS.map(|ks| SconvSchedule { tile, ks, gran, self_list: false, wk: 1 })))
+        .flat_map(|gran| [GEMM_LARGE, GEMM_SMALL].into_iter().flat_map(move |tile| SPLITS.map(|ks| SconvSchedule { tile, ks, gran, self_list: false, wk: 1, et: false })))
         .collect();
     v.extend(shipped_gpu_schedules());
     v.extend(space_sample());
@@ -99,7 +99,7 @@ fn gemm() -> Vec<Defines> {
         .iter()
         .filter(|s| s.ks == 1 && (s.gran.is_none() || s.gran == one))
         .flat_map(|s| [2, 4, 8, 16].map(|wk| SconvSchedule { wk, ..*s }))
-        .chain(SLICED_MEASURED.iter().map(|&(tm, tn, tk, wm, wn, wk)| SconvSchedule::from_knobs(GemmKnobs { tm, tn, tk, wm, wn, ks: 1, wk }, one)))
+        .chain(SLICED_MEASURED.iter().map(|&(tm, tn, tk, wm, wn, wk)| SconvSchedule::from_knobs(GemmKnobs { tm, tn, tk, wm, wn, ks: 1, wk, et: false }, one)))
         .filter(|s| s.knobs().check(&limits).is_ok())
         .collect();
     let listed = |s: &SconvSchedule| SconvSchedule { self_list: true, ..*s }.gemm_defines(false);
@@ -117,7 +117,7 @@ fn gemm() -> Vec<Defines> {
     // Past CUDA's static limit the launch provides the weights' stage (DSP_DYN_SMEM): one-stage
     // tiles that need it, self-listing as CUDA launches them.
     for &(tm, tn, tk, wm, wn, wk) in &LAUNCH_LOCAL_TILES {
-        let s = SconvSchedule::from_knobs(GemmKnobs { tm, tn, tk, wm, wn, ks: 1, wk }, one);
+        let s = SconvSchedule::from_knobs(GemmKnobs { tm, tn, tk, wm, wn, ks: 1, wk, et: false }, one);
         let dynamic = ("DSP_DYN_SMEM", s.knobs().weights_stage_bytes() as i64);
         let launched = cuda(with(listed(&s), &[("SELF_COUNT", 1), ("SL_EARLY", 1), ("SL_PREWAIT", 1), ("SC_ONE_STAGE", 1), dynamic]), &s);
         // And the A/B switches of one-stage members: copies after the count, the early trigger.
@@ -248,7 +248,7 @@ fn space_sample() -> Vec<SconvSchedule> {
                 for &wm in d(3) {
                     for &wn in d(4) {
                         for &ks in d(5) {
-                            let k = GemmKnobs { tm: tm as u32, tn: tn as u32, tk: tk as u32, wm: wm as u32, wn: wn as u32, ks: ks as u32, wk: 1 };
+                            let k = GemmKnobs { tm: tm as u32, tn: tn as u32, tk: tk as u32, wm: wm as u32, wn: wn as u32, ks: ks as u32, wk: 1, et: false };
                             if k.check(&limits).is_ok() && k.threads() >= 16 {
                                 valid.push(k);
                             }

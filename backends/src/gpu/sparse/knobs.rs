@@ -67,6 +67,14 @@ pub struct GemmKnobs {
     /// Slices of `TM/WM` x `TN/WN` work-items per work-group, each taking `TK / WK` of every
     /// stage (sparse_conv.cl's `WK`): 1 is the plain GEMM.
     pub wk: u32,
+    /// The next grid may launch at this one's entry instead of before its stores (knob `ET`,
+    /// sparse_conv.cl's `SC_EARLY_TRIGGER`): members that run their reduction as one stage, on
+    /// CUDA; elsewhere nothing launches early and it changes nothing. A member of its own, not
+    /// a default, because it helps some shapes and hurts others: on an H200 conv1x1 at density
+    /// 0.1 ran 0.5-0.6 µs faster with it at batches 1 and 2 and up to 0.7 slower at batch 4,
+    /// whose tiles hold the SMs longer while the next grid's early groups load beside them
+    /// (RESULTS.md, sessions 38 and 39).
+    pub et: bool,
 }
 
 /// Most slices a work-group may split its stages into (`WK`).
@@ -169,7 +177,7 @@ impl GemmKnobs {
 
     /// Why the kernel cannot run these knobs on a device with `limits`, or `Ok`.
     pub fn check(&self, limits: &GpuLimits) -> Result<(), String> {
-        let GemmKnobs { tm, tn, tk, wm, wn, ks, wk } = *self;
+        let GemmKnobs { tm, tn, tk, wm, wn, ks, wk, et } = *self;
         if [tm, tn, tk, wm, wn, ks, wk].contains(&0) {
             return Err(format!("{self}: every knob must be at least 1"));
         }
@@ -180,6 +188,9 @@ impl GemmKnobs {
             if ks > 1 || wk > MAX_WK || tk % wk != 0 {
                 return Err(format!("{self}: WK > 1 needs KS = 1, WK <= {MAX_WK} and WK dividing TK"));
             }
+        }
+        if et && !self.one_stage_capable() {
+            return Err(format!("{self}: the early trigger (ET) is for members that can run one stage (WK > 1, KS = 1, TM a multiple of 4)"));
         }
         if tm % wm != 0 || tn % wn != 0 {
             return Err(format!("{self}: WM must divide TM and WN divide TN (each work-item owns WM x WN of the tile)"));
@@ -223,6 +234,13 @@ impl GemmKnobs {
     pub fn from_map(knobs: &BTreeMap<String, i64>, defaults: GemmKnobs) -> Result<GemmKnobs, String> {
         let mut k = defaults;
         for (name, &v) in knobs {
+            if name == "ET" {
+                k.et = match v {
+                    0 | 1 => v == 1,
+                    _ => return Err(format!("knob ET = {v} is not 0 or 1")),
+                };
+                continue;
+            }
             let slot = match name.as_str() {
                 "TM" => &mut k.tm,
                 "TN" => &mut k.tn,
@@ -233,7 +251,7 @@ impl GemmKnobs {
                 "WK" => &mut k.wk,
                 other => {
                     return Err(format!(
-                        "unknown knob '{other}' for the GPU sparse conv (its knobs are {}, WK)",
+                        "unknown knob '{other}' for the GPU sparse conv (its knobs are {}, WK, ET)",
                         GEMM_DOMAINS.map(|d| d.0).join(", ")
                     ))
                 }
@@ -243,8 +261,8 @@ impl GemmKnobs {
         Ok(k)
     }
 
-    /// `s` with these knobs set (`WK` only where it is not 1, so profiles written before it
-    /// existed read and write the same).
+    /// `s` with these knobs set (`WK` only where it is not 1 and `ET` only where set, so
+    /// profiles written before them read and write the same).
     pub fn apply(&self, mut s: Schedule) -> Schedule {
         for (n, v) in [("TM", self.tm), ("TN", self.tn), ("TK", self.tk), ("WM", self.wm), ("WN", self.wn), ("KS", self.ks)] {
             s.knobs.insert(n.into(), v as i64);
@@ -253,6 +271,11 @@ impl GemmKnobs {
             s.knobs.insert("WK".into(), self.wk as i64);
         } else {
             s.knobs.remove("WK");
+        }
+        if self.et {
+            s.knobs.insert("ET".into(), 1);
+        } else {
+            s.knobs.remove("ET");
         }
         s
     }
@@ -263,6 +286,9 @@ impl std::fmt::Display for GemmKnobs {
         write!(f, "TM={} TN={} TK={} WM={} WN={} KS={}", self.tm, self.tn, self.tk, self.wm, self.wn, self.ks)?;
         if self.wk > 1 {
             write!(f, " WK={}", self.wk)?;
+        }
+        if self.et {
+            write!(f, " ET=1")?;
         }
         Ok(())
     }
@@ -289,7 +315,8 @@ pub fn check_depthwise(s: &Schedule) -> Result<(), String> {
 }
 
 /// The name of a schedule in profiles, logs and reports: `tiles<g>` (depthwise, calibration's
-/// members), with the GEMM knobs `tiles1x1_m64n32k16_w4x2_s4` (`_wk8` after it for slices);
+/// members), with the GEMM knobs `tiles1x1_m64n32k16_w4x2_s4` (`_wk8` after it for slices,
+/// then `_et` for the early trigger);
 /// `dense` for the dense member.
 pub fn schedule_name(g: Option<Granularity>, knobs: Option<&GemmKnobs>) -> String {
     let mut s = g.map_or_else(|| "dense".to_string(), |g| format!("tiles{g}"));
@@ -297,6 +324,9 @@ pub fn schedule_name(g: Option<Granularity>, knobs: Option<&GemmKnobs>) -> Strin
         s += &format!("_m{}n{}k{}_w{}x{}_s{}", k.tm, k.tn, k.tk, k.wm, k.wn, k.ks);
         if k.wk > 1 {
             s += &format!("_wk{}", k.wk);
+        }
+        if k.et {
+            s += "_et";
         }
     }
     s
@@ -316,7 +346,7 @@ pub mod token {
     /// as knobs.
     pub fn default_knobs(tokens: usize, features: usize) -> GemmKnobs {
         let (rows, cols, w) = if tokens >= 64 && features >= 64 { (64, 64, 4) } else { (32, 32, 2) };
-        GemmKnobs { tm: cols, tn: rows, tk: 16, wm: w, wn: w, ks: 1, wk: 1 }
+        GemmKnobs { tm: cols, tn: rows, tk: 16, wm: w, wn: w, ks: 1, wk: 1, et: false }
     }
 
     /// The tile calibration times over the active tokens on a device without a profile. On a
@@ -325,7 +355,7 @@ pub mod token {
     /// A-ViT ran 1.67x faster with them than with the default). OpenCL CPU devices (PoCL) keep
     /// the default, whose work-items do more each (its tunes chose 8 x 8 per work-item).
     pub fn calibration_knobs(tokens: usize, features: usize, cpu_device: bool, limits: &GpuLimits) -> GemmKnobs {
-        let small = GemmKnobs { tm: 16, tn: 16, tk: 32, wm: 1, wn: 1, ks: 1, wk: 1 };
+        let small = GemmKnobs { tm: 16, tn: 16, tk: 32, wm: 1, wn: 1, ks: 1, wk: 1, et: false };
         if cpu_device || small.check(limits).is_err() {
             default_knobs(tokens, features)
         } else {
@@ -373,7 +403,7 @@ mod tests {
 
     #[test]
     fn checks_name_the_limit_they_hit() {
-        let k = GemmKnobs { tm: 64, tn: 32, tk: 16, wm: 4, wn: 2, ks: 1, wk: 1 };
+        let k = GemmKnobs { tm: 64, tn: 32, tk: 16, wm: 4, wn: 2, ks: 1, wk: 1, et: false };
         k.check(&lim(false)).unwrap();
         assert_eq!(k.threads(), 256);
         assert_eq!(k.local_bytes(false), 4 * (16 * 96 + 96));
@@ -391,7 +421,7 @@ mod tests {
         let e = GemmKnobs { tm: 64, tn: 64, wm: 2, wn: 2, ..k }.check(&l).unwrap_err();
         assert!(e.contains("1024 work-items"), "{e}");
         // Slices (WK): unsplit, dividing TK, not on WGSL; they count in threads and local memory.
-        let sliced = GemmKnobs { tm: 64, tn: 8, tk: 32, wm: 4, wn: 4, ks: 1, wk: 8 };
+        let sliced = GemmKnobs { tm: 64, tn: 8, tk: 32, wm: 4, wn: 4, ks: 1, wk: 8, et: false };
         sliced.check(&lim(false)).unwrap();
         assert_eq!((sliced.threads(), sliced.local_bytes(false)), (256, 4 * (32 * 72 + 24 + 8 * 64 * 8)));
         // 8 x 32 x 8 sums fit in a stage of 128 x 32 weights.
@@ -403,7 +433,7 @@ mod tests {
         let e = sliced.check(&lim(true)).unwrap_err();
         assert!(e.contains("WGSL") && e.contains("WK"), "{e}");
         // Registers: 1024 work-items of about 42 registers do not fit a 32K register file.
-        let big = GemmKnobs { tm: 64, tn: 64, tk: 16, wm: 2, wn: 2, ks: 1, wk: 1 };
+        let big = GemmKnobs { tm: 64, tn: 64, tk: 16, wm: 2, wn: 2, ks: 1, wk: 1, et: false };
         big.check(&lim(false)).unwrap();
         let e = big.check(&GpuLimits { registers_per_group: 32768, ..lim(false) }).unwrap_err();
         assert!(e.contains("registers"), "{e}");
@@ -411,14 +441,14 @@ mod tests {
 
     #[test]
     fn profile_knobs_parse_over_defaults_and_unknown_names_are_refused() {
-        let d = GemmKnobs { tm: 64, tn: 32, tk: 16, wm: 4, wn: 2, ks: 1, wk: 1 };
+        let d = GemmKnobs { tm: 64, tn: 32, tk: 16, wm: 4, wn: 2, ks: 1, wk: 1, et: false };
         let mut m = BTreeMap::new();
         m.insert("TN".to_string(), 64);
         m.insert("KS".to_string(), 4);
         let k = GemmKnobs::from_map(&m, d).unwrap();
         assert_eq!((k.tn, k.ks, k.tm), (64, 4, 64));
         let s = k.apply(Schedule::sparse("x", Granularity::new(2, 8)));
-        assert_eq!(GemmKnobs::from_map(&s.knobs, GemmKnobs { tm: 1, tn: 1, tk: 1, wm: 1, wn: 1, ks: 1, wk: 1 }).unwrap(), k);
+        assert_eq!(GemmKnobs::from_map(&s.knobs, GemmKnobs { tm: 1, tn: 1, tk: 1, wm: 1, wn: 1, ks: 1, wk: 1, et: false }).unwrap(), k);
         m.insert("tiles_per_group".to_string(), 4);
         let e = GemmKnobs::from_map(&m, d).unwrap_err();
         assert!(e.contains("tiles_per_group") && e.contains("TM"), "{e}");
@@ -439,9 +469,35 @@ mod tests {
     }
 
     #[test]
+    fn the_early_trigger_is_a_knob_of_members_that_can_run_one_stage() {
+        let one = GemmKnobs { tm: 64, tn: 8, tk: 256, wm: 4, wn: 4, ks: 1, wk: 8, et: true };
+        let cuda = GpuLimits { launch_local_bytes: 232_448, ..lim(false) };
+        one.check(&cuda).unwrap();
+        // Named, written and read back; a member without it writes no ET.
+        assert_eq!(schedule_name(Some(Granularity::new(1, 1)), Some(&one)), "tiles1x1_m64n8k256_w4x4_s1_wk8_et");
+        assert!(one.to_string().ends_with("WK=8 ET=1"), "{one}");
+        let s = one.apply(Schedule::sparse("x", Granularity::new(1, 1)));
+        assert_eq!(s.knobs.get("ET"), Some(&1));
+        assert_eq!(GemmKnobs::from_map(&s.knobs, GemmKnobs { et: false, ..one }).unwrap(), one);
+        let off = GemmKnobs { et: false, ..one };
+        assert!(!off.apply(s).knobs.contains_key("ET"));
+        let mut m = BTreeMap::new();
+        m.insert("ET".to_string(), 2);
+        assert!(GemmKnobs::from_map(&m, off).unwrap_err().contains("ET = 2"));
+        // Not where the member cannot run one stage: unsliced, or split.
+        for bad in [GemmKnobs { wk: 1, tk: 16, ..one }, GemmKnobs { ks: 2, wk: 1, tk: 16, ..one }] {
+            let e = bad.check(&cuda).unwrap_err();
+            assert!(e.contains("ET"), "{e}");
+        }
+        // Nor the token GEMM, which has no slices.
+        let member = GemmKnobs { tm: 32, tn: 16, tk: 16, wm: 2, wn: 2, ks: 1, wk: 1, et: true }.apply(Schedule::sparse("t", Granularity::new(1, 1)));
+        assert!(token::member_knobs(&member, 196, 768, &cuda).unwrap_err().contains("ET"));
+    }
+
+    #[test]
     fn token_members_stay_within_static_local_memory_where_gemm_tiles_need_not() {
         // 64 x 64 of TK 128: 64 KiB of stages, past 48 KiB; the weights' stage is 32 KiB.
-        let big = GemmKnobs { tm: 64, tn: 64, tk: 128, wm: 4, wn: 4, ks: 1, wk: 1 };
+        let big = GemmKnobs { tm: 64, tn: 64, tk: 128, wm: 4, wn: 4, ks: 1, wk: 1, et: false };
         let cuda = GpuLimits { launch_local_bytes: 232_448, ..lim(false) };
         assert!(big.check(&cuda).is_ok());
         let member = big.apply(Schedule::sparse("big", Granularity::new(1, 1)));

@@ -268,11 +268,12 @@ pub(crate) fn async_copies() -> Option<i64> {
     *ASKED.get_or_init(|| std::env::var("DYNASPA_SC_ASYNC").ok().and_then(|v| v.trim().parse::<i64>().ok()).filter(|v| (0..=2).contains(v)))
 }
 
-/// Whether one-stage members on `info` let the next grid launch at their entry rather than
-/// before their stores (sparse_conv.cl, `SC_EARLY_TRIGGER`): CUDA only, with
-/// `DYNASPA_SC_EARLY_TRIGGER=1|0` (read once) the A/B switch.
-pub(crate) fn early_trigger(info: &DeviceInfo) -> bool {
-    info.backend == "cuda" && ab_switch!("DYNASPA_SC_EARLY_TRIGGER").unwrap_or(false)
+/// Whether a one-stage member on `info` whose knobs ask for it or not (`asked`, knob `ET`) lets
+/// the next grid launch at its entry rather than before its stores (sparse_conv.cl,
+/// `SC_EARLY_TRIGGER`): CUDA only; `DYNASPA_SC_EARLY_TRIGGER=1|0` (read once) sets it for every
+/// one-stage member, the A/B switch.
+pub(crate) fn early_trigger(info: &DeviceInfo, asked: bool) -> bool {
+    info.backend == "cuda" && ab_switch!("DYNASPA_SC_EARLY_TRIGGER").unwrap_or(asked)
 }
 
 /// Whether GEMM members run their products on the tensor cores (MMA in sparse_conv.cl: three
@@ -320,7 +321,7 @@ pub(crate) fn mma_defines(tile: Tile, local_mem_bytes: u64) -> Option<[(&'static
     }
     let warps = threads / 32;
     let pad_bytes = 4 * tk as u64 * 2 * MMA_PAD;
-    let local = GemmKnobs { tm, tn, tk, wm: tile.wm, wn: tile.wn, ks: 1, wk: 1 }.local_bytes(false) + pad_bytes;
+    let local = GemmKnobs { tm, tn, tk, wm: tile.wm, wn: tile.wn, ks: 1, wk: 1, et: false }.local_bytes(false) + pad_bytes;
     if local_mem_bytes > 0 && local > local_mem_bytes {
         return None;
     }
@@ -345,6 +346,8 @@ pub(crate) struct SconvSchedule {
     pub self_list: bool,
     /// Slices of the work-group splitting each stage's reduction (`WK`, 1 for none).
     pub wk: u32,
+    /// The next grid launches at this one's entry where it runs one stage (`GemmKnobs::et`).
+    pub et: bool,
 }
 
 impl SconvSchedule {
@@ -365,7 +368,7 @@ impl SconvSchedule {
         let tile = if cout >= 64 { GEMM_LARGE } else { GEMM_SMALL };
         let per_split = split_min_k();
         let ks = if gran.is_none() { 1 } else { SPLITS.iter().copied().filter(|&s| k >= per_split * s as usize).max().unwrap_or(1) };
-        SconvSchedule { tile, ks, gran, self_list: false, wk: 1 }
+        SconvSchedule { tile, ks, gran, self_list: false, wk: 1, et: false }
     }
 
     /// The dense member (and dense convs) split the reduction too when their grid is small for
@@ -412,11 +415,11 @@ impl SconvSchedule {
     /// The GEMM knobs of this variant, as profiles name them.
     pub(crate) fn knobs(&self) -> GemmKnobs {
         let t = self.tile;
-        GemmKnobs { tm: t.tm, tn: t.tn, tk: t.tk, wm: t.wm, wn: t.wn, ks: self.ks, wk: self.wk }
+        GemmKnobs { tm: t.tm, tn: t.tn, tk: t.tk, wm: t.wm, wn: t.wn, ks: self.ks, wk: self.wk, et: self.et }
     }
 
     pub(crate) fn from_knobs(k: GemmKnobs, gran: Option<Granularity>) -> SconvSchedule {
-        SconvSchedule { tile: Tile { tm: k.tm, tn: k.tn, tk: k.tk, wm: k.wm, wn: k.wn }, ks: k.ks, gran, self_list: false, wk: k.wk.max(1) }
+        SconvSchedule { tile: Tile { tm: k.tm, tn: k.tn, tk: k.tk, wm: k.wm, wn: k.wn }, ks: k.ks, gran, self_list: false, wk: k.wk.max(1), et: k.et }
     }
 
     /// This schedule listing its own columns where it can: a 1x1 GEMM member on a device
@@ -487,7 +490,7 @@ impl SconvSchedule {
     /// library's): one split over every position, adding bias and residual, activating, and
     /// storing only active positions when masked.
     pub(crate) fn epilogue_defines() -> Vec<(&'static str, i64)> {
-        SconvSchedule { tile: GEMM_LARGE, ks: 1, gran: None, self_list: false, wk: 1 }.finish_defines(false)
+        SconvSchedule { tile: GEMM_LARGE, ks: 1, gran: None, self_list: false, wk: 1, et: false }.finish_defines(false)
     }
 
     pub(crate) fn dw_defines(gran: Option<Granularity>) -> Vec<(&'static str, i64)> {
@@ -524,7 +527,7 @@ mod tests {
     #[test]
     fn working_splits_drop_only_the_splits_that_get_no_stage() {
         use super::{SconvSchedule, Tile};
-        let with = |tk: u32, ks: u32| SconvSchedule { tile: Tile { tm: 128, tn: 64, tk, wm: 8, wn: 4 }, ks, gran: None, self_list: false, wk: 1 };
+        let with = |tk: u32, ks: u32| SconvSchedule { tile: Tile { tm: 128, tn: 64, tk, wm: 8, wn: 4 }, ks, gran: None, self_list: false, wk: 1, et: false };
         // (k, TK, KS asked, KS kept): chunks of roundup(ceil(k / KS), TK) each.
         for (k, tk, ks, kept) in [(1152, 16, 32, 24), (2304, 16, 32, 29), (2304, 16, 36, 36), (2304, 32, 72, 72), (256, 16, 32, 16), (16, 16, 2, 1), (1, 16, 8, 1)] {
             assert_eq!(with(tk, ks).working_splits(k).ks, kept, "k {k}, TK {tk}, KS {ks}");
@@ -543,7 +546,7 @@ mod tests {
     #[test]
     fn only_unsplit_sliced_members_whose_stage_holds_the_reduction_run_one_stage() {
         use super::{SconvSchedule, Tile};
-        let s = |tm, tn, tk, wm, wn, ks, wk| SconvSchedule { tile: Tile { tm, tn, tk, wm, wn }, ks, gran: None, self_list: false, wk };
+        let s = |tm, tn, tk, wm, wn, ks, wk| SconvSchedule { tile: Tile { tm, tn, tk, wm, wn }, ks, gran: None, self_list: false, wk, et: false };
         let m = s(32, 8, 256, 2, 4, 1, 8);
         assert!(m.one_stage(256) && m.one_stage(72) && !m.one_stage(257));
         // gpu_sliced's members on its ops (reductions of 72 and 108) run as one stage.
@@ -565,7 +568,7 @@ mod tests {
         use super::{launch_local_bytes, GpuLimits, SconvKind, SconvSchedule, Tile};
         use dynaspa_runtime::sparsity::Granularity;
         let one = Some(Granularity::new(1, 1));
-        let s = |tm, tn, tk, wm, wn, wk| SconvSchedule { tile: Tile { tm, tn, tk, wm, wn }, ks: 1, gran: one, self_list: false, wk };
+        let s = |tm, tn, tk, wm, wn, wk| SconvSchedule { tile: Tile { tm, tn, tk, wm, wn }, ks: 1, gran: one, self_list: false, wk, et: false };
         // An H200 as CUDA reports it: 48 KiB static, 227 KiB with the launch's.
         let cuda = DeviceInfo { backend: "cuda".into(), local_mem_bytes: 48 * 1024, local_mem_launch_bytes: 232_448, ..Default::default() };
         let pocl = DeviceInfo { backend: "opencl".into(), local_mem_bytes: 48 * 1024, ..Default::default() };
@@ -584,6 +587,31 @@ mod tests {
         // The rest must still fit statically: 64 KiB of columns beside the weights do not.
         assert!(s(64, 64, 256, 8, 8, 4).knobs().check(&limits).is_err());
         assert!(!limits.fits_local(232_449, 200_000));
+    }
+
+    #[test]
+    fn a_member_asks_for_the_early_trigger_and_cuda_alone_gives_it() {
+        use super::{early_trigger, member_schedule, GpuLimits, SconvKind, SconvSchedule};
+        use dynaspa_runtime::dispatch::Schedule;
+        use dynaspa_runtime::sparsity::Granularity;
+        let cuda = DeviceInfo { backend: "cuda".into(), local_mem_bytes: 48 * 1024, local_mem_launch_bytes: 232_448, ..Default::default() };
+        let pocl = DeviceInfo { backend: "opencl".into(), local_mem_bytes: 48 * 1024, ..Default::default() };
+        // DYNASPA_SC_EARLY_TRIGGER unset (CI): the member's knob decides, on CUDA only.
+        if std::env::var_os("DYNASPA_SC_EARLY_TRIGGER").is_none() {
+            assert!(early_trigger(&cuda, true) && !early_trigger(&cuda, false));
+        }
+        assert!(!early_trigger(&pocl, true));
+        let g = Granularity::new(1, 1);
+        let mut s = Schedule::sparse("m", g);
+        for (k, v) in [("TM", 32), ("TN", 8), ("TK", 256), ("WM", 2), ("WN", 4), ("KS", 1), ("WK", 8), ("ET", 1)] {
+            s.knobs.insert(k.into(), v);
+        }
+        let dense = SconvSchedule::for_op(256, 256, None);
+        let m = member_schedule(SconvKind::Gemm, 256, 256, dense, &s, &GpuLimits::of(&cuda)).unwrap();
+        assert!(m.et && m.knobs().et && m.one_stage(256));
+        s.knobs.insert("WK".into(), 1);
+        let e = member_schedule(SconvKind::Gemm, 256, 256, dense, &s, &GpuLimits::of(&cuda)).unwrap_err();
+        assert!(e.contains("member 'm'") && e.contains("ET"), "{e}");
     }
 
     #[test]
@@ -629,7 +657,7 @@ mod tests {
             assert_eq!(mma_defines(bad, 48 * 1024), None, "{why}");
         }
         // No room for the padded stages.
-        let bytes = super::GemmKnobs { tm: 128, tn: 64, tk: 16, wm: 8, wn: 4, ks: 1, wk: 1 }.local_bytes(false);
+        let bytes = super::GemmKnobs { tm: 128, tn: 64, tk: 16, wm: 8, wn: 4, ks: 1, wk: 1, et: false }.local_bytes(false);
         assert_eq!(mma_defines(t, bytes), None);
         let dev = |backend: &str, arch: &str| DeviceInfo { backend: backend.into(), arch: arch.into(), ..Default::default() };
         match std::env::var("DYNASPA_MMA").as_deref() {
@@ -702,7 +730,7 @@ mod tests {
     #[test]
     fn only_splits_of_tiles_with_few_partial_sums_fuse_their_finish() {
         use super::{SconvSchedule, Tile};
-        let s = |tm, tn, ks, self_list| SconvSchedule { tile: Tile { tm, tn, tk: 16, wm: 4, wn: 2 }, ks, gran: None, self_list, wk: 1 };
+        let s = |tm, tn, ks, self_list| SconvSchedule { tile: Tile { tm, tn, tk: 16, wm: 4, wn: 2 }, ks, gran: None, self_list, wk: 1, et: false };
         let max = super::super::knobs::FUSED_FINISH_MAX_PARTIALS;
         assert_eq!(max, 128 * 64 * 4, "the cases below straddle the limit as written");
         assert!(s(128, 64, 4, false).fuses_finish(true, false) && s(64, 32, 16, false).fuses_finish(true, false));

@@ -1,0 +1,49 @@
+#!/bin/bash
+# Session 39 calls (bash benches/device_s39/s.sh N on the GPU host; binaries from
+# benches/device_s13/pack.sh with TESTS="gpu_sliced gpu_sparse" in DIST, unpacked to D; the
+# landed tree of session 38 in dist-s38e, unpacked to /tmp/old, for the same-host A/B).
+#   1 (call 39.1, dist-s39: a self-listing work-group leaves after its last window instead of
+#      listing the mask once more to find it has none): gpu_sliced and gpu_sparse on CUDA;
+#      conv1x1 at density 0.1, batches 1, 2 and 4: the bench's sample (kn) of the new tree, of
+#      the old one and of the new one with DYNASPA_SC_EARLY_TRIGGER=1, alternated, two rounds
+#      of samples of 10 frames and one of 100; ONE (one-stage tiles) new and old; PyTorch on the
+#      same masks; c1_floor's fastest tiles per batch.
+stage=$1
+case $stage in
+  *) DIST=${DIST:-dist-s39} D=${D:-/tmp/d39} ;;
+esac
+source "$(dirname "$0")/../device_s37/start.sh"
+NEW=$D
+unold() {
+  mkdir -p /tmp/old
+  python3 -c "import lzma,shutil,sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2],'wb'))" dist-s38e/gpu_sparse_bench.xz /tmp/old/gpu_sparse_bench && chmod +x /tmp/old/gpu_sparse_bench
+}
+# Per-member µs of one_*.jsonl files: members
+members() {
+  python3 - $OUT/r <<'PY'
+import json, sys, glob, os
+for f in sorted(glob.glob(sys.argv[1] + "/one_*.jsonl")):
+    rows = [json.loads(l) for l in open(f)]
+    print(os.path.basename(f), " ".join(f"b{d['batch']}:{d['member'].replace('tiles1x1_', '')}={d['us']:.2f}" for d in rows if "_" in d["member"]))
+PY
+}
+echo "$(date -u +%T) start"
+if [ "$stage" = 1 ]; then
+  unold
+  gpu_test gpu_sliced sliced_1; gpu_test gpu_sparse sparse_1; keep
+  for r in 1 2; do
+    D=$NEW RUNS=10 kn new_$r; D=/tmp/old RUNS=10 kn old_$r; D=$NEW RUNS=10 kn et_$r DYNASPA_SC_EARLY_TRIGGER=1; keep
+  done
+  D=$NEW RUNS=100 kn new_r100; D=/tmp/old RUNS=100 kn old_r100; D=$NEW RUNS=100 kn et_r100 DYNASPA_SC_EARLY_TRIGGER=1; keep
+  ONE="m64n8k256_w4x4_s1_wk8,m32n8k256_w2x4_s1_wk8,m64n16k256_w4x4_s1_wk4,m32n16k256_w4x4_s1_wk8,m64n16k256_w8x4_s1_wk8"
+  SPLIT="m128n32k16_w4x4_s6"
+  for r in 1 2; do D=$NEW one new_$r; D=/tmp/old one old_$r; D=$NEW one et_$r DYNASPA_SC_EARLY_TRIGGER=1; keep; done
+  members | tee $OUT/r/members.txt
+  torch_sw 1; keep
+  for f in $OUT/r/kn_*.jsonl; do
+    v=$(basename $f .jsonl); echo "== $v"; python3 benches/device_s24/best.py $f $OUT/r/torch_sw_1.jsonl | tee $OUT/r/best_$v.txt | tail -3
+  done
+  keep
+  FLOORS="1:co64_ct8_w8 2:co64_ct8_w8 4:co32_ct16_w8 4:co64_ct16_w8" floors
+fi
+echo "$(date -u +%T) end"
