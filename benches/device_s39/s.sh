@@ -8,9 +8,15 @@
 #      the old one and of the new one with DYNASPA_SC_EARLY_TRIGGER=1, alternated, two rounds
 #      of samples of 10 frames and one of 100; ONE (one-stage tiles) new and old; PyTorch on the
 #      same masks; c1_floor's fastest tiles per batch.
+#   2 (call 39.2, dist-s39b: the early trigger a member's knob, the bench's sample with ET
+#      variants of the batch-1 and -2 tiles and a 64 x 16 tile of 8 x 4): gpu_sliced on CUDA (an
+#      ET member among them); the sample, new tree (three rounds) and old (two), alternated,
+#      samples of 10 frames, and one round each of 100; PyTorch on the same masks; conv1x1 at
+#      densities 0.3 and 0.5, new and old, with PyTorch on those masks.
 stage=$1
 case $stage in
-  *) DIST=${DIST:-dist-s39} D=${D:-/tmp/d39} ;;
+  1) DIST=${DIST:-dist-s39} D=${D:-/tmp/d39} ;;
+  *) DIST=${DIST:-dist-s39b} D=${D:-/tmp/d39b} ;;
 esac
 source "$(dirname "$0")/../device_s37/start.sh"
 NEW=$D
@@ -45,5 +51,29 @@ if [ "$stage" = 1 ]; then
   done
   keep
   FLOORS="1:co64_ct8_w8 2:co64_ct8_w8 4:co32_ct16_w8 4:co64_ct16_w8" floors
+elif [ "$stage" = 2 ]; then
+  unold
+  gpu_test gpu_sliced sliced_2; keep
+  for r in 1 2 3; do
+    D=$NEW RUNS=10 kn new_$r; [ $r -le 2 ] && D=/tmp/old RUNS=10 kn old_$r; keep
+  done
+  D=$NEW RUNS=100 kn new_r100; D=/tmp/old RUNS=100 kn old_r100; keep
+  torch_sw 2; keep
+  for f in $OUT/r/kn_*.jsonl; do
+    v=$(basename $f .jsonl); echo "== $v"; python3 benches/device_s24/best.py $f $OUT/r/torch_sw_2.jsonl | tee $OUT/r/best_$v.txt | tail -3
+  done
+  keep
+  # conv1x1 at densities 0.3 and 0.5: masks of their own directory.
+  for v in new old; do
+    [ $v = new ] && B=$NEW || B=/tmp/old
+    mkdir -p /tmp/masks35
+    timeout 200 $B/gpu_sparse_bench --backend cuda --batches 1,2,4 --only conv1x1 --densities 0.3,0.5 --samples 15 --runs 10 --knobs 12 \
+      --dump-masks /tmp/masks35 --json $OUT/r/d35_$v.jsonl > $OUT/r/d35_$v.txt 2>&1
+    echo "$(date -u +%T) d35 $v rc=$? wrong=$(grep -c WRONG $OUT/r/d35_$v.txt)"
+  done
+  timeout 120 python3 benches/gpu_baselines.py --masks /tmp/masks35 --batches 1,2,4 --only conv1x1 --runs 100 \
+    --json $OUT/r/torch_d35.jsonl > /dev/null 2> $OUT/r/torch_d35.err
+  for v in new old; do echo "== d35 $v"; python3 benches/device_s24/best.py $OUT/r/d35_$v.jsonl $OUT/r/torch_d35.jsonl | tee $OUT/r/best_d35_$v.txt | tail -6; done
+  keep
 fi
 echo "$(date -u +%T) end"

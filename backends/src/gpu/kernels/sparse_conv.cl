@@ -151,9 +151,10 @@ FUNC void sconv_store_output(float v, float b, GLOBAL float* Y, GLOBAL const flo
 #ifndef SL_PREWAIT
 #define SL_PREWAIT 0
 #endif
-/* SC_EARLY_TRIGGER = 1 (CUDA, one-stage members; the host sets it, `DYNASPA_SC_EARLY_TRIGGER`):
- * the next grid may launch at this one's entry rather than before its stores, so its own
- * prologue (a one-stage member's weights and listing) overlaps this grid's work. */
+/* SC_EARLY_TRIGGER = 1 (CUDA, one-stage members whose knobs ask for it, `ET`; the host sets it,
+ * `DYNASPA_SC_EARLY_TRIGGER=1|0` for all of them): the next grid may launch at this one's entry
+ * rather than before its stores, so its own prologue (a one-stage member's weights and
+ * listing) overlaps this grid's work. */
 #ifndef SC_EARLY_TRIGGER
 #define SC_EARLY_TRIGGER 0
 #endif

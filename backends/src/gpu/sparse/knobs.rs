@@ -10,7 +10,8 @@
 //! reduction (profiles and the bench name it; the tuner's space does not explore it: the members
 //! that win, on an H200 conv1x1 at density 0.1 and batches 1 and 2, run their whole reduction as
 //! one stage of TK 256 (SC_ONE_STAGE, RESULTS.md session 37), past the space's TK, and the
-//! roofline does not model that path).
+//! roofline does not model that path), and `ET`, the early trigger of one-stage members (see
+//! `GemmKnobs::et`), which neither does.
 //! The granularity is the schedule's own field (the
 //! kernel's `GH`, `GW`, `TILED`). `sconv_dw_f32` (depthwise) has no knob but the granularity.
 
