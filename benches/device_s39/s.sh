@@ -13,10 +13,16 @@
 #      ET member among them); the sample, new tree (three rounds) and old (two), alternated,
 #      samples of 10 frames, and one round each of 100; PyTorch on the same masks; conv1x1 at
 #      densities 0.3 and 0.5, new and old, with PyTorch on those masks.
+#   3 (call 39.3, dist-s39c: the landed tree): the bench's sample in samples of 10 frames (two
+#      rounds) and 100, PyTorch on the same masks, on a fresh host; then on CUDA the GPU tests
+#      of the issue's correctness points (gpu_sliced, gpu_sparse, gpu_models, onnx_node).
+#   4 (call 39.4, dist-s39c): the other GPU tests on CUDA (gpu_fused_finish, gpu_ops,
+#      gpu_frame_graphs, gpu_tokens).
 stage=$1
 case $stage in
   1) DIST=${DIST:-dist-s39} D=${D:-/tmp/d39} ;;
-  *) DIST=${DIST:-dist-s39b} D=${D:-/tmp/d39b} ;;
+  2) DIST=${DIST:-dist-s39b} D=${D:-/tmp/d39b} ;;
+  *) DIST=${DIST:-dist-s39c} D=${D:-/tmp/d39c} ;;
 esac
 source "$(dirname "$0")/../device_s37/start.sh"
 NEW=$D
@@ -75,5 +81,21 @@ elif [ "$stage" = 2 ]; then
     --json $OUT/r/torch_d35.jsonl > /dev/null 2> $OUT/r/torch_d35.err
   for v in new old; do echo "== d35 $v"; python3 benches/device_s24/best.py $OUT/r/d35_$v.jsonl $OUT/r/torch_d35.jsonl | tee $OUT/r/best_d35_$v.txt | tail -6; done
   keep
+elif [ "$stage" = 3 ]; then
+  RUNS=10 kn l_1; RUNS=10 kn l_2; RUNS=100 kn l_r100; keep
+  torch_sw 3; keep
+  for v in l_1 l_2 l_r100; do
+    echo "== $v"; python3 benches/device_s24/best.py $OUT/r/kn_$v.jsonl $OUT/r/torch_sw_3.jsonl | tee $OUT/r/best_kn_$v.txt | tail -3
+  done
+  keep
+  gpu_test gpu_sliced sliced_3; gpu_test gpu_sparse sparse_3; keep
+  for t in gpu_models onnx_node; do
+    DYNASPA_REQUIRE_BACKENDS=cuda timeout 180 $D/t_$t --test-threads 4 > $OUT/r/test_${t}_3.txt 2>&1
+    echo "$(date -u +%T) test $t rc=$? $(grep '^test result' $OUT/r/test_${t}_3.txt | tail -1)"
+    grep -E "panicked" -A 2 $OUT/r/test_${t}_3.txt | head -6 | cut -c1-300
+    keep
+  done
+elif [ "$stage" = 4 ]; then
+  for t in gpu_fused_finish gpu_ops gpu_frame_graphs gpu_tokens; do gpu_test $t ${t}_4; keep; done
 fi
 echo "$(date -u +%T) end"
