@@ -18,6 +18,8 @@
 #      of the correctness points (gpu_sliced, gpu_sparse, gpu_models, onnx_node).
 #   4 (call 39.4, dist-s39c): the other GPU tests on CUDA (gpu_fused_finish, gpu_ops,
 #      gpu_frame_graphs, gpu_tokens).
+#   5 (call 39.5, dist-s39c): the node suite and the shipped models on CUDA with their counts and
+#      errors printed (--nocapture).
 stage=$1
 case $stage in
   1) DIST=${DIST:-dist-s39} D=${D:-/tmp/d39} ;;
@@ -95,6 +97,12 @@ elif [ "$stage" = 3 ]; then
     grep -E "panicked" -A 2 $OUT/r/test_${t}_3.txt | head -6 | cut -c1-300
     keep
   done
+elif [ "$stage" = 5 ]; then
+  for t in onnx_node gpu_models; do
+    DYNASPA_REQUIRE_BACKENDS=cuda timeout 180 $D/t_$t --test-threads 4 --nocapture > $OUT/r/test_${t}_5.txt 2>&1
+    echo "$(date -u +%T) test $t rc=$?"; grep -E "onnx node suite|excluded x|relative L2|test result" $OUT/r/test_${t}_5.txt | head -40
+  done
+  keep
 elif [ "$stage" = 4 ]; then
   for t in gpu_fused_finish gpu_ops gpu_frame_graphs gpu_tokens; do gpu_test $t ${t}_4; keep; done
 fi
