@@ -32,3 +32,12 @@ floors() {
   done
   keep
 }
+# Per-member µs of the one_*.jsonl files in $OUT/r, a line per file: members
+members() {
+  python3 - $OUT/r <<'PY'
+import json, sys, glob, os
+for f in sorted(glob.glob(sys.argv[1] + "/one_*.jsonl")):
+    rows = [json.loads(l) for l in open(f)]
+    print(os.path.basename(f), " ".join(f"b{d['batch']}:{d['member'].replace('tiles1x1_', '')}={d['us']:.2f}" for d in rows if "_" in d["member"]))
+PY
+}

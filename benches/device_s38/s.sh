@@ -72,12 +72,7 @@ elif [ "$stage" = 3 ]; then
   for r in 1 2; do
     BATCHES=2,4 one base_$r; BATCHES=2,4 one carve_$r DYNASPA_CUDA_CARVEOUT=100; BATCHES=2,4 one sync_$r DYNASPA_SC_ASYNC=0; keep
   done
-  python3 - $OUT/r <<'PY'
-import json, sys, glob, os
-for f in sorted(glob.glob(sys.argv[1] + "/one_*.jsonl")):
-    rows = [json.loads(l) for l in open(f)]
-    print(os.path.basename(f), " ".join(f"b{d['batch']}:{d['member'].replace('tiles1x1_', '')}={d['us']:.2f}" for d in rows if "_" in d["member"]))
-PY
+  members
   FLOORS="2:co64_ct8_w8 2:co32_ct8_w8" floors
 elif [ "$stage" = 4 ]; then
   gpu_test gpu_sliced gpu_sliced_4; keep
@@ -91,12 +86,7 @@ elif [ "$stage" = 4 ]; then
   for f in $OUT/r/kn_*.jsonl $OUT/r/one_*.jsonl; do
     v=$(basename $f .jsonl); echo "== $v"; python3 benches/device_s24/best.py $f $OUT/r/torch_sw_4.jsonl | tee $OUT/r/best_$v.txt | tail -3
   done
-  python3 - $OUT/r <<'PY'
-import json, sys, glob, os
-for f in sorted(glob.glob(sys.argv[1] + "/one_*.jsonl")):
-    rows = [json.loads(l) for l in open(f)]
-    print(os.path.basename(f), " ".join(f"b{d['batch']}:{d['member'].replace('tiles1x1_', '')}={d['us']:.2f}" for d in rows if "_" in d["member"]))
-PY
+  members
   keep
 elif [ "$stage" = 5 ]; then
   gpu_test gpu_sliced gpu_sliced_5; keep

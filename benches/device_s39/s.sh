@@ -32,15 +32,6 @@ unold() {
   mkdir -p /tmp/old
   python3 -c "import lzma,shutil,sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2],'wb'))" dist-s38e/gpu_sparse_bench.xz /tmp/old/gpu_sparse_bench && chmod +x /tmp/old/gpu_sparse_bench
 }
-# Per-member µs of one_*.jsonl files: members
-members() {
-  python3 - $OUT/r <<'PY'
-import json, sys, glob, os
-for f in sorted(glob.glob(sys.argv[1] + "/one_*.jsonl")):
-    rows = [json.loads(l) for l in open(f)]
-    print(os.path.basename(f), " ".join(f"b{d['batch']}:{d['member'].replace('tiles1x1_', '')}={d['us']:.2f}" for d in rows if "_" in d["member"]))
-PY
-}
 echo "$(date -u +%T) start"
 if [ "$stage" = 1 ]; then
   unold
