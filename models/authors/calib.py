@@ -140,7 +140,7 @@ def op_histogram(m):
 def mask_values(m, ops=("GreaterOrEqual", "Greater", "Less")):
     """The binary mask tensors of a graph: for every comparison against a constant, its Cast to
     float if one follows, else the comparison's output. Returns [(threshold input, threshold,
-    comparison node, mask tensor)] in graph order."""
+    comparison node, mask tensor, comparison op)] in graph order."""
     from onnx import numpy_helper
     consts = {t.name: numpy_helper.to_array(t) for t in m.graph.initializer}
     for n in m.graph.node:
@@ -155,7 +155,7 @@ def mask_values(m, ops=("GreaterOrEqual", "Greater", "Less")):
         if n.op_type in ops and n.input[1] in consts and np.asarray(consts[n.input[1]]).size == 1:
             casts = [c for c in consumers[n.output[0]] if c.op_type == "Cast"]
             out.append((n.input[0], float(np.asarray(consts[n.input[1]]).reshape(-1)[0]), n.name,
-                        casts[0].output[0] if casts else n.output[0]))
+                        casts[0].output[0] if casts else n.output[0], n.op_type))
     return out
 
 
@@ -202,7 +202,7 @@ def write_goldens(name, path, preprocess, make_feeds, out_names, n_cases=4, note
     in_names = [i.name for i in m.graph.input if i.name not in {t.name for t in m.graph.initializer}]
     meta = {"model": os.path.relpath(path, ROOT), "inputs": in_names, "outputs": list(out_names),
             "masks": [], "tolerance_rel_l2": 1e-4,
-            "graph_masks": {f"mask_{k}": {"tensor": t[3], "compare": t[2], "of": t[0],
+            "graph_masks": {f"mask_{k}": {"tensor": t[3], "compare": t[2], "op": t[4], "of": t[0],
                                           "threshold": t[1]} for k, t in enumerate(mv)},
             "graph_masks_note": "mask_<k>_<i>.npy: the binary mask tensors inside the graph (not model "
                                 "outputs), from ONNX Runtime on a copy with them as extra outputs",
@@ -228,11 +228,13 @@ def write_goldens(name, path, preprocess, make_feeds, out_names, n_cases=4, note
         for k, mk in enumerate(masks):
             np.save(os.path.join(out_dir, f"mask_{k}_{i}.npy"), mk.astype(np.float32))
         dens = [float(np.asarray(mk, np.float32).mean()) for mk in masks]
+        # "run" masks: 1 = compute (DynConv's Gumbel x >= 0, A-ViT's still-running c < 0.99)
+        run = [d for d, t in zip(dens, mv) if t[4] in ("GreaterOrEqual", "Less")]
         meta["cases"].append({"index": i, "image": img, "mask_margin": margin if mv else None,
-                              "mask_density_mean": float(np.mean(dens)) if dens else None,
+                              "run_mask_density_mean": float(np.mean(run)) if run else None,
                               "mask_density": dens})
-        print(f"{name} golden {i} {img}: margin {margin:.1e}, mean mask density "
-              f"{np.mean(dens) if dens else float('nan'):.3f}")
+        print(f"{name} golden {i} {img}: margin {margin:.1e}, mean run-mask density "
+              f"{np.mean(run) if run else float('nan'):.3f}")
         i += 1
         if i == n_cases:
             break
