@@ -23,7 +23,10 @@ OPSET = 17
 GOLDEN_CANDIDATES = ["models/frames/vtest/vtest_000.jpg", "models/frames/vtest/vtest_300.jpg",
                      "models/frames/photos/chelsea.png", "models/frames/vtest/vtest_150.jpg",
                      "models/frames/vtest/vtest_450.jpg", "models/frames/photos_cv/fruits.jpg",
-                     "models/frames/photos/astronaut.png", "models/frames/vtest/vtest_597.jpg"]
+                     "models/frames/photos/astronaut.png", "models/frames/vtest/vtest_597.jpg",
+                     "models/frames/vtest/vtest_060.jpg", "models/frames/vtest/vtest_240.jpg",
+                     "models/frames/vtest/vtest_390.jpg", "models/frames/vtest/vtest_510.jpg",
+                     "models/frames/photos_cv/home.jpg", "models/frames/photos/coffee.png"]
 MIN_MARGIN = 1e-4
 
 

@@ -339,14 +339,22 @@ def finish(name, wrap, x, h, w, density, origin, net, out_names=("logits",)):
               "masks": n_masks, "mask_cells_checked": cells, "calibration_frames": len(x)}
     calib.report(name, path, m, n_params, [1, 3, h, w], float(np.mean(dens)), checks)
 
+    write_goldens(name, h, w, out_names)
+    return path
+
+
+def write_goldens(name, h, w, out_names):
     def feeds(img):
         return {"input": common.to_input([common.load_rgb(img, w, h)], common.IMAGENET_MEAN,
                                          common.IMAGENET_STD)}
-    calib.write_goldens(name, path, f"<image> -> PIL bilinear resize to {w}x{h} -> /255 -> "
-                        "(x-mean)/std (ImageNet) -> NCHW float32", feeds, list(out_names),
-                        note="masks: Cast(GreaterOrEqual(logit, 0)) of each Gumbel (hard masks) and the "
-                             "dilated masks Greater(conv(...), 0.5)")
-    return path
+    calib.write_goldens(name, os.path.join(OUT, f"{name}.onnx"), f"<image> -> PIL bilinear resize to "
+                        f"{w}x{h} -> /255 -> (x-mean)/std (ImageNet) -> NCHW float32", feeds, list(out_names),
+                        note="masks: Cast(GreaterOrEqual(logit, 0)) of each Gumbel (hard masks) and, where the "
+                             "graph keeps them, the dilated masks Greater(conv(...), 0.5)")
+
+
+GOLDEN_SHAPES = {"dynconv_resnet50_w025": (224, 224, ["logits"]), "dynconv_resnet18_w025": (224, 224, ["logits"]),
+                 "dynconv_hourglass_f48": (128, 128, [f"heatmap_{i}" for i in range(4)])}
 
 
 def main():
@@ -354,7 +362,13 @@ def main():
     ap.add_argument("--repo", required=True, help="checkout of github.com/thomasverelst/dynconv")
     ap.add_argument("--density", type=float, default=0.3)
     ap.add_argument("--only", nargs="+", default=["resnet50", "resnet18", "hourglass"])
+    ap.add_argument("--goldens-only", action="store_true", help="only rewrite the goldens of the committed files")
     args = ap.parse_args()
+    if args.goldens_only:
+        for key in args.only:
+            name = [n for n in GOLDEN_SHAPES if key.replace("resnet", "resnet") in n][0]
+            write_goldens(name, *GOLDEN_SHAPES[name])
+        return 0
     import torch
     torch.set_num_threads(os.cpu_count() or 1)
     if "resnet50" in args.only:
