@@ -39,10 +39,16 @@ pub struct OpenOptions {
     pub frame_graphs: Option<bool>,
 }
 
-/// Loads and optimises a model file (constant folding runs on the CPU kernels).
+/// Loads and optimises a model file (constant folding runs on the CPU kernels). Tensors stored as
+/// external data are read from the model's folder unless `opts.model_dir` names another.
 pub fn load_graph(path: impl AsRef<Path>, opts: &LoadOptions) -> Result<Graph> {
-    let bytes = dynaspa_runtime::session::read_model(path.as_ref())?;
-    load_graph_bytes(&bytes, opts)
+    let path = path.as_ref();
+    let bytes = dynaspa_runtime::session::read_model(path)?;
+    if opts.model_dir.is_some() {
+        return load_graph_bytes(&bytes, opts);
+    }
+    let opts = LoadOptions { model_dir: Some(path.parent().unwrap_or(Path::new("")).to_path_buf()), ..opts.clone() };
+    load_graph_bytes(&bytes, &opts)
 }
 
 pub fn load_graph_bytes(bytes: &[u8], opts: &LoadOptions) -> Result<Graph> {

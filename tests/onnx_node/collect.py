@@ -36,7 +36,7 @@ HardSwish Tanh Erf Gelu Exp Sqrt Pow Neg Abs Add Sub Mul Div MatMul Gemm Softmax
 LayerNormalization InstanceNormalization GroupNormalization MaxPool AveragePool
 GlobalAveragePool ReduceMean ReduceSum ReduceMax Reshape Flatten Transpose Concat
 Slice Split Gather Squeeze Unsqueeze Expand Shape Constant ConstantOfShape
-Identity Cast Resize Pad Greater Less Equal Not And Where CumSum
+Identity Cast Resize Pad Greater Less Equal Not And Where CumSum Mod
 """.split())
 
 DEFAULT_DOMAINS = ("", "ai.onnx")

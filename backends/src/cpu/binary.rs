@@ -1,4 +1,4 @@
-//! Two-input elementwise ops with numpy broadcasting: arithmetic, Pow, comparisons, And.
+//! Two-input elementwise ops with numpy broadcasting: arithmetic, Pow, Mod, comparisons, And.
 
 use super::broadcast::{broadcast_shape, map2};
 use super::elem::{conv, expect_out, make, numeric, typed, Arith, Elem, Real};
@@ -34,7 +34,31 @@ pub(crate) fn binary(k: BinaryKind, ins: &[Option<&Tensor>], out: &TensorSpec) -
             make(&shape, v)
         }
         BinaryKind::Pow => pow(a, b, &shape),
+        BinaryKind::Mod { fmod } => {
+            numeric!(a.data(), av => modulo(av, ash, typed(b, name)?, bsh, &shape, fmod), bool => Err(unsupported()))
+        }
     }
+}
+
+/// Mod: floats through f64, where the remainder of two f32 values is exact, so rounding back
+/// gives C's fmod of the f32 values; integers through i64, which holds every integer type we take.
+fn modulo<T: Arith>(a: &[T], ash: &[usize], b: &[T], bsh: &[usize], osh: &[usize], fmod: bool) -> Result<Tensor> {
+    if !T::IS_INT {
+        if !fmod {
+            return Err(Error::Other(format!("Mod: {} inputs need fmod=1", T::DTYPE)));
+        }
+        return make(osh, map2(a, ash, b, bsh, osh, "Mod", |x, y| T::from_f64(x.to_f64() % y.to_f64()))?);
+    }
+    if b.iter().any(|&y| y == T::zero()) {
+        return Err(Error::Other(format!("Mod: integer division by zero ({} divisor)", T::DTYPE)));
+    }
+    let v = map2(a, ash, b, bsh, osh, "Mod", |x, y| {
+        let (x, y) = (x.to_i64(), y.to_i64());
+        let r = x.wrapping_rem(y);
+        // Python's `%`: a non-zero remainder moves to the divisor's side of zero.
+        T::from_i64(if !fmod && r != 0 && (r < 0) != (y < 0) { r + y } else { r })
+    })?;
+    make(osh, v)
 }
 
 fn arith<T: Arith>(k: BinaryKind, a: &[T], ash: &[usize], b: &[T], bsh: &[usize], osh: &[usize]) -> Result<Tensor> {

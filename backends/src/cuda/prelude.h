@@ -84,6 +84,7 @@ typedef unsigned long long ulong;
 #define ERFF(x) erff(x)
 #define ERFCF(x) erfcf(x)
 #define POWF(x, y) powf(x, y)
+#define FMODF(x, y) fmodf(x, y)
 #define FABSF(x) fabsf(x)
 #define FLOORF(x) floorf(x)
 #define CEILF(x) ceilf(x)

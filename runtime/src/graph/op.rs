@@ -108,6 +108,9 @@ pub enum BinaryKind {
     Mul,
     Div,
     Pow,
+    /// `fmod`: the remainder takes the dividend's sign (C's fmod; required for floats);
+    /// otherwise the divisor's (Python's `%`, integers only).
+    Mod { fmod: bool },
     Greater,
     Less,
     Equal,
@@ -333,6 +336,7 @@ impl Op {
                 BinaryKind::Mul => "Mul",
                 BinaryKind::Div => "Div",
                 BinaryKind::Pow => "Pow",
+                BinaryKind::Mod { .. } => "Mod",
                 BinaryKind::Greater => "Greater",
                 BinaryKind::Less => "Less",
                 BinaryKind::Equal => "Equal",

@@ -208,6 +208,9 @@ pub fn infer(op: &mut Op, ins: &[Option<In>], n_out: usize) -> Result<Vec<Tensor
                     match k {
                         BinaryKind::Greater | BinaryKind::Less | BinaryKind::Equal => one(DType::Bool, s),
                         _ if d == DType::Bool => Err(err("arithmetic on BOOL is not defined")),
+                        BinaryKind::Mod { fmod: false } if d.is_float() => {
+                            Err(err("Mod of floating-point values needs fmod=1 (ONNX defines fmod=0 for integers only)"))
+                        }
                         _ => one(d, s),
                     }
                 }

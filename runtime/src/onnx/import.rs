@@ -2,6 +2,7 @@
 //! Shapes of intermediate values are filled in afterwards by `graph::shape`.
 
 use super::proto::onnx::{type_proto, ModelProto, ValueInfoProto};
+use super::external::ExternalData;
 use super::{ops, tensor_proto};
 use crate::error::{Error, Result};
 use crate::graph::{Graph, Node, Op, Value, ValueId};
@@ -27,11 +28,15 @@ pub struct LoadOptions {
     /// Graph inputs frozen to these values: they become constants, so shape-deciding inputs
     /// (a Reshape's shape, Resize's sizes...) fed from outside still give static shapes.
     pub constants: HashMap<String, crate::tensor::Tensor>,
+    /// The folder that tensors stored as external data are read from (their locations are
+    /// relative to it and must stay inside it). Loading from a path sets it to the model's
+    /// folder; a model given as bytes without it cannot have external data.
+    pub model_dir: Option<std::path::PathBuf>,
 }
 
 impl Default for LoadOptions {
     fn default() -> Self {
-        LoadOptions { batch: 1, dims: HashMap::new(), constants: HashMap::new() }
+        LoadOptions { batch: 1, dims: HashMap::new(), constants: HashMap::new(), model_dir: None }
     }
 }
 
@@ -86,12 +91,13 @@ pub fn import(m: &ModelProto, opts: &LoadOptions) -> Result<Graph> {
     let opset = default_opset(m)?;
     let g = &m.graph;
     let mut b = Builder { values: Vec::new(), by_name: HashMap::new() };
+    let mut external = ExternalData::new(opts.model_dir.as_deref());
     for (i, init) in g.initializer.iter().enumerate() {
         let name = init.name().to_string();
         if name.is_empty() {
             return Err(Error::InvalidModel(format!("initializer #{i} has no name")));
         }
-        let t = tensor_proto::decode(init, &format!("initializer '{name}'"))?;
+        let t = tensor_proto::decode_in(init, &format!("initializer '{name}'"), &mut external)?;
         b.add(Value { name, dtype: t.dtype(), shape: t.shape().to_vec(), constant: Some(Arc::new(t)) });
     }
     if !g.sparse_initializer.is_empty() {

@@ -6,6 +6,7 @@ pub mod proto {
 }
 
 mod attrs;
+pub mod external;
 pub mod import;
 mod ops;
 pub mod tensor_proto;

@@ -71,6 +71,10 @@ pub fn parse(node: &NodeProto, name: &str, opset: i64) -> Result<Option<Op>> {
         "Mul" => binary(&a, BinaryKind::Mul)?,
         "Div" => binary(&a, BinaryKind::Div)?,
         "Pow" => binary(&a, BinaryKind::Pow)?,
+        "Mod" => {
+            a.check_known(&["fmod"])?;
+            Op::Binary(BinaryKind::Mod { fmod: a.bool_or("fmod", false)? })
+        }
         "Greater" => binary(&a, BinaryKind::Greater)?,
         "Less" => binary(&a, BinaryKind::Less)?,
         "Equal" => binary(&a, BinaryKind::Equal)?,

@@ -1,20 +1,22 @@
 //! Decoding `TensorProto` (initializers, Constant values, node-test data) into host tensors.
 
+use super::external::{is_external, ExternalData};
 use super::proto::onnx::TensorProto;
 use crate::error::{Error, Result};
 use crate::tensor::{DType, Tensor, TensorData};
 
-/// Decodes a tensor; `what` names it in errors (e.g. "initializer 'conv1.weight'").
+/// Decodes a tensor; `what` names it in errors (e.g. "initializer 'conv1.weight'"). A tensor
+/// with external data is refused: there is no folder to find it in (see `decode_in`).
 pub fn decode(t: &TensorProto, what: &str) -> Result<Tensor> {
+    decode_in(t, what, &mut ExternalData::new(None))
+}
+
+/// Decodes a tensor whose data may be stored externally, in a file that `external` finds.
+pub fn decode_in(t: &TensorProto, what: &str, external: &mut ExternalData) -> Result<Tensor> {
     let code = t.data_type.unwrap_or(0);
     let dtype = DType::from_onnx(code).ok_or_else(|| {
         Error::InvalidModel(format!("{what}: data type {} is not supported", DType::onnx_name(code)))
     })?;
-    if !t.external_data.is_empty() || t.data_location.map(|l| l.value()) == Some(1) {
-        return Err(Error::InvalidModel(format!(
-            "{what}: external data is not supported; save the model with all tensors embedded"
-        )));
-    }
     let mut shape = Vec::with_capacity(t.dims.len());
     for &d in &t.dims {
         if d < 0 {
@@ -28,6 +30,7 @@ pub fn decode(t: &TensorProto, what: &str) -> Result<Tensor> {
         .filter(|&n| n.checked_mul(8).is_some())
         .ok_or_else(|| Error::InvalidModel(format!("{what}: shape {:?} is too large", t.dims)))?;
     let data = match &t.raw_data {
+        _ if is_external(t) => from_raw(external.bytes(t, what)?, dtype, n, what)?,
         Some(raw) if !raw.is_empty() || n == 0 => from_raw(raw, dtype, n, what)?,
         _ => from_fields(t, dtype, what)?,
     };

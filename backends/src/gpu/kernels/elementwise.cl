@@ -54,12 +54,14 @@ KERNEL binary_f32(GLOBAL const float* a, GLOBAL const float* b, GLOBAL float* y,
     case 2: r = u * v; break;
     case 3: r = u / v; break;
     case 4: r = POWF(u, v); break;
+    case 6: r = FMODF(u, v); break;
     default: r = u * u; break;
     }
     y[i] = r;
 }
 
-/* Integer arithmetic wraps (computed unsigned, then narrowed); division truncates, x / 0 = 0. */
+/* Integer arithmetic wraps (computed unsigned, then narrowed); division truncates, x / 0 = 0.
+ * op 5 is Mod with the divisor's sign (Python's %), 6 with the dividend's (C's %); x mod 0 = 0. */
 KERNEL binary_i32(GLOBAL const int* a, GLOBAL const int* b, GLOBAL int* y, int n, int op, int narrow, int rank,
                   GLOBAL const int* meta) {
     PDL_ENTRY();
@@ -74,6 +76,11 @@ KERNEL binary_i32(GLOBAL const int* a, GLOBAL const int* b, GLOBAL int* y, int n
     case 1: r = (int)(uu - uv); break;
     case 2: r = (int)(uu * uv); break;
     case 3: r = v == 0 ? 0 : ((u == (-2147483647 - 1) && v == -1) ? u : u / v); break;
+    case 5:
+    case 6:
+        r = (v == 0 || v == -1) ? 0 : u % v;
+        if (op == 5 && r != 0 && ((r < 0) != (v < 0))) r += v;
+        break;
     default: {
         /* Pow with an integer exponent: exact repeated squaring for e >= 0 (wrapping), else the
          * float power truncated toward zero. */

@@ -67,6 +67,7 @@
 #define ERFF(x) erf(x)
 #define ERFCF(x) erfc(x)
 #define POWF(x, y) pow(x, y)
+#define FMODF(x, y) fmod(x, y)
 #define FABSF(x) fabs(x)
 #define FLOORF(x) floor(x)
 #define CEILF(x) ceil(x)

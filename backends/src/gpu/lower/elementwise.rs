@@ -141,6 +141,24 @@ pub(crate) fn binary<D: GpuDevice>(cx: &mut Ctx<D>, k: BinaryKind) -> Result<()>
                 "pow_i32_f32"
             }
         },
+        BinaryKind::Mod { fmod } => {
+            if da != db {
+                return unsupported(format!("{name} of {da} and {db}"));
+            }
+            match (wa, da) {
+                (_, DType::Bool) => return unsupported(format!("{name} on BOOL")),
+                (Word::F32, _) if !fmod => return unsupported(format!("{name} of {da} with fmod=0")),
+                (Word::F32, _) => {
+                    args.push(LArg::I32(6));
+                    "binary_f32"
+                }
+                (Word::I32, _) => {
+                    args.push(LArg::I32(if fmod { 6 } else { 5 }));
+                    args.push(LArg::I32(narrow(da)));
+                    "binary_i32"
+                }
+            }
+        }
         BinaryKind::Greater | BinaryKind::Less | BinaryKind::Equal | BinaryKind::And => {
             if da != db {
                 return unsupported(format!("{name} of {da} and {db}"));

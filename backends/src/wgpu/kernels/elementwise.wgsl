@@ -75,7 +75,8 @@ fn operands(i: i32, rank: i32) -> vec2<i32> {
     return vec2<i32>(offset3(i, rank, rank), offset3(i, rank, 2 * rank));
 }
 
-// op: 0 Add, 1 Sub, 2 Mul, 3 Div, 4 Pow, 5 Pow with the exponent known to be 2 (x * x, exact).
+// op: 0 Add, 1 Sub, 2 Mul, 3 Div, 4 Pow, 5 Pow with the exponent known to be 2 (x * x, exact),
+// 6 Mod with the dividend's sign (C's fmod; WGSL's % on floats truncates the quotient too).
 struct BinaryF32P { n: i32, op: i32, rank: i32 }
 @group(0) @binding(8) var<uniform> binary_f32_p: BinaryF32P;
 
@@ -94,12 +95,14 @@ fn binary_f32(@builtin(global_invocation_id) gid: vec3<u32>) {
         case 2: { r = u * v; }
         case 3: { r = u / v; }
         case 4: { r = pow_(u, v); }
+        case 6: { r = u % v; }
         default: { r = u * u; }
     }
     outf[i] = r;
 }
 
 // Integer arithmetic wraps (WGSL's i32 arithmetic does); division truncates, x / 0 = 0.
+// op 5 is Mod with the divisor's sign (Python's %), 6 with the dividend's (WGSL's %); x mod 0 = 0.
 struct BinaryI32P { n: i32, op: i32, narrow: i32, rank: i32 }
 @group(0) @binding(8) var<uniform> binary_i32_p: BinaryI32P;
 
@@ -120,6 +123,10 @@ fn binary_i32(@builtin(global_invocation_id) gid: vec3<u32>) {
             if (v == 0) { r = 0; }
             else if (u == i32(-2147483647 - 1) && v == -1) { r = u; }
             else { r = u / v; }
+        }
+        case 5, 6: {
+            if (v == 0 || v == -1) { r = 0; } else { r = u % v; }
+            if (p.op == 5 && r != 0 && ((r < 0) != (v < 0))) { r += v; }
         }
         default: {
             // Pow with an integer exponent: exact repeated squaring for e >= 0 (wrapping), else
