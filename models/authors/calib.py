@@ -115,14 +115,16 @@ def full_bn_pass(model, run, x):
     return out
 
 
-def export(module, args, path, input_names, output_names, props, doc):
+def export(module, args, path, input_names, output_names, props, doc, preserve_modes=False):
     """torch.onnx.export with the TorchScript exporter at opset 17, fixed shapes, metadata. No
-    op filter: the graph is what the authors' code exports."""
+    op filter: the graph is what the authors' code exports. preserve_modes: export the modules'
+    train/eval flags as set (TrainingMode.PRESERVE) instead of switching everything to eval."""
     import onnx
     import torch
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        torch.onnx.export(module, args, path, opset_version=OPSET, dynamo=False,
+        mode = torch.onnx.TrainingMode.PRESERVE if preserve_modes else torch.onnx.TrainingMode.EVAL
+        torch.onnx.export(module, args, path, opset_version=OPSET, dynamo=False, training=mode,
                           input_names=list(input_names), output_names=list(output_names),
                           do_constant_folding=True)
     m = onnx.load(path)

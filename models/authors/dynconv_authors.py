@@ -285,11 +285,12 @@ def build_hourglass(repo, density, name, features=48, size=128):
                    "shims": "cupy stub; device='cuda' factories -> CPU at construction; "
                             "make_active_positions_list{,_inverted} -> None; InvertedResidual.training=True "
                             "(masked-dense branch)"},
-                  net, out_names=[f"heatmap_{i}" for i in range(cfg.MODEL.EXTRA.NUM_STACKS)])
+                  net, out_names=[f"heatmap_{i}" for i in range(cfg.MODEL.EXTRA.NUM_STACKS)],
+                  preserve_modes=True)  # shim 4 must survive the export
 
 
 # ------------------------------------------------------------------------------------------------
-def finish(name, wrap, x, h, w, density, origin, net, out_names=("logits",)):
+def finish(name, wrap, x, h, w, density, origin, net, out_names=("logits",), preserve_modes=False):
     """Export, ORT vs PyTorch check (outputs and every in-graph mask), mask density, goldens."""
     import torch
     path = os.path.join(OUT, f"{name}.onnx")
@@ -300,7 +301,8 @@ def finish(name, wrap, x, h, w, density, origin, net, out_names=("logits",)):
                                f"{origin['file']} {origin['class']}",
              "dynaspa.license": origin["license"]}
     m = calib.export(wrap, (x[:1],), path, ["input"], list(out_names), props,
-                     f"DynConv {name} (authors' code, random calibrated weights, fixed seed)")
+                     f"DynConv {name} (authors' code, random calibrated weights, fixed seed)",
+                     preserve_modes=preserve_modes)
     mv = calib.mask_values(m)
     # PyTorch reference masks: the Gumbel outputs in forward order
     rec = []
