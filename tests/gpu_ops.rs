@@ -557,6 +557,65 @@ fn elementwise_types_and_broadcasts_match_the_cpu() {
     check_onnx("compare, where, casts, int math, clip, pow", &bytes, &f);
 }
 
+/// The ops mask and halting units threshold and combine with: inclusive comparisons, Or/Xor,
+/// Sign/Round/Floor/Ceil, Reciprocal/Log/Softplus, and Min/Max over one, two and three
+/// broadcast inputs, on floats and integers.
+#[test]
+fn mask_unit_ops_match_the_cpu() {
+    let mut rng = Rng(seed());
+    let nodes = vec![
+        node("GreaterOrEqual", "ge", &["a", "zero"], &["ge"]),
+        node("LessOrEqual", "le", &["a", "b"], &["le"]),
+        node("Or", "or", &["ge", "le"], &["or"]),
+        node("Xor", "xor", &["ge", "le"], &["xor"]),
+        node("Mul", "m4", &["a", "four"], &["a4"]),
+        node("Sign", "sg", &["a"], &["sg"]),
+        node("Round", "rd", &["a4"], &["rd"]),
+        node("Floor", "fl", &["a4"], &["fl"]),
+        node("Ceil", "ce", &["a4"], &["ce"]),
+        node("Reciprocal", "rc", &["b"], &["rc"]),
+        node("Log", "lg", &["b"], &["lg"]),
+        node("Softplus", "sp", &["a4"], &["sp"]),
+        node("Max", "max3", &["a", "b", "c"], &["max3"]),
+        node("Min", "min2", &["b", "a"], &["min2"]),
+        node("Max", "max1", &["a"], &["max1"]),
+        with_attrs(node("Cast", "ci", &["a4"], &["ai"]), vec![int_attr("to", 6)]),
+        node("Min", "mini", &["ai", "two", "ai"], &["mini"]),
+        node("Max", "maxi", &["ai", "two"], &["maxi"]),
+        node("Sign", "sgi", &["ai"], &["sgi"]),
+    ];
+    let mut two = i64_init("two", &[1], &[2]);
+    two.set_data_type(6);
+    two.int64_data.clear();
+    two.int32_data = vec![2];
+    let inits = vec![f32_init("zero", &[], &[0.0]), f32_init("four", &[], &[4.0]), two];
+    let out_names = [
+        "ge", "le", "or", "xor", "sg", "rd", "fl", "ce", "rc", "lg", "sp", "max3", "min2", "max1", "mini", "maxi",
+        "sgi",
+    ];
+    let outs: Vec<_> = out_names.iter().map(|n| value_info(n, 1, &[])).collect();
+    let ins = vec![value_info("a", 1, &[3, 1, 40]), value_info("b", 1, &[5, 1]), value_info("c", 1, &[40])];
+    let bytes = model(nodes, ins, outs, inits);
+    let mut f = feeds(&mut rng, &[("a", &[3, 1, 40]), ("b", &[5, 1]), ("c", &[40])]);
+    f[1].1.as_f32_mut().unwrap().iter_mut().for_each(|v| *v = v.abs() + 0.05);
+    check_onnx("mask unit ops", &bytes, &f);
+}
+
+/// Round takes halves to the even integer on every backend (the node suite's case has none).
+#[test]
+fn round_takes_halves_to_even_on_every_backend() {
+    let x = [-2.5f32, -1.5, -0.5, 0.5, 1.5, 2.5, 3.5, 0.49999997, -3.7, 8388607.5, 1e30];
+    let want = [-2.0f32, -2.0, -0.0, 0.0, 2.0, 2.0, 4.0, 0.0, -4.0, 8388608.0, 1e30];
+    let bytes = one_node("Round", &[("x", &[x.len()])], vec![], vec![], &["y"], 13);
+    let feed = vec![("x".to_string(), Tensor::from_f32(vec![x.len()], x.to_vec()).unwrap())];
+    for b in common::backends() {
+        let out = session(load(&bytes), &b, &BackendOptions::default()).run(feed.clone()).unwrap();
+        let got = out[0].1.as_f32().unwrap();
+        let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(got), bits(&want), "Round on {b}: {got:?}");
+    }
+}
+
 /// Attention built in the IR: bias broadcast per key and per query row, k stored transposed,
 /// and a `Div` scale.
 #[test]

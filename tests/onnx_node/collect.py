@@ -37,6 +37,8 @@ LayerNormalization InstanceNormalization GroupNormalization MaxPool AveragePool
 GlobalAveragePool ReduceMean ReduceSum ReduceMax Reshape Flatten Transpose Concat
 Slice Split Gather Squeeze Unsqueeze Expand Shape Constant ConstantOfShape
 Identity Cast Resize Pad Greater Less Equal Not And Where CumSum Mod
+GreaterOrEqual LessOrEqual Or Xor Sign Round Floor Ceil Min Max Reciprocal Log
+Softplus
 """.split())
 
 DEFAULT_DOMAINS = ("", "ai.onnx")

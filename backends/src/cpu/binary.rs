@@ -1,4 +1,5 @@
-//! Two-input elementwise ops with numpy broadcasting: arithmetic, Pow, Mod, comparisons, And.
+//! Two-input elementwise ops with numpy broadcasting: arithmetic, Pow, Mod, comparisons, logic,
+//! and Min/Max over one or more inputs.
 
 use super::broadcast::{broadcast_shape, map2};
 use super::elem::{conv, expect_out, make, numeric, typed, Arith, Elem, Real};
@@ -9,16 +10,17 @@ use dynaspa_runtime::{map_data, DType, Error, Result, Tensor, TensorData};
 
 pub(crate) fn binary(k: BinaryKind, ins: &[Option<&Tensor>], out: &TensorSpec) -> Result<Tensor> {
     let name = Op::Binary(k).name();
+    if k.is_variadic() {
+        // One input is enough, so this goes before the pair is read.
+        return extremum(k, ins, out);
+    }
     let a = input(ins, 0, name)?;
     let b = input(ins, 1, name)?;
     let shape = broadcast_shape(&[a.shape(), b.shape()], name)?;
     if k != BinaryKind::Pow && a.dtype() != b.dtype() {
         return Err(Error::Other(format!("{name}: inputs are {} and {}", a.dtype(), b.dtype())));
     }
-    let dtype = match k {
-        BinaryKind::Greater | BinaryKind::Less | BinaryKind::Equal | BinaryKind::And => DType::Bool,
-        _ => a.dtype(),
-    };
+    let dtype = if k.is_predicate() { DType::Bool } else { a.dtype() };
     expect_out(name, dtype, &shape, out.dtype, &out.shape)?;
     let unsupported = || Error::Other(format!("{name}: {} inputs are not supported", a.dtype()));
     let (ash, bsh) = (a.shape(), b.shape());
@@ -26,13 +28,23 @@ pub(crate) fn binary(k: BinaryKind, ins: &[Option<&Tensor>], out: &TensorSpec) -
         BinaryKind::Add | BinaryKind::Sub | BinaryKind::Mul | BinaryKind::Div => {
             numeric!(a.data(), av => arith(k, av, ash, typed(b, name)?, bsh, &shape), bool => Err(unsupported()))
         }
-        BinaryKind::Greater | BinaryKind::Less | BinaryKind::Equal => {
-            map_data!(a.data(), av => compare(k, av, ash, typed(b, name)?, bsh, &shape))
-        }
-        BinaryKind::And => {
-            let v = map2(typed::<bool>(a, name)?, ash, typed::<bool>(b, name)?, bsh, &shape, name, |x, y| x && y)?;
+        BinaryKind::And | BinaryKind::Or | BinaryKind::Xor => {
+            let (av, bv) = (typed::<bool>(a, name)?, typed::<bool>(b, name)?);
+            let v = match k {
+                BinaryKind::And => map2(av, ash, bv, bsh, &shape, name, |x, y| x && y)?,
+                BinaryKind::Or => map2(av, ash, bv, bsh, &shape, name, |x, y| x || y)?,
+                _ => map2(av, ash, bv, bsh, &shape, name, |x, y| x != y)?,
+            };
             make(&shape, v)
         }
+        BinaryKind::Greater
+        | BinaryKind::Less
+        | BinaryKind::Equal
+        | BinaryKind::GreaterOrEqual
+        | BinaryKind::LessOrEqual => {
+            map_data!(a.data(), av => compare(k, av, ash, typed(b, name)?, bsh, &shape))
+        }
+        BinaryKind::Min | BinaryKind::Max => extremum(k, ins, out),
         BinaryKind::Pow => pow(a, b, &shape),
         BinaryKind::Mod { fmod } => {
             numeric!(a.data(), av => modulo(av, ash, typed(b, name)?, bsh, &shape, fmod), bool => Err(unsupported()))
@@ -61,6 +73,32 @@ fn modulo<T: Arith>(a: &[T], ash: &[usize], b: &[T], bsh: &[usize], osh: &[usize
     make(osh, v)
 }
 
+/// Min or Max of one or more inputs, combined left to right with numpy broadcasting; a NaN
+/// operand gives NaN, as numpy's `minimum` and `maximum` do.
+fn extremum(k: BinaryKind, ins: &[Option<&Tensor>], out: &TensorSpec) -> Result<Tensor> {
+    let name = Op::Binary(k).name();
+    let xs = (0..ins.len().max(1)).map(|i| input(ins, i, name)).collect::<Result<Vec<_>>>()?;
+    if let Some(x) = xs.iter().find(|x| x.dtype() != xs[0].dtype()) {
+        return Err(Error::Other(format!("{name}: inputs are {} and {}", xs[0].dtype(), x.dtype())));
+    }
+    let shape = broadcast_shape(&xs.iter().map(|x| x.shape()).collect::<Vec<_>>(), name)?;
+    expect_out(name, xs[0].dtype(), &shape, out.dtype, &out.shape)?;
+    let unsupported = || Error::Other(format!("{name}: {} inputs are not supported", xs[0].dtype()));
+    numeric!(xs[0].data(), v => fold_extremum(k == BinaryKind::Max, v, &xs, &shape, name), bool => Err(unsupported()))
+}
+
+fn fold_extremum<T: Elem>(max: bool, first: &[T], xs: &[&Tensor], osh: &[usize], name: &str) -> Result<Tensor> {
+    let pick = |x: T, y: T| if y.is_nan() || (if max { y > x } else { y < x }) { y } else { x };
+    let Some((second, rest)) = xs[1..].split_first() else {
+        return make(osh, first.to_vec());
+    };
+    let mut acc = map2(first, xs[0].shape(), typed::<T>(second, name)?, second.shape(), osh, name, pick)?;
+    for x in rest {
+        acc = map2(&acc, osh, typed::<T>(x, name)?, x.shape(), osh, name, pick)?;
+    }
+    make(osh, acc)
+}
+
 fn arith<T: Arith>(k: BinaryKind, a: &[T], ash: &[usize], b: &[T], bsh: &[usize], osh: &[usize]) -> Result<Tensor> {
     let w = "arithmetic";
     let v = match k {
@@ -82,6 +120,8 @@ fn compare<T: Elem>(k: BinaryKind, a: &[T], ash: &[usize], b: &[T], bsh: &[usize
     let v = match k {
         BinaryKind::Greater => map2(a, ash, b, bsh, osh, w, |x, y| x > y)?,
         BinaryKind::Less => map2(a, ash, b, bsh, osh, w, |x, y| x < y)?,
+        BinaryKind::GreaterOrEqual => map2(a, ash, b, bsh, osh, w, |x, y| x >= y)?,
+        BinaryKind::LessOrEqual => map2(a, ash, b, bsh, osh, w, |x, y| x <= y)?,
         _ => map2(a, ash, b, bsh, osh, w, |x, y| x == y)?,
     };
     make(osh, v)

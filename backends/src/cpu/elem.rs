@@ -336,6 +336,12 @@ pub(crate) trait Real: Arith {
     fn erf(self) -> Self;
     fn erfc(self) -> Self;
     fn powf(self, e: Self) -> Self;
+    fn ln(self) -> Self;
+    fn ln_1p(self) -> Self;
+    fn floor(self) -> Self;
+    fn ceil(self) -> Self;
+    /// Nearest integer, halves to the even one (ONNX Round).
+    fn round_even(self) -> Self;
 }
 
 impl Real for f32 {
@@ -367,6 +373,26 @@ impl Real for f32 {
     fn powf(self, e: Self) -> Self {
         f32::powf(self, e)
     }
+    #[inline]
+    fn ln(self) -> Self {
+        f32::ln(self)
+    }
+    #[inline]
+    fn ln_1p(self) -> Self {
+        f32::ln_1p(self)
+    }
+    #[inline]
+    fn floor(self) -> Self {
+        f32::floor(self)
+    }
+    #[inline]
+    fn ceil(self) -> Self {
+        f32::ceil(self)
+    }
+    #[inline]
+    fn round_even(self) -> Self {
+        f32::round_ties_even(self)
+    }
 }
 
 impl Real for f64 {
@@ -397,5 +423,25 @@ impl Real for f64 {
     #[inline]
     fn powf(self, e: Self) -> Self {
         f64::powf(self, e)
+    }
+    #[inline]
+    fn ln(self) -> Self {
+        f64::ln(self)
+    }
+    #[inline]
+    fn ln_1p(self) -> Self {
+        f64::ln_1p(self)
+    }
+    #[inline]
+    fn floor(self) -> Self {
+        f64::floor(self)
+    }
+    #[inline]
+    fn ceil(self) -> Self {
+        f64::ceil(self)
+    }
+    #[inline]
+    fn round_even(self) -> Self {
+        f64::round_ties_even(self)
     }
 }

@@ -23,7 +23,7 @@ pub(crate) fn unary(k: UnaryKind, ins: &[Option<&Tensor>], out: &TensorSpec) -> 
         },
         (_, TensorData::F64(v)) => TensorData::F64(real_unary(k, v)?),
         (_, TensorData::Bool(_)) => return Err(unsupported()),
-        (UnaryKind::Relu | UnaryKind::Neg | UnaryKind::Abs, d) => {
+        (UnaryKind::Relu | UnaryKind::Neg | UnaryKind::Abs | UnaryKind::Sign, d) => {
             numeric!(d, v => int_unary(k, v).ok_or_else(unsupported)??, bool => return Err(unsupported()))
         }
         _ => return Err(unsupported()),
@@ -38,6 +38,7 @@ fn int_unary<T: Arith>(k: UnaryKind, v: &[T]) -> Option<Result<TensorData>> {
         UnaryKind::Relu => map1(v, |x| if x < z { z } else { x }),
         UnaryKind::Neg => map1(v, |x| x.neg()),
         UnaryKind::Abs => map1(v, |x| x.abs()),
+        UnaryKind::Sign => map1(v, |x| T::from_i64(if x > z { 1 } else if x < z { -1 } else { 0 })),
         _ => return None,
     };
     Some(r.map(T::wrap))
@@ -78,6 +79,22 @@ fn real_unary<T: Real>(k: UnaryKind, v: &[T]) -> Result<Vec<T>> {
         UnaryKind::Neg => map1(v, |x| x.neg()),
         UnaryKind::Abs => map1(v, |x| x.abs()),
         UnaryKind::Not => Ok(v.to_vec()),
+        // Zeros (of either sign) and NaN stay as they are.
+        UnaryKind::Sign => map1(v, |x| if x > zero { one } else if x < zero { one.neg() } else { x }),
+        UnaryKind::Round => map1(v, |x| x.round_even()),
+        UnaryKind::Floor => map1(v, |x| x.floor()),
+        UnaryKind::Ceil => map1(v, |x| x.ceil()),
+        UnaryKind::Reciprocal => map1(v, |x| one.div(x)),
+        UnaryKind::Log => map1_heavy(v, |x| x.ln()),
+        // ln(1 + e^x) as max(x, 0) + ln(1 + e^-|x|): no overflow for large x, and the small
+        // values of the negative tail keep their relative accuracy.
+        UnaryKind::Softplus => map1_heavy(v, |x| {
+            if x > zero {
+                x.add(x.neg().exp().ln_1p())
+            } else {
+                x.exp().ln_1p()
+            }
+        }),
     }
 }
 

@@ -295,3 +295,114 @@ fn where_broadcasts_three_ways() {
     assert_eq!(got.into_data(), TensorData::I64(want));
     let _ = xsh;
 }
+
+#[test]
+fn mask_unit_unaries_hand_values() {
+    // Halves round to the even neighbour; zeros keep their sign through Sign, Round, Floor, Ceil.
+    let x = f32t(&[10], vec![-2.5, -1.5, -0.5, -0.0, 0.0, 0.5, 1.5, 2.5, 0.49999997, -3.7]);
+    let cases: Vec<(UnaryKind, Vec<f32>)> = vec![
+        (UnaryKind::Round, vec![-2.0, -2.0, -0.0, -0.0, 0.0, 0.0, 2.0, 2.0, 0.0, -4.0]),
+        (UnaryKind::Floor, vec![-3.0, -2.0, -1.0, -0.0, 0.0, 0.0, 1.0, 2.0, 0.0, -4.0]),
+        (UnaryKind::Ceil, vec![-2.0, -1.0, -0.0, -0.0, 0.0, 1.0, 2.0, 3.0, 1.0, -3.0]),
+        (UnaryKind::Sign, vec![-1.0, -1.0, -1.0, -0.0, 0.0, 1.0, 1.0, 1.0, 1.0, -1.0]),
+    ];
+    for (k, want) in cases {
+        let got = f32s(&un(k, &x).unwrap());
+        let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(&got), bits(&want), "{k:?}: {got:?}");
+    }
+    let y = f32t(&[6], vec![-30.0, -2.0, 0.25, 0.5, 4.0, 100.0]);
+    let cases: Vec<(UnaryKind, Vec<f32>)> = vec![
+        (UnaryKind::Reciprocal, vec![-1.0 / 30.0, -0.5, 4.0, 2.0, 0.25, 0.01]),
+        (UnaryKind::Log, vec![f32::NAN, f32::NAN, -1.38629436, -0.69314718, 1.38629436, 4.60517019]),
+        (UnaryKind::Softplus, vec![9.3576230e-14, 0.12692801, 0.82593942, 0.97407698, 4.01814993, 100.0]),
+    ];
+    for (k, want) in cases {
+        assert_close(&f32s(&un(k, &y).unwrap()), &want, 2e-6);
+    }
+    let zero = f32t(&[1], vec![0.0]);
+    assert_eq!(f32s(&un(UnaryKind::Reciprocal, &zero).unwrap()), vec![f32::INFINITY]);
+    assert_eq!(f32s(&un(UnaryKind::Log, &zero).unwrap()), vec![f32::NEG_INFINITY]);
+    // Softplus keeps the relative accuracy of the negative tail (e^-30) and does not overflow.
+    let s = f32s(&un(UnaryKind::Softplus, &f32t(&[2], vec![-30.0, 1e30])).unwrap());
+    assert!((s[0] / 9.357623e-14 - 1.0).abs() < 1e-6 && s[1] == 1e30, "{s:?}");
+    let nan = f32t(&[1], vec![f32::NAN]);
+    use UnaryKind::{Ceil, Floor, Log, Round, Sign, Softplus};
+    for k in [Sign, Round, Floor, Ceil, Log, Softplus] {
+        assert!(f32s(&un(k, &nan).unwrap())[0].is_nan(), "{k:?} of NaN");
+    }
+    let d = data(&[3], TensorData::F64(vec![-2.5, 0.5, 3.5]));
+    assert_eq!(un(UnaryKind::Round, &d).unwrap().into_data(), TensorData::F64(vec![-2.0, 0.0, 4.0]));
+    let i = data(&[4], TensorData::I32(vec![-7, 0, 3, i32::MIN]));
+    assert_eq!(un(UnaryKind::Sign, &i).unwrap().into_data(), TensorData::I32(vec![-1, 0, 1, -1]));
+    let u = data(&[2], TensorData::U8(vec![0, 200]));
+    assert_eq!(un(UnaryKind::Sign, &u).unwrap().into_data(), TensorData::U8(vec![0, 1]));
+    assert!(un(UnaryKind::Round, &i).is_err());
+    assert!(un(UnaryKind::Sign, &data(&[1], TensorData::Bool(vec![true]))).is_err());
+}
+
+#[test]
+fn inclusive_comparisons_and_logic() {
+    let a = f32t(&[4], vec![1.0, 2.0, f32::NAN, -0.0]);
+    let b = f32t(&[1], vec![2.0]);
+    let z = f32t(&[], vec![0.0]);
+    let ge = |x: &Tensor, y: &Tensor| bin(BinaryKind::GreaterOrEqual, x, y, DType::Bool, &[4]).unwrap().into_data();
+    let le = |x: &Tensor, y: &Tensor| bin(BinaryKind::LessOrEqual, x, y, DType::Bool, &[4]).unwrap().into_data();
+    assert_eq!(ge(&a, &b), TensorData::Bool(vec![false, true, false, false]));
+    assert_eq!(le(&a, &b), TensorData::Bool(vec![true, true, false, true]));
+    // -0 >= 0: the threshold `x >= 0` keeps negative zero.
+    assert_eq!(ge(&a, &z), TensorData::Bool(vec![true, true, false, true]));
+    let l = data(&[4], TensorData::I64(vec![-1, 5, 9, 5]));
+    let r = data(&[1], TensorData::I64(vec![5]));
+    assert_eq!(
+        bin(BinaryKind::GreaterOrEqual, &l, &r, DType::Bool, &[4]).unwrap().into_data(),
+        TensorData::Bool(vec![false, true, true, true])
+    );
+    let p = data(&[2], TensorData::Bool(vec![true, false]));
+    let q = data(&[2, 1], TensorData::Bool(vec![true, false]));
+    assert_eq!(
+        bin(BinaryKind::Or, &p, &q, DType::Bool, &[2, 2]).unwrap().into_data(),
+        TensorData::Bool(vec![true, true, true, false])
+    );
+    assert_eq!(
+        bin(BinaryKind::Xor, &p, &q, DType::Bool, &[2, 2]).unwrap().into_data(),
+        TensorData::Bool(vec![false, true, true, false])
+    );
+    assert!(bin(BinaryKind::Or, &l, &r, DType::Bool, &[4]).is_err());
+    assert!(bin(BinaryKind::LessOrEqual, &l, &r, DType::I64, &[4]).is_err());
+}
+
+#[test]
+fn min_and_max_take_one_or_more_broadcast_inputs() {
+    let ext = |k: BinaryKind, xs: &[&Tensor], dt: DType, shape: &[usize]| {
+        let ins: Vec<Option<&Tensor>> = xs.iter().map(|&x| Some(x)).collect();
+        run(&Op::Binary(k), &ins, spec(dt, shape))
+    };
+    let a = f32t(&[3], vec![1.0, 5.0, -2.0]);
+    let b = f32t(&[2, 1], vec![0.0, 4.0]);
+    let c = f32t(&[], vec![3.0]);
+    let max3 = f32s(&ext(BinaryKind::Max, &[&a, &b, &c], DType::F32, &[2, 3]).unwrap());
+    assert_eq!(max3, vec![3.0, 5.0, 3.0, 4.0, 5.0, 4.0]);
+    let min3 = f32s(&ext(BinaryKind::Min, &[&a, &b, &c], DType::F32, &[2, 3]).unwrap());
+    assert_eq!(min3, vec![0.0, 0.0, -2.0, 1.0, 3.0, -2.0]);
+    assert_eq!(f32s(&ext(BinaryKind::Min, &[&c, &a], DType::F32, &[3]).unwrap()), vec![1.0, 3.0, -2.0]);
+    assert_eq!(f32s(&ext(BinaryKind::Max, &[&a], DType::F32, &[3]).unwrap()), vec![1.0, 5.0, -2.0]);
+    // NaN wins from either side, as numpy's maximum and minimum.
+    let n = f32t(&[2], vec![f32::NAN, 1.0]);
+    let m = f32t(&[2], vec![0.0, f32::NAN]);
+    for k in [BinaryKind::Min, BinaryKind::Max] {
+        assert!(f32s(&ext(k, &[&n, &m], DType::F32, &[2]).unwrap()).iter().all(|v| v.is_nan()), "{k:?}");
+    }
+    let i = data(&[3], TensorData::I64(vec![-3, 7, 0]));
+    let j = data(&[1], TensorData::I64(vec![2]));
+    assert_eq!(ext(BinaryKind::Max, &[&i, &j], DType::I64, &[3]).unwrap().into_data(), TensorData::I64(vec![2, 7, 2]));
+    let u = data(&[2], TensorData::U8(vec![200, 3]));
+    let v = data(&[2], TensorData::U8(vec![100, 4]));
+    assert_eq!(ext(BinaryKind::Min, &[&u, &v], DType::U8, &[2]).unwrap().into_data(), TensorData::U8(vec![100, 3]));
+    // Mixed types, bool inputs, no inputs and a wrong declared shape are errors.
+    assert!(ext(BinaryKind::Max, &[&a, &i], DType::F32, &[3]).is_err());
+    let t = data(&[1], TensorData::Bool(vec![true]));
+    assert!(ext(BinaryKind::Max, &[&t, &t], DType::Bool, &[1]).is_err());
+    assert!(ext(BinaryKind::Max, &[], DType::F32, &[]).is_err());
+    assert!(ext(BinaryKind::Max, &[&a, &b], DType::F32, &[3]).is_err());
+}

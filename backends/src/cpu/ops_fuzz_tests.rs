@@ -57,6 +57,13 @@ fn ops(rng: &mut Rng) -> Op {
         UnaryKind::Neg,
         UnaryKind::Abs,
         UnaryKind::Not,
+        UnaryKind::Sign,
+        UnaryKind::Round,
+        UnaryKind::Floor,
+        UnaryKind::Ceil,
+        UnaryKind::Reciprocal,
+        UnaryKind::Log,
+        UnaryKind::Softplus,
     ];
     let binary = [
         BinaryKind::Add,
@@ -68,12 +75,18 @@ fn ops(rng: &mut Rng) -> Op {
         BinaryKind::Less,
         BinaryKind::Equal,
         BinaryKind::And,
+        BinaryKind::GreaterOrEqual,
+        BinaryKind::LessOrEqual,
+        BinaryKind::Or,
+        BinaryKind::Xor,
+        BinaryKind::Min,
+        BinaryKind::Max,
     ];
     let pick = |rng: &mut Rng, n: u64| rng.below(n) as usize;
     match rng.below(20) {
-        0 => Op::Unary(unary[pick(rng, 14)]),
+        0 => Op::Unary(unary[pick(rng, unary.len() as u64)]),
         1 => Op::Clip,
-        2 => Op::Binary(binary[pick(rng, 9)]),
+        2 => Op::Binary(binary[pick(rng, binary.len() as u64)]),
         3 => Op::Cast { to: DTYPES[pick(rng, 7)] },
         4 => Op::Where,
         5 => Op::Reshape { allowzero: false },

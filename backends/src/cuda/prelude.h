@@ -79,6 +79,7 @@ typedef unsigned long long ulong;
 // double literal would pick.
 #define EXPF(x) expf(x)
 #define LOGF(x) logf(x)
+#define LOG1PF(x) log1pf(x)
 #define SQRTF(x) sqrtf(x)
 #define TANHF(x) tanhf(x)
 #define ERFF(x) erff(x)
@@ -88,6 +89,7 @@ typedef unsigned long long ulong;
 #define FABSF(x) fabsf(x)
 #define FLOORF(x) floorf(x)
 #define CEILF(x) ceilf(x)
+#define RINTF(x) rintf(x)
 #define FMAXF(x, y) fmaxf(x, y)
 #define FMINF(x, y) fminf(x, y)
 #define ISNAN(x) isnan(x)

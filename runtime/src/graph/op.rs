@@ -115,6 +115,38 @@ pub enum BinaryKind {
     Less,
     Equal,
     And,
+    GreaterOrEqual,
+    LessOrEqual,
+    Or,
+    Xor,
+    /// Variadic in ONNX: one or more inputs (see `Op::Binary`).
+    Min,
+    Max,
+}
+
+impl BinaryKind {
+    /// Comparisons and logic ops: their output is BOOL whatever their inputs are.
+    pub fn is_predicate(self) -> bool {
+        matches!(
+            self,
+            BinaryKind::Greater
+                | BinaryKind::Less
+                | BinaryKind::Equal
+                | BinaryKind::GreaterOrEqual
+                | BinaryKind::LessOrEqual
+                | BinaryKind::And
+                | BinaryKind::Or
+                | BinaryKind::Xor
+        )
+    }
+    /// And, Or, Xor: BOOL inputs only.
+    pub fn is_logic(self) -> bool {
+        matches!(self, BinaryKind::And | BinaryKind::Or | BinaryKind::Xor)
+    }
+    /// Min and Max take any number of inputs from one up.
+    pub fn is_variadic(self) -> bool {
+        matches!(self, BinaryKind::Min | BinaryKind::Max)
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
@@ -133,6 +165,15 @@ pub enum UnaryKind {
     Neg,
     Abs,
     Not,
+    Sign,
+    /// Round half to even.
+    Round,
+    Floor,
+    Ceil,
+    Reciprocal,
+    Log,
+    /// ln(1 + e^x).
+    Softplus,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -252,7 +293,8 @@ pub enum Op {
     Unary(UnaryKind),
     /// X, [min], [max]
     Clip,
-    /// A, B with numpy broadcasting.
+    /// A, B with numpy broadcasting; Min and Max take one or more inputs (ONNX's variadic
+    /// form), combined left to right.
     Binary(BinaryKind),
     /// A, B with numpy matmul semantics.
     MatMul,
@@ -328,6 +370,13 @@ impl Op {
                 UnaryKind::Neg => "Neg",
                 UnaryKind::Abs => "Abs",
                 UnaryKind::Not => "Not",
+                UnaryKind::Sign => "Sign",
+                UnaryKind::Round => "Round",
+                UnaryKind::Floor => "Floor",
+                UnaryKind::Ceil => "Ceil",
+                UnaryKind::Reciprocal => "Reciprocal",
+                UnaryKind::Log => "Log",
+                UnaryKind::Softplus => "Softplus",
             },
             Op::Clip => "Clip",
             Op::Binary(b) => match b {
@@ -341,6 +390,12 @@ impl Op {
                 BinaryKind::Less => "Less",
                 BinaryKind::Equal => "Equal",
                 BinaryKind::And => "And",
+                BinaryKind::GreaterOrEqual => "GreaterOrEqual",
+                BinaryKind::LessOrEqual => "LessOrEqual",
+                BinaryKind::Or => "Or",
+                BinaryKind::Xor => "Xor",
+                BinaryKind::Min => "Min",
+                BinaryKind::Max => "Max",
             },
             Op::MatMul => "MatMul",
             Op::Gemm { .. } => "Gemm",

@@ -169,7 +169,7 @@ pub fn infer(op: &mut Op, ins: &[Option<In>], n_out: usize) -> Result<Vec<Tensor
             match k {
                 UnaryKind::Not if x.dtype != DType::Bool => Err(err("Not takes BOOL")),
                 UnaryKind::Not => one(DType::Bool, x.shape.to_vec()),
-                UnaryKind::Neg | UnaryKind::Abs | UnaryKind::Relu if x.dtype != DType::Bool => {
+                UnaryKind::Neg | UnaryKind::Abs | UnaryKind::Relu | UnaryKind::Sign if x.dtype != DType::Bool => {
                     one(x.dtype, x.shape.to_vec())
                 }
                 _ if x.dtype.is_float() => one(x.dtype, x.shape.to_vec()),
@@ -187,6 +187,18 @@ pub fn infer(op: &mut Op, ins: &[Option<In>], n_out: usize) -> Result<Vec<Tensor
             }
             one(d, x()?.shape.to_vec())
         }
+        Op::Binary(k) if k.is_variadic() => {
+            let name = Op::Binary(*k).name();
+            if ins.is_empty() {
+                return Err(err(format!("{name} needs at least one input")));
+            }
+            let d = same_dtype(ins, &(0..ins.len()).collect::<Vec<_>>())?;
+            if d == DType::Bool {
+                return Err(err(format!("{name} does not take BOOL")));
+            }
+            let shapes = (0..ins.len()).map(|i| req(ins, i).map(|x| x.shape)).collect::<Result<Vec<_>>>()?;
+            one(d, broadcast(&shapes)?)
+        }
         Op::Binary(k) => {
             let (a, b) = (req(ins, 0)?, req(ins, 1)?);
             let s = broadcast(&[a.shape, b.shape])?;
@@ -197,16 +209,16 @@ pub fn infer(op: &mut Op, ins: &[Option<In>], n_out: usize) -> Result<Vec<Tensor
                     }
                     one(a.dtype, s)
                 }
-                BinaryKind::And => {
+                _ if k.is_logic() => {
                     if a.dtype != DType::Bool || b.dtype != DType::Bool {
-                        return Err(err("And takes BOOL inputs"));
+                        return Err(err(format!("{} takes BOOL inputs", Op::Binary(*k).name())));
                     }
                     one(DType::Bool, s)
                 }
                 _ => {
                     let d = same_dtype(ins, &[0, 1])?;
                     match k {
-                        BinaryKind::Greater | BinaryKind::Less | BinaryKind::Equal => one(DType::Bool, s),
+                        _ if k.is_predicate() => one(DType::Bool, s),
                         _ if d == DType::Bool => Err(err("arithmetic on BOOL is not defined")),
                         BinaryKind::Mod { fmod: false } if d.is_float() => {
                             Err(err("Mod of floating-point values needs fmod=1 (ONNX defines fmod=0 for integers only)"))

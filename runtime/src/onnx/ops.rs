@@ -62,6 +62,13 @@ pub fn parse(node: &NodeProto, name: &str, opset: i64) -> Result<Option<Op>> {
         "Neg" => unary(&a, UnaryKind::Neg)?,
         "Abs" => unary(&a, UnaryKind::Abs)?,
         "Not" => unary(&a, UnaryKind::Not)?,
+        "Sign" => unary(&a, UnaryKind::Sign)?,
+        "Round" => unary(&a, UnaryKind::Round)?,
+        "Floor" => unary(&a, UnaryKind::Floor)?,
+        "Ceil" => unary(&a, UnaryKind::Ceil)?,
+        "Reciprocal" => unary(&a, UnaryKind::Reciprocal)?,
+        "Log" => unary(&a, UnaryKind::Log)?,
+        "Softplus" => unary(&a, UnaryKind::Softplus)?,
         "Clip" => {
             a.check_known(&[])?;
             Op::Clip
@@ -79,6 +86,12 @@ pub fn parse(node: &NodeProto, name: &str, opset: i64) -> Result<Option<Op>> {
         "Less" => binary(&a, BinaryKind::Less)?,
         "Equal" => binary(&a, BinaryKind::Equal)?,
         "And" => binary(&a, BinaryKind::And)?,
+        "GreaterOrEqual" => binary(&a, BinaryKind::GreaterOrEqual)?,
+        "LessOrEqual" => binary(&a, BinaryKind::LessOrEqual)?,
+        "Or" => binary(&a, BinaryKind::Or)?,
+        "Xor" => binary(&a, BinaryKind::Xor)?,
+        "Min" => binary(&a, BinaryKind::Min)?,
+        "Max" => binary(&a, BinaryKind::Max)?,
         "MatMul" => {
             a.check_known(&[])?;
             Op::MatMul

@@ -15,7 +15,8 @@ KERNEL unary_f32(GLOBAL const float* x, GLOBAL float* y, int n, int code, float 
     if (i < n) y[i] = activate(code, x[i], p0, p1);
 }
 
-/* Relu (0), Neg (11), Abs (12) on integers, wrapping like two's complement; Not (20) on bool. */
+/* Relu (0), Neg (11), Abs (12), Sign (14) on integers, wrapping like two's complement; Not (20)
+ * on bool. */
 KERNEL unary_i32(GLOBAL const int* x, GLOBAL int* y, int n, int code, int narrow) {
     PDL_ENTRY();
     int i = GLOBAL_ID(0);
@@ -25,6 +26,7 @@ KERNEL unary_i32(GLOBAL const int* x, GLOBAL int* y, int n, int code, int narrow
     if (code == 0) r = v < 0 ? 0 : v;
     else if (code == 11) r = (int)(0u - (unsigned int)v);
     else if (code == 12) r = v < 0 ? (int)(0u - (unsigned int)v) : v;
+    else if (code == 14) r = (v > 0) - (v < 0);
     else r = v == 0;
     y[i] = narrow_int(r, narrow);
 }
@@ -55,6 +57,9 @@ KERNEL binary_f32(GLOBAL const float* a, GLOBAL const float* b, GLOBAL float* y,
     case 3: r = u / v; break;
     case 4: r = POWF(u, v); break;
     case 6: r = FMODF(u, v); break;
+    /* Min (7) and Max (8): a NaN operand gives NaN, as numpy's minimum and maximum do. */
+    case 7: r = (ISNAN(v) || v < u) ? v : u; break;
+    case 8: r = (ISNAN(v) || v > u) ? v : u; break;
     default: r = u * u; break;
     }
     y[i] = r;
@@ -81,6 +86,8 @@ KERNEL binary_i32(GLOBAL const int* a, GLOBAL const int* b, GLOBAL int* y, int n
         r = (v == 0 || v == -1) ? 0 : u % v;
         if (op == 5 && r != 0 && ((r < 0) != (v < 0))) r += v;
         break;
+    case 7: r = v < u ? v : u; break;
+    case 8: r = v > u ? v : u; break;
     default: {
         /* Pow with an integer exponent: exact repeated squaring for e >= 0 (wrapping), else the
          * float power truncated toward zero. */
@@ -121,7 +128,7 @@ KERNEL pow_i32_f32(GLOBAL const int* a, GLOBAL const float* b, GLOBAL int* y, in
     y[i] = narrow_int(float_to_int_sat(POWF((float)a[ia], b[ib]), lo, hi), narrow);
 }
 
-/* op: 0 Greater, 1 Less, 2 Equal; the result is bool (0/1). */
+/* op: 0 Greater, 1 Less, 2 Equal, 4 GreaterOrEqual, 5 LessOrEqual; the result is bool (0/1). */
 KERNEL compare_f32(GLOBAL const float* a, GLOBAL const float* b, GLOBAL int* y, int n, int op, int rank,
                    GLOBAL const int* meta) {
     PDL_ENTRY();
@@ -130,10 +137,18 @@ KERNEL compare_f32(GLOBAL const float* a, GLOBAL const float* b, GLOBAL int* y, 
     int ia, ib;
     operand_offsets(i, rank, meta, &ia, &ib);
     float u = a[ia], v = b[ib];
-    y[i] = op == 0 ? (u > v) : (op == 1 ? (u < v) : (u == v));
+    int r;
+    switch (op) {
+    case 0: r = u > v; break;
+    case 1: r = u < v; break;
+    case 4: r = u >= v; break;
+    case 5: r = u <= v; break;
+    default: r = u == v; break;
+    }
+    y[i] = r;
 }
 
-/* op: 0 Greater, 1 Less, 2 Equal, 3 And. */
+/* op: 0 Greater, 1 Less, 2 Equal, 3 And, 4 GreaterOrEqual, 5 LessOrEqual, 6 Or, 7 Xor. */
 KERNEL compare_i32(GLOBAL const int* a, GLOBAL const int* b, GLOBAL int* y, int n, int op, int rank,
                    GLOBAL const int* meta) {
     PDL_ENTRY();
@@ -142,7 +157,18 @@ KERNEL compare_i32(GLOBAL const int* a, GLOBAL const int* b, GLOBAL int* y, int 
     int ia, ib;
     operand_offsets(i, rank, meta, &ia, &ib);
     int u = a[ia], v = b[ib];
-    y[i] = op == 0 ? (u > v) : (op == 1 ? (u < v) : (op == 2 ? (u == v) : (u != 0 && v != 0)));
+    int r;
+    switch (op) {
+    case 0: r = u > v; break;
+    case 1: r = u < v; break;
+    case 2: r = u == v; break;
+    case 3: r = u != 0 && v != 0; break;
+    case 4: r = u >= v; break;
+    case 5: r = u <= v; break;
+    case 6: r = u != 0 || v != 0; break;
+    default: r = (u != 0) != (v != 0); break;
+    }
+    y[i] = r;
 }
 
 /* Where(c, x, y) on 32-bit words (float bits or ints alike): meta holds dims and three stride sets. */

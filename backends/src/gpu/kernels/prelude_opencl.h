@@ -62,6 +62,7 @@
 #define F32_NAN NAN
 #define EXPF(x) exp(x)
 #define LOGF(x) log(x)
+#define LOG1PF(x) log1p(x)
 #define SQRTF(x) sqrt(x)
 #define TANHF(x) tanh(x)
 #define ERFF(x) erf(x)
@@ -71,6 +72,7 @@
 #define FABSF(x) fabs(x)
 #define FLOORF(x) floor(x)
 #define CEILF(x) ceil(x)
+#define RINTF(x) rint(x)
 #define FMAXF(x, y) fmax(x, y)
 #define FMINF(x, y) fmin(x, y)
 #define ISNAN(x) isnan(x)

@@ -24,7 +24,14 @@ pub(crate) fn unary_code(k: UnaryKind) -> (i32, f32, f32) {
         UnaryKind::Sqrt => (10, 0.0, 0.0),
         UnaryKind::Neg => (11, 0.0, 0.0),
         UnaryKind::Abs => (12, 0.0, 0.0),
+        UnaryKind::Sign => (14, 0.0, 0.0),
+        UnaryKind::Round => (15, 0.0, 0.0),
+        UnaryKind::Floor => (16, 0.0, 0.0),
+        UnaryKind::Ceil => (17, 0.0, 0.0),
+        UnaryKind::Reciprocal => (18, 0.0, 0.0),
+        UnaryKind::Log => (19, 0.0, 0.0),
         UnaryKind::Not => (20, 0.0, 0.0),
+        UnaryKind::Softplus => (21, 0.0, 0.0),
     }
 }
 
@@ -64,7 +71,7 @@ pub(crate) fn unary<D: GpuDevice>(cx: &mut Ctx<D>, k: UnaryKind) -> Result<()> {
                 ],
             )
         }
-        (Word::I32, UnaryKind::Relu | UnaryKind::Neg | UnaryKind::Abs | UnaryKind::Not)
+        (Word::I32, UnaryKind::Relu | UnaryKind::Neg | UnaryKind::Abs | UnaryKind::Sign | UnaryKind::Not)
             if dt != DType::Bool || code == 20 =>
         {
             let kern = cx.kernel(Src::Elementwise, "unary_i32", &[])?;
@@ -85,6 +92,10 @@ fn is_two(t: Option<&Tensor>) -> bool {
 }
 
 pub(crate) fn binary<D: GpuDevice>(cx: &mut Ctx<D>, k: BinaryKind) -> Result<()> {
+    if k.is_variadic() {
+        // One input is enough, so this goes before the pair is read.
+        return extremum(cx, k);
+    }
     let out = cx.out_shape(0);
     let n = cx.out_len(0);
     let (sa, sb) = (cx.in_shape(0)?, cx.in_shape(1)?);
@@ -118,6 +129,7 @@ pub(crate) fn binary<D: GpuDevice>(cx: &mut Ctx<D>, k: BinaryKind) -> Result<()>
                 }
             }
         }
+        BinaryKind::Min | BinaryKind::Max => return extremum(cx, k),
         BinaryKind::Pow => match (wa, wb) {
             _ if da == DType::Bool || db == DType::Bool => return unsupported(format!("Pow of {da} and {db}")),
             (Word::F32, Word::F32) => {
@@ -159,18 +171,29 @@ pub(crate) fn binary<D: GpuDevice>(cx: &mut Ctx<D>, k: BinaryKind) -> Result<()>
                 }
             }
         }
-        BinaryKind::Greater | BinaryKind::Less | BinaryKind::Equal | BinaryKind::And => {
+        BinaryKind::Greater
+        | BinaryKind::Less
+        | BinaryKind::Equal
+        | BinaryKind::And
+        | BinaryKind::GreaterOrEqual
+        | BinaryKind::LessOrEqual
+        | BinaryKind::Or
+        | BinaryKind::Xor => {
             if da != db {
                 return unsupported(format!("{name} of {da} and {db}"));
             }
-            if k == BinaryKind::And && da != DType::Bool {
-                return unsupported(format!("And on {da}"));
+            if k.is_logic() && da != DType::Bool {
+                return unsupported(format!("{name} on {da}"));
             }
             args.push(LArg::I32(match k {
                 BinaryKind::Greater => 0,
                 BinaryKind::Less => 1,
                 BinaryKind::Equal => 2,
-                _ => 3,
+                BinaryKind::And => 3,
+                BinaryKind::GreaterOrEqual => 4,
+                BinaryKind::LessOrEqual => 5,
+                BinaryKind::Or => 6,
+                _ => 7,
             }));
             if wa == Word::F32 {
                 "compare_f32"
@@ -182,6 +205,52 @@ pub(crate) fn binary<D: GpuDevice>(cx: &mut Ctx<D>, k: BinaryKind) -> Result<()>
     args.extend(tail);
     let kern = cx.kernel(Src::Elementwise, entry, &[])?;
     cx.launch_linear(kern, n, args)
+}
+
+/// Min and Max (op 7 and 8 of `binary_f32` / `binary_i32`): one launch per input after the
+/// first, combining the running result with it over the output's elements. With more than two
+/// inputs the running result alternates between a scratch buffer and the output so that the
+/// last launch writes the output; one input is copied.
+fn extremum<D: GpuDevice>(cx: &mut Ctx<D>, k: BinaryKind) -> Result<()> {
+    let name = cx.node.op.name();
+    let inputs = cx.node.inputs.len();
+    let (out, n) = (cx.out_shape(0), cx.out_len(0));
+    let (dt, w) = (cx.in_dtype(0)?, cx.word(0)?);
+    for i in 1..inputs {
+        if cx.in_dtype(i)? != dt {
+            return unsupported(format!("{name} of {dt} and {}", cx.in_dtype(i)?));
+        }
+    }
+    if dt == DType::Bool {
+        return unsupported(format!("{name} on BOOL"));
+    }
+    let y = cx.y(0)?;
+    let nn = LArg::I32(int(n, "elements")?);
+    if inputs == 1 {
+        let kern = cx.kernel(Src::Elementwise, "cast_i32_i32", &[])?;
+        let x = cx.x(0)?;
+        return cx.launch_linear(kern, n, vec![LArg::Buf(x), LArg::Buf(y), nn, LArg::I32(0)]);
+    }
+    let op = LArg::I32(if k == BinaryKind::Min { 7 } else { 8 });
+    let (entry, extra) = match w {
+        Word::F32 => ("binary_f32", vec![op]),
+        Word::I32 => ("binary_i32", vec![op, LArg::I32(narrow(dt))]),
+    };
+    let kern = cx.kernel(Src::Elementwise, entry, &[])?;
+    let other = if inputs > 2 { cx.scratch(n)? } else { y };
+    let (mut acc, mut acc_shape) = (cx.x(0)?, cx.in_shape(0)?);
+    for i in 1..inputs {
+        let dst = if (inputs - 1 - i) % 2 == 0 { y } else { other };
+        let b = cx.x(i)?;
+        let (rank, meta) = broadcast_meta(out, &[acc_shape, cx.in_shape(i)?]);
+        let meta = if rank == 0 { cx.dummy()? } else { cx.meta(&meta)? };
+        let mut args = vec![LArg::Buf(acc), LArg::Buf(b), LArg::Buf(dst), nn];
+        args.extend(extra.iter().copied());
+        args.extend([LArg::I32(rank as i32), LArg::Buf(meta)]);
+        cx.launch_linear(kern.clone(), n, args)?;
+        (acc, acc_shape) = (dst, out);
+    }
+    Ok(())
 }
 
 pub(crate) fn where_<D: GpuDevice>(cx: &mut Ctx<D>) -> Result<()> {

@@ -105,13 +105,30 @@ fn pow_(x: f32, y: f32) -> f32 {
     return pow(x, y);
 }
 
+// C's log: Vulkan leaves log(x) undefined for x <= 0.
+fn log_(x: f32) -> f32 {
+    if (x > 0.0) { return log(x); }
+    if (x == 0.0) { return -f32_inf(); }
+    return f32_nan();
+}
+
+// ln(1 + x) without losing the digits of small x (WGSL has no log1p): log(u) * x / (u - 1)
+// corrects the rounding of u = 1 + x.
+fn log1p_(x: f32) -> f32 {
+    let u = 1.0 + x;
+    if (u == 1.0) { return x; }
+    return log_(u) * x / (u - 1.0);
+}
+
 fn clamp01(x: f32) -> f32 {
     return select(select(x, 1.0, x > 1.0), 0.0, x < 0.0);
 }
 
 // Activation codes shared by Unary and the fused epilogues of Conv/Gemm/MatMul:
 // -1 none, 0 Relu, 1 LeakyRelu(p0), 2 Sigmoid, 3 HardSigmoid(p0, p1), 4 HardSwish, 5 Tanh,
-// 6 Erf, 7 Gelu (erf), 8 Gelu (tanh), 9 Exp, 10 Sqrt, 11 Neg, 12 Abs, 13 Clip(p0, p1).
+// 6 Erf, 7 Gelu (erf), 8 Gelu (tanh), 9 Exp, 10 Sqrt, 11 Neg, 12 Abs, 13 Clip(p0, p1),
+// 14 Sign, 15 Round (half to even), 16 Floor, 17 Ceil, 18 Reciprocal, 19 Log, 21 Softplus
+// (20 is Not, on bool words: unary_i32).
 // Comparisons are written so that NaN stays NaN, as the reference does.
 fn activate(code: i32, x: f32, p0: f32, p1: f32) -> f32 {
     switch (code) {
@@ -132,6 +149,15 @@ fn activate(code: i32, x: f32, p0: f32, p1: f32) -> f32 {
             let y = select(x, p0, x < p0);
             return select(y, p1, y > p1);
         }
+        case 14: { return select(select(x, -1.0, x < 0.0), 1.0, x > 0.0); }
+        // WGSL's round takes halves to the even integer.
+        case 15: { return round(x); }
+        case 16: { return floor(x); }
+        case 17: { return ceil(x); }
+        case 18: { return 1.0 / x; }
+        case 19: { return log_(x); }
+        // max(x, 0) + ln(1 + e^-|x|), as the CPU computes it.
+        case 21: { return select(log1p_(exp(x)), x + log1p_(exp(-x)), x > 0.0); }
         default: { return x; }
     }
 }

@@ -29,7 +29,8 @@ fn unary_f32(@builtin(global_invocation_id) gid: vec3<u32>) {
     if (i < p.n) { yf[i] = activate(p.code, xf[i], p.p0, p.p1); }
 }
 
-// Relu (0), Neg (11), Abs (12) on integers, wrapping like two's complement; Not (20) on bool.
+// Relu (0), Neg (11), Abs (12), Sign (14) on integers, wrapping like two's complement; Not (20)
+// on bool.
 struct UnaryI32P { n: i32, code: i32, narrow: i32 }
 @group(0) @binding(8) var<uniform> unary_i32_p: UnaryI32P;
 
@@ -43,6 +44,7 @@ fn unary_i32(@builtin(global_invocation_id) gid: vec3<u32>) {
     if (p.code == 0) { r = max(v, 0); }
     else if (p.code == 11) { r = 0 - v; }
     else if (p.code == 12) { r = select(v, 0 - v, v < 0); }
+    else if (p.code == 14) { r = select(0, 1, v > 0) - select(0, 1, v < 0); }
     else { r = select(0, 1, v == 0); }
     yi[i] = narrow_int(r, p.narrow);
 }
@@ -96,6 +98,9 @@ fn binary_f32(@builtin(global_invocation_id) gid: vec3<u32>) {
         case 3: { r = u / v; }
         case 4: { r = pow_(u, v); }
         case 6: { r = u % v; }
+        // Min (7) and Max (8): a NaN operand gives NaN, as numpy's minimum and maximum do.
+        case 7: { r = select(u, v, is_nan(v) || v < u); }
+        case 8: { r = select(u, v, is_nan(v) || v > u); }
         default: { r = u * u; }
     }
     outf[i] = r;
@@ -128,6 +133,8 @@ fn binary_i32(@builtin(global_invocation_id) gid: vec3<u32>) {
             if (v == 0 || v == -1) { r = 0; } else { r = u % v; }
             if (p.op == 5 && r != 0 && ((r < 0) != (v < 0))) { r += v; }
         }
+        case 7: { r = min(u, v); }
+        case 8: { r = max(u, v); }
         default: {
             // Pow with an integer exponent: exact repeated squaring for e >= 0 (wrapping), else
             // the float power truncated toward zero.
@@ -175,7 +182,7 @@ fn pow_i32_f32(@builtin(global_invocation_id) gid: vec3<u32>) {
     outi[i] = narrow_int(float_to_int_sat(pow_(f32(ai[o.x]), bf[o.y]), p.lo, p.hi), p.narrow);
 }
 
-// op: 0 Greater, 1 Less, 2 Equal; the result is bool (0/1).
+// op: 0 Greater, 1 Less, 2 Equal, 4 GreaterOrEqual, 5 LessOrEqual; the result is bool (0/1).
 struct CompareP { n: i32, op: i32, rank: i32 }
 @group(0) @binding(8) var<uniform> compare_f32_p: CompareP;
 
@@ -188,11 +195,17 @@ fn compare_f32(@builtin(global_invocation_id) gid: vec3<u32>) {
     let u = af[o.x];
     let v = bf[o.y];
     var r: bool;
-    if (p.op == 0) { r = u > v; } else if (p.op == 1) { r = u < v; } else { r = u == v; }
+    switch (p.op) {
+        case 0: { r = u > v; }
+        case 1: { r = u < v; }
+        case 4: { r = u >= v; }
+        case 5: { r = u <= v; }
+        default: { r = u == v; }
+    }
     outi[i] = select(0, 1, r);
 }
 
-// op: 0 Greater, 1 Less, 2 Equal, 3 And.
+// op: 0 Greater, 1 Less, 2 Equal, 3 And, 4 GreaterOrEqual, 5 LessOrEqual, 6 Or, 7 Xor.
 @group(0) @binding(8) var<uniform> compare_i32_p: CompareP;
 
 @compute @workgroup_size(WG_X, WG_Y, WG_Z)
@@ -204,7 +217,16 @@ fn compare_i32(@builtin(global_invocation_id) gid: vec3<u32>) {
     let u = ai[o.x];
     let v = bi[o.y];
     var r: bool;
-    if (p.op == 0) { r = u > v; } else if (p.op == 1) { r = u < v; } else if (p.op == 2) { r = u == v; } else { r = u != 0 && v != 0; }
+    switch (p.op) {
+        case 0: { r = u > v; }
+        case 1: { r = u < v; }
+        case 2: { r = u == v; }
+        case 3: { r = u != 0 && v != 0; }
+        case 4: { r = u >= v; }
+        case 5: { r = u <= v; }
+        case 6: { r = u != 0 || v != 0; }
+        default: { r = (u != 0) != (v != 0); }
+    }
     outi[i] = select(0, 1, r);
 }
 
