@@ -7,7 +7,9 @@
 //! case's inputs were chosen with all thresholded values at least 1e-4 from their threshold, so a
 //! correct runtime reproduces the masks and hence the outputs.
 //!
-//! Only models dynaspa loads today are listed; models/authors/README.md lists the others and why.
+//! `dynaspa::open` runs what sparse detection finds sparsely, with NaN written over every value
+//! before its kernel runs. Only models dynaspa loads today are listed; models/authors/README.md
+//! lists the others and why.
 
 mod common;
 
@@ -58,4 +60,19 @@ fn gan_compression_sub_mobile_generator_matches_onnxruntime() {
 #[test]
 fn avit_token_halting_forward_matches_onnxruntime() {
     check_against_goldens("avit_act_e96");
+}
+
+#[test]
+fn dynconv_resnet50_runs_sparse_and_matches_onnxruntime() {
+    check_against_goldens("dynconv_resnet50_w025");
+}
+
+#[test]
+fn dynconv_resnet18_runs_sparse_and_matches_onnxruntime() {
+    check_against_goldens("dynconv_resnet18_w025");
+}
+
+#[test]
+fn dynconv_pose_hourglass_runs_sparse_and_matches_onnxruntime() {
+    check_against_goldens("dynconv_hourglass_f48");
 }

@@ -15,7 +15,8 @@ pub fn inspect(a: InspectArgs) -> dynaspa::Result<()> {
     let g = dynaspa::load_graph(&a.model, &opts)?;
     // Loading does not run the pass yet (the executor does not honour annotations): the rest of
     // the report describes the graph that runs, this part what the pass would make sparse.
-    let sparse = sparse_detect::detect_sparse_regions(&mut g.clone(), &SparseOptions::default());
+    let found = sparse_detect::detect(&mut g.clone(), &SparseOptions::default());
+    let sparse = &found.sparse;
     let compute_ops = g.nodes.iter().filter(|n| sparse_detect::is_compute_op(&n.op)).count();
     let mem = plan::plan(&g);
     let io = |ids: &[usize]| -> Vec<serde_json::Value> {
@@ -46,6 +47,7 @@ pub fn inspect(a: InspectArgs) -> dynaspa::Result<()> {
             "metadata": g.metadata,
             "compute_ops": compute_ops,
             "sparse_ops": sparse.iter().map(sparse_json).collect::<Vec<_>>(),
+            "dense_ops": found.dense.iter().map(|d| serde_json::json!({"node": d.node, "op": d.op, "reason": d.reason})).collect::<Vec<_>>(),
         });
         println!("{}", serde_json::to_string_pretty(&j).unwrap_or_default());
         return Ok(());
@@ -69,7 +71,7 @@ pub fn inspect(a: InspectArgs) -> dynaspa::Result<()> {
         mib(mem.total_peak_bytes())
     );
     println!("sparse ops: {} of {} compute ops", sparse.len(), compute_ops);
-    for s in &sparse {
+    for s in sparse {
         println!(
             "  {}  {}  {}  mask {}  source {}  dilation {}x{}  fill {}  {}  {:?}",
             s.node,
@@ -83,6 +85,12 @@ pub fn inspect(a: InspectArgs) -> dynaspa::Result<()> {
             if s.fused_mul { "fused" } else { "mul kept" },
             s.output_shape
         );
+    }
+    if !found.dense.is_empty() {
+        println!("dense compute ops: {}", found.dense.len());
+        for d in &found.dense {
+            println!("  {}  {}  {}", d.node, d.op, d.reason);
+        }
     }
     Ok(())
 }

@@ -123,7 +123,9 @@ fn binary(g: &Graph, links: &Links, v: ValueId, budget: &mut usize) -> Result<Bi
     };
     let map = |origin| Ok(Bin::Map(MaskTrace { origin, halo: [0, 0] }));
     match &node.op {
-        Op::Binary(BinaryKind::Greater | BinaryKind::Less | BinaryKind::Equal) => map(Origin::Threshold(p)),
+        Op::Binary(
+            BinaryKind::Greater | BinaryKind::Less | BinaryKind::Equal | BinaryKind::GreaterOrEqual | BinaryKind::LessOrEqual,
+        ) => map(Origin::Threshold(p)),
         Op::Cast { to } => {
             let x = input(0)?;
             match binary(g, links, x, budget) {
@@ -139,11 +141,20 @@ fn binary(g: &Graph, links: &Links, v: ValueId, budget: &mut usize) -> Result<Bi
             }
             b => Ok(b),
         },
-        Op::Binary(BinaryKind::Mul | BinaryKind::And) => {
-            let a = binary(g, links, input(0)?, budget)?;
-            let b = binary(g, links, input(1)?, budget)?;
-            // An intersection: its halo is at most the smaller one.
-            combine(g, node, vec![a, b], |x, y| x.min(y))
+        Op::Binary(b @ (BinaryKind::Mul | BinaryKind::And | BinaryKind::Min | BinaryKind::Or | BinaryKind::Max))
+            if !node.inputs.is_empty() =>
+        {
+            let mut parts = Vec::with_capacity(node.inputs.len());
+            for i in 0..node.inputs.len() {
+                parts.push(binary(g, links, input(i)?, budget)?);
+            }
+            if matches!(b, BinaryKind::Or | BinaryKind::Max) {
+                // A union: its halo is at most the larger one.
+                combine(parts, |x, y| x.max(y))
+            } else {
+                // An intersection: its halo is at most the smaller one.
+                combine(parts, |x, y| x.min(y))
+            }
         }
         Op::Where => {
             let c = binary(g, links, input(0)?, budget)?;
@@ -152,7 +163,7 @@ fn binary(g: &Graph, links: &Links, v: ValueId, budget: &mut usize) -> Result<Bi
             }
             let a = binary(g, links, input(1)?, budget)?;
             let b = binary(g, links, input(2)?, budget)?;
-            combine(g, node, vec![c, a, b], |x, y| x.max(y))
+            combine(vec![c, a, b], |x, y| x.max(y))
         }
         Op::MaxPool(pool) => {
             let x = input(0)?;
@@ -191,6 +202,22 @@ fn binary(g: &Graph, links: &Links, v: ValueId, budget: &mut usize) -> Result<Bi
                 }
             }
         }
+        // Nearest resampling copies cells: a map brought up from a lower resolution stays binary,
+        // its halo scaled by the factor.
+        Op::Resize(r) if r.mode == super::op::ResizeMode::Nearest => match binary(g, links, input(0)?, budget)? {
+            Bin::Map(mut t) => {
+                let (xs, ys) = (&g.values[input(0)?].shape, node.outputs.first().map_or(&[][..], |&o| &g.values[o].shape[..]));
+                if xs.len() >= 2 && xs.len() == ys.len() {
+                    let n = xs.len();
+                    for ax in 0..2 {
+                        let (i, o) = (xs[n - 2 + ax].max(1), ys[n - 2 + ax]);
+                        t.halo[ax] = if o >= i { t.halo[ax] * o.div_ceil(i) } else { t.halo[ax].div_ceil(i / o.max(1)) };
+                    }
+                }
+                Ok(Bin::Map(t))
+            }
+            b => Ok(b),
+        },
         Op::Reshape { .. } | Op::Unsqueeze { .. } | Op::Squeeze { .. } | Op::Flatten { .. } | Op::Expand | Op::Identity => {
             binary(g, links, input(0)?, budget)
         }
@@ -203,13 +230,161 @@ fn binary(g: &Graph, links: &Links, v: ValueId, budget: &mut usize) -> Result<Bi
             }
             b => Ok(b),
         },
-        op => Err(format!("{} '{}' does not keep a map binary", op.name(), node.name)),
+        // Anything else whose values are provably 0 or 1 (Round of a Sigmoid, Clip of a Sign,
+        // ...) makes a binary map itself.
+        op => match range(g, links, v, budget) {
+            Some(r) if r.is_binary() => map(Origin::Threshold(p)),
+            _ => Err(format!("{} '{}' does not keep a map binary", op.name(), node.name)),
+        },
     }
+}
+
+/// Bounds on every element of a value; `integral`: every element is a whole number.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Range {
+    lo: f64,
+    hi: f64,
+    integral: bool,
+}
+
+impl Range {
+    const ANY: Range = Range { lo: f64::NEG_INFINITY, hi: f64::INFINITY, integral: false };
+    const BIT: Range = Range { lo: 0.0, hi: 1.0, integral: true };
+    fn is_binary(self) -> bool {
+        self.integral && self.lo >= 0.0 && self.hi <= 1.0
+    }
+    fn hull(self, o: Range) -> Range {
+        Range { lo: self.lo.min(o.lo), hi: self.hi.max(o.hi), integral: self.integral && o.integral }
+    }
+    fn of_tensor(t: &Tensor) -> Range {
+        let vals: Vec<f64> = match t.data() {
+            TensorData::F32(x) => x.iter().map(|&a| a as f64).collect(),
+            TensorData::F64(x) => x.clone(),
+            TensorData::I64(x) => x.iter().map(|&a| a as f64).collect(),
+            TensorData::I32(x) => x.iter().map(|&a| a as f64).collect(),
+            TensorData::I8(x) => x.iter().map(|&a| a as f64).collect(),
+            TensorData::U8(x) => x.iter().map(|&a| a as f64).collect(),
+            TensorData::Bool(_) => return Range::BIT,
+        };
+        if vals.iter().any(|a| a.is_nan()) {
+            return Range::ANY;
+        }
+        let lo = vals.iter().copied().fold(f64::INFINITY, f64::min);
+        let hi = vals.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        Range { lo, hi, integral: vals.iter().all(|a| a.fract() == 0.0) }
+    }
+}
+
+/// Interval arithmetic over what the graph computes; `None` where nothing is known. Products
+/// of infinite bounds give NaN, which the comparisons of `is_binary` reject.
+fn range(g: &Graph, links: &Links, v: ValueId, budget: &mut usize) -> Option<Range> {
+    *budget = budget.checked_sub(1)?;
+    let val = g.values.get(v)?;
+    if let Some(t) = &val.constant {
+        return Some(Range::of_tensor(t));
+    }
+    if val.dtype == DType::Bool {
+        return Some(Range::BIT);
+    }
+    let p = links.prod.get(v).copied().flatten()?;
+    let node = &g.nodes[p];
+    let at = |i: usize, budget: &mut usize| node.inputs.get(i).copied().flatten().map_or(Some(Range::ANY), |x| range(g, links, x, budget));
+    let r = match &node.op {
+        Op::Binary(b) if b.is_predicate() => Range::BIT,
+        Op::Unary(u) => {
+            let x = at(0, budget)?;
+            match u {
+                UnaryKind::Sigmoid | UnaryKind::HardSigmoid(..) => Range { lo: 0.0, hi: 1.0, integral: false },
+                UnaryKind::Tanh | UnaryKind::Erf => Range { lo: -1.0, hi: 1.0, integral: false },
+                UnaryKind::Sign => Range { lo: -1.0, hi: 1.0, integral: true },
+                UnaryKind::Round => Range { lo: x.lo.round(), hi: x.hi.round(), integral: true },
+                UnaryKind::Floor => Range { lo: x.lo.floor(), hi: x.hi.floor(), integral: true },
+                UnaryKind::Ceil => Range { lo: x.lo.ceil(), hi: x.hi.ceil(), integral: true },
+                UnaryKind::Relu => Range { lo: x.lo.max(0.0), hi: x.hi.max(0.0), integral: x.integral },
+                UnaryKind::Neg => Range { lo: -x.hi, hi: -x.lo, integral: x.integral },
+                UnaryKind::Abs => {
+                    let m = x.lo.abs().max(x.hi.abs());
+                    let lo = if x.lo <= 0.0 && x.hi >= 0.0 { 0.0 } else { x.lo.abs().min(x.hi.abs()) };
+                    Range { lo, hi: m, integral: x.integral }
+                }
+                UnaryKind::Not => Range::BIT,
+                _ => Range::ANY,
+            }
+        }
+        Op::Clip => {
+            let x = at(0, budget)?;
+            let bound = |i: usize| -> Option<f64> {
+                let c = g.values.get(node.inputs.get(i).copied().flatten()?)?.constant.as_ref()?;
+                let r = Range::of_tensor(c);
+                (r.lo == r.hi).then_some(r.lo)
+            };
+            let (a, b) = (bound(1), bound(2));
+            let lo = a.map_or(x.lo, |a| x.lo.max(a));
+            let hi = b.map_or(x.hi, |b| x.hi.min(b));
+            let whole = |c: Option<f64>| c.is_none_or(|c| c.fract() == 0.0);
+            Range { lo: lo.min(hi), hi, integral: x.integral && whole(a) && whole(b) }
+        }
+        Op::Binary(b @ (BinaryKind::Add | BinaryKind::Sub | BinaryKind::Mul | BinaryKind::Min | BinaryKind::Max)) => {
+            let mut acc = at(0, budget)?;
+            for i in 1..node.inputs.len() {
+                let y = at(i, budget)?;
+                let integral = acc.integral && y.integral;
+                acc = match b {
+                    BinaryKind::Add => Range { lo: acc.lo + y.lo, hi: acc.hi + y.hi, integral },
+                    BinaryKind::Sub => Range { lo: acc.lo - y.hi, hi: acc.hi - y.lo, integral },
+                    BinaryKind::Mul => {
+                        let c = [acc.lo * y.lo, acc.lo * y.hi, acc.hi * y.lo, acc.hi * y.hi];
+                        Range { lo: c.iter().copied().fold(f64::INFINITY, f64::min), hi: c.iter().copied().fold(f64::NEG_INFINITY, f64::max), integral }
+                    }
+                    BinaryKind::Min => Range { lo: acc.lo.min(y.lo), hi: acc.hi.min(y.hi), integral },
+                    _ => Range { lo: acc.lo.max(y.lo), hi: acc.hi.max(y.hi), integral },
+                };
+            }
+            acc
+        }
+        Op::Where => at(1, budget)?.hull(at(2, budget)?),
+        Op::Resize(r) if r.mode == super::op::ResizeMode::Nearest => at(0, budget)?,
+        // A ConvTranspose whose taps never overlap (stride at least the dilated kernel) with a
+        // 0/1 kernel and no bias places each input cell, times one tap, at its own outputs: a
+        // one-hot kernel is how a mask made at a lower resolution is spread out.
+        Op::ConvTranspose(c) if node.inputs.get(2).copied().flatten().is_none() => {
+            let w = &c.window;
+            let apart = w.kernel_shape.iter().zip(&w.strides).zip(&w.dilations).all(|((&k, &s), &d)| s >= k.saturating_sub(1) * d + 1);
+            let kernel = node.inputs.get(1).copied().flatten().and_then(|x| g.values[x].constant.as_ref()).map(|t| Range::of_tensor(t));
+            let one_input_channel = node.inputs.first().copied().flatten().is_some_and(|x| g.values[x].shape.get(1) == Some(&1));
+            match kernel {
+                Some(k) if apart && one_input_channel && k.is_binary() => {
+                    let x = at(0, budget)?;
+                    Range { lo: x.lo.min(0.0), hi: x.hi.max(0.0), integral: x.integral }
+                }
+                _ => Range::ANY,
+            }
+        }
+        Op::Cast { to } if *to == DType::Bool => Range::BIT,
+        Op::Cast { to } => {
+            let x = at(0, budget)?;
+            if to.is_float() {
+                x
+            } else {
+                Range { lo: x.lo.trunc(), hi: x.hi.trunc(), integral: true }
+            }
+        }
+        Op::Identity
+        | Op::Reshape { .. }
+        | Op::Unsqueeze { .. }
+        | Op::Squeeze { .. }
+        | Op::Flatten { .. }
+        | Op::Transpose { .. }
+        | Op::Expand
+        | Op::MaxPool(_) => at(0, budget)?,
+        _ => Range::ANY,
+    };
+    Some(r)
 }
 
 /// Whether every output cell's window touches at least one input cell along an axis (windows
 /// are checked one by one; absurdly large ones are refused rather than scanned).
-fn every_window_hits_input(input: usize, out: usize, k: usize, s: usize, d: usize, pb: usize) -> bool {
+pub(crate) fn every_window_hits_input(input: usize, out: usize, k: usize, s: usize, d: usize, pb: usize) -> bool {
     if out.saturating_mul(k) > 1 << 24 {
         return false;
     }
@@ -221,36 +396,24 @@ fn every_window_hits_input(input: usize, out: usize, k: usize, s: usize, d: usiz
     })
 }
 
-/// Joins the maps of an op's operands: they must share one origin (else which source would the
-/// region report?); constants do not count.
-fn combine(g: &Graph, node: &super::Node, parts: Vec<Bin>, halo: impl Fn(usize, usize) -> usize) -> Result<Bin, String> {
+/// Joins the maps of an op's operands; constants do not count. Maps of several origins report
+/// the first in-graph one, so a map that is not wholly a model input is never taken for one.
+fn combine(parts: Vec<Bin>, halo: impl Fn(usize, usize) -> usize) -> Result<Bin, String> {
     let mut acc: Option<MaskTrace> = None;
     for p in parts {
         let Bin::Map(t) = p else { continue };
         acc = Some(match acc {
             None => t,
-            Some(a) if a.origin == t.origin => {
-                MaskTrace { origin: a.origin, halo: [halo(a.halo[0], t.halo[0]), halo(a.halo[1], t.halo[1])] }
-            }
             Some(a) => {
-                return Err(format!(
-                    "{} '{}' combines maps from two origins ({} and {})",
-                    node.op.name(),
-                    node.name,
-                    origin_name(g, a.origin),
-                    origin_name(g, t.origin)
-                ))
+                let origin = match (a.origin, t.origin) {
+                    (Origin::Input(_), o @ Origin::Threshold(_)) => o,
+                    (o, _) => o,
+                };
+                MaskTrace { origin, halo: [halo(a.halo[0], t.halo[0]), halo(a.halo[1], t.halo[1])] }
             }
         });
     }
     Ok(acc.map_or(Bin::Const, Bin::Map))
-}
-
-fn origin_name(g: &Graph, o: Origin) -> String {
-    match o {
-        Origin::Threshold(n) => g.nodes.get(n).map_or("?".into(), |x| x.name.clone()),
-        Origin::Input(v) => name(g, v).to_string(),
-    }
 }
 
 /// Ops that a model input may feed and still be taken for a mask: everything that keeps a map
@@ -267,7 +430,7 @@ fn mask_like_reader(op: &Op) -> bool {
             | Op::Expand
             | Op::Identity
             | Op::Cast { .. }
-            | Op::Binary(BinaryKind::Mul | BinaryKind::And)
+            | Op::Binary(BinaryKind::Mul | BinaryKind::And | BinaryKind::Or | BinaryKind::Min | BinaryKind::Max)
             | Op::Unary(UnaryKind::Not)
             | Op::Where
     )
@@ -296,8 +459,14 @@ pub(crate) fn source_of(g: &Graph, links: &Links, origin: Origin) -> MaskSource 
         Origin::Threshold(n) => {
             let node = &g.nodes[n];
             let score = match (&node.op, node.inputs.as_slice()) {
-                (Op::Binary(BinaryKind::Less), [Some(x), Some(c)]) if is_const(g, *c) && !is_const(g, *x) => Some(*x),
-                (Op::Binary(BinaryKind::Greater), [Some(c), Some(x)]) if is_const(g, *c) && !is_const(g, *x) => Some(*x),
+                (Op::Binary(BinaryKind::Less | BinaryKind::LessOrEqual), [Some(x), Some(c)]) if is_const(g, *c) && !is_const(g, *x) => {
+                    Some(*x)
+                }
+                (Op::Binary(BinaryKind::Greater | BinaryKind::GreaterOrEqual), [Some(c), Some(x)])
+                    if is_const(g, *c) && !is_const(g, *x) =>
+                {
+                    Some(*x)
+                }
                 _ => None,
             };
             let name = node.name.clone();

@@ -14,6 +14,9 @@ pub mod sparse_attention;
 pub mod sparse_detect;
 pub mod sparse_lower;
 mod mask_trace;
+mod needed;
+mod needed_mask;
+mod order;
 
 pub use op::*;
 pub use sparse::{FillPolicy, MaskKind, MaskSource, SparseSpec};

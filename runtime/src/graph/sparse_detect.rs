@@ -1,11 +1,14 @@
-//! `detect_sparse_regions`: finds `Mul(f(P), M)` with P a Conv/ConvTranspose (spatial) or a
-//! MatMul/Gemm with constant weights (token rows), f position-local and M a provably binary map,
-//! and annotates P so that it computes only where M is 1 (shared/DESIGN.md, "How masks are found
-//! in a model"). Every check exists so that skipping P's inactive outputs cannot change a result;
-//! a candidate that fails any of them stays dense, with the reason in a `debug` log line.
+//! `detect_sparse_regions`: every Conv/ConvTranspose (spatial) and MatMul/Gemm with constant
+//! weights (token rows) whose result is needed only on a region (graph/needed.rs) is annotated to
+//! compute only there, with a mask built for that region (graph/needed_mask.rs); see shared/
+//! DESIGN.md, "How masks are found in a model". A result read only by a multiplication with a
+//! map folds the multiplication in. Every compute op left dense gets its reason.
 
-use super::mask_trace::{self, Links, MaskTrace, Origin};
-use super::op::{BinaryKind, Op, UnaryKind};
+use super::mask_trace::{self, Links, Origin};
+use super::needed::{self, Need, Region};
+use super::needed_mask::{self, MaskBuilder};
+use super::op::{BinaryKind, Op};
+use super::order;
 use super::sparse::{FillPolicy, MaskKind, MaskSource, SparseSpec};
 use super::{Graph, ValueId};
 use crate::tensor::DType;
@@ -38,48 +41,46 @@ pub fn is_compute_op(op: &Op) -> bool {
     matches!(op, Op::Conv(_) | Op::ConvTranspose(_) | Op::MatMul | Op::Gemm { .. } | Op::Attention(_))
 }
 
-/// Largest f (elementwise epilogue between P and the Mul) considered; GELU with its bias is 6.
-const MAX_F_NODES: usize = 32;
+/// A compute op that stays dense, and why, as `inspect` lists it.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct DenseOpInfo {
+    pub node: String,
+    pub op: String,
+    pub reason: String,
+}
+
+/// What `detect` found: the sparse ops and, for every other compute op, why it stays dense.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Detection {
+    pub sparse: Vec<SparseRegionInfo>,
+    pub dense: Vec<DenseOpInfo>,
+}
 
 /// Annotates every op it can prove sparse and returns all sparse ops of the graph afterwards.
 /// Never panics; a graph it cannot analyse (dangling ids, nodes out of order) is left unchanged.
 pub fn detect_sparse_regions(g: &mut Graph, opts: &SparseOptions) -> Vec<SparseRegionInfo> {
+    detect(g, opts).sparse
+}
+
+/// `detect_sparse_regions`, also saying why each remaining compute op stays dense.
+pub fn detect(g: &mut Graph, opts: &SparseOptions) -> Detection {
     let _span = tracing::debug_span!("detect_sparse_regions").entered();
-    let Some(mut links) = Links::new(g) else {
+    let Some(links) = Links::new(g) else {
         tracing::debug!("graph refers to missing values or is out of order: no sparse regions");
-        return sparse_ops(g);
+        let why = "the graph refers to missing values or is out of order".to_string();
+        return Detection { sparse: sparse_ops(g), dense: dense_ops(g, &[], &why) };
     };
-    let mut changed = false;
-    let mut i = 0;
-    while i < g.nodes.len() {
-        if g.nodes[i].op != Op::Binary(BinaryKind::Mul) {
-            i += 1;
-            continue;
+    let needs = needed::analyse(g, &links);
+    let before = g.clone();
+    let mut why: Vec<(usize, String)> = Vec::new();
+    let annotated = annotate(g, &links, &needs, opts, &mut why);
+    if annotated > 0 {
+        if let Err(e) = order::restore_order(g) {
+            tracing::warn!("sparse rewrite left no valid order ({e}); keeping the graph dense");
+            *g = before;
+            let why = format!("the sparse rewrite left no valid order: {e}");
+            return Detection { sparse: sparse_ops(g), dense: dense_ops(g, &[], &why) };
         }
-        match analyse(g, &links, i) {
-            Err(why) => {
-                tracing::debug!(mul = %g.nodes[i].name, "not sparse: {why}");
-                i += 1;
-            }
-            Ok(region) => {
-                let fused = region.f.is_empty();
-                apply(g, &links, i, region, opts);
-                changed = true;
-                // A folded Mul is gone, so the next node now sits at i.
-                if !fused {
-                    i += 1;
-                }
-                match Links::new(g) {
-                    Some(l) => links = l,
-                    None => {
-                        tracing::warn!("sparse rewrite left the graph inconsistent; stopping the pass");
-                        break;
-                    }
-                }
-            }
-        }
-    }
-    if changed {
         g.compact();
     }
     let joins = super::sparse_residual::fuse_sparse_residuals(g);
@@ -90,7 +91,21 @@ pub fn detect_sparse_regions(g: &mut Graph, opts: &SparseOptions) -> Vec<SparseR
     if attn > 0 {
         tracing::debug!(attention = attn, "token-sparse attentions");
     }
-    sparse_ops(g)
+    let names: Vec<(String, String)> = why.into_iter().map(|(i, w)| (before.nodes[i].name.clone(), w)).collect();
+    Detection { sparse: sparse_ops(g), dense: dense_ops(g, &names, "no binary mask reaches it") }
+}
+
+/// The compute ops of `g` left dense, with the reason recorded for them (by node name) or `default`.
+fn dense_ops(g: &Graph, why: &[(String, String)], default: &str) -> Vec<DenseOpInfo> {
+    g.nodes
+        .iter()
+        .filter(|n| n.sparse.is_none() && is_compute_op(&n.op) && !needed_mask::is_built(&n.name))
+        .map(|n| DenseOpInfo {
+            node: n.name.clone(),
+            op: n.op.name().to_string(),
+            reason: why.iter().find(|(name, _)| *name == n.name).map_or_else(|| default.to_string(), |(_, w)| w.clone()),
+        })
+        .collect()
 }
 
 /// The sparse ops of a graph, in execution order.
@@ -115,91 +130,169 @@ pub fn sparse_ops(g: &Graph) -> Vec<SparseRegionInfo> {
         .collect()
 }
 
-struct Region {
-    /// The producer (Conv, ConvTranspose, MatMul, Gemm).
-    p: usize,
-    /// The elementwise nodes between P and the Mul, in graph order.
-    f: Vec<usize>,
-    mask: ValueId,
-    kind: MaskKind,
-    trace: MaskTrace,
-}
-
-fn analyse(g: &Graph, links: &Links, m: usize) -> Result<Region, String> {
-    let node = &g.nodes[m];
-    let (&[Some(x0), Some(x1)], Some(&y)) = (node.inputs.as_slice(), node.outputs.first()) else {
-        return Err("Mul without two inputs and an output".into());
-    };
-    let as_second = region(g, links, m, x0, x1, y).map_err(|e| format!("with the second operand as mask: {e}"));
-    as_second.or_else(|e0| region(g, links, m, x1, x0, y).map_err(|e1| format!("{e0}; with the first operand as mask: {e1}")))
-}
-
-/// Checks `y = Mul(a, mk)` with `a = f(P)` and `mk` the mask.
-fn region(g: &Graph, links: &Links, m: usize, a: ValueId, mk: ValueId, y: ValueId) -> Result<Region, String> {
-    let (p, kind, f) = producer_dag(g, links, a)?;
-    let pn = &g.nodes[p];
-    if pn.sparse.is_some() {
-        return Err(format!("{} '{}' is already sparse", pn.op.name(), pn.name));
-    }
-    let &[pout] = pn.outputs.as_slice() else {
-        return Err(format!("{} '{}' has more than one output", pn.op.name(), pn.name));
-    };
-    let out = &g.values[pout];
-    if out.dtype != DType::F32 || g.values[mk].dtype != DType::F32 {
-        return Err("only float32 results and masks are handled".into());
-    }
-    if g.values[y].shape != out.shape {
-        return Err(format!("the Mul broadcasts {:?} to {:?}", out.shape, g.values[y].shape));
-    }
-    mask_shape_fits(kind, &out.shape, &g.values[mk].shape)?;
-    if mk == pout || f.iter().any(|&n| g.nodes[n].outputs.contains(&mk)) {
-        return Err("the mask is computed from the producer's own result".into());
-    }
-    epilogue_is_local(g, links, m, p, &f, kind)?;
-    let trace = mask_trace::trace_mask(g, links, mk)?;
-    Ok(Region { p, f, mask: mk, kind, trace })
-}
-
-/// Walks back from `a` through elementwise ops to the single producer P.
-fn producer_dag(g: &Graph, links: &Links, a: ValueId) -> Result<(usize, MaskKind, Vec<usize>), String> {
-    let mut stack = vec![a];
-    let mut seen = Vec::new();
-    let mut producer: Option<(usize, MaskKind)> = None;
-    let mut f = Vec::new();
-    while let Some(v) = stack.pop() {
-        if seen.contains(&v) || g.values[v].constant.is_some() {
-            continue;
-        }
-        seen.push(v);
-        let Some(n) = links.prod[v] else {
-            return Err(format!("'{}' is a model input, not a Conv/MatMul result", g.values[v].name));
-        };
-        let node = &g.nodes[n];
-        if let Some(kind) = producer_kind(g, node)? {
-            match producer {
-                Some((q, _)) if q != n => {
-                    return Err(format!("two producers reach the Mul ('{}' and '{}')", g.nodes[q].name, node.name))
-                }
-                _ => producer = Some((n, kind)),
+/// Annotates every compute op whose result is needed on a region; records why the others are
+/// not (node index into the graph as `links` saw it). Returns how many it annotated.
+fn annotate(g: &mut Graph, links: &Links, needs: &[Need], opts: &SparseOptions, why: &mut Vec<(usize, String)>) -> usize {
+    let original = g.nodes.len();
+    let mut builder = MaskBuilder::default();
+    let mut folded: Vec<usize> = Vec::new();
+    let mut count = 0;
+    for p in 0..original {
+        let kind = match producer_kind(g, &g.nodes[p]) {
+            Ok(Some(kind)) => kind,
+            Ok(None) => continue,
+            Err(e) => {
+                why.push((p, e));
+                continue;
             }
+        };
+        if g.nodes[p].sparse.is_some() {
             continue;
         }
-        if !pointwise(&node.op) {
-            return Err(format!("{} '{}' between the producer and the Mul is not elementwise", node.op.name(), node.name));
+        match plan(g, links, needs, p, kind) {
+            Err(e) => why.push((p, e)),
+            Ok(plan) => {
+                let mark = builder.mark(g);
+                match place(g, links, &mut builder, p, kind, plan, opts, &folded) {
+                    Ok(fold) => {
+                        folded.extend(fold);
+                        count += 1;
+                    }
+                    Err(e) => {
+                        builder.undo(g, mark);
+                        why.push((p, e));
+                    }
+                }
+            }
         }
-        f.push(n);
-        if f.len() > MAX_F_NODES {
-            return Err(format!("more than {MAX_F_NODES} elementwise ops between the producer and the Mul"));
-        }
-        stack.extend(node.inputs.iter().flatten());
     }
-    let (p, kind) = producer.ok_or("no Conv, ConvTranspose or MatMul/Gemm with constant weights feeds the Mul")?;
-    f.sort_unstable();
-    Ok((p, kind, f))
+    if !folded.is_empty() {
+        let mut i = 0;
+        g.nodes.retain(|_| {
+            i += 1;
+            !folded.contains(&(i - 1))
+        });
+    }
+    count
+}
+
+/// The region a compute op runs on, and the Mul folded into it if any.
+struct Plan {
+    region: Region,
+    fold: Option<usize>,
+}
+
+fn plan(g: &Graph, links: &Links, needs: &[Need], p: usize, kind: MaskKind) -> Result<Plan, String> {
+    let node = &g.nodes[p];
+    let &[out] = node.outputs.as_slice() else {
+        return Err(format!("{} '{}' has more than one output", node.op.name(), node.name));
+    };
+    if g.values[out].dtype != DType::F32 {
+        return Err("only float32 results are computed sparsely".into());
+    }
+    // A result read only by a multiplication with a map: the map is its region and the
+    // multiplication folds into it (what it writes is then exactly the product).
+    if let (false, &[m]) = (g.is_graph_output(out), links.cons[out].as_slice()) {
+        let mul = &g.nodes[m];
+        if mul.op == Op::Binary(BinaryKind::Mul) {
+            if let Some(mk) = needed::masking(g, links, mul).filter(|mk| mk.value == out && mk.source == mk.map) {
+                if g.values[mk.map].dtype == DType::F32 && needed::map_fits(kind, &g.values[out].shape, &g.values[mk.map].shape) {
+                    return Ok(Plan { region: Region::Map(mk.map), fold: Some(m) });
+                }
+            }
+        }
+    }
+    match &needs[out] {
+        Need::Part(r) => Ok(Plan { region: r.clone(), fold: None }),
+        Need::Whole(c) => Err(format!("needed at every position: {}", c.text)),
+        Need::Unread => Err("its result is not read".into()),
+    }
+}
+
+/// Builds the plan's mask and annotates `p`; returns the folded Mul's index.
+fn place(
+    g: &mut Graph,
+    links: &Links,
+    builder: &mut MaskBuilder,
+    p: usize,
+    kind: MaskKind,
+    plan: Plan,
+    opts: &SparseOptions,
+    folded: &[usize],
+) -> Result<Option<usize>, String> {
+    let out = g.nodes[p].outputs[0];
+    let mask = builder.build(g, &plan.region)?;
+    if !needed::map_fits(kind, &g.values[out].shape, &g.values[mask].shape) {
+        return Err(format!("mask {:?} does not fit the result {:?}", g.values[mask].shape, g.values[out].shape));
+    }
+    if depends_on(g, mask, p, plan.fold.iter().chain(folded).copied().collect::<Vec<_>>().as_slice()) {
+        return Err("its mask is computed from its own result".into());
+    }
+    let mut maps = Vec::new();
+    plan.region.maps(&mut maps);
+    let mut traces = Vec::with_capacity(maps.len());
+    for &m in &maps {
+        traces.push(mask_trace::trace_mask(g, links, m)?);
+    }
+    let first = traces.first().ok_or("a region without a map")?;
+    let source = mask_trace::source_of(g, links, first.origin);
+    let cached = opts.cached_model_input_masks && traces.iter().all(|t| matches!(t.origin, Origin::Input(_)));
+    let fill = if cached { FillPolicy::Cached } else { FillPolicy::Zero };
+    let halo = halo(&plan.region, &|m| maps.iter().position(|&x| x == m).map_or([0, 0], |i| traces[i].halo));
+    if let Some(m) = plan.fold {
+        g.nodes[p].outputs[0] = g.nodes[m].outputs[0];
+    }
+    let name = g.nodes[p].name.clone();
+    tracing::debug!(node = %name, ?kind, ?source, fused_mul = plan.fold.is_some(), "sparse");
+    g.nodes[p].sparse = Some(SparseSpec { mask, kind, source, dilation: halo, fill, fused_mul: plan.fold.is_some() });
+    Ok(plan.fold)
+}
+
+/// How far a region reaches beyond the maps it is built from, in its own positions.
+fn halo(r: &Region, of_map: &dyn Fn(ValueId) -> [usize; 2]) -> [usize; 2] {
+    match r {
+        Region::Map(m) => of_map(*m),
+        Region::Spread(inner, w) => {
+            let h = halo(inner, of_map);
+            std::array::from_fn(|a| {
+                if w.transposed {
+                    (h[a] + w.extent(a)).div_ceil(w.stride[a])
+                } else {
+                    h[a] * w.stride[a] + w.extent(a)
+                }
+            })
+        }
+        Region::Both(v) => v.iter().map(|x| halo(x, of_map)).reduce(|a, b| [a[0].min(b[0]), a[1].min(b[1])]).unwrap_or([0, 0]),
+        Region::Any(v) => v.iter().map(|x| halo(x, of_map)).reduce(|a, b| [a[0].max(b[0]), a[1].max(b[1])]).unwrap_or([0, 0]),
+    }
+}
+
+/// Whether value `v` is computed, through inputs and masks, from node `p`'s results (`folded`:
+/// multiplications folded into their producers, whose results those producers now write).
+fn depends_on(g: &Graph, v: ValueId, p: usize, folded: &[usize]) -> bool {
+    let mut prod = vec![None; g.values.len()];
+    for (i, n) in g.nodes.iter().enumerate().filter(|(i, _)| !folded.contains(i)) {
+        for &o in &n.outputs {
+            prod[o] = Some(i);
+        }
+    }
+    let mut seen = vec![false; g.nodes.len()];
+    let mut stack: Vec<usize> = prod[v].into_iter().collect();
+    while let Some(i) = stack.pop() {
+        if i == p {
+            return true;
+        }
+        if std::mem::replace(&mut seen[i], true) {
+            continue;
+        }
+        let n = &g.nodes[i];
+        stack.extend(n.inputs.iter().flatten().chain(n.sparse.as_ref().map(|s| &s.mask)).filter_map(|&x| prod[x]));
+    }
+    false
 }
 
 /// `Some` for an op that can run sparsely and what its mask ranges over; `Err` for a Conv or
-/// MatMul that cannot (so the log says why instead of "not elementwise").
+/// MatMul that cannot.
 fn producer_kind(g: &Graph, node: &super::Node) -> Result<Option<MaskKind>, String> {
     let rank = node.outputs.first().map_or(0, |&o| g.values[o].shape.len());
     let konst = |i: usize| node.inputs.get(i).copied().flatten().and_then(|v| g.values[v].constant.as_ref());
@@ -216,127 +309,6 @@ fn producer_kind(g: &Graph, node: &super::Node) -> Result<Option<MaskKind>, Stri
         }
         _ => Ok(None),
     }
-}
-
-/// Ops whose result at a position depends only on their operands at that position.
-fn pointwise(op: &Op) -> bool {
-    match op {
-        Op::Unary(u) => *u != UnaryKind::Not,
-        Op::Binary(b) => matches!(b, BinaryKind::Add | BinaryKind::Sub | BinaryKind::Mul | BinaryKind::Div | BinaryKind::Pow),
-        Op::Clip | Op::Identity | Op::BatchNormalization { .. } => true,
-        _ => false,
-    }
-}
-
-fn mask_shape_fits(kind: MaskKind, out: &[usize], mk: &[usize]) -> Result<(), String> {
-    let r = out.len();
-    let batch_ok = |i: usize| mk[i] == 1 || mk[i] == out[i];
-    let fits = mk.len() == r
-        && match kind {
-            MaskKind::Spatial => r == 4 && batch_ok(0) && mk[1] == 1 && mk[2..] == out[2..],
-            MaskKind::Token => (r == 2 || r == 3) && mk[r - 1] == 1 && mk[r - 2] == out[r - 2] && (r == 2 || batch_ok(0)),
-        };
-    if fits {
-        Ok(())
-    } else {
-        Err(format!("mask {mk:?} is not one value per position broadcast over the channels of {out:?}"))
-    }
-}
-
-/// P's result and every value of f are read only inside f and the Mul, and f mixes them only with
-/// constants that are scalars or per-channel: then f at a position sees P at that position only,
-/// so whatever P leaves at an inactive position is multiplied away.
-fn epilogue_is_local(g: &Graph, links: &Links, m: usize, p: usize, f: &[usize], kind: MaskKind) -> Result<(), String> {
-    let pout = g.nodes[p].outputs[0];
-    let out_shape = &g.values[pout].shape;
-    for v in std::iter::once(pout).chain(f.iter().flat_map(|&n| g.nodes[n].outputs.iter().copied())) {
-        let val = &g.values[v];
-        if g.is_graph_output(v) {
-            return Err(format!("'{}' between the producer and the Mul is a graph output", val.name));
-        }
-        if let Some(&n) = links.cons[v].iter().find(|&&n| n != m && !f.contains(&n)) {
-            let r = &g.nodes[n];
-            return Err(format!("'{}' is also read by {} '{}'", val.name, r.op.name(), r.name));
-        }
-    }
-    for &n in f {
-        let node = &g.nodes[n];
-        let op = node.op.name();
-        let same = node.outputs.len() == 1 && g.values[node.outputs[0]].shape == *out_shape;
-        if !same || g.values[node.outputs[0]].dtype != DType::F32 {
-            return Err(format!("{op} '{}' changes the shape or type of the producer's result", node.name));
-        }
-        for (k, v) in node.inputs.iter().enumerate() {
-            let Some(v) = *v else { continue };
-            let val = &g.values[v];
-            if val.constant.is_none() {
-                continue;
-            }
-            // BatchNormalization's parameters are per channel by definition (axis 1).
-            let ok = match node.op {
-                Op::BatchNormalization { .. } => k == 0 || kind == MaskKind::Spatial,
-                _ => per_channel(&val.shape, out_shape, kind),
-            };
-            if !ok {
-                return Err(format!("constant '{}' {:?} of {op} '{}' varies over positions", val.name, val.shape, node.name));
-            }
-        }
-        if matches!(node.op, Op::BatchNormalization { .. }) && (kind != MaskKind::Spatial || !inputs_const(g, node, 1..5)) {
-            return Err(format!("BatchNormalization '{}' is not a per-channel affine here", node.name));
-        }
-    }
-    Ok(())
-}
-
-fn inputs_const(g: &Graph, node: &super::Node, range: std::ops::Range<usize>) -> bool {
-    range.into_iter().all(|i| node.inputs.get(i).copied().flatten().is_some_and(|v| g.values[v].constant.is_some()))
-}
-
-/// A constant broadcast against `out` that is the same at every position: a scalar or one value
-/// per channel (axis 1 of `[N, C, H, W]`, the last axis of token rows).
-fn per_channel(c: &[usize], out: &[usize], kind: MaskKind) -> bool {
-    let r = out.len();
-    if c.len() > r || r == 0 {
-        return false;
-    }
-    let channel = match kind {
-        MaskKind::Spatial => 1,
-        MaskKind::Token => r - 1,
-    };
-    c.iter().enumerate().all(|(i, &d)| {
-        let ax = r - c.len() + i;
-        d == 1 || (ax == channel && d == out[ax])
-    })
-}
-
-fn apply(g: &mut Graph, links: &Links, m: usize, region: Region, opts: &SparseOptions) {
-    let Region { mut p, f, mask, kind, trace } = region;
-    let source = mask_trace::source_of(g, links, trace.origin);
-    let fill = match (trace.origin, opts.cached_model_input_masks) {
-        (Origin::Input(_), true) => FillPolicy::Cached,
-        _ => FillPolicy::Zero,
-    };
-    let fused_mul = f.is_empty();
-    // The executor needs the mask before P runs. P and f only feed each other and the Mul, so
-    // they can move down to just before the Mul, past the nodes that compute the mask.
-    if links.prod[mask].is_some_and(|q| q > p) {
-        let moved: Vec<usize> = std::iter::once(p).chain(f.iter().copied()).collect();
-        let mut nodes: Vec<Option<super::Node>> = std::mem::take(&mut g.nodes).into_iter().map(Some).collect();
-        let mut order = Vec::with_capacity(nodes.len());
-        order.extend((0..m).filter(|i| !moved.contains(i)));
-        p = order.len();
-        order.extend(moved.iter().copied());
-        order.extend(m..nodes.len());
-        g.nodes = order.into_iter().filter_map(|i| nodes[i].take()).collect();
-    }
-    if fused_mul {
-        let y = g.nodes[m].outputs[0];
-        g.nodes[p].outputs[0] = y;
-        g.nodes.remove(m);
-    }
-    let name = g.nodes[p].name.clone();
-    tracing::debug!(node = %name, ?kind, ?source, fused_mul, "sparse");
-    g.nodes[p].sparse = Some(SparseSpec { mask, kind, source, dilation: trace.halo, fill, fused_mul });
 }
 
 #[cfg(test)]
