@@ -452,3 +452,21 @@ def family_main(doc, configs, build):
     for size in args.sizes:
         build(size, args.density, args.out, dataset=not args.no_dataset)
     return 0
+
+
+def init_conv_bn(mod, g):
+    """He-initialises a Conv2d (bias zero) or gives a BatchNorm2d an affine near identity, drawing
+    from generator `g`; returns whether `mod` was one of them."""
+    import torch
+    import torch.nn as nn
+    if isinstance(mod, nn.Conv2d):
+        fan_in = mod.in_channels // mod.groups * mod.kernel_size[0] * mod.kernel_size[1]
+        mod.weight.data = torch.randn(mod.weight.shape, generator=g) * np.sqrt(2.0 / fan_in)
+        if mod.bias is not None:
+            mod.bias.data.zero_()
+        return True
+    if isinstance(mod, nn.BatchNorm2d):
+        mod.weight.data = torch.empty(mod.num_features).uniform_(0.7, 1.3, generator=g)
+        mod.bias.data = torch.randn(mod.num_features, generator=g) * 0.15 - 0.05
+        return True
+    return False

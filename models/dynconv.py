@@ -145,14 +145,7 @@ class DynConvResNet(nn.Module):
 def init_weights(model, seed):
     g = torch.Generator().manual_seed(seed)
     for mod in model.modules():
-        if isinstance(mod, nn.Conv2d):
-            fan_in = mod.in_channels // mod.groups * mod.kernel_size[0] * mod.kernel_size[1]
-            mod.weight.data = torch.randn(mod.weight.shape, generator=g) * np.sqrt(2.0 / fan_in)
-            if mod.bias is not None:
-                mod.bias.data.zero_()
-        elif isinstance(mod, nn.BatchNorm2d):
-            mod.weight.data = torch.empty(mod.num_features).uniform_(0.7, 1.3, generator=g)
-            mod.bias.data = torch.randn(mod.num_features, generator=g) * 0.15 - 0.05
+        common.init_conv_bn(mod, g)
     for _, _, b in model.blocks():  # residual-branch last BN: small gammas (trained ResNets)
         b.bn3.weight.data = torch.empty(b.bn3.num_features).uniform_(0.2, 0.5, generator=g)
     model.fc.weight.data = torch.randn(model.fc.weight.shape, generator=g) / np.sqrt(model.fc.in_features)

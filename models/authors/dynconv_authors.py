@@ -59,15 +59,9 @@ def init_weights(model, seed, last_bns):
     import torch.nn as nn
     g = torch.Generator().manual_seed(seed)
     for mod in model.modules():
-        if isinstance(mod, nn.Conv2d):
-            fan_in = mod.in_channels // mod.groups * mod.kernel_size[0] * mod.kernel_size[1]
-            mod.weight.data = torch.randn(mod.weight.shape, generator=g) * np.sqrt(2.0 / fan_in)
-            if mod.bias is not None:
-                mod.bias.data.zero_()
-        elif isinstance(mod, nn.BatchNorm2d):
-            mod.weight.data = torch.empty(mod.num_features).uniform_(0.7, 1.3, generator=g)
-            mod.bias.data = torch.randn(mod.num_features, generator=g) * 0.15 - 0.05
-        elif isinstance(mod, nn.Linear):
+        if common.init_conv_bn(mod, g):
+            continue
+        if isinstance(mod, nn.Linear):
             mod.weight.data = torch.randn(mod.weight.shape, generator=g) / np.sqrt(mod.in_features)
             mod.bias.data = torch.randn(mod.out_features, generator=g) * 0.01
     for bn in last_bns:

@@ -97,15 +97,23 @@ fn name(g: &Graph, v: ValueId) -> &str {
 }
 
 pub(crate) fn is_binary_tensor(t: &Tensor) -> bool {
-    match t.data() {
-        TensorData::F32(x) => x.iter().all(|&a| a == 0.0 || a == 1.0),
-        TensorData::F64(x) => x.iter().all(|&a| a == 0.0 || a == 1.0),
-        TensorData::I64(x) => x.iter().all(|&a| a == 0 || a == 1),
-        TensorData::I32(x) => x.iter().all(|&a| a == 0 || a == 1),
-        TensorData::I8(x) => x.iter().all(|&a| a == 0 || a == 1),
-        TensorData::U8(x) => x.iter().all(|&a| a == 0 || a == 1),
-        TensorData::Bool(_) => true,
-    }
+    Range::of_tensor(t).is_binary()
+}
+
+/// Ops whose every output element is one of their input's elements: they keep a map binary
+/// and its values' range.
+fn picks_elements(op: &Op) -> bool {
+    matches!(
+        op,
+        Op::MaxPool(_)
+            | Op::Reshape { .. }
+            | Op::Unsqueeze { .. }
+            | Op::Squeeze { .. }
+            | Op::Flatten { .. }
+            | Op::Transpose { .. }
+            | Op::Expand
+            | Op::Identity
+    )
 }
 
 fn binary(g: &Graph, links: &Links, v: ValueId, budget: &mut usize) -> Result<Bin, String> {
@@ -369,14 +377,7 @@ fn range(g: &Graph, links: &Links, v: ValueId, budget: &mut usize) -> Option<Ran
                 Range { lo: x.lo.trunc(), hi: x.hi.trunc(), integral: true }
             }
         }
-        Op::Identity
-        | Op::Reshape { .. }
-        | Op::Unsqueeze { .. }
-        | Op::Squeeze { .. }
-        | Op::Flatten { .. }
-        | Op::Transpose { .. }
-        | Op::Expand
-        | Op::MaxPool(_) => at(0, budget)?,
+        op if picks_elements(op) => at(0, budget)?,
         _ => Range::ANY,
     };
     Some(r)
@@ -419,21 +420,14 @@ fn combine(parts: Vec<Bin>, halo: impl Fn(usize, usize) -> usize) -> Result<Bin,
 /// Ops that a model input may feed and still be taken for a mask: everything that keeps a map
 /// binary. A float input that also feeds a Conv, a norm, etc. is data (an image), not a mask.
 fn mask_like_reader(op: &Op) -> bool {
-    matches!(
-        op,
-        Op::MaxPool(_)
-            | Op::Reshape { .. }
-            | Op::Unsqueeze { .. }
-            | Op::Squeeze { .. }
-            | Op::Flatten { .. }
-            | Op::Transpose { .. }
-            | Op::Expand
-            | Op::Identity
-            | Op::Cast { .. }
-            | Op::Binary(BinaryKind::Mul | BinaryKind::And | BinaryKind::Or | BinaryKind::Min | BinaryKind::Max)
-            | Op::Unary(UnaryKind::Not)
-            | Op::Where
-    )
+    picks_elements(op)
+        || matches!(
+            op,
+            Op::Cast { .. }
+                | Op::Binary(BinaryKind::Mul | BinaryKind::And | BinaryKind::Or | BinaryKind::Min | BinaryKind::Max)
+                | Op::Unary(UnaryKind::Not)
+                | Op::Where
+        )
 }
 
 fn model_input(g: &Graph, links: &Links, v: ValueId) -> Result<Bin, String> {

@@ -44,11 +44,10 @@ impl ExternalData {
             ));
         };
         check_relative(file).map_err(err)?;
-        if self.canonical_dir.is_none() {
-            let c = dir.canonicalize().map_err(|e| err(format!("cannot resolve the model's folder {}: {e}", dir.display())))?;
-            self.canonical_dir = Some(c);
-        }
-        let root = self.canonical_dir.as_ref().unwrap();
+        let root: &Path = match &mut self.canonical_dir {
+            Some(c) => c,
+            slot => slot.insert(dir.canonicalize().map_err(|e| err(format!("cannot resolve the model's folder {}: {e}", dir.display())))?),
+        };
         let path = dir.join(file);
         let real = path.canonicalize().map_err(|e| err(format!("cannot open {}: {e}", path.display())))?;
         if !real.starts_with(root) {
