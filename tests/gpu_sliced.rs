@@ -123,11 +123,12 @@ fn check_model<D: GpuDevice + 'static>(dev: &Arc<D>, backend: &str, path: &Path,
             eprintln!("{what} on {backend}: member {name} skipped: {e}");
             continue;
         }
-        // PoCL 3.1 (CI's) stores zeros for self-listing members of 4 x 4 outputs per work-item,
-        // sliced or not (tiles1x1_m32n32k16_w4x4_s1 unsliced did the same in session 36); CUDA
-        // computes them right. Self-listing is off on PoCL by default.
+        // PoCL 3.1 computes self-listing members of 1 x 1 DISTiles wrong: on one host those of
+        // 4 x 4 outputs per work-item (stored zeros), on an AVX-512 host (AMD EPYC) also the 2 x 4
+        // ones (relative L2 ~1 on every frame). CUDA computes them right, and self-listing is off
+        // on PoCL by default; their non-listing runs and the 2 x 8 members still run here.
         let pocl = info.driver.to_ascii_lowercase().contains("pocl");
-        if pocl && self_list == Some(true) && gran == Some((1, 1)) && k[3] >= 4 {
+        if pocl && self_list == Some(true) && gran == Some((1, 1)) {
             eprintln!("{what} on {backend}: member {name} not run listing its own columns (PoCL computes those wrong)");
             continue;
         }
@@ -169,7 +170,8 @@ fn check<D: GpuDevice + 'static>(dev: Arc<D>, backend: &str) {
     let mut ran = 0;
     // conv1x1, 72 -> 80: a reduction of 72 is two stages of 32 and a part-empty third (TK 32),
     // and 80 channels leave a 64-channel tile part empty. Listing its own columns at batch 1
-    // (PoCL computes that right; its default is off), and reading the lists.
+    // (on PoCL, whose default is off, only where it computes that right: see check_model), and
+    // reading the lists.
     let one = conv_model(&dir, "conv1x1", 1, 72, 80, 1, &mut rng);
     for self_list in [Some(true), Some(false)] {
         ran += check_model(&dev, backend, &one, (1, 72), self_list, &mut rng);
