@@ -1,4 +1,4 @@
-// Session 36: how fast one launch can run the bench's sparse conv1x1 (256 -> 256 channels, 40 x 40,
+// How fast one launch can run the bench's sparse conv1x1 (256 -> 256 channels, 40 x 40,
 // bias and ReLU) on the bench's own masks, with nothing general in it: each block lists the
 // mask's columns itself, gathers its columns and its output channels' weights into shared memory
 // in one step, its warps split K between them, and the warps' partial sums meet in shared memory,
@@ -6,8 +6,8 @@
 // are (launched with PDL, a recorded graph of many frames, a graph per frame), to show where a
 // frame of one such launch lands against the runtime's two. Outputs are checked against the CPU
 // before timing; columns the mask leaves out must keep their poison.
-// Built on the GPU host: nvcc -O2 -arch=sm_90 -o c1_floor c1_floor.cu
-// Run: c1_floor MASKS.npy [frames [VARIANT]]   (MASKS: uint8 [batch, 40, 40], gpu_sparse_bench
+// Build and run through `python3 benches/ops.py floor --masks DIR` (nvcc -O2 -arch=sm_90), or by hand:
+// conv1x1_floor MASKS.npy [frames [VARIANT]]   (MASKS: uint8 [batch, 40, 40], gpu_sparse_bench
 // --dump-masks; VARIANT: only that one, e.g. co32_ct8_w8, for a profiler)
 #include <cstdio>
 #include <cstdlib>
@@ -19,7 +19,7 @@
 #include <chrono>
 #include <random>
 #include <cuda_runtime.h>
-#include "../cuda_timing.h"
+#include "timing.h"
 
 
 constexpr int K = 256, COUT = 256;
@@ -212,7 +212,7 @@ static std::vector<unsigned char> read_npy(const char* path, int& n, int& h, int
 }
 
 int main(int argc, char** argv) {
-    if (argc < 2) { fprintf(stderr, "usage: c1_floor MASKS.npy [frames]\n"); return 2; }
+    if (argc < 2) { fprintf(stderr, "usage: conv1x1_floor MASKS.npy [frames]\n"); return 2; }
     int B, H, Wd;
     std::vector<unsigned char> m8 = read_npy(argv[1], B, H, Wd);
     const int frames = argc > 2 ? atoi(argv[2]) : 1000, samples = 21, hw = H * Wd;

@@ -1,5 +1,5 @@
-// CUDA error check and frame timing shared by the device scripts' CUDA programs
-// (benches/device_s35/pdl_floor.cu, benches/device_s36/c1_floor.cu).
+// CUDA error check and frame timing for the hand-written CUDA programs beside it
+// (conv1x1_floor.cu).
 #pragma once
 #include <algorithm>
 #include <chrono>
