@@ -390,6 +390,8 @@ fn bench_compares_sparse_with_dense() {
     assert!(x > 0.0 && x.is_finite(), "{x}");
     let rows = r.stdout.lines().filter(|l| l.split_whitespace().next().is_some_and(|w| w.parse::<usize>().is_ok())).count();
     assert_eq!(rows, 3, "one row per frame: {}", r.stdout);
+    let header = r.stdout.lines().find(|l| l.trim_start().starts_with("frame")).expect("a header row");
+    assert!(header.ends_with("density"), "the rows give each frame's mask density: {header}");
     assert!(r.stdout.contains("outputs agree"), "sparse and dense outputs must match: {}\n{}", r.stdout, r.stderr);
 }
 

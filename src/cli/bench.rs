@@ -21,7 +21,8 @@ Opens the model twice: sparse (ops found by detect_sparse_regions run on DISTile
 same graph with every op dense). After one warm-up pass on each, every round runs all frames on
 one session and then on the other, alternating which goes first. Per frame the median over
 rounds is taken; the last line is 'speedup_vs_dense: X.XX' = median dense / median sparse.
-The warm-up outputs of both are compared and a warning is printed if they differ by more than
+Each frame's row also gives the mean mask density of its sparse ops ('-' where none ran sparse);
+the median row gives the mean over frames. The warm-up outputs of both are compared and a warning is printed if they differ by more than
 1e-4 relative L2. Frames are decoded once and kept in memory: at most --max-frames (default 30).")]
 pub struct BenchArgs {
     /// ONNX model file.
@@ -102,12 +103,15 @@ pub fn bench(a: BenchArgs) -> Result<()> {
         frames.len()
     );
 
-    // Warm-up pass, which also supplies the outputs to compare.
+    // Warm-up pass, which also supplies the outputs to compare and each frame's mask density
+    // (a property of the frame: every round computes the same masks).
     let mut worst = (0.0f64, String::new(), 0usize);
+    let mut densities = Vec::with_capacity(frames.len());
     for (i, (label, feeds)) in frames.iter().enumerate() {
         let ctx = |e: Error| Error::Other(format!("frame {i} ({label}): {e}"));
         let d = dense.run(feeds.clone()).map_err(ctx)?;
         let s = sparse.run(feeds.clone()).map_err(ctx)?;
+        densities.push(stats::frame_density(sparse.last_report()));
         let (e, name) = compare(&s, &d);
         if e.is_nan() || e > worst.0 {
             worst = (e, name, i);
@@ -132,18 +136,19 @@ pub fn bench(a: BenchArgs) -> Result<()> {
         progress.tick(|| format!("round {}/{rounds}", r + 1));
     }
 
-    println!("{:>5}  {:<24} {:>10} {:>10} {:>7}", "frame", "", "dense ms", "sparse ms", "ratio");
+    println!("{:>5}  {:<24} {:>10} {:>10} {:>7} {:>8}", "frame", "", "dense ms", "sparse ms", "ratio", "density");
     let (mut med_d, mut med_s) = (Vec::new(), Vec::new());
     for (i, (label, _)) in frames.iter().enumerate() {
         let d = stats::median(&times[0][i]).unwrap_or(0.0);
         let s = stats::median(&times[1][i]).unwrap_or(0.0);
-        println!("{i:>5}  {label:<24} {d:>10.3} {s:>10.3} {:>7.2}", d / s.max(1e-9));
+        println!("{i:>5}  {label:<24} {d:>10.3} {s:>10.3} {:>7.2} {:>8}", d / s.max(1e-9), stats::fmt_density(densities[i]));
         med_d.push(d);
         med_s.push(s);
     }
     let d = stats::median(&med_d).unwrap_or(0.0);
     let s = stats::median(&med_s).unwrap_or(0.0);
-    println!("{:>5}  {:<24} {d:>10.3} {s:>10.3} {:>7.2}", "", "median", d / s.max(1e-9));
+    let mean_density = stats::mean(&densities.iter().flatten().copied().collect::<Vec<_>>());
+    println!("{:>5}  {:<24} {d:>10.3} {s:>10.3} {:>7.2} {:>8}", "", "median", d / s.max(1e-9), stats::fmt_density(mean_density));
     if worst.0.is_finite() && worst.0 <= AGREE_REL_L2 {
         println!("outputs agree: max relative L2 {:.2e} over {} frames", worst.0, frames.len());
     } else {
