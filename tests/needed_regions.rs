@@ -319,7 +319,12 @@ fn the_authors_dynconv_runs_every_masked_block_sparse() {
             let is_first = s.node.ends_with("/conv1/Conv");
             assert_eq!(s.dilation[0] > 0, is_first, "{model}: {} halo {:?}", s.node, s.dilation);
             assert!(matches!(&s.source, MaskSource::InGraph { node } if node.contains("GreaterOrEqual")), "{model}: {:?}", s.source);
+            // The block's last conv takes in the multiplication by the mask (expanded over the
+            // channels in the export) and the residual join after it.
+            let last = s.node.ends_with(if convs_per_block == 3 { "/conv3/Conv" } else { "/conv2/Conv" });
+            assert_eq!((s.fused_mul, s.fill == FillPolicy::Residual), (last, last), "{model}: {}", s.node);
         }
+        assert!(!rw.nodes.iter().any(|n| n.op.name() == "Expand" && !n.name.contains("masker")), "{model}: unread Expands left");
         assert!(found.dense.iter().all(|d| !branch(&d.node)), "{model}: {:?}", found.dense);
         let dir = common::repo_path(&format!("tests/goldens/{model}"));
         let x = dynaspa::io::npy::read(&dir.join("input_0.npy")).unwrap();

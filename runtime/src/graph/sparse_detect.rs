@@ -84,6 +84,8 @@ pub fn detect(g: &mut Graph, opts: &SparseOptions) -> Detection {
             let why = format!("the sparse rewrite left no valid order: {e}");
             return Detection { sparse: sparse_ops(g), dense: dense_ops(g, &[], &why) };
         }
+        // A folded multiplication may leave the Expand that broadcast its map unread.
+        super::fuse::remove_dead(g);
         g.compact();
     }
     let joins = super::sparse_residual::fuse_sparse_residuals(g);
@@ -207,7 +209,7 @@ fn plan(g: &Graph, links: &Links, needs: &[Need], zeros: &[Option<Region>], p: u
     if let (false, &[m]) = (g.is_graph_output(out), links.cons[out].as_slice()) {
         let mul = &g.nodes[m];
         if mul.op == Op::Binary(BinaryKind::Mul) {
-            if let Some(mk) = needed::masking(g, links, mul).filter(|mk| mk.value == out && mk.source == mk.map) {
+            if let Some(mk) = needed::masking(g, links, mul).filter(|mk| mk.value == out) {
                 if g.values[mk.map].dtype == DType::F32 && needed::map_fits(kind, &g.values[out].shape, &g.values[mk.map].shape) {
                     return Ok(Plan { region: Region::Map(mk.map), fold: Some(m), exact: true });
                 }
