@@ -43,7 +43,10 @@ pub(crate) fn pays(c: usize, m: usize, kh: usize, kw: usize, input_len: usize) -
         return false;
     }
     let small = input_len * 4 <= 512 * 1024 && c * kh * kw <= 1152;
-    small && (kh * kw == 1 || m < 8 || c * kh * kw <= 32)
+    // A few outputs (a mask unit's single logit) on a large map: the GEMM path writes an im2col
+    // panel `taps` times the input's size to multiply it by one row.
+    let few_outputs = m < 8 && input_len * 4 <= 8 << 20;
+    few_outputs || small && (kh * kw == 1 || m < 8 || c * kh * kw <= 32)
 }
 
 /// One ungrouped 2-D conv prepared for the row kernel.
