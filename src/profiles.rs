@@ -119,10 +119,14 @@ pub fn coverage(p: &Profile, g: &Graph) -> (usize, usize) {
 }
 
 /// The `profiles` folder of the model's folder or the nearest folder above it that has one
-/// (a checkout keeps `models/` and `profiles/` side by side).
+/// (a checkout keeps `models/` and `profiles/` side by side); relative to the working
+/// directory when it lies under it, so messages name it as a user would.
 pub fn shipped_root(model: &Path) -> Option<PathBuf> {
-    let abs = std::path::absolute(model).ok()?;
-    abs.parent()?.ancestors().map(|d| d.join("profiles")).find(|p| p.is_dir())
+    let dir = model.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let abs = std::path::absolute(dir).ok()?;
+    let found = abs.ancestors().map(|d| d.join("profiles")).find(|p| p.is_dir())?;
+    let cwd = std::env::current_dir().ok();
+    Some(cwd.and_then(|c| found.strip_prefix(&c).ok().map(Path::to_path_buf)).unwrap_or(found))
 }
 
 /// The shipped profile for `model` on `device`, or why there is none. Candidates are

@@ -198,15 +198,17 @@ impl Overlay {
         }
         let op_density = record.map(|r| r.density);
         let frame_density = super::stats::frame_density(report);
-        let mut lines = vec![format!("{ms:.3} ms  density {}", super::stats::fmt_density(frame_density))];
+        let mut lines = vec![format!("frame: {ms:.3} ms, density {}", super::stats::fmt_density(frame_density))];
         let op = self.node.as_deref().unwrap_or(match &self.source {
             Source::Output { name, .. } => name,
             Source::Fetched { value } => value,
         });
         let drawn_tiles = tiles.as_ref().zip(granularity).map(|(t, g)| (t.len(), g));
+        // Numbers first: a long op name is what the frame's width cuts.
+        let d = super::stats::fmt_density(Some(mask.density()));
         lines.push(match drawn_tiles {
-            Some((n, g)) => format!("{} {op}, {n} tiles {g}", super::stats::fmt_density(Some(mask.density()))),
-            None => format!("{} {op}", super::stats::fmt_density(Some(mask.density()))),
+            Some((n, g)) => format!("op: density {d}, {n} tiles {g}, {op}"),
+            None => format!("op: density {d}, {op}"),
         });
         let img = compose(frame, &mask, tiles.as_ref(), &lines);
         let path = self.dir.join(format!("{base}.png"));
