@@ -15,7 +15,7 @@ mod onnx_build;
 
 use dynaspa::backends::cpu::SparseConfig;
 use dynaspa::backends::gpu::sconv_knobs::{GemmKnobs, GpuLimits};
-use dynaspa::backends::gpu::{DeviceInfo, GpuDevice, GpuExecutable, GpuOptions};
+use dynaspa::backends::gpu::{DeviceInfo, GpuDevice, GpuExecutable, GpuOptions, SparseConvOverrides};
 use dynaspa::runtime::backend::Executable;
 use dynaspa::runtime::dispatch::{DispatchTable, Member, PolyKernel, Schedule};
 use dynaspa::runtime::graph::sparse_detect::{detect_sparse_regions, SparseOptions};
@@ -64,7 +64,7 @@ fn conv_model(dir: &Path, name: &str, batch: usize, cin: usize, cout: usize, k: 
 
 /// Members run one at a time: name, granularity (`None`: dense) and knobs TM, TN, TK, WM, WN,
 /// KS, WK, ET. m16n8 of 2 x 4 holds 8 accumulators per work-item in 16 slices: half the slices
-/// store nothing. The session-36 floor's fastest tile (64 x 8 of 4 x 4 in 8 slices) is there.
+/// store nothing. The hand-written kernel's fastest tile (64 x 8 of 4 x 4 in 8 slices) is there.
 /// Stages of 128 and 256 hold each op's whole reduction (72 and 108): those run it as one
 /// stage (`SC_ONE_STAGE`, weights loaded before the PDL wait, one gather of every column). The
 /// 64 x 8 tile of 256 passes 48 KiB: on CUDA its launches provide the weights' stage
@@ -133,7 +133,7 @@ fn check_model<D: GpuDevice + 'static>(dev: &Arc<D>, backend: &str, path: &Path,
             continue;
         }
         let sparse = SparseConfig { cache_dir: None, force: None, profile: Some(Arc::new(profile(&info, &g, &conv, mi))) };
-        let opts = GpuOptions { poison: true, sparse, self_list, ..Default::default() };
+        let opts = GpuOptions { poison: true, sparse, sparse_conv: SparseConvOverrides { self_list, ..Default::default() }, ..Default::default() };
         let mut exe = GpuExecutable::compile(dev.clone(), backend, &g, &opts).unwrap();
         let case = format!("{what} on {backend}, member {name}, self-listing {self_list:?}");
         let ops = exe.sparse_ops();

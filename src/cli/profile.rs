@@ -36,6 +36,7 @@ pub struct ProfileArgs {
     #[arg(long, value_name = "N", default_value_t = 3)]
     warmup: usize,
     /// Also print the N slowest nodes of the graph (dense and sparse) by median time per frame.
+    /// On GPU backends this waits for the device after every node, which slows the frames.
     #[arg(long, value_name = "N", num_args = 0..=1, default_missing_value = "25")]
     nodes: Option<usize>,
 }
@@ -151,7 +152,9 @@ pub fn profile(a: ProfileArgs, recorder: Option<Recorder>) -> Result<()> {
     let sparse = super::sparse_config(a.profile.as_deref(), &a.src.backend)?;
     // Frames replayed from a recorded graph queue nothing per op: the phase table needs each
     // frame queued op by op.
-    let opts = OpenOptions { threads: a.src.threads, device: a.src.device.clone(), sparse, frame_graphs: Some(false), ..Default::default() };
+    // Per-node times on a GPU backend wait for the device after every node (`--nodes`).
+    let step_times = a.nodes.is_some();
+    let opts = OpenOptions { threads: a.src.threads, device: a.src.device.clone(), sparse, frame_graphs: Some(false), step_times, ..Default::default() };
     let mut session = dynaspa::open(&a.model, &a.src.backend, &opts)?;
     let feeder = a.src.feeder(session.graph())?;
     let mut source = FrameSource::open(&a.src.frames, feeder.input_size(), a.src.max_frames.map(|n| n as usize))?;

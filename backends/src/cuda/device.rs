@@ -10,7 +10,7 @@
 use super::error::{err, Ctx};
 use super::kernel_cache::{CacheStats, KernelCache, Origin};
 use super::cudnn::{self, CudnnConv, CudnnHandle};
-use super::cudnn_lib::{self, Policy};
+use super::cudnn_lib;
 use super::staging::{CudaStaging, PinnedHost};
 use super::graph::CudaGraph;
 use super::{graph, launch_local, libs, nvrtc, pdl, probe};
@@ -220,7 +220,6 @@ impl CudaDevice {
     }
 
     pub fn with_cache(ordinal: usize, cache: KernelCache) -> Result<CudaDevice> {
-        cudnn_lib::policy().map_err(err)?;
         let info = probe::device_info(ordinal)?;
         let dev = result::device::get(ordinal as i32).ctx(|| format!("cuDeviceGet({ordinal})"))?;
         use sys::CUdevice_attribute as A;
@@ -337,7 +336,7 @@ impl CudaDevice {
     /// records a graph, the recording's (`graph.rs`).
     fn streams(&self) -> (sys::CUstream, sys::CUstream) {
         match graph::recording() {
-            Some(r) => (r.main, r.second.unwrap_or(self.fill)),
+            Some(r) => (r.main, r.second),
             None => (self.main, self.fill),
         }
     }
@@ -358,9 +357,6 @@ impl CudaDevice {
         let (func, param_sizes, max_threads, launch_local, programmatic) = match &kernel.body {
             Body::Function { func, param_sizes, max_threads, launch_local, pdl, .. } => {
                 (*func, param_sizes, *max_threads, *launch_local, *pdl && stream != self.streams().1)
-            }
-            Body::Cudnn(_) if graph::recording().is_some_and(|r| r.second.is_none()) => {
-                return Err(err(format!("{name}: cuDNN convs are recorded only with the whole frame")))
             }
             Body::Cudnn(conv) => {
                 let mut bufs = Vec::with_capacity(args.len());
@@ -525,14 +521,6 @@ impl Drop for CudaDevice {
     }
 }
 
-/// Whether a main-stream write of mapped counts records its event when queued (as before) rather
-/// than when the host reads them (`CudaStaging::written_on_main`): `DYNASPA_COUNTS_EVENT=write`
-/// (read once), the A/B switch.
-fn counts_event_at_write() -> bool {
-    static ASKED: OnceLock<bool> = OnceLock::new();
-    *ASKED.get_or_init(|| std::env::var("DYNASPA_COUNTS_EVENT").is_ok_and(|v| v.trim().eq_ignore_ascii_case("write")))
-}
-
 impl GpuDevice for CudaDevice {
     fn kernel_max_threads(&self, kernel: &CudaKernel) -> Option<u32> {
         Some(kernel.max_threads()).filter(|&m| m > 0)
@@ -638,7 +626,10 @@ impl GpuDevice for CudaDevice {
     }
 
     fn staging_written(&self, st: &CudaStaging, second: bool) -> Result<()> {
-        if !second && !counts_event_at_write() {
+        // A main-stream write records its event when the host reads the counts, not here: an
+        // event between a frame's kernels stops the next from overlapping the one before
+        // (`cuda/pdl.rs`).
+        if !second {
             st.written_on_main();
             return Ok(());
         }
@@ -669,7 +660,7 @@ impl GpuDevice for CudaDevice {
                 param_sizes: CudaDevice::param_sizes(func),
                 max_threads: max_threads.max(0) as u32,
                 launch_local,
-                pdl: self.pdl && pdl::for_file(spec.file) && pdl::waits_first(spec.source, spec.entry),
+                pdl: self.pdl && pdl::waits_first(spec.source, spec.entry),
             },
         })
     }
@@ -682,12 +673,8 @@ impl GpuDevice for CudaDevice {
         true
     }
 
-    fn capture(&self, record: &mut dyn FnMut() -> Result<()>) -> Result<Option<CudaGraph>> {
-        graph::capture(&self.ctx, &self.record_stream, false, record)
-    }
-
     fn capture_frame(&self, record: &mut dyn FnMut() -> Result<()>) -> Result<Option<CudaGraph>> {
-        graph::capture(&self.ctx, &self.record_stream, true, record)
+        graph::capture(&self.ctx, &self.record_stream, record)
     }
 
     fn launch_graph(&self, g: &CudaGraph) -> Result<()> {
@@ -754,10 +741,10 @@ impl GpuDevice for CudaDevice {
     }
 
     fn vendor_policy(&self) -> VendorPolicy {
-        match cudnn_lib::policy() {
-            Ok(Policy::Timed) if cudnn_lib::load().is_ok() => VendorPolicy::Timed,
-            Ok(Policy::Force) if cudnn_lib::load().is_ok() => VendorPolicy::Always,
-            _ => VendorPolicy::Never,
+        if cudnn_lib::load().is_ok() {
+            VendorPolicy::Timed
+        } else {
+            VendorPolicy::Never
         }
     }
 
