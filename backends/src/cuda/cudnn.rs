@@ -11,7 +11,8 @@
 
 use super::cudnn_graph::{self, EnginePlan};
 use super::cudnn_lib::{self as lib, Api, Desc, FwdAlgoPerf, Handle, Loaded, Status};
-use super::device::{Context, CudaBuffer, CudaDevice};
+use super::context::Context;
+use super::device::{CudaBuffer, CudaDevice};
 use super::error::err;
 use crate::gpu::{GpuDevice, VendorConvDesc};
 use cudarc::driver::sys::CUstream;

@@ -7,6 +7,8 @@
 //! makes the context current on the calling thread first, so the device may be used from any
 //! thread.
 
+pub use super::context::CudaEvent;
+use super::context::Context;
 use super::error::{err, Ctx};
 use super::kernel_cache::{CacheStats, KernelCache, Origin};
 use super::cudnn::{self, CudnnConv, CudnnHandle};
@@ -24,33 +26,6 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 /// Kernel parameters one launch may pass (more is a kernel signature bug, not a use case).
 const MAX_ARGS: usize = 64;
-
-/// The retained primary context; released when the last buffer, event, kernel and the device
-/// holding it are gone.
-pub(crate) struct Context {
-    dev: sys::CUdevice,
-    ctx: sys::CUcontext,
-}
-
-// SAFETY: CUcontext is a handle the driver lets any thread use (made current per call).
-unsafe impl Send for Context {}
-unsafe impl Sync for Context {}
-
-impl Context {
-    pub(crate) fn bind(&self) -> Result<()> {
-        // SAFETY: the context is retained for as long as `self` lives.
-        unsafe { result::ctx::set_current(self.ctx) }.ctx(|| "cuCtxSetCurrent".into())
-    }
-}
-
-impl Drop for Context {
-    fn drop(&mut self) {
-        // SAFETY: retained in CudaDevice::new, released once here.
-        if let Err(e) = unsafe { result::primary_ctx::release(self.dev) } {
-            tracing::warn!("cuDevicePrimaryCtxRelease: {}", super::error::driver_text(e));
-        }
-    }
-}
 
 /// Device memory. Zero-byte buffers hold no allocation (pointer 0).
 pub struct CudaBuffer {
@@ -85,33 +60,6 @@ impl Drop for CudaBuffer {
         if let Err(e) = r {
             tracing::warn!("leaking {} bytes of device memory: {e}", self.bytes);
         }
-    }
-}
-
-/// A point in one stream's work.
-pub struct CudaEvent {
-    ev: sys::CUevent,
-    ctx: Arc<Context>,
-}
-
-// SAFETY: events are driver handles usable from any thread.
-unsafe impl Send for CudaEvent {}
-unsafe impl Sync for CudaEvent {}
-
-impl CudaEvent {
-    /// Blocks the host until the event's work is done.
-    pub fn synchronize(&self) -> Result<()> {
-        self.ctx.bind()?;
-        // SAFETY: live event of this context.
-        unsafe { result::event::synchronize(self.ev) }.ctx(|| "cuEventSynchronize".into())
-    }
-}
-
-impl Drop for CudaEvent {
-    fn drop(&mut self) {
-        // SAFETY: created in this context, destroyed once; destroying a pending event is
-        // allowed (the driver frees it on completion).
-        let _ = self.ctx.bind().map(|_| unsafe { result::event::destroy(self.ev) });
     }
 }
 
@@ -241,7 +189,7 @@ impl CudaDevice {
         let arch = nvrtc::arch_for(cc)?;
         // SAFETY: `dev` comes from cuDeviceGet; released by Context::drop.
         let raw = unsafe { result::primary_ctx::retain(dev) }.ctx(|| format!("cuDevicePrimaryCtxRetain({ordinal})"))?;
-        let ctx = Arc::new(Context { dev, ctx: raw });
+        let ctx = Arc::new(Context::retained(dev, raw));
         ctx.bind()?;
         let main = result::stream::create(result::stream::StreamKind::NonBlocking).ctx(|| "cuStreamCreate".into())?;
         let fill = match result::stream::create(result::stream::StreamKind::NonBlocking) {
@@ -446,7 +394,7 @@ impl CudaDevice {
 
     fn event_on(&self, stream: sys::CUstream) -> Result<CudaEvent> {
         let ev = result::event::create(sys::CUevent_flags::CU_EVENT_DISABLE_TIMING).ctx(|| "cuEventCreate".into())?;
-        let event = CudaEvent { ev, ctx: self.ctx.clone() };
+        let event = CudaEvent::new(ev, self.ctx.clone());
         // SAFETY: live event and stream of this context.
         unsafe { result::event::record(event.ev, stream) }.ctx(|| "cuEventRecord".into())?;
         Ok(event)

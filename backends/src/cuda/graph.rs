@@ -4,7 +4,7 @@
 //! launches take (RESULTS.md, "The launch floor"), and the host makes one driver call for all of
 //! them.
 
-use super::device::Context;
+use super::context::Context;
 use super::error::{driver_text, Ctx};
 use cudarc::driver::{result, sys};
 use dynaspa_runtime::Result;
