@@ -5,6 +5,7 @@
 //! ```
 
 pub mod io;
+pub mod profiles;
 
 pub use dynaspa_backends as backends;
 pub use dynaspa_runtime as runtime;
@@ -45,6 +46,9 @@ pub struct OpenOptions {
     /// GPU backends with a vendor library (cuDNN on CUDA): how dense convs use it (`None`: timed
     /// against our kernels per conv shape).
     pub vendor_convs: Option<backends::gpu::VendorPolicy>,
+    /// Graph values each run keeps besides the outputs, read with `Session::fetched` (e.g. a
+    /// sparse op's mask: [`sparse_mask`]). Empty by default, which costs nothing.
+    pub fetch: Vec<String>,
 }
 
 /// Loads and optimises a model file (constant folding runs on the CPU kernels). Tensors stored as
@@ -65,12 +69,30 @@ pub fn load_graph_bytes(bytes: &[u8], opts: &LoadOptions) -> Result<Graph> {
 
 /// Loads a model and compiles it for `backend` ("auto", "cpu", ...).
 pub fn open(path: impl AsRef<Path>, backend: &str, opts: &OpenOptions) -> Result<Session> {
+    open_graph(load_model(path, opts)?, backend, opts)
+}
+
+/// The graph [`open`] compiles: loaded, optimised and, unless `opts.dense`, with its sparse ops
+/// found. Lets a caller see which ops run sparse (and their masks) before opening a session.
+pub fn load_model(path: impl AsRef<Path>, opts: &OpenOptions) -> Result<Graph> {
     let mut g = load_graph(path, &opts.load)?;
     if !opts.dense {
         let so = SparseOptions { cached_model_input_masks: opts.cached };
         let found = detect_sparse_regions(&mut g, &so);
         tracing::debug!(sparse_ops = found.len(), "sparse regions");
     }
+    Ok(g)
+}
+
+/// The name of the mask value sparse op `node` runs on (what to put in `OpenOptions::fetch`
+/// to see it), or `None` when `node` is not a sparse op of `g`.
+pub fn sparse_mask(g: &Graph, node: &str) -> Option<String> {
+    let n = g.nodes.iter().find(|n| n.name == node)?;
+    n.sparse.as_ref().map(|s| g.values[s.mask].name.clone())
+}
+
+/// Compiles a graph from [`load_model`] for `backend`.
+pub fn open_graph(g: Graph, backend: &str, opts: &OpenOptions) -> Result<Session> {
     let b = backends::create_configured(
         backend,
         &backends::BackendOptions {
@@ -85,5 +107,5 @@ pub fn open(path: impl AsRef<Path>, backend: &str, opts: &OpenOptions) -> Result
             ..Default::default()
         },
     )?;
-    Session::new(g, b.as_ref())
+    Session::with_fetches(g, b.as_ref(), &opts.fetch)
 }

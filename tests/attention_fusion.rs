@@ -86,6 +86,32 @@ fn avit_blocks_fuse_with_their_halting_masks() {
 }
 
 #[test]
+fn the_authors_avit_blocks_fuse_with_key_masks_spelled_one_minus_m() {
+    // NVlabs/A-ViT adds `(1 - M) * -1000` (M reshaped to [B, 1, 1, T]) to the scores of every
+    // block after the first, M being the halting mask cast from a comparison.
+    let bytes = model_bytes("models/authors/avit_act_e96.onnx");
+    let before = unfused(&bytes);
+    let g = fused(&bytes);
+    assert_eq!(count(&g, "Attention"), 12);
+    assert_eq!(count(&g, "Softmax"), 0);
+    let mut masked = 0;
+    for n in g.nodes.iter().filter(|n| n.op.name() == "Attention") {
+        let Op::Attention(a) = &n.op else { unreachable!() };
+        if let Some(km) = a.key_mask {
+            assert_eq!(km.c, 1000.0, "{}", n.name);
+            let m = &g.values[n.inputs[4].unwrap()];
+            assert_eq!(m.shape, [1, 197], "{}: the mask is the halting mask itself", n.name);
+            masked += 1;
+        }
+    }
+    assert_eq!(masked, 11, "every block after the first");
+    // Twelve blocks of halting arithmetic amplify summation order: the goldens' own limit.
+    let input = npy::read(&common::repo_path("tests/goldens/avit_act_e96/input_0.npy")).unwrap();
+    let err = rel_l2_outputs(&run(g, &[("input", &input)]), &run(before, &[("input", &input)]));
+    assert!(err <= 1e-4, "fused vs unfused A-ViT: relative L2 {err:.2e}");
+}
+
+#[test]
 fn vit_attention_without_bias_fuses() {
     let bytes = model_bytes("models/vit_small.onnx");
     let before = unfused(&bytes);

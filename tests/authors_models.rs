@@ -8,8 +8,8 @@
 //! correct runtime reproduces the masks and hence the outputs.
 //!
 //! `dynaspa::open` runs what sparse detection finds sparsely, with NaN written over every value
-//! before its kernel runs. Only models dynaspa loads today are listed; models/authors/README.md
-//! lists the others and why.
+//! before its kernel runs. Every model in models/authors/ is listed (models/authors/README.md,
+//! "dynaspa today").
 
 mod common;
 
@@ -55,6 +55,11 @@ fn gaugan_spade_generator_matches_onnxruntime() {
 #[test]
 fn gan_compression_sub_mobile_generator_matches_onnxruntime() {
     check_against_goldens("sige_gc_gaugan_q");
+}
+
+#[test]
+fn ddpm_unet_with_its_sinusoidal_timestep_embedding_matches_onnxruntime() {
+    check_against_goldens("sige_ddpm_unet_c32");
 }
 
 #[test]

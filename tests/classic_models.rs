@@ -138,17 +138,8 @@ classic! {
     convnext_tiny_from_torchscript_at_opset_17_matches_onnx_runtime: "convnext_tiny", "torchscript17.onnx";
     convnext_tiny_from_torchscript_at_opset_13_matches_onnx_runtime: "convnext_tiny", "torchscript13.onnx";
     convnext_tiny_from_dynamo_matches_onnx_runtime: "convnext_tiny", "dynamo.onnx";
-    // With regenerated weights RegNetY amplifies rounding: ONNX Runtime's own output moves by
-    // 1.2e-4 (rel L2) for an input perturbed by 1e-6, and ours differs by 3.7e-4 to 9.7e-4.
-    #[ignore = "ill-conditioned with generated weights (rel L2 3.7e-4..9.7e-4); see tests/classic/README.md"]
     regnet_y_400mf_from_torchscript_at_opset_17_matches_onnx_runtime: "regnet_y_400mf", "torchscript17.onnx";
-    // With regenerated weights RegNetY amplifies rounding: ONNX Runtime's own output moves by
-    // 1.2e-4 (rel L2) for an input perturbed by 1e-6, and ours differs by 3.7e-4 to 9.7e-4.
-    #[ignore = "ill-conditioned with generated weights (rel L2 3.7e-4..9.7e-4); see tests/classic/README.md"]
     regnet_y_400mf_from_torchscript_at_opset_13_matches_onnx_runtime: "regnet_y_400mf", "torchscript13.onnx";
-    // With regenerated weights RegNetY amplifies rounding: ONNX Runtime's own output moves by
-    // 1.2e-4 (rel L2) for an input perturbed by 1e-6, and ours differs by 3.7e-4 to 9.7e-4.
-    #[ignore = "ill-conditioned with generated weights (rel L2 3.7e-4..9.7e-4); see tests/classic/README.md"]
     regnet_y_400mf_from_dynamo_matches_onnx_runtime: "regnet_y_400mf", "dynamo.onnx";
     deit_small_from_torchscript_at_opset_17_matches_onnx_runtime: "deit_small", "torchscript17.onnx";
     deit_small_from_torchscript_at_opset_14_matches_onnx_runtime: "deit_small", "torchscript14.onnx";

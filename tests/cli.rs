@@ -118,3 +118,14 @@ fn help_on_every_command() {
         assert!(stdout.contains("Usage"), "{args:?}: {stdout}");
     }
 }
+
+#[test]
+fn version_names_the_backends_built_in() {
+    let (code, stdout, _) = dynaspa(&["--version"]);
+    assert_eq!(code, 0);
+    // The features this test was built with are the binary's (the default builds all four).
+    let built = [("cpu", true), ("cuda", cfg!(feature = "cuda")), ("opencl", cfg!(feature = "opencl")), ("wgpu", cfg!(feature = "wgpu"))];
+    let names: Vec<&str> = built.iter().filter(|b| b.1).map(|b| b.0).collect();
+    let want = format!("dynaspa {} (backends: {})", env!("CARGO_PKG_VERSION"), names.join(", "));
+    assert_eq!(stdout.trim(), want);
+}

@@ -108,15 +108,16 @@ fn run_frames_from_a_directory_prints_frames_summary_and_writes_overlays() {
         assert!(density.parse::<f64>().is_ok_and(|d| d > 0.0 && d <= 1.0), "density '{density}': {}", r.stdout);
     }
     assert!(r.stdout.lines().filter(|l| l.starts_with("frame ")).all(|l| !l.ends_with("kernels -")), "{}", r.stdout);
-    assert!(r.stdout.contains("overlay: mask output 'mask_layer1_0' of sparse op /layer1.0/conv2/Conv"), "{}", r.stdout);
+    assert!(r.stdout.contains("overlay: mask 'mask_layer1_0' of sparse op /layer1.0/conv2/Conv"), "{}", r.stdout);
     for name in &names {
         assert!(r.stdout.contains(name.as_str()), "frame {name} not named: {}", r.stdout);
     }
     let summary = r.stdout.lines().find(|l| l.starts_with("summary:")).expect("summary line");
     assert!(summary.contains("4 frames") && summary.contains("median") && summary.contains("p90"), "{summary}");
 
-    // Overlays: the frame's size, tinted exactly on the active cells of the mask the same run
-    // wrote (the op's mask is the graph output mask_layer1_0), DISTile outlines in cyan.
+    // Overlays: the frame enlarged to at least 384 pixels wide with a strip below, tinted
+    // exactly on the active cells of the mask the same run wrote (the op's mask is the graph
+    // output mask_layer1_0), DISTile outlines in cyan.
     let mut active_cells = 0;
     let mut grid_pixels = 0;
     for (i, name) in names.iter().enumerate() {
@@ -124,16 +125,18 @@ fn run_frames_from_a_directory_prints_frames_summary_and_writes_overlays() {
         let base = format!("{i:05}_{stem}");
         let plain = image::open(d.path().join(name)).unwrap().to_rgb8();
         let drawn = image::open(ov.join(format!("{base}.png"))).expect("overlay PNG").to_rgb8();
-        assert_eq!(drawn.dimensions(), plain.dimensions(), "overlay has the frame's size");
+        let z = 384u32.div_ceil(plain.width()).max(1);
+        assert_eq!(drawn.width(), plain.width() * z, "overlay has the enlarged frame's width");
+        assert!(drawn.height() > plain.height() * z, "a strip below the frame");
         let mask = npy::read(&out.join(&base).join("mask_layer1_0.npy")).expect("mask output written per frame");
         let [1, 1, mh, mw] = *mask.shape() else { panic!("mask shape {:?}", mask.shape()) };
         let m = mask.as_f32().unwrap();
-        let (fw, fh) = (plain.width() as usize, plain.height() as usize);
+        let (fw, fh) = ((plain.width() * z) as usize, (plain.height() * z) as usize);
         for cy in 0..mh {
             for cx in 0..mw {
                 // Centre pixel of the cell, far from any tile outline (those sit on cell borders).
                 let (x, y) = (((2 * cx + 1) * fw / (2 * mw)) as u32, ((2 * cy + 1) * fh / (2 * mh)) as u32);
-                let (p, q) = (plain.get_pixel(x, y), drawn.get_pixel(x, y));
+                let (p, q) = (plain.get_pixel(x / z, y / z), drawn.get_pixel(x, y));
                 if m[cy * mw + cx] > 0.5 {
                     active_cells += 1;
                     assert_ne!(p, q, "{name}: active cell ({cy}, {cx}) not tinted");
@@ -145,7 +148,7 @@ fn run_frames_from_a_directory_prints_frames_summary_and_writes_overlays() {
         }
         assert!(npy::read(&out.join(&base).join("logits.npy")).is_ok());
         let cyan = |img: &image::RgbImage| img.pixels().filter(|p| p.0 == [0, 255, 255]).count();
-        grid_pixels += cyan(&drawn).saturating_sub(cyan(&plain));
+        grid_pixels += cyan(&drawn).saturating_sub(cyan(&plain) * (z * z) as usize);
     }
     assert!(active_cells > 0, "the masks of 4 street frames should have active cells");
     assert!(grid_pixels > 0, "the DISTile grid of the reported granularity should be drawn");
@@ -174,9 +177,10 @@ fn run_frames_from_a_video_through_ffmpeg() {
     assert_eq!(lines.iter().map(|l| l.0).collect::<Vec<_>>(), vec![0, 1, 2], "{}", r.stdout);
     assert!(r.stdout.contains("summary: 3 frames"), "{}", r.stdout);
     for i in 0..3 {
-        // Video frames are decoded at the model's input size.
+        // Video frames are decoded at the model's input size, and enlarged 4 times to 384 wide.
         let img = image::open(ov.join(format!("frame_{i:05}.png"))).expect("overlay of a video frame").to_rgb8();
-        assert_eq!(img.dimensions(), (96, 72));
+        assert_eq!(img.width(), 384);
+        assert!(img.height() > 288, "the frame and its strip: {:?}", img.dimensions());
     }
     assert!(!ov.join("frame_00003.png").exists());
 }
@@ -390,6 +394,8 @@ fn bench_compares_sparse_with_dense() {
     assert!(x > 0.0 && x.is_finite(), "{x}");
     let rows = r.stdout.lines().filter(|l| l.split_whitespace().next().is_some_and(|w| w.parse::<usize>().is_ok())).count();
     assert_eq!(rows, 3, "one row per frame: {}", r.stdout);
+    let header = r.stdout.lines().find(|l| l.trim_start().starts_with("frame")).expect("a header row");
+    assert!(header.ends_with("density"), "the rows give each frame's mask density: {header}");
     assert!(r.stdout.contains("outputs agree"), "sparse and dense outputs must match: {}\n{}", r.stdout, r.stderr);
 }
 

@@ -55,11 +55,11 @@ fn tune_writes_a_profile_that_resumes_and_drives_run_and_bench() {
     assert_eq!(code, 0, "{stderr}");
     assert!(stdout.contains("speedup_vs_dense") && stdout.contains("outputs agree"), "{stdout}");
     assert!(!stderr.contains("ignoring the profile"), "{stderr}");
-    // With other threads the fingerprint differs: refused, with the reason, and the run goes on.
+    // With other threads the fingerprint differs: the named profile is refused, with the reason.
     let (code, _, stderr) =
         dynaspa(&["run", &model, "--frames", &photo, "--max-frames", "1", "--threads", "1", "--backend", "cpu", "--profile", out.to_str().unwrap()]);
-    assert_eq!(code, 0, "{stderr}");
-    assert!(stderr.contains("ignoring the profile") && stderr.contains("t1"), "{stderr}");
+    assert_eq!(code, 1, "{stderr}");
+    assert!(stderr.contains("--profile") && stderr.contains("|t2'") && stderr.contains("|t1'"), "{stderr}");
 }
 
 #[test]
@@ -180,10 +180,10 @@ fn tune_on_opencl_writes_a_profile_the_gpu_executor_takes() {
     assert_eq!(code, 0, "{stderr}");
     assert!(stdout.contains("speedup_vs_dense"), "{stdout}");
     assert!(!stderr.contains("ignoring the profile") && !stderr.contains("calibrating"), "{stderr}");
-    // The CPU refuses the OpenCL profile (another backend), naming it, and runs on.
+    // The CPU refuses the OpenCL profile (another backend), naming it.
     let (code, _, stderr) = run(&["run", &model, "--frames", &frames, "--input", &format!("mask={mask}"), "--max-frames", "1", "--backend", "cpu", "--profile", out.to_str().unwrap()]);
-    assert_eq!(code, 0, "{stderr}");
-    assert!(stderr.contains("ignoring the profile") && stderr.contains("opencl"), "{stderr}");
+    assert_eq!(code, 1, "{stderr}");
+    assert!(stderr.contains("made for backend 'opencl', not 'cpu'"), "{stderr}");
 
     // A-ViT: its token projections are tuned on the device too, and the executor takes them.
     let avit = common::repo_path("models/avit_small_d30.onnx").display().to_string();

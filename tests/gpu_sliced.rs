@@ -64,7 +64,8 @@ fn conv_model(dir: &Path, name: &str, batch: usize, cin: usize, cout: usize, k: 
 
 /// Members run one at a time: name, granularity (`None`: dense) and knobs TM, TN, TK, WM, WN,
 /// KS, WK, ET. m16n8 of 2 x 4 holds 8 accumulators per work-item in 16 slices: half the slices
-/// store nothing. The hand-written kernel's fastest tile (64 x 8 of 4 x 4 in 8 slices) is there.
+/// store nothing. The fastest tile of the hand-written floor
+/// (benches/cuda/conv1x1_floor.cu: 64 x 8 of 4 x 4 in 8 slices) is there.
 /// Stages of 128 and 256 hold each op's whole reduction (72 and 108): those run it as one
 /// stage (`SC_ONE_STAGE`, weights loaded before the PDL wait, one gather of every column). The
 /// 64 x 8 tile of 256 passes 48 KiB: on CUDA its launches provide the weights' stage

@@ -319,7 +319,12 @@ fn the_authors_dynconv_runs_every_masked_block_sparse() {
             let is_first = s.node.ends_with("/conv1/Conv");
             assert_eq!(s.dilation[0] > 0, is_first, "{model}: {} halo {:?}", s.node, s.dilation);
             assert!(matches!(&s.source, MaskSource::InGraph { node } if node.contains("GreaterOrEqual")), "{model}: {:?}", s.source);
+            // The block's last conv takes in the multiplication by the mask (expanded over the
+            // channels in the export) and the residual join after it.
+            let last = s.node.ends_with(if convs_per_block == 3 { "/conv3/Conv" } else { "/conv2/Conv" });
+            assert_eq!((s.fused_mul, s.fill == FillPolicy::Residual), (last, last), "{model}: {}", s.node);
         }
+        assert!(!rw.nodes.iter().any(|n| n.op.name() == "Expand" && !n.name.contains("masker")), "{model}: unread Expands left");
         assert!(found.dense.iter().all(|d| !branch(&d.node)), "{model}: {:?}", found.dense);
         let dir = common::repo_path(&format!("tests/goldens/{model}"));
         let x = dynaspa::io::npy::read(&dir.join("input_0.npy")).unwrap();
@@ -328,4 +333,65 @@ fn the_authors_dynconv_runs_every_masked_block_sparse() {
         let got = run_cpu(lower_to_dense(&rw, Some(-7.5)), feeds);
         assert_same_outputs(&got, &want, model);
     }
+}
+
+#[test]
+fn a_projection_of_masked_tokens_runs_on_the_mask_even_when_read_whole() {
+    // A-ViT multiplies tokens by the halting mask before its projections and then reads every
+    // row of the result: rows outside the mask are zero, so only the mask's rows are computed.
+    // A bias between the projections ends that: the second one stays dense.
+    let seed = common::seed();
+    for bias_between in [false, true] {
+        let mut n = Net::new(seed);
+        n.init("score.w", &[16, 1], 0.5);
+        let score = n.op("MatMul", "score", &["x", "score.w"]);
+        let m = threshold(&mut n, &score, "ge");
+        let masked = n.op("Mul", "apply_mask", &["x", &m]);
+        n.init("p1.w", &[16, 24], 0.3);
+        n.init("p2.w", &[24, 16], 0.3);
+        let mut h = n.op("MatMul", "p1", &[&masked, "p1.w"]);
+        if bias_between {
+            n.init("p1.b", &[24], 0.2);
+            h = n.op("Add", "p1/bias", &[&h, "p1.b"]);
+        }
+        let a = n.op("Relu", "act", &[&h]);
+        let p2 = n.op("MatMul", "p2", &[&a, "p2.w"]);
+        n.init("p2.b", &[16], 0.2);
+        let y = n.op("Add", "p2/bias", &[&p2, "p2.b"]);
+        let bytes = build(n, &[("x", F32, &[1, 12, 16])], &y, &[1, 12, 16]);
+        let mut rng = common::Rng(seed ^ 0x5a);
+        let (_, found) = detect_and_check(&bytes, vec![image(&mut rng, "x", &[1, 12, 16])], &SparseOptions::default());
+        let want: &[&str] = if bias_between { &["p1"] } else { &["p1", "p2"] };
+        assert_eq!(sparse_names(&found), want, "bias between: {bias_between}");
+        assert!(found.sparse.iter().all(|s| s.fused_mul && s.fill == FillPolicy::Zero), "{found:#?}");
+        if bias_between {
+            let p2 = found.dense.iter().find(|d| d.node == "p2").expect("p2 listed dense");
+            assert!(p2.reason.contains("graph output"), "{}", p2.reason);
+        }
+    }
+}
+
+#[test]
+fn the_authors_avit_projects_only_the_tokens_still_running() {
+    // Every block after the first multiplies its normalised tokens by the halting mask before
+    // qkv and fc1 (and, with the exported zero fc1 biases, before fc2): those projections run on
+    // the tokens still running. Block 0 runs before any token halts.
+    let model = "avit_act_e96";
+    let g = dynaspa::load_graph(common::repo_path(&format!("models/authors/{model}.onnx")), &LoadOptions::default()).unwrap();
+    let mut rw = g.clone();
+    let found = detect(&mut rw, &SparseOptions::default());
+    assert_well_formed(&rw, model);
+    let names = sparse_names(&found);
+    for l in 1..12 {
+        for op in [format!("/attn/qkv_{l}/MatMul"), format!("/mlp/fc1_{l}/MatMul"), format!("/mlp/fc2_{l}/MatMul")] {
+            let s = found.sparse.iter().find(|s| s.node == op).unwrap_or_else(|| panic!("{op} not sparse: {names:?}"));
+            assert_eq!(s.kind, dynaspa::runtime::graph::MaskKind::Token, "{op}");
+        }
+    }
+    assert!(names.iter().all(|n| !n.contains("qkv/") && !n.contains("fc1/") && !n.contains("fc2/")), "{names:?}");
+    let dir = common::repo_path(&format!("tests/goldens/{model}"));
+    let feeds = vec![("input".to_string(), dynaspa::io::npy::read(&dir.join("input_0.npy")).unwrap())];
+    let want = run_cpu(g.clone(), feeds.clone());
+    let got = run_cpu(lower_to_dense(&rw, Some(-7.5)), feeds);
+    assert_same_outputs(&got, &want, model);
 }

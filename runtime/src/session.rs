@@ -35,13 +35,72 @@ pub struct Session {
     backend: String,
     /// Reject NaN/Inf in float inputs (a corrupt frame), on by default.
     pub check_finite: bool,
+    /// Values kept from every run besides the outputs (see [`Session::with_fetches`]).
+    fetches: Vec<Fetch>,
+    fetched: Vec<Tensor>,
+}
+
+/// Where a fetched value comes from in a run.
+#[derive(Clone, Debug)]
+struct Fetch {
+    name: String,
+    from: FetchFrom,
+}
+
+#[derive(Clone, Debug)]
+enum FetchFrom {
+    /// The input at this position of `graph.inputs`.
+    Input(usize),
+    Constant(Arc<Tensor>),
+    /// This position of the compiled graph's outputs: the model's own outputs come first,
+    /// then the fetched intermediate values.
+    Output(usize),
 }
 
 impl Session {
     pub fn new(graph: Graph, backend: &dyn Backend) -> Result<Session> {
+        Session::with_fetches(graph, backend, &[])
+    }
+
+    /// A session that also keeps the values named in `fetch` from every run, read with
+    /// [`Session::fetched`] (a sparse op's mask for an overlay, an activation to debug).
+    /// An intermediate value becomes an extra output of the compiled graph, so the backend
+    /// keeps and returns it; with no fetches the session compiles exactly the model's graph.
+    /// A name the graph does not have is an error naming it.
+    pub fn with_fetches(graph: Graph, backend: &dyn Backend, fetch: &[String]) -> Result<Session> {
+        let mut fetches = Vec::with_capacity(fetch.len());
+        let mut extra = Vec::new();
+        for name in fetch {
+            let id = graph.values.iter().position(|v| &v.name == name).ok_or_else(|| {
+                Error::Other(format!("cannot fetch '{name}': the graph (after import and fusion) has no value of that name"))
+            })?;
+            let from = if let Some(pos) = graph.inputs.iter().position(|&i| i == id) {
+                FetchFrom::Input(pos)
+            } else if let Some(c) = &graph.values[id].constant {
+                FetchFrom::Constant(c.clone())
+            } else if let Some(pos) = graph.outputs.iter().chain(&extra).position(|&o| o == id) {
+                FetchFrom::Output(pos)
+            } else {
+                extra.push(id);
+                FetchFrom::Output(graph.outputs.len() + extra.len() - 1)
+            };
+            fetches.push(Fetch { name: name.clone(), from });
+        }
         let graph = Arc::new(graph);
-        let exec = backend.compile(graph.clone())?;
-        Ok(Session { graph, exec, backend: backend.name().to_string(), check_finite: true })
+        let exec = if extra.is_empty() {
+            backend.compile(graph.clone())?
+        } else {
+            let mut compiled = (*graph).clone();
+            compiled.outputs.extend(extra);
+            backend.compile(Arc::new(compiled))?
+        };
+        Ok(Session { graph, exec, backend: backend.name().to_string(), check_finite: true, fetches, fetched: Vec::new() })
+    }
+
+    /// The value `name` (one of the session's fetches) as the last successful `run` computed
+    /// it; `None` for a name not fetched, or before the first run.
+    pub fn fetched(&self, name: &str) -> Option<&Tensor> {
+        self.fetches.iter().zip(&self.fetched).find(|(f, _)| f.name == name).map(|(_, t)| t)
     }
     pub fn graph(&self) -> &Graph {
         &self.graph
@@ -82,7 +141,20 @@ impl Session {
             return Err(Error::Input { name: missing.join(", "), msg: "required input not given".into() });
         }
         let ordered: Vec<Tensor> = ordered.into_iter().flatten().collect();
-        let outs = self.exec.run(&ordered)?;
+        self.fetched.clear();
+        let mut outs = self.exec.run(&ordered)?;
+        if !self.fetches.is_empty() {
+            self.fetched = self
+                .fetches
+                .iter()
+                .map(|f| match &f.from {
+                    FetchFrom::Input(i) => ordered[*i].clone(),
+                    FetchFrom::Constant(c) => (**c).clone(),
+                    FetchFrom::Output(i) => outs[*i].clone(),
+                })
+                .collect();
+            outs.truncate(g.outputs.len());
+        }
         Ok(g.outputs.iter().map(|&o| g.values[o].name.clone()).zip(outs).collect())
     }
 }

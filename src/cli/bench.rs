@@ -3,9 +3,12 @@
 
 use super::feed::FrameOpts;
 use super::frames::note_skipped;
+use super::overlay::{frame_base, Overlay};
+use super::profile_choice::{self, ProfileOpts, Target};
 use super::progress::Progress;
 use super::stats;
 use dynaspa::io::frames::FrameSource;
+use dynaspa::runtime::report::FrameReport;
 use dynaspa::{Error, OpenOptions, Result, Session, Tensor};
 use std::path::PathBuf;
 use std::time::Instant;
@@ -21,8 +24,15 @@ Opens the model twice: sparse (ops found by detect_sparse_regions run on DISTile
 same graph with every op dense). After one warm-up pass on each, every round runs all frames on
 one session and then on the other, alternating which goes first. Per frame the median over
 rounds is taken; the last line is 'speedup_vs_dense: X.XX' = median dense / median sparse.
-The warm-up outputs of both are compared and a warning is printed if they differ by more than
-1e-4 relative L2. Frames are decoded once and kept in memory: at most --max-frames (default 30).")]
+Each frame's row also gives the mean mask density of its sparse ops ('-' where none ran sparse);
+the median row gives the mean over frames. The warm-up outputs of both are compared and a
+warning is printed if they differ by more than 1e-4 relative L2. Frames are decoded once and
+kept in memory: at most --max-frames (default 30).
+
+--overlay writes each frame as `run --overlay` does, from the sparse warm-up pass's mask and
+report, with the frame's median sparse latency; the sparse session then keeps that mask as an
+extra output. The sparse session uses the shipped profile for this device and model unless
+--profile or --no-profile says otherwise (the first line says which).")]
 pub struct BenchArgs {
     /// ONNX model file.
     model: PathBuf,
@@ -31,9 +41,23 @@ pub struct BenchArgs {
     /// Timed passes over the frames per session.
     #[arg(long, value_name = "R", default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..))]
     rounds: u32,
-    /// Tuned PolyKernels (`dynaspa tune`) for the sparse session, instead of calibrating.
-    #[arg(long, value_name = "FILE")]
-    profile: Option<PathBuf>,
+    #[command(flatten)]
+    profiles: ProfileOpts,
+    /// Write each frame as PNG here, with a sparse op's mask tinted over it, its DISTiles
+    /// outlined and a strip with the frame's sparse latency and mask density.
+    #[arg(long, value_name = "DIR")]
+    overlay: Option<PathBuf>,
+    /// Which mask to draw: a sparse op's name (default: the first sparse op) or a mask
+    /// output's name.
+    #[arg(long, value_name = "NAME", requires = "overlay")]
+    overlay_op: Option<String>,
+}
+
+/// What the sparse warm-up pass keeps of a frame for its overlay.
+struct Kept {
+    mask: Option<Tensor>,
+    outputs: Vec<(String, Tensor)>,
+    report: Option<FrameReport>,
 }
 
 /// ||a - b|| / ||b|| with `b` the reference; 0 when both are zero.
@@ -71,24 +95,37 @@ fn time_run(session: &mut Session, feeds: &[(String, Tensor)]) -> Result<f64> {
 }
 
 pub fn bench(a: BenchArgs) -> Result<()> {
-    let sparse_cfg = super::sparse_config(a.profile.as_deref(), &a.src.backend)?;
-    let open = |dense: bool| {
-        let t = Instant::now();
-        let sparse = if dense { None } else { sparse_cfg.clone() };
-        let s = dynaspa::open(&a.model, &a.src.backend, &OpenOptions { threads: a.src.threads, dense, device: a.src.device.clone(), sparse, ..Default::default() })?;
-        Ok::<_, Error>((s, t.elapsed().as_secs_f64() * 1e3))
+    let base = OpenOptions { threads: a.src.threads, device: a.src.device.clone(), ..Default::default() };
+    let t = Instant::now();
+    let g = dynaspa::load_model(&a.model, &base)?;
+    let load_graph_ms = t.elapsed().as_secs_f64() * 1e3;
+    let target = Target { model: &a.model, backend: &a.src.backend, threads: a.src.threads, device: a.src.device.as_deref() };
+    let sparse_cfg = profile_choice::choose(&a.profiles, &g, &target)?;
+    let feeder = a.src.feeder(&g)?;
+    let (w, h) = feeder.input_size();
+    let mut overlay = match &a.overlay {
+        Some(dir) => Some(Overlay::new(&g, a.overlay_op.as_deref(), (h as usize, w as usize), dir.clone())?),
+        None => None,
     };
-    let (mut sparse, sparse_load) = open(false)?;
-    let (mut dense, dense_load) = open(true)?;
-    let feeder = a.src.feeder(sparse.graph())?;
+    let fetch = overlay.as_ref().map(Overlay::fetches).unwrap_or_default();
+    let t = Instant::now();
+    let mut sparse = dynaspa::open_graph(g, &a.src.backend, &OpenOptions { sparse: sparse_cfg, fetch: fetch.clone(), ..base.clone() })?;
+    let sparse_load = load_graph_ms + t.elapsed().as_secs_f64() * 1e3;
+    let t = Instant::now();
+    let mut dense = dynaspa::open(&a.model, &a.src.backend, &OpenOptions { dense: true, ..base })?;
+    let dense_load = t.elapsed().as_secs_f64() * 1e3;
     let max = a.src.max_frames.map_or(DEFAULT_MAX_FRAMES, |n| n as usize);
     let source = FrameSource::open(&a.src.frames, feeder.input_size(), Some(max))?;
     note_skipped(&source);
     let desc = source.describe().to_string();
     let mut frames = Vec::new();
+    let mut images = Vec::new();
     for f in source {
         let f = f?;
         let feeds = feeder.feeds(&f.image).map_err(|e| Error::Other(format!("frame {} ({}): {e}", f.index, f.label)))?;
+        if overlay.is_some() {
+            images.push((f.image, frame_base(f.index, f.path.as_deref())));
+        }
         frames.push((f.label, feeds));
     }
     if frames.is_empty() {
@@ -101,13 +138,24 @@ pub fn bench(a: BenchArgs) -> Result<()> {
         sparse.backend_name(),
         frames.len()
     );
+    if let Some(o) = &overlay {
+        println!("{}", o.describe());
+    }
 
-    // Warm-up pass, which also supplies the outputs to compare.
+    // Warm-up pass, which also supplies the outputs to compare and each frame's mask density
+    // (a property of the frame: every round computes the same masks).
     let mut worst = (0.0f64, String::new(), 0usize);
+    let mut densities = Vec::with_capacity(frames.len());
+    let mut kept = Vec::new();
     for (i, (label, feeds)) in frames.iter().enumerate() {
         let ctx = |e: Error| Error::Other(format!("frame {i} ({label}): {e}"));
         let d = dense.run(feeds.clone()).map_err(ctx)?;
         let s = sparse.run(feeds.clone()).map_err(ctx)?;
+        densities.push(stats::frame_density(sparse.last_report()));
+        if overlay.is_some() {
+            let mask = fetch.first().and_then(|v| sparse.fetched(v)).cloned();
+            kept.push(Kept { mask, outputs: s.clone(), report: sparse.last_report().cloned() });
+        }
         let (e, name) = compare(&s, &d);
         if e.is_nan() || e > worst.0 {
             worst = (e, name, i);
@@ -132,18 +180,19 @@ pub fn bench(a: BenchArgs) -> Result<()> {
         progress.tick(|| format!("round {}/{rounds}", r + 1));
     }
 
-    println!("{:>5}  {:<24} {:>10} {:>10} {:>7}", "frame", "", "dense ms", "sparse ms", "ratio");
+    println!("{:>5}  {:<24} {:>10} {:>10} {:>7} {:>8}", "frame", "", "dense ms", "sparse ms", "ratio", "density");
     let (mut med_d, mut med_s) = (Vec::new(), Vec::new());
     for (i, (label, _)) in frames.iter().enumerate() {
         let d = stats::median(&times[0][i]).unwrap_or(0.0);
         let s = stats::median(&times[1][i]).unwrap_or(0.0);
-        println!("{i:>5}  {label:<24} {d:>10.3} {s:>10.3} {:>7.2}", d / s.max(1e-9));
+        println!("{i:>5}  {label:<24} {d:>10.3} {s:>10.3} {:>7.2} {:>8}", d / s.max(1e-9), stats::fmt_density(densities[i]));
         med_d.push(d);
         med_s.push(s);
     }
     let d = stats::median(&med_d).unwrap_or(0.0);
     let s = stats::median(&med_s).unwrap_or(0.0);
-    println!("{:>5}  {:<24} {d:>10.3} {s:>10.3} {:>7.2}", "", "median", d / s.max(1e-9));
+    let mean_density = stats::mean(&densities.iter().flatten().copied().collect::<Vec<_>>());
+    println!("{:>5}  {:<24} {d:>10.3} {s:>10.3} {:>7.2} {:>8}", "", "median", d / s.max(1e-9), stats::fmt_density(mean_density));
     if worst.0.is_finite() && worst.0 <= AGREE_REL_L2 {
         println!("outputs agree: max relative L2 {:.2e} over {} frames", worst.0, frames.len());
     } else {
@@ -155,6 +204,14 @@ pub fn bench(a: BenchArgs) -> Result<()> {
     if replayed.iter().any(|&n| n > 0) {
         let n = frames.len() * rounds;
         println!("frames replayed from recorded graphs: dense {}/{n}, sparse {}/{n}", replayed[0], replayed[1]);
+    }
+    if let Some(o) = overlay.as_mut() {
+        for (i, ((image, base), k)) in images.iter().zip(&kept).enumerate() {
+            let ms = stats::median(&times[1][i]).unwrap_or(0.0);
+            o.write(image, base, k.mask.as_ref(), &k.outputs, k.report.as_ref(), ms)
+                .map_err(|e| Error::Other(format!("frame {i} ({}): {e}", frames[i].0)))?;
+        }
+        println!("overlays: {} frames written to {}", kept.len(), o.dir().display());
     }
     println!("speedup_vs_dense: {:.2}", d / s.max(1e-9));
     Ok(())

@@ -6,7 +6,8 @@ use super::overlay::{frame_base, Overlay};
 use super::run::{write_outputs, RunArgs};
 use super::stats;
 use dynaspa::io::frames::{Frame, FrameSource};
-use dynaspa::{Error, Result, Session};
+use dynaspa::runtime::graph::Graph;
+use dynaspa::{Error, OpenOptions, Result, Session};
 use std::path::Path;
 use std::time::Instant;
 
@@ -26,14 +27,18 @@ pub fn run_one(session: &mut Session, feeder: &Feeder, frame: &Frame) -> Result<
     Ok((outs, t.elapsed().as_secs_f64() * 1e3))
 }
 
-pub fn run_frames(a: &RunArgs, src: &Path, session: &mut Session, load_ms: f64) -> Result<()> {
-    let g = session.graph();
-    let feeder = Feeder::new(g, a.frame_input.as_deref(), &a.inputs, a.mean.as_deref(), a.std.as_deref())?;
+/// Runs every frame of `src` through a session opened on `g` (the model with its sparse ops
+/// found); `t0` is when loading began.
+pub fn run_frames(a: &RunArgs, src: &Path, g: Graph, mut opts: OpenOptions, t0: Instant) -> Result<()> {
+    let feeder = Feeder::new(&g, a.frame_input.as_deref(), &a.inputs, a.mean.as_deref(), a.std.as_deref())?;
     let (w, h) = feeder.input_size();
     let mut overlay = match &a.overlay {
-        Some(dir) => Some(Overlay::new(g, a.overlay_op.as_deref(), (h as usize, w as usize), dir.clone())?),
+        Some(dir) => Some(Overlay::new(&g, a.overlay_op.as_deref(), (h as usize, w as usize), dir.clone())?),
         None => None,
     };
+    opts.fetch = overlay.as_ref().map(Overlay::fetches).unwrap_or_default();
+    let mut session = dynaspa::open_graph(g, &a.backend, &opts)?;
+    let load_ms = t0.elapsed().as_secs_f64() * 1e3;
     let source = FrameSource::open(src, (w, h), a.max_frames.map(|n| n as usize))?;
     note_skipped(&source);
     println!(
@@ -56,7 +61,7 @@ pub fn run_frames(a: &RunArgs, src: &Path, session: &mut Session, load_ms: f64) 
     let mut queued = Vec::new();
     for frame in source {
         let frame = frame?;
-        let (outs, ms) = run_one(session, &feeder, &frame)?;
+        let (outs, ms) = run_one(&mut session, &feeder, &frame)?;
         let report = session.last_report();
         let density = stats::frame_density(report);
         replayed += usize::from(report.is_some_and(|r| r.replayed));
@@ -66,11 +71,19 @@ pub fn run_frames(a: &RunArgs, src: &Path, session: &mut Session, load_ms: f64) 
         if let Some(dir) = &a.output_dir {
             write_outputs(&dir.join(&base), &outs)?;
         }
-        if let Some(o) = overlay.as_mut() {
-            o.write(&frame.image, &base, &outs, report)?;
-        }
+        let drawn = match overlay.as_mut() {
+            Some(o) => {
+                let mask = o.fetches().first().and_then(|v| session.fetched(v));
+                Some(o.write(&frame.image, &base, mask, &outs, report, ms)?)
+            }
+            None => None,
+        };
+        let drawn = drawn.map_or_else(String::new, |d| {
+            let tiles = d.tiles.map_or_else(String::new, |(n, g)| format!(", {n} tiles {g}"));
+            format!("  overlay density {}{tiles}", stats::fmt_density(d.op_density))
+        });
         println!(
-            "frame {:>5}  {:<24} {:>9.3} ms  density {:>5}  kernels {kernels}",
+            "frame {:>5}  {:<24} {:>9.3} ms  density {:>5}  kernels {kernels}{drawn}",
             frame.index,
             frame.label,
             ms,

@@ -7,12 +7,15 @@ mod frames;
 mod inspect;
 mod node_table;
 mod overlay;
+mod overlay_draw;
 mod profile;
+mod profile_choice;
 mod progress;
 mod run;
 mod stats;
 pub mod trace;
 mod tune;
+mod version;
 
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
@@ -34,7 +37,7 @@ Debugging aids:
   DYNASPA_NVRTC_LINEINFO=1   compile CUDA kernels with line tables for Nsight Compute (default off)";
 
 #[derive(Parser)]
-#[command(name = "dynaspa", version, about = "Run vision DNNs with dynamic spatial sparsity", after_help = ENVIRONMENT)]
+#[command(name = "dynaspa", version = version::VERSION, about = "Run vision DNNs with dynamic spatial sparsity", after_help = ENVIRONMENT)]
 pub struct Cli {
     #[command(subcommand)]
     cmd: Command,
@@ -70,17 +73,6 @@ pub struct InspectArgs {
     /// Batch size for a symbolic first input dimension.
     #[arg(long, default_value_t = 1)]
     batch: usize,
-}
-
-/// Sparse settings from the environment, with the `--profile` file loaded (a missing or corrupt
-/// profile is an error; one made for another device or backend is refused by the backend with
-/// a warning naming both, and its ops are calibrated).
-pub(crate) fn sparse_config(profile: Option<&std::path::Path>, _backend: &str) -> dynaspa::Result<Option<dynaspa::backends::cpu::SparseConfig>> {
-    let Some(p) = profile else { return Ok(None) };
-    let loaded = dynaspa::runtime::profile::Profile::load(p)?;
-    let mut cfg = dynaspa::backends::cpu::SparseConfig::from_env();
-    cfg.profile = Some(std::sync::Arc::new(loaded));
-    Ok(Some(cfg))
 }
 
 impl Cli {

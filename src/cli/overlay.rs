@@ -1,46 +1,57 @@
-//! `run --overlay`: each frame as a PNG with one sparse op's mask tinted over it and the op's
-//! DISTile grid drawn as rectangles.
+//! `run --overlay`: which mask each frame's PNG shows, and writing it.
 //!
-//! The session has no way yet to hand out intermediate values, so the mask comes from the
-//! graph outputs: the DynConv / A-ViT / SIGE exporters publish their masks as `mask_*` outputs
-//! (`[N, 1, h, w]` maps, or `[N, T]` token masks whose token 0 is the class token). The
-//! granularity comes from the frame's report, so the grid appears only where a sparse kernel ran.
+//! By default the mask is the runtime's own: the mask value a sparse op runs on (its
+//! `SparseSpec.mask`), which the session fetches every frame (`OpenOptions::fetch`), so any
+//! model with sparse ops can be drawn, mask outputs or not. A model's `mask_*` graph outputs
+//! (`[N, 1, h, w]` maps, or `[N, T]` token masks whose token 0 is the class token) can be drawn
+//! instead by naming one. The DISTiles drawn are those of the granularity the frame's report
+//! gives for the op, built from the mask as the executor builds them.
 
+use super::overlay_draw::compose;
 use dynaspa::io::{image::encode_png, write_atomic};
-use dynaspa::runtime::graph::Graph;
-use dynaspa::runtime::report::FrameReport;
-use dynaspa::runtime::sparsity::tiles::aligned_tiles_naive;
-use dynaspa::runtime::sparsity::{BitMask, Granularity, TileSet};
+use dynaspa::runtime::graph::{Graph, MaskKind};
+use dynaspa::runtime::report::{FrameReport, SparseOpRecord};
+use dynaspa::runtime::sparsity::{BitMask, Granularity};
 use dynaspa::{DType, Error, Result, Tensor};
-use image::{Rgb, RgbImage};
+use image::RgbImage;
 use std::path::{Path, PathBuf};
 
-const TINT: [f32; 3] = [255.0, 40.0, 0.0];
-const TINT_ALPHA: f32 = 0.45;
-const GRID: Rgb<u8> = Rgb([0, 255, 255]);
-
-/// How a mask output's values map onto the frame.
+/// How a mask's values map onto the frame.
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Layout {
     /// `[N, 1, h, w]`.
     Map { h: usize, w: usize },
-    /// `[N, T]` or `[N, T, 1]`: `skip` leading tokens (the class token), then an h x w grid.
+    /// `skip` leading tokens (the class token), then an h x w grid.
     Tokens { skip: usize, h: usize, w: usize },
 }
 
+/// Where the mask comes from.
+#[derive(Clone, Debug, PartialEq)]
+enum Source {
+    /// A value the session fetches (a sparse op's mask).
+    Fetched { value: String },
+    /// The graph output at this position.
+    Output { pos: usize, name: String },
+}
+
 pub struct Overlay {
-    /// The graph output holding the mask, and its position among the outputs.
-    pub output: String,
-    out_pos: usize,
+    source: Source,
     layout: Layout,
-    /// The sparse node that uses this mask, whose report record gives the granularity.
+    /// The sparse op whose mask is drawn: its report record gives granularity and density.
     node: Option<String>,
     dir: PathBuf,
     noted_no_grid: bool,
 }
 
+/// What one frame's overlay says beside the picture: the drawn op's density as the report gives
+/// it, and its DISTiles (count, granularity) where a sparse member ran.
+pub struct Drawn {
+    pub op_density: Option<f64>,
+    pub tiles: Option<(usize, Granularity)>,
+}
+
 /// A mask output: named `mask*`, float, shaped like a spatial map or a token mask.
-fn mask_layout(g: &Graph, id: usize, input_hw: (usize, usize)) -> Option<Layout> {
+fn output_layout(g: &Graph, id: usize, input_hw: (usize, usize)) -> Option<Layout> {
     let v = &g.values[id];
     if !v.name.starts_with("mask") || v.dtype != DType::F32 {
         return None;
@@ -52,7 +63,18 @@ fn mask_layout(g: &Graph, id: usize, input_hw: (usize, usize)) -> Option<Layout>
     }
 }
 
-/// The patch grid of a `[N, T]` token mask: the model's `dynaspa.token_grid` metadata (`HxW`)
+/// The layout of a sparse op's mask value from its kind: `[N, 1, h, w]` over a conv's output,
+/// or one bit per token, `[N, T, 1]` / `[T, 1]`.
+fn spec_layout(g: &Graph, id: usize, kind: MaskKind, input_hw: (usize, usize)) -> Option<Layout> {
+    let shape = g.values[id].shape.as_slice();
+    match (kind, shape) {
+        (MaskKind::Spatial, [_, 1, h, w]) => Some(Layout::Map { h: *h, w: *w }),
+        (MaskKind::Token, [_, t, 1] | [t, 1] | [_, t]) => token_grid(g, *t, input_hw),
+        _ => None,
+    }
+}
+
+/// The patch grid of a `T`-token mask: the model's `dynaspa.token_grid` metadata (`HxW`)
 /// when it fits, else the factorisation of T - 1 (all tokens but the class token) whose aspect
 /// is closest to the input's.
 fn token_grid(g: &Graph, t: usize, (ih, iw): (usize, usize)) -> Option<Layout> {
@@ -75,68 +97,68 @@ fn token_grid(g: &Graph, t: usize, (ih, iw): (usize, usize)) -> Option<Layout> {
         .map(|(h, w)| Layout::Tokens { skip: 1, h, w })
 }
 
-impl Overlay {
-    /// Chooses the mask to draw: `op` names a sparse node or a mask output; by default the mask
-    /// of the first sparse node that is a graph output, else the first mask output.
-    pub fn new(g: &Graph, op: Option<&str>, input_hw: (usize, usize), dir: PathBuf) -> Result<Overlay> {
-        let masks: Vec<(usize, usize, Layout)> = g
-            .outputs
-            .iter()
-            .enumerate()
-            .filter_map(|(pos, &id)| mask_layout(g, id, input_hw).map(|l| (pos, id, l)))
-            .collect();
-        let mask_names = || {
-            let n: Vec<&str> = masks.iter().map(|&(_, id, _)| g.values[id].name.as_str()).collect();
-            if n.is_empty() {
-                "none".to_string()
-            } else {
-                n.join(", ")
-            }
-        };
-        let sparse_nodes = || g.nodes.iter().filter_map(|n| n.sparse.as_ref().map(|s| (n.name.as_str(), s.mask)));
-        let user_of = |mask_id: usize| sparse_nodes().find(|&(_, m)| m == mask_id).map(|(n, _)| n.to_string());
-        let by_id = |id: usize| masks.iter().find(|m| m.1 == id).copied();
+/// Up to eight names, then how many more.
+fn some_names<'a>(names: impl Iterator<Item = &'a str>) -> String {
+    let all: Vec<&str> = names.collect();
+    match all.len() {
+        0 => "none".into(),
+        n if n <= 8 => all.join(", "),
+        n => format!("{}, ... ({n} in all; `dynaspa inspect` lists them)", all[..8].join(", ")),
+    }
+}
 
-        let (pos, id, layout, node) = match op {
+impl Overlay {
+    /// Chooses the mask to draw: `op` names a sparse op or a mask output; by default the first
+    /// sparse op's mask, else (a model without sparse ops) its first mask output.
+    pub fn new(g: &Graph, op: Option<&str>, input_hw: (usize, usize), dir: PathBuf) -> Result<Overlay> {
+        let sparse = || g.nodes.iter().filter_map(|n| n.sparse.as_ref().map(|s| (n.name.as_str(), s)));
+        let outputs = || g.outputs.iter().enumerate().filter_map(|(pos, &id)| output_layout(g, id, input_hw).map(|l| (pos, id, l)));
+        let from_op = |name: &str, spec: &dynaspa::runtime::graph::SparseSpec| -> Result<(Source, Layout, Option<String>)> {
+            let value = &g.values[spec.mask];
+            let layout = spec_layout(g, spec.mask, spec.kind, input_hw).ok_or_else(|| {
+                Error::Other(format!("--overlay: sparse op '{name}' runs on mask '{}' of shape {:?}, which is not a map or token mask to draw", value.name, value.shape))
+            })?;
+            Ok((Source::Fetched { value: value.name.clone() }, layout, Some(name.to_string())))
+        };
+        let (source, layout, node) = match op {
             Some(name) => {
-                if let Some((node, mask_id)) = sparse_nodes().find(|&(n, _)| n == name) {
-                    let (pos, id, layout) = by_id(mask_id).ok_or_else(|| {
-                        Error::Other(format!(
-                            "--overlay-op '{name}': its mask '{}' is not a graph output, so it cannot be drawn (mask outputs: {})",
-                            g.values[mask_id].name,
-                            mask_names()
-                        ))
-                    })?;
-                    (pos, id, layout, Some(node.to_string()))
-                } else if let Some(&(pos, id, layout)) = masks.iter().find(|m| g.values[m.1].name == name) {
-                    (pos, id, layout, user_of(id))
+                if let Some((n, spec)) = sparse().find(|(n, _)| *n == name) {
+                    from_op(n, spec)?
+                } else if let Some((pos, id, layout)) = outputs().find(|&(_, id, _)| g.values[id].name == name) {
+                    let user = sparse().find(|(_, s)| s.mask == id).map(|(n, _)| n.to_string());
+                    (Source::Output { pos, name: name.to_string() }, layout, user)
                 } else {
-                    let ops: Vec<&str> = sparse_nodes().map(|(n, _)| n).collect();
                     return Err(Error::Other(format!(
-                        "--overlay-op '{name}' is neither a sparse op nor a mask output of the model (mask outputs: {}; sparse ops: {})",
-                        mask_names(),
-                        if ops.is_empty() { "none".to_string() } else { ops.join(", ") }
+                        "--overlay-op '{name}' is neither a sparse op nor a mask output of the model (sparse ops: {}; mask outputs: {})",
+                        some_names(sparse().map(|(n, _)| n)),
+                        some_names(outputs().map(|(_, id, _)| g.values[id].name.as_str()))
                     )));
                 }
             }
-            None => {
-                let first_sparse = sparse_nodes().find_map(|(n, m)| by_id(m).map(|x| (x, n.to_string())));
-                match first_sparse {
-                    Some(((pos, id, layout), node)) => (pos, id, layout, Some(node)),
-                    None => {
-                        let &(pos, id, layout) = masks.first().ok_or_else(|| {
-                            Error::Other(
-                                "--overlay: the model has no mask output to draw (an output named mask*, [N, 1, h, w] or [N, T])"
-                                    .into(),
-                            )
-                        })?;
-                        (pos, id, layout, user_of(id))
-                    }
+            None => match (sparse().next(), outputs().next()) {
+                (Some((n, spec)), _) => from_op(n, spec)?,
+                (None, Some((pos, id, layout))) => (Source::Output { pos, name: g.values[id].name.clone() }, layout, None),
+                (None, None) => {
+                    return Err(Error::Other(
+                        "--overlay: the model has no sparse ops (`dynaspa inspect` says why) and no mask output (mask*, [N, 1, h, w] or [N, T]) to draw".into(),
+                    ))
                 }
-            }
+            },
         };
         std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
-        Ok(Overlay { output: g.values[id].name.clone(), out_pos: pos, layout, node, dir, noted_no_grid: false })
+        Ok(Overlay { source, layout, node, dir, noted_no_grid: false })
+    }
+
+    /// The values the session must fetch for this overlay.
+    pub fn fetches(&self) -> Vec<String> {
+        match &self.source {
+            Source::Fetched { value } => vec![value.clone()],
+            Source::Output { .. } => vec![],
+        }
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
     }
 
     /// One line for the start of the run: what is drawn and where.
@@ -145,99 +167,81 @@ impl Overlay {
             Layout::Map { h, w } => format!("{h}x{w} map"),
             Layout::Tokens { skip, h, w } => format!("{h}x{w} token grid after {skip} class token(s)"),
         };
-        let op = self.node.as_ref().map_or_else(String::new, |n| format!(" of sparse op {n}"));
-        format!("overlay: mask output '{}'{op} ({how}) -> {}", self.output, self.dir.display())
+        let what = match (&self.source, &self.node) {
+            (Source::Fetched { value }, Some(n)) => format!("mask '{value}' of sparse op {n}"),
+            (Source::Fetched { value }, None) => format!("mask '{value}'"),
+            (Source::Output { name, .. }, Some(n)) => format!("mask output '{name}' of sparse op {n}"),
+            (Source::Output { name, .. }, None) => format!("mask output '{name}'"),
+        };
+        format!("overlay: {what} ({how}) -> {}", self.dir.display())
     }
 
-    /// Draws one frame and writes it as `<dir>/<base>.png`; returns the path.
-    pub fn write(&mut self, frame: &RgbImage, base: &str, outputs: &[(String, Tensor)], report: Option<&FrameReport>) -> Result<PathBuf> {
-        let mask = self.mask(outputs)?;
-        let g = self.granularity(report);
-        let tiles = match (g, self.layout) {
-            (Some(g), Layout::Map { .. }) => Some(aligned_tiles_naive(&mask, g)),
+    /// Draws one frame and writes it as `<dir>/<base>.png`, with a strip giving the frame's
+    /// latency and mask density (mean over its sparse ops) and the drawn op's.
+    pub fn write(&mut self, frame: &RgbImage, base: &str, mask_value: Option<&Tensor>, outputs: &[(String, Tensor)], report: Option<&FrameReport>, ms: f64) -> Result<Drawn> {
+        let mask = self.mask(mask_value, outputs)?;
+        let record = self.record(report);
+        let granularity = record.and_then(|r| r.granularity);
+        let tiles = match (granularity, self.layout) {
+            (Some(g), Layout::Map { .. }) => Some(mask.aligned_tiles(g)),
             _ => None,
         };
         if tiles.is_none() && !self.noted_no_grid {
             self.noted_no_grid = true;
-            let why = match (g, &self.node) {
+            let why = match (granularity, &self.node) {
                 (Some(_), _) => "a token mask has no 2-D DISTile grid".to_string(),
+                (None, Some(n)) if record.is_some() => format!("op {n} ran its dense member"),
                 (None, Some(n)) => format!("the report names no DISTile granularity for op {n}"),
                 (None, None) => "no sparse op with this mask was reported".to_string(),
             };
-            eprintln!("note: overlay draws the mask without a DISTile grid: {why}");
+            eprintln!("note: overlay draws the mask without DISTile outlines: {why}");
         }
-        let img = draw(frame, &mask, tiles.as_ref());
+        let op_density = record.map(|r| r.density);
+        let frame_density = super::stats::frame_density(report);
+        let mut lines = vec![format!("frame: {ms:.3} ms, density {}", super::stats::fmt_density(frame_density))];
+        let op = self.node.as_deref().unwrap_or(match &self.source {
+            Source::Output { name, .. } => name,
+            Source::Fetched { value } => value,
+        });
+        let drawn_tiles = tiles.as_ref().zip(granularity).map(|(t, g)| (t.len(), g));
+        // Numbers first: a long op name is what the frame's width cuts.
+        let d = super::stats::fmt_density(Some(mask.density()));
+        lines.push(match drawn_tiles {
+            Some((n, g)) => format!("op: density {d}, {n} tiles {g}, {op}"),
+            None => format!("op: density {d}, {op}"),
+        });
+        let img = compose(frame, &mask, tiles.as_ref(), &lines);
         let path = self.dir.join(format!("{base}.png"));
         write_atomic(&path, &encode_png(&img)?).map_err(|e| Error::io(&path, e))?;
-        Ok(path)
+        Ok(Drawn { op_density, tiles: drawn_tiles })
     }
 
-    fn granularity(&self, report: Option<&FrameReport>) -> Option<Granularity> {
+    fn record<'r>(&self, report: Option<&'r FrameReport>) -> Option<&'r SparseOpRecord> {
         let node = self.node.as_ref()?;
-        report?.sparse_ops.iter().find(|r| &r.node == node)?.granularity
+        report?.sparse_ops.iter().find(|r| &r.node == node)
     }
 
     /// The mask of batch item 0 as an h x w bit map.
-    fn mask(&self, outputs: &[(String, Tensor)]) -> Result<BitMask> {
-        let (name, t) = outputs
-            .get(self.out_pos)
-            .ok_or_else(|| Error::Other(format!("overlay: output '{}' missing from the results", self.output)))?;
-        let v = t.as_f32().map_err(|_| Error::Other(format!("overlay: output '{name}' is not float")))?;
+    fn mask(&self, fetched: Option<&Tensor>, outputs: &[(String, Tensor)]) -> Result<BitMask> {
+        let (name, t) = match &self.source {
+            Source::Fetched { value } => {
+                (value.as_str(), fetched.ok_or_else(|| Error::Other(format!("overlay: the session did not return mask '{value}'")))?)
+            }
+            Source::Output { pos, name } => {
+                let t = outputs.get(*pos).map(|(_, t)| t).ok_or_else(|| Error::Other(format!("overlay: output '{name}' missing from the results")))?;
+                (name.as_str(), t)
+            }
+        };
+        let v = t.as_f32().map_err(|_| Error::Other(format!("overlay: mask '{name}' is not float")))?;
         let (skip, h, w) = match self.layout {
             Layout::Map { h, w } => (0, h, w),
             Layout::Tokens { skip, h, w } => (skip, h, w),
         };
         let cells = v
             .get(skip..skip + h * w)
-            .ok_or_else(|| Error::Other(format!("overlay: output '{name}' has {} values, fewer than its grid", v.len())))?;
+            .ok_or_else(|| Error::Other(format!("overlay: mask '{name}' has {} values, fewer than its grid", v.len())))?;
         let bits: Vec<bool> = cells.iter().map(|&x| x > 0.5).collect();
         BitMask::from_bools(h, w, &bits)
-    }
-}
-
-/// First pixel of cell `i` of `n` cells spread over `px` pixels (cells map to pixels by
-/// proportional scaling, so cell `i` holds the pixels `p` with `p * n / px == i`).
-fn cell_start(i: usize, n: usize, px: usize) -> usize {
-    (i * px).div_ceil(n)
-}
-
-/// The frame with active mask cells tinted and each tile outlined.
-pub fn draw(frame: &RgbImage, mask: &BitMask, tiles: Option<&TileSet>) -> RgbImage {
-    let (fw, fh) = (frame.width() as usize, frame.height() as usize);
-    let (mh, mw) = (mask.height().max(1), mask.width().max(1));
-    let mut out = frame.clone();
-    for (x, y, px) in out.enumerate_pixels_mut() {
-        let (cy, cx) = (y as usize * mh / fh, x as usize * mw / fw);
-        if mask.get(cy, cx) {
-            for c in 0..3 {
-                px[c] = (px[c] as f32 * (1.0 - TINT_ALPHA) + TINT[c] * TINT_ALPHA).round() as u8;
-            }
-        }
-    }
-    if let Some(ts) = tiles {
-        let thick = (fw.min(fh) / 200).max(1);
-        for &t in &ts.tiles {
-            let (y0, y1, x0, x1) = ts.extent(t);
-            let (py0, py1) = (cell_start(y0, mh, fh), cell_start(y1, mh, fh));
-            let (px0, px1) = (cell_start(x0, mw, fw), cell_start(x1, mw, fw));
-            outline(&mut out, px0, py0, px1, py1, thick);
-        }
-    }
-    out
-}
-
-/// Outlines pixels [x0, x1) x [y0, y1) from the inside, `thick` pixels wide.
-fn outline(img: &mut RgbImage, x0: usize, y0: usize, x1: usize, y1: usize, thick: usize) {
-    if x1 <= x0 || y1 <= y0 {
-        return;
-    }
-    for y in y0..y1 {
-        for x in x0..x1 {
-            let edge = y < y0 + thick || y + thick >= y1 || x < x0 + thick || x + thick >= x1;
-            if edge {
-                img.put_pixel(x as u32, y as u32, GRID);
-            }
-        }
     }
 }
 
@@ -265,30 +269,11 @@ mod tests {
     }
 
     #[test]
-    fn tint_covers_active_cells_and_grid_outlines_tiles() {
-        let frame = RgbImage::from_pixel(40, 20, Rgb([10, 20, 30]));
-        // 2 x 4 cells of 10 x 10 pixels; only cell (1, 2) active.
-        let mask = BitMask::from_fn(2, 4, |y, x| (y, x) == (1, 2));
-        let tiles = aligned_tiles_naive(&mask, Granularity::new(2, 2));
-        let out = draw(&frame, &mask, Some(&tiles));
-        assert_ne!(out.get_pixel(25, 15), frame.get_pixel(25, 15), "active cell centre is tinted");
-        assert_eq!(out.get_pixel(5, 5), frame.get_pixel(5, 5), "inactive cell untouched");
-        assert_eq!(out.get_pixel(35, 5), frame.get_pixel(35, 5), "inactive cell inside the tile, off its border");
-        // The one tile spans cells y 0..2, x 2..4 = pixels x 20..40, y 0..20.
-        assert_eq!(*out.get_pixel(20, 10), GRID);
-        assert_eq!(*out.get_pixel(39, 0), GRID);
-        assert_eq!(*out.get_pixel(19, 10), *frame.get_pixel(19, 10));
-    }
-
-    #[test]
-    fn cells_map_onto_uneven_frames_without_gaps() {
-        for (n, px) in [(5, 72), (18, 168), (3, 3), (7, 100)] {
-            assert_eq!(cell_start(0, n, px), 0);
-            assert_eq!(cell_start(n, n, px), px);
-            for p in 0..px {
-                let c = p * n / px;
-                assert!(cell_start(c, n, px) <= p && p < cell_start(c + 1, n, px), "n {n} px {px} p {p}");
-            }
-        }
+    fn long_name_lists_are_cut() {
+        assert_eq!(some_names(["a", "b"].into_iter()), "a, b");
+        assert_eq!(some_names(std::iter::empty()), "none");
+        let many: Vec<String> = (0..20).map(|i| format!("n{i}")).collect();
+        let s = some_names(many.iter().map(String::as_str));
+        assert!(s.starts_with("n0, n1") && s.contains("20 in all") && !s.contains("n9"), "{s}");
     }
 }

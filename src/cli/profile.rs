@@ -29,9 +29,8 @@ pub struct ProfileArgs {
     /// https://ui.perfetto.dev or chrome://tracing); the runtime's spans become events.
     #[arg(long, value_name = "FILE")]
     pub trace: Option<PathBuf>,
-    /// Tuned PolyKernels (`dynaspa tune`) instead of calibrating.
-    #[arg(long, value_name = "FILE")]
-    profile: Option<PathBuf>,
+    #[command(flatten)]
+    profiles: super::profile_choice::ProfileOpts,
     /// Runs of the first frame before measuring (not counted).
     #[arg(long, value_name = "N", default_value_t = 3)]
     warmup: usize,
@@ -149,13 +148,15 @@ fn print_table(rows: &[Row], total: &Row) {
 }
 
 pub fn profile(a: ProfileArgs, recorder: Option<Recorder>) -> Result<()> {
-    let sparse = super::sparse_config(a.profile.as_deref(), &a.src.backend)?;
     // Frames replayed from a recorded graph queue nothing per op: the phase table needs each
     // frame queued op by op.
     // Per-node times on a GPU backend wait for the device after every node (`--nodes`).
     let step_times = a.nodes.is_some();
-    let opts = OpenOptions { threads: a.src.threads, device: a.src.device.clone(), sparse, frame_graphs: Some(false), step_times, ..Default::default() };
-    let mut session = dynaspa::open(&a.model, &a.src.backend, &opts)?;
+    let mut opts = OpenOptions { threads: a.src.threads, device: a.src.device.clone(), frame_graphs: Some(false), step_times, ..Default::default() };
+    let g = dynaspa::load_model(&a.model, &opts)?;
+    let target = super::profile_choice::Target { model: &a.model, backend: &a.src.backend, threads: a.src.threads, device: a.src.device.as_deref() };
+    opts.sparse = super::profile_choice::choose(&a.profiles, &g, &target)?;
+    let mut session = dynaspa::open_graph(g, &a.src.backend, &opts)?;
     let feeder = a.src.feeder(session.graph())?;
     let mut source = FrameSource::open(&a.src.frames, feeder.input_size(), a.src.max_frames.map(|n| n as usize))?;
     note_skipped(&source);

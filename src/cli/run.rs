@@ -2,6 +2,7 @@
 //! frames lives in `frames.rs`.
 
 use super::feed;
+use super::profile_choice::{self, ProfileOpts, Target};
 use dynaspa::io::{npy, write_atomic};
 use dynaspa::{Error, LoadOptions, OpenOptions, Result, Tensor};
 use std::path::{Path, PathBuf};
@@ -14,11 +15,19 @@ inputs (e.g. SIGE's mask) come from --input and stay the same for every frame. E
 its latency, the mean mask density of the sparse ops and the kernels chosen (from the backend's
 frame report; '-' when no op ran sparsely).
 
---overlay draws a mask the model publishes as a graph output (outputs named mask*: [N, 1, h, w]
-maps, or A-ViT's [N, T] token masks, whose token 0 is the class token and tokens 1.. the patch
-grid, taken from the model's dynaspa.token_grid metadata or inferred from T - 1 and the frame's
-aspect). The DISTile grid is drawn with the granularity the frame's report gives for the sparse op
-using that mask.")]
+--overlay writes each frame as a PNG: the mask of one sparse op (--overlay-op, default the first)
+tinted over the frame, the DISTiles the op ran on outlined (the granularity the frame's report
+gives; none where the dense member ran) and a strip below with the frame's latency and mask
+density, and the op's density and tile count. The mask is the runtime's own (fetched from the
+session every frame), so any model with sparse ops can be drawn. --overlay-op may also name a
+mask the model publishes as a graph output (mask*: [N, 1, h, w] maps, or A-ViT's [N, T] token
+masks, whose token 0 is the class token and tokens 1.. the patch grid, taken from the model's
+dynaspa.token_grid metadata or inferred from T - 1 and the frame's aspect). Frames narrower
+than 384 pixels are enlarged by a whole factor to at least 384.
+
+Profiles: by default the shipped profile for this device and model is used (profiles/<device>/
+<model>.json in the nearest profiles/ folder at or above the model's folder); --profile FILE
+names another, --no-profile calibrates instead. The first line says which, or why none.")]
 pub struct RunArgs {
     /// ONNX model file.
     pub model: PathBuf,
@@ -36,10 +45,12 @@ pub struct RunArgs {
     /// Stop after this many frames.
     #[arg(long, value_name = "N", requires = "frames", value_parser = clap::value_parser!(u32).range(1..))]
     pub max_frames: Option<u32>,
-    /// Write each frame as PNG here, with a mask tinted over it and its DISTile grid outlined.
+    /// Write each frame as PNG here, with a sparse op's mask tinted over it, its DISTiles
+    /// outlined and a strip with the frame's latency and mask density.
     #[arg(long, value_name = "DIR", requires = "frames")]
     pub overlay: Option<PathBuf>,
-    /// Which mask to draw: a sparse op's name or a mask output's name (default: the first).
+    /// Which mask to draw: a sparse op's name (default: the first sparse op) or a mask
+    /// output's name.
     #[arg(long, value_name = "NAME", requires = "overlay")]
     pub overlay_op: Option<String>,
     /// Backend: auto, cpu, opencl, cuda or wgpu (`dynaspa devices` lists what this machine has).
@@ -65,9 +76,8 @@ pub struct RunArgs {
     /// CPU worker threads (default: all cores).
     #[arg(long)]
     pub threads: Option<usize>,
-    /// Tuned PolyKernels (`dynaspa tune`) for the sparse ops, instead of calibrating them.
-    #[arg(long, value_name = "FILE")]
-    pub profile: Option<PathBuf>,
+    #[command(flatten)]
+    pub profiles: ProfileOpts,
     /// Run this many times and report the median (the first run is a warm-up when > 1).
     #[arg(long, default_value_t = 1, conflicts_with = "frames")]
     pub repeat: usize,
@@ -96,13 +106,15 @@ pub fn write_outputs(dir: &Path, outs: &[(String, Tensor)]) -> Result<()> {
 
 pub fn run(a: RunArgs) -> Result<()> {
     let t0 = Instant::now();
-    let sparse = super::sparse_config(a.profile.as_deref(), &a.backend)?;
-    let opts = OpenOptions { load: LoadOptions { batch: a.batch, ..Default::default() }, threads: a.threads, device: a.device.clone(), sparse, ..Default::default() };
-    let mut session = dynaspa::open(&a.model, &a.backend, &opts)?;
-    let load_ms = t0.elapsed().as_secs_f64() * 1e3;
+    let mut opts = OpenOptions { load: LoadOptions { batch: a.batch, ..Default::default() }, threads: a.threads, device: a.device.clone(), ..Default::default() };
+    let g = dynaspa::load_model(&a.model, &opts)?;
+    let target = Target { model: &a.model, backend: &a.backend, threads: a.threads, device: a.device.as_deref() };
+    opts.sparse = profile_choice::choose(&a.profiles, &g, &target)?;
     if let Some(src) = a.frames.clone() {
-        return super::frames::run_frames(&a, &src, &mut session, load_ms);
+        return super::frames::run_frames(&a, &src, g, opts, t0);
     }
+    let mut session = dynaspa::open_graph(g, &a.backend, &opts)?;
+    let load_ms = t0.elapsed().as_secs_f64() * 1e3;
     let g = session.graph();
     let (mean, std) = feed::normalisation(g, a.mean.as_deref(), a.std.as_deref());
     let feeds = feed::read_inputs(g, &a.inputs, &mean, &std)?;

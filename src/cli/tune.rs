@@ -1,4 +1,4 @@
-//! `dynaspa tune`: the offline tuner (issue 7) on a backend of this machine, or the roofline
+//! `dynaspa tune`: the offline tuner on a backend of this machine, or the roofline
 //! alone for a device we cannot reach (`--predict`), writing a profile that `run` and `bench`
 //! take with `--profile`.
 

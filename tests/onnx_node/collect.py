@@ -38,7 +38,7 @@ GlobalAveragePool ReduceMean ReduceSum ReduceMax Reshape Flatten Transpose Conca
 Slice Split Gather Squeeze Unsqueeze Expand Shape Constant ConstantOfShape
 Identity Cast Resize Pad Greater Less Equal Not And Where CumSum Mod
 GreaterOrEqual LessOrEqual Or Xor Sign Round Floor Ceil Min Max Reciprocal Log
-Softplus
+Softplus Sin Cos
 """.split())
 
 DEFAULT_DOMAINS = ("", "ai.onnx")

@@ -38,7 +38,12 @@ const TMP: usize = 16 * 24;
 /// which stay on the direct kernel. Large inputs stay on the GEMM paths, as for `conv_direct`.
 pub(crate) fn pays(c: usize, m: usize, kh: usize, kw: usize, input_len: usize) -> bool {
     let small = input_len * 4 <= 512 * 1024 && c * kh * kw <= 1152;
-    small && (kh * kw == 1 || m < 8 || c * kh * kw <= 32)
+    // A few outputs (a mask unit's single logit) on a large map: the GEMM path writes an im2col
+    // panel `taps` times the input's size to multiply it by one row.
+    let few_outputs = m < 8 && input_len * 4 <= 8 << 20;
+    // An image stem (3 channels, a 7x7 window): the GEMM path's panel is 49x the input.
+    let stem = c <= 4 && kh * kw >= 9 && input_len * 4 <= 8 << 20;
+    few_outputs || stem || small && (kh * kw == 1 || m < 8 || c * kh * kw <= 32)
 }
 
 /// One ungrouped 2-D conv prepared for the row kernel.

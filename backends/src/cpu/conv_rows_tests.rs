@@ -91,6 +91,28 @@ fn matches_naive_conv_everywhere() {
     assert!(done > 300, "only {done} cases ran");
 }
 
+/// A mask unit's logit: one output channel of a 3x3 conv over many channels on a large map
+/// (the shape `pays` sends here instead of im2col + GEMM), with long sums per output.
+#[test]
+fn a_single_output_over_many_channels_on_a_large_map() {
+    let mut rng = Rng::new(0x1a4e);
+    for (c, h, w, s) in [(64, 56, 56, 1), (256, 14, 14, 1), (32, 57, 41, 2)] {
+        let (ho, wo) = ((h + 2 - 3) / s + 1, (w + 2 - 3) / s + 1);
+        let g = Geo2 { h, w, ho, wo, kh: 3, kw: 3, sh: s, sw: s, dh: 1, dw: 1, ph: 1, pw: 1 };
+        assert!(super::pays(c, 1, 3, 3, c * h * w), "{c}x{h}x{w}");
+        let wv: Vec<f32> = rng.vec(c * 9).iter().map(|v| v * 0.1).collect();
+        let bias = rng.vec(1);
+        let rc = RowsConv::new(g, c, 1, &wv, Some(&bias), None, false).expect("built");
+        let x = rng.vec(c * h * w);
+        let mut out = vec![f32::NAN; ho * wo];
+        rc.run(&x, &mut out, None);
+        for p in 0..ho * wo {
+            let want = reference(&g, c, &wv, &bias, &x, None, None, 0, p);
+            assert!((out[p] - want).abs() <= 1e-4 * (1.0 + want.abs()), "{c}x{h}x{w} s{s}: out[{p}] = {}, want {want}", out[p]);
+        }
+    }
+}
+
 /// The phase buffer is kept between calls and only its data cells are rewritten: a second
 /// input must not see the first one's values, and calls from several threads at once (the
 /// buffer taken by one of them) must each be right.

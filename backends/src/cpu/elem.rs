@@ -342,6 +342,8 @@ pub(crate) trait Real: Arith {
     fn ceil(self) -> Self;
     /// Nearest integer, halves to the even one (ONNX Round).
     fn round_even(self) -> Self;
+    fn sin(self) -> Self;
+    fn cos(self) -> Self;
 }
 
 impl Real for f32 {
@@ -393,6 +395,14 @@ impl Real for f32 {
     fn round_even(self) -> Self {
         f32::round_ties_even(self)
     }
+    #[inline]
+    fn sin(self) -> Self {
+        f32::sin(self)
+    }
+    #[inline]
+    fn cos(self) -> Self {
+        f32::cos(self)
+    }
 }
 
 impl Real for f64 {
@@ -443,5 +453,13 @@ impl Real for f64 {
     #[inline]
     fn round_even(self) -> Self {
         f64::round_ties_even(self)
+    }
+    #[inline]
+    fn sin(self) -> Self {
+        f64::sin(self)
+    }
+    #[inline]
+    fn cos(self) -> Self {
+        f64::cos(self)
     }
 }

@@ -95,6 +95,8 @@ fn real_unary<T: Real>(k: UnaryKind, v: &[T]) -> Result<Vec<T>> {
                 x.exp().ln_1p()
             }
         }),
+        UnaryKind::Sin => map1_heavy(v, |x| x.sin()),
+        UnaryKind::Cos => map1_heavy(v, |x| x.cos()),
     }
 }
 

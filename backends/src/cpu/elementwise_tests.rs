@@ -342,6 +342,24 @@ fn mask_unit_unaries_hand_values() {
 }
 
 #[test]
+fn sin_and_cos_hand_values() {
+    let x = [-500.0, -2.0, -0.5, 0.0, 1.0, 3.14159265, 997.25];
+    // Of the f32 arguments (3.14159265 is 3.1415927 there).
+    let sin = [0.46777181, -0.90929743, -0.47942554, 0.0, 0.84147098, -8.742278e-8, -0.97892488];
+    let cos = [-0.88384927, -0.41614684, 0.87758256, 1.0, 0.54030231, -1.0, -0.20422065];
+    let xf = f32t(&[7], x.iter().map(|&v| v as f32).collect());
+    assert_close(&f32s(&un(UnaryKind::Sin, &xf).unwrap()), &sin.map(|v| v as f32), 2e-6);
+    assert_close(&f32s(&un(UnaryKind::Cos, &xf).unwrap()), &cos.map(|v| v as f32), 2e-6);
+    // Integers are refused; DOUBLE keeps its precision.
+    assert!(un(UnaryKind::Sin, &data(&[1], TensorData::I32(vec![1]))).is_err());
+    let d = un(UnaryKind::Cos, &data(&[2], TensorData::F64(vec![1e-4, 2.0]))).unwrap().into_data();
+    let TensorData::F64(d) = d else { panic!("Cos of DOUBLE gives {d:?}") };
+    assert!((d[0] - 0.999999995).abs() < 1e-15 && (d[1] + 0.4161468365471424).abs() < 1e-15, "{d:?}");
+    let nan = f32s(&un(UnaryKind::Sin, &f32t(&[2], vec![f32::NAN, f32::INFINITY])).unwrap());
+    assert!(nan.iter().all(|v| v.is_nan()), "{nan:?}");
+}
+
+#[test]
 fn inclusive_comparisons_and_logic() {
     let a = f32t(&[4], vec![1.0, 2.0, f32::NAN, -0.0]);
     let b = f32t(&[1], vec![2.0]);

@@ -64,6 +64,8 @@ fn ops(rng: &mut Rng) -> Op {
         UnaryKind::Reciprocal,
         UnaryKind::Log,
         UnaryKind::Softplus,
+        UnaryKind::Sin,
+        UnaryKind::Cos,
     ];
     let binary = [
         BinaryKind::Add,

@@ -184,7 +184,7 @@ KERNEL dialect(GLOBAL const float* RESTRICT x, GLOBAL float* y, GLOBAL int* z, i
     IS(float, EXPF(1.0f)); IS(float, LOGF(1.0f)); IS(float, SQRTF(1.0f)); IS(float, TANHF(1.0f)); IS(float, ERFF(1.0f));
     IS(float, ERFCF(1.0f)); IS(float, POWF(1.0f, 2.0f)); IS(float, FABSF(1.0f)); IS(float, FLOORF(1.0f));
     IS(float, CEILF(1.0f)); IS(float, FMAXF(1.0f, 2.0f)); IS(float, FMINF(1.0f, 2.0f)); IS(float, F32_INF);
-    IS(float, LOG1PF(1.0f)); IS(float, RINTF(1.5f));
+    IS(float, LOG1PF(1.0f)); IS(float, RINTF(1.5f)); IS(float, SINF(1.0f)); IS(float, COSF(1.0f));
     IS(float, F32_NAN); IS(int, IMIN(1u, 2)); IS(int, IMAX(1, 2u)); IS(float, AS_FLOAT(1)); IS(int, AS_INT(1.0f));
     uint u = 1u; uchar c = 2; ushort s = 3; ulong big = (ulong)u << 40;
     scratch[l % 64] = i < n ? x[i] : 0.0f;

@@ -80,6 +80,8 @@ typedef unsigned long long ulong;
 #define EXPF(x) expf(x)
 #define LOGF(x) logf(x)
 #define LOG1PF(x) log1pf(x)
+#define SINF(x) sinf(x)
+#define COSF(x) cosf(x)
 #define SQRTF(x) sqrtf(x)
 #define TANHF(x) tanhf(x)
 #define ERFF(x) erff(x)

@@ -170,7 +170,7 @@ fn fuse_conv_activation(g: &mut Graph) {
 }
 
 /// Drops nodes none of whose outputs reach a graph output.
-fn remove_dead(g: &mut Graph) {
+pub(crate) fn remove_dead(g: &mut Graph) {
     let mut needed = vec![false; g.values.len()];
     for &o in &g.outputs {
         needed[o] = true;

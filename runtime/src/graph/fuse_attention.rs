@@ -226,9 +226,10 @@ impl<'g> Ctx<'g> {
         }
     }
 
-    /// Recognises `bias = (M - 1) * c` broadcast as `[B, 1, 1, Tk]` from a binary token mask
-    /// `M` (`[B, Tk]` or `[B, Tk, 1]`) through order-preserving reshapes/transposes: returns
-    /// (c, M). Binary means produced by `Cast(to FLOAT)` of a BOOL value, so 0 or 1 exactly.
+    /// Recognises `bias = (M - 1) * c` (or `(1 - M) * -c`) broadcast as `[B, 1, 1, Tk]` from a
+    /// binary token mask `M` (`[B, Tk]` or `[B, Tk, 1]`), with order-preserving reshapes and
+    /// transposes on either side of the subtraction: returns (c, M). Binary means produced by
+    /// `Cast(to FLOAT)` of a BOOL value, so 0 or 1 exactly.
     fn key_mask(&self, bias: ValueId, b: usize, tq: usize, tk: usize) -> Option<(f32, ValueId)> {
         let bs = self.shape(bias);
         let mut padded = vec![1usize; 4 - bs.len()];
@@ -238,36 +239,41 @@ impl<'g> Ctx<'g> {
         }
         let (mi, Op::Binary(BinaryKind::Mul)) = self.producer(bias)? else { return None };
         let (a0, a1) = (self.input(mi, 0)?, self.input(mi, 1)?);
-        let (y, c) = match (self.scalar_const(a0), self.scalar_const(a1)) {
+        let (y, scale) = match (self.scalar_const(a0), self.scalar_const(a1)) {
             (_, Some(c)) => (a0, c),
             (Some(c), None) => (a1, c),
             _ => return None,
         };
-        if !(c.is_finite() && c > 0.0) || self.shape(y) != bs {
+        if !(scale.is_finite() && scale != 0.0) {
             return None;
         }
-        let (si, Op::Binary(BinaryKind::Sub)) = self.producer(y)? else { return None };
-        let (mut z, one) = (self.input(si, 0)?, self.input(si, 1)?);
-        if self.scalar_const(one) != Some(1.0) || self.shape(z) != bs {
-            return None;
-        }
-        // A handful of layout ops at most sit between the mask and the bias.
+        let si = self.through_layout(y, |op| matches!(op, Op::Binary(BinaryKind::Sub)))?;
+        let (l, r) = (self.input(si, 0)?, self.input(si, 1)?);
+        let (z, c) = match (self.scalar_const(l), self.scalar_const(r)) {
+            (None, Some(1.0)) if scale > 0.0 => (l, scale),
+            (Some(1.0), None) if scale < 0.0 => (r, -scale),
+            _ => return None,
+        };
+        let ci = self.through_layout(z, |op| matches!(op, Op::Cast { to: DType::F32 }))?;
+        let (m, src) = (self.g.nodes[ci].outputs[0], self.input(ci, 0)?);
+        let ms = self.shape(m);
+        (self.g.values[src].dtype == DType::Bool && (ms == [b, tk] || ms == [b, tk, 1])).then_some((c, m))
+    }
+
+    /// The node producing `v`, or what `v` was reshaped or order-preservingly transposed from
+    /// (a handful of such steps at most), when `want` accepts its op.
+    fn through_layout(&self, mut v: ValueId, want: impl Fn(&Op) -> bool) -> Option<usize> {
         for _ in 0..8 {
-            let (zi, zop) = self.producer(z)?;
-            match zop {
-                Op::Cast { to: DType::F32 } => {
-                    let src = self.input(zi, 0)?;
-                    let ms = self.shape(z);
-                    let ok = self.g.values[src].dtype == DType::Bool && (ms == [b, tk] || ms == [b, tk, 1]);
-                    return ok.then_some((c, z));
-                }
-                op if is_reshape_like(op) => z = self.input(zi, 0)?,
+            let (i, op) = self.producer(v)?;
+            match op {
+                op if want(op) => return Some(i),
+                op if is_reshape_like(op) => v = self.input(i, 0)?,
                 Op::Transpose { perm } => {
-                    let src = self.input(zi, 0)?;
+                    let src = self.input(i, 0)?;
                     if !order_preserving(perm, self.shape(src)) {
                         return None;
                     }
-                    z = src;
+                    v = src;
                 }
                 _ => return None,
             }

@@ -303,7 +303,7 @@ fn range(g: &Graph, links: &Links, v: ValueId, budget: &mut usize) -> Option<Ran
             let x = at(0, budget)?;
             match u {
                 UnaryKind::Sigmoid | UnaryKind::HardSigmoid(..) => Range { lo: 0.0, hi: 1.0, integral: false },
-                UnaryKind::Tanh | UnaryKind::Erf => Range { lo: -1.0, hi: 1.0, integral: false },
+                UnaryKind::Tanh | UnaryKind::Erf | UnaryKind::Sin | UnaryKind::Cos => Range { lo: -1.0, hi: 1.0, integral: false },
                 UnaryKind::Sign => Range { lo: -1.0, hi: 1.0, integral: true },
                 UnaryKind::Round => Range { lo: x.lo.round(), hi: x.hi.round(), integral: true },
                 UnaryKind::Floor => Range { lo: x.lo.floor(), hi: x.hi.floor(), integral: true },

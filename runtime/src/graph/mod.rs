@@ -17,6 +17,7 @@ mod mask_trace;
 mod needed;
 mod needed_mask;
 mod order;
+mod zero_support;
 
 pub use op::*;
 pub use sparse::{FillPolicy, MaskKind, MaskSource, SparseSpec};

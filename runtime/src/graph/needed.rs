@@ -70,7 +70,7 @@ impl Region {
             Region::Both(v) | Region::Any(v) => 1 + v.iter().map(Region::terms).sum::<usize>(),
         }
     }
-    fn join(parts: Vec<Region>, both: bool) -> Region {
+    pub(crate) fn join(parts: Vec<Region>, both: bool) -> Region {
         let mut flat = Vec::new();
         for p in parts {
             match p {

@@ -174,6 +174,8 @@ pub enum UnaryKind {
     Log,
     /// ln(1 + e^x).
     Softplus,
+    Sin,
+    Cos,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -377,6 +379,8 @@ impl Op {
                 UnaryKind::Reciprocal => "Reciprocal",
                 UnaryKind::Log => "Log",
                 UnaryKind::Softplus => "Softplus",
+                UnaryKind::Sin => "Sin",
+                UnaryKind::Cos => "Cos",
             },
             Op::Clip => "Clip",
             Op::Binary(b) => match b {

@@ -1,14 +1,16 @@
 //! `detect_sparse_regions`: every Conv/ConvTranspose (spatial) and MatMul/Gemm with constant
-//! weights (token rows) whose result is needed only on a region (graph/needed.rs) is annotated to
-//! compute only there, with a mask built for that region (graph/needed_mask.rs); see shared/
-//! DESIGN.md, "How masks are found in a model". A result read only by a multiplication with a
-//! map folds the multiplication in. Every compute op left dense gets its reason.
+//! weights (token rows) whose result is needed only on a region (graph/needed.rs), or is zero
+//! outside one (graph/zero_support.rs), is annotated to compute only there, with a mask built for
+//! that region (graph/needed_mask.rs); see shared/DESIGN.md, "How masks are found in a model". A
+//! result read only by a multiplication with a map folds the multiplication in. Every compute op
+//! left dense gets its reason.
 
 use super::mask_trace::{self, Links, Origin};
 use super::needed::{self, Need, Region};
 use super::needed_mask::{self, MaskBuilder};
 use super::op::{BinaryKind, Op};
 use super::order;
+use super::zero_support;
 use super::sparse::{FillPolicy, MaskKind, MaskSource, SparseSpec};
 use super::{Graph, ValueId};
 use crate::tensor::DType;
@@ -71,9 +73,10 @@ pub fn detect(g: &mut Graph, opts: &SparseOptions) -> Detection {
         return Detection { sparse: sparse_ops(g), dense: dense_ops(g, &[], &why) };
     };
     let needs = needed::analyse(g, &links);
+    let zeros = zero_support::analyse(g, &links);
     let before = g.clone();
     let mut why: Vec<(usize, String)> = Vec::new();
-    let annotated = annotate(g, &links, &needs, opts, &mut why);
+    let annotated = annotate(g, &links, &needs, &zeros, opts, &mut why);
     if annotated > 0 {
         if let Err(e) = order::restore_order(g) {
             tracing::warn!("sparse rewrite left no valid order ({e}); keeping the graph dense");
@@ -81,6 +84,8 @@ pub fn detect(g: &mut Graph, opts: &SparseOptions) -> Detection {
             let why = format!("the sparse rewrite left no valid order: {e}");
             return Detection { sparse: sparse_ops(g), dense: dense_ops(g, &[], &why) };
         }
+        // A folded multiplication may leave the Expand that broadcast its map unread.
+        super::fuse::remove_dead(g);
         g.compact();
     }
     let joins = super::sparse_residual::fuse_sparse_residuals(g);
@@ -132,7 +137,14 @@ pub fn sparse_ops(g: &Graph) -> Vec<SparseRegionInfo> {
 
 /// Annotates every compute op whose result is needed on a region; records why the others are
 /// not (node index into the graph as `links` saw it). Returns how many it annotated.
-fn annotate(g: &mut Graph, links: &Links, needs: &[Need], opts: &SparseOptions, why: &mut Vec<(usize, String)>) -> usize {
+fn annotate(
+    g: &mut Graph,
+    links: &Links,
+    needs: &[Need],
+    zeros: &[Option<Region>],
+    opts: &SparseOptions,
+    why: &mut Vec<(usize, String)>,
+) -> usize {
     let original = g.nodes.len();
     let mut builder = MaskBuilder::default();
     let mut folded: Vec<usize> = Vec::new();
@@ -149,7 +161,7 @@ fn annotate(g: &mut Graph, links: &Links, needs: &[Need], opts: &SparseOptions, 
         if g.nodes[p].sparse.is_some() {
             continue;
         }
-        match plan(g, links, needs, p, kind) {
+        match plan(g, links, needs, zeros, p, kind) {
             Err(e) => why.push((p, e)),
             Ok(plan) => {
                 let mark = builder.mark(g);
@@ -180,9 +192,11 @@ fn annotate(g: &mut Graph, links: &Links, needs: &[Need], opts: &SparseOptions, 
 struct Plan {
     region: Region,
     fold: Option<usize>,
+    /// The result is zero outside the region, so the kernel writes zeros there (`fused_mul`).
+    exact: bool,
 }
 
-fn plan(g: &Graph, links: &Links, needs: &[Need], p: usize, kind: MaskKind) -> Result<Plan, String> {
+fn plan(g: &Graph, links: &Links, needs: &[Need], zeros: &[Option<Region>], p: usize, kind: MaskKind) -> Result<Plan, String> {
     let node = &g.nodes[p];
     let &[out] = node.outputs.as_slice() else {
         return Err(format!("{} '{}' has more than one output", node.op.name(), node.name));
@@ -195,17 +209,21 @@ fn plan(g: &Graph, links: &Links, needs: &[Need], p: usize, kind: MaskKind) -> R
     if let (false, &[m]) = (g.is_graph_output(out), links.cons[out].as_slice()) {
         let mul = &g.nodes[m];
         if mul.op == Op::Binary(BinaryKind::Mul) {
-            if let Some(mk) = needed::masking(g, links, mul).filter(|mk| mk.value == out && mk.source == mk.map) {
+            if let Some(mk) = needed::masking(g, links, mul).filter(|mk| mk.value == out) {
                 if g.values[mk.map].dtype == DType::F32 && needed::map_fits(kind, &g.values[out].shape, &g.values[mk.map].shape) {
-                    return Ok(Plan { region: Region::Map(mk.map), fold: Some(m) });
+                    return Ok(Plan { region: Region::Map(mk.map), fold: Some(m), exact: true });
                 }
             }
         }
     }
-    match &needs[out] {
-        Need::Part(r) => Ok(Plan { region: r.clone(), fold: None }),
-        Need::Whole(c) => Err(format!("needed at every position: {}", c.text)),
-        Need::Unread => Err("its result is not read".into()),
+    // Zero outside a region: computing only there and writing zeros elsewhere is exact, and
+    // where only part of that region is needed, only that part is computed.
+    match (&needs[out], zeros[out].clone()) {
+        (Need::Part(r), Some(z)) => Ok(Plan { region: Region::join(vec![r.clone(), z], true), fold: None, exact: true }),
+        (Need::Whole(_), Some(z)) => Ok(Plan { region: z, fold: None, exact: true }),
+        (Need::Part(r), None) => Ok(Plan { region: r.clone(), fold: None, exact: false }),
+        (Need::Whole(c), None) => Err(format!("needed at every position: {}", c.text)),
+        (Need::Unread, _) => Err("its result is not read".into()),
     }
 }
 
@@ -243,8 +261,8 @@ fn place(
         g.nodes[p].outputs[0] = g.nodes[m].outputs[0];
     }
     let name = g.nodes[p].name.clone();
-    tracing::debug!(node = %name, ?kind, ?source, fused_mul = plan.fold.is_some(), "sparse");
-    g.nodes[p].sparse = Some(SparseSpec { mask, kind, source, dilation: halo, fill, fused_mul: plan.fold.is_some() });
+    tracing::debug!(node = %name, ?kind, ?source, fused_mul = plan.exact, "sparse");
+    g.nodes[p].sparse = Some(SparseSpec { mask, kind, source, dilation: halo, fill, fused_mul: plan.exact });
     Ok(plan.fold)
 }
 

@@ -69,6 +69,8 @@ pub fn parse(node: &NodeProto, name: &str, opset: i64) -> Result<Option<Op>> {
         "Reciprocal" => unary(&a, UnaryKind::Reciprocal)?,
         "Log" => unary(&a, UnaryKind::Log)?,
         "Softplus" => unary(&a, UnaryKind::Softplus)?,
+        "Sin" => unary(&a, UnaryKind::Sin)?,
+        "Cos" => unary(&a, UnaryKind::Cos)?,
         "Clip" => {
             a.check_known(&[])?;
             Op::Clip

@@ -36,8 +36,8 @@ FUNC int float_to_int_sat(float x, float lo, float hi) {
 /* Activation codes shared by Unary and the fused epilogues of Conv/Gemm/MatMul:
  * -1 none, 0 Relu, 1 LeakyRelu(p0), 2 Sigmoid, 3 HardSigmoid(p0, p1), 4 HardSwish, 5 Tanh,
  * 6 Erf, 7 Gelu (erf), 8 Gelu (tanh), 9 Exp, 10 Sqrt, 11 Neg, 12 Abs, 13 Clip(p0, p1),
- * 14 Sign, 15 Round (half to even), 16 Floor, 17 Ceil, 18 Reciprocal, 19 Log, 21 Softplus
- * (20 is Not, on bool words: unary_i32).
+ * 14 Sign, 15 Round (half to even), 16 Floor, 17 Ceil, 18 Reciprocal, 19 Log, 21 Softplus,
+ * 22 Sin, 23 Cos (20 is Not, on bool words: unary_i32).
  * Comparisons are written so that NaN stays NaN, as the reference does. */
 FUNC float clamp01(float x) {
     return x < 0.0f ? 0.0f : (x > 1.0f ? 1.0f : x);
@@ -67,6 +67,8 @@ FUNC float activate(int code, float x, float p0, float p1) {
     case 19: return LOGF(x);
     /* max(x, 0) + ln(1 + e^-|x|), as the CPU computes it. */
     case 21: return x > 0.0f ? x + LOG1PF(EXPF(-x)) : LOG1PF(EXPF(x));
+    case 22: return SINF(x);
+    case 23: return COSF(x);
     default: return x;
     }
 }

@@ -64,6 +64,8 @@
 #define EXPF(x) exp(x)
 #define LOGF(x) log(x)
 #define LOG1PF(x) log1p(x)
+#define SINF(x) sin(x)
+#define COSF(x) cos(x)
 #define SQRTF(x) sqrt(x)
 #define TANHF(x) tanh(x)
 #define ERFF(x) erf(x)

@@ -32,6 +32,8 @@ pub(crate) fn unary_code(k: UnaryKind) -> (i32, f32, f32) {
         UnaryKind::Log => (19, 0.0, 0.0),
         UnaryKind::Not => (20, 0.0, 0.0),
         UnaryKind::Softplus => (21, 0.0, 0.0),
+        UnaryKind::Sin => (22, 0.0, 0.0),
+        UnaryKind::Cos => (23, 0.0, 0.0),
     }
 }
 

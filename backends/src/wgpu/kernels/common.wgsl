@@ -120,6 +120,29 @@ fn log1p_(x: f32) -> f32 {
     return log_(u) * x / (u - 1.0);
 }
 
+// sin(x) (cosine false) or cos(x) (cosine true). Vulkan bounds WGSL's own sin and cos only by
+// an absolute error of 2^-11 and only on [-pi, pi]; the DDPM timestep embedding takes them of
+// values in the hundreds. x = k pi/2 + r with |r| <= pi/4: pi/2 is split in three (Cody-Waite;
+// the first two parts have 8 and 11 significant bits, so k times them is exact for |k| < 2^13,
+// |x| < 12868: the reduction loses digits only beyond), then Taylor series in r, whose first
+// omitted terms are below 2e-9 at pi/4. cos(x) = sin(x + pi/2): one quadrant further.
+fn sin_cos_(x: f32, cosine: bool) -> f32 {
+    if (is_nan(x) || abs(x) == f32_inf()) { return f32_nan(); }
+    let k = round(x * 0.63661977236758134);
+    let r = ((x - k * 1.5703125) - k * 4.837512969970703125e-4) - k * 7.5497901264043e-8;
+    let r2 = r * r;
+    let s = r + r * r2 * (-1.0 / 6.0 + r2 * (1.0 / 120.0 + r2 * (-1.0 / 5040.0 + r2 * (1.0 / 362880.0))));
+    let c = 1.0 - 0.5 * r2 + r2 * r2 * (1.0 / 24.0 + r2 * (-1.0 / 720.0 + r2 * (1.0 / 40320.0 + r2 * (-1.0 / 3628800.0))));
+    // k mod 4 (of its two's complement, so for negative k too), plus one for the cosine.
+    let q = (i32(k) + select(0, 1, cosine)) & 3;
+    switch (q) {
+        case 0: { return s; }
+        case 1: { return c; }
+        case 2: { return -s; }
+        default: { return -c; }
+    }
+}
+
 fn clamp01(x: f32) -> f32 {
     return select(select(x, 1.0, x > 1.0), 0.0, x < 0.0);
 }
@@ -127,8 +150,8 @@ fn clamp01(x: f32) -> f32 {
 // Activation codes shared by Unary and the fused epilogues of Conv/Gemm/MatMul:
 // -1 none, 0 Relu, 1 LeakyRelu(p0), 2 Sigmoid, 3 HardSigmoid(p0, p1), 4 HardSwish, 5 Tanh,
 // 6 Erf, 7 Gelu (erf), 8 Gelu (tanh), 9 Exp, 10 Sqrt, 11 Neg, 12 Abs, 13 Clip(p0, p1),
-// 14 Sign, 15 Round (half to even), 16 Floor, 17 Ceil, 18 Reciprocal, 19 Log, 21 Softplus
-// (20 is Not, on bool words: unary_i32).
+// 14 Sign, 15 Round (half to even), 16 Floor, 17 Ceil, 18 Reciprocal, 19 Log, 21 Softplus,
+// 22 Sin, 23 Cos (20 is Not, on bool words: unary_i32).
 // Comparisons are written so that NaN stays NaN, as the reference does.
 fn activate(code: i32, x: f32, p0: f32, p1: f32) -> f32 {
     switch (code) {
@@ -158,6 +181,8 @@ fn activate(code: i32, x: f32, p0: f32, p1: f32) -> f32 {
         case 19: { return log_(x); }
         // max(x, 0) + ln(1 + e^-|x|), as the CPU computes it.
         case 21: { return select(log1p_(exp(x)), x + log1p_(exp(-x)), x > 0.0); }
+        case 22: { return sin_cos_(x, false); }
+        case 23: { return sin_cos_(x, true); }
         default: { return x; }
     }
 }
