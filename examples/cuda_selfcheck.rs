@@ -15,6 +15,7 @@
 //! `RUST_LOG=debug` shows compiles and library lookups.
 
 use dynaspa::backends::cuda::{cudnn, cudnn_lib, selfcheck};
+use dynaspa::backends::gpu::VendorPolicy;
 use dynaspa::io::npy;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -61,7 +62,7 @@ fn names(meta: &serde_json::Value, plural: &str, singular: &str) -> Result<Vec<S
 /// One golden model on `backend`, with the limits of tests/goldens.rs: relative L2 at most the
 /// model's tolerance (1e-4 by default), masks flipping at most 1e-3 of their positions (and
 /// then the case's other outputs within 5e-2).
-fn check_golden(repo: &Path, dir: &Path, backend: &str, device: usize) -> selfcheck::Outcome {
+fn check_golden(repo: &Path, dir: &Path, backend: &str, device: usize, vendor_convs: Option<VendorPolicy>) -> selfcheck::Outcome {
     let meta: serde_json::Value = serde_json::from_str(
         &std::fs::read_to_string(dir.join("meta.json")).map_err(|e| format!("{}: {e}", dir.display()))?,
     )
@@ -71,7 +72,7 @@ fn check_golden(repo: &Path, dir: &Path, backend: &str, device: usize) -> selfch
     let masks: Vec<String> = meta["masks"].as_array().map(|a| a.iter().filter_map(|v| v.as_str().map(String::from)).collect()).unwrap_or_default();
     let tol = meta["tolerance_rel_l2"].as_f64().unwrap_or(1e-4);
     let cases = meta["cases"].as_array().map_or(0, |c| c.len());
-    let opts = dynaspa::OpenOptions { poison: true, device: Some(device.to_string()), ..Default::default() };
+    let opts = dynaspa::OpenOptions { poison: true, device: Some(device.to_string()), vendor_convs, ..Default::default() };
     let t0 = std::time::Instant::now();
     let mut s = dynaspa::open(&model, backend, &opts).map_err(|e| format!("open {}: {e}", model.display()))?;
     let load_ms = t0.elapsed().as_secs_f64() * 1e3;
@@ -146,21 +147,19 @@ fn main() -> ExitCode {
         }
         for d in &dirs {
             let name = format!("golden {} [{}]", d.file_name().unwrap_or_default().to_string_lossy(), a.backend);
-            let o = check_golden(&a.repo, d, &a.backend, a.device);
+            let o = check_golden(&a.repo, d, &a.backend, a.device, None);
             failures += o.is_err() as usize;
             report(&name, &o);
         }
         // Again with every conv cuDNN can run on cuDNN, where it loads.
         if a.backend == "cuda" && cudnn_lib::load_status().is_ok() {
-            cudnn_lib::set_policy_override(Some(cudnn_lib::Policy::Force));
             let before = cudnn::stats().launches;
             for d in &dirs {
                 let name = format!("golden {} [cuda, cuDNN forced]", d.file_name().unwrap_or_default().to_string_lossy());
-                let o = check_golden(&a.repo, d, "cuda", a.device);
+                let o = check_golden(&a.repo, d, "cuda", a.device, Some(VendorPolicy::Always));
                 failures += o.is_err() as usize;
                 report(&name, &o);
             }
-            cudnn_lib::set_policy_override(None);
             let calls = cudnn::stats().launches - before;
             let o = if calls > 0 { Ok(format!("{calls} cuDNN conv calls in the forced golden runs")) } else { Err("cuDNN forced, but the goldens made no cuDNN call".to_string()) };
             failures += o.is_err() as usize;

@@ -35,9 +35,17 @@ pub struct OpenOptions {
     pub device: Option<String>,
     /// GPU backends: fill node outputs with NaN before their kernels run (tests).
     pub poison: bool,
+    /// GPU backends: wait after every node and report its time (`FrameReport::step_times`).
+    pub step_times: bool,
     /// GPU backends that record graphs (CUDA): queue repeated frames as one recorded graph
-    /// (`None`: on unless `$DYNASPA_FRAME_GRAPHS` is 0).
+    /// (`None`: on).
     pub frame_graphs: Option<bool>,
+    /// GPU backends: the sparse convs' device-dependent paths (`None` fields: the device's
+    /// defaults; see docs/configuration.md).
+    pub sparse_conv: backends::gpu::SparseConvOverrides,
+    /// GPU backends with a vendor library (cuDNN on CUDA): how dense convs use it (`None`: timed
+    /// against our kernels per conv shape).
+    pub vendor_convs: Option<backends::gpu::VendorPolicy>,
     /// Graph values each run keeps besides the outputs, read with `Session::fetched` (e.g. a
     /// sparse op's mask: [`sparse_mask`]). Empty by default, which costs nothing.
     pub fetch: Vec<String>,
@@ -92,9 +100,11 @@ pub fn open_graph(g: Graph, backend: &str, opts: &OpenOptions) -> Result<Session
             sparse: Some(opts.sparse.clone().unwrap_or_else(backends::cpu::SparseConfig::from_env)),
             device: opts.device.clone(),
             poison: opts.poison,
+            step_times: opts.step_times,
             frame_graphs: opts.frame_graphs,
-            // From `$DYNASPA_CONVT_GEMM` where set, else the device's default.
-            convt_gemm: None,
+            sparse_conv: opts.sparse_conv,
+            vendor_convs: opts.vendor_convs,
+            ..Default::default()
         },
     )?;
     Session::with_fetches(g, b.as_ref(), &opts.fetch)

@@ -75,11 +75,6 @@ fn cudnn_missing_old_or_incomplete_is_a_reason_not_a_crash() {
     let partial = build(&d.path().join("partial"), "libcudnn.so.9", &stub_cudnn(90100, &["cudnnConvolutionBiasActivationForward"]), &[]).unwrap();
     let line = cuda_line(&[("DYNASPA_CUDNN_LIB", partial.to_str().unwrap())]);
     assert!(line.contains("lacks cudnnConvolutionBiasActivationForward"), "{line}");
-    // Turned off or mistyped: said so, and the library is not even looked for.
-    let line = cuda_line(&[("DYNASPA_CUDNN_LIB", "/nonexistent"), ("DYNASPA_CUDNN", "0")]);
-    assert!(line.contains("cuDNN off (DYNASPA_CUDNN=0)"), "{line}");
-    let line = cuda_line(&[("DYNASPA_CUDNN", "sometimes")]);
-    assert!(line.contains("DYNASPA_CUDNN='sometimes' is not one of"), "{line}");
 }
 
 #[test]

@@ -1,5 +1,5 @@
 //! Convs whose members split the reduction (KS > 1) finish it either in the GEMM, by the last
-//! of each output tile's KS work-groups (`GpuOptions::fused_finish`: one launch), or in a second
+//! of each output tile's KS work-groups (`SparseConvOverrides::fused_finish`: one launch), or in a second
 //! launch. Both equal the CPU over consecutive frames whose masks and inputs all differ: the
 //! fused GEMM counts each tile's finished splits and must leave every count at 0 for the next
 //! frame (a count left over makes frame 2 skip or repeat a tile's finish, and outputs are
@@ -7,8 +7,7 @@
 //! between frames, so tiles idle in one frame are busy in the next. Members: the dense one and
 //! three granularities, with tiles that leave part of a channel tile or column tile empty; the
 //! epilogue adds bias and a residual and applies ReLU; a batch of two images with a mask each.
-//! The fused runs also replay their member from a recorded graph where the backend has them
-//! (CUDA), the split runs launch by launch.
+//! Self-listing 1x1 members finish in a second launch whatever the option.
 
 mod common;
 use common::{seed, Rng};
@@ -17,7 +16,7 @@ use common::{seed, Rng};
 mod onnx_build;
 
 use dynaspa::backends::cpu::SparseConfig;
-use dynaspa::backends::gpu::{DeviceInfo, GpuDevice, GpuExecutable, GpuOptions};
+use dynaspa::backends::gpu::{DeviceInfo, GpuDevice, GpuExecutable, GpuOptions, SparseConvOverrides};
 use dynaspa::runtime::backend::Executable;
 use dynaspa::runtime::dispatch::{DispatchTable, Member, PolyKernel, Schedule};
 use dynaspa::runtime::graph::sparse_detect::{detect_sparse_regions, SparseOptions};
@@ -137,10 +136,9 @@ fn check_model<D: GpuDevice + 'static>(dev: &Arc<D>, backend: &str, path: &Path,
         let name = MEMBERS[mi].0;
         for fused in [false, true] {
             let sparse = SparseConfig { cache_dir: None, force: None, profile: Some(Arc::new(profile(&info, &g, &conv, mi))) };
-            let opts = GpuOptions { poison: true, sparse, fused_finish: Some(fused), ..Default::default() };
+            let sparse_conv = SparseConvOverrides { fused_finish: Some(fused), ..Default::default() };
+            let opts = GpuOptions { poison: true, sparse, sparse_conv, ..Default::default() };
             let mut exe = GpuExecutable::compile(dev.clone(), backend, &g, &opts).unwrap();
-            // The fused runs replay their member from a recorded graph where the device has them.
-            exe.set_member_graphs(fused);
             let case = format!("{what} on {backend}, member {name}, fused finish {fused}");
             assert_eq!(exe.fused_finish(), fused, "{case}: the option is not what the executable did");
             let ops = exe.sparse_ops();
@@ -149,13 +147,11 @@ fn check_model<D: GpuDevice + 'static>(dev: &Arc<D>, backend: &str, path: &Path,
             // The fused GEMM is the member's only launch; unfused, the finish follows it (a
             // dense member run by the vendor's conv and its epilogue is two either way, and one
             // whose tiles hold more partial sums than a last work-group should read always
-            // finishes in a second launch). A 1x1 member that lists its own columns fuses where
-            // the device fuses those (CUDA with DYNASPA_SL_FUSED=1), whatever the option.
-            let self_lists = MEMBERS[mi].1 == Some((1, 1)) && dynaspa::backends::gpu::sconv_knobs::GpuLimits::of(&info).self_list;
-            let sl_fused = backend == "cuda" && std::env::var("DYNASPA_SL_FUSED").is_ok_and(|v| v.trim() == "1");
+            // finishes in a second launch). A 1x1 member that lists its own columns never fuses.
+            let self_lists = MEMBERS[mi].1 == Some((1, 1)) && exe.sparse_conv_features().self_list;
             if !(MEMBERS[mi].1.is_none() && ops[0].dense_vendor.is_some()) {
                 let small = k[0] * k[1] * k[5] <= dynaspa::backends::gpu::sconv_knobs::FUSED_FINISH_MAX_PARTIALS as i64;
-                let one = small && if self_lists { sl_fused } else { fused };
+                let one = small && !self_lists && fused;
                 assert_eq!(ops[0].launches[at], if one { 1 } else { 2 }, "{case}: launches {:?}", ops[0].launches);
             }
             // Up, down, up, down: tiles unused in one frame work in the next.
@@ -178,11 +174,6 @@ fn check_model<D: GpuDevice + 'static>(dev: &Arc<D>, backend: &str, path: &Path,
                 let err = common::rel_l2(got.as_f32().unwrap(), want.as_f32().unwrap());
                 assert!(err <= 1e-4, "{case}, frame {f} (density {d}): relative L2 {err:.2e} against the CPU");
             }
-            // With graphs on, CUDA replays the member from a graph recorded in its first frame
-            // (not cuDNN's dense conv); OpenCL has no graphs.
-            let vendor = MEMBERS[mi].1.is_none() && ops[0].dense_vendor.is_some();
-            let recorded = exe.recorded_members();
-            assert_eq!(recorded, usize::from(backend == "cuda" && !vendor && fused), "{case}: members recorded as graphs");
             ran += 1;
         }
     }

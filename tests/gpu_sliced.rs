@@ -15,7 +15,7 @@ mod onnx_build;
 
 use dynaspa::backends::cpu::SparseConfig;
 use dynaspa::backends::gpu::sconv_knobs::{GemmKnobs, GpuLimits};
-use dynaspa::backends::gpu::{DeviceInfo, GpuDevice, GpuExecutable, GpuOptions};
+use dynaspa::backends::gpu::{DeviceInfo, GpuDevice, GpuExecutable, GpuOptions, SparseConvOverrides};
 use dynaspa::runtime::backend::Executable;
 use dynaspa::runtime::dispatch::{DispatchTable, Member, PolyKernel, Schedule};
 use dynaspa::runtime::graph::sparse_detect::{detect_sparse_regions, SparseOptions};
@@ -134,7 +134,7 @@ fn check_model<D: GpuDevice + 'static>(dev: &Arc<D>, backend: &str, path: &Path,
             continue;
         }
         let sparse = SparseConfig { cache_dir: None, force: None, profile: Some(Arc::new(profile(&info, &g, &conv, mi))) };
-        let opts = GpuOptions { poison: true, sparse, self_list, ..Default::default() };
+        let opts = GpuOptions { poison: true, sparse, sparse_conv: SparseConvOverrides { self_list, ..Default::default() }, ..Default::default() };
         let mut exe = GpuExecutable::compile(dev.clone(), backend, &g, &opts).unwrap();
         let case = format!("{what} on {backend}, member {name}, self-listing {self_list:?}");
         let ops = exe.sparse_ops();

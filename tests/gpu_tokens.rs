@@ -187,14 +187,14 @@ fn halting(rng: &mut Rng, densities: &[f64], tokens: usize) -> (Vec<f32>, Vec<f3
 /// `blocks` A-ViT blocks' token ops: per block qkv, proj and fc2 with bias and mask folded in,
 /// fc1 with its GELU too, one attention whose inactive keys the graph proves zero, and one
 /// compaction of the block's mask; the attention as the tiled kernel off wgpu (whose WGSL twin
-/// is the row kernel) unless `DYNASPA_TILED_ATTENTION=0` keeps the row kernel.
+/// is the row kernel).
 fn assert_token_ops(ops: &[TokenOpInfo], backend: &str, what: &str, blocks: usize) {
     let n = |k: &str, e: &str| ops.iter().filter(|o| o.kind == k && o.epilogue == e).count();
     let counts = (n("linear", "bias, mask"), n("linear", "bias, gelu, mask"), n("attention", ""));
     assert_eq!(counts, (3 * blocks, blocks, blocks), "{what}: token ops {ops:?}");
     assert!(ops.iter().filter(|o| o.kind == "attention").all(|o| o.keys_zero), "{what}: keys not proven zero: {ops:?}");
     assert_eq!(ops.iter().filter(|o| o.compacts).count(), blocks, "{what}: one compaction per mask: {ops:?}");
-    let tiled = backend != "wgpu" && !std::env::var("DYNASPA_TILED_ATTENTION").is_ok_and(|v| v.trim() == "0");
+    let tiled = backend != "wgpu";
     assert!(ops.iter().filter(|o| o.kind == "attention").all(|o| o.tiled == tiled), "{what}: attention kernels {ops:?}");
 }
 

@@ -10,7 +10,6 @@ mod sparse_check;
 #[path = "common/onnx_build.rs"]
 mod onnx_build;
 
-use dynaspa::io::npy;
 use dynaspa::runtime::graph::sparse_detect::{detect_sparse_regions, is_compute_op, SparseOptions, SparseRegionInfo};
 use dynaspa::runtime::graph::sparse_lower::lower_to_dense;
 use dynaspa::runtime::graph::{FillPolicy, Graph, MaskKind, MaskSource, Op};
@@ -171,23 +170,6 @@ fn full_size_models_when_present() {
         assert_well_formed(&g, rel);
         assert_eq!((r.len(), g.nodes.iter().filter(|n| is_compute_op(&n.op)).count()), (sparse, compute), "{rel}");
     }
-}
-
-// ---------------------------------------------------------------- same function after rewriting
-
-fn golden_feeds(model: &str, case: usize) -> Vec<(String, Tensor)> {
-    let dir = common::repo_path(&format!("tests/goldens/{model}"));
-    let meta: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(dir.join("meta.json")).unwrap()).unwrap();
-    meta["inputs"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|n| {
-            let n = n.as_str().unwrap().to_string();
-            let t = npy::read(&dir.join(format!("{n}_{case}.npy"))).unwrap();
-            (n, t)
-        })
-        .collect()
 }
 
 // ---------------------------------------------------------------- hand-built graphs

@@ -5,7 +5,7 @@
 //!     target/release/examples/gpu_sparse_bench --backend cuda [--device SEL] [--json out.jsonl]
 //!         [--masks models/masks/dynconv_full_d30.dsm] [--samples 50] [--runs 10] [--batches 1,2,4]
 //!         [--only conv3x3] [--densities 0.1,0.3,0.5,1.0] [--dump-masks DIR] [--knobs N | --schedules LIST]
-//!         [--fused-finish on|off|both] [--jobs N]
+//!         [--fused-finish on|off|both] [--cudnn auto|off|force] [--jobs N]
 //!     target/release/examples/gpu_sparse_bench --backend cuda --avit [--only deit_s|small] [...]
 //!
 //! The binary embeds every kernel; on the GPU host it needs only the driver and the mask file
@@ -25,7 +25,7 @@
 //! host behind the work, selection from the last frame's) and exact ones (a readback per frame);
 //! the differences are what dispatch costs a frame in steady state. The table prints the speedup
 //! of the best sparse member over the dense one and what the dense member runs (ours, or cuDNN
-//! where the CUDA backend chose it: `DYNASPA_CUDNN` = 0 / force for A/B); the JSON lines hold
+//! where the CUDA backend chose it: `--cudnn off|force` for our kernel or cuDNN's alone); the JSON lines hold
 //! every number. `--knobs N` also times, for the GEMM convs, larger register tiles and N random
 //! valid GEMM schedules (1x1 DISTiles) as members of profiles, as a tuned profile would hold
 //! them; the fastest member overall, default or sampled, is the one timed with dispatch.
@@ -36,8 +36,7 @@
 //! `--fused-finish` picks how members that split the reduction finish it: in the GEMM's last
 //! work-group (`on`), in a second launch (`off`), or `both`, one after the other on the same
 //! inputs and masks, the rows' op names then ending in `+fused` / `+split` (without the flag:
-//! the backend's default, `$DYNASPA_FUSED_FINISH` applying). JSON lines say which in
-//! `fused_finish`.
+//! the backend's default). JSON lines say which in `fused_finish`.
 
 #[path = "common/avit_attention.rs"]
 mod avit_attention;
@@ -48,7 +47,7 @@ mod mask_shaping;
 
 use dynaspa_backends::cpu::{ForceMember, SparseConfig};
 use mask_shaping::{at_density, resample};
-use dynaspa_backends::gpu::{CountsSync, GpuDevice, GpuExecutable, GpuOptions};
+use dynaspa_backends::gpu::{CountsSync, GpuDevice, GpuExecutable, GpuOptions, SparseConvOverrides, VendorPolicy};
 use dynaspa_runtime::graph::{Activation, AutoPad, Conv, FillPolicy, Graph, MaskKind, MaskSource, Node, Op, SparseSpec, Value, Window};
 use dynaspa_runtime::sparsity::{BitMask, Granularity, MaskDataset};
 use dynaspa_runtime::{DType, Result, Tensor};
@@ -79,6 +78,8 @@ struct Args {
     schedules: Option<String>,
     /// How split-K members finish, one executable per entry (`None`: the backend's default).
     fused_finish: Vec<Option<bool>>,
+    /// How dense convs use cuDNN (`None`: timed against our kernels).
+    cudnn: Option<VendorPolicy>,
     /// Threads that build the sampled executables once first, so their kernels compile in
     /// parallel (`warm`).
     jobs: usize,
@@ -86,7 +87,7 @@ struct Args {
 
 fn usage(msg: &str) -> ! {
     eprintln!("gpu_sparse_bench: {msg}");
-    eprintln!("usage: gpu_sparse_bench --backend cuda|opencl|wgpu [--device SEL] [--json PATH] [--masks FILE.dsm] [--samples N] [--runs N] [--batches 1,2,4] [--densities 0.1,0.3] [--only NAME] [--dump-masks DIR] [--knobs N | --schedules m64n64k16_w4x4_s4,...] [--fused-finish on|off|both] [--avit]");
+    eprintln!("usage: gpu_sparse_bench --backend cuda|opencl|wgpu [--device SEL] [--json PATH] [--masks FILE.dsm] [--samples N] [--runs N] [--batches 1,2,4] [--densities 0.1,0.3] [--only NAME] [--dump-masks DIR] [--knobs N | --schedules m64n64k16_w4x4_s4,...] [--fused-finish on|off|both] [--cudnn auto|off|force] [--avit]");
     std::process::exit(2)
 }
 
@@ -109,7 +110,8 @@ fn parse_args() -> Args {
         avit: false,
         knobs: 0,
         schedules: None,
-        fused_finish: vec![env_fused_finish()],
+        fused_finish: vec![None],
+        cudnn: None,
         jobs: 0,
     };
     let mut it = std::env::args().skip(1);
@@ -136,6 +138,14 @@ fn parse_args() -> Args {
                     "off" => vec![Some(false)],
                     "both" => vec![Some(false), Some(true)],
                     v => usage(&format!("--fused-finish takes on, off or both, not '{v}'")),
+                }
+            }
+            "--cudnn" => {
+                a.cudnn = match val().as_str() {
+                    "auto" => None,
+                    "off" => Some(VendorPolicy::Never),
+                    "force" => Some(VendorPolicy::Always),
+                    v => usage(&format!("--cudnn takes auto, off or force, not '{v}'")),
                 }
             }
             "-h" | "--help" => usage("help"),
@@ -174,16 +184,6 @@ fn warm<D: GpuDevice + 'static>(dev: &Arc<D>, g: &Graph, opts: &GpuOptions, prof
         }
     });
     eprintln!("built {} executables on {} threads in {:.1} s", profiles.len(), jobs.min(profiles.len()), t0.elapsed().as_secs_f64());
-}
-
-/// `$DYNASPA_FUSED_FINISH` as the library reads it for `--backend` users: 1 on, 0 off, else the
-/// backend's default.
-fn env_fused_finish() -> Option<bool> {
-    match std::env::var("DYNASPA_FUSED_FINISH").as_deref().map(str::trim) {
-        Ok("1") => Some(true),
-        Ok("0") => Some(false),
-        _ => None,
-    }
 }
 
 struct Case {
@@ -332,12 +332,12 @@ fn bench<D: GpuDevice + 'static>(dev: Arc<D>, a: &Args) -> Result<()> {
         sparse: SparseConfig { cache_dir: None, force: Some(ForceMember::Dense), profile: None },
         counts: CountsSync::Lagged,
         step_times: false,
-        fused_finish: None,
-        self_list: None,
+        sparse_conv: SparseConvOverrides::default(),
         // Whole frames are timed both ways (`time_frames`); the rest times launches itself.
         frame_graphs: None,
         // The benched graphs have no ConvTranspose.
         convt_gemm: None,
+        vendor_convs: a.cudnn,
     };
     for cc in CASES.iter().filter(|c| a.only.as_deref().is_none_or(|o| c.name.contains(o))) {
         for &n in &a.batches {
@@ -346,12 +346,12 @@ fn bench<D: GpuDevice + 'static>(dev: Arc<D>, a: &Args) -> Result<()> {
             let x = Tensor::from_f32(g.values[g.inputs[0]].shape.clone(), rng.vec(g.values[g.inputs[0]].shape.iter().product()))?;
             // Each finish on the same graph, input and masks.
             for &fused_finish in &a.fused_finish {
-                let opts = GpuOptions { fused_finish, ..base.clone() };
+                let opts = GpuOptions { sparse_conv: SparseConvOverrides { fused_finish, ..base.sparse_conv }, ..base.clone() };
                 let mut exe = GpuExecutable::compile(dev.clone(), &info.backend, &g, &opts)?;
                 let fused = exe.fused_finish();
                 let label = if a.fused_finish.len() > 1 { format!("{}{}", cc.name, if fused { "+fused" } else { "+split" }) } else { cc.name.to_string() };
                 // Our kernel, or a vendor library's conv where the backend chose it (cuDNN on CUDA;
-                // DYNASPA_CUDNN=0 / force for A/B).
+                // `--cudnn`).
                 let dense_impl = exe.sparse_ops().first().and_then(|o| o.dense_vendor.clone()).unwrap_or_else(|| "ours".into());
                 // Sampled schedules, a few per executable (a PolyKernel holds at most 8 members).
                 let mut tuned: Vec<(GpuExecutable<D>, Vec<String>)> = Vec::new();
@@ -436,14 +436,15 @@ fn bench<D: GpuDevice + 'static>(dev: Arc<D>, a: &Args) -> Result<()> {
                     // That member is the fastest as dispatched among the STEADY_OF fastest alone:
                     // the fastest alone may sit in an executable whose mask needs a bitmask
                     // launch each frame (the defaults', planned for four granularities), which
-                    // one of 1x1 members alone does not (session 30: 9.4 µs alone, 14.1 lagged).
+                    // one of 1x1 members alone does not (conv1x1 on an H200: 9.4 µs alone, 14.1
+                    // lagged).
                     let mut by_alone: Vec<usize> = (0..times.len()).collect();
                     by_alone.sort_by(|&i, &j| times[i].1.total_cmp(&times[j].1));
                     let mut at = by_alone.first().copied().unwrap_or(0);
                     if by_alone.len() > 1 {
                         // The candidates in alternation, five rounds, so a slow spell of the
                         // GPU does not pick one (one pass each picked members 2-4 µs slower
-                        // dispatched than alone; RESULTS.md, session 32).
+                        // dispatched than alone on an H200).
                         let cands: Vec<usize> = by_alone.iter().take(STEADY_OF).copied().collect();
                         let mut lagged_of: Vec<Vec<f64>> = vec![Vec::new(); cands.len()];
                         for _ in 0..5 {

@@ -10,7 +10,7 @@
 //! Cases: `same` (identical arguments each launch), `changed` (two buffer sets and an int
 //! alternating, 9 arguments new per launch), `wave` (same arguments, 132 groups of 256), and
 //! `round_trip` (one launch, then wait: what a blocking readback per op would add).
-//! OpenCL launches follow `$DYNASPA_CL_SET_ALL_ARGS` / `$DYNASPA_CL_LAUNCH_EVENTS` (opencl/launch.rs).
+//! OpenCL launches set only the arguments that changed and ask no event (opencl/launch.rs).
 
 use dynaspa_backends::gpu::{Arg, GpuDevice, KernelSpec};
 use dynaspa_runtime::Result;

@@ -50,11 +50,21 @@ pub struct BackendOptions {
     /// GPU backends fill each node's outputs with NaN before its kernels run, so an output a
     /// kernel does not write shows in the results (tests). Also on with `DYNASPA_GPU_POISON=1`.
     pub poison: bool,
+    /// GPU backends: a sync and a time per step (`GpuOptions::step_times`; `dynaspa profile
+    /// --nodes`).
+    pub step_times: bool,
+    /// GPU backends: how sparse ops learn each frame's DISTile counts (`GpuOptions::counts`).
+    pub counts: gpu::CountsSync,
     /// GPU backends that record graphs: frames as recorded graphs (`GpuOptions::frame_graphs`).
     pub frame_graphs: Option<bool>,
     /// GPU backends: ConvTranspose as a GEMM per output phase or as a gather
-    /// (`GpuOptions::convt_gemm`; `None`: `$DYNASPA_CONVT_GEMM=1|0`, else the device's default).
+    /// (`GpuOptions::convt_gemm`; `None`: the device's default).
     pub convt_gemm: Option<bool>,
+    /// GPU backends: the sparse convs' device-dependent paths (`GpuOptions::sparse_conv`).
+    pub sparse_conv: gpu::SparseConvOverrides,
+    /// GPU backends with a vendor library (cuDNN on CUDA): how dense convs use it
+    /// (`GpuOptions::vendor_convs`; `None`: timed against our kernels).
+    pub vendor_convs: Option<gpu::VendorPolicy>,
 }
 
 /// `auto` picks the best backend present; today that is the CPU (the GPU backends run sparse
@@ -68,28 +78,22 @@ pub fn create_with(name: &str, threads: Option<usize>, sparse: cpu::SparseConfig
     create_configured(name, &BackendOptions { threads, sparse: Some(sparse), ..Default::default() })
 }
 
-/// GPU settings from the options, with `$DYNASPA_GPU_POISON` (non-empty, not "0") turning on
-/// output poisoning for tests, `$DYNASPA_GPU_COUNTS` choosing how dispatch learns DISTile counts,
-/// `$DYNASPA_GPU_STEP_TIMES=1` a sync and a time per step (`dynaspa profile --nodes`) and
-/// `$DYNASPA_FUSED_FINISH=0|1` whether split-K convs finish in their GEMM (unset or another
-/// value: the device's default).
+/// GPU settings from the options, with `$DYNASPA_GPU_POISON` (set, not empty and not "0")
+/// turning on output poisoning: a debugging aid for any run.
 #[allow(dead_code)]
 fn gpu_options(o: &BackendOptions) -> gpu::GpuOptions {
-    let poison = o.poison || std::env::var("DYNASPA_GPU_POISON").is_ok_and(|v| !v.is_empty() && v != "0");
-    let step_times = std::env::var_os("DYNASPA_GPU_STEP_TIMES").is_some_and(|v| v == "1");
-    use gpu::sparse::schedules::env_switch;
-    let (fused_finish, self_list) = (env_switch("DYNASPA_FUSED_FINISH"), env_switch("DYNASPA_SELF_LIST"));
     gpu::GpuOptions {
-        poison,
+        poison: o.poison || std::env::var("DYNASPA_GPU_POISON").is_ok_and(|v| !v.is_empty() && v != "0"),
         sparse: o.sparse.clone().unwrap_or_default(),
-        counts: gpu::CountsSync::from_env(),
-        step_times,
-        fused_finish,
-        self_list,
+        counts: o.counts,
+        step_times: o.step_times,
+        sparse_conv: o.sparse_conv,
         frame_graphs: o.frame_graphs,
-        convt_gemm: o.convt_gemm.or_else(|| env_switch("DYNASPA_CONVT_GEMM")),
+        convt_gemm: o.convt_gemm,
+        vendor_convs: o.vendor_convs,
     }
 }
+
 
 pub fn create_configured(name: &str, o: &BackendOptions) -> Result<Box<dyn Backend>> {
     let sparse = o.sparse.clone().unwrap_or_else(cpu::SparseConfig::from_env);

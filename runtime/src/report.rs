@@ -61,7 +61,7 @@ pub struct FrameReport {
     /// GPU backends, whose queue is only waited for at the frame's outputs), not the device's
     /// time: they show what dispatch costs the host, not the frame.
     pub phases_queued: bool,
-    /// The frame's work was queued as one recorded graph (CUDA graphs, `DYNASPA_FRAME_GRAPHS`):
+    /// The frame's work was queued as one recorded graph (CUDA graphs, `GpuOptions::frame_graphs`):
     /// its sparse ops' phases are zero, as the host queued nothing per op.
     pub replayed: bool,
     /// Host time until the frame's work was queued, inputs uploaded (GPU backends; zero

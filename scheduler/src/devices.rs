@@ -127,9 +127,9 @@ fn cuda_like(id: &str, name: &str, cc: &str, sms: u32, ghz: f64, bw: f64) -> Dev
         // Hopper: Jia et al., "Dissecting the NVIDIA Volta GPU Architecture via
         // Microbenchmarking", 2018, and their Turing/Ampere follow-ups).
         latency_s: 500.0 / (ghz * 1e9),
-        // ~16 clocks per counted operation of a lone work-item: what the H100 fit gave
-        // (session 8 call L: 8 ns at 1.98 GHz); an operation here is an FMA with its operand
-        // reads, so dependent issue and local-memory latency both land in it.
+        // ~16 clocks per counted operation of a lone work-item: what the H100 fit gave (8 ns
+        // at 1.98 GHz; RESULTS.md, "the roofline's serial stage"); an operation here is an FMA
+        // with its operand reads, so dependent issue and local-memory latency both land in it.
         serial_op_s: 16.0 / (ghz * 1e9),
         alpha_source: "spec".into(),
     }

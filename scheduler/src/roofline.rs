@@ -395,9 +395,9 @@ mod tests {
 
     #[test]
     fn gpu_model_charges_a_lone_work_items_serial_stage() {
-        // 1x1 conv 64 -> 64 on 56 x 56 at ~40% density on an H100 (session 8 call L): one-warp
-        // groups with 32 accumulators per work-item measured 33 µs, 256 work-items of 2
-        // outputs 9 µs. Both are latency-bound on paper; only the serial stage tells them apart.
+        // 1x1 conv 64 -> 64 on 56 x 56 at ~40% density on an H100 (RESULTS.md, "the roofline's
+        // serial stage"): one-warp groups with 32 accumulators per work-item measured 33 µs,
+        // 256 work-items of 2 outputs 9 µs. Both are latency-bound on paper; only the serial stage tells them apart.
         let op = OpGeometry { kh: 1, kw: 1, ..conv(64, 64, 56, 56) };
         let dev = devices::from_device_info(&devices::h100_info());
         let m = BitMask::from_fn(56, 56, |y, x| (y / 7 + x / 5) % 5 < 2);

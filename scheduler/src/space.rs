@@ -372,9 +372,9 @@ mod tests {
         assert_eq!(tok.points().len(), 1);
     }
 
-    /// The members that won on an H200 at density 0.1 (benches/RESULTS.md, sessions 32-33) are
-    /// points of the tuner's space on a CUDA device: 128 x 32 tiles of 4 x 4 split 6 and 12
-    /// ways for the 1x1 conv, 24 ways for the 3x3.
+    /// The members that won on an H200 at density 0.1 (benches/RESULTS.md, "which tiles fill 132
+    /// SMs") are points of the tuner's space on a CUDA device: 128 x 32 tiles of 4 x 4 split 6
+    /// and 12 ways for the 1x1 conv, 24 ways for the 3x3.
     #[test]
     fn the_measured_winners_are_points_of_the_gpu_space() {
         let orin = devices::builtin("orin").unwrap();

@@ -163,7 +163,7 @@ pub fn bench(a: BenchArgs) -> Result<()> {
     }
 
     let mut times = [vec![Vec::with_capacity(rounds); frames.len()], vec![Vec::with_capacity(rounds); frames.len()]];
-    // Timed frames queued as one recorded graph (CUDA, DYNASPA_FRAME_GRAPHS=1), per session.
+    // Timed frames queued as one recorded graph (CUDA's frame graphs), per session.
     let mut replayed = [0usize; 2];
     let mut progress = Progress::new("bench");
     for r in 0..rounds {

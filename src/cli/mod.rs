@@ -20,8 +20,24 @@ mod version;
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 
+/// The environment the library reads (docs/configuration.md has the library options too).
+const ENVIRONMENT: &str = "\
+Environment (docs/configuration.md):
+  DYNASPA_CACHE_DIR      calibration and compiled-kernel cache (default $XDG_CACHE_HOME/dynaspa or ~/.cache/dynaspa)
+  DYNASPA_CUDA_LIB       libcuda to load, file or directory (default: the linker's path, $CUDA_HOME, /usr/local/cuda)
+  DYNASPA_NVRTC_LIB      libnvrtc to load, file or directory (default: as libcuda, then NVIDIA's pip wheels)
+  DYNASPA_CUDNN_LIB      libcudnn to load, file or directory (default: LD_LIBRARY_PATH, $CUDA_HOME, pip wheels)
+  DYNASPA_CUDA_DEVICE    default --device for cuda (default 0)
+  DYNASPA_OPENCL_DEVICE  default --device for opencl (default: the first GPU)
+  DYNASPA_WGPU_DEVICE    default --device for wgpu (default: the first GPU)
+  RUST_LOG               log filter (default warn)
+Debugging aids:
+  DYNASPA_GPU_POISON=1       NaN-fill every node's outputs before its kernels run (default off)
+  DYNASPA_FORCE_MEMBER=HxW   run that PolyKernel member, or `dense`, for every sparse op (default: dispatch picks)
+  DYNASPA_NVRTC_LINEINFO=1   compile CUDA kernels with line tables for Nsight Compute (default off)";
+
 #[derive(Parser)]
-#[command(name = "dynaspa", version = version::VERSION, about = "Run vision DNNs with dynamic spatial sparsity")]
+#[command(name = "dynaspa", version = version::VERSION, about = "Run vision DNNs with dynamic spatial sparsity", after_help = ENVIRONMENT)]
 pub struct Cli {
     #[command(subcommand)]
     cmd: Command,

@@ -51,7 +51,7 @@ pub fn step_rows(reports: &[FrameReport]) -> Vec<(String, String, f64)> {
 fn print_steps(reports: &[FrameReport], limit: usize) {
     let rows = step_rows(reports);
     if rows.is_empty() {
-        println!("no per-node times: the backend does not time nodes (GPU backends: DYNASPA_GPU_STEP_TIMES=1)");
+        println!("no per-node times: the backend does not time nodes");
         return;
     }
     let total: f64 = rows.iter().map(|r| r.2).sum();

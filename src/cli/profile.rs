@@ -35,6 +35,7 @@ pub struct ProfileArgs {
     #[arg(long, value_name = "N", default_value_t = 3)]
     warmup: usize,
     /// Also print the N slowest nodes of the graph (dense and sparse) by median time per frame.
+    /// On GPU backends this waits for the device after every node, which slows the frames.
     #[arg(long, value_name = "N", num_args = 0..=1, default_missing_value = "25")]
     nodes: Option<usize>,
 }
@@ -149,7 +150,9 @@ fn print_table(rows: &[Row], total: &Row) {
 pub fn profile(a: ProfileArgs, recorder: Option<Recorder>) -> Result<()> {
     // Frames replayed from a recorded graph queue nothing per op: the phase table needs each
     // frame queued op by op.
-    let mut opts = OpenOptions { threads: a.src.threads, device: a.src.device.clone(), frame_graphs: Some(false), ..Default::default() };
+    // Per-node times on a GPU backend wait for the device after every node (`--nodes`).
+    let step_times = a.nodes.is_some();
+    let mut opts = OpenOptions { threads: a.src.threads, device: a.src.device.clone(), frame_graphs: Some(false), step_times, ..Default::default() };
     let g = dynaspa::load_model(&a.model, &opts)?;
     let target = super::profile_choice::Target { model: &a.model, backend: &a.src.backend, threads: a.src.threads, device: a.src.device.as_deref() };
     opts.sparse = super::profile_choice::choose(&a.profiles, &g, &target)?;

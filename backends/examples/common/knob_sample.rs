@@ -17,7 +17,7 @@ use dynaspa_runtime::{Error, Result};
 /// work-groups (at batch 4 and density 0.5, 50 tiles of 512 work-items on 132 SMs: 5 splits
 /// make 250 groups, two waves of a fifth of the reduction each; 4 make two waves of a quarter).
 /// 128 x 32 tiles of 256 work-items (4 x 4 or 8 x 2 each) won conv1x1 at density 0.1 and
-/// batches 2 and 4 (session 32's sweep: at KS 6, 240 work-groups of at most three stages for
+/// batches 2 and 4 on an H200 (at KS 6, 240 work-groups of at most three stages for
 /// 4 x 160 columns, two per SM on 132 SMs, where the 64 x 64 tiles' best, KS 4, ran 192 of
 /// four and left 72 SMs with one).
 /// Then `n` seeded random valid points. Invalid ones (for this device's limits) and duplicates
@@ -48,7 +48,7 @@ pub fn sample(info: &DeviceInfo, n: usize, seed: u64) -> Vec<GemmKnobs> {
     // Splits between those, on the tiles that win. Some keep a density-0.1 frame within one
     // work-group per SM on 132 SMs (stride 2 at KS 18: 108 groups of 4 stages, where KS 24 runs
     // 144 of 3); on an H200 those did not beat KS 24-32 at batch 1 and 0.1, but KS 10 won at 0.5
-    // and at batch 4, KS 18 at batch 2 (RESULTS.md, session 26).
+    // and at batch 4, KS 18 at batch 2 (RESULTS.md, "splits between the powers of two").
     for (tm, tn, tk, wm, wn) in [(128, 64, 16, 8, 4), (64, 64, 16, 4, 4), (128, 128, 8, 8, 4), (128, 32, 16, 4, 4)] {
         for ks in [10, 14, 18, 20, 21, 22, 28] {
             keep(GemmKnobs { tm, tn, tk, wm, wn, ks, wk: 1, et: false }, &mut out);
@@ -63,13 +63,12 @@ pub fn sample(info: &DeviceInfo, n: usize, seed: u64) -> Vec<GemmKnobs> {
     }
     // Unsplit work-groups in slices along the reduction (WK) whose stage holds a reduction of
     // 256 (conv1x1 256 -> 256 runs it as one, SC_ONE_STAGE): among the fastest at density 0.1
-    // and batches 1 and 2 on an H200 in session 37, each of a different shape (RESULTS.md), and
-    // two tiles past 48 KiB (their weights' stage from the launch, CUDA only): 64 x 8, which
-    // ran the op fastest at batch 2 by hand, and 64 x 16 (session 38); 64 x 16 of 8 x 4 per
-    // work-item in 8 slices, the fastest one-stage tile at batch 4 in session 39. The first
-    // two of batches 1 and 2 also with the early trigger (ET), which ran them 0.5-0.6 µs faster
-    // there and the batch-4 tiles slower (session 39): members of their own, so the frame's
-    // counts choose.
+    // and batches 1 and 2 on an H200, each of a different shape (RESULTS.md), and two tiles past
+    // 48 KiB (their weights' stage from the launch, CUDA only): 64 x 8, which ran the op fastest
+    // at batch 2 by hand, and 64 x 16; 64 x 16 of 8 x 4 per work-item in 8 slices, the fastest
+    // one-stage tile at batch 4. The first two of batches 1 and 2 also with the early trigger
+    // (ET), which ran them 0.5-0.6 µs faster there and the batch-4 tiles slower: members of
+    // their own, so the frame's counts choose.
     for (tm, tn, tk, wm, wn, wk) in [(32, 8, 256, 2, 4, 8), (32, 8, 256, 1, 4, 4), (16, 16, 256, 2, 4, 8), (16, 8, 256, 2, 4, 16), (64, 8, 256, 4, 4, 8), (64, 16, 256, 4, 4, 4), (64, 16, 256, 8, 4, 8)] {
         keep(GemmKnobs { tm, tn, tk, wm, wn, ks: 1, wk, et: false }, &mut out);
     }

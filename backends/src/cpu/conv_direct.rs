@@ -19,18 +19,13 @@ const PAR_WORK: usize = 1 << 21;
 
 /// Whether the direct kernel should run an ungrouped conv of `c` input and `m` output channels,
 /// `taps` kernel taps and `positions` output positions, instead of gather/im2col + GEMM.
-/// `DYNASPA_CONV_DIRECT=0` turns it off, `=all` on for every ungrouped conv (A/B measurement).
 ///
-/// Measured on the reduced DynConv (GPU host's Xeon, 2026-11-22): direct for every conv there
-/// was 1.19x faster end to end than none of them, 1.12x faster than direct only for M <= 64;
-/// single-output mask units lost 4x (15 of 16 lanes idle). Large inputs stay on the GEMM path,
-/// whose packing keeps them in cache.
+/// Measured on the reduced DynConv (a Xeon): direct for every conv there was 1.19x faster end to
+/// end than none of them, 1.12x faster than direct only for M <= 64; single-output mask units
+/// lost 4x (15 of 16 lanes idle). Large inputs stay on the GEMM path, whose packing keeps them
+/// in cache.
 pub(crate) fn pays(c: usize, m: usize, taps: usize, input_len: usize) -> bool {
-    match std::env::var("DYNASPA_CONV_DIRECT").as_deref() {
-        Ok("0") => false,
-        Ok("all") => true,
-        _ => m >= 8 && c * taps <= 1152 && input_len * 4 <= 512 * 1024,
-    }
+    m >= 8 && c * taps <= 1152 && input_len * 4 <= 512 * 1024
 }
 
 /// Weights, bias and epilogue of one ungrouped 2-D conv, in the order the kernel reads them.

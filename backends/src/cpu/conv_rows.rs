@@ -30,18 +30,13 @@ const TMP: usize = 16 * 24;
 
 /// Whether the row kernel should be the dense kernel of an ungrouped conv with `c` input and
 /// `m` output channels, a `kh x kw` window and `input_len` input floats per image.
-/// `DYNASPA_CONV_ROWS=0` turns it off (A/B measurement).
 ///
-/// Measured on the reduced DynConv's dense shapes (`bench_rows_vs_direct`, dev VM, 1 thread,
-/// 2026-11-22, busy machine): against the direct kernel 1.1-1.6x faster on 1x1 convs (in place
+/// Measured on the reduced DynConv's dense shapes (`bench_rows_vs_direct`, 1 thread): against the direct kernel 1.1-1.6x faster on 1x1 convs (in place
 /// and strided), 1.3-1.5x on the 3-channel stem, 6-11x on single-output mask units (the direct
 /// kernel wastes 15 of 16 lanes; they used to take the im2col + GEMM path, ~18 µs each in the
 /// model); 0.88-0.94x on 3x3 stride-2 convs with 32-64 channels (lanes past Wo are wasted),
 /// which stay on the direct kernel. Large inputs stay on the GEMM paths, as for `conv_direct`.
 pub(crate) fn pays(c: usize, m: usize, kh: usize, kw: usize, input_len: usize) -> bool {
-    if std::env::var("DYNASPA_CONV_ROWS").as_deref() == Ok("0") {
-        return false;
-    }
     let small = input_len * 4 <= 512 * 1024 && c * kh * kw <= 1152;
     // A few outputs (a mask unit's single logit) on a large map: the GEMM path writes an im2col
     // panel `taps` times the input's size to multiply it by one row.

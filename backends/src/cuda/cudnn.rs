@@ -11,7 +11,8 @@
 
 use super::cudnn_graph::{self, EnginePlan};
 use super::cudnn_lib::{self as lib, Api, Desc, FwdAlgoPerf, Handle, Loaded, Status};
-use super::device::{Context, CudaBuffer, CudaDevice};
+use super::context::Context;
+use super::device::{CudaBuffer, CudaDevice};
 use super::error::err;
 use crate::gpu::{GpuDevice, VendorConvDesc};
 use cudarc::driver::sys::CUstream;
@@ -462,13 +463,9 @@ fn legacy_plan(h: &Arc<CudnnHandle>, d: &VendorConvDesc, [xd, wd, yd, cd]: [Owne
 
 /// Plans `d`'s bare conv on the backend API's fastest fp32 engine, searching the engines on
 /// `x`, `w` and `y` (overwritten) the first time this geometry is seen; `Ok(None)` where none
-/// runs it, or `DYNASPA_CUDNN_ENGINES=0` leaves the legacy API alone (A/B).
+/// runs it.
 pub(crate) fn plan_engine(dev: &CudaDevice, h: &Arc<CudnnHandle>, d: &VendorConvDesc, x: &CudaBuffer, w: &CudaBuffer, y: &CudaBuffer) -> Result<Option<CudnnConv>> {
     if d.fused.is_some() {
-        return Ok(None);
-    }
-    if std::env::var("DYNASPA_CUDNN_ENGINES").is_ok_and(|v| v.trim() == "0") {
-        h.note_engine("off (DYNASPA_CUDNN_ENGINES=0)".into());
         return Ok(None);
     }
     let bytes = tensor_bytes(d);

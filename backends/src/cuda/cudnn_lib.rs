@@ -238,40 +238,6 @@ pub(crate) struct Loaded {
     _lib: libloading::Library,
 }
 
-/// How the backend uses cuDNN: `DYNASPA_CUDNN` = 0 / off (never), unset / 1 / auto (timed
-/// against our kernels per conv shape), force (always, where cuDNN runs the conv).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Policy {
-    Off,
-    Timed,
-    Force,
-}
-
-static OVERRIDE: Mutex<Option<Policy>> = Mutex::new(None);
-
-/// Sets the policy for this process regardless of `DYNASPA_CUDNN` (`None`: the variable again),
-/// for self-checks and benchmarks that compare both in one run. Executables compiled before
-/// keep what they chose.
-pub fn set_policy_override(p: Option<Policy>) {
-    if let Ok(mut o) = OVERRIDE.lock() {
-        *o = p;
-    }
-}
-
-/// The policy in force, or what is wrong with `DYNASPA_CUDNN`.
-pub fn policy() -> Result<Policy, String> {
-    if let Some(p) = OVERRIDE.lock().ok().and_then(|o| *o) {
-        return Ok(p);
-    }
-    let v = std::env::var("DYNASPA_CUDNN").unwrap_or_default();
-    match v.trim().to_ascii_lowercase().as_str() {
-        "" | "1" | "on" | "auto" => Ok(Policy::Timed),
-        "0" | "off" | "no" | "false" => Ok(Policy::Off),
-        "force" | "always" => Ok(Policy::Force),
-        _ => Err(format!("DYNASPA_CUDNN='{v}' is not one of 0 (off), 1 / auto (timed against our kernels), force")),
-    }
-}
-
 /// Libraries opened by full path for the process's lifetime (the sub-libraries and their
 /// dependencies), so cuDNN's later lookups by soname find them.
 static KEPT: Mutex<Vec<libloading::os::unix::Library>> = Mutex::new(Vec::new());
@@ -474,16 +440,10 @@ fn preload_sublibs(dir: &Path, major: usize) -> (Vec<String>, Vec<String>) {
 /// One line for `dynaspa devices`: the version and where it came from, that it is off, or why
 /// it cannot be used.
 pub fn describe() -> String {
-    match policy() {
-        Err(e) => return format!("cuDNN not used: {e}"),
-        Ok(Policy::Off) => return "cuDNN off (DYNASPA_CUDNN=0)".into(),
-        Ok(_) => {}
-    }
     match load() {
         Ok(l) => {
             let (a, b, c) = l.version;
-            let mode = if policy() == Ok(Policy::Force) { "forced for dense convs" } else { "for dense convs where faster" };
-            let mut s = format!("cuDNN {a}.{b}.{c} ({}; {} sub-libraries preloaded; {mode})", l.path.display(), l.sublibs.len());
+            let mut s = format!("cuDNN {a}.{b}.{c} ({}; {} sub-libraries preloaded; for dense convs where faster)", l.path.display(), l.sublibs.len());
             if !l.problems.is_empty() {
                 s.push_str(&format!("; not loaded: {}", l.problems.join("; ")));
             }
@@ -511,17 +471,8 @@ mod tests {
             Ok(l) => assert!(l.version.0 >= 9),
             Err(e) => {
                 assert!(e.len() > 30, "{e}");
-                assert!(describe().contains("unavailable") || describe().contains("off") || describe().contains("not used"), "{}", describe());
+                assert!(describe().contains("unavailable"), "{}", describe());
             }
         }
-    }
-
-    #[test]
-    fn the_policy_reads_the_variable_and_the_override_wins() {
-        set_policy_override(Some(Policy::Force));
-        assert_eq!(policy(), Ok(Policy::Force));
-        set_policy_override(None);
-        // Whatever the environment says, it parses (tests run with it unset or valid).
-        assert!(policy().is_ok() || std::env::var("DYNASPA_CUDNN").is_ok());
     }
 }

@@ -7,10 +7,12 @@
 //! makes the context current on the calling thread first, so the device may be used from any
 //! thread.
 
+pub use super::context::CudaEvent;
+use super::context::Context;
 use super::error::{err, Ctx};
 use super::kernel_cache::{CacheStats, KernelCache, Origin};
 use super::cudnn::{self, CudnnConv, CudnnHandle};
-use super::cudnn_lib::{self, Policy};
+use super::cudnn_lib;
 use super::staging::{CudaStaging, PinnedHost};
 use super::graph::CudaGraph;
 use super::{graph, launch_local, libs, nvrtc, pdl, probe};
@@ -24,33 +26,6 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 /// Kernel parameters one launch may pass (more is a kernel signature bug, not a use case).
 const MAX_ARGS: usize = 64;
-
-/// The retained primary context; released when the last buffer, event, kernel and the device
-/// holding it are gone.
-pub(crate) struct Context {
-    dev: sys::CUdevice,
-    ctx: sys::CUcontext,
-}
-
-// SAFETY: CUcontext is a handle the driver lets any thread use (made current per call).
-unsafe impl Send for Context {}
-unsafe impl Sync for Context {}
-
-impl Context {
-    pub(crate) fn bind(&self) -> Result<()> {
-        // SAFETY: the context is retained for as long as `self` lives.
-        unsafe { result::ctx::set_current(self.ctx) }.ctx(|| "cuCtxSetCurrent".into())
-    }
-}
-
-impl Drop for Context {
-    fn drop(&mut self) {
-        // SAFETY: retained in CudaDevice::new, released once here.
-        if let Err(e) = unsafe { result::primary_ctx::release(self.dev) } {
-            tracing::warn!("cuDevicePrimaryCtxRelease: {}", super::error::driver_text(e));
-        }
-    }
-}
 
 /// Device memory. Zero-byte buffers hold no allocation (pointer 0).
 pub struct CudaBuffer {
@@ -85,33 +60,6 @@ impl Drop for CudaBuffer {
         if let Err(e) = r {
             tracing::warn!("leaking {} bytes of device memory: {e}", self.bytes);
         }
-    }
-}
-
-/// A point in one stream's work.
-pub struct CudaEvent {
-    ev: sys::CUevent,
-    ctx: Arc<Context>,
-}
-
-// SAFETY: events are driver handles usable from any thread.
-unsafe impl Send for CudaEvent {}
-unsafe impl Sync for CudaEvent {}
-
-impl CudaEvent {
-    /// Blocks the host until the event's work is done.
-    pub fn synchronize(&self) -> Result<()> {
-        self.ctx.bind()?;
-        // SAFETY: live event of this context.
-        unsafe { result::event::synchronize(self.ev) }.ctx(|| "cuEventSynchronize".into())
-    }
-}
-
-impl Drop for CudaEvent {
-    fn drop(&mut self) {
-        // SAFETY: created in this context, destroyed once; destroying a pending event is
-        // allowed (the driver frees it on completion).
-        let _ = self.ctx.bind().map(|_| unsafe { result::event::destroy(self.ev) });
     }
 }
 
@@ -220,7 +168,6 @@ impl CudaDevice {
     }
 
     pub fn with_cache(ordinal: usize, cache: KernelCache) -> Result<CudaDevice> {
-        cudnn_lib::policy().map_err(err)?;
         let info = probe::device_info(ordinal)?;
         let dev = result::device::get(ordinal as i32).ctx(|| format!("cuDeviceGet({ordinal})"))?;
         use sys::CUdevice_attribute as A;
@@ -242,7 +189,7 @@ impl CudaDevice {
         let arch = nvrtc::arch_for(cc)?;
         // SAFETY: `dev` comes from cuDeviceGet; released by Context::drop.
         let raw = unsafe { result::primary_ctx::retain(dev) }.ctx(|| format!("cuDevicePrimaryCtxRetain({ordinal})"))?;
-        let ctx = Arc::new(Context { dev, ctx: raw });
+        let ctx = Arc::new(Context::retained(dev, raw));
         ctx.bind()?;
         let main = result::stream::create(result::stream::StreamKind::NonBlocking).ctx(|| "cuStreamCreate".into())?;
         let fill = match result::stream::create(result::stream::StreamKind::NonBlocking) {
@@ -337,7 +284,7 @@ impl CudaDevice {
     /// records a graph, the recording's (`graph.rs`).
     fn streams(&self) -> (sys::CUstream, sys::CUstream) {
         match graph::recording() {
-            Some(r) => (r.main, r.second.unwrap_or(self.fill)),
+            Some(r) => (r.main, r.second),
             None => (self.main, self.fill),
         }
     }
@@ -358,9 +305,6 @@ impl CudaDevice {
         let (func, param_sizes, max_threads, launch_local, programmatic) = match &kernel.body {
             Body::Function { func, param_sizes, max_threads, launch_local, pdl, .. } => {
                 (*func, param_sizes, *max_threads, *launch_local, *pdl && stream != self.streams().1)
-            }
-            Body::Cudnn(_) if graph::recording().is_some_and(|r| r.second.is_none()) => {
-                return Err(err(format!("{name}: cuDNN convs are recorded only with the whole frame")))
             }
             Body::Cudnn(conv) => {
                 let mut bufs = Vec::with_capacity(args.len());
@@ -450,7 +394,7 @@ impl CudaDevice {
 
     fn event_on(&self, stream: sys::CUstream) -> Result<CudaEvent> {
         let ev = result::event::create(sys::CUevent_flags::CU_EVENT_DISABLE_TIMING).ctx(|| "cuEventCreate".into())?;
-        let event = CudaEvent { ev, ctx: self.ctx.clone() };
+        let event = CudaEvent::new(ev, self.ctx.clone());
         // SAFETY: live event and stream of this context.
         unsafe { result::event::record(event.ev, stream) }.ctx(|| "cuEventRecord".into())?;
         Ok(event)
@@ -523,14 +467,6 @@ impl Drop for CudaDevice {
             self.record_stream.destroy();
         }
     }
-}
-
-/// Whether a main-stream write of mapped counts records its event when queued (as before) rather
-/// than when the host reads them (`CudaStaging::written_on_main`): `DYNASPA_COUNTS_EVENT=write`
-/// (read once), the A/B switch.
-fn counts_event_at_write() -> bool {
-    static ASKED: OnceLock<bool> = OnceLock::new();
-    *ASKED.get_or_init(|| std::env::var("DYNASPA_COUNTS_EVENT").is_ok_and(|v| v.trim().eq_ignore_ascii_case("write")))
 }
 
 impl GpuDevice for CudaDevice {
@@ -638,7 +574,10 @@ impl GpuDevice for CudaDevice {
     }
 
     fn staging_written(&self, st: &CudaStaging, second: bool) -> Result<()> {
-        if !second && !counts_event_at_write() {
+        // A main-stream write records its event when the host reads the counts, not here: an
+        // event between a frame's kernels stops the next from overlapping the one before
+        // (`cuda/pdl.rs`).
+        if !second {
             st.written_on_main();
             return Ok(());
         }
@@ -669,7 +608,7 @@ impl GpuDevice for CudaDevice {
                 param_sizes: CudaDevice::param_sizes(func),
                 max_threads: max_threads.max(0) as u32,
                 launch_local,
-                pdl: self.pdl && pdl::for_file(spec.file) && pdl::waits_first(spec.source, spec.entry),
+                pdl: self.pdl && pdl::waits_first(spec.source, spec.entry),
             },
         })
     }
@@ -682,12 +621,8 @@ impl GpuDevice for CudaDevice {
         true
     }
 
-    fn capture(&self, record: &mut dyn FnMut() -> Result<()>) -> Result<Option<CudaGraph>> {
-        graph::capture(&self.ctx, &self.record_stream, false, record)
-    }
-
     fn capture_frame(&self, record: &mut dyn FnMut() -> Result<()>) -> Result<Option<CudaGraph>> {
-        graph::capture(&self.ctx, &self.record_stream, true, record)
+        graph::capture(&self.ctx, &self.record_stream, record)
     }
 
     fn launch_graph(&self, g: &CudaGraph) -> Result<()> {
@@ -754,10 +689,10 @@ impl GpuDevice for CudaDevice {
     }
 
     fn vendor_policy(&self) -> VendorPolicy {
-        match cudnn_lib::policy() {
-            Ok(Policy::Timed) if cudnn_lib::load().is_ok() => VendorPolicy::Timed,
-            Ok(Policy::Force) if cudnn_lib::load().is_ok() => VendorPolicy::Always,
-            _ => VendorPolicy::Never,
+        if cudnn_lib::load().is_ok() {
+            VendorPolicy::Timed
+        } else {
+            VendorPolicy::Never
         }
     }
 

@@ -1,10 +1,10 @@
-//! CUDA graphs of recorded launches: a member's main-queue kernels, or a whole frame's work on
-//! both queues, captured once (on streams of their own) and replayed with one `cuGraphLaunch`,
-//! where the GPU starts each recorded kernel about 1 µs after the one before instead of the
-//! 3.5-5 µs back-to-back stream launches take (session 21, `launch_floor` and
-//! `benches/device_s21/torch_floor.py`), and the host makes one driver call for all of them.
+//! CUDA graphs of recorded launches: a whole frame's work on both queues, captured once (on
+//! streams of their own) and replayed with one `cuGraphLaunch`, where the GPU starts each
+//! recorded kernel about 1 µs after the one before instead of the 3.5-5 µs back-to-back stream
+//! launches take (RESULTS.md, "The launch floor"), and the host makes one driver call for all of
+//! them.
 
-use super::device::Context;
+use super::context::Context;
 use super::error::{driver_text, Ctx};
 use cudarc::driver::{result, sys};
 use dynaspa_runtime::Result;
@@ -15,9 +15,8 @@ use std::sync::{Arc, Mutex};
 #[derive(Clone, Copy)]
 pub(crate) struct Recording {
     pub main: sys::CUstream,
-    /// The second queue's stand-in (a whole frame); `None` for a member, which queues on the
-    /// main queue only, so cuDNN's convs (not known to be safe to record alone) refuse.
-    pub second: Option<sys::CUstream>,
+    /// The second queue's stand-in.
+    pub second: sys::CUstream,
 }
 
 thread_local! {
@@ -28,7 +27,7 @@ thread_local! {
 
 /// Where this thread's work goes while it records (`None`: not recording).
 pub(crate) fn recording() -> Option<Recording> {
-    RECORDING.with(Cell::get).map(|(m, s)| Recording { main: m as sys::CUstream, second: (s != 0).then_some(s as sys::CUstream) })
+    RECORDING.with(Cell::get).map(|(m, s)| Recording { main: m as sys::CUstream, second: s as sys::CUstream })
 }
 
 /// A device's streams and fork / join events for recording, made on first use. Recording
@@ -88,10 +87,10 @@ impl Drop for CudaGraph {
     }
 }
 
-/// Records what `record` queues on the main queue (and, with `both`, on the second queue),
-/// redirected to `rs`'s streams, and instantiates it. `Ok(None)` when a launch refused or the
-/// driver would not record or instantiate; nothing recorded has run.
-pub(crate) fn capture(ctx: &Arc<Context>, rs: &RecordStream, both: bool, record: &mut dyn FnMut() -> Result<()>) -> Result<Option<CudaGraph>> {
+/// Records what `record` queues on the main and the second queue, redirected to `rs`'s
+/// streams, and instantiates it. `Ok(None)` when a launch refused or the driver would not
+/// record or instantiate; nothing recorded has run.
+pub(crate) fn capture(ctx: &Arc<Context>, rs: &RecordStream, record: &mut dyn FnMut() -> Result<()>) -> Result<Option<CudaGraph>> {
     ctx.bind()?;
     let mut held = rs.0.lock().map_err(|_| super::error::err("graph recording lock poisoned".to_string()))?;
     if held.is_none() {
@@ -106,17 +105,13 @@ pub(crate) fn capture(ctx: &Arc<Context>, rs: &RecordStream, both: bool, record:
     // The second stream joins the capture by waiting for a point in it (a fork), and is joined
     // back at the end: a capture must end with every stream it took in joined to its origin.
     // SAFETY: live events and streams of this context, used by this thread only (the lock).
-    let forked = if both {
-        unsafe { result::event::record(fork, stream) }
-            .and_then(|_| unsafe { result::stream::wait_event(second, fork, sys::CUevent_wait_flags::CU_EVENT_WAIT_DEFAULT) })
-            .ctx(|| "forking the recording".into())
-    } else {
-        Ok(())
-    };
-    RECORDING.with(|r| r.set(Some((stream as usize, if both { second as usize } else { 0 }))));
+    let forked = unsafe { result::event::record(fork, stream) }
+        .and_then(|_| unsafe { result::stream::wait_event(second, fork, sys::CUevent_wait_flags::CU_EVENT_WAIT_DEFAULT) })
+        .ctx(|| "forking the recording".into());
+    RECORDING.with(|r| r.set(Some((stream as usize, second as usize))));
     let mut recorded = forked.and_then(|_| record());
     RECORDING.with(|r| r.set(None));
-    if both && recorded.is_ok() {
+    if recorded.is_ok() {
         // SAFETY: as above.
         recorded = unsafe { result::event::record(join, second) }
             .and_then(|_| unsafe { result::stream::wait_event(stream, join, sys::CUevent_wait_flags::CU_EVENT_WAIT_DEFAULT) })

@@ -1,12 +1,10 @@
 //! Dynamic shared memory for kernels whose source asks their launches to provide it
-//! (`DSP_DYN_SMEM`, sparse_conv.cl's GEMM tiles past 48 KiB): the function's allowance, and the
-//! carveout A/B switch.
+//! (`DSP_DYN_SMEM`, sparse_conv.cl's GEMM tiles past 48 KiB): the function's allowance.
 
 use super::error::{err, Ctx};
 use crate::gpu::{DeviceInfo, KernelSpec};
 use cudarc::driver::{result, sys};
 use dynaspa_runtime::Result;
-use std::sync::OnceLock;
 
 /// The dynamic shared memory `spec` asks its launches to provide (`DSP_DYN_SMEM`, bytes; 0
 /// without), allowed for `func` past the static limit of the device `info` describes. The
@@ -32,24 +30,5 @@ pub(crate) fn allow(func: sys::CUfunction, spec: &KernelSpec, info: &DeviceInfo)
         )
     }
     .ctx(|| format!("cuFuncSetAttribute({}:{}, {bytes} B of dynamic shared memory)", spec.file, spec.entry))?;
-    if let Some(percent) = shared_carveout() {
-        // SAFETY: as above. A hint the driver may override.
-        unsafe {
-            result::function::set_function_attribute(
-                func,
-                sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT,
-                percent,
-            )
-        }
-        .ctx(|| format!("cuFuncSetAttribute({}:{}, shared memory carveout {percent}%)", spec.file, spec.entry))?;
-    }
     Ok(bytes)
-}
-
-/// The share of each SM's L1 that kernels with dynamic shared memory ask to be shared memory
-/// (`DYNASPA_CUDA_CARVEOUT=0..100`, read once; unset: the driver's choice), for measuring whether
-/// its choice limits how many of their blocks an SM holds.
-fn shared_carveout() -> Option<i32> {
-    static ASKED: OnceLock<Option<i32>> = OnceLock::new();
-    *ASKED.get_or_init(|| std::env::var("DYNASPA_CUDA_CARVEOUT").ok().and_then(|v| v.trim().parse::<i32>().ok()).filter(|p| (0..=100).contains(p)))
 }

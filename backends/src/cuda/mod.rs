@@ -3,6 +3,7 @@
 //! starts on machines without NVIDIA libraries and reports CUDA as unavailable, with the reason.
 //!
 //! - `probe` / `libs`: whether CUDA can run here, checked before cudarc is touched;
+//! - `context`: the retained primary context and its events, the layer everything else holds;
 //! - `device`: `CudaDevice`, the shared `GpuDevice` trait on one GPU;
 //! - `nvrtc` + `prelude.h`: kernel sources of the shared dialect (`gpu/kernels/*.cl`) and
 //!   CUDA-only ones (`cuda/kernels/*.cu`) to CUBIN; `kernel_cache`: those CUBINs on disk;
@@ -12,6 +13,7 @@
 //!   through it (the lowering races them against our kernels: `gpu/lower/vendor_conv.rs`);
 //! - `selfcheck`: checks against CPU references that the GPU self-check runs.
 
+mod context;
 pub mod cudnn;
 mod cudnn_graph;
 pub mod cudnn_lib;

@@ -97,9 +97,6 @@ pub fn options(spec: &KernelSpec, arch: &str) -> Result<Vec<String>> {
         // Helpers without __device__ (plain OpenCL C functions) become device functions.
         "--device-as-default-execution-space".to_string(),
     ];
-    if super::pdl::early_trigger() {
-        o.push("-DDSP_PDL_EARLY=1".to_string());
-    }
     if line_info() {
         o.push("--generate-line-info".to_string());
     }

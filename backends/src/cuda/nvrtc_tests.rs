@@ -95,21 +95,19 @@ fn every_kernel_source_compiles_for_every_schedule() {
     // do not decide which intrinsics it uses.
     let mut programs: BTreeMap<(String, &str, Vec<(String, String)>), Vec<&KernelSpec>> = BTreeMap::new();
     for (i, arch) in test_archs().into_iter().enumerate() {
-        // The tensor-core variants exist from sm_80 on (the executor asks for them only there).
-        let mma_ok = arch.trim_start_matches("sm_").parse::<u32>().is_ok_and(|a| a >= 80);
         let mut paths = BTreeSet::new();
-        for s in specs.iter().filter(|s| mma_ok || !s.defines.iter().any(|d| d.0 == "MMA")) {
+        for s in &specs {
             let key = (arch.clone(), s.file, s.defines.clone());
             if i == 0 || programs.contains_key(&key) || paths.insert((s.file, crate::gpu::kernels::code_path(&s.defines))) {
                 programs.entry(key).or_default().push(s);
             }
         }
     }
-    // `DYNASPA_NVRTC_ONLY=sparse_conv.cl`: compile one file's programs, and with
-    // `DYNASPA_NVRTC_DEFINES=SELF_LIST=1,KS=4` only those with every define named (quick checks
-    // while editing; CI compiles them all).
-    let only = std::env::var("DYNASPA_NVRTC_ONLY").ok();
-    let wanted = std::env::var("DYNASPA_NVRTC_DEFINES").unwrap_or_default();
+    // Test filters, for quick checks while editing a kernel (CI compiles them all):
+    // `DYNASPA_TEST_NVRTC_FILE=sparse_conv.cl` compiles one file's programs, and
+    // `DYNASPA_TEST_NVRTC_DEFINES=SELF_LIST=1,KS=4` only those with every define named.
+    let only = std::env::var("DYNASPA_TEST_NVRTC_FILE").ok();
+    let wanted = std::env::var("DYNASPA_TEST_NVRTC_DEFINES").unwrap_or_default();
     let wanted: Vec<(String, String)> = wanted.split(',').filter_map(|d| d.split_once('=')).map(|(k, v)| (k.trim().to_string(), v.trim().to_string())).collect();
     programs.retain(|(_, file, defines), _| only.as_deref().is_none_or(|o| o == *file) && wanted.iter().all(|w| defines.contains(w)));
     // The slowest programs are named at the end: CI's time here grows with the schedule lists.
@@ -285,7 +283,8 @@ fn the_disk_cache_answers_the_second_request_and_ignores_other_keys() {
 }
 
 /// The first GEMM schedules of the compile-all test above, compiled again with `name=value`
-/// added: a variant only an environment switch selects, which that test never takes.
+/// added: a variant only an option (`SparseConvOverrides`) gives CUDA, which that test's lists
+/// carry only in OpenCL's form.
 fn gemm_variant_compiles(name: &str, value: &str) {
     if !have_nvrtc() {
         return;
@@ -300,26 +299,13 @@ fn gemm_variant_compiles(name: &str, value: &str) {
     }
 }
 
-/// `DYNASPA_PDL=early`: `DSP_PDL_EARLY`, the other branch of prelude.h's PDL macros.
-#[test]
-fn the_early_trigger_variant_compiles() {
-    gemm_variant_compiles("DSP_PDL_EARLY", "1");
-}
-
-/// `DYNASPA_SC_VEC=0`: one float per local-memory read (the default's float2 and float4 reads
-/// are compiled by the compile-all test).
-#[test]
-fn the_scalar_read_variant_compiles() {
-    gemm_variant_compiles("SC_VEC", "0");
-}
-
-/// `DYNASPA_SC_HOIST=0`: the gather's indices worked out per element and stage.
+/// `hoisted_gather: Some(false)`: the gather's indices worked out per element and stage.
 #[test]
 fn the_per_element_gather_variant_compiles() {
     gemm_variant_compiles("SC_HOIST", "0");
 }
 
-/// `DYNASPA_SC_DEPTH=2`: two stages of the reduction in flight.
+/// `two_stages_in_flight: Some(true)` (CUDA's default): two stages of the reduction in flight.
 #[test]
 fn the_two_stage_pipeline_variant_compiles() {
     gemm_variant_compiles("SC_DEPTH", "2");

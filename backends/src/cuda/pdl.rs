@@ -17,31 +17,12 @@ use std::ffi::c_void;
 /// Driver function for launches with attributes (CUDA 11.8+; optional).
 const LAUNCH_EX: &str = "cuLaunchKernelEx";
 
-/// `DYNASPA_PDL`: `0` turns programmatic launches off; `early` lets the next grid launch as
-/// each block starts, for A/B runs; anything else, or unset, only as each block reaches
-/// `PDL_TRIGGER()` (the sparse GEMM, before its stores) or ends.
-fn setting() -> String {
-    std::env::var("DYNASPA_PDL").map(|v| v.trim().to_ascii_lowercase()).unwrap_or_default()
-}
-
-/// Whether kernels are compiled with the trigger at their entry (`DYNASPA_PDL=early`).
-pub(crate) fn early_trigger() -> bool {
-    setting() == "early"
-}
-
-/// Whether launches on a device of compute capability `cc` may be programmatic: the hardware
-/// has it (9.0+), the driver has the launch call, and `DYNASPA_PDL=0` did not turn it off.
+/// Whether launches on a device of compute capability `cc` are programmatic: wherever the
+/// hardware has it (9.0+) and the driver has the launch call. On an H200 every sparse member
+/// got 2.3-2.9 µs faster and the full-size DynConv 10-20% (benches/RESULTS.md, "kernels that
+/// launch while the one before them ends").
 pub(crate) fn available(cc: (i32, i32)) -> bool {
-    cc.0 >= 9 && setting() != "0" && libs::driver_has(LAUNCH_EX)
-}
-
-/// Whether kernels of source `file` may launch programmatically: all, unless
-/// `DYNASPA_PDL_FILES` lists the files that may (comma-separated, e.g. `sparse_conv.cl`).
-pub(crate) fn for_file(file: &str) -> bool {
-    match std::env::var("DYNASPA_PDL_FILES") {
-        Ok(list) if !list.trim().is_empty() => list.split(',').any(|f| f.trim() == file),
-        _ => true,
-    }
+    cc.0 >= 9 && libs::driver_has(LAUNCH_EX)
 }
 
 /// Whether kernel `entry` of `source` (the shared dialect) begins with `PDL_ENTRY();`, or with
@@ -50,8 +31,7 @@ pub(crate) fn for_file(file: &str) -> bool {
 /// `SC_ONE_STAGE` loads its weights (constants no grid writes) before it, writing nothing
 /// global before it. The host compiles that variant only where the launch ahead of the GEMM
 /// does not write the mask (`MaskColumns::prewait`), and the kernel ahead has passed its own
-/// wait before it lets this grid go (a trigger at entry, `DYNASPA_PDL=early`, turns the
-/// variant back into a plain wait), so every grid that could write the mask has finished.
+/// wait before it lets this grid go, so every grid that could write the mask has finished.
 pub(crate) fn waits_first(source: &str, entry: &str) -> bool {
     let mut heads = source.match_indices("KERNEL ").map(|(at, k)| at + k.len());
     let Some(at) = heads.find(|&at| kernel_name(&source[at..]) == Some(entry)) else { return false };

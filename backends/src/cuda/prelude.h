@@ -104,16 +104,12 @@ typedef unsigned long long ulong;
 // First statement of every kernel (cuda/pdl.rs): on sm_90 and later this grid waits until the
 // grids before it on the stream have finished and their writes are visible. PDL_TRIGGER(), where
 // a kernel has only its stores left, lets the next grid launch (else each block's end does).
-// Launched without the programmatic attribute, both are no-ops. DSP_PDL_EARLY
-// (DYNASPA_PDL=early) triggers at the entry instead: the next grid's blocks then sit waiting on
-// the SMs for the whole kernel, which cost A-ViT's attention 60% (benches/RESULTS.md, call H).
+// Launched without the programmatic attribute, both are no-ops. (A trigger at every kernel's
+// entry instead left the next grid's blocks waiting on the SMs for the whole kernel, which cost
+// A-ViT's attention 60%: benches/RESULTS.md, "where the next grid is let go".)
 // PDL_WAIT() is the wait alone, for a kernel whose entry defers it (PDL_ENTRY_DEFERRED in
 // sparse_conv.cl: cuda/pdl.rs says what such a kernel may do before it).
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && defined(DSP_PDL_EARLY)
-#define PDL_ENTRY() asm volatile("griddepcontrol.launch_dependents;\n\tgriddepcontrol.wait;" ::: "memory")
-#define PDL_TRIGGER() do { } while (0)
-#define PDL_WAIT() asm volatile("griddepcontrol.wait;" ::: "memory")
-#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
 #define PDL_ENTRY() asm volatile("griddepcontrol.wait;" ::: "memory")
 #define PDL_TRIGGER() asm volatile("griddepcontrol.launch_dependents;" ::: "memory")
 #define PDL_WAIT() asm volatile("griddepcontrol.wait;" ::: "memory")
@@ -121,47 +117,4 @@ typedef unsigned long long ulong;
 #define PDL_ENTRY() do { } while (0)
 #define PDL_TRIGGER() do { } while (0)
 #define PDL_WAIT() do { } while (0)
-#endif
-
-// Tensor-core TF32 products for sparse_conv.cl's MMA variant (sm_80 and later).
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-#define DSP_HAS_MMA_TF32 1
-__device__ __forceinline__ uint dsp_tf32(float x) {
-    uint r;
-    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
-    return r;
-}
-// x as a TF32 head and the TF32 rounding of what the head leaves (exact in fp32).
-#define TF32_SPLIT(x, hi, lo)                                                                          \
-    do {                                                                                               \
-        float x_ = (x);                                                                                \
-        (hi) = dsp_tf32(x_);                                                                           \
-        (lo) = dsp_tf32(x_ - __uint_as_float(hi));                                                     \
-    } while (0)
-// d (4 floats of an m16n8 tile) += a (m16k8, row) * b (k8n8, column).
-__device__ __forceinline__ void dsp_mma_tf32(float* d, const uint* a, const uint* b) {
-    asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-}
-#define MMA_TF32(d, a, b) dsp_mma_tf32((d), (a), (b))
-#endif
-
-// Copies from global into shared memory that hold no registers while in flight (cp.async,
-// sm_80 and later): a work-item issues them, goes on, and ASYNC_WAIT_ALL() waits for all of its
-// own before the barrier that makes them the work-group's. n: bytes read from src, the rest of
-// the 16 or 4 zero-filled (0: src is not read). dst 16-byte aligned for ASYNC_COPY16, src too.
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-#define DSP_HAS_CP_ASYNC 1
-__device__ __forceinline__ void dsp_cp_async16(float* dst, const float* src, int n) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"((unsigned)__cvta_generic_to_shared(dst)), "l"(src), "r"(n)
-                 : "memory");
-}
-__device__ __forceinline__ void dsp_cp_async4(float* dst, const float* src, int n) {
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"((unsigned)__cvta_generic_to_shared(dst)), "l"(src), "r"(n)
-                 : "memory");
-}
-#define ASYNC_COPY16(dst, src, n) dsp_cp_async16((dst), (src), (n))
-#define ASYNC_COPY4(dst, src, n) dsp_cp_async4((dst), (src), (n))
-#define ASYNC_WAIT_ALL() asm volatile("cp.async.wait_all;" ::: "memory")
 #endif

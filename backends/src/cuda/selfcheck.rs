@@ -235,7 +235,7 @@ pub fn check_disk_cache(ordinal: usize, seed: u64) -> Outcome {
         let dev = CudaDevice::with_cache(ordinal, KernelCache::new(Some(dir.clone()))).map_err(e2s)?;
         // A schedule no other check uses, with a define only this run has, so nothing is warm.
         let spec = KernelSpec {
-            defines: vec![("ACT".into(), "1".into()), ("DYNASPA_SELFCHECK_SEED".into(), format!("{}", seed >> 1))],
+            defines: vec![("ACT".into(), "1".into()), ("SELFCHECK_SEED".into(), format!("{}", seed >> 1))],
             ..kernels::axpb_act_spec(1)
         };
         let t0 = Instant::now();
@@ -457,11 +457,12 @@ pub fn check_errors(dev: &CudaDevice) -> Outcome {
 /// A chain of dependent kernels that wait first (`cuda/pdl.rs`), launched back to back, with a
 /// zero fill on the second stream in the middle: each step reads what the one before wrote, so
 /// a launch that overtook its predecessor's writes would leave a value short of one step. On
-/// sm_90 and later the kernels must actually launch programmatically unless `DYNASPA_PDL=0`.
+/// sm_90 and later, where the driver has the launch call, the kernels must actually launch
+/// programmatically.
 pub fn check_programmatic_chain(dev: &CudaDevice, rng: &mut Rng) -> Outcome {
     let spec = crate::gpu::kernels::spec(crate::gpu::kernels::Src::Elementwise, "binary_f32", &[]);
     let k = dev.kernel(&spec).map_err(e2s)?;
-    let wanted = super::pdl::available(dev.compute_capability()) && super::pdl::for_file(spec.file);
+    let wanted = super::pdl::available(dev.compute_capability());
     if k.programmatic() != wanted {
         return Err(format!("binary_f32 programmatic: {}, expected {wanted} on this device", k.programmatic()));
     }

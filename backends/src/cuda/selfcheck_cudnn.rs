@@ -5,11 +5,11 @@
 //! the reductions are long enough (576 to 2304 terms) that TF32 tensor-core math would not pass.
 
 use super::cudnn::stats;
-use super::cudnn_lib::{self, Policy};
+use super::cudnn_lib;
 use super::device::CudaDevice;
 use super::selfcheck::{Outcome, Rng};
 use crate::cpu::{CpuBackend, ForceMember, SparseConfig};
-use crate::gpu::{GpuExecutable, GpuOptions};
+use crate::gpu::{GpuExecutable, GpuOptions, VendorPolicy};
 use dynaspa_runtime::backend::{Backend, Executable};
 use dynaspa_runtime::graph::{Activation, AutoPad, Conv, FillPolicy, Graph, MaskKind, MaskSource, Node, Op, SparseSpec, Value, Window};
 use dynaspa_runtime::{DType, Tensor};
@@ -103,12 +103,10 @@ fn rel_l2(a: &[f32], b: &[f32]) -> f64 {
 
 /// Output of `g` on the device under `policy` (poisoned outputs, dense member forced), and the
 /// dense member's vendor label for a sparse op.
-fn run_gpu(dev: &Arc<CudaDevice>, g: &Graph, feeds: &[Tensor], policy: Policy) -> Result<(Vec<f32>, Option<String>), String> {
-    cudnn_lib::set_policy_override(Some(policy));
-    let opts = GpuOptions { poison: true, sparse: SparseConfig { cache_dir: None, force: Some(ForceMember::Dense), profile: None }, ..Default::default() };
-    let compiled = GpuExecutable::compile(dev.clone(), "cuda", g, &opts);
-    cudnn_lib::set_policy_override(None);
-    let mut exe = compiled.map_err(|e| e.to_string())?;
+fn run_gpu(dev: &Arc<CudaDevice>, g: &Graph, feeds: &[Tensor], policy: VendorPolicy) -> Result<(Vec<f32>, Option<String>), String> {
+    let sparse = SparseConfig { cache_dir: None, force: Some(ForceMember::Dense), profile: None };
+    let opts = GpuOptions { poison: true, sparse, vendor_convs: Some(policy), ..Default::default() };
+    let mut exe = GpuExecutable::compile(dev.clone(), "cuda", g, &opts).map_err(|e| e.to_string())?;
     let out = exe.run(feeds).map_err(|e| e.to_string())?;
     let label = exe.sparse_ops().first().and_then(|o| o.dense_vendor.clone());
     Ok((out[0].as_f32().map_err(|e| e.to_string())?.to_vec(), label))
@@ -128,7 +126,7 @@ pub fn check_cudnn_conv(ordinal: usize, rng: &mut Rng) -> Outcome {
     for c in &CASES {
         let (g, feeds) = build(c, c.n, rng).map_err(|e| e.to_string())?;
         let before = stats().launches;
-        let (via_cudnn, label) = run_gpu(&dev, &g, &feeds, Policy::Force).map_err(|e| format!("{}: {e}", c.name))?;
+        let (via_cudnn, label) = run_gpu(&dev, &g, &feeds, VendorPolicy::Always).map_err(|e| format!("{}: {e}", c.name))?;
         if stats().launches <= before {
             return Err(format!("{}: cuDNN forced, but no cuDNN call ran", c.name));
         }
@@ -138,7 +136,7 @@ pub fn check_cudnn_conv(ordinal: usize, rng: &mut Rng) -> Outcome {
         if let Some(i) = via_cudnn.iter().position(|v| !v.is_finite()) {
             return Err(format!("{}: output {i} is {} (never written?)", c.name, via_cudnn[i]));
         }
-        let (ours, _) = run_gpu(&dev, &g, &feeds, Policy::Off).map_err(|e| format!("{} (our kernels): {e}", c.name))?;
+        let (ours, _) = run_gpu(&dev, &g, &feeds, VendorPolicy::Never).map_err(|e| format!("{} (our kernels): {e}", c.name))?;
         let want = cpu.compile(Arc::new(g.clone())).and_then(|mut e| e.run(&feeds)).map_err(|e| format!("{} on the CPU: {e}", c.name))?;
         let want = want[0].as_f32().map_err(|e| e.to_string())?;
         if via_cudnn.len() != want.len() || ours.len() != want.len() {

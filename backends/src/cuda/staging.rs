@@ -4,7 +4,7 @@
 //! device's address space (`CudaStaging::mapped`), kernels write it directly and no copy is
 //! queued at all.
 
-use super::device::{Context, CudaEvent};
+use super::context::{Context, CudaEvent};
 use super::error::Ctx;
 use cudarc::driver::{result, sys};
 use dynaspa_runtime::Result;

@@ -35,6 +35,27 @@ impl DeviceInfo {
     pub fn fingerprint(&self) -> String {
         format!("{}|{}|{}|{}|{}", self.backend, self.vendor, self.name, self.arch, self.driver)
     }
+
+    /// The language this device's kernels are compiled from.
+    pub fn dialect(&self) -> KernelDialect {
+        match self.backend.as_str() {
+            "cuda" => KernelDialect::Cuda,
+            "wgpu" => KernelDialect::Wgsl,
+            _ => KernelDialect::OpenCl,
+        }
+    }
+}
+
+/// The language a device's kernels are compiled from: it decides which kernel variants exist
+/// (the WGSL twins lack several) and whose compiler a measured default was chosen on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum KernelDialect {
+    /// The shared OpenCL C sources behind the CUDA prelude, compiled by NVRTC.
+    Cuda,
+    /// The shared OpenCL C sources, compiled by the OpenCL driver.
+    OpenCl,
+    /// The WGSL twins (wgpu).
+    Wgsl,
 }
 
 /// Where a kernel comes from: a named source file of the backend (kept for cache keys and
@@ -67,7 +88,7 @@ pub enum VendorPolicy {
     Never,
     /// Timed against our kernels once per conv shape at compile time; the faster one runs.
     Timed,
-    /// The vendor's wherever it can run the conv (A/B measurements, checks).
+    /// The vendor's wherever it can run the conv (measurements, checks).
     Always,
 }
 
@@ -114,7 +135,8 @@ pub trait GpuDevice: Send + Sync {
     type Event: Send + Sync;
     /// Host memory a `download_async` copies into (pinned where the API has it).
     type Staging: Send + Sync;
-    /// Launches recorded once and replayed in one call (`capture`); `()` where the API has none.
+    /// Launches recorded once and replayed in one call (`capture_frame`); `()` where the API has
+    /// none.
     type Graph: Send + Sync;
 
     fn info(&self) -> &DeviceInfo;
@@ -157,16 +179,9 @@ pub trait GpuDevice: Send + Sync {
         let _ = kernel;
         None
     }
-    /// Whether `capture` and `capture_frame` can record graphs here.
+    /// Whether `capture_frame` can record graphs here.
     fn records_graphs(&self) -> bool {
         false
-    }
-    /// Records the launches `record` queues on the main queue into a graph instead of running
-    /// them. `Ok(None)` where the device has no graphs or a launch cannot be recorded; nothing
-    /// recorded runs either way, so the caller queues the launches itself then.
-    fn capture(&self, record: &mut dyn FnMut() -> Result<()>) -> Result<Option<Self::Graph>> {
-        let _ = record;
-        Ok(None)
     }
     /// Records everything `record` queues on both queues (launches, zero fills, and the event
     /// waits ordering them) into one graph instead of running it: a whole frame. Events made
@@ -176,7 +191,7 @@ pub trait GpuDevice: Send + Sync {
         let _ = record;
         Ok(None)
     }
-    /// Queues a graph from `capture` or `capture_frame` on the main queue.
+    /// Queues a graph from `capture_frame` on the main queue.
     fn launch_graph(&self, graph: &Self::Graph) -> Result<()> {
         let _ = graph;
         Err(dynaspa_runtime::Error::Other(format!("{} records no graphs", self.info().backend)))
@@ -200,7 +215,8 @@ pub trait GpuDevice: Send + Sync {
     fn wait_for(&self, events: &[Self::Event]) -> Result<()>;
     /// Blocks until both queues are idle.
     fn finish(&self) -> Result<()>;
-    /// How the lowering treats `vendor_conv` on this device.
+    /// How the lowering treats `vendor_convs` on this device unless the options say otherwise
+    /// (`GpuOptions::vendor_convs`): `Never` where it has no vendor library that loads.
     fn vendor_policy(&self) -> VendorPolicy {
         VendorPolicy::Never
     }

@@ -12,13 +12,14 @@
 //! read the count, so they need no per-frame host work. Other annotations run in their dense
 //! form.
 
-use super::device::{Arg, GpuDevice};
+use super::device::{Arg, GpuDevice, VendorPolicy};
 use super::dtype;
 use super::lower::ctx::{BufId, Ctx, LArg, Launch, Resources};
 use super::lower::{compile_time_outputs, lower};
 use super::lower::ctx::replay_launches;
 use super::lower::token::{lower_token, TokenPlans};
 use super::plan::{is_view, liveness};
+use super::sparse::features::{SparseConvFeatures, SparseConvOverrides};
 use super::sparse::step::{CountsSync, Frames};
 use super::sparse::{build, split};
 use crate::cpu::{ForceMember, SparseConfig};
@@ -42,20 +43,21 @@ pub struct GpuOptions {
     /// Wait for the queue after every step and report each step's time (`FrameReport::
     /// step_times`): where a frame's time goes, at the price of a sync per step.
     pub step_times: bool,
-    /// Convs that split their reduction finish it in the GEMM's last work-group per tile (one
-    /// launch) instead of a second kernel; `None`: the device's default (on for NVIDIA's
-    /// OpenCL, off for CUDA, never on wgpu; see `sparse::schedules::fused_finish`).
-    pub fused_finish: Option<bool>,
-    /// 1x1 GEMM members find their columns in the mask themselves (SELF_LIST) so dispatch
-    /// launches the bitmask kernel beside them; `None`: the device's default
-    /// (`sparse::schedules::self_list`: on for CUDA, off elsewhere, never on wgpu).
-    pub self_list: Option<bool>,
+    /// The sparse convs' device-dependent paths (fused finish, self-listing members, the
+    /// gather, the stage pipeline); `None` fields: the device's defaults
+    /// (`SparseConvFeatures::for_device`).
+    pub sparse_conv: SparseConvOverrides,
     /// Repeated frames queued as one recorded graph where the device records them
-    /// (`frame_graphs.rs`); `None`: on unless `$DYNASPA_FRAME_GRAPHS` is 0.
+    /// (`frame_graphs.rs`); `None`: on.
     pub frame_graphs: Option<bool>,
     /// ConvTranspose with unit dilations as a GEMM per output phase rather than a gather;
     /// `None`: on GPUs, off on CPU devices (`lower::conv::phased_transpose`).
     pub convt_gemm: Option<bool>,
+    /// How dense convs use the device's vendor library (cuDNN on CUDA), where it has one that
+    /// loads: `None` times it against our kernels per conv shape and keeps the faster
+    /// (`VendorPolicy::Timed`); `Never` runs our kernels only; `Always` the vendor's wherever it
+    /// runs the conv (checks and measurements).
+    pub vendor_convs: Option<VendorPolicy>,
 }
 
 /// A `Backend` over one GPU device.
@@ -78,7 +80,7 @@ impl<D: GpuDevice + 'static> GpuBackend<D> {
     /// Every sparse conv of `graph` (the graph `compile` would take), ready to time at any
     /// schedule: what `dynaspa tune` measures through.
     pub fn sparse_conv_timers(&self, graph: &Graph) -> Result<Vec<Box<dyn super::SparseConvTimer>>> {
-        super::sparse::timer::SconvTimer::all(&self.dev, graph, self.opts.fused_finish)
+        super::sparse::timer::SconvTimer::all(&self.dev, graph, &self.opts.sparse_conv)
     }
 }
 
@@ -123,9 +125,8 @@ pub struct GpuExecutable<D: GpuDevice> {
     step_times: bool,
     /// Why the profile given in the options was not used at all (another device or backend).
     profile_refused: Option<String>,
-    /// Whether split-K GEMMs finish in their last work-group (`GpuOptions::fused_finish`
-    /// resolved for the device).
-    fused_finish: bool,
+    /// How the sparse convs run (`GpuOptions::sparse_conv` resolved for the device).
+    features: SparseConvFeatures,
     /// Per step, the masks whose bitmask launch on the second queue it must wait for first
     /// (`settle_points`).
     settle_before: Vec<Vec<usize>>,
@@ -148,10 +149,12 @@ impl<D: GpuDevice> GpuExecutable<D> {
         frames.grans = build::plan_granularities(g, &tuned.polys);
         let live = liveness(g);
         let mut tokens = TokenPlans::new(live.root.clone(), acts);
-        let mut res = Resources::<D>::new(g.values.len());
-        res.fused_finish = super::sparse::schedules::fused_finish(dev.info(), opts.fused_finish);
-        res.self_list = super::sparse::schedules::self_list(dev.info(), opts.self_list);
+        let mut res = Resources::<D>::new(g.values.len(), SparseConvFeatures::for_device(dev.info(), &opts.sparse_conv));
         res.convt_gemm = opts.convt_gemm.unwrap_or(dev.info().kind != "cpu");
+        res.vendor_policy = match dev.vendor_policy() {
+            VendorPolicy::Never => VendorPolicy::Never,
+            offered => opts.vendor_convs.unwrap_or(offered),
+        };
         // Buffers that came from (and may return to) the pool.
         let mut pooled: Vec<bool> = Vec::new();
         let mut problems: Vec<String> = Vec::new();
@@ -312,9 +315,9 @@ impl<D: GpuDevice> GpuExecutable<D> {
             report: None,
             step_times: opts.step_times,
             profile_refused: tuned.refused,
-            fused_finish: res.fused_finish,
+            features: res.features,
             settle_before,
-            frame_graphs: frame_graphs::FrameGraphs::new(opts.frame_graphs.unwrap_or_else(frame_graphs::enabled_by_env)),
+            frame_graphs: frame_graphs::FrameGraphs::new(opts.frame_graphs.unwrap_or(true)),
         })
     }
 

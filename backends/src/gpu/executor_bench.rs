@@ -6,6 +6,7 @@ use super::{replay_launches_refs, GpuExecutable};
 use crate::gpu::device::GpuDevice;
 use crate::gpu::lower::ctx::{LArg, Launch};
 pub use crate::gpu::lower::token::TokenOpInfo;
+use crate::gpu::sparse::features::SparseConvFeatures;
 use crate::gpu::sparse::step::CountsSync;
 use dynaspa_runtime::dispatch::Schedule;
 use dynaspa_runtime::sparsity::Granularity;
@@ -57,18 +58,6 @@ impl<D: GpuDevice> GpuExecutable<D> {
             .collect()
     }
 
-    /// How many PolyKernel members replay as one recorded graph (CUDA graphs, off unless
-    /// `DYNASPA_GRAPHS=1` or `set_member_graphs`): 0 on devices without graphs.
-    pub fn recorded_members(&self) -> usize {
-        self.frames.recorded_members()
-    }
-
-    /// Records each PolyKernel member into a graph the next time it runs, where the device
-    /// records graphs (`on`), or queues members launch by launch.
-    pub fn set_member_graphs(&mut self, on: bool) {
-        self.frames.set_member_graphs(on);
-    }
-
     /// Why the profile of the options was refused as a whole (made for another device or
     /// backend), with both fingerprints; `None` when it was used or none was given.
     pub fn profile_refused(&self) -> Option<&str> {
@@ -78,7 +67,13 @@ impl<D: GpuDevice> GpuExecutable<D> {
     /// Whether this executable's split-K convs finish in their GEMM (one launch) rather than in
     /// a second kernel: the options' choice, or the device's default.
     pub fn fused_finish(&self) -> bool {
-        self.fused_finish
+        self.features.fused_finish
+    }
+
+    /// How this executable's sparse convs run on its device (`GpuOptions::sparse_conv` resolved
+    /// for it).
+    pub fn sparse_conv_features(&self) -> SparseConvFeatures {
+        self.features
     }
 
     /// The launches of member `member` of sparse op `op`, or an error naming both.

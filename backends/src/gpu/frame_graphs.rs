@@ -5,9 +5,11 @@
 //! the second time that set comes (a camera's picks repeat frame after frame; a set seen once
 //! would cost a recording and never pay for it), replayed every time after.
 //!
-//! On where the device records graphs (CUDA) unless `DYNASPA_FRAME_GRAPHS=0` or
-//! `GpuExecutable::set_frame_graphs(false)`. Not where steps are timed (a sync per step) or the
-//! counts are read exactly (a sync per mask).
+//! On where the device records graphs (CUDA) unless `GpuOptions::frame_graphs` or
+//! `GpuExecutable::set_frame_graphs` turn it off: on 200 vtest frames in camera order the
+//! full-size DynConv ran 9-10% and SIGE 2-6% faster on an H200, and the host's time to queue a
+//! frame fell 3.3-4.4x (RESULTS.md, "whole frames recorded as one CUDA graph"). Not where steps
+//! are timed (a sync per step) or the counts are read exactly (a sync per mask).
 
 use super::{GpuExecutable, StepRecords};
 use crate::gpu::device::GpuDevice;
@@ -28,11 +30,6 @@ const JUDGE_AFTER: usize = 16;
 /// Sets of picks remembered as seen once; beyond this they are forgotten (a long run whose picks
 /// keep changing would otherwise grow the table without end).
 const MAX_SEEN: usize = 4096;
-
-/// Whether frames are recorded: unless `$DYNASPA_FRAME_GRAPHS` is 0.
-pub(crate) fn enabled_by_env() -> bool {
-    crate::gpu::sparse::schedules::env_switch("DYNASPA_FRAME_GRAPHS") != Some(false)
-}
 
 /// How an executable's frames ran since it was compiled.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

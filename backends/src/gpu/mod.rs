@@ -9,8 +9,9 @@ pub(crate) mod lower;
 mod plan;
 pub(crate) mod sparse;
 
-pub use device::{Arg, DeviceInfo, GpuDevice, KernelSpec, VendorConv, VendorConvDesc, VendorFused, VendorPolicy};
+pub use device::{Arg, DeviceInfo, GpuDevice, KernelDialect, KernelSpec, VendorConv, VendorConvDesc, VendorFused, VendorPolicy};
 pub use executor::{FrameGraphStats, GpuBackend, GpuExecutable, GpuOptions, NodePart, SparseOpInfo, TokenOpInfo};
+pub use sparse::features::{SparseConvFeatures, SparseConvOverrides};
 pub use sparse::step::CountsSync;
 pub use sparse::knobs as sconv_knobs;
 pub use sparse::timer::{SparseConvTimer, RUNS_PER_CALL};

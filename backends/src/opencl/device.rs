@@ -2,7 +2,7 @@
 //! loaded at run time. Two in-order queues: `main` runs kernels and transfers, `fill` zeroes
 //! buffers, ordered against `main` by events.
 
-use super::launch::{enqueue_without_event, new_buffer_id, KernelState, LaunchMode};
+use super::launch::{enqueue_without_event, new_buffer_id, KernelState};
 use super::platform::{cl_err, ClDeviceEntry};
 use super::program_cache::ProgramCache;
 use super::staging::ClStaging;
@@ -37,7 +37,6 @@ pub struct OpenClDevice {
     programs: Mutex<HashMap<ProgramKey, Arc<Program>>>,
     disk: ProgramCache,
     stats: ProgramStats,
-    mode: LaunchMode,
 }
 
 /// How programs were obtained since the device was opened (tests check the disk cache with it).
@@ -93,12 +92,12 @@ impl OpenClDevice {
             return Ok(None);
         }
         let mut k = kernel.kernel.lock().map_err(|_| self.err(&kernel.name, "poisoned kernel lock"))?;
-        k.set_args(args, self.mode.memo_args, |b: &ClBuffer| (b.id, b.mem.get()))
+        k.set_args(args, |b: &ClBuffer| (b.id, b.mem.get()))
             .map_err(|(i, e)| self.err(&format!("kernel {} argument {i}", kernel.name), ClError(e)))?;
         let global: [usize; 3] = std::array::from_fn(|d| groups[d] as usize * local[d] as usize);
         let local: [usize; 3] = local.map(|l| l as usize);
         let failed = |e| self.err(&format!("launching {} over {groups:?} x {local:?}", kernel.name), ClError(e));
-        if !want_event && !self.mode.events_always {
+        if !want_event {
             // SAFETY: arguments set above, the queue and kernel are live, the wait list's events
             // are live for the call.
             return unsafe { enqueue_without_event(queue.get(), k.kernel.get(), &global, &local, wait) }.map(|()| None).map_err(failed);
@@ -135,7 +134,6 @@ impl OpenClDevice {
             programs: Mutex::new(HashMap::new()),
             disk: ProgramCache::new(cache_root),
             stats: ProgramStats::default(),
-            mode: LaunchMode::from_env(),
         })
     }
 
@@ -147,9 +145,8 @@ impl OpenClDevice {
         cl_err(&format!("{what} on '{}'", self.info.name), e)
     }
 
-    /// The build options of `spec`: OpenCL C 1.2, its defines, then `$DYNASPA_CL_OPTIONS` (e.g.
-    /// NVIDIA's `-cl-nv-maxrregcount=N` or `-cl-nv-verbose`, whose report the debug log shows),
-    /// which also key the disk cache.
+    /// The build options of `spec`: OpenCL C 1.2, the vendor's options, then its defines; they
+    /// also key the disk cache.
     fn build_options(&self, spec: &KernelSpec) -> Result<String> {
         let mut options = String::from("-cl-std=CL1.2");
         options.push_str(vendor_options(&self.info.vendor));
@@ -162,12 +159,6 @@ impl OpenClDevice {
                 });
             }
             options.push_str(&format!(" -D {k}={v}"));
-        }
-        if let Ok(extra) = std::env::var("DYNASPA_CL_OPTIONS") {
-            if !extra.trim().is_empty() {
-                options.push(' ');
-                options.push_str(extra.trim());
-            }
         }
         Ok(options)
     }

@@ -41,16 +41,15 @@ fn every_kernel_source_builds_on_every_code_path() {
     // The sparse family once per code path (`gpu::kernels::code_path`): what OpenCL C takes
     // and CUDA does not lies in the `#if`s, not in the sizes. NVRTC compiles every schedule of
     // the same source (cuda::nvrtc_tests); PoCL spends seconds a program (~485 of them, every
-    // schedule, took this test past an hour of CI's CPU in session 33).
+    // schedule, took this test past an hour of CI's CPU).
     let mut paths = std::collections::HashSet::new();
     let once_per_path = |s: &KernelSpec| paths.insert((s.entry, crate::gpu::kernels::code_path(&s.defines)));
-    // Tensor-core (MMA) variants are CUDA's alone (inline PTX), and so are self-listing members
-    // that leave before the scan (SL_EARLY) and the finish's speculative first loads
-    // (SC_FIN_SPEC).
+    // Self-listing members that leave before the scan (SL_EARLY) and the finish's speculative
+    // first loads (SC_FIN_SPEC) are CUDA's alone.
     let sparse = crate::gpu::kernels::all_specs()
         .into_iter()
         .filter(|s| matches!(s.file, "sparse_conv.cl" | "bitmask.cl" | "token.cl"))
-        .filter(|s| !s.defines.iter().any(|(k, v)| k == "MMA" || (matches!(k.as_str(), "SL_EARLY" | "SC_FIN_SPEC") && v == "1")));
+        .filter(|s| !s.defines.iter().any(|(k, v)| matches!(k.as_str(), "SL_EARLY" | "SC_FIN_SPEC") && v == "1"));
     for s in sparse.filter(once_per_path) {
         d.kernel(&s).unwrap_or_else(|e| panic!("{} {} {:?}: {e}", s.file, s.entry, s.defines));
     }

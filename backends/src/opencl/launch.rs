@@ -1,5 +1,7 @@
 //! Kernel launches with less host work per launch: arguments set only where they changed since
-//! the kernel object's last launch, and no event object for launches nobody waits on.
+//! the kernel object's last launch, and no event object for launches nobody waits on. Together
+//! they made the best members on NVIDIA's OpenCL 4-13% faster (benches/RESULTS.md, "OpenCL:
+//! arguments set only where they changed").
 
 use crate::gpu::Arg;
 use opencl3::kernel::Kernel;
@@ -24,22 +26,6 @@ pub enum ArgKey {
     F32(u32),
 }
 
-/// How launches are made: `$DYNASPA_CL_SET_ALL_ARGS=1` sets every argument at every launch and
-/// `$DYNASPA_CL_LAUNCH_EVENTS=1` asks an event of every launch (both as before session 21, for
-/// A/B runs).
-#[derive(Clone, Copy, Debug)]
-pub struct LaunchMode {
-    pub memo_args: bool,
-    pub events_always: bool,
-}
-
-impl LaunchMode {
-    pub fn from_env() -> LaunchMode {
-        let on = |k: &str| crate::gpu::sparse::schedules::env_switch(k) == Some(true);
-        LaunchMode { memo_args: !on("DYNASPA_CL_SET_ALL_ARGS"), events_always: on("DYNASPA_CL_LAUNCH_EVENTS") }
-    }
-}
-
 /// A kernel object and the arguments it holds now (OpenCL keeps them between launches).
 pub struct KernelState {
     pub kernel: Kernel,
@@ -51,15 +37,10 @@ impl KernelState {
         KernelState { kernel, set: Vec::new() }
     }
 
-    /// Sets the arguments of `args` that differ from what the kernel holds (all of them unless
-    /// `memo`); `buf` gives a buffer's id and `cl_mem`. The memo records an argument only once
-    /// the driver took it, so a failed launch leaves it true.
-    pub fn set_args<B>(
-        &mut self,
-        args: &[Arg<'_, B>],
-        memo: bool,
-        buf: impl Fn(&B) -> (u64, opencl3::types::cl_mem),
-    ) -> Result<(), (usize, cl_int)> {
+    /// Sets the arguments of `args` that differ from what the kernel holds; `buf` gives a
+    /// buffer's id and `cl_mem`. The memo records an argument only once the driver took it, so
+    /// a failed launch leaves it true.
+    pub fn set_args<B>(&mut self, args: &[Arg<'_, B>], buf: impl Fn(&B) -> (u64, opencl3::types::cl_mem)) -> Result<(), (usize, cl_int)> {
         if self.set.len() < args.len() {
             self.set.resize(args.len(), None);
         }
@@ -70,7 +51,7 @@ impl KernelState {
                 Arg::U32(v) => ArgKey::U32(*v),
                 Arg::F32(v) => ArgKey::F32(v.to_bits()),
             };
-            if memo && self.set[i] == Some(key) {
+            if self.set[i] == Some(key) {
                 continue;
             }
             let at = i as u32;

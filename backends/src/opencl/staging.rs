@@ -34,7 +34,7 @@ impl ClStaging {
     /// An earlier copy still in flight is not waited for: copies go to the device's in-order
     /// second queue, so the new one lands after it and its event stands for both. (Waiting
     /// here held the host on each frame's copy when frames were queued back to back: 3-37 µs
-    /// per frame on NVIDIA's OpenCL, RESULTS session 11.)
+    /// per frame on NVIDIA's OpenCL; RESULTS.md, "NVIDIA OpenCL's counts copy no longer waits".)
     pub(super) fn start(
         &self,
         enqueue: impl FnOnce(*mut u8, usize) -> Result<Event, String>,

@@ -113,15 +113,15 @@ fn tile_timing() {
 
 /// Runs one operation a fixed number of times, for counting instructions and cycles with
 /// `perf stat` (stable on a loaded machine, unlike wall time):
-/// `DYNASPA_OP=count DYNASPA_SIZE=112 perf stat -e instructions:u,cycles:u <test binary>
+/// `DYNASPA_TEST_OP=count DYNASPA_TEST_SIZE=112 perf stat -e instructions:u,cycles:u <test binary>
 ///  tile_ops_fixed --ignored`; ops: count, many, count_same_h, many_same_h, aligned, component,
 /// from_f32, dilate.
 #[test]
 #[ignore]
 fn tile_ops_fixed() {
-    let op = std::env::var("DYNASPA_OP").unwrap_or_else(|_| "count".into());
-    let side: usize = std::env::var("DYNASPA_SIZE").ok().and_then(|s| s.parse().ok()).unwrap_or(56);
-    let n: usize = std::env::var("DYNASPA_ITERS").ok().and_then(|s| s.parse().ok()).unwrap_or(100_000);
+    let op = std::env::var("DYNASPA_TEST_OP").unwrap_or_else(|_| "count".into());
+    let side: usize = std::env::var("DYNASPA_TEST_SIZE").ok().and_then(|s| s.parse().ok()).unwrap_or(56);
+    let n: usize = std::env::var("DYNASPA_TEST_ITERS").ok().and_then(|s| s.parse().ok()).unwrap_or(100_000);
     let (mut rng, _seed) = TestRng::fresh();
     let m = blobby(&mut rng, side, side);
     let gs = [Granularity::new(2, 2), Granularity::new(4, 4), Granularity::new(8, 8), Granularity::new(3, 5)];
@@ -139,7 +139,7 @@ fn tile_ops_fixed() {
             "component" => drop(black_box(black_box(&m).component_tiles(g))),
             "from_f32" => drop(black_box(BitMask::from_f32(side, side, black_box(&v)))),
             "dilate" => drop(black_box(black_box(&m).dilate_xy(1, 1))),
-            _ => panic!("unknown DYNASPA_OP {op}"),
+            _ => panic!("unknown DYNASPA_TEST_OP {op}"),
         }
     }
 }

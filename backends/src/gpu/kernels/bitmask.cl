@@ -13,8 +13,10 @@
  * flight together:
  * - Words: the group loads a chunk of PER_ITEM * BLOCK positions coalesced, PER_ITEM loads per
  *   work-item, into one byte per position in local memory; then a work-item per word gathers
- *   its 32 bytes. Loops step through tile rows and columns instead of dividing per tile. (A work-item loading its word's 32 floats itself put those loads behind
- *   branches on the values: an H100 took 9.4 us for a 40x40 mask, RESULTS session 10.)
+ *   its 32 bytes. Loops step through tile rows and columns instead of dividing per tile. (A
+ *   work-item loading its word's 32 floats itself put those loads behind branches on the
+ *   values: an H100 took 9.4 us for a 40x40 mask; RESULTS.md, "bitmask.cl with a work-item per
+ *   word".)
  * - Tiles: tested strided (tile u * BLOCK + item), so a coarse grid's few tiles spread over
  *   the group, each testing all its rows at once; the flags go to local memory, where each
  *   work-item counts PER_ITEM consecutive tiles, and a scan of those counts (one barrier per
@@ -40,7 +42,7 @@
 /* HOST_COUNTS = 1 (CUDA, where the host's memory can be mapped into the device's): the counts
  * are also stored at `host`, laid out as in `meta`, so the host reads them there with no copy
  * queued behind the launch. A copy is a second operation per frame on the second stream, which
- * fell behind short members (RESULTS.md, session 16, call J). */
+ * fell behind short members (RESULTS.md, "the wait moved to where it is needed"). */
 #ifndef HOST_COUNTS
 #define HOST_COUNTS 0
 #endif

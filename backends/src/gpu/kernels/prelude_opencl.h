@@ -34,9 +34,10 @@
 /* Orders the work-item's global stores and loads before and after it as other work-groups see
  * them, when an atomic passes the word between them (split-K's last work-group, sparse_conv.cl).
  * NVIDIA's OpenCL compiles mem_fence(CLK_GLOBAL_MEM_FENCE) to `membar.cta`, a fence for the
- * work-group only (its PTX, session 22), and the fused finish then read partial sums other
- * work-groups had not yet made visible: wrong outputs now and then. There the host defines
- * NV_GPU_FENCE and the fence is PTX's device-wide one, as CUDA's __threadfence. */
+ * work-group only (its PTX; RESULTS.md, "NVIDIA OpenCL: the fused finish's fence"), and the
+ * fused finish then read partial sums other work-groups had not yet made visible: wrong outputs
+ * now and then. There the host defines NV_GPU_FENCE and the fence is PTX's device-wide one, as
+ * CUDA's __threadfence. */
 #ifdef NV_GPU_FENCE
 #define GLOBAL_FENCE() asm volatile("membar.gl;" ::: "memory")
 #else

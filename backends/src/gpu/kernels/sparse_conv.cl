@@ -16,23 +16,13 @@
 
 /* Channel and column (within the tile) of accumulator a of work-item tid. */
 FUNC int sconv_acc_m(int a, int tid) {
-#if MMA
-    int lane = tid & 31, warp = tid >> 5, r = a & 3;
-    return (warp % MMA_WGM) * (TM / MMA_WGM) + ((a >> 2) / MMA_FN) * 16 + (lane >> 2) + ((r >> 1) << 3);
-#else
     int i = a / WN;
     return (i / VWM) * (TY * VWM) + (tid / TX) * VWM + i % VWM;
-#endif
 }
 
 FUNC int sconv_acc_c(int a, int tid) {
-#if MMA
-    int lane = tid & 31, warp = tid >> 5, r = a & 3;
-    return (warp / MMA_WGM) * (TN / MMA_WGN) + ((a >> 2) % MMA_FN) * 8 + ((lane & 3) << 1) + (r & 1);
-#else
     int j = a % WN;
     return (j / VWN) * (TX * VWN) + (tid % TX) * VWN + j % VWN;
-#endif
 }
 
 /* Every kernel of this file takes the same arguments (unused ones are placeholders), so the
@@ -102,7 +92,8 @@ FUNC void sconv_store_output(float v, float b, GLOBAL float* Y, GLOBAL const flo
 
 
 /* Stages in flight in the GEMM's reduction loop: 1 (registers for the next stage while this
- * one computes) or 2 (`DYNASPA_SC_DEPTH=2`, one more register set; see the loop). */
+ * one computes) or 2 (one more register set; see the loop and
+ * `SparseConvFeatures::two_stages_in_flight`). */
 #ifndef SC_DEPTH
 #define SC_DEPTH 1
 #endif
@@ -135,8 +126,8 @@ FUNC void sconv_store_output(float v, float b, GLOBAL float* Y, GLOBAL const flo
  * [cin * kh * kw][cout]; ktab per reduction index k the input offset ci * ih * iw + ky * dh *
  * iw + kx * dw, ky * dh and kx * dw. */
 /* SC_MIN_BLOCKS: work-groups per SM the registers must leave room for (CUDA only), from the
- * host (schedules.rs, register_bound): two of 256 under SC_VEC, whose 8 x 4 float4 variant needed
- * 129 registers, one more than two groups fit, and at density 0.1 a split reduction launches
+ * host (schedules.rs, register_bound): two of 256, whose 8 x 4 float4 variant needed 129
+ * registers, one more than two groups fit, and at density 0.1 a split reduction launches
  * more work-groups than one wave holds (conv3x3 at KS 32: 31.6 µs against 22.2 with 122). */
 #ifndef SC_MIN_BLOCKS
 #define SC_MIN_BLOCKS 1
@@ -145,14 +136,11 @@ FUNC void sconv_store_output(float v, float b, GLOBAL float* Y, GLOBAL const flo
  * the mask, lower/sparse_conv.rs `MaskColumns::prewait`): a self-listing group reads the mask
  * and lists its columns before its PDL wait, so under a programmatic launch that work overlaps
  * the kernel ahead (the split finish, which lets the next grid go at its start: FIN_TRIGGER).
- * Nothing global is written, and nothing but the mask read, before PDL_WAIT(). Under
- * DSP_PDL_EARLY the grid ahead may itself still wait for its own predecessors, which may be
- * writing the mask: the entry waits then, as every kernel's does. */
+ * Nothing global is written, and nothing but the mask read, before PDL_WAIT(). */
 #ifndef SL_PREWAIT
 #define SL_PREWAIT 0
 #endif
-/* SC_EARLY_TRIGGER = 1 (CUDA, one-stage members whose knobs ask for it, `ET`; the host sets it,
- * `DYNASPA_SC_EARLY_TRIGGER=1|0` for all of them): the next grid may launch at this one's entry
+/* SC_EARLY_TRIGGER = 1 (CUDA, one-stage members whose knobs ask for it, `ET`): the next grid may launch at this one's entry
  * rather than before its stores, so its own prologue (a one-stage member's weights and
  * listing) overlaps this grid's work. */
 #ifndef SC_EARLY_TRIGGER
@@ -160,11 +148,11 @@ FUNC void sconv_store_output(float v, float b, GLOBAL float* Y, GLOBAL const flo
 #endif
 /* SC_ONE_STAGE (without SL_PREWAIT) waits after loading its weights instead (SC_WEIGHTS_WAIT):
  * constants, which no grid writes. */
-#if SELF_LIST && SL_PREWAIT && !defined(DSP_PDL_EARLY)
+#if SELF_LIST && SL_PREWAIT
 #define PDL_ENTRY_DEFERRED() do { } while (0)
 #define SC_WEIGHTS_WAIT() do { } while (0)
 #define SC_LISTED_WAIT() PDL_WAIT()
-#elif SC_ONE_STAGE && !defined(DSP_PDL_EARLY)
+#elif SC_ONE_STAGE
 #define PDL_ENTRY_DEFERRED() do { } while (0)
 #define SC_WEIGHTS_WAIT() PDL_WAIT()
 #define SC_LISTED_WAIT() do { } while (0)
@@ -185,29 +173,29 @@ KERNEL LAUNCH_BOUNDS(NT, SC_MIN_BLOCKS) sconv_gemm_f32(SCONV_ARGS SCONV_FUSED_AR
 #ifdef DSP_DYN_SMEM
     /* Tiles past CUDA's static limit: the launch provides the weights' stage (the host sets it,
      * schedules.rs `launch_local_bytes`). */
-#if DSP_DYN_SMEM < TK * (TM + SC_PAD) * 4
+#if DSP_DYN_SMEM < TK * TM * 4
 #error "DSP_DYN_SMEM must hold the weights' stage"
 #endif
-    LOCAL_FROM_LAUNCH(float, As, TM + SC_PAD);
+    LOCAL_FROM_LAUNCH(float, As, TM);
 #else
-    LOCAL ALIGN16 float As[TK][TM + SC_PAD];
+    LOCAL ALIGN16 float As[TK][TM];
 #endif
-#if SC_ONE_STAGE && !SC_W_AT_COUNT
+#if SC_ONE_STAGE
     /* Before the wait: the weights are constants (see SC_ONE_STAGE). Stored at once, so their
      * registers are free again before the listing: held across it, they took the work-group to
      * 93 registers per work-item, two groups per SM, and batches 2 and 4 to two waves. */
     sconv_weights_load(As, Wt, SC_TID(), SC_MTILE * TM, cin * kh * kw, cout);
 #endif
     SC_WEIGHTS_WAIT();
-    LOCAL ALIGN16 float Bs[TK][TN + SC_PAD];
+    LOCAL ALIGN16 float Bs[TK][TN];
     LOCAL int cy[TN];
     LOCAL int cxs[TN];
     LOCAL int cpos[TN];
-    LOCAL int tapt[SC_TAPS > 0 ? 3 * SC_TAPS : 3];
+    LOCAL int tapt[3 * SC_TAPS];
 #if WK > 1
     /* Each slice's accumulators, [slice][accumulator][item of the slice]: in As, free after the
      * last stage's barrier, where they fit (deep stages need the room for themselves). */
-#if WK * NACC * SC_NS <= TK * (TM + SC_PAD)
+#if WK * NACC * SC_NS <= TK * TM
     LOCAL_PTR float* wred = &As[0][0];
 #else
     LOCAL float wred[WK * NACC * SC_NS];
@@ -232,7 +220,7 @@ KERNEL LAUNCH_BOUNDS(NT, SC_MIN_BLOCKS) sconv_gemm_f32(SCONV_ARGS SCONV_FUSED_AR
     int tx = LOCAL_ID(0), ty = LOCAL_ID(1), gk = SC_NKS, taps = kh * kw;
 #if SELF_LIST
     /* Everything below is computed per window: held across the loop instead, 8 x 4 members
-     * spilled 72 bytes where they had spilled none, and ran up to 35% slower (session 30). */
+     * spilled 72 bytes where they had spilled none, and ran up to 35% slower on an H200. */
     NO_HOIST(tx);
     NO_HOIST(ty);
     NO_HOIST(gk);
@@ -244,16 +232,7 @@ KERNEL LAUNCH_BOUNDS(NT, SC_MIN_BLOCKS) sconv_gemm_f32(SCONV_ARGS SCONV_FUSED_AR
     int m0 = SC_MTILE * TM;
     int n = gk / KS, ks = gk - (gk / KS) * KS;
     int base = data0 + n * img_stride;
-#if SELF_LIST && SC_W_AT_COUNT
-    /* The weights' copies go out once the count says the group has columns, in every window:
-     * the slices' sums of the one before overwrote As. */
-    SlSeg seg;
-    int cols = sconv_self_count(mk + n * mk_stride, sscan, cpos, &sbad, tid, oh * ow, &seg);
-    if (c0 < cols) {
-        sconv_weights_load(As, Wt, tid, m0, cin * taps, cout);
-        cols = sconv_self_scan(mk + n * mk_stride, sscan, cpos, &sbad, tid, c0, &seg);
-    }
-#elif SELF_LIST
+#if SELF_LIST
     int cols = sconv_self_list(mk + n * mk_stride, sscan, cpos, &sbad, tid, c0, oh * ow);
 #endif
 #if SELF_LIST
@@ -270,15 +249,13 @@ KERNEL LAUNCH_BOUNDS(NT, SC_MIN_BLOCKS) sconv_gemm_f32(SCONV_ARGS SCONV_FUSED_AR
      * when the map has no columns, and each column tile its columns. (PoCL 6 computed wrong
      * columns when the count was stored before this branch for every map.) */
     if (c0 >= cols) {
-        /* Without SL_EARLY the count cannot tell: copies may be in flight into this group's As. */
-        SC_COPIES_DONE();
-#if KS > 1 && !FUSED_FINISH
+#if KS > 1
         if (SC_MTILE == 0 && ks == 0 && c0 == 0 && tid == 0) meta[n * cstride + gi] = 0;
 #endif
         return;
     }
     LOCAL_BARRIER();
-#if KS > 1 && !FUSED_FINISH
+#if KS > 1
     if (SC_MTILE == 0 && ks == 0) {
         for (int c = tid; c < TN && c0 + c < cols; c += NT) meta[base + tiles_at + c0 + c] = cpos[c];
         if (c0 == 0 && tid == 0) meta[n * cstride + gi] = cols;
@@ -312,9 +289,8 @@ KERNEL LAUNCH_BOUNDS(NT, SC_MIN_BLOCKS) sconv_gemm_f32(SCONV_ARGS SCONV_FUSED_AR
     LOCAL_BARRIER();
 #if SC_ONE_STAGE
     /* A later window reloads the weights: the slices' sums may have overwritten As. */
-    if (!SC_W_AT_COUNT && c0 != SC_CTILE * TN) sconv_weights_load(As, Wt, tid, m0, K, cout);
+    if (c0 != SC_CTILE * TN) sconv_weights_load(As, Wt, tid, m0, K, cout);
     sconv_gather_all(Bs, Xn, ktab, cy, cxs, tapt, tid, K, ih, iw, taps, rtaps);
-    SC_COPIES_DONE();
     LOCAL_BARRIER();
     sconv_product_stage(As, Bs, acc, tid, tx, ty, sl);
     LOCAL_BARRIER();
@@ -432,7 +408,6 @@ KERNEL LAUNCH_BOUNDS(NT, SC_MIN_BLOCKS) sconv_gemm_f32(SCONV_ARGS SCONV_FUSED_AR
      * arrival is counted (the barrier makes tid 0 count after all of them fenced). */
     GLOBAL_FENCE();
     LOCAL_BARRIER();
-    /* Per window of columns (c0 / TN), not per work-group: a self-listing grid may be narrower. */
     int tile = (n * SC_NMTILES + SC_MTILE) * ((cap + TN - 1) / TN) + c0 / TN;
     if (tid == 0) {
         last_split = ATOMIC_INC(&tile_count[tile]) == KS - 1;
@@ -495,7 +470,7 @@ KERNEL sconv_finish_f32(SCONV_ARGS) {
 #endif
     if (m >= cout) return;
     /* Most work-items find no column: they read the count and leave, and nothing else, since
-     * any further load of theirs cost more than it saved (session 15, call E). The column's
+     * any further load of theirs cost more than it saved (RESULTS.md, "the finish fixed"). The column's
      * position, partial sums and bias are independent loads, issued together. A grid narrower
      * than cap (a self-listing member's, see sconv_gemm_f32) takes a column every cstep. */
     int base = data0 + n * img_stride;

@@ -1,5 +1,5 @@
-/* The knobs of sparse_conv.cl (TM, TN, TK, WM, WN, KS, the granularity, the finish and the
- * self-listing modes, MMA) with their defaults, and the shapes derived from them. Compiled
+/* The knobs of sparse_conv.cl (TM, TN, TK, WM, WN, KS, WK, the granularity, the finish and the
+ * self-listing modes) with their defaults, and the shapes derived from them. Compiled
  * first, after common.h (gpu/kernels.rs). */
 
 #ifndef TM
@@ -37,26 +37,28 @@
  * visible to another once a fence and an atomic order them: CUDA's memory model promises it;
  * OpenCL 1.2 leaves it to the device: NVIDIA's gives it with PTX's device-wide fence
  * (prelude_opencl.h; its mem_fence is the work-group's only), PoCL's (a coherent CPU) with
- * any; WGSL does not promise it, so its twin never fuses. */
+ * any; WGSL does not promise it, so its twin never fuses. Self-listing members never fuse
+ * (see SELF_LIST). */
 #ifndef FUSED_FINISH
 #define FUSED_FINISH 0
 #endif
 /* SELF_LIST = 1 (1x1 columns only): each work-group finds its columns in the float mask itself
  * instead of reading bitmask.cl's list, so the member does not wait for the mask launch, which
  * on an H100 cost ~6 µs in front of a 25-50 µs member, 2 µs of it the price of any dependent
- * launch (RESULTS.md, session 11). The mask is read as bitmask.cl reads it (set where exactly
- * 1.0), and `masked` is 0: every column is a set position. The grid then runs column tiles
- * slowest (see SC_CTILE), so the work-groups past the frame's columns, which read the mask
- * before they know, queue behind the ones with work instead of between them. With KS > 1 and
- * no fused finish, the GEMM publishes the count and list at `meta`, a buffer of the op's laid
- * out as sconv_finish_f32 reads a list (count of image n at n, its list at data0 + n *
- * img_stride), for the finish launched after it. */
+ * launch (RESULTS.md, "the mask launch in front of the member"). The mask is read as bitmask.cl
+ * reads it (set where exactly 1.0), and `masked` is 0: every column is a set position. The grid
+ * runs column tiles slowest (see SC_CTILE), so the work-groups past the frame's columns, which
+ * read the mask before they know, queue behind the ones with work instead of between them. With KS > 1
+ * the GEMM publishes the count and list at `meta`, a buffer of the op's laid out as
+ * sconv_finish_f32 reads a list (count of image n at n, its list at data0 + n * img_stride),
+ * for the finish launched after it: self-listing members do not fuse their finish (on an H200
+ * the fused ones were no faster, and PoCL 3.1 stored their outputs from the wrong column). */
 #ifndef SELF_LIST
 #define SELF_LIST 0
 #endif
-/* SELF_LIST with FUSED_FINISH: the host asks for it only where it was seen computing right and
- * only when told to (CUDA, `DYNASPA_SL_FUSED=1`; PoCL 3.1 miscompiled it; schedules.rs
- * `self_list_fused`). */
+#if SELF_LIST && FUSED_FINISH
+#error "self-listing members finish a split reduction in a second launch"
+#endif
 /* SELF_COUNT = 1 (with SELF_LIST): the work-group of channel tile 0, split 0 and column tile 0 of
  * each image also stores what the mask's bitmask launch stores for the host's selection, the
  * image's count of set values and its first position holding neither 0 nor 1 (-1 for none), at
@@ -69,30 +71,14 @@
 #if SELF_COUNT && !SELF_LIST
 #error "only self-listing members count the mask"
 #endif
-/* SC_CSLOW = 1 (sparse members unless the host says 0): column tiles are the grid's slowest
- * dimension, in the GEMM and in sconv_finish_f32. Both grids are sized for every column the map
- * could have; a sparse frame's columns are the first few tiles, so with column tiles fastest the
- * few working work-groups were strewn among the many that only read the count and leave, and
- * the last of them started only once the empty ones ahead had drained through the GPU. Slowest,
- * the working groups come first and the empty ones queue behind them. SELF_LIST needs it (see
- * there). */
-#ifndef SC_CSLOW
+/* SC_CSLOW (sparse members): column tiles are the grid's slowest dimension, in the GEMM and in
+ * sconv_finish_f32. Both grids are sized for every column the map could have; a sparse frame's
+ * columns are the first few tiles, so with column tiles fastest the few working work-groups
+ * were strewn among the many that only read the count and leave, and the last of them started
+ * only once the empty ones ahead had drained through the GPU. Slowest, the working groups come
+ * first and the empty ones queue behind them (the fastest conv3x3 member at density 0.1 21.5
+ * against 25.9 µs on NVIDIA's OpenCL, 0.5-0.6 µs faster on CUDA). SELF_LIST needs it. */
 #define SC_CSLOW (TILED || SELF_LIST)
-#endif
-#if SELF_LIST && !SC_CSLOW
-#error "self-listing members run column tiles slowest"
-#endif
-/* MMA = 1 (CUDA on sm_80 and later only; the host sets it, `DYNASPA_MMA=1`): the tile's
- * products run on the tensor cores as three TF32 products per pair of operands split into a
- * TF32 head and the TF32 rest (a_hi*b_hi + a_hi*b_lo + a_lo*b_hi, the lo*lo term dropped),
- * which keeps about 22 of fp32's 24 bits per product, accumulated in fp32: fp32 results within
- * the 1e-4 the backends are held to, where plain TF32 keeps 11 bits. The work-group's warps
- * split the tile MMA_WGM ways along channels and the rest along columns; each work-item then
- * owns the accumulators the fragment layout gives it (sconv_acc_m/_c), as many as WM x WN, so
- * stores and the split-K finish are the FMA path's. */
-#ifndef MMA
-#define MMA 0
-#endif
 #define TX (TN / WN)
 #define TY (TM / WM)
 /* WK > 1: the work-group is WK slices of TX x TY work-items (local size (TX, TY, WK)). Every
@@ -101,9 +87,10 @@
  * stages together, so a stage costs each fewer loads. A split reduction (KS > 1) gives a sparse
  * frame's few columns the same parallelism, but through partial sums in global memory and a
  * second launch to add them. On an H200 sliced members with the stage pipeline only tied the
- * split ones on conv1x1 at density 0.1 (RESULTS.md, session 36: their per-element stage loads
- * issued ~2.5x the instructions of a hand-written kernel); run as one stage (SC_ONE_STAGE) they
- * beat them at batches 1 and 2 (session 37). Not with a split, MMA or the WGSL twin. */
+ * split ones on conv1x1 at density 0.1 (their per-element stage loads issued ~2.5x the
+ * instructions of a hand-written kernel); run as one stage (SC_ONE_STAGE) they beat them at
+ * batches 1 and 2 (RESULTS.md, "Work-groups in slices along the reduction" and "One stage
+ * against the pipeline"). Not with a split or in the WGSL twin. */
 #ifndef WK
 #define WK 1
 #endif
@@ -111,8 +98,8 @@
 #define NT (SC_NS * WK)
 /* The work-item's index in the work-group (its slice's items first). */
 #define SC_TID() (((WK > 1 ? LOCAL_ID(2) * TY : 0) + LOCAL_ID(1)) * TX + LOCAL_ID(0))
-#if WK > 1 && (KS > 1 || MMA || TK % WK != 0)
-#error "WK > 1 needs KS = 1, no MMA, and WK dividing TK"
+#if WK > 1 && (KS > 1 || TK % WK != 0)
+#error "WK > 1 needs KS = 1 and WK dividing TK"
 #endif
 /* SC_ONE_STAGE = 1 (the host asks for sliced members whose one stage holds the op's whole
  * reduction, lower/sparse_conv.rs): no software pipeline. The tile's weights are loaded as float4
@@ -124,41 +111,19 @@
 #ifndef SC_ONE_STAGE
 #define SC_ONE_STAGE 0
 #endif
-#if SC_ONE_STAGE && (KS > 1 || MMA || NT % TN != 0 || TM % 4 != 0)
-#error "SC_ONE_STAGE needs KS = 1, no MMA, whole columns per work-item row (NT % TN == 0) and TM % 4 == 0"
+#if SC_ONE_STAGE && (KS > 1 || NT % TN != 0 || TM % 4 != 0)
+#error "SC_ONE_STAGE needs KS = 1, whole columns per work-item row (NT % TN == 0) and TM % 4 == 0"
 #endif
 #define GV (GH * GW)
 #define NACC (WM * WN)
-#if MMA
-#if !defined(DSP_HAS_MMA_TF32)
-#error "MMA needs the CUDA prelude on sm_80 or later"
-#endif
-#define MMA_WGN (NT / 32 / MMA_WGM)
-#define MMA_FM (TM / 16 / MMA_WGM)
-#define MMA_FN (TN / 8 / MMA_WGN)
-/* Rows of the staged operands padded to 8 mod 32 words, so a fragment's 32 loads (4 rows x
- * 8 consecutive words) hit 32 banks. */
-#define SC_PAD 8
-#else
-#define SC_PAD 0
-#endif
 
 /* A work-item's WM x WN outputs are runs of VWM consecutive channels and VWN consecutive
  * columns, the runs TY * VWM channels and TX * VWN columns apart, so each reduction step reads
  * a run from As / Bs in one vector load. Read one float at a time, a step's WM + WN loads of
  * local memory took longer to issue than its WM x WN FMAs (w8x4: 12 loads for 32 FMAs), which
  * bounded the compute-bound members. Runs of 4 are 16 bytes apart between neighbouring
- * work-items, so a quarter-warp's loads cover 32 banks once. SC_VEC=0 (`DYNASPA_SC_VEC=0`)
- * keeps runs of 1, the layout before; MMA has its own. */
-#ifndef SC_VEC
-#define SC_VEC 1
-#endif
-#if MMA || !SC_VEC
-#define VWM 1
-#define VWN 1
-#else
+ * work-items, so a quarter-warp's loads cover 32 banks once. */
 #define VWM (WM % 4 == 0 ? 4 : WM % 2 == 0 ? 2 : 1)
 #define VWN (WN % 4 == 0 ? 4 : WN % 2 == 0 ? 2 : 1)
-#endif
 #define SC_LDS_A(d, s) LDS_RUN(d, s, VWM)
 #define SC_LDS_B(d, s) LDS_RUN(d, s, VWN)

@@ -29,14 +29,15 @@
  * NT positions) read the rest twice. Under SELF_COUNT the first non-binary position goes to
  * *lbad (0x7fffffff for none), read after the return. */
 #define SL_BITS 64
-/* SL_EARLY = 1 (CUDA; the host asks, schedules.rs `self_list_early`): the group adds up the
- * mask's count first (a local atomic, two barriers) and leaves when it has no column, before the
- * scan. A grid sized for every column the map could have (DYNASPA_SL_GRID=0) leaves most of a
- * self-listing member's work-groups without one at density 0.1 (conv1x1's default member: 1440
- * of 1600, six waves on an H200), and a grid launched for the columns a frame expects still
- * some; each ran the scan's log2(NT) barriers before it could tell: on an H200 members with
- * whole grids got up to 16% faster with it (RESULTS.md, session 29). PoCL 3.1 crashed (SIGSEGV)
- * running it on maps of long segments, so elsewhere it stays 0. */
+/* SL_EARLY = 1 (CUDA; the host asks, `SparseConvFeatures::self_list_early`): the group adds up
+ * the mask's count first (a local atomic, two barriers) and leaves when it has no column, before
+ * the scan. A grid sized for every column the map could have leaves most of a self-listing
+ * member's work-groups without one at density 0.1 (conv1x1's default member: 1440 of 1600, six
+ * waves on an H200), and a grid launched for the columns a frame expects still some; each ran
+ * the scan's log2(NT) barriers before it could tell: on an H200 members with whole grids got up
+ * to 16% faster with it (RESULTS.md, "Self-listing work-groups without a column leave before
+ * the scan"). PoCL 3.1 crashed (SIGSEGV) running it on maps of long segments, so elsewhere it
+ * stays 0. */
 #ifndef SL_EARLY
 #define SL_EARLY 0
 #endif

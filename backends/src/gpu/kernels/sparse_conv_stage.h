@@ -1,6 +1,6 @@
 /* The stages of sparse_conv.cl's GEMM: the tap table, a stage's global loads into registers
  * (per element, or hoisted), their store into local memory and the products of a staged
- * slice (FMAs, or MMA on the tensor cores). Compiled after sparse_conv_knobs.h. */
+ * slice. Compiled after sparse_conv_knobs.h. */
 
 /* Elements of one stage each work-item loads: TM x TK of A and TN x TK of B over NT items. */
 #define SC_AL ((TM * TK + NT - 1) / NT)
@@ -9,11 +9,10 @@
  * ktab: reduction index gk is input channel gk / taps and tap gk % taps, and the tap's offsets
  * (ky * dh * iw + kx * dw, ky * dh, kx * dw) are the table's. A ktab load sat in front of
  * every gathered input element, so each stage's loads were two round trips to L2 in a row,
- * and with few columns a work-group's stages are a serial chain of them. The host sets it to 0
- * (every offset from ktab) for A/B measurements (`DYNASPA_TAP_TABLE=0`). */
-#ifndef SC_TAPS
+ * and with few columns a work-group's stages are a serial chain of them: the table made members
+ * with long chains of stages 14-31% faster on CUDA and OpenCL (RESULTS.md, "the tap table on and
+ * off"). Kernels of more taps read ktab. */
 #define SC_TAPS 64
-#endif
 
 /* The tap table for sconv_load_stage, filled by the work-group (the caller barriers before it
  * is read). */
@@ -94,15 +93,15 @@ FUNC_INLINE void sconv_load_stage(GLOBAL const float* Wt, GLOBAL const float* Xn
     }
 }
 
-/* SC_HOIST = 1 (the host sets 0 on NVIDIA's OpenCL and under `DYNASPA_SC_HOIST=0`;
- * schedules.rs, `hoisted_gather`, says why): where NT is a multiple of TM and of TN, each
+/* SC_HOIST = 1 (unless the host sets 0: `SparseConvFeatures::hoisted_gather` says where and
+ * why): where NT is a multiple of TM and of TN, each
  * work-item loads the same weight channel and the same input column in every stage, at rows
  * NT / TM (NT / TN) apart, so what sconv_load_stage works out per element from scratch (the
  * column's origin from local memory, the tap's three offsets, four bounds checks) is worked
  * out once per kernel: the column's base offset, and which taps fall inside the input as one
  * bit each. A stage then costs a B element one decomposition step and one tap-table read. At
  * density 0.1 a work-group's stages are a serial chain, and this index work sat between each
- * stage's barrier and its FMAs (RESULTS.md, sessions 24 and 25). Taps past 32 (one word of
+ * stage's barrier and its FMAs (RESULTS.md, "hoisted against per element"). Taps past 32 (one word of
  * bits) or past the tap table take sconv_load_stage. */
 #ifndef SC_HOIST
 #define SC_HOIST 1
@@ -135,131 +134,57 @@ FUNC_INLINE void sconv_load_stage_h(GLOBAL const float* Wa, GLOBAL const float* 
     }
 }
 
-#if MMA
-/* One staged TK-deep slice on the tensor cores: per 8 reduction indices, each warp loads its
- * fragments of A (weights, As[k][m]) and B (columns, Bs[k][c]), splits them into TF32 head and
- * rest, and accumulates the three products (smallest first) into its m16n8 tiles. */
-FUNC_INLINE void sconv_mma_stage(LOCAL_PTR float (*As)[TM + SC_PAD], LOCAL_PTR float (*Bs)[TN + SC_PAD], float* acc, int tid) {
-    int lane = tid & 31, warp = tid >> 5;
-    int g = lane >> 2, t = lane & 3;
-    int wm0 = (warp % MMA_WGM) * (TM / MMA_WGM), wn0 = (warp / MMA_WGM) * (TN / MMA_WGN);
-    for (int kk = 0; kk < TK; kk += 8) {
-        uint bh[MMA_FN][2], bl[MMA_FN][2];
-        for (int f = 0; f < MMA_FN; ++f) {
-            int c = wn0 + f * 8 + g;
-            TF32_SPLIT(Bs[kk + t][c], bh[f][0], bl[f][0]);
-            TF32_SPLIT(Bs[kk + t + 4][c], bh[f][1], bl[f][1]);
-        }
-        for (int e = 0; e < MMA_FM; ++e) {
-            int r = wm0 + e * 16 + g;
-            uint ah[4], al[4];
-            TF32_SPLIT(As[kk + t][r], ah[0], al[0]);
-            TF32_SPLIT(As[kk + t][r + 8], ah[1], al[1]);
-            TF32_SPLIT(As[kk + t + 4][r], ah[2], al[2]);
-            TF32_SPLIT(As[kk + t + 4][r + 8], ah[3], al[3]);
-            for (int f = 0; f < MMA_FN; ++f) {
-                float* d = acc + (e * MMA_FN + f) * 4;
-                MMA_TF32(d, al, bh[f]);
-                MMA_TF32(d, ah, bl[f]);
-                MMA_TF32(d, ah, bh[f]);
-            }
-        }
-    }
-}
-#endif
-
-/* SC_ASYNC (0; the host sets it under `DYNASPA_SC_ASYNC=0|1|2`, the A/B switch): where the
- * prelude has copies that hold no registers in flight (CUDA on sm_80 and later, ASYNC_COPY16),
- * 1 and 2 take SC_ONE_STAGE's weights and gather to local memory through them, 2 issuing a
- * self-listing member's weights only once the mask's count says it has columns (SC_W_AT_COUNT;
- * else at the entry, as 0 loads them into registers and stores them). On an H200 both were
- * slower than 0 (RESULTS.md, session 38: conv1x1's 64 x 8 member at batch 2 9.1 µs with loads,
- * 12.4-12.9 copied at the entry, 11.3 after the count). */
-#ifndef SC_ASYNC
-#define SC_ASYNC 0
-#endif
-#if SC_ONE_STAGE && SC_ASYNC && defined(DSP_HAS_CP_ASYNC)
-#define SC_COPY_ASYNC 1
-#define SC_COPIES_DONE() ASYNC_WAIT_ALL()
-#else
-#define SC_COPY_ASYNC 0
-#define SC_COPIES_DONE() do { } while (0)
-#endif
-#define SC_W_AT_COUNT (SC_COPY_ASYNC && SC_ASYNC == 2 && SELF_LIST)
-
 #if SC_ONE_STAGE
 /* SC_ONE_STAGE's weights: the tile's [K][TM] weights into As as float4 runs, every load issued
- * before the first store (or copied, SC_COPY_ASYNC; the caller waits with SC_COPIES_DONE).
- * Channels past cout and indices past K are 0; rows of cout not a multiple of 4 go one float at
- * a time. */
+ * before the first store. Channels past cout and indices past K are 0; rows of cout not a
+ * multiple of 4 go one float at a time. (Copied with cp.async instead, which holds no registers,
+ * they were slower on an H200: RESULTS.md, "How the one-stage members take their operands".) */
 #define SC_W4 ((TK * TM / 4 + NT - 1) / NT)
-FUNC_INLINE void sconv_weights_load(LOCAL_PTR float (*As)[TM + SC_PAD], GLOBAL const float* Wt, int tid, int m0, int K, int cout) {
-#if !SC_COPY_ASYNC
+FUNC_INLINE void sconv_weights_load(LOCAL_PTR float (*As)[TM], GLOBAL const float* Wt, int tid, int m0, int K, int cout) {
     float wr[4 * SC_W4];
-#endif
     for (int l = 0; l < SC_W4; ++l) {
         int e = tid + l * NT, k = e / (TM / 4), m = m0 + (e - k * (TM / 4)) * 4;
         int ok = e < TK * TM / 4 && k < K, whole = cout % 4 == 0 && m + 3 < cout;
         GLOBAL const float* p = Wt + k * cout + m;
-#if SC_COPY_ASYNC
-        if (e >= TK * TM / 4) continue;
-        LOCAL_PTR float* d = &As[k][m - m0];
-        if (whole) {
-            ASYNC_COPY16(d, ok ? p : Wt, ok ? 16 : 0);
-        } else {
-            for (int q = 0; q < 4; ++q) ASYNC_COPY4(d + q, ok && m + q < cout ? p + q : Wt, ok && m + q < cout ? 4 : 0);
-        }
-#else
         if (ok && whole) {
             GLOBAL_LOAD_VEC4(wr + 4 * l, p);
         } else {
             for (int q = 0; q < 4; ++q) wr[4 * l + q] = (ok && m + q < cout) ? p[q] : 0.0f;
         }
-#endif
     }
-#if !SC_COPY_ASYNC
     for (int l = 0; l < SC_W4; ++l) {
         int e = tid + l * NT, k = e / (TM / 4), m = (e - k * (TM / 4)) * 4;
         if (e < TK * TM / 4) LOCAL_STORE_VEC4(&As[k][m], wr[4 * l], wr[4 * l + 1], wr[4 * l + 2], wr[4 * l + 3]);
     }
-#endif
 }
 
 /* SC_ONE_STAGE's gather: every column's inputs for the whole reduction into Bs, all loads issued
- * before the first store (or copied, as the weights). A work-item keeps one column (NT is a
+ * before the first store. A work-item keeps one column (NT is a
  * multiple of TN) and takes rows NT / TN apart. 1x1 convs index the input directly; others as
  * sconv_load_stage. */
-FUNC_INLINE void sconv_gather_all(LOCAL_PTR float (*Bs)[TN + SC_PAD], GLOBAL const float* Xn, GLOBAL const int* ktab,
+FUNC_INLINE void sconv_gather_all(LOCAL_PTR float (*Bs)[TN], GLOBAL const float* Xn, GLOBAL const int* ktab,
                                   LOCAL_PTR int* cy, LOCAL_PTR int* cxs, LOCAL_PTR const int* tapt, int tid, int K, int ih,
                                   int iw, int taps, float rtaps) {
     int c = tid % TN, k0 = tid / TN;
     int iy = cy[c], ix = cxs[c];
     int org = (iy >= 0 && iy < ih && ix >= 0 && ix < iw) ? iy * iw + ix : -1;
-#if !SC_COPY_ASYNC
     float rb[SC_BL];
-#endif
     for (int l = 0; l < SC_BL; ++l) {
         int k = k0 + l * (NT / TN);
         int at = k >= K ? -1
                  : taps == 1 ? (org >= 0 ? k * ih * iw + org : -1)
                              : sconv_gather_at(ktab, cy, cxs, tapt, c, k, ih, iw, taps, rtaps);
-#if SC_COPY_ASYNC
-        if (k < TK) ASYNC_COPY4(&Bs[k][c], at >= 0 ? Xn + at : Xn, at >= 0 ? 4 : 0);
-#else
         rb[l] = at >= 0 ? Xn[at] : 0.0f;
-#endif
     }
-#if !SC_COPY_ASYNC
     for (int l = 0; l < SC_BL; ++l) {
         int k = k0 + l * (NT / TN);
         if (k < TK) Bs[k][c] = rb[l];
     }
-#endif
 }
 #endif
 
 /* One stage's registers (sconv_load_stage) into As / Bs; the caller barriers after. */
-FUNC_INLINE void sconv_store_stage(LOCAL_PTR float (*As)[TM + SC_PAD], LOCAL_PTR float (*Bs)[TN + SC_PAD], const float* ra,
+FUNC_INLINE void sconv_store_stage(LOCAL_PTR float (*As)[TM], LOCAL_PTR float (*Bs)[TN], const float* ra,
                                    const float* rb, int tid) {
     for (int l = 0; l < SC_AL; ++l) {
         int e = tid + l * NT;
@@ -273,11 +198,8 @@ FUNC_INLINE void sconv_store_stage(LOCAL_PTR float (*As)[TM + SC_PAD], LOCAL_PTR
 
 /* The products of one staged TK-deep slice into the work-item's accumulators: of its TK / WK
  * indices from sl * TK / WK on, for the work-item of slice sl (see WK). */
-FUNC_INLINE void sconv_product_stage(LOCAL_PTR float (*As)[TM + SC_PAD], LOCAL_PTR float (*Bs)[TN + SC_PAD], float* acc, int tid,
+FUNC_INLINE void sconv_product_stage(LOCAL_PTR float (*As)[TM], LOCAL_PTR float (*Bs)[TN], float* acc, int tid,
                                      int tx, int ty, int sl) {
-#if MMA
-    sconv_mma_stage(As, Bs, acc, tid);
-#else
     /* A trip count the compiler sees as constant, so it unrolls as for WK = 1. */
     for (int q = 0; q < TK / WK; ++q) {
         int kk = sl * (TK / WK) + q;
@@ -287,5 +209,4 @@ FUNC_INLINE void sconv_product_stage(LOCAL_PTR float (*As)[TM + SC_PAD], LOCAL_P
         for (int i = 0; i < WM; ++i)
             for (int j = 0; j < WN; ++j) acc[i * WN + j] += a[i] * b[j];
     }
-#endif
 }

@@ -212,7 +212,8 @@ FUNC float tok_reduce(LOCAL_PTR float* s, float v, int is_max) {
 
 /* Work-items per key in token_key_norms, each summing every KN_LANES-th element: one work-item
  * per key walked its dk elements as a chain of loads, 8-9 µs of a 16 µs attention op at density
- * 0.1 on an H200 (RESULTS.md, session 17), where most keys are inactive. */
+ * 0.1 on an H200 (RESULTS.md, "the key-norm pass over several work-groups per head"), where
+ * most keys are inactive. */
 #define KN_LANES 8
 #define KN_KEYS (WG / KN_LANES)
 

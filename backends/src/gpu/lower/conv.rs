@@ -194,7 +194,7 @@ pub(crate) fn conv_transpose<D: GpuDevice>(cx: &mut Ctx<D>, p: &ConvTranspose) -
 /// the gather took 642-857 µs for the full-size SIGE's two upsampling layers, the GEMM 91-98,
 /// cuDNN 72-90. CPU devices keep the gather: on lavapipe a work-item per output vectorises well
 /// and the GEMM's barriers cost more (SIGE small 87 against 108 ms a frame), on PoCL they tie
-/// (benches/RESULTS.md, session 23).
+/// (benches/RESULTS.md, "ConvTranspose as a GEMM per output phase").
 fn phased_transpose(asked: bool, g: &Geom3) -> bool {
     asked && g.dil.iter().all(|&d| d == 1)
 }

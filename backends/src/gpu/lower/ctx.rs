@@ -2,10 +2,11 @@
 //! kernels, small index tables uploaded once, scratch buffers, and the list of launches the
 //! node becomes.
 
-use super::super::device::{Arg, GpuDevice, KernelSpec};
+use super::super::device::{Arg, GpuDevice, KernelSpec, VendorPolicy};
 use super::super::dtype::{self, Word};
 use super::super::kernels::{self, Src, LINEAR_WG};
 use super::super::plan::Pool;
+use super::super::sparse::features::SparseConvFeatures;
 use dynaspa_runtime::graph::{Graph, Node};
 use dynaspa_runtime::{DType, Error, Result, Tensor};
 use std::collections::HashMap;
@@ -41,7 +42,8 @@ impl<K> Clone for Launch<K> {
 /// have, whose work-groups take further windows of columns until the map's are covered
 /// (sparse_conv.cl: the self-listing GEMM and its finish). Any width is correct, so a frame
 /// launches it for the columns it expects (`expected_tiles`), not for all of them: at density
-/// 0.1 most of the full grid's work-groups find no column (RESULTS.md, session 30).
+/// 0.1 most of the full grid's work-groups find no column (RESULTS.md, "self-listing grids
+/// launched for the columns a frame expects").
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct ColumnGrid {
     pub dim: usize,
@@ -117,14 +119,15 @@ pub(crate) struct Resources<D: GpuDevice> {
     /// Bytes of it the vendor calls kept in the launches need (candidates that lost a race
     /// grew it too).
     workspace_need: usize,
-    /// Split-K GEMMs finish in their last work-group (`schedules::fused_finish`): one setting
+    /// How the sparse convs run on this device (fused finish, self-listing, ...): one setting
     /// for every node, decided when the executable is built.
-    pub fused_finish: bool,
-    /// 1x1 GEMM members list their own columns (`schedules::self_list`), decided likewise.
-    pub self_list: bool,
+    pub features: SparseConvFeatures,
     /// ConvTranspose runs as a GEMM per output phase where its dilations allow
     /// (`GpuOptions::convt_gemm` resolved for the device).
     pub convt_gemm: bool,
+    /// How dense convs use the device's vendor library (`GpuOptions::vendor_convs` resolved for
+    /// the device).
+    pub vendor_policy: VendorPolicy,
     /// Buffers the launches queued just ahead of the node being lowered may write: the outputs
     /// of the steps since the last one that launches anything, that one's included (none before
     /// the first step, nor in a timer's own executable). A programmatic launch may start while
@@ -133,7 +136,7 @@ pub(crate) struct Resources<D: GpuDevice> {
 }
 
 impl<D: GpuDevice> Resources<D> {
-    pub(crate) fn new(values: usize) -> Resources<D> {
+    pub(crate) fn new(values: usize, features: SparseConvFeatures) -> Resources<D> {
         Resources {
             bufs: Vec::new(),
             caps: Vec::new(),
@@ -143,9 +146,9 @@ impl<D: GpuDevice> Resources<D> {
             dummy: None,
             workspace: None,
             workspace_need: 0,
-            fused_finish: false,
-            self_list: false,
+            features,
             convt_gemm: false,
+            vendor_policy: VendorPolicy::Never,
             written_last: Vec::new(),
         }
     }

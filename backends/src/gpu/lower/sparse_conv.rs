@@ -9,7 +9,8 @@ use super::elementwise::activation_code;
 use crate::gpu::device::GpuDevice;
 use crate::gpu::kernels::Src;
 use crate::gpu::sparse::meta::MetaLayout;
-use crate::gpu::sparse::schedules::{async_copies, columns_slowest, early_trigger, finish_speculates, finish_triggers, hoisted_gather, launch_local_bytes, mma_defines, mma_on, one_stage_on, pipeline_depth, register_bound, self_list_early, self_list_fused, self_list_prewait, tap_table_on, vector_reads_on, SconvSchedule};
+use crate::gpu::device::KernelDialect;
+use crate::gpu::sparse::schedules::{launch_local_bytes, register_bound, SconvSchedule};
 use dynaspa_runtime::graph::{Conv, Op};
 use dynaspa_runtime::sparsity::Granularity;
 use dynaspa_runtime::{DType, Error, Result};
@@ -184,7 +185,7 @@ pub(crate) struct MaskColumns {
     /// tiles alone, and never for calibration's scratch mask.
     pub report: Option<(BufId, usize)>,
     /// Whether the members may read the mask before their PDL wait (SL_PREWAIT in
-    /// sparse_conv.cl, where `schedules::self_list_prewait` allows it): the launch queued just
+    /// sparse_conv.cl, where `SparseConvFeatures::overlaps_launches`): the launch queued just
     /// ahead of them never writes it (`Resources::written_last`).
     pub prewait: bool,
 }
@@ -309,10 +310,9 @@ impl SconvOp {
             part = part.max(self.part_len(s, layout));
             counters = counters.max(self.counters_len(s, layout));
         }
-        let fuses = cx.res.fused_finish || self_list_fused(cx.dev.info());
         Ok(SplitBufs {
             part: if part > 0 { Some(cx.scratch(part)?) } else { None },
-            counters: if counters > 0 && fuses { Some(cx.zeroed_ints(counters, "split-K tile counters")?) } else { None },
+            counters: if counters > 0 && cx.res.features.fused_finish { Some(cx.zeroed_ints(counters, "split-K tile counters")?) } else { None },
             columns: None,
         })
     }
@@ -342,9 +342,8 @@ impl SconvOp {
         // Buffers sized for other members than this one would be overrun: refused here, where
         // the op can still fall back, rather than left to corrupt memory at run time.
         let fits = |b: Option<BufId>, words: usize| words == 0 || b.is_some_and(|b| cx.res.caps[b] >= words * 4);
-        let fused = self.kind == SconvKind::Gemm
-            && split.counters.is_some()
-            && sched.fuses_finish(cx.res.fused_finish, self_list_fused(cx.dev.info()));
+        let features = cx.res.features;
+        let fused = self.kind == SconvKind::Gemm && split.counters.is_some() && sched.fuses_finish(features.fused_finish);
         let part = self.part_len(sched, layout);
         if !fits(split.part, part) || (fused && !fits(split.counters, self.counters_len(sched, layout))) {
             return Err(Error::Other(format!("split-K buffers too small for member {sched:?}")));
@@ -377,53 +376,39 @@ impl SconvOp {
                 let t = sched.tile;
                 let mut defines = sched.gemm_defines(fused);
                 let info = cx.dev.info();
-                // Slices (WK) share each stage by indices; MMA shares it by warps.
-                let mma = (mma_on(info) && sched.wk <= 1).then(|| mma_defines(t, info.local_mem_bytes)).flatten();
-                defines.extend(mma.into_iter().flatten());
-                if let Some(bytes) = launch_local_bytes(&sched, columns.is_some(), info).filter(|_| mma.is_none()) {
+                let opencl_c = features.dialect != KernelDialect::Wgsl;
+                if let Some(bytes) = launch_local_bytes(sched, columns.is_some(), info) {
                     defines.push(("DSP_DYN_SMEM", int(bytes as usize, "the weights' stage")? as i64));
-                }
-                if info.backend != "wgpu" && !tap_table_on() {
-                    defines.push(("SC_TAPS", 0));
-                }
-                if info.backend != "wgpu" && !vector_reads_on() {
-                    defines.push(("SC_VEC", 0));
                 }
                 // PoCL 3.1 (CI's) computed sliced 3x3 members with the hoisted gather wrong
                 // (relative L2 ~0.2, tests/gpu_sliced.rs; right without it, and 1x1 convs
                 // right either way): sliced members on OpenCL work their gather out per stage.
-                if info.backend != "wgpu" && (!hoisted_gather(info) || (sched.wk > 1 && info.backend == "opencl")) {
+                if opencl_c && (!features.hoisted_gather || (sched.wk > 1 && features.dialect == KernelDialect::OpenCl)) {
                     defines.push(("SC_HOIST", 0));
                 }
-                if sched.one_stage(self.k) && one_stage_on() {
+                if sched.one_stage(self.k) {
                     defines.push(("SC_ONE_STAGE", 1));
-                    if let Some(mode) = async_copies() {
-                        defines.push(("SC_ASYNC", mode));
-                    }
-                    if early_trigger(info, sched.et) {
+                    if sched.et && features.overlaps_launches() {
                         defines.push(("SC_EARLY_TRIGGER", 1));
                     }
                 }
-                let depth = pipeline_depth(&info.backend);
-                if info.backend != "wgpu" && depth > 1 {
-                    defines.push(("SC_DEPTH", depth as i64));
+                if features.two_stages_in_flight {
+                    defines.push(("SC_DEPTH", 2));
                 }
                 let [tx, ty, tz] = sched.local();
-                if let Some(groups) = register_bound(tx * ty * tz).filter(|_| info.backend == "cuda") {
+                if let Some(groups) = register_bound(tx * ty * tz).filter(|_| features.register_bound()) {
                     defines.push(("SC_MIN_BLOCKS", groups as i64));
                 }
-                // Sparse members run column tiles slowest (SC_CSLOW, the kernel's default for
-                // them) unless switched off; SELF_LIST always does.
-                let slow = sched.gran.is_some() && columns_slowest(info);
-                let fastest = (sched.gran.is_some() && info.backend != "wgpu" && !slow).then_some(("SC_CSLOW", 0));
-                defines.extend(fastest.filter(|_| columns.is_none()));
+                // Sparse members run column tiles slowest where the kernel has it (SC_CSLOW,
+                // sparse_conv_knobs.h), as does SELF_LIST.
+                let slow = sched.gran.is_some() && features.columns_slowest();
                 if columns.is_some_and(|c| c.report.is_some()) {
                     defines.push(("SELF_COUNT", 1));
                 }
-                if columns.is_some() && self_list_early(info) {
+                if columns.is_some() && features.self_list_early() {
                     defines.push(("SL_EARLY", 1));
                 }
-                if columns.is_some_and(|c| c.prewait) && self_list_prewait(info) {
+                if columns.is_some_and(|c| c.prewait) && features.overlaps_launches() {
                     defines.push(("SL_PREWAIT", 1));
                 }
                 let kern = cx.kernel(Src::SparseConv, "sconv_gemm_f32", &defines)?;
@@ -444,9 +429,8 @@ impl SconvOp {
                     cx.narrowable(2, t.tn);
                 }
                 if sched.ks > 1 && !fused {
-                    let mut defines = sched.finish_defines(finish_speculates(cx.dev.info()));
-                    defines.extend(fastest);
-                    if finish_triggers(cx.dev.info()) {
+                    let mut defines = sched.finish_defines(features.finish_speculates());
+                    if features.overlaps_launches() {
                         defines.push(("FIN_TRIGGER", 1));
                     }
                     let kern = cx.kernel(Src::SparseConv, "sconv_finish_f32", &defines)?;

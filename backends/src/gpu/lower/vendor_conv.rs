@@ -63,7 +63,7 @@ pub(crate) fn lower_dense<D: GpuDevice>(
     mask: Mask,
     ours: &mut dyn FnMut(&mut Ctx<D>) -> Result<()>,
 ) -> Result<Option<String>> {
-    let policy = cx.dev.vendor_policy();
+    let policy = cx.res.vendor_policy;
     let desc = match policy {
         VendorPolicy::Never => None,
         _ => describe(cx, p)?,

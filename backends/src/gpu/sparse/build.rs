@@ -3,15 +3,16 @@
 //! per op signature and device the way the CPU backend does (cpu/sparse_exec/calibrate.rs:
 //! blob masks of a few densities, tables cached on disk keyed by the device fingerprint).
 
+use super::features::SparseConvFeatures;
 use super::knobs::GpuLimits;
 use super::meta::MetaLayout;
-use super::schedules::{env_switch, member_schedule, self_count_on, SconvSchedule, GRANULARITIES};
+use super::schedules::{member_schedule, SconvSchedule, GRANULARITIES};
 use super::split;
 use super::step::{Frames, MaskPlan, SparseOp};
 use super::BITMASK_BLOCK;
 use crate::cpu::sparse_exec::calibrate::{self, blob_mask, random_tensor, Subject};
 use crate::cpu::SparseConfig;
-use crate::gpu::device::{DeviceInfo, GpuDevice};
+use crate::gpu::device::{DeviceInfo, GpuDevice, KernelDialect};
 use crate::gpu::kernels::Src;
 use crate::gpu::lower::ctx::{int, replay_launches, BufId, Ctx, LArg, Launch};
 use crate::gpu::lower::sparse_conv::{launch_blend_cached, prepare, sconv_dims, MaskColumns, SconvKind, SconvOp, SplitBufs};
@@ -56,7 +57,7 @@ pub(crate) fn bitmask_defines(info: &DeviceInfo, h: usize, w: usize) -> Vec<(&'s
     let room = if local == 0 { BITMASK_LOCAL_WORDS_BYTES } else { (local / 2).saturating_sub(fixed).min(BITMASK_LOCAL_WORDS_BYTES) };
     // BLOCK first: bitmask_launch reads the group size from it.
     let mut d = vec![("BLOCK", block as i64)];
-    if info.backend != "wgpu" && words > 0 && words * 4 <= room {
+    if info.dialect() != KernelDialect::Wgsl && words > 0 && words * 4 <= room {
         d.push(("LWORDS", words as i64));
     }
     d
@@ -100,17 +101,17 @@ fn mask_plan<D: GpuDevice>(cx: &mut Ctx<D>, frames: &mut Frames<D>, spec: &Spars
     let meta = cx.res.upload(cx.dev, &Tensor::new(vec![layout.total()], TensorData::I32(vec![0; layout.total()]))?, "mask metadata")?;
     let grans = cx.meta(&layout.grans_table())?;
     // The host reads the counts where the kernel stores them, with no copy per frame, where
-    // the device maps host memory (`DYNASPA_HOST_COUNTS=0`: the copy, for A/B runs).
-    let mapped = match env_switch("DYNASPA_HOST_COUNTS") {
-        Some(false) => None,
-        _ => cx.dev.host_mapped(layout.data0 * 4)?,
-    };
-    let (host, staging) = match mapped {
+    // the device maps host memory (what dispatch adds to conv3x3 at density 0.3 fell to
+    // 0.8-1.1 µs on an H200: RESULTS.md, "what lagged dispatch adds to the member").
+    let (host, staging) = match cx.dev.host_mapped(layout.data0 * 4)? {
         Some((buf, st)) => (Some(cx.res.adopt(buf, layout.data0 * 4)), Some(st)),
         None => (None, None),
     };
     let bitmask = bitmask_launch(cx, mask_buf, mask_stride, meta, grans, &layout, host)?;
-    let report = (layout.grans == [Granularity::new(1, 1)] && self_count_on()).then_some((host.unwrap_or(meta), layout.cstride));
+    // Self-listing members store the counts of a mask planned with 1x1 tiles alone, and a frame
+    // whose readers all do makes no bitmask launch (SELF_COUNT; on an H200 the fastest member
+    // with dispatch: stride 2 at density 0.1 18.7 -> 15.3 µs, conv1x1 12.9 -> 9.5).
+    let report = (layout.grans == [Granularity::new(1, 1)]).then_some((host.unwrap_or(meta), layout.cstride));
     frames.masks.push(MaskPlan { name, value, mask_buf, mask_stride, meta, layout, bitmask, report });
     let m = frames.masks.len() - 1;
     if let Some(st) = staging {
@@ -232,7 +233,7 @@ pub(crate) fn lower_sparse_conv<D: GpuDevice>(
     let m = mask_plan(cx, frames, spec, (op.images, op.oh, op.ow))?;
     let (meta, layout) = (frames.masks[m].meta, frames.masks[m].layout.clone());
     let dense = op.dense_schedule(cx);
-    let limits = GpuLimits { self_list: cx.res.self_list, ..GpuLimits::of(cx.dev.info()) };
+    let limits = GpuLimits { self_list: cx.res.features.self_list, ..GpuLimits::of(cx.dev.info()) };
     let schedules_of = |poly: &PolyKernel| -> Result<Vec<SconvSchedule>> {
         poly.members().iter().map(|mb| member_schedule(op.kind, op.cout, op.k, dense, &mb.schedule, &limits).map_err(Error::Other)).collect()
     };
@@ -430,10 +431,21 @@ fn poly_kernel<D: GpuDevice>(
     let shapes: Vec<String> = cx.node.inputs.iter().map(|i| i.map_or("-".into(), |v| format!("{:?}", cx.graph.values[v].shape))).collect();
     let kind = if op.kind == SconvKind::Depthwise { "dw" } else { "gemm" };
     // Split members cost less with the fused finish: tables timed one way do not serve the other.
-    let finish = if cx.res.fused_finish { "fused" } else { "split" };
+    let features = cx.res.features;
+    let finish = if features.fused_finish { "fused" } else { "split" };
     // So do 1x1 members that list their own columns: the list is part of their time.
     let lists = if self_list { "|1x1 lists its columns" } else { "" };
-    let signature = format!("{CALIBRATION_VERSION}|{kind}|{:?}|{}|images {images}|finish {finish}{lists}", cx.node.op, shapes.join(","));
+    // And the gather's and the stage pipeline's paths, where the options moved them off the
+    // device's default (the default's tables keep their old key).
+    let defaults = SparseConvFeatures::defaults(dev.info());
+    let mut paths = String::new();
+    if features.hoisted_gather != defaults.hoisted_gather {
+        paths.push_str(if features.hoisted_gather { "|hoisted gather" } else { "|gather per element" });
+    }
+    if features.two_stages_in_flight != defaults.two_stages_in_flight {
+        paths.push_str(if features.two_stages_in_flight { "|two stages in flight" } else { "|one stage in flight" });
+    }
+    let signature = format!("{CALIBRATION_VERSION}|{kind}|{:?}|{}|images {images}|finish {finish}{lists}{paths}", cx.node.op, shapes.join(","));
     let subject = Subject {
         signature,
         height: h,

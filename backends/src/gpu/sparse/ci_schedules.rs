@@ -2,15 +2,14 @@
 //! can ask for as it stands (calibration's grid, the dense lowering, every member of the GPU
 //! profiles shipped under `profiles/`, a spread of the tuner's space), and each switch the
 //! executor adds to them (fused finish, self-listing and its count, leaving early, reading the
-//! mask before the PDL wait, tensor cores, CUDA's two stages in flight and register bound, the
-//! finish's speculation and trigger) on a few of those schedules that between them carry every
-//! knob value the switch meets. Every switch on every schedule was ~1,700 programs per
-//! architecture, past CI's 90 minutes at ~1.5 s each (session 33); a switch's code does not
-//! depend on which tile values it is combined with beyond the values themselves, which the
-//! cover keeps.
+//! mask before the PDL wait, CUDA's two stages in flight and register bound, the finish's
+//! speculation and trigger) on a few of those schedules that between them carry every knob value
+//! the switch meets. Every switch on every schedule was ~1,700 programs per architecture, past
+//! CI's 90 minutes at ~1.5 s each; a switch's code does not depend on which tile values it is
+//! combined with beyond the values themselves, which the cover keeps.
 
 use super::knobs::{GemmKnobs, GpuLimits, GEMM_DOMAINS};
-use super::schedules::{mma_defines, register_bound, SconvSchedule, GEMM_LARGE, GEMM_SMALL, GRANULARITIES, SPLITS};
+use super::schedules::{register_bound, SconvSchedule, GEMM_LARGE, GEMM_SMALL, GRANULARITIES, SPLITS};
 use dynaspa_runtime::sparsity::Granularity;
 use std::collections::BTreeSet;
 
@@ -56,12 +55,6 @@ fn gemm() -> Vec<Defines> {
     // Each switch set as a function of a plain schedule: its defines, where it applies.
     type Switch<'a> = Box<dyn Fn(&SconvSchedule) -> Option<Defines> + 'a>;
     let mut switches: Vec<Switch> = vec![Box::new(|s: &SconvSchedule| Some(s.gemm_defines(true)).filter(|d| d.contains(&("FUSED_FINISH", 1))))];
-    // On the tensor cores (sm_80 and later) where the tile allows, dense and 1x1 members: the
-    // other granularities change only the column lookup, which the MMA variant does not touch.
-    let mma = move |d: Defines, s: &SconvSchedule| -> Option<Defines> {
-        let m = mma_defines(s.tile, 48 * 1024)?;
-        (s.gran.is_none() || s.gran == one).then(|| with(d, &m))
-    };
     // CUDA's own form of a member (`lower::sparse_conv`): two stages in flight and, for groups
     // of 256 to 512, the register bound. The plain list is what OpenCL launches.
     let cuda = |d: Defines, s: &SconvSchedule| -> Defines {
@@ -70,30 +63,25 @@ fn gemm() -> Vec<Defines> {
         with(d, &[("SC_DEPTH", 2)]).into_iter().chain(bound).collect()
     };
     switches.push(Box::new(move |s: &SconvSchedule| Some(cuda(s.gemm_defines(false), s))));
-    switches.push(Box::new(move |s: &SconvSchedule| mma(s.gemm_defines(false), s)));
-    switches.push(Box::new(move |s: &SconvSchedule| mma(s.gemm_defines(true), s).filter(|d| d.contains(&("FUSED_FINISH", 1)))));
-    // Self-listing members (1x1 tiles): with and without their count, fused or not; as CUDA
-    // runs them (leaving before the scan without a column, reading the mask before the PDL
-    // wait where the launch ahead does not write it), and on the tensor cores.
+    // Self-listing members (1x1 tiles, never fused): with and without their count; as CUDA runs
+    // them (leaving before the scan without a column, reading the mask before the PDL wait where
+    // the launch ahead does not write it).
     for count in [false, true] {
-        for fused in [false, true] {
-            let listed = move |s: &SconvSchedule| -> Option<Defines> {
-                let d = SconvSchedule { self_list: true, ..*s }.gemm_defines(fused);
-                (s.gran == one && fused == d.contains(&("FUSED_FINISH", 1))).then(|| with(d, &[("SELF_COUNT", 1)][..count as usize]))
-            };
-            for mode in [&[][..], &[("SL_EARLY", 1)], &[("SL_EARLY", 1), ("SL_PREWAIT", 1)]] {
-                switches.push(Box::new(move |s: &SconvSchedule| listed(s).map(|d| with(d, mode))));
-            }
-            switches.push(Box::new(move |s: &SconvSchedule| listed(s).map(|d| cuda(with(d, &[("SL_EARLY", 1), ("SL_PREWAIT", 1)]), s))));
-            switches.push(Box::new(move |s: &SconvSchedule| listed(s).and_then(|d| mma(d, s))));
+        let listed = move |s: &SconvSchedule| -> Option<Defines> {
+            let d = SconvSchedule { self_list: true, ..*s }.gemm_defines(false);
+            (s.gran == one).then(|| with(d, &[("SELF_COUNT", 1)][..count as usize]))
+        };
+        for mode in [&[][..], &[("SL_EARLY", 1)], &[("SL_EARLY", 1), ("SL_PREWAIT", 1)]] {
+            switches.push(Box::new(move |s: &SconvSchedule| listed(s).map(|d| with(d, mode))));
         }
+        switches.push(Box::new(move |s: &SconvSchedule| listed(s).map(|d| cuda(with(d, &[("SL_EARLY", 1), ("SL_PREWAIT", 1)]), s))));
     }
     for f in &switches {
         v.extend(cover(plain.iter().filter_map(f).collect()));
     }
     // Work-groups in slices (WK): each unsplit plain schedule of 1x1 tiles or every position
-    // in slices of 2 to 16 where it can, and the sliced tiles measured on an H200 (session 36);
-    // as OpenCL and CUDA launch them, self-listing or not.
+    // in slices of 2 to 16 where it can, and the sliced tiles measured fastest on an H200; as
+    // OpenCL and CUDA launch them, self-listing or not.
     let limits = GpuLimits { wgsl: false, max_group_threads: 1024, local_mem_bytes: 48 * 1024, launch_local_bytes: 0, registers_per_group: 65536, registers_per_thread: 255, self_list: true };
     let sliced: Vec<SconvSchedule> = plain
         .iter()
@@ -120,22 +108,22 @@ fn gemm() -> Vec<Defines> {
         let s = SconvSchedule::from_knobs(GemmKnobs { tm, tn, tk, wm, wn, ks: 1, wk, et: false }, one);
         let dynamic = ("DSP_DYN_SMEM", s.knobs().weights_stage_bytes() as i64);
         let launched = cuda(with(listed(&s), &[("SELF_COUNT", 1), ("SL_EARLY", 1), ("SL_PREWAIT", 1), ("SC_ONE_STAGE", 1), dynamic]), &s);
-        // And the A/B switches of one-stage members: copies after the count, the early trigger.
-        v.push(with(launched.clone(), &[("SC_ASYNC", 2), ("SC_EARLY_TRIGGER", 1)]));
+        // And with the early trigger of members whose knobs ask for it (`ET`).
+        v.push(with(launched.clone(), &[("SC_EARLY_TRIGGER", 1)]));
         v.push(launched);
     }
     v
 }
 
-/// One-stage tiles (TM, TN, TK, WM, WN, WK) past 48 KiB of local memory: `c1_floor`'s fastest at
-/// batch 2 (64 x 8) and batch 4 (32 x 16) on an H200 (sessions 36 and 38) as the GEMM's knobs,
-/// and a deeper 128 x 8 tile of TK 128.
+/// One-stage tiles (TM, TN, TK, WM, WN, WK) past 48 KiB of local memory: the fastest of a
+/// hand-written conv1x1 at batch 2 (64 x 8) and batch 4 (32 x 16) on an H200
+/// (benches/device_s36/c1_floor.cu) as the GEMM's knobs, and a deeper 128 x 8 tile of TK 128.
 const LAUNCH_LOCAL_TILES: [(u32, u32, u32, u32, u32, u32); 3] = [(64, 8, 256, 4, 4, 8), (32, 16, 256, 2, 2, 2), (128, 8, 128, 8, 4, 8)];
 
 /// Sliced tiles (TM, TN, TK, WM, WN, WK) that ran conv1x1 at density 0.1 fastest on an H200 in
-/// session 36's hand-written kernel (benches/device_s36/c1_floor.cu), as the GEMM's knobs, and
-/// two in deep stages whose sums take the weights' stage after the last one, and two whose stage
-/// holds the reduction of a 256-channel 1x1 conv (SC_ONE_STAGE, session 37).
+/// a hand-written kernel (benches/device_s36/c1_floor.cu), as the GEMM's knobs, and two in deep
+/// stages whose sums take the weights' stage after the last one, and two whose stage holds the
+/// reduction of a 256-channel 1x1 conv (SC_ONE_STAGE).
 const SLICED_MEASURED: [(u32, u32, u32, u32, u32, u32); 9] = [
     (32, 8, 256, 2, 4, 8),
     (16, 16, 256, 2, 4, 8),
@@ -288,18 +276,19 @@ mod tests {
         for s in plain() {
             assert!(gemm.contains(&s.gemm_defines(false)), "{s:?}");
         }
-        let switches = ["FUSED_FINISH", "SELF_LIST", "SELF_COUNT", "SL_EARLY", "SL_PREWAIT", "MMA", "SC_DEPTH", "WK", "SC_ONE_STAGE", "DSP_DYN_SMEM", "SC_ASYNC", "SC_EARLY_TRIGGER"];
+        let switches = ["FUSED_FINISH", "SELF_LIST", "SELF_COUNT", "SL_EARLY", "SL_PREWAIT", "SC_DEPTH", "WK", "SC_ONE_STAGE", "DSP_DYN_SMEM", "SC_EARLY_TRIGGER"];
         let on = |d: &Vec<(&str, i64)>| switches.iter().filter(|n| d.iter().any(|x| x.0 == **n)).copied().collect::<Vec<_>>();
         let sets: BTreeSet<Vec<&str>> = gemm.iter().map(on).collect();
         let cuda_listed = vec!["SELF_LIST", "SELF_COUNT", "SL_EARLY", "SL_PREWAIT", "SC_DEPTH"];
         let sliced = vec!["SELF_LIST", "SELF_COUNT", "SL_EARLY", "SL_PREWAIT", "SC_DEPTH", "WK"];
         let whole = vec!["SELF_LIST", "SELF_COUNT", "SL_EARLY", "SL_PREWAIT", "SC_DEPTH", "WK", "SC_ONE_STAGE"];
         let dynamic = vec!["SELF_LIST", "SELF_COUNT", "SL_EARLY", "SL_PREWAIT", "SC_DEPTH", "WK", "SC_ONE_STAGE", "DSP_DYN_SMEM"];
-        let ab = vec!["SELF_LIST", "SELF_COUNT", "SL_EARLY", "SL_PREWAIT", "SC_DEPTH", "WK", "SC_ONE_STAGE", "DSP_DYN_SMEM", "SC_ASYNC", "SC_EARLY_TRIGGER"];
-        let needs = [vec!["WK"], vec!["SC_DEPTH", "WK"], vec!["SELF_LIST", "SC_DEPTH", "WK"], sliced, vec!["WK", "SC_ONE_STAGE"], vec!["SC_DEPTH", "WK", "SC_ONE_STAGE"], whole, dynamic, ab];
-        for needed in [vec!["FUSED_FINISH"], vec!["SELF_LIST", "SELF_COUNT", "SL_EARLY", "SL_PREWAIT"], vec!["FUSED_FINISH", "SELF_LIST", "SELF_COUNT", "MMA"], vec!["SC_DEPTH"], cuda_listed].into_iter().chain(needs) {
+        let early = vec!["SELF_LIST", "SELF_COUNT", "SL_EARLY", "SL_PREWAIT", "SC_DEPTH", "WK", "SC_ONE_STAGE", "DSP_DYN_SMEM", "SC_EARLY_TRIGGER"];
+        let needs = [vec!["WK"], vec!["SC_DEPTH", "WK"], vec!["SELF_LIST", "SC_DEPTH", "WK"], sliced, vec!["WK", "SC_ONE_STAGE"], vec!["SC_DEPTH", "WK", "SC_ONE_STAGE"], whole, dynamic, early];
+        for needed in [vec!["FUSED_FINISH"], vec!["SELF_LIST", "SELF_COUNT", "SL_EARLY", "SL_PREWAIT"], vec!["SC_DEPTH"], cuda_listed].into_iter().chain(needs) {
             assert!(sets.contains(&needed), "{needed:?} not compiled");
         }
+        assert!(!sets.iter().any(|s| s.contains(&"FUSED_FINISH") && s.contains(&"SELF_LIST")), "self-listing members never fuse");
         for set in &sets {
             let of: Vec<_> = gemm.iter().filter(|d| on(d) == *set).collect();
             let carried: BTreeSet<_> = of.iter().flat_map(|d| traits(d)).collect();

@@ -9,13 +9,14 @@
 //! `KS` work-groups splitting the reduction, `WK` slices of a work-group splitting each stage's
 //! reduction (profiles and the bench name it; the tuner's space does not explore it: the members
 //! that win, on an H200 conv1x1 at density 0.1 and batches 1 and 2, run their whole reduction as
-//! one stage of TK 256 (SC_ONE_STAGE, RESULTS.md session 37), past the space's TK, and the
+//! one stage of TK 256 (SC_ONE_STAGE, RESULTS.md "one stage wins at batches 1 and 2"), past the
+//! space's TK, and the
 //! roofline does not model that path), and `ET`, the early trigger of one-stage members (see
 //! `GemmKnobs::et`), which neither does.
 //! The granularity is the schedule's own field (the
 //! kernel's `GH`, `GW`, `TILED`). `sconv_dw_f32` (depthwise) has no knob but the granularity.
 
-use crate::gpu::DeviceInfo;
+use crate::gpu::{DeviceInfo, KernelDialect};
 use dynaspa_runtime::dispatch::Schedule;
 use dynaspa_runtime::sparsity::Granularity;
 use std::collections::BTreeMap;
@@ -28,7 +29,7 @@ pub const GEMM_DOMAINS: [(&str, &[i64]); 6] = [
     ("WM", &[1, 2, 4, 8]),
     ("WN", &[1, 2, 4, 8]),
     // Not only powers of two: on an H200 the fastest 1x1 members at density 0.1 split 6 and 12
-    // ways, the 3x3 convs 24 (benches/RESULTS.md, session 32): what fills the SMs with whole
+    // ways, the 3x3 convs 24 (benches/RESULTS.md, "which tiles fill 132 SMs"): what fills the SMs with whole
     // waves of resident groups.
     ("KS", &[1, 2, 3, 4, 6, 8, 12, 16, 24, 32]),
 ];
@@ -37,14 +38,15 @@ pub const GEMM_DOMAINS: [(&str, &[i64]); 6] = [
 /// last work-group where the executable fuses the finish; bigger tiles finish in a second
 /// launch whatever it asks. The last work-group reads all of its tile's partial sums alone, where
 /// the second launch spreads them over the GPU but costs a launch (9-15 µs on NVIDIA's OpenCL,
-/// depending on the host). On an H200 (benches/RESULTS.md, session 20) fused against split of
+/// depending on the host). On an H200 (benches/RESULTS.md, "the fused finish, not the compiler")
+/// fused against split of
 /// the same member was 0.84-1.05 up to 8,192 partial sums, 1.03-1.22 at 16,384-32,768 where
 /// the launch was cheap, and 1.26-2.3 past 65,536; where the launch was dear, the calibrated 64 x
 /// 32 members of 16,384 and 32,768 lost 8-13 µs split. Hence the limit between the two.
 pub const FUSED_FINISH_MAX_PARTIALS: u32 = 32768;
 /// Largest split of the reduction a schedule may ask for (each split is a work-group chain and
 /// `KS` x outputs of partial sums). Splits past 32 (36, 48, 72: 3x3 convs of 256 channels in 4,
-/// 3 and 2 stages of 16) never won at batch 1 on an H200 (RESULTS.md, session 24): each split's
+/// 3 and 2 stages of 16) never won at batch 1 on an H200 (RESULTS.md, "splits past 32"): each split's
 /// partial sums are written and read back.
 pub const MAX_KS: u32 = 32;
 /// Prefetch registers per work-item (a stage of A and B, `ceil(TM*TK/threads) +
@@ -74,7 +76,7 @@ pub struct GemmKnobs {
     /// a default, because it helps some shapes and hurts others: on an H200 conv1x1 at density
     /// 0.1 ran 0.5-0.6 µs faster with it at batches 1 and 2 and up to 0.7 slower at batch 4,
     /// whose tiles hold the SMs longer while the next grid's early groups load beside them
-    /// (RESULTS.md, sessions 38 and 39).
+    /// (RESULTS.md, "The early trigger").
     pub et: bool,
 }
 
@@ -96,7 +98,8 @@ pub struct GpuLimits {
     pub registers_per_group: u32,
     /// Registers one work-item may hold (0: not known, not checked).
     pub registers_per_thread: u32,
-    /// 1x1 GEMM members list their own columns (`SconvSchedule::with_self_list`).
+    /// 1x1 GEMM members list their own columns (`SconvSchedule::with_self_list`; `of` gives the
+    /// device's default, `SparseConvFeatures::self_list`).
     pub self_list: bool,
 }
 
@@ -106,8 +109,8 @@ impl GpuLimits {
     /// every compute capability since 5.0 (CUDA C++ Programming Guide, technical specifications);
     /// others are not checked (a launch that fails is a failed measurement, not a crash).
     pub fn of(info: &DeviceInfo) -> GpuLimits {
-        let wgsl = info.backend == "wgpu";
-        let nvidia = info.backend == "cuda" || info.vendor.to_ascii_lowercase().contains("nvidia");
+        let wgsl = info.dialect() == KernelDialect::Wgsl;
+        let nvidia = info.dialect() == KernelDialect::Cuda || info.vendor.to_ascii_lowercase().contains("nvidia");
         let mut max = if info.max_work_group_size > 0 { info.max_work_group_size } else { 1024 };
         let mut local = if info.local_mem_bytes > 0 { info.local_mem_bytes } else { 16384 };
         if wgsl {
@@ -121,7 +124,7 @@ impl GpuLimits {
             launch_local_bytes: if wgsl { 0 } else { info.local_mem_launch_bytes },
             registers_per_group: if nvidia { 65536 } else { 0 },
             registers_per_thread: if nvidia { 255 } else { 0 },
-            self_list: super::schedules::self_list_on(info),
+            self_list: super::features::SparseConvFeatures::defaults(info).self_list,
         }
     }
 }

@@ -1,7 +1,8 @@
 //! Sparse execution on the GPU backends: spatially masked convs run on DISTiles of the frame's
 //! mask, chosen per frame from a PolyKernel. `split` decides which annotated nodes run sparsely,
 //! `build` lowers them at compile time (members, fills, calibration), `step` runs them per frame,
-//! `meta` is the layout of the bitmask kernel's results and `schedules` the kernel variants.
+//! `meta` is the layout of the bitmask kernel's results, `schedules` the kernel variants and
+//! `features` the paths whose choice depends on the device.
 //! Token ops (A-ViT): `token` decides which run over active tokens and folds their epilogues,
 //! `lower/token.rs` lowers them; projections become PolyKernel ops too (`token_poly`), with the
 //! mask's compaction in the bitmask kernel's place, and attention stays ordinary launches.
@@ -9,7 +10,7 @@
 pub(crate) mod build;
 #[cfg(test)]
 pub(crate) mod ci_schedules;
-pub(crate) mod graphs;
+pub mod features;
 pub mod knobs;
 pub(crate) mod meta;
 pub(crate) mod schedules;

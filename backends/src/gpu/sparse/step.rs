@@ -26,10 +26,9 @@
 //! word per image, which such a member finds anyway: it stores them where the launch would
 //! (SELF_COUNT), and a frame whose readers of the mask all do makes no bitmask launch for it.
 //! At low density a frame's launches, not its work, set its time (3.5-5.7 µs each back to back
-//! on an H200, benches/RESULTS.md session 21), so a lone op's frame is then its member's
+//! on an H200, benches/RESULTS.md "The launch floor"), so a lone op's frame is then its member's
 //! launches alone.
 
-use super::graphs::{self, MemberGraphs};
 use super::meta::MetaLayout;
 use crate::cpu::ForceMember;
 use crate::gpu::device::GpuDevice;
@@ -137,11 +136,12 @@ pub enum CountsSync {
 }
 
 impl CountsSync {
-    /// `DYNASPA_GPU_COUNTS=exact|lagged`, else the default.
-    pub fn from_env() -> CountsSync {
-        match std::env::var("DYNASPA_GPU_COUNTS").ok().as_deref().map(str::trim) {
-            Some(v) if v.eq_ignore_ascii_case("exact") => CountsSync::Exact,
-            _ => CountsSync::Lagged,
+    /// `lagged` or `exact` (any case); `None` for anything else.
+    pub fn parse(s: &str) -> Option<CountsSync> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "lagged" => Some(CountsSync::Lagged),
+            "exact" => Some(CountsSync::Exact),
+            _ => None,
         }
     }
 }
@@ -182,10 +182,8 @@ pub(crate) struct Frames<D: GpuDevice> {
     /// not waited for yet (`settle`). Kept across frames: the main queue waits only before work
     /// that needs it, so a kernel after the member can overlap it (`cuda/pdl.rs`).
     pending: Vec<Option<D::Event>>,
-    /// Each member's launches recorded as one graph, where the device records graphs.
-    graphs: MemberGraphs<D::Graph>,
-    /// The whole frame is being recorded (`gpu/frame_graphs.rs`): members queue their launches
-    /// into it, not graphs of their own.
+    /// The whole frame is being recorded (`gpu/frame_graphs.rs`): its counts are queued into
+    /// the graph, not read at once.
     pub recording_frame: bool,
 }
 
@@ -199,7 +197,6 @@ impl<D: GpuDevice> Frames<D> {
             counts: Vec::new(),
             zero_events: Vec::new(),
             pending: Vec::new(),
-            graphs: MemberGraphs::new(graphs::enabled_by_env()),
             recording_frame: false,
         }
     }
@@ -467,11 +464,7 @@ impl<D: GpuDevice> Frames<D> {
             op.cached_ready = true;
             ("dense (first cached frame)".to_string(), None, 0)
         } else {
-            if self.recording_frame {
-                replay_expecting(dev, bufs, &op.members[pick], expect)?;
-            } else {
-                self.graphs.replay(dev, bufs, i, pick, &op.members[pick], expect)?;
-            }
+            replay_expecting(dev, bufs, &op.members[pick], expect)?;
             op.last_pick = Some(pick);
             let s = &op.poly.members()[pick].schedule;
             (s.name.clone(), s.granularity, tiles)
@@ -523,15 +516,6 @@ fn choose<K>(op: &SparseOp<K>, layout: &MetaLayout, counts: &[usize]) -> Result<
 }
 
 impl<D: GpuDevice> Frames<D> {
-    /// Members whose launches run as one recorded graph so far.
-    pub(crate) fn recorded_members(&self) -> usize {
-        self.graphs.recorded()
-    }
-
-    pub(crate) fn set_member_graphs(&mut self, on: bool) {
-        self.graphs.set_enabled(on);
-    }
-
     /// Member names of op `i`, in PolyKernel order (benchmarks).
     pub(crate) fn member_names(&self, i: usize) -> Vec<String> {
         self.ops[i].poly.members().iter().map(|m| m.schedule.name.clone()).collect()
@@ -585,14 +569,13 @@ impl<D: GpuDevice> Frames<D> {
         op.residual_fill.is_empty() && self.member_index(i, name).and_then(|a| op.meta_free.get(a).copied()).unwrap_or(false)
     }
 
-    /// Queues op `i`'s member `name` as a frame runs it: the residual fill, then the member
-    /// (from its graph where the device records them).
+    /// Queues op `i`'s member `name` as a frame runs it: the residual fill, then the member.
     pub(crate) fn replay_member(&mut self, dev: &D, bufs: &[D::Buffer], i: usize, name: &str) -> Result<()> {
         let at = self.member_index(i, name).ok_or_else(|| Error::Other(format!("sparse op {i} has no member '{name}'")))?;
         let expect = self.frame_columns(i);
         let op = &self.ops[i];
         replay_launches(dev, bufs, &op.residual_fill)?;
-        self.graphs.replay(dev, bufs, i, at, &op.members[at], expect)
+        replay_expecting(dev, bufs, &op.members[at], expect)
     }
 
     /// One frame's dispatch of op `i` followed by its member `name` (`replay_member`), ordered
@@ -644,8 +627,11 @@ impl<D: GpuDevice> Frames<D> {
 
 /// Columns per image (the mean: an image with more takes further windows) a frame with
 /// `counts` over `layout` narrows self-listing grids to (`lower::ctx::ColumnGrid`); `None`
-/// where they stay whole (`DYNASPA_SL_GRID=0`, or no 1x1 count).
+/// where they stay whole (no 1x1 count). Narrowed, the fastest member as dispatched on an H200
+/// at batch 1 and density 0.1 went from 24.6 to 19.2 µs (conv3x3), 17.2 to 14.9 (stride 2) and
+/// 11.1 to 9.8 (conv1x1; RESULTS.md, "self-listing grids launched for the columns a frame
+/// expects").
 pub(crate) fn expected_columns(layout: &MetaLayout, counts: &[usize]) -> Option<usize> {
     let ones = counts.get(layout.index(Granularity::new(1, 1))?)?;
-    super::schedules::narrow_column_grids().then(|| ones.div_ceil(layout.images.max(1)))
+    Some(ones.div_ceil(layout.images.max(1)))
 }

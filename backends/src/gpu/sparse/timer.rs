@@ -4,6 +4,7 @@
 //! random operands; a mask is uploaded and turned into tile lists by the bitmask kernel once,
 //! then the member is replayed and timed the way calibration times members.
 
+use super::features::{SparseConvFeatures, SparseConvOverrides};
 use super::knobs::GpuLimits;
 use super::meta::MetaLayout;
 use super::schedules::{member_schedule, SconvSchedule};
@@ -78,19 +79,19 @@ fn random_buffer<D: GpuDevice>(res: &mut Resources<D>, dev: &D, shape: &[usize],
 
 impl<D: GpuDevice + 'static> SconvTimer<D> {
     /// The timers of every sparse conv of `graph` (as the executor splits it).
-    /// `fused_finish`: the executor's setting (`GpuOptions::fused_finish`), so the tuner times
-    /// split members as frames will run them.
+    /// `overrides`: the executor's (`GpuOptions::sparse_conv`), so the tuner times members as
+    /// frames will run them.
     /// Token projections (A-ViT) get the token GEMM's timer.
-    pub(crate) fn all(dev: &Arc<D>, graph: &Graph, fused_finish: Option<bool>) -> Result<Vec<Box<dyn SparseConvTimer>>> {
+    pub(crate) fn all(dev: &Arc<D>, graph: &Graph, overrides: &SparseConvOverrides) -> Result<Vec<Box<dyn SparseConvTimer>>> {
         let (g, acts) = split::split(graph, true);
         let g = Arc::new(g);
-        let fused = super::schedules::fused_finish(dev.info(), fused_finish);
+        let features = SparseConvFeatures::for_device(dev.info(), overrides);
         let mut out: Vec<Box<dyn SparseConvTimer>> = Vec::new();
         for i in 0..g.nodes.len() {
             let n = &g.nodes[i];
             let wrap = |e: Error| Error::node(&n.name, n.op.name(), e.to_string());
             if split::runs_sparse(&g, n) {
-                out.push(Box::new(SconvTimer::new(dev.clone(), g.clone(), i, fused).map_err(wrap)?));
+                out.push(Box::new(SconvTimer::new(dev.clone(), g.clone(), i, features).map_err(wrap)?));
             } else if super::token::runs_token_projection(&g, n) {
                 out.push(Box::new(super::token_timer::TokenTimer::new(dev.clone(), g.clone(), &acts, i).map_err(wrap)?));
             }
@@ -98,14 +99,13 @@ impl<D: GpuDevice + 'static> SconvTimer<D> {
         Ok(out)
     }
 
-    fn new(dev: Arc<D>, graph: Arc<Graph>, node: usize, fused_finish: bool) -> Result<SconvTimer<D>> {
+    fn new(dev: Arc<D>, graph: Arc<Graph>, node: usize, features: SparseConvFeatures) -> Result<SconvTimer<D>> {
         let g = graph.clone();
         let n = &g.nodes[node];
         let (Op::Conv(p), Some(spec)) = (&n.op, n.sparse.as_ref()) else {
             return Err(Error::Other("not a sparse conv".into()));
         };
-        let mut res = Resources::<D>::new(g.values.len());
-        res.fused_finish = fused_finish;
+        let mut res = Resources::<D>::new(g.values.len(), features);
         // Operands that are not constants get random values (timing on zeros or on whatever a
         // fresh buffer holds could take shortcuts real frames do not).
         for (i, v) in n.inputs.iter().enumerate() {
@@ -126,7 +126,7 @@ impl<D: GpuDevice + 'static> SconvTimer<D> {
             (op, dense)
         };
         let mask_buf = res.alloc_own(&*dev, op.oh * op.ow * 4)?;
-        let limits = GpuLimits::of(dev.info());
+        let limits = GpuLimits { self_list: features.self_list, ..GpuLimits::of(dev.info()) };
         Ok(SconvTimer {
             dev,
             graph,
@@ -196,8 +196,7 @@ impl<D: GpuDevice + 'static> SconvTimer<D> {
         let n = &g.nodes[self.node];
         let mut cx = Ctx { dev: &*self.dev, graph: &g, node: n, res: &mut self.res, launches: Vec::new(), scratch: Vec::new() };
         let tiles = self.op.counters_len(&s, layout);
-        let fuses = cx.res.fused_finish || super::schedules::self_list_fused(cx.dev.info());
-        if fuses && tiles > 0 && self.counters.is_none_or(|(_, have)| have < tiles) {
+        if cx.res.features.fused_finish && tiles > 0 && self.counters.is_none_or(|(_, have)| have < tiles) {
             // As the scratch: earlier launches keep theirs, which they leave zero.
             self.counters = Some((cx.zeroed_ints(tiles, "split-K tile counters")?, tiles));
         }

@@ -46,7 +46,7 @@ impl<D: GpuDevice + 'static> TokenTimer<D> {
             return Err(Error::Other(format!("a token projection of {xs:?} and {ws:?}")));
         }
         let (images, t, k, nout) = (if r == 3 { xs[0] } else { 1 }, xs[r - 2], ws[0], ws[1]);
-        let mut res = Resources::<D>::new(g.values.len());
+        let mut res = Resources::<D>::new(g.values.len(), super::features::SparseConvFeatures::defaults(dev.info()));
         let x_val = n.inputs[0].ok_or_else(|| Error::Other("no rows".into()))?;
         // Random rows: timing on zeros or on whatever a fresh buffer holds could take shortcuts
         // real frames do not.
