@@ -67,7 +67,7 @@ struct Args {
     densities: Vec<f64>,
     only: Option<String>,
     /// Where to write each (density, batch)'s masks as `d{density}_b{batch}.npy` (uint8
-    /// `[batch, h, w]`), so baselines run elsewhere (benches/gpu_baselines.py) use the same ones.
+    /// `[batch, h, w]`), so baselines run elsewhere (`benches/ops.py torch`) use the same ones.
     dump_masks: Option<String>,
     /// A-ViT's token ops instead of the convs.
     avit: bool,

@@ -19,7 +19,7 @@
 //! samples of each. Token sets: per image the class token plus random others, round(d * T) in
 //! all (density 1.0: all tokens), the same set for every image of a batch drawn anew; written
 //! with `--dump-masks DIR` as `avit_{size}_d{density}_b{batch}.npy` (uint8 [B, T]) for
-//! `benches/gpu_baselines.py --attention DIR`. Inputs random non-zero.
+//! `benches/ops.py attention DIR`. Inputs random non-zero.
 
 use dynaspa_backends::cpu::{ForceMember, SparseConfig};
 use dynaspa_backends::gpu::{GpuDevice, GpuExecutable, GpuOptions, NodePart};

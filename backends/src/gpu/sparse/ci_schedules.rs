@@ -117,11 +117,11 @@ fn gemm() -> Vec<Defines> {
 
 /// One-stage tiles (TM, TN, TK, WM, WN, WK) past 48 KiB of local memory: the fastest of a
 /// hand-written conv1x1 at batch 2 (64 x 8) and batch 4 (32 x 16) on an H200
-/// (benches/device_s36/c1_floor.cu) as the GEMM's knobs, and a deeper 128 x 8 tile of TK 128.
+/// (benches/cuda/conv1x1_floor.cu) as the GEMM's knobs, and a deeper 128 x 8 tile of TK 128.
 const LAUNCH_LOCAL_TILES: [(u32, u32, u32, u32, u32, u32); 3] = [(64, 8, 256, 4, 4, 8), (32, 16, 256, 2, 2, 2), (128, 8, 128, 8, 4, 8)];
 
 /// Sliced tiles (TM, TN, TK, WM, WN, WK) that ran conv1x1 at density 0.1 fastest on an H200 in
-/// a hand-written kernel (benches/device_s36/c1_floor.cu), as the GEMM's knobs, and two in deep
+/// a hand-written kernel (benches/cuda/conv1x1_floor.cu), as the GEMM's knobs, and two in deep
 /// stages whose sums take the weights' stage after the last one, and two whose stage holds the
 /// reduction of a 256-channel 1x1 conv (SC_ONE_STAGE).
 const SLICED_MEASURED: [(u32, u32, u32, u32, u32, u32); 9] = [
