@@ -372,7 +372,7 @@ fn a_projection_of_masked_tokens_runs_on_the_mask_even_when_read_whole() {
 }
 
 #[test]
-fn the_authors_avit_projects_only_the_tokens_still_running() {
+fn the_authors_avit_computes_only_the_tokens_still_running() {
     // Every block after the first multiplies its normalised tokens by the halting mask before
     // qkv and fc1 (and, with the exported zero fc1 biases, before fc2): those projections run on
     // the tokens still running. Block 0 runs before any token halts.
@@ -382,8 +382,12 @@ fn the_authors_avit_projects_only_the_tokens_still_running() {
     let found = detect(&mut rw, &SparseOptions::default());
     assert_well_formed(&rw, model);
     let names = sparse_names(&found);
+    // The attention and its output projection run on the tokens still running too: a halted
+    // token's score is already past the threshold, so its halting score (read from the block
+    // output) cannot change the masks.
     for l in 1..12 {
-        for op in [format!("/attn/qkv_{l}/MatMul"), format!("/mlp/fc1_{l}/MatMul"), format!("/mlp/fc2_{l}/MatMul")] {
+        let ops = ["/attn/qkv_{l}/MatMul", "/attn_{l}/MatMul_1", "/attn/proj_{l}/MatMul", "/mlp/fc1_{l}/MatMul", "/mlp/fc2_{l}/MatMul"];
+        for op in ops.map(|o| o.replace("{l}", &l.to_string())) {
             let s = found.sparse.iter().find(|s| s.node == op).unwrap_or_else(|| panic!("{op} not sparse: {names:?}"));
             assert_eq!(s.kind, dynaspa::runtime::graph::MaskKind::Token, "{op}");
         }
@@ -394,4 +398,55 @@ fn the_authors_avit_projects_only_the_tokens_still_running() {
     let want = run_cpu(g.clone(), feeds.clone());
     let got = run_cpu(lower_to_dense(&rw, Some(-7.5)), feeds);
     assert_same_outputs(&got, &want, model);
+}
+
+#[test]
+fn a_halted_tokens_score_is_not_recomputed() {
+    // A-ViT's halting: c2 = c1 + step(x2[:, :, 0]) and a token runs while c < 0.6. Where c1 has
+    // reached 0.6 so has c2, whatever the step, as long as it cannot be negative (a sigmoid):
+    // the projection behind x2 is needed only on the tokens c1 left running. A tanh step can be
+    // negative, so there the projection is needed at every token.
+    let seed = common::seed();
+    for (step, sparse) in [("Sigmoid", true), ("Tanh", false)] {
+        let mut n = Net::new(seed);
+        n.inits.push(i64_init("channel0", &[], &[0]));
+        n.inits.push(i64_init("column", &[3], &[1, 6, 1]));
+        let t = n.scalar("t", 0.6);
+        let pick = |n: &mut Net, x: &str, name: &str| -> String {
+            let y = format!("{name}.y");
+            n.nodes.push(with_attrs(node("Gather", name, &[x, "channel0"], &[&y]), vec![int_attr("axis", 2)]));
+            y
+        };
+        let running = |n: &mut Net, c: &str, k: u32| -> String {
+            let l = n.op("Less", &format!("running{k}"), &[c, &t]);
+            let name = format!("running{k}/cast");
+            n.nodes.push(with_attrs(node("Cast", &name, &[&l], &[&format!("{name}.y")]), vec![int_attr("to", 1)]));
+            n.op("Reshape", &format!("running{k}/column"), &[&format!("{name}.y"), "column"])
+        };
+        let s1 = pick(&mut n, "x", "pick1");
+        let c1 = n.op("Sigmoid", "score1", &[&s1]);
+        let m1 = running(&mut n, &c1, 1);
+        let x1 = n.op("Mul", "halt1", &["x", &m1]);
+        n.init("proj.w", &[8, 8], 0.3);
+        n.init("proj.b", &[8], 0.1);
+        let p = n.op("MatMul", "proj", &["x", "proj.w"]);
+        let pb = n.op("Add", "proj/bias", &[&p, "proj.b"]);
+        let x2 = n.op("Add", "residual", &[&x1, &pb]);
+        let s2 = pick(&mut n, &x2, "pick2");
+        let h2 = n.op(step, "step2", &[&s2]);
+        let c2 = n.op("Add", "score2", &[&c1, &h2]);
+        let m2 = running(&mut n, &c2, 2);
+        let y = n.op("Mul", "halt2", &[&x2, &m2]);
+        let bytes = build(n, &[("x", F32, &[1, 6, 8])], &y, &[1, 6, 8]);
+        let mut rng = common::Rng(seed ^ 0x4a17);
+        let x = image(&mut rng, "x", &[1, 6, 8]);
+        let (_, found) = detect_and_check(&bytes, vec![x], &SparseOptions::default());
+        if sparse {
+            assert_eq!(sparse_names(&found), ["proj"], "{step}: {found:#?}");
+            assert!(found.sparse[0].mask.contains("running1") || found.sparse[0].mask.starts_with("needed_region/"), "{found:#?}");
+        } else {
+            let d = found.dense.iter().find(|d| d.node == "proj").unwrap_or_else(|| panic!("{step}: {found:#?}"));
+            assert!(d.reason.contains("every position"), "{}", d.reason);
+        }
+    }
 }

@@ -15,6 +15,7 @@ pub mod sparse_detect;
 pub mod sparse_lower;
 mod mask_trace;
 mod needed;
+mod needed_floor;
 mod needed_mask;
 mod order;
 mod zero_support;

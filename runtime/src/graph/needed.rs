@@ -10,6 +10,7 @@
 //! result, a missing one only a dense op.
 
 use super::mask_trace::{self, Links};
+use super::needed_floor;
 use super::op::{BinaryKind, Op, UnaryKind};
 use super::sparse::MaskKind;
 use super::{Graph, Node, ValueId};
@@ -57,6 +58,9 @@ pub(crate) enum Region {
     Both(Vec<Region>),
     /// Union, sorted and without repeats.
     Any(Vec<Region>),
+    /// Where the binary map `[N, T]` or `[N, T, 1]` (one value per token, float or bool) is 1:
+    /// the token rows of `[N, T, C]` values and the elements of `[N, T]` token scalars.
+    Tokens(ValueId),
 }
 
 /// Largest region kept symbolic; a larger one (a value read through many paths) is needed whole.
@@ -65,7 +69,7 @@ const MAX_REGION_TERMS: usize = 48;
 impl Region {
     fn terms(&self) -> usize {
         match self {
-            Region::Map(_) => 1,
+            Region::Map(_) | Region::Tokens(_) => 1,
             Region::Spread(r, _) => 1 + r.terms(),
             Region::Both(v) | Region::Any(v) => 1 + v.iter().map(Region::terms).sum::<usize>(),
         }
@@ -90,7 +94,7 @@ impl Region {
     /// The maps the region is built from, in order of first appearance.
     pub fn maps(&self, out: &mut Vec<ValueId>) {
         match self {
-            Region::Map(v) => {
+            Region::Map(v) | Region::Tokens(v) => {
                 if !out.contains(v) {
                     out.push(*v)
                 }
@@ -108,11 +112,14 @@ pub struct Cause {
     pub text: String,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub(crate) enum Need {
     /// No consumer reads the value.
     Unread,
     Part(Region),
+    /// Exact on the region; elsewhere any value of at least the bound, which the true value also
+    /// is there (graph/needed_floor.rs).
+    AtLeast(f32, Region),
     Whole(Cause),
 }
 
@@ -125,7 +132,20 @@ impl Need {
         match (self, other) {
             (Need::Unread, n) | (n, Need::Unread) => n,
             (w @ Need::Whole(_), _) | (_, w @ Need::Whole(_)) => w,
-            (Need::Part(a), Need::Part(b)) => bounded(Region::join(vec![a, b], false)),
+            (Need::Part(a), Need::Part(b)) => Need::Part(Region::join(vec![a, b], false)),
+            (Need::Part(a), Need::AtLeast(t, b)) | (Need::AtLeast(t, b), Need::Part(a)) => Need::AtLeast(t, Region::join(vec![a, b], false)),
+            (Need::AtLeast(s, a), Need::AtLeast(t, b)) => Need::AtLeast(s.max(t), Region::join(vec![a, b], false)),
+        }
+    }
+    /// Whole when the region has grown too large to keep symbolic.
+    fn bounded(self) -> Need {
+        match self {
+            Need::Part(r) => bounded(r),
+            Need::AtLeast(t, r) => match bounded(r) {
+                Need::Part(r) => Need::AtLeast(t, r),
+                n => n,
+            },
+            n => n,
         }
     }
 }
@@ -166,22 +186,23 @@ pub(crate) fn analyse(g: &Graph, links: &Links) -> Vec<Need> {
     for &o in &g.outputs {
         need[o] = Need::whole(format!("'{}' is a graph output", g.values[o].name));
     }
+    let scalars = token_scalars(g);
     for node in g.nodes.iter().rev() {
         // A value's readers all come after its producer, so its need is final here.
         let outs: Vec<Need> = node.outputs.iter().map(|&o| need[o].clone()).collect();
         if outs.iter().all(|n| *n == Need::Unread) {
             continue;
         }
-        for (v, n) in backward(g, links, node, &outs) {
+        for (v, n) in backward(g, links, &scalars, node, &outs) {
             let old = std::mem::replace(&mut need[v], Need::Unread);
-            need[v] = old.or(n);
+            need[v] = needed_floor::prune(g, links, old.or(n)).bounded();
         }
     }
     need
 }
 
 /// What one node needs of each of its non-constant inputs, given what is needed of its outputs.
-fn backward(g: &Graph, links: &Links, node: &Node, outs: &[Need]) -> Vec<(ValueId, Need)> {
+fn backward(g: &Graph, links: &Links, scalars: &[bool], node: &Node, outs: &[Need]) -> Vec<(ValueId, Need)> {
     let inputs: Vec<ValueId> = node.inputs.iter().flatten().copied().filter(|&v| g.values[v].constant.is_none()).collect();
     let mask = node.sparse.as_ref().map(|s| s.mask);
     let who = || format!("{} '{}'", node.op.name(), node.name);
@@ -198,9 +219,14 @@ fn backward(g: &Graph, links: &Links, node: &Node, outs: &[Need]) -> Vec<(ValueI
         _ if matches!(node.op, Op::Split { .. }) => outs.iter().cloned().fold(Need::Unread, Need::or),
         _ => return whole_all(format!("{} has several outputs", who())),
     };
-    if out == Need::Unread {
-        return Vec::new();
-    }
+    let out = match out {
+        Need::Unread => return Vec::new(),
+        Need::AtLeast(t, r) => match needed_floor::at_least(g, links, node, t, &r) {
+            Some(v) => return v,
+            None => Need::whole(format!("{} feeds a comparison with {t} at every position", who())),
+        },
+        n => n,
+    };
     let out_shape = node.outputs.first().map_or(&[][..], |&o| &g.values[o].shape[..]);
     let Some(kind) = layout(out_shape) else {
         return whole_all(format!("{} has a result of rank {}, neither positions nor token rows", who(), out_shape.len()));
@@ -228,9 +254,13 @@ fn backward(g: &Graph, links: &Links, node: &Node, outs: &[Need]) -> Vec<(ValueI
         }
     };
     let masked = |m: Masking| -> Vec<(ValueId, Need)> {
+        let map = match needed_floor::token_threshold(g, links, m.map) {
+            Some(t) if out_shape.len() == 3 => Region::Tokens(t),
+            _ => Region::Map(m.map),
+        };
         let keep = match &out {
-            Need::Part(r) => bounded(Region::join(vec![Region::Map(m.map), r.clone()], true)),
-            _ => Need::Part(Region::Map(m.map)),
+            Need::Part(r) => bounded(Region::join(vec![map, r.clone()], true)),
+            _ => Need::Part(map),
         };
         let mut v = vec![(m.value, keep), (m.map, Need::whole(format!("{} uses it as a mask", who())))];
         if m.source != m.map {
@@ -240,7 +270,11 @@ fn backward(g: &Graph, links: &Links, node: &Node, outs: &[Need]) -> Vec<(ValueI
     };
     let konst = |k: usize| node.inputs.get(k).copied().flatten().is_none_or(|v| g.values[v].constant.is_some());
     let input0 = node.inputs.first().copied().flatten().filter(|&x| g.values[x].constant.is_none());
+    if node.outputs.first().is_some_and(|&o| scalars[o]) {
+        return token_scalar(g, links, scalars, node, &inputs, out, &whole_all);
+    }
     match &node.op {
+        Op::Reshape { .. } | Op::Identity if needed_floor::keeps_tokens(g, node) => input0.map(|x| (x, out.clone())).into_iter().collect(),
         Op::Binary(b) => {
             if let Some(m) = masking(g, links, node) {
                 return masked(m);
@@ -296,6 +330,100 @@ fn backward(g: &Graph, links: &Links, node: &Node, outs: &[Need]) -> Vec<(ValueI
         Op::Softmax { axis, legacy: false } if channel_axis(*axis, out_shape.len(), kind) => local(None),
         _ => whole_all(format!("{} reads it at every position", who())),
     }
+}
+
+/// Token scalars `[N, T]` (one value per token: A-ViT's halting scores and masks): picked from a
+/// channel of `[N, T, C]` token rows, or computed elementwise from such values.
+fn token_scalars(g: &Graph) -> Vec<bool> {
+    let mut s = vec![false; g.values.len()];
+    for node in &g.nodes {
+        let &[y] = node.outputs.as_slice() else { continue };
+        let ys = &g.values[y].shape;
+        if ys.len() != 2 {
+            continue;
+        }
+        let computed: Vec<ValueId> = node.inputs.iter().flatten().copied().filter(|&v| g.values[v].constant.is_none()).collect();
+        s[y] = match &node.op {
+            Op::Gather { axis } => match node.inputs.as_slice() {
+                &[Some(x), Some(i)] => {
+                    let xs = &g.values[x].shape;
+                    let index = g.values[i].constant.as_ref().is_some_and(|t| t.rank() == 0);
+                    xs.len() == 3 && (*axis == 2 || *axis == -1) && index && xs[..2] == ys[..]
+                }
+                _ => false,
+            },
+            Op::Binary(_) | Op::Unary(_) | Op::Cast { .. } | Op::Identity | Op::Where | Op::Clip => {
+                !computed.is_empty() && computed.iter().all(|&v| s[v] && g.values[v].shape == *ys)
+            }
+            _ => false,
+        };
+    }
+    s
+}
+
+/// What an op with a token-scalar result needs of its inputs: elementwise ops pass the need on,
+/// a product with a binary token map keeps its other operand only where the map is 1 (of two
+/// maps, the later is kept where the earlier is 1), a threshold of a cumulative score needs it
+/// only on its side of the threshold (graph/needed_floor.rs), and a channel pick needs its rows.
+fn token_scalar(
+    g: &Graph,
+    links: &Links,
+    scalars: &[bool],
+    node: &Node,
+    inputs: &[ValueId],
+    out: Need,
+    whole_all: &dyn Fn(String) -> Vec<(ValueId, Need)>,
+) -> Vec<(ValueId, Need)> {
+    let who = || format!("{} '{}'", node.op.name(), node.name);
+    let y = node.outputs[0];
+    let shape = &g.values[y].shape;
+    let is_map = |v: ValueId| scalars[v] && g.values[v].shape == *shape && mask_trace::trace_mask(g, links, v).is_ok();
+    let made = |v: ValueId| links.prod.get(v).copied().flatten();
+    match (&node.op, node.inputs.as_slice()) {
+        (Op::Binary(BinaryKind::Mul), &[Some(a), Some(b)]) => {
+            for (x, m) in [(a, b), (b, a)] {
+                if g.values[x].constant.is_some() || g.values[x].shape != *shape || !is_map(m) {
+                    continue;
+                }
+                if is_map(x) && made(m) >= made(x) {
+                    continue;
+                }
+                let map = Region::Tokens(needed_floor::token_threshold(g, links, m).unwrap_or(m));
+                let keep = match &out {
+                    Need::Part(r) => bounded(Region::join(vec![map, r.clone()], true)),
+                    _ => Need::Part(map),
+                };
+                return vec![(x, keep), (m, Need::whole(format!("{} uses it as a mask", who())))];
+            }
+        }
+        (Op::Binary(BinaryKind::Less | BinaryKind::Greater), _) if matches!(out, Need::Whole(_)) => {
+            if let Some(n) = needed_floor::below(g, links, node) {
+                return vec![n];
+            }
+        }
+        (Op::Gather { .. }, &[Some(x), _]) => return vec![(x, out)],
+        _ => {}
+    }
+    let elementwise = match &node.op {
+        Op::Binary(b) => {
+            let constant_divisor = node.inputs.get(1).copied().flatten().is_some_and(|v| g.values[v].constant.is_some());
+            !matches!(b, BinaryKind::Div | BinaryKind::Pow | BinaryKind::Mod { .. }) || constant_divisor
+        }
+        Op::Unary(u) => !matches!(u, UnaryKind::Sqrt | UnaryKind::Log | UnaryKind::Reciprocal),
+        Op::Cast { .. } | Op::Identity | Op::Where => true,
+        Op::Clip => inputs.len() == 1,
+        _ => false,
+    };
+    if !elementwise {
+        return whole_all(format!("{} reads it at every token", who()));
+    }
+    inputs
+        .iter()
+        .map(|&x| match &out {
+            Need::Part(_) if g.values[x].shape != *shape => (x, Need::whole(format!("{} broadcasts '{}' over tokens", who(), g.values[x].name))),
+            n => (x, n.clone()),
+        })
+        .collect()
 }
 
 fn spread(r: Region, reach: Reach) -> Need {

@@ -5,7 +5,8 @@
 //!   ones and the window's stride, padding and dilation (a count of the output positions that
 //!   read each input position) clipped to 1;
 //! - a spread back through a ConvTranspose is a MaxPool with its window;
-//! - intersections multiply maps, unions add them and clip to 1; bool maps are cast to float.
+//! - intersections multiply maps, unions add them and clip to 1; bool maps are cast to float;
+//! - a token map `[N, T]` is reshaped to `[N, T, 1]`.
 //!
 //! Regions already built are reused, so ops sharing a region share one mask.
 
@@ -63,6 +64,25 @@ impl MaskBuilder {
                         self.node(g, Op::Cast { to: DType::F32 }, vec![*m], shape)
                     }
                     t => return Err(format!("mask '{}' is {t}, not float or bool", val.name)),
+                }
+            }
+            Region::Tokens(m) => {
+                let val = g.values.get(*m).ok_or("dangling mask value")?;
+                let (n, t) = match val.shape.as_slice() {
+                    &[n, t] | &[n, t, 1] => (n, t),
+                    s => return Err(format!("token map '{}' is {s:?}, not [N, T] or [N, T, 1]", val.name)),
+                };
+                let shape = val.shape.clone();
+                let f = match val.dtype {
+                    DType::F32 => *m,
+                    DType::Bool => self.node(g, Op::Cast { to: DType::F32 }, vec![*m], shape.clone()),
+                    d => return Err(format!("mask '{}' is {d}, not float or bool", val.name)),
+                };
+                if shape.len() == 3 {
+                    f
+                } else {
+                    let dims = self.constant(g, Tensor::from_i64(vec![3], vec![n as i64, t as i64, 1]).map_err(|e| e.to_string())?);
+                    self.node(g, Op::Reshape { allowzero: false }, vec![f, dims], vec![n, t, 1])
                 }
             }
             Region::Both(parts) | Region::Any(parts) => {

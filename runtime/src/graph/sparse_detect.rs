@@ -223,6 +223,8 @@ fn plan(g: &Graph, links: &Links, needs: &[Need], zeros: &[Option<Region>], p: u
         (Need::Whole(_), Some(z)) => Ok(Plan { region: z, fold: None, exact: true }),
         (Need::Part(r), None) => Ok(Plan { region: r.clone(), fold: None, exact: false }),
         (Need::Whole(c), None) => Err(format!("needed at every position: {}", c.text)),
+        (Need::AtLeast(..), Some(z)) => Ok(Plan { region: z, fold: None, exact: true }),
+        (Need::AtLeast(t, _), None) => Err(format!("needed at every position: its result is compared with {t}")),
         (Need::Unread, _) => Err("its result is not read".into()),
     }
 }
@@ -269,7 +271,7 @@ fn place(
 /// How far a region reaches beyond the maps it is built from, in its own positions.
 fn halo(r: &Region, of_map: &dyn Fn(ValueId) -> [usize; 2]) -> [usize; 2] {
     match r {
-        Region::Map(m) => of_map(*m),
+        Region::Map(m) | Region::Tokens(m) => of_map(*m),
         Region::Spread(inner, w) => {
             let h = halo(inner, of_map);
             std::array::from_fn(|a| {
