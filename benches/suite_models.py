@@ -37,6 +37,19 @@ import calib  # noqa: E402  (models/authors/calib.py)
 import common  # noqa: E402  (models/common.py)
 
 DENSITY = 0.3
+
+
+def family(name):
+    """models/<name>.py under its own module name: the authors' DynConv checkout has a package
+    called `dynconv` too, which an earlier build may have imported."""
+    import importlib.util
+    key = f"family_{name}"
+    if key not in sys.modules:
+        spec = importlib.util.spec_from_file_location(key, os.path.join(ROOT, "models", f"{name}.py"))
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules[key] = mod
+        spec.loader.exec_module(mod)
+    return sys.modules[key]
 CAM_SEED = 20250101
 CAM_STAGES = (64, 128, 256)
 
@@ -160,10 +173,8 @@ def _torchvision(name):
 def architecture(name, dynconv_repo=None):
     """The model's module with random (uncalibrated) weights, and its forward wrapper (what
     PyTorch times and what is exported). The wrapper's state_dict is what export saves."""
-    import avit
-    import dynconv
     import dynconv_authors as da
-    import sige
+    avit, dynconv, sige = family("avit"), family("dynconv"), family("sige")
     s = SPECS[name]
     if s["kind"] == "cam":
         return cam_module()
@@ -182,10 +193,8 @@ def architecture(name, dynconv_repo=None):
 
 def build(name, dynconv_repo=None):
     """Builds and calibrates a model. Returns (module, ONNX metadata, input names, output names)."""
-    import avit
-    import dynconv
     import dynconv_authors as da
-    import sige
+    avit, dynconv, sige = family("avit"), family("dynconv"), family("sige")
     s = SPECS[name]
     src = f"benches/suite_models.py {name}"
     if s["kind"] == "cam":
