@@ -7,7 +7,7 @@ engine a user would deploy instead, one table per machine.
     python3 benches/suite.py gpu [--only M,...] [--batch 1,8] [--backends cuda,opencl] [--frames 10]
                                  [--rounds 5] [--compile] [--torch-device cuda|cpu] [--dynconv-repo DIR]
 
-export  builds and calibrates every suite model (benches/suite_models.py lists them; the PyTorch side is benches/suite_torch.py), saves its
+export  builds and calibrates every suite model (benches/suite_models.py lists them), saves its
         state_dict (<name>.pt) and its ONNX export from that same module (<name>.onnx; the
         authors' DynConv, exported stock with fixed shapes, also <name>_b8.onnx) under
         target/suite/, with <name>.json (input size, normalisation, files, checks). Writes the
@@ -29,7 +29,8 @@ gpu     per model, batch size and backend: `dynaspa bench --backend B --batch N`
         CPU (no CUDA graph; --compile compiles for the CPU), for trying the harness without a GPU.
 
 Every row also gives the largest relative L2 between dynaspa's sparse outputs and the reference
-engine's (ONNX Runtime on the CPU, PyTorch eager on the GPU) over the frames. Rows are appended
+engine's (ONNX Runtime on the CPU, PyTorch eager on the GPU) over the frames. The PyTorch side
+is benches/suite_torch.py. Rows are appended
 as JSON lines to --json (target/suite/results.jsonl) and the table is written as Markdown to
 --md (target/suite/<target>.md) for benches/RESULTS.md.
 """
@@ -39,7 +40,6 @@ import json
 import os
 import platform
 import re
-import statistics
 import subprocess
 import sys
 import time
