@@ -289,17 +289,24 @@ def calibration_set(h, w):
     return [common.load_rgb(p, w, h) for p in paths]
 
 
-def build(size, density, out_dir, dataset=True):
+def calibrated(size, density):
+    """The model with calibrated weights (module docstring) and its calibration batch."""
     cfg = CONFIGS[size]
-    h, w = cfg["h"], cfg["w"]
     torch.manual_seed(SEED)
     model = AViT(cfg).eval()
     init_weights(model, cfg, SEED + (0 if size == "small" else 1))
-    imgs = calibration_set(h, w)
+    imgs = calibration_set(cfg["h"], cfg["w"])
     x = common.to_input(imgs, common.IMAGENET_MEAN, common.IMAGENET_STD)
     sal = [common.saliency(im) for im in imgs]
     fit_halting(model, x, sal, density)
     calibrate_head(model, x)
+    return model, x
+
+
+def build(size, density, out_dir, dataset=True):
+    cfg = CONFIGS[size]
+    h, w = cfg["h"], cfg["w"]
+    model, x = calibrated(size, density)
     tag = f"avit_{size}_d{round(density * 100):02d}"
     path = os.path.join(out_dir, f"{tag}.onnx")
     blocks = list(range(1, cfg["depth"]))

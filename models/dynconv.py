@@ -239,13 +239,13 @@ def calibration_set(h, w):
     return imgs, paths
 
 
-def build(size, density, out_dir, dataset=True):
+def calibrated(size, density):
+    """The model with calibrated weights (module docstring) and its calibration batch."""
     cfg = CONFIGS[size]
-    h, w = cfg["h"], cfg["w"]
     torch.manual_seed(SEED)
     model = DynConvResNet(cfg).eval()
     init_weights(model, SEED + (0 if size == "small" else 1))
-    imgs, _ = calibration_set(h, w)
+    imgs, _ = calibration_set(cfg["h"], cfg["w"])
     x = common.to_input(imgs, common.IMAGENET_MEAN, common.IMAGENET_STD)
     sal = [common.saliency(im) for im in imgs]
     for _, _, b in model.blocks():
@@ -253,6 +253,13 @@ def build(size, density, out_dir, dataset=True):
     calibrate_bn(model, x)
     fit_mask_units(model, x, sal, density)
     calibrate_head(model, x)
+    return model, x
+
+
+def build(size, density, out_dir, dataset=True):
+    cfg = CONFIGS[size]
+    h, w = cfg["h"], cfg["w"]
+    model, x = calibrated(size, density)
     tag = f"dynconv_{size}_d{round(density * 100):02d}"
     path = os.path.join(out_dir, f"{tag}.onnx")
     sparse = model.sparse_blocks()

@@ -237,7 +237,9 @@ def calibration_set(h, w, n_vtest, n_photos):
 
 
 @torch.no_grad()
-def build(size, density, out_dir, dataset=True):
+def calibrated(size):
+    """The generator with calibrated weights (module docstring), its calibration batch and the
+    dense output's pre-Tanh outputs before scaling, with the scale applied."""
     cfg = CONFIGS[size]
     h, w = cfg["h"], cfg["w"]
     torch.manual_seed(SEED)
@@ -253,6 +255,14 @@ def build(size, density, out_dir, dataset=True):
     s = 0.6 / float(torch.cat(pre).std())
     model.out.weight.data *= s
     model.out.bias.data *= s
+    return model, x, pre, s
+
+
+@torch.no_grad()
+def build(size, density, out_dir, dataset=True):
+    cfg = CONFIGS[size]
+    h, w = cfg["h"], cfg["w"]
+    model, x, pre, s = calibrated(size)
     tag = f"sige_{size}"
     path = os.path.join(out_dir, f"{tag}.onnx")
     props = {"dynaspa.mean": ",".join(map(str, MEAN)), "dynaspa.std": ",".join(map(str, STD)),

@@ -64,8 +64,13 @@ def ridge(X, y, lam):
     y = torch.as_tensor(y, dtype=torch.float64)
     mu, sd = X.mean(0), X.std(0) + 1e-6
     Xs = (X - mu) / sd
-    A = Xs.T @ Xs / len(Xs) + lam * torch.eye(X.shape[1], dtype=torch.float64)
-    beta = torch.linalg.solve(A, Xs.T @ (y - y.mean()) / len(Xs))
+    n, p = Xs.shape
+    if p > 2 * n:  # the same solution through the n x n system (push-through identity)
+        K = Xs @ Xs.T / n + lam * torch.eye(n, dtype=torch.float64)
+        beta = Xs.T @ torch.linalg.solve(K, (y - y.mean()) / n)
+    else:
+        A = Xs.T @ Xs / n + lam * torch.eye(p, dtype=torch.float64)
+        beta = torch.linalg.solve(A, Xs.T @ (y - y.mean()) / n)
     pred = Xs @ beta + y.mean()
     r2 = 1 - float(((pred - y) ** 2).mean() / ((y - y.mean()) ** 2).mean())
     return beta / sd, float(y.mean() - (mu / sd) @ beta), pred, r2

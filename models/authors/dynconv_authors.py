@@ -75,11 +75,13 @@ def set_dense(conv):
     conv.bias.data.fill_(1.0)
 
 
-def fit_mask_conv(conv, feats, sal, density, fc=None, g=None, lam=0.1):
+def fit_mask_conv(conv, feats, sal, density, fc=None, g=None, lam=0.1, max_rows=None):
     """Fit a mask unit's conv (k x k, stride s, 1 output) by ridge regression from its input
     features to the saliency targets at its output resolution; logit scaled to unit std; with the
     Squeeze fc, its per-image term (std 0.2 of the logit) is added before the bias is set to the
-    (1 - density) quantile. Returns (R^2, threshold)."""
+    (1 - density) quantile. max_rows: fit on that many positions drawn at random (seeded), for
+    wide layers whose full system would be too large; the threshold still uses every position.
+    Returns (R^2, threshold)."""
     import torch
     import torch.nn.functional as F
     k, s, p = conv.kernel_size[0], conv.stride[0], conv.padding[0]
@@ -89,7 +91,12 @@ def fit_mask_conv(conv, feats, sal, density, fc=None, g=None, lam=0.1):
     wo = (feats.shape[3] + 2 * p - k) // s + 1
     X = cols.permute(0, 2, 1).reshape(-1, c * k * k)
     y = calib.target_map(sal, ho, wo).reshape(-1)
-    w, b0, pred, r2 = calib.ridge(X, y, lam)
+    if max_rows is not None and len(X) > max_rows:
+        rows = torch.randperm(len(X), generator=torch.Generator().manual_seed(SEED))[:max_rows]
+        w, b0, _, r2 = calib.ridge(X[rows], y[rows.numpy()], lam)
+        pred = X.double() @ w + b0
+    else:
+        w, b0, pred, r2 = calib.ridge(X, y, lam)
     scale = 1.0 / float(pred.std())
     logit = (pred * scale).reshape(n, ho * wo)
     conv.weight.data = (w * scale).float().view(1, c, k, k)
@@ -131,15 +138,28 @@ class ResNetExport:
         return Wrap().eval()
 
 
-def build_resnet(repo, arch, density, name):
+def resnet(repo, arch, width=0.25):
+    """The authors' ResNet, uncalibrated (random weights), and its export wrapper."""
     import torch
     purge({"dynconv", "models", "utils"})
     sys.path.insert(0, os.path.join(repo, "classification"))
-    with contextlib.redirect_stdout(open(os.devnull, "w")):
-        from models import resnet_224x224 as R
-        torch.manual_seed(SEED)
-        net = getattr(R, arch)(sparse=True, width_mult=0.25).eval()
-    sys.path.pop(0)
+    try:
+        with contextlib.redirect_stdout(open(os.devnull, "w")):
+            from models import resnet_224x224 as R
+            torch.manual_seed(SEED)
+            net = getattr(R, arch)(sparse=True, width_mult=width).eval()
+    finally:
+        sys.path.remove(os.path.join(repo, "classification"))
+    return net, ResNetExport.make(net)
+
+
+def calibrated_resnet(repo, arch, density, width=0.25, max_rows=None):
+    """The authors' ResNet with calibrated weights (module docstring). Width 1.0 calibrates on
+    32 frames (24 vtest + 8 photos) with mask-unit fits on 4096 positions (max_rows), which keeps
+    its widest fits (18432 inputs) to about a minute on two cores.
+    Returns (wrap, net, calibration batch, origin)."""
+    import torch
+    net, wrap = resnet(repo, arch, width)
     blocks = [b for layer in (net.layer1, net.layer2, net.layer3, net.layer4) for b in layer]
     last_bns = [getattr(b, "bn3", None) or b.bn2 for b in blocks]
     g = init_weights(net, SEED + (0 if arch == "resnet50" else 1), last_bns)
@@ -147,25 +167,29 @@ def build_resnet(repo, arch, density, name):
         set_dense(b.masker.maskconv.conv)
         b.masker.maskconv.fc.weight.data.zero_()
         b.masker.maskconv.fc.bias.data.zero_()
-    wrap = ResNetExport.make(net)
     h = w = 224
-    imgs, _ = calib.calibration_set(h, w)
+    imgs, _ = calib.calibration_set(h, w) if max_rows is None else calib.calibration_set(h, w, 24, 8)
     x = torch.from_numpy(common.to_input(imgs, common.IMAGENET_MEAN, common.IMAGENET_STD))
     sal = [common.saliency(im) for im in imgs]
     for i, b in enumerate(blocks):
         feats = calib.capture_input(net, b.masker, wrap, x)
-        r2, thr = fit_mask_conv(b.masker.maskconv.conv, feats, sal, density, b.masker.maskconv.fc, g)
+        r2, thr = fit_mask_conv(b.masker.maskconv.conv, feats, sal, density, b.masker.maskconv.fc, g,
+                                max_rows=max_rows)
         print(f"  mask unit {i}: {feats.shape[1]} ch -> stride {b.masker.maskconv.conv.stride[0]}, "
-              f"ridge R^2 {r2:.2f}, threshold {thr:+.3f}")
+              f"ridge R^2 {r2:.2f}, threshold {thr:+.3f}", flush=True)
     calib.full_bn_pass(net, wrap, x)
     calibrate_head(net.fc, wrap, x)
-    return finish(name, wrap, x, h, w, density,
-                  {"repo": "thomasverelst/dynconv", "commit": calib.repo_commit(repo),
-                   "file": "classification/models/resnet_224x224.py",
-                   "class": f"{arch}(sparse=True, width_mult=0.25) -> ResNet"
-                            f"({'Bottleneck' if arch == 'resnet50' else 'BasicBlock'})",
-                   "license": "MIT (classification/LICENSE, Copyright (c) 2020 Verelst Thomas)"},
-                  net)
+    origin = {"repo": "thomasverelst/dynconv", "commit": calib.repo_commit(repo),
+              "file": "classification/models/resnet_224x224.py",
+              "class": f"{arch}(sparse=True, width_mult={width}) -> ResNet"
+                       f"({'Bottleneck' if arch == 'resnet50' else 'BasicBlock'})",
+              "license": "MIT (classification/LICENSE, Copyright (c) 2020 Verelst Thomas)"}
+    return wrap, net, x, origin
+
+
+def build_resnet(repo, arch, density, name):
+    wrap, net, x, origin = calibrated_resnet(repo, arch, density)
+    return finish(name, wrap, x, 224, 224, density, origin, net)
 
 
 def calibrate_head(fc, run, x, target_std=2.0):

@@ -6,10 +6,12 @@ use super::frames::note_skipped;
 use super::overlay::{frame_base, Overlay};
 use super::profile_choice::{self, ProfileOpts, Target};
 use super::progress::Progress;
+use super::run::write_outputs;
 use super::stats;
 use dynaspa::io::frames::FrameSource;
 use dynaspa::runtime::report::FrameReport;
-use dynaspa::{Error, OpenOptions, Result, Session, Tensor};
+use dynaspa::{Error, LoadOptions, OpenOptions, Result, Session, Tensor};
+use image::RgbImage;
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -28,6 +30,12 @@ Each frame's row also gives the mean mask density of its sparse ops ('-' where n
 the median row gives the mean over frames. The warm-up outputs of both are compared and a
 warning is printed if they differ by more than 1e-4 relative L2. Frames are decoded once and
 kept in memory: at most --max-frames (default 30).
+
+--batch N feeds N consecutive frames as one [N, 3, H, W] input per run (a symbolic first input
+dimension becomes N; a fixed one must be N already); rows and medians are then per run of N
+frames, --max-frames still counts frames (default 30 runs), and a last group shorter than N is
+left out. Without --batch every run takes one frame, copied into each item of a fixed batch.
+--output-dir writes the sparse warm-up pass's outputs of run i as DIR/i/<output>.npy.
 
 --overlay writes each frame as `run --overlay` does, from the sparse warm-up pass's mask and
 report, with the frame's median sparse latency; the sparse session then keeps that mask as an
@@ -51,6 +59,12 @@ pub struct BenchArgs {
     /// output's name.
     #[arg(long, value_name = "NAME", requires = "overlay")]
     overlay_op: Option<String>,
+    /// Frames per run, stacked into one [N, 3, H, W] input (see below).
+    #[arg(long, value_name = "N", conflicts_with = "overlay", value_parser = clap::value_parser!(u32).range(1..))]
+    batch: Option<u32>,
+    /// Write the sparse session's outputs of each run (warm-up pass) as DIR/<run>/<name>.npy.
+    #[arg(long, value_name = "DIR")]
+    output_dir: Option<PathBuf>,
 }
 
 /// What the sparse warm-up pass keeps of a frame for its overlay.
@@ -95,13 +109,25 @@ fn time_run(session: &mut Session, feeds: &[(String, Tensor)]) -> Result<f64> {
 }
 
 pub fn bench(a: BenchArgs) -> Result<()> {
-    let base = OpenOptions { threads: a.src.threads, device: a.src.device.clone(), ..Default::default() };
+    let per_run = a.batch.map_or(1, |n| n as usize);
+    let base = OpenOptions {
+        load: LoadOptions { batch: per_run, ..Default::default() },
+        threads: a.src.threads,
+        device: a.src.device.clone(),
+        ..Default::default()
+    };
     let t = Instant::now();
     let g = dynaspa::load_model(&a.model, &base)?;
     let load_graph_ms = t.elapsed().as_secs_f64() * 1e3;
     let target = Target { model: &a.model, backend: &a.src.backend, threads: a.src.threads, device: a.src.device.as_deref() };
     let sparse_cfg = profile_choice::choose(&a.profiles, &g, &target)?;
     let feeder = a.src.feeder(&g)?;
+    if a.batch.is_some() && feeder.shape[0] != per_run {
+        return Err(Error::Other(format!(
+            "--batch {per_run}: the frame input '{}' has a fixed batch of {} ({:?})",
+            feeder.frame_input, feeder.shape[0], feeder.shape
+        )));
+    }
     let (w, h) = feeder.input_size();
     let mut overlay = match &a.overlay {
         Some(dir) => Some(Overlay::new(&g, a.overlay_op.as_deref(), (h as usize, w as usize), dir.clone())?),
@@ -114,29 +140,51 @@ pub fn bench(a: BenchArgs) -> Result<()> {
     let t = Instant::now();
     let mut dense = dynaspa::open(&a.model, &a.src.backend, &OpenOptions { dense: true, ..base })?;
     let dense_load = t.elapsed().as_secs_f64() * 1e3;
-    let max = a.src.max_frames.map_or(DEFAULT_MAX_FRAMES, |n| n as usize);
+    let max = a.src.max_frames.map_or(DEFAULT_MAX_FRAMES * per_run, |n| n as usize);
     let source = FrameSource::open(&a.src.frames, feeder.input_size(), Some(max))?;
     note_skipped(&source);
     let desc = source.describe().to_string();
+    // One entry per run: its label and feeds (with --batch, N consecutive frames).
     let mut frames = Vec::new();
     let mut images = Vec::new();
+    let mut group = Vec::with_capacity(per_run);
     for f in source {
         let f = f?;
-        let feeds = feeder.feeds(&f.image).map_err(|e| Error::Other(format!("frame {} ({}): {e}", f.index, f.label)))?;
-        if overlay.is_some() {
-            images.push((f.image, frame_base(f.index, f.path.as_deref())));
+        if a.batch.is_none() {
+            let feeds = feeder.feeds(&f.image).map_err(|e| Error::Other(format!("frame {} ({}): {e}", f.index, f.label)))?;
+            if overlay.is_some() {
+                images.push((f.image, frame_base(f.index, f.path.as_deref())));
+            }
+            frames.push((f.label, feeds));
+            continue;
         }
-        frames.push((f.label, feeds));
+        group.push(f);
+        if group.len() == per_run {
+            let imgs: Vec<&RgbImage> = group.iter().map(|f| &f.image).collect();
+            let feeds = feeder
+                .feeds_batch(&imgs)
+                .map_err(|e| Error::Other(format!("frames {}.. ({}): {e}", group[0].index, group[0].label)))?;
+            let label = if per_run == 1 { group[0].label.clone() } else { format!("{}+{}", group[0].label, per_run - 1) };
+            frames.push((label, feeds));
+            group.clear();
+        }
     }
     if frames.is_empty() {
-        return Err(Error::Other(format!("no frames could be read from {}", a.src.frames.display())));
+        return Err(Error::Other(format!(
+            "no {} could be read from {}",
+            if per_run == 1 { "frames".to_string() } else { format!("{per_run} frames for one batch") },
+            a.src.frames.display()
+        )));
+    }
+    if !group.is_empty() {
+        eprintln!("note: the last {} frames do not fill a batch of {per_run} and are left out", group.len());
     }
     let rounds = a.rounds as usize;
+    let what = if a.batch.is_some() { format!("{} runs of {per_run} frames", frames.len()) } else { format!("{} frames", frames.len()) };
     println!(
-        "bench {}: backend {}, {} frames from {desc}, {rounds} rounds interleaved after 1 warm-up pass (load: sparse {sparse_load:.1} ms, dense {dense_load:.1} ms)",
+        "bench {}: backend {}, {what} from {desc}, {rounds} rounds interleaved after 1 warm-up pass (load: sparse {sparse_load:.1} ms, dense {dense_load:.1} ms)",
         a.model.display(),
         sparse.backend_name(),
-        frames.len()
     );
     if let Some(o) = &overlay {
         println!("{}", o.describe());
@@ -152,6 +200,9 @@ pub fn bench(a: BenchArgs) -> Result<()> {
         let d = dense.run(feeds.clone()).map_err(ctx)?;
         let s = sparse.run(feeds.clone()).map_err(ctx)?;
         densities.push(stats::frame_density(sparse.last_report()));
+        if let Some(dir) = &a.output_dir {
+            write_outputs(&dir.join(i.to_string()), &s)?;
+        }
         if overlay.is_some() {
             let mask = fetch.first().and_then(|v| sparse.fetched(v)).cloned();
             kept.push(Kept { mask, outputs: s.clone(), report: sparse.last_report().cloned() });
@@ -180,7 +231,8 @@ pub fn bench(a: BenchArgs) -> Result<()> {
         progress.tick(|| format!("round {}/{rounds}", r + 1));
     }
 
-    println!("{:>5}  {:<24} {:>10} {:>10} {:>7} {:>8}", "frame", "", "dense ms", "sparse ms", "ratio", "density");
+    let unit = if a.batch.is_some() { "run" } else { "frame" };
+    println!("{unit:>5}  {:<24} {:>10} {:>10} {:>7} {:>8}", "", "dense ms", "sparse ms", "ratio", "density");
     let (mut med_d, mut med_s) = (Vec::new(), Vec::new());
     for (i, (label, _)) in frames.iter().enumerate() {
         let d = stats::median(&times[0][i]).unwrap_or(0.0);
@@ -194,10 +246,10 @@ pub fn bench(a: BenchArgs) -> Result<()> {
     let mean_density = stats::mean(&densities.iter().flatten().copied().collect::<Vec<_>>());
     println!("{:>5}  {:<24} {d:>10.3} {s:>10.3} {:>7.2} {:>8}", "", "median", d / s.max(1e-9), stats::fmt_density(mean_density));
     if worst.0.is_finite() && worst.0 <= AGREE_REL_L2 {
-        println!("outputs agree: max relative L2 {:.2e} over {} frames", worst.0, frames.len());
+        println!("outputs agree: max relative L2 {:.2e} over {} {unit}s", worst.0, frames.len());
     } else {
         eprintln!(
-            "warning: sparse and dense outputs differ: relative L2 {:.2e} on output '{}' of frame {} (limit {AGREE_REL_L2:.0e})",
+            "warning: sparse and dense outputs differ: relative L2 {:.2e} on output '{}' of {unit} {} (limit {AGREE_REL_L2:.0e})",
             worst.0, worst.1, worst.2
         );
     }

@@ -141,9 +141,20 @@ impl Feeder {
 
     pub fn feeds(&self, img: &::image::RgbImage) -> Result<Vec<(String, Tensor)>> {
         let t = image::rgb_to_input(img, &self.shape, &self.mean, &self.std)?;
+        Ok(self.with_fixed(t))
+    }
+
+    /// Feeds for a batch of frames: frame i becomes batch item i of the frame input, whose first
+    /// dimension must be `imgs.len()`.
+    pub fn feeds_batch(&self, imgs: &[&::image::RgbImage]) -> Result<Vec<(String, Tensor)>> {
+        let t = image::rgbs_to_input(imgs, &self.shape, &self.mean, &self.std)?;
+        Ok(self.with_fixed(t))
+    }
+
+    fn with_fixed(&self, frame: Tensor) -> Vec<(String, Tensor)> {
         let mut feeds = self.fixed.clone();
-        feeds.push((self.frame_input.clone(), t));
-        Ok(feeds)
+        feeds.push((self.frame_input.clone(), frame));
+        feeds
     }
 }
 

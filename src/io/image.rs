@@ -32,10 +32,34 @@ pub fn check_layout(shape: &[usize], mean: &[f32], std: &[f32]) -> Result<()> {
     Ok(())
 }
 
-/// Lays out a decoded image for an input of shape [N, 3, H, W] (resizing when its size differs).
+/// Lays out a decoded image for an input of shape [N, 3, H, W] (resizing when its size differs);
+/// every batch item gets the same image.
 pub fn rgb_to_input(img: &RgbImage, shape: &[usize], mean: &[f32], std: &[f32]) -> Result<Tensor> {
     check_layout(shape, mean, std)?;
-    let (n, h, w) = (shape[0], shape[2], shape[3]);
+    let one = chw(img, shape[2], shape[3], mean, std);
+    let mut all = Vec::with_capacity(shape[0] * one.len());
+    for _ in 0..shape[0] {
+        all.extend_from_slice(&one);
+    }
+    Tensor::from_f32(shape.to_vec(), all)
+}
+
+/// Lays out one decoded image per batch item for an input of shape [N, 3, H, W]: `imgs[i]`
+/// becomes item i, so `imgs.len()` must be N.
+pub fn rgbs_to_input(imgs: &[&RgbImage], shape: &[usize], mean: &[f32], std: &[f32]) -> Result<Tensor> {
+    check_layout(shape, mean, std)?;
+    if imgs.len() != shape[0] {
+        return Err(Error::Other(format!("{} images for an input of batch {} ({shape:?})", imgs.len(), shape[0])));
+    }
+    let mut all = Vec::with_capacity(shape.iter().product());
+    for img in imgs {
+        all.extend(chw(img, shape[2], shape[3], mean, std));
+    }
+    Tensor::from_f32(shape.to_vec(), all)
+}
+
+/// One image as normalised 3 x H x W floats (resized when its size differs).
+fn chw(img: &RgbImage, h: usize, w: usize, mean: &[f32], std: &[f32]) -> Vec<f32> {
     let resized;
     let img = if img.dimensions() != (w as u32, h as u32) {
         resized = image::imageops::resize(img, w as u32, h as u32, image::imageops::FilterType::Triangle);
@@ -50,11 +74,7 @@ pub fn rgb_to_input(img: &RgbImage, shape: &[usize], mean: &[f32], std: &[f32]) 
             one[ch * plane + i] = (px[ch] as f32 / 255.0 - mean[ch]) / std[ch];
         }
     }
-    let mut all = Vec::with_capacity(n * one.len());
-    for _ in 0..n {
-        all.extend_from_slice(&one);
-    }
-    Tensor::from_f32(shape.to_vec(), all)
+    one
 }
 
 /// Encodes an RGB image as PNG bytes (to be written with `write_atomic`).

@@ -1,0 +1,119 @@
+"""The PyTorch side of `benches/suite.py gpu`: each suite model rebuilt from its architecture and
+the state_dict `suite.py export` saved, timed eager, replayed as one CUDA graph and compiled with
+torch.compile(mode="reduce-overhead"), on inputs already on the device; CUDA events on a GPU."""
+import os
+import time
+
+import statistics
+import sys
+
+import suite_models as sm
+
+OUT = os.path.join(sm.ROOT, "target", "suite")
+
+
+def medians(times):
+    """times[round][input] -> median over inputs of each input's median over rounds."""
+    return statistics.median(statistics.median(col) for col in zip(*times))
+
+
+def log(msg):
+    print(f"suite: {msg}", file=sys.stderr, flush=True)
+
+
+def torch_module(meta, name, device, repo=None):
+    import torch
+    m = sm.architecture(name, repo or meta.get("dynconv_repo") or None)
+    m.load_state_dict(torch.load(os.path.join(OUT, f"{name}.pt"), map_location="cpu"))
+    return m.eval().to(device)
+
+
+def time_torch(torch, fn, inputs, rounds, warmup, cuda):
+    """fn(i) runs input i; returns the median over inputs of per-input medians (ms)."""
+    for _ in range(warmup):
+        for i in range(len(inputs)):
+            fn(i)
+    if cuda:
+        torch.cuda.synchronize()
+    times = []
+    for _ in range(rounds):
+        row = []
+        for i in range(len(inputs)):
+            if cuda:
+                s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                s.record()
+                fn(i)
+                e.record()
+                e.synchronize()
+                row.append(s.elapsed_time(e))
+            else:
+                t = time.perf_counter()
+                fn(i)
+                row.append((time.perf_counter() - t) * 1e3)
+        times.append(row)
+    return medians(times)
+
+
+def cuda_graph(a, torch, model, ins, name):
+    """The forward captured once as a CUDA graph (warm-up on a side stream, as benches/models.py
+    does) and replayed per input, each input copied into the captured input buffers first."""
+    try:
+        static = [t.clone() for t in ins[0]]
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for _ in range(3):
+                model(*static)
+        torch.cuda.current_stream().wait_stream(side)
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            model(*static)
+
+        def replay(i):
+            for s, t in zip(static, ins[i]):
+                s.copy_(t)
+            g.replay()
+        return {"graph_ms": time_torch(torch, replay, ins, a.rounds, 2, True)}
+    except Exception as e:  # a forward that syncs with the host cannot be captured
+        note = f"capture failed: {str(e).splitlines()[0][:200] if str(e) else type(e).__name__}"
+        log(f"{name}: CUDA graph: {note}")
+        return {"graph_ms": None, "graph_note": note}
+
+
+def torch_side(a, meta, name, xs, extra, device):
+    """PyTorch eager, CUDA graph and compiled timings; eager's first output per input."""
+    import torch
+    cuda = device.type == "cuda"
+    res = {}
+    model = torch_module(meta, name, device, a.dynconv_repo)
+    ins = [[torch.from_numpy(x).to(device)] + [torch.from_numpy(extra[k][0]).to(device) for k in meta["inputs"][1:]]
+           for x in xs]
+    first = lambda o: o if isinstance(o, torch.Tensor) else o[0]  # noqa: E731
+    with torch.no_grad():
+        refs = [first(model(*i)).float().cpu().numpy() for i in ins]
+        res["eager_ms"] = time_torch(torch, lambda i: model(*ins[i]), ins, a.rounds, 2, cuda)
+        if cuda:
+            res.update(cuda_graph(a, torch, model, ins, name))
+        else:
+            res["graph_ms"], res["graph_note"] = None, f"skipped on {device.type}"
+    res["compile_ms"] = None
+    if not a.compile:
+        res["compile_note"] = "not asked (--compile)"
+    else:
+        try:
+            t = time.time()
+            compiled = torch.compile(model, mode="reduce-overhead")
+            with torch.no_grad():
+                for _ in range(3):
+                    for i in ins:
+                        compiled(*i)
+                res["compile_s"] = round(time.time() - t, 1)
+                res["compile_ms"] = time_torch(torch, lambda i: compiled(*ins[i]), ins, a.rounds, 1, cuda)
+        except Exception as e:
+            res["compile_note"] = f"failed: {type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
+            log(f"{name}: torch.compile: {res['compile_note']}")
+        torch._dynamo.reset()
+    del model
+    if cuda:
+        torch.cuda.empty_cache()
+    return res, refs
