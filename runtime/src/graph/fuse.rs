@@ -1,5 +1,6 @@
 //! Load-time rewrites that change no result: BatchNormalization folded into the preceding Conv,
-//! residual Add and activations fused into the Conv epilogue, dead nodes removed.
+//! residual Add and activations fused into the Conv epilogue, GELU's five nodes made one,
+//! dead nodes removed.
 
 use super::op::*;
 use super::{Graph, Value, ValueId};
@@ -10,6 +11,7 @@ pub fn optimise(g: &mut Graph) {
     fold_batch_norm(g);
     fuse_conv_add(g);
     fuse_conv_activation(g);
+    super::fuse_gelu::fuse_gelu(g);
     super::fuse_attention::fuse_attention(g);
     remove_dead(g);
     g.compact();

@@ -8,6 +8,7 @@ pub mod window;
 pub mod fold;
 pub mod fuse;
 pub mod fuse_attention;
+mod fuse_gelu;
 pub mod sparse_residual;
 pub mod sparse;
 pub mod sparse_attention;
