@@ -123,10 +123,10 @@ pub(crate) fn fold_epilogues(g: &mut Graph, acts: &mut TokenActs) -> usize {
         if bv.dtype != DType::F32 || !row_vector || g.values[a_out].shape != *shape {
             continue;
         }
-        let (act, mut dead, before_mask) = match sole(a_out) {
-            Some(mi) => (None, vec![ai], (a_out, mi)),
-            None => match gelu(g, a_out, &consumers, &sole) {
-                Some((nodes, out, mi)) => (Some(ACT_GELU_ERF), [vec![ai], nodes].concat(), (out, mi)),
+        let (act, mut dead, before_mask) = match gelu(g, a_out, &sole) {
+            Some((nodes, out, mi)) => (Some(ACT_GELU_ERF), [vec![ai], nodes].concat(), (out, mi)),
+            None => match sole(a_out) {
+                Some(mi) => (None, vec![ai], (a_out, mi)),
                 None => continue,
             },
         };
@@ -176,51 +176,16 @@ fn binary_with_constant(g: &Graph, i: usize, kind: BinaryKind, x: usize) -> Opti
     g.values[other].constant.is_some().then_some(other)
 }
 
-/// The value of a scalar f32 constant.
-fn scalar(g: &Graph, v: usize) -> Option<f32> {
-    match g.values[v].constant.as_ref()?.as_f32() {
-        Ok([x]) => Some(*x),
-        _ => None,
-    }
-}
-
-/// GELU of `y` as PyTorch exports it, `Mul(Mul(y, Add(Erf(Div(y, sqrt 2)), 1)), 0.5)`, each
-/// intermediate read only by the chain and `y` only by its Div and Mul: (its nodes, its output,
-/// the one node reading the output).
-fn gelu(g: &Graph, y: usize, consumers: &[Vec<usize>], sole: &dyn Fn(usize) -> Option<usize>) -> Option<(Vec<usize>, usize, usize)> {
-    let readers = consumers[y].as_slice();
-    if readers.len() != 2 || g.is_graph_output(y) {
+/// The GELU of `y` (one `Gelu` node: the load fuses PyTorch's exported five-node chain) when
+/// it is `y`'s only reader: (its node, its output, the one node reading the output).
+fn gelu(g: &Graph, y: usize, sole: &dyn Fn(usize) -> Option<usize>) -> Option<(Vec<usize>, usize, usize)> {
+    let gi = sole(y)?;
+    let n = &g.nodes[gi];
+    if n.op != Op::Unary(UnaryKind::Gelu(false)) || n.sparse.is_some() || n.outputs.len() != 1 {
         return None;
     }
-    let di = readers.iter().copied().find(|&r| g.nodes[r].op == Op::Binary(BinaryKind::Div))?;
-    let mi = readers.iter().copied().find(|&r| r != di)?;
-    let div = &g.nodes[di];
-    let root2 = div.inputs.get(1).copied().flatten().and_then(|c| scalar(g, c))?;
-    if div.inputs.first() != Some(&Some(y)) || (root2 - std::f32::consts::SQRT_2).abs() > 1e-6 || div.sparse.is_some() {
-        return None;
-    }
-    let ei = sole(div.outputs[0])?;
-    let erf = &g.nodes[ei];
-    if erf.op != Op::Unary(UnaryKind::Erf) || erf.sparse.is_some() || erf.outputs.len() != 1 {
-        return None;
-    }
-    let ai = sole(erf.outputs[0])?;
-    let one = binary_with_constant(g, ai, BinaryKind::Add, erf.outputs[0])?;
-    let pi = sole(g.nodes[ai].outputs[0])?;
-    if pi != mi || g.nodes[mi].op != Op::Binary(BinaryKind::Mul) || g.nodes[mi].sparse.is_some() || !g.nodes[mi].inputs.contains(&Some(y)) {
-        return None;
-    }
-    let hi = sole(g.nodes[mi].outputs[0])?;
-    let half = binary_with_constant(g, hi, BinaryKind::Mul, g.nodes[mi].outputs[0])?;
-    if scalar(g, one) != Some(1.0) || scalar(g, half) != Some(0.5) {
-        return None;
-    }
-    let out = g.nodes[hi].outputs[0];
-    let shape_ok = [div.outputs[0], erf.outputs[0], g.nodes[ai].outputs[0], g.nodes[mi].outputs[0], out]
-        .iter()
-        .all(|&v| g.values[v].shape == g.values[y].shape);
-    let next = sole(out)?;
-    shape_ok.then_some((vec![di, ei, ai, mi, hi], out, next))
+    let out = n.outputs[0];
+    (g.values[out].shape == g.values[y].shape).then_some((vec![gi], out, sole(out)?))
 }
 
 /// Whether the graph makes every inactive key of the token-sparse attention `n` exactly 0, so
