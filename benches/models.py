@@ -44,27 +44,17 @@ import argparse
 import datetime
 import json
 import os
-import platform
 import re
 import statistics
 import subprocess
 import sys
 import time
 
+from bench_common import cpu_name, emit, time_cuda, torch_setup
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DYNASPA = os.path.join(ROOT, "target", "release", "dynaspa")
 SIGE_HW = (168, 224)
-
-
-def cpu_name():
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -185,17 +175,6 @@ def cmd_cpu(a):
 # PyTorch on the GPU
 
 
-def torch_setup():
-    import torch
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
-    torch.backends.cudnn.benchmark = True
-    torch.manual_seed(0)
-    if not torch.cuda.is_available():
-        sys.exit("models.py: CUDA is not available to PyTorch")
-    return torch
-
-
 def sige_mask():
     import numpy as np
     rng = np.random.default_rng(7)
@@ -228,33 +207,8 @@ def full_models(torch, only):
     return cases
 
 
-def time_cuda(torch, fn, runs, warmup):
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(runs):
-        a = torch.cuda.Event(enable_timing=True)
-        b = torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b) * 1e3)
-    return statistics.median(times), min(times)
-
-
-def emit(torch, row, json_path):
-    row.update(device=torch.cuda.get_device_name(0), torch=torch.__version__, cudnn=torch.backends.cudnn.version())
-    line = json.dumps(row)
-    print(line, flush=True)
-    if json_path:
-        with open(json_path, "a") as f:
-            f.write(line + "\n")
-
-
 def cmd_torch(a):
-    torch = torch_setup()
+    torch = torch_setup("models.py")
     dev = torch.device("cuda")
     for name, model, inputs in full_models(torch, a.only.split(",")):
         model = model.to(dev).eval()
@@ -282,7 +236,7 @@ def cmd_torch(a):
 
 
 def cmd_torch_profile(a):
-    torch = torch_setup()
+    torch = torch_setup("models.py")
     sys.path.insert(0, os.path.join(ROOT, "models"))
     import sige
     from torch.profiler import ProfilerActivity, profile

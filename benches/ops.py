@@ -61,7 +61,6 @@ stdout and in --json. Results go to benches/RESULTS.md with the command, the dev
 import argparse
 import collections
 import ctypes
-import glob
 import json
 import os
 import re
@@ -69,6 +68,8 @@ import statistics
 import struct
 import subprocess
 import sys
+
+from bench_common import emit, time_cuda, torch_setup
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BENCH_BIN = os.path.join(ROOT, "target", "release", "examples", "gpu_sparse_bench")
@@ -95,43 +96,6 @@ def med(v):
 
 # ---------------------------------------------------------------------------------------------
 # PyTorch baselines
-
-
-def torch_setup():
-    import torch
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
-    torch.backends.cudnn.benchmark = True
-    torch.manual_seed(0)
-    if not torch.cuda.is_available():
-        sys.exit("ops.py: CUDA is not available to PyTorch")
-    return torch
-
-
-def time_cuda(torch, fn, runs, warmup):
-    """(median, min) µs of `fn` over `runs` calls, CUDA events around each, after `warmup`."""
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(runs):
-        a = torch.cuda.Event(enable_timing=True)
-        b = torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b) * 1e3)
-    return statistics.median(times), min(times)
-
-
-def emit(torch, row, json_path):
-    row.update(device=torch.cuda.get_device_name(0), torch=torch.__version__, cudnn=torch.backends.cudnn.version())
-    line = json.dumps(row)
-    print(line, flush=True)
-    if json_path:
-        with open(json_path, "a") as f:
-            f.write(line + "\n")
 
 
 class GatherConvScatter:
@@ -190,7 +154,7 @@ def load_masks(d):
 
 def cmd_torch(a):
     import numpy as np
-    torch = torch_setup()
+    torch = torch_setup("ops.py")
     F = torch.nn.functional
     masks = load_masks(a.masks)
     dev = torch.device("cuda")
@@ -225,7 +189,7 @@ def cmd_torch(a):
 
 def cmd_attention(a):
     import numpy as np
-    torch = torch_setup()
+    torch = torch_setup("ops.py")
     F = torch.nn.functional
     dev = torch.device("cuda")
     found = {}
@@ -279,7 +243,7 @@ def cmd_attention(a):
 
 def cmd_launch_floor(a):
     import time
-    torch = torch_setup()
+    torch = torch_setup("ops.py")
     x = torch.rand(1, device="cuda") + 1.0
 
     def eager():

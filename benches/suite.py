@@ -38,7 +38,6 @@ import argparse
 import datetime
 import json
 import os
-import platform
 import re
 import subprocess
 import sys
@@ -51,6 +50,7 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 import suite_models as sm  # noqa: E402
 import suite_torch  # noqa: E402
+from bench_common import cpu_name  # noqa: E402
 from suite_torch import medians  # noqa: E402
 from suite_models import calib, common  # noqa: E402
 
@@ -65,16 +65,6 @@ T0 = time.time()
 def log(msg):
     print(f"[{time.time() - T0:7.1f} s] {msg}", flush=True)
 
-
-def cpu_name():
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 # ------------------------------------------------------------------------------------------------
@@ -319,10 +309,10 @@ def cmd_cpu(a):
                 row["sparse_vs_ort_rel_l2"] = ours_vs(out_dir, refs, first)
             rows.append(row)
             emit(a, row)
-            print_cpu_table(rows[-1:], header=len(rows) == 1)
+            print_table(CPU_HEAD, CPU_WIDTHS, cpu_cells, rows[-1:], header=len(rows) == 1)
     print()
-    print_cpu_table(rows, header=True)
-    write_md(a, "cpu", cpu_md(rows))
+    print_table(CPU_HEAD, CPU_WIDTHS, cpu_cells, rows, header=True)
+    write_md(a, "cpu", markdown(CPU_HEAD, cpu_cells, rows))
 
 
 def fmt(v, spec=".2f"):
@@ -336,22 +326,29 @@ def cpu_cells(r):
             fmt(d / o if d else None), fmt(o / s if s else None), fmt(r.get("sparse_vs_ort_rel_l2"), ".1e")]
 
 
+def print_table(head, widths, cells, rows, header):
+    """Rows as fixed-width text columns, the first left-aligned."""
+    line = lambda cols: " ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(cols, widths)))
+    if header:
+        print(line(head), flush=True)
+    for r in rows:
+        print(line(cells(r)), flush=True)
+
+
+def markdown(head, cells, rows):
+    lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
+    lines += ["| " + " | ".join(cells(r)) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+CPU_WIDTHS = [18, 3, 7, 6, 10, 10, 10, 12, 10, 10, 12]
+GPU_WIDTHS = [18, 5, 7, 6, 6, 9, 9, 12, 9, 9, 10, 12, 11, 14]
 CPU_HEAD = ["model", "T", "mask d", "op d", "sparse ms", "dense ms", "ORT ms", "dense/sparse", "dense/ORT",
             "ORT/sparse", "relL2 vs ORT"]
 
 
-def print_cpu_table(rows, header):
-    widths = [18, 3, 7, 6, 10, 10, 10, 12, 10, 10, 12]
-    if header:
-        print(" ".join(h.rjust(w) if i else h.ljust(w) for i, (h, w) in enumerate(zip(CPU_HEAD, widths))), flush=True)
-    for r in rows:
-        print(" ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(cpu_cells(r), widths))), flush=True)
 
 
-def cpu_md(rows):
-    lines = ["| " + " | ".join(CPU_HEAD) + " |", "|" + " --- |" * len(CPU_HEAD)]
-    lines += ["| " + " | ".join(cpu_cells(r)) + " |" for r in rows]
-    return "\n".join(lines)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -394,10 +391,10 @@ def cmd_gpu(a):
                     row["sparse_vs_torch_rel_l2"] = ours_vs(out_dir, refs, meta["outputs"][0])
                 rows.append(row)
                 emit(a, row)
-                print_gpu_table(rows[-1:], header=len(rows) == 1)
+                print_table(GPU_HEAD, GPU_WIDTHS, gpu_cells, rows[-1:], header=len(rows) == 1)
     print()
-    print_gpu_table(rows, header=True)
-    write_md(a, "gpu", gpu_md(rows))
+    print_table(GPU_HEAD, GPU_WIDTHS, gpu_cells, rows, header=True)
+    write_md(a, "gpu", markdown(GPU_HEAD, gpu_cells, rows))
 
 
 GPU_HEAD = ["model", "batch", "backend", "mask d", "op d", "sparse ms", "dense ms", "sparse/dense", "eager ms",
@@ -412,18 +409,8 @@ def gpu_cells(r):
             fmt(g / d if g and d else None), fmt(r.get("sparse_vs_torch_rel_l2"), ".1e")]
 
 
-def print_gpu_table(rows, header):
-    widths = [18, 5, 7, 6, 6, 9, 9, 12, 9, 9, 10, 12, 11, 14]
-    if header:
-        print(" ".join(h.rjust(w) if i else h.ljust(w) for i, (h, w) in enumerate(zip(GPU_HEAD, widths))), flush=True)
-    for r in rows:
-        print(" ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(gpu_cells(r), widths))), flush=True)
 
 
-def gpu_md(rows):
-    lines = ["| " + " | ".join(GPU_HEAD) + " |", "|" + " --- |" * len(GPU_HEAD)]
-    lines += ["| " + " | ".join(gpu_cells(r)) + " |" for r in rows]
-    return "\n".join(lines)
 
 
 # ------------------------------------------------------------------------------------------------

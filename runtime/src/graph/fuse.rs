@@ -17,16 +17,6 @@ pub fn optimise(g: &mut Graph) {
     g.compact();
 }
 
-fn producers(g: &Graph) -> Vec<Option<usize>> {
-    let mut p = vec![None; g.values.len()];
-    for (i, n) in g.nodes.iter().enumerate() {
-        for &o in &n.outputs {
-            p[o] = Some(i);
-        }
-    }
-    p
-}
-
 fn constant(g: &Graph, v: Option<ValueId>) -> Option<Arc<Tensor>> {
     v.and_then(|v| g.values[v].constant.clone())
 }
@@ -44,7 +34,7 @@ fn add_constant(g: &mut Graph, name: String, t: Tensor) -> ValueId {
 }
 
 fn fold_batch_norm(g: &mut Graph) {
-    let (prod, cons) = (producers(g), g.consumers());
+    let (prod, cons) = (g.producers(), g.consumers());
     let mut dead = vec![false; g.nodes.len()];
     for bi in 0..g.nodes.len() {
         let Op::BatchNormalization { epsilon } = g.nodes[bi].op else { continue };
@@ -99,7 +89,7 @@ fn fold_batch_norm(g: &mut Graph) {
 }
 
 fn fuse_conv_add(g: &mut Graph) {
-    let (prod, cons) = (producers(g), g.consumers());
+    let (prod, cons) = (g.producers(), g.consumers());
     let mut dead = vec![false; g.nodes.len()];
     for ai in 0..g.nodes.len() {
         if g.nodes[ai].op != Op::Binary(BinaryKind::Add) {
@@ -151,7 +141,7 @@ pub(super) fn activation_of(g: &Graph, node: &super::Node) -> Option<Activation>
 }
 
 fn fuse_conv_activation(g: &mut Graph) {
-    let (prod, cons) = (producers(g), g.consumers());
+    let (prod, cons) = (g.producers(), g.consumers());
     let mut dead = vec![false; g.nodes.len()];
     for ai in 0..g.nodes.len() {
         let Some(act) = activation_of(g, &g.nodes[ai]) else { continue };

@@ -110,14 +110,6 @@ impl<'g> Ctx<'g> {
         self.g.nodes[node].inputs.get(i).copied().flatten()
     }
 
-    fn scalar_const(&self, v: ValueId) -> Option<f32> {
-        let t = self.g.values[v].constant.as_ref()?;
-        match t.as_f32() {
-            Ok([x]) => Some(*x),
-            _ => None,
-        }
-    }
-
     fn match_at(&self, mi: usize) -> Option<Match> {
         let node = &self.g.nodes[mi];
         if node.op != Op::MatMul || node.sparse.is_some() || node.inputs.len() != 2 || node.outputs.len() != 1 {
@@ -205,14 +197,14 @@ impl<'g> Ctx<'g> {
             Op::MatMul => return Some((ScoreScale::Mul(1.0), xi, None)),
             Op::Binary(BinaryKind::Mul) => {
                 let (a, b) = (self.input(xi, 0)?, self.input(xi, 1)?);
-                match (self.scalar_const(a), self.scalar_const(b)) {
+                match (self.g.scalar_f32(a), self.g.scalar_f32(b)) {
                     (_, Some(s)) => (ScoreScale::Mul(s), a),
                     (Some(s), None) => (ScoreScale::Mul(s), b),
                     _ => return None,
                 }
             }
             Op::Binary(BinaryKind::Div) => {
-                (ScoreScale::Div(self.scalar_const(self.input(xi, 1)?)?), self.input(xi, 0)?)
+                (ScoreScale::Div(self.g.scalar_f32(self.input(xi, 1)?)?), self.input(xi, 0)?)
             }
             _ => return None,
         };
@@ -239,7 +231,7 @@ impl<'g> Ctx<'g> {
         }
         let (mi, Op::Binary(BinaryKind::Mul)) = self.producer(bias)? else { return None };
         let (a0, a1) = (self.input(mi, 0)?, self.input(mi, 1)?);
-        let (y, scale) = match (self.scalar_const(a0), self.scalar_const(a1)) {
+        let (y, scale) = match (self.g.scalar_f32(a0), self.g.scalar_f32(a1)) {
             (_, Some(c)) => (a0, c),
             (Some(c), None) => (a1, c),
             _ => return None,
@@ -249,7 +241,7 @@ impl<'g> Ctx<'g> {
         }
         let si = self.through_layout(y, |op| matches!(op, Op::Binary(BinaryKind::Sub)))?;
         let (l, r) = (self.input(si, 0)?, self.input(si, 1)?);
-        let (z, c) = match (self.scalar_const(l), self.scalar_const(r)) {
+        let (z, c) = match (self.g.scalar_f32(l), self.g.scalar_f32(r)) {
             (None, Some(1.0)) if scale > 0.0 => (l, scale),
             (Some(1.0), None) if scale < 0.0 => (r, -scale),
             _ => return None,

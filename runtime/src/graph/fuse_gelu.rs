@@ -4,10 +4,9 @@
 
 use super::op::{BinaryKind, Op, UnaryKind};
 use super::{Graph, ValueId};
-use crate::tensor::TensorData;
 
 pub(crate) fn fuse_gelu(g: &mut Graph) {
-    let prod = producers(g);
+    let prod = g.producers();
     let cons = g.consumers();
     for e in 0..g.nodes.len() {
         if g.nodes[e].op != Op::Unary(UnaryKind::Erf) {
@@ -23,25 +22,15 @@ pub(crate) fn fuse_gelu(g: &mut Graph) {
     super::fuse::remove_dead(g);
 }
 
-fn producers(g: &Graph) -> Vec<Option<usize>> {
-    let mut p = vec![None; g.values.len()];
-    for (i, n) in g.nodes.iter().enumerate() {
-        for &o in &n.outputs {
-            p[o] = Some(i);
-        }
-    }
-    p
-}
-
 /// The last node of the GELU whose Erf is node `e`, and its input `x`.
 fn match_gelu(g: &Graph, prod: &[Option<usize>], cons: &[Vec<usize>], e: usize) -> Option<(usize, ValueId)> {
     let erf_in = g.nodes[e].inputs.first().copied().flatten()?;
     let scaled = &g.nodes[prod[erf_in]?];
     let x = match (&scaled.op, scaled.inputs.as_slice()) {
-        (Op::Binary(BinaryKind::Div), &[Some(x), Some(s)]) if near(scalar(g, s)?, std::f32::consts::SQRT_2) => x,
+        (Op::Binary(BinaryKind::Div), &[Some(x), Some(s)]) if near(g.scalar_f32(s)?, std::f32::consts::SQRT_2) => x,
         (Op::Binary(BinaryKind::Mul), &[Some(a), Some(b)]) => {
-            let (x, r) = if scalar(g, b).is_some() { (a, b) } else { (b, a) };
-            near(scalar(g, r)?, std::f32::consts::FRAC_1_SQRT_2).then_some(x)?
+            let (x, r) = if g.scalar_f32(b).is_some() { (a, b) } else { (b, a) };
+            near(g.scalar_f32(r)?, std::f32::consts::FRAC_1_SQRT_2).then_some(x)?
         }
         _ => return None,
     };
@@ -62,7 +51,7 @@ fn match_gelu(g: &Graph, prod: &[Option<usize>], cons: &[Vec<usize>], e: usize) 
     let is = |n: usize, k: BinaryKind| g.nodes[n].op == Op::Binary(k);
     let erf_out = g.nodes[e].outputs[0];
     let add = sole(erf_out)?;
-    if !is(add, BinaryKind::Add) || !near(scalar(g, other(add, erf_out)?)?, 1.0) {
+    if !is(add, BinaryKind::Add) || !near(g.scalar_f32(other(add, erf_out)?)?, 1.0) {
         return None;
     }
     let one_plus = g.nodes[add].outputs[0];
@@ -75,20 +64,12 @@ fn match_gelu(g: &Graph, prod: &[Option<usize>], cons: &[Vec<usize>], e: usize) 
         // x * (1 + erf) then * 0.5.
         let prod_out = g.nodes[m1].outputs[0];
         let m2 = sole(prod_out)?;
-        (is(m2, BinaryKind::Mul) && near(scalar(g, other(m2, prod_out)?)?, 0.5)).then_some((m2, x))
+        (is(m2, BinaryKind::Mul) && near(g.scalar_f32(other(m2, prod_out)?)?, 0.5)).then_some((m2, x))
     } else {
         // (x * 0.5) * (1 + erf).
         let half = &g.nodes[prod[with]?];
-        let ok = half.op == Op::Binary(BinaryKind::Mul) && other(prod[with]?, x).and_then(|c| scalar(g, c)).is_some_and(|c| near(c, 0.5));
+        let ok = half.op == Op::Binary(BinaryKind::Mul) && other(prod[with]?, x).and_then(|c| g.scalar_f32(c)).is_some_and(|c| near(c, 0.5));
         ok.then_some((m1, x))
-    }
-}
-
-fn scalar(g: &Graph, v: ValueId) -> Option<f32> {
-    let t = g.values[v].constant.as_ref()?;
-    match t.data() {
-        TensorData::F32(x) if x.len() == 1 => Some(x[0]),
-        _ => None,
     }
 }
 

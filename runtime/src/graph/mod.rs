@@ -90,6 +90,23 @@ impl Graph {
         }
         c
     }
+    /// For each value, the index of the node that writes it (`None`: inputs and constants).
+    pub fn producers(&self) -> Vec<Option<usize>> {
+        let mut p = vec![None; self.values.len()];
+        for (i, n) in self.nodes.iter().enumerate() {
+            for &o in &n.outputs {
+                p[o] = Some(i);
+            }
+        }
+        p
+    }
+    /// The value of a one-element f32 constant.
+    pub fn scalar_f32(&self, v: ValueId) -> Option<f32> {
+        match self.values[v].constant.as_ref()?.as_f32() {
+            Ok([x]) => Some(*x),
+            _ => None,
+        }
+    }
     pub fn is_graph_output(&self, v: ValueId) -> bool {
         self.outputs.contains(&v)
     }

@@ -48,6 +48,12 @@ pub(crate) fn at_least(g: &Graph, links: &Links, node: &Node, t: f32, r: &Region
 /// where that map is 1, so `a` is needed `AtLeast(t, map)`.
 pub(crate) fn below(g: &Graph, links: &Links, node: &Node) -> Option<(ValueId, Need)> {
     let (a, t) = compared_below(g, node)?;
+    Some((a, Need::AtLeast(t, Region::Tokens(earlier_map(g, links, a, t)?))))
+}
+
+/// For `a = base + step` with `step >= 0`: the map `Less(base, t')` with `t' >= t` that the graph
+/// computes, whose 0s are tokens where `a` is at least `t` too.
+fn earlier_map(g: &Graph, links: &Links, a: ValueId, t: f32) -> Option<ValueId> {
     let add = &g.nodes[links.prod.get(a).copied().flatten()?];
     let &[Some(x), Some(y)] = add.inputs.as_slice() else { return None };
     if add.op != Op::Binary(BinaryKind::Add) {
@@ -57,12 +63,11 @@ pub(crate) fn below(g: &Graph, links: &Links, node: &Node) -> Option<(ValueId, N
         if !non_negative(g, links, step) {
             return None;
         }
-        let map = links.cons.get(base)?.iter().find_map(|&c| {
+        links.cons.get(base)?.iter().find_map(|&c| {
             let n = &g.nodes[c];
             let (v, t2) = compared_below(g, n)?;
-            (v == base && t2 >= t).then_some(*n.outputs.first()?)
-        })?;
-        Some((a, Need::AtLeast(t, Region::Tokens(map))))
+            (v == base && t2 >= t).then(|| n.outputs.first().copied()).flatten()
+        })
     })
 }
 
@@ -70,19 +75,11 @@ pub(crate) fn below(g: &Graph, links: &Links, node: &Node) -> Option<(ValueId, N
 fn compared_below(g: &Graph, node: &Node) -> Option<(ValueId, f32)> {
     let &[Some(x), Some(y)] = node.inputs.as_slice() else { return None };
     match node.op {
-        Op::Binary(BinaryKind::Less) => Some((x, scalar(g, y)?)),
-        Op::Binary(BinaryKind::Greater) => Some((y, scalar(g, x)?)),
+        Op::Binary(BinaryKind::Less) => Some((x, g.scalar_f32(y)?)),
+        Op::Binary(BinaryKind::Greater) => Some((y, g.scalar_f32(x)?)),
         _ => None,
     }
     .filter(|&(a, _)| g.values[a].constant.is_none())
-}
-
-fn scalar(g: &Graph, v: ValueId) -> Option<f32> {
-    let t = g.values[v].constant.as_ref()?;
-    match t.data() {
-        TensorData::F32(x) if x.len() == 1 => Some(x[0]),
-        _ => None,
-    }
 }
 
 /// Whether `v` is at least 0 at every position, whatever finite values its inputs hold there
@@ -138,10 +135,10 @@ pub(crate) fn token_threshold(g: &Graph, links: &Links, mut m: ValueId) -> Optio
         m = match &node.op {
             Op::Binary(BinaryKind::Less | BinaryKind::Greater) if compared_below(g, node).is_some() => return Some(m),
             Op::Cast { .. } | Op::Identity | Op::Reshape { .. } if keeps_tokens(g, node) => x,
-            Op::Binary(BinaryKind::Sub) if scalar(g, x) == Some(1.0) => {
+            Op::Binary(BinaryKind::Sub) if g.scalar_f32(x) == Some(1.0) => {
                 let inner = &g.nodes[links.prod.get(node.inputs.get(1).copied().flatten()?).copied().flatten()?];
                 match (&inner.op, inner.inputs.as_slice()) {
-                    (Op::Binary(BinaryKind::Sub), &[Some(one), Some(y)]) if scalar(g, one) == Some(1.0) => y,
+                    (Op::Binary(BinaryKind::Sub), &[Some(one), Some(y)]) if g.scalar_f32(one) == Some(1.0) => y,
                     _ => return None,
                 }
             }
@@ -160,23 +157,8 @@ fn within(g: &Graph, links: &Links, a: ValueId, b: ValueId) -> bool {
         if cur == b {
             return true;
         }
-        let Some(p) = links.prod.get(cur).copied().flatten() else { return false };
-        let Some((x, t)) = compared_below(g, &g.nodes[p]) else { return false };
-        let Some(add) = links.prod.get(x).copied().flatten().map(|i| &g.nodes[i]) else { return false };
-        let &[Some(u), Some(v)] = add.inputs.as_slice() else { return false };
-        if add.op != Op::Binary(BinaryKind::Add) {
-            return false;
-        }
-        let parent = [(u, v), (v, u)].into_iter().find_map(|(base, step)| {
-            if !non_negative(g, links, step) {
-                return None;
-            }
-            links.cons.get(base)?.iter().find_map(|&c| {
-                let (w, t2) = compared_below(g, &g.nodes[c])?;
-                (w == base && t2 >= t).then(|| g.nodes[c].outputs.first().copied()).flatten()
-            })
-        });
-        match parent {
+        let next = links.prod.get(cur).copied().flatten().and_then(|p| compared_below(g, &g.nodes[p])).and_then(|(x, t)| earlier_map(g, links, x, t));
+        match next {
             Some(q) => cur = q,
             None => return false,
         }
@@ -187,6 +169,20 @@ fn within(g: &Graph, links: &Links, a: ValueId, b: ValueId) -> bool {
 /// `n` with its region simplified where one term provably contains another: a union keeps
 /// the larger, an intersection the smaller.
 pub(crate) fn prune(g: &Graph, links: &Links, n: Need) -> Need {
+    // Only token maps are compared; a region with fewer than two is left as it is.
+    fn tokens(r: &Region) -> usize {
+        match r {
+            Region::Tokens(_) => 1,
+            Region::Map(_) => 0,
+            Region::Spread(r, _) => tokens(r),
+            Region::Both(v) | Region::Any(v) => v.iter().map(tokens).sum(),
+        }
+    }
+    if let Need::Part(r) | Need::AtLeast(_, r) = &n {
+        if tokens(r) < 2 {
+            return n;
+        }
+    }
     match n {
         Need::Part(r) => Need::Part(simplify(g, links, r)),
         Need::AtLeast(t, r) => Need::AtLeast(t, simplify(g, links, r)),
