@@ -82,13 +82,24 @@ const _: () = {
 
 impl FfiSession {
     pub fn open(model: &Path, backend: &str, s: &Settings) -> Status<FfiSession> {
+        // The message does not probe which backends this machine has: probing loads GPU
+        // drivers (PoCL brings LLVM, which replaces a JVM's signal handlers).
         if !BACKENDS.contains(&backend) {
             return Err(Failure::new(
                 DYNASPA_ERR_BACKEND,
-                format!("unknown backend '{backend}'; the backends are {} (this machine has: {})", BACKENDS.join(", "), backends::available().join(", ")),
+                format!(
+                    "unknown backend '{backend}'; the backends are {}",
+                    BACKENDS.join(", ")
+                ),
             ));
         }
-        let mut opts = OpenOptions { threads: s.threads, dense: s.dense, cached: s.cached, device: s.device.clone(), ..Default::default() };
+        let mut opts = OpenOptions {
+            threads: s.threads,
+            dense: s.dense,
+            cached: s.cached,
+            device: s.device.clone(),
+            ..Default::default()
+        };
         let g = dynaspa::load_model(model, &opts)?;
         let mut sparse = backends::cpu::SparseConfig::from_env();
         if let Some(dir) = &s.cache_dir {
@@ -102,7 +113,8 @@ impl FfiSession {
             let v = &g.values[id];
             Port {
                 // Names come from a protobuf string; one holding a NUL is cut there.
-                name: CString::new(v.name.split('\0').next().unwrap_or_default()).unwrap_or_default(),
+                name: CString::new(v.name.split('\0').next().unwrap_or_default())
+                    .unwrap_or_default(),
                 shape: v.shape.clone(),
                 len: v.shape.iter().product(),
                 dtype: v.dtype,
@@ -110,14 +122,29 @@ impl FfiSession {
         };
         let inputs = g.inputs.iter().map(|&i| port(i)).collect();
         let outputs = g.outputs.iter().map(|&i| port(i)).collect();
-        Ok(FfiSession { session, inputs, outputs, running: false })
+        Ok(FfiSession {
+            session,
+            inputs,
+            outputs,
+            running: false,
+        })
     }
 
     pub fn input(&self, index: usize) -> Status<&Port> {
-        self.inputs.get(index).ok_or_else(|| Failure::argument(format!("input index {index} out of range: the model has {} inputs", self.inputs.len())))
+        self.inputs.get(index).ok_or_else(|| {
+            Failure::argument(format!(
+                "input index {index} out of range: the model has {} inputs",
+                self.inputs.len()
+            ))
+        })
     }
     pub fn output(&self, index: usize) -> Status<&Port> {
-        self.outputs.get(index).ok_or_else(|| Failure::argument(format!("output index {index} out of range: the model has {} outputs", self.outputs.len())))
+        self.outputs.get(index).ok_or_else(|| {
+            Failure::argument(format!(
+                "output index {index} out of range: the model has {} outputs",
+                self.outputs.len()
+            ))
+        })
     }
 
     /// Runs one frame: `inputs[i]` holds input i as float32 in C order, `outputs[j]` receives
@@ -133,7 +160,10 @@ impl FfiSession {
         for (i, (p, data)) in self.inputs.iter().zip(inputs).enumerate() {
             let name = p.name.to_string_lossy();
             if p.dtype != DType::F32 {
-                return Err(Failure::argument(format!("input {i} ('{name}') is {}: only float32 inputs can be fed", p.dtype)));
+                return Err(Failure::argument(format!(
+                    "input {i} ('{name}') is {}: only float32 inputs can be fed",
+                    p.dtype
+                )));
             }
             check_len("input", i, &name, p, data.len())?;
             feeds.push((name.into_owned(), Tensor::from_f32(p.shape.clone(), data)?));
@@ -150,40 +180,71 @@ impl FfiSession {
         })?;
         for (j, ((name, t), buf)) in result.iter().zip(outputs.iter_mut()).enumerate() {
             if t.len() != buf.len() {
-                return Err(Failure::new(DYNASPA_ERR_RUN, format!("output {j} ('{name}'): the backend returned {} elements for a declared {}", t.len(), buf.len())));
+                return Err(Failure::new(
+                    DYNASPA_ERR_RUN,
+                    format!(
+                        "output {j} ('{name}'): the backend returned {} elements for a declared {}",
+                        t.len(),
+                        buf.len()
+                    ),
+                ));
             }
             match t.data() {
                 TensorData::F32(v) => buf.copy_from_slice(v),
-                _ => buf.iter_mut().zip(t.to_f64_vec()).for_each(|(o, v)| *o = v as f32),
+                _ => buf
+                    .iter_mut()
+                    .zip(t.to_f64_vec())
+                    .for_each(|(o, v)| *o = v as f32),
             }
         }
         Ok(())
     }
 
     pub fn report(&self) -> Status<Report> {
-        let r = self.session.last_report().ok_or_else(|| Failure::new(DYNASPA_ERR_RUN, "no report: the session has not run a frame yet"))?;
+        let r = self.session.last_report().ok_or_else(|| {
+            Failure::new(
+                DYNASPA_ERR_RUN,
+                "no report: the session has not run a frame yet",
+            )
+        })?;
         let n = r.sparse_ops.len();
-        let density = (n > 0).then(|| r.sparse_ops.iter().map(|o| o.density).sum::<f64>() / n as f64);
-        Ok(Report { latency: r.total, density, sparse_ops: n, sparse_time: r.sparse_time() })
+        let density =
+            (n > 0).then(|| r.sparse_ops.iter().map(|o| o.density).sum::<f64>() / n as f64);
+        Ok(Report {
+            latency: r.total,
+            density,
+            sparse_ops: n,
+            sparse_time: r.sparse_time(),
+        })
     }
 }
 
 fn check_count(what: &str, got: usize, want: usize) -> Status<()> {
     if got != want {
-        return Err(Failure::argument(format!("{got} {what} given; the model has {want}")));
+        return Err(Failure::argument(format!(
+            "{got} {what} given; the model has {want}"
+        )));
     }
     Ok(())
 }
 
 fn check_len(what: &str, i: usize, name: &str, p: &Port, got: usize) -> Status<()> {
     if got != p.len {
-        return Err(Failure::argument(format!("{what} {i} ('{name}'): {got} floats given; its shape {:?} has {}", p.shape, p.len)));
+        return Err(Failure::argument(format!(
+            "{what} {i} ('{name}'): {got} floats given; its shape {:?} has {}",
+            p.shape, p.len
+        )));
     }
     Ok(())
 }
 
 /// The profile the sparse ops use, as the CLI chooses it (`dynaspa run --profile/--no-profile`).
-fn choose_profile(model: &Path, backend: &str, s: &Settings, g: &dynaspa::runtime::graph::Graph) -> Status<Option<dynaspa::runtime::profile::Profile>> {
+fn choose_profile(
+    model: &Path,
+    backend: &str,
+    s: &Settings,
+    g: &dynaspa::runtime::graph::Graph,
+) -> Status<Option<dynaspa::runtime::profile::Profile>> {
     let sparse = g.nodes.iter().any(|n| n.sparse.is_some());
     let device = || profiles::this_device(backend, s.threads, s.device.as_deref());
     Ok(match &s.profile {
