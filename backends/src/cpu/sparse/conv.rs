@@ -630,7 +630,7 @@ fn read_out(simd: bool, plan: &PanelPlan, plane: &[f32], dst: &mut [f32; NR]) {
     let _ = simd;
     dst.fill(0.0);
     for v in 0..plan.vecs {
-        plan.each_lane(plan.writes[v], |l, at| dst[16 * v + l] = plane[at]);
+        plan.each_run(plan.writes[v], |l, at, n| dst[16 * v + l..16 * v + l + n].copy_from_slice(&plane[at..at + n]));
     }
 }
 
@@ -643,6 +643,9 @@ unsafe fn write_out(simd: bool, plan: &PanelPlan, row: &[f32], plane: *mut f32) 
     }
     let _ = simd;
     for v in 0..plan.vecs {
-        plan.each_lane(plan.writes[v], |l, at| *plane.add(at) = row[16 * v + l]);
+        plan.each_run(plan.writes[v], |l, at, n| {
+            let src = &row[16 * v + l..16 * v + l + n];
+            std::ptr::copy_nonoverlapping(src.as_ptr(), plane.add(at), n)
+        });
     }
 }

@@ -174,16 +174,36 @@ impl PanelPlan {
         }
     }
 
-    /// Portable gather: rows `(c, tap)` of 64 floats for `channels` planes of `x`.
+    /// Portable gather: rows `(c, tap)` of 64 floats for `channels` planes of `x`. Segments
+    /// are slice copies, which the compiler turns into vector loads on any target (NEON on
+    /// aarch64), so only `Indexed` vectors go lane by lane.
     pub fn gather(&self, x: &[f32], plane: usize, channels: usize, out: &mut [f32]) {
         for (xc, rows) in x.chunks_exact(plane).zip(out.chunks_exact_mut(self.taps * 64)).take(channels) {
             for (t, row) in rows.chunks_exact_mut(64).enumerate() {
                 for v in 0..self.vecs {
                     let dst = &mut row[16 * v..16 * v + 16];
                     dst.fill(0.0);
-                    self.each_lane(self.reads[t * 4 + v], |l, at| dst[l] = xc[at]);
+                    self.each_run(self.reads[t * 4 + v], |l, at, n| dst[l..l + n].copy_from_slice(&xc[at..at + n]));
                 }
             }
+        }
+    }
+
+    /// Calls `f(first lane, offset, lanes)` for every run of consecutive lanes `op` touches at
+    /// consecutive offsets: a whole segment (its lanes are contiguous by construction), or
+    /// one lane of an indexed vector.
+    #[inline]
+    pub fn each_run(&self, op: VecOp, mut f: impl FnMut(usize, usize, usize)) {
+        match op {
+            VecOp::Segs { s0, s1 } => {
+                for s in &self.segs[s0 as usize..s1 as usize] {
+                    let lo = s.mask.trailing_zeros() as usize;
+                    let n = 16 - s.mask.leading_zeros() as usize - lo;
+                    debug_assert_eq!(s.mask, (((1u32 << n) - 1) << lo) as u16, "segment lanes are contiguous");
+                    f(lo, (s.off + lo as isize) as usize, n);
+                }
+            }
+            op => self.each_lane(op, |l, at| f(l, at, 1)),
         }
     }
 
