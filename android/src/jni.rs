@@ -4,7 +4,7 @@
 //! IllegalArgumentException for a wrong one, `ai.dynaspa.DynaspaException` for the rest.
 
 use crate::error::{panic_message, Failure, Status, DYNASPA_ERR_ARGUMENT, DYNASPA_ERR_NULL};
-use crate::session::{FfiSession, ProfileChoice, Settings};
+use crate::session::{FfiSession, Port, ProfileChoice, Settings};
 use jni_sys::{
     jboolean, jclass, jdouble, jdoubleArray, jint, jlong, jlongArray, jobject, jobjectArray, jsize,
     jstring, JNIEnv,
@@ -75,6 +75,17 @@ unsafe fn session<'a>(handle: jlong) -> Status<&'a mut FfiSession> {
     (handle as *mut FfiSession)
         .as_mut()
         .ok_or_else(|| Failure::new(crate::error::DYNASPA_ERR_RUN, "the session is closed"))
+}
+
+/// Input or output `index` of the session behind `handle`.
+unsafe fn port<'a>(handle: jlong, output: jboolean, index: jint) -> Status<&'a Port> {
+    let s: &'a FfiSession = session(handle)?;
+    let i = port_index(index)?;
+    if output {
+        s.output(i)
+    } else {
+        s.input(i)
+    }
 }
 
 fn port_index(i: jint) -> Status<usize> {
@@ -170,9 +181,7 @@ pub unsafe extern "system" fn Java_ai_dynaspa_Session_nativeName(
     index: jint,
 ) -> jstring {
     jni_guard(env, std::ptr::null_mut(), || {
-        let s = session(handle)?;
-        let i = port_index(index)?;
-        let p = if output { s.output(i)? } else { s.input(i)? };
+        let p = port(handle, output, index)?;
         let utf16: Vec<u16> = p.name.to_string_lossy().encode_utf16().collect();
         let js = ((**env).v1_1.NewString)(env, utf16.as_ptr(), utf16.len() as jsize);
         pending(env)?;
@@ -189,9 +198,7 @@ pub unsafe extern "system" fn Java_ai_dynaspa_Session_nativeShape(
     index: jint,
 ) -> jlongArray {
     jni_guard(env, std::ptr::null_mut(), || {
-        let s = session(handle)?;
-        let i = port_index(index)?;
-        let p = if output { s.output(i)? } else { s.input(i)? };
+        let p = port(handle, output, index)?;
         let dims: Vec<jlong> = p.shape.iter().map(|&d| d as jlong).collect();
         let t = (**env).v1_1;
         let a = (t.NewLongArray)(env, dims.len() as jsize);
