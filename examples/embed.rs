@@ -4,18 +4,19 @@
 //!
 //! (defaults: the shipped reduced DynConv, the first shipped street-camera frame, the CPU).
 
+use dynaspa::{Backend, Session};
 use std::path::Path;
 
 fn main() -> dynaspa::Result<()> {
     let args: Vec<String> = std::env::args().collect();
     let model = args.get(1).map_or("models/dynconv_small_d30.onnx", String::as_str);
     let image = args.get(2).map_or("models/frames/vtest/vtest_000.jpg", String::as_str);
-    let backend = args.get(3).map_or("cpu", String::as_str);
+    let backend: Backend = args.get(3).map_or("cpu", String::as_str).parse()?;
 
-    // Backends: "auto", "cpu", "cuda", "opencl", "wgpu". OpenOptions also picks the device, the
-    // thread count, a tuned profile and a dense run of the same graph.
-    let opts = dynaspa::OpenOptions { threads: Some(2), ..Default::default() };
-    let mut session = dynaspa::open(model, backend, &opts)?;
+    // The builder also picks the device, a tuned profile (the shipped one for this device by
+    // default), the precision and a dense run of the same graph.
+    let mut session = Session::builder().backend(backend).threads(2).open(model)?;
+    println!("profile: {}", session.profile_used().unwrap_or("none"));
 
     // The model's image input, decoded, resized to its H x W and normalised with the mean and
     // std the model's metadata gives (as the CLI does).

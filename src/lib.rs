@@ -1,17 +1,27 @@
 //! dynaspa: load an ONNX vision model and run it on a chosen backend.
 //!
 //! ```no_run
-//! let mut s = dynaspa::open("models/cnn_small.onnx", "cpu", &Default::default()).unwrap();
+//! use dynaspa::{Backend, Session, Tensor};
+//! let mut session = Session::builder().backend(Backend::Cpu).open("models/dynconv_small_d30.onnx")?;
+//! let frame = Tensor::from_f32(vec![1, 3, 64, 64], vec![0.5; 3 * 64 * 64])?;
+//! let outputs = session.run(vec![("image".into(), frame)])?;
+//! let report = session.last_report(); // latency, density, members chosen
+//! # Ok::<(), dynaspa::Error>(())
 //! ```
 
+mod builder;
 pub mod io;
+mod options;
 pub mod profiles;
+mod session;
 
 pub use dynaspa_backends as backends;
 pub use dynaspa_runtime as runtime;
 pub use dynaspa_runtime::onnx::LoadOptions;
-pub use dynaspa_runtime::session::Session;
+pub use builder::SessionBuilder;
 pub use dynaspa_runtime::{DType, Error, Result, Tensor, TensorData};
+pub use options::{Backend, DebugOptions, Precision, ProfileChoice};
+pub use session::Session;
 
 use dynaspa_runtime::graph::sparse_detect::{detect_sparse_regions, SparseOptions};
 use dynaspa_runtime::graph::Graph;
@@ -55,7 +65,7 @@ pub struct OpenOptions {
 /// external data are read from the model's folder unless `opts.model_dir` names another.
 pub fn load_graph(path: impl AsRef<Path>, opts: &LoadOptions) -> Result<Graph> {
     let path = path.as_ref();
-    let bytes = dynaspa_runtime::session::read_model(path)?;
+    let bytes = dynaspa_runtime::load::read_model(path)?;
     if opts.model_dir.is_some() {
         return load_graph_bytes(&bytes, opts);
     }
@@ -64,7 +74,7 @@ pub fn load_graph(path: impl AsRef<Path>, opts: &LoadOptions) -> Result<Graph> {
 }
 
 pub fn load_graph_bytes(bytes: &[u8], opts: &LoadOptions) -> Result<Graph> {
-    dynaspa_runtime::session::load_graph(bytes, opts, &backends::cpu::CpuEvaluator)
+    dynaspa_runtime::load::load_graph(bytes, opts, &backends::cpu::CpuEvaluator)
 }
 
 /// Loads a model and compiles it for `backend` ("auto", "cpu", ...).

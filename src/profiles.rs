@@ -9,6 +9,7 @@ use crate::backends::{self, gpu::sconv_knobs};
 use dynaspa_runtime::dispatch::Schedule;
 use dynaspa_runtime::graph::Graph;
 use dynaspa_runtime::profile::{DeviceId, MaskSetInfo, OpSignature, Profile};
+use crate::options::ProfileChoice;
 use dynaspa_runtime::{Error, Result};
 use std::path::{Path, PathBuf};
 
@@ -50,9 +51,18 @@ pub enum Shipped {
 /// Reads `path` and runs every check against `device` and the graph `g` (with its sparse ops
 /// found); the error names the file and what does not match.
 pub fn check_file(path: &Path, device: &DeviceId, g: &Graph) -> Result<Checked> {
+    check(read(path)?, path, device, g)
+}
+
+/// Reads and parses a profile file; the error names the file.
+pub fn read(path: &Path) -> Result<Profile> {
     let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
-    let bad = |msg: String| Error::Other(format!("profile {}: {msg}", path.display()));
-    let profile = Profile::from_json(&bytes).map_err(bad)?;
+    Profile::from_json(&bytes).map_err(|reason| refused(path, reason))
+}
+
+/// Runs every check of a parsed profile (`path` names it in messages).
+pub fn check(profile: Profile, path: &Path, device: &DeviceId, g: &Graph) -> Result<Checked> {
+    let bad = |reason: String| refused(path, reason);
     profile.check_device(&device.backend, &device.fingerprint, &device.name).map_err(|e| bad(e.to_string()))?;
     check_kernels(&profile).map_err(|e| bad(format!("made for kernels this build no longer has: {e}; re-tune with `dynaspa tune`")))?;
     let covers = coverage(&profile, g);
@@ -63,6 +73,54 @@ pub fn check_file(path: &Path, device: &DeviceId, g: &Graph) -> Result<Checked> 
         )));
     }
     Ok(Checked { path: path.to_path_buf(), profile, covers })
+}
+
+fn refused(path: &Path, reason: impl ToString) -> Error {
+    Error::Profile { path: path.display().to_string(), reason: reason.to_string() }
+}
+
+/// The profile a session uses for `choice`, and the line saying so: "<file> (<how>, tuned for
+/// <backend> '<device>', <n> of <m> sparse ops)", or "none (<why>); calibrating". `model` is the
+/// model file the shipped profile is looked up by; `device` is asked only when a check needs it.
+pub fn choose(
+    choice: &ProfileChoice,
+    model: Option<&Path>,
+    g: &Graph,
+    device: impl FnOnce() -> Result<DeviceId>,
+) -> Result<(String, Option<Checked>)> {
+    let sparse = g.nodes.iter().any(|n| n.sparse.is_some());
+    match choice {
+        ProfileChoice::File(path) => {
+            let c = check_file(path, &device()?, g)?;
+            Ok((used(&c, "named"), Some(c)))
+        }
+        ProfileChoice::Loaded { name, profile } => {
+            let c = check((**profile).clone(), Path::new(name), &device()?, g)?;
+            Ok((used(&c, "named"), Some(c)))
+        }
+        _ if !sparse => Ok(("none (the model has no sparse ops)".into(), None)),
+        ProfileChoice::Calibrate => Ok(("none (calibration asked for); calibrating".into(), None)),
+        ProfileChoice::Shipped => match model {
+            None => Ok(("none (no model file to look up a shipped profile by); calibrating".into(), None)),
+            Some(model) => Ok(match find_shipped(model, g, device)? {
+                Shipped::Use(c) => (used(&c, "shipped"), Some(c)),
+                Shipped::None(why) => (format!("none ({why}); calibrating"), None),
+            }),
+        },
+    }
+}
+
+fn used(c: &Checked, how: &str) -> String {
+    let d = &c.profile.device;
+    format!(
+        "{} ({how}, {} for {} '{}', {} of {} sparse ops)",
+        c.path.display(),
+        if c.profile.predicted { "predicted" } else { "tuned" },
+        d.backend,
+        d.name,
+        c.covers.0,
+        c.covers.1
+    )
 }
 
 /// Checks every member of `p` against the schedules this build's kernels for `p`'s backend

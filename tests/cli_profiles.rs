@@ -104,13 +104,13 @@ fn the_shipped_profile_for_this_device_is_used_by_default() {
     // --no-profile calibrates; --profile names another file of this device.
     let (code, stdout, stderr) = dynaspa(&run_args(&model, &frames, &["--no-profile"]));
     assert_eq!(code, 0, "{stderr}");
-    assert_eq!(choice(&stdout), "profile: none (--no-profile); calibrating");
+    assert_eq!(choice(&stdout), "profile: none (calibration asked for); calibrating");
     assert!(kernels(&stdout).iter().all(|k| !k.contains("tiles2x1")), "{stdout}");
     let copy = t.path().join("mine.json");
     std::fs::copy(&ours_path, &copy).unwrap();
     let (code, stdout, stderr) = dynaspa(&run_args(&model, &frames, &["--profile", copy.to_str().unwrap()]));
     assert_eq!(code, 0, "{stderr}");
-    assert!(choice(&stdout).contains("mine.json (--profile"), "{stdout}");
+    assert!(choice(&stdout).contains("mine.json (named"), "{stdout}");
 
     // Without this device's profile: none, saying whose there are, and the run calibrates.
     std::fs::remove_file(&ours_path).unwrap();

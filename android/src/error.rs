@@ -54,8 +54,8 @@ impl From<dynaspa::Error> for Failure {
             E::Decode(_) | E::InvalidModel(_) | E::Unsupported(_) | E::Node { .. } => {
                 DYNASPA_ERR_MODEL
             }
-            E::Backend { .. } => DYNASPA_ERR_BACKEND,
-            E::Input { .. } => DYNASPA_ERR_ARGUMENT,
+            E::Backend { .. } | E::Unavailable { .. } => DYNASPA_ERR_BACKEND,
+            E::Input { .. } | E::Profile { .. } => DYNASPA_ERR_ARGUMENT,
             E::Other(_) => DYNASPA_ERR_RUN,
         };
         Failure::new(code, e.to_string())

@@ -4,29 +4,12 @@
 //! the JNI glue go through here, so they check arguments the same way.
 
 use crate::error::{Failure, Status, DYNASPA_ERR_BACKEND, DYNASPA_ERR_RUN};
-use dynaspa::backends;
-use dynaspa::profiles::{self, Shipped};
-use dynaspa::{DType, OpenOptions, Session, Tensor, TensorData};
+use dynaspa::{Backend, DType, Session, Tensor, TensorData};
 use std::ffi::CString;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::Duration;
 
-/// Backend names `open` accepts (whether each is present is the backend's to say).
-const BACKENDS: [&str; 5] = ["auto", "cpu", "cuda", "opencl", "wgpu"];
-
-/// Which tuned profile the sparse ops use.
-#[derive(Clone, Debug, Default)]
-pub enum ProfileChoice {
-    /// The profile shipped beside the model (`profiles/<device>/<model>.json` above it) when
-    /// one was made for this device; otherwise the sparse ops are calibrated at open.
-    #[default]
-    Shipped,
-    /// This file; refused (an error at open) unless it was made for this device and model.
-    File(PathBuf),
-    /// No profile: calibrate at open.
-    Calibrate,
-}
+pub use dynaspa::ProfileChoice;
 
 /// What a caller chooses at open, in Rust terms.
 #[derive(Clone, Debug, Default)]
@@ -82,32 +65,25 @@ const _: () = {
 
 impl FfiSession {
     pub fn open(model: &Path, backend: &str, s: &Settings) -> Status<FfiSession> {
-        // The message does not probe which backends this machine has: probing loads GPU
+        // Parsing the name does not probe which backends this machine has: probing loads GPU
         // drivers (PoCL brings LLVM, which replaces a JVM's signal handlers).
-        if !BACKENDS.contains(&backend) {
-            return Err(Failure::new(
-                DYNASPA_ERR_BACKEND,
-                format!(
-                    "unknown backend '{backend}'; the backends are {}",
-                    BACKENDS.join(", ")
-                ),
-            ));
+        let backend: Backend = backend
+            .parse()
+            .map_err(|e: dynaspa::Error| Failure::new(DYNASPA_ERR_BACKEND, e.to_string()))?;
+        let mut b = Session::builder()
+            .backend(backend)
+            .threads_opt(s.threads)
+            .dense(s.dense)
+            .cached(s.cached)
+            .profile_choice(s.profile.clone());
+        if let Some(d) = &s.device {
+            b = b.device(d);
         }
-        let mut opts = OpenOptions {
-            threads: s.threads,
-            dense: s.dense,
-            cached: s.cached,
-            device: s.device.clone(),
-            ..Default::default()
-        };
-        let g = dynaspa::load_model(model, &opts)?;
-        let mut sparse = backends::cpu::SparseConfig::from_env();
         if let Some(dir) = &s.cache_dir {
-            sparse.cache_dir = Some(dir.clone());
+            b = b.cache_dir(dir);
         }
-        sparse.profile = choose_profile(model, backend, s, &g)?.map(Arc::new);
-        opts.sparse = Some(sparse);
-        let session = dynaspa::open_graph(g, backend, &opts)?;
+        let session = b.open(model)?;
+        tracing::debug!("profile: {}", session.profile_used().unwrap_or("none"));
         let g = session.graph();
         let port = |id: usize| {
             let v = &g.values[id];
@@ -236,34 +212,4 @@ fn check_len(what: &str, i: usize, name: &str, p: &Port, got: usize) -> Status<(
         )));
     }
     Ok(())
-}
-
-/// The profile the sparse ops use, as the CLI chooses it (`dynaspa run --profile/--no-profile`).
-fn choose_profile(
-    model: &Path,
-    backend: &str,
-    s: &Settings,
-    g: &dynaspa::runtime::graph::Graph,
-) -> Status<Option<dynaspa::runtime::profile::Profile>> {
-    let sparse = g.nodes.iter().any(|n| n.sparse.is_some());
-    let device = || profiles::this_device(backend, s.threads, s.device.as_deref());
-    Ok(match &s.profile {
-        ProfileChoice::Calibrate => None,
-        ProfileChoice::File(path) => Some(
-            profiles::check_file(path, &device()?, g)
-                .map_err(|e| match e {
-                    dynaspa::Error::Io { .. } => Failure::from(e),
-                    e => Failure::argument(e.to_string()),
-                })?
-                .profile,
-        ),
-        ProfileChoice::Shipped if !sparse || s.dense => None,
-        ProfileChoice::Shipped => match profiles::find_shipped(model, g, device)? {
-            Shipped::Use(c) => Some(c.profile),
-            Shipped::None(why) => {
-                tracing::debug!("no shipped profile ({why}); calibrating");
-                None
-            }
-        },
-    })
 }

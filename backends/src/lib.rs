@@ -102,28 +102,41 @@ pub fn create_configured(name: &str, o: &BackendOptions) -> Result<Box<dyn Backe
         "opencl" => {
             #[cfg(feature = "opencl")]
             {
+                match opencl::list() {
+                    Ok(l) if l.is_empty() => return Err(unavailable_error("opencl", "the OpenCL loader lists no platform or device (no driver installed)")),
+                    Err(e) => return Err(unavailable_error("opencl", &e.to_string())),
+                    Ok(_) => {}
+                }
                 let b = opencl::backend(o.device.as_deref(), sparse.cache_dir.as_deref(), gpu_options(o))?;
                 Ok(Box::new(b))
             }
             #[cfg(not(feature = "opencl"))]
-            Err(Error::Other("backend 'opencl': this build has no OpenCL support (cargo feature 'opencl')".into()))
+            Err(unavailable_error("opencl", "this build has no OpenCL support (cargo feature 'opencl')"))
         }
         "cuda" => {
             #[cfg(feature = "cuda")]
             {
+                if let Err(why) = cuda::probe::list() {
+                    return Err(unavailable_error("cuda", &why));
+                }
                 let b = cuda::backend(o.device.as_deref(), sparse.cache_dir.as_deref(), gpu_options(o))?;
                 Ok(Box::new(b))
             }
             #[cfg(not(feature = "cuda"))]
-            Err(Error::Other("backend 'cuda': this build has no CUDA support (cargo feature 'cuda')".into()))
+            Err(unavailable_error("cuda", "this build has no CUDA support (cargo feature 'cuda')"))
         }
         "wgpu" => {
             #[cfg(feature = "wgpu")]
             {
+                match wgpu::list() {
+                    Ok(l) if l.is_empty() => return Err(unavailable_error("wgpu", "wgpu finds no Vulkan or Metal adapter (no driver installed)")),
+                    Err(e) => return Err(unavailable_error("wgpu", &e.to_string())),
+                    Ok(_) => {}
+                }
                 Ok(Box::new(wgpu::backend(o.device.as_deref(), gpu_options(o))?))
             }
             #[cfg(not(feature = "wgpu"))]
-            Err(Error::Other("backend 'wgpu': this build has no wgpu support (cargo feature 'wgpu')".into()))
+            Err(unavailable_error("wgpu", "this build has no wgpu support (cargo feature 'wgpu')"))
         }
         other => Err(Error::Other(format!("unknown backend '{other}'; this build has: auto, {}", available().join(", ")))),
     }
@@ -222,6 +235,11 @@ pub fn devices() -> Vec<DeviceListing> {
     #[cfg(not(feature = "wgpu"))]
     out.push(unavailable("wgpu", "this build has no wgpu support (cargo feature 'wgpu')"));
     out
+}
+
+#[allow(dead_code)]
+fn unavailable_error(backend: &str, reason: &str) -> Error {
+    Error::Unavailable { backend: backend.into(), reason: reason.into() }
 }
 
 fn unavailable(backend: &str, why: &str) -> DeviceListing {

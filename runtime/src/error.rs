@@ -16,6 +16,13 @@ pub enum Error {
     Input { name: String, msg: String },
     #[error("backend {backend}: {msg}")]
     Backend { backend: String, msg: String },
+    /// A backend this build or machine cannot run: no support compiled in, no driver, no device.
+    #[error("backend {backend} is not available: {reason}")]
+    Unavailable { backend: String, reason: String },
+    /// A tuned profile that cannot be used: unreadable, another format version, made for another
+    /// device or model, or for kernels this build no longer has.
+    #[error("profile {path}: {reason}")]
+    Profile { path: String, reason: String },
     #[error("{0}")]
     Other(String),
     #[error("I/O error on {path}: {source}")]

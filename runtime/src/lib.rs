@@ -9,7 +9,7 @@ pub mod onnx;
 pub mod plan;
 pub mod profile;
 pub mod report;
-pub mod session;
+pub mod load;
 pub mod sparsity;
 pub mod tensor;
 

@@ -32,7 +32,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let threads: usize = args.get(3).map_or(Ok(2), |s| s.parse())?;
     let rounds: usize = args.get(4).map_or(Ok(5), |s| s.parse())?;
     let bytes = std::fs::read(model)?;
-    let mut g = dynaspa_runtime::session::load_graph(&bytes, &Default::default(), &dynaspa_backends::cpu::CpuEvaluator)?;
+    let mut g = dynaspa_runtime::load::load_graph(&bytes, &Default::default(), &dynaspa_backends::cpu::CpuEvaluator)?;
     detect_sparse_regions(&mut g, &Default::default());
     let ds = MaskDataset::open(dsm)?;
     let (masks, _) = MaskSet::from_dataset(&ds, dsm, &g)?;

@@ -67,7 +67,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let trials: usize = args.get(7).map_or(Ok(24), |s| s.parse())?;
     let n_held: usize = args.get(8).map_or(Ok(4), |s| s.parse())?;
     let bytes = std::fs::read(model)?;
-    let mut g = dynaspa_runtime::session::load_graph(&bytes, &Default::default(), &dynaspa_backends::cpu::CpuEvaluator)?;
+    let mut g = dynaspa_runtime::load::load_graph(&bytes, &Default::default(), &dynaspa_backends::cpu::CpuEvaluator)?;
     detect_sparse_regions(&mut g, &Default::default());
     let ds = MaskDataset::open(dsm)?;
     let (masks, _) = MaskSet::from_dataset(&ds, dsm, &g)?;

@@ -4,7 +4,7 @@
 //! predict profiles for without reaching them.
 
 use dynaspa_backends::gpu::sconv_knobs::{GpuLimits, WGSL_MAX_STORAGE, WGSL_MAX_THREADS};
-use dynaspa_backends::gpu::DeviceInfo;
+use dynaspa_backends::gpu::{DeviceInfo, KernelDialect};
 use serde::{Deserialize, Serialize};
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -55,10 +55,31 @@ impl DeviceDesc {
         self.compute_units as f64 * self.lanes_per_cu as f64 * self.clock_ghz * 1e9
     }
 
+    /// The language the device's kernels are compiled from; `None` for the CPU backend, whose
+    /// kernels are Rust. Resolved here once from the backend the descriptor was made for.
+    pub fn dialect(&self) -> Option<KernelDialect> {
+        match self.backend.as_str() {
+            "cpu" => None,
+            "cuda" => Some(KernelDialect::Cuda),
+            "wgpu" => Some(KernelDialect::Wgsl),
+            _ => Some(KernelDialect::OpenCl),
+        }
+    }
+
+    /// The CPU backend's own kernels (no work-groups, no GPU schedule knobs).
+    pub fn cpu_kernels(&self) -> bool {
+        self.dialect().is_none()
+    }
+
+    /// Kernels in WGSL, whose limits are tighter than the device's own.
+    pub fn wgsl(&self) -> bool {
+        self.dialect() == Some(KernelDialect::Wgsl)
+    }
+
     /// What bounds a GPU sparse conv schedule on this device, as the executor checks it
     /// (`max_registers_per_thread` 0: registers are not checked).
     pub fn limits(&self) -> GpuLimits {
-        let wgsl = self.backend == "wgpu";
+        let wgsl = self.wgsl();
         let regs = self.max_registers_per_thread > 0;
         GpuLimits {
             wgsl,
@@ -191,7 +212,8 @@ pub fn from_device_info(info: &DeviceInfo) -> DeviceDesc {
     // (name part, clock GHz, bandwidth GB/s): NVIDIA H100 SXM5 / H200 SXM product pages.
     const KNOWN: [(&str, f64, f64); 3] = [("H100", 1.98, 3350.0), ("H200", 1.98, 4800.0), ("Orin", 1.3, 204.8)];
     let (ghz, bw) = KNOWN.iter().find(|k| info.name.contains(k.0)).map_or((1.0, 100.0), |k| (k.1, k.2));
-    let cc = if info.backend == "cuda" { info.arch.as_str() } else { "" };
+    // `arch` is the compute capability where the kernels go through NVRTC.
+    let cc = if info.dialect() == KernelDialect::Cuda { info.arch.as_str() } else { "" };
     let mut d = cuda_like(&slug(&info.name), &info.name, cc, info.compute_units.max(1), ghz, bw);
     d.backend = info.backend.clone();
     if info.max_work_group_size > 0 {
@@ -204,7 +226,7 @@ pub fn from_device_info(info: &DeviceInfo) -> DeviceDesc {
     }
     // Register files are known for NVIDIA only (CUDA or NVIDIA's OpenCL); elsewhere the space
     // does not check them (as the executor does not), and occupancy keeps the generic figure.
-    if !(info.backend == "cuda" || info.vendor.to_ascii_lowercase().contains("nvidia")) {
+    if !(info.dialect() == KernelDialect::Cuda || info.vendor.to_ascii_lowercase().contains("nvidia")) {
         d.max_registers_per_thread = 0;
     }
     if info.kind == "cpu" {

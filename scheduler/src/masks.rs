@@ -184,7 +184,7 @@ mod tests {
 
     fn graph(model: &str) -> Graph {
         let bytes = std::fs::read(repo(&format!("models/{model}.onnx"))).unwrap();
-        let mut g = dynaspa_runtime::session::load_graph(&bytes, &Default::default(), &dynaspa_backends::cpu::CpuEvaluator).unwrap();
+        let mut g = dynaspa_runtime::load::load_graph(&bytes, &Default::default(), &dynaspa_backends::cpu::CpuEvaluator).unwrap();
         dynaspa_runtime::graph::sparse_detect::detect_sparse_regions(&mut g, &Default::default());
         g
     }

@@ -19,7 +19,7 @@ use dynaspa_runtime::{Error, Result};
 /// them: on a GPU only its PolyKernel ops (sparse convs and token projections; the others
 /// have no schedule to choose there).
 pub fn graph_ops(g: &Graph, dev: &DeviceDesc) -> Vec<TunableOp> {
-    let gpu = dev.backend != "cpu";
+    let gpu = !dev.cpu_kernels();
     g.nodes
         .iter()
         .filter(|n| n.sparse.is_some() && (!gpu || dynaspa_backends::gpu::runs_polykernel(g, n)))

@@ -104,7 +104,7 @@ fn images(op: &OpGeometry) -> f64 {
 /// sparse kernel over every position (no tile list), with the executor's default knobs.
 pub fn estimate_dense(op: &OpGeometry, dev: &DeviceDesc) -> Estimate {
     let st = TileStats::dense(op.h, op.w);
-    if dev.backend == "cpu" {
+    if dev.cpu_kernels() {
         return cpu(op, &st, dev, images(op));
     }
     match op.kind {
@@ -199,7 +199,7 @@ pub fn gemm(op: &OpGeometry, g: Option<Granularity>, k: &GemmKnobs, st: &TileSta
     // Only the splits that get a stage run (the executor drops the rest: `working_splits`).
     let ks = (kd / chunk).ceil().max(1.0);
     let threads = k.threads() as f64;
-    let wgsl = dev.backend == "wgpu";
+    let wgsl = dev.wgsl();
     let res = resident(dev, threads, k.local_bytes(wgsl) as f64, k.registers() as f64);
     if res < 1.0 {
         return Estimate::IMPOSSIBLE;

@@ -272,7 +272,7 @@ impl Space {
 
     /// Bytes of local memory one work-group of a GPU GEMM point uses.
     pub fn local_bytes(&self, p: &Point) -> usize {
-        let wgsl = self.device.as_ref().is_some_and(|d| d.backend == "wgpu");
+        let wgsl = self.device.as_ref().is_some_and(|d| d.wgsl());
         self.gemm(p).map_or(0, |k| k.local_bytes(wgsl) as usize)
     }
 

@@ -80,7 +80,7 @@ pub struct TuneOutput {
 
 /// The space of an op on `dev`.
 pub fn space_for(geo: crate::space::OpGeometry, dev: &DeviceDesc) -> Space {
-    if dev.backend == "cpu" {
+    if dev.cpu_kernels() {
         Space::cpu(geo)
     } else {
         Space::gpu(geo, dev)

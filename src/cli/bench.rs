@@ -4,13 +4,13 @@
 use super::feed::FrameOpts;
 use super::frames::note_skipped;
 use super::overlay::{frame_base, Overlay};
-use super::profile_choice::{self, ProfileOpts, Target};
+use super::open_session::{self, ProfileOpts};
 use super::progress::Progress;
 use super::run::write_outputs;
 use super::stats;
 use dynaspa::io::frames::FrameSource;
 use dynaspa::runtime::report::FrameReport;
-use dynaspa::{Error, LoadOptions, OpenOptions, Result, Session, Tensor};
+use dynaspa::{Error, LoadOptions, Result, Session, Tensor};
 use image::RgbImage;
 use std::path::PathBuf;
 use std::time::Instant;
@@ -110,17 +110,11 @@ fn time_run(session: &mut Session, feeds: &[(String, Tensor)]) -> Result<f64> {
 
 pub fn bench(a: BenchArgs) -> Result<()> {
     let per_run = a.batch.map_or(1, |n| n as usize);
-    let base = OpenOptions {
-        load: LoadOptions { batch: per_run, ..Default::default() },
-        threads: a.src.threads,
-        device: a.src.device.clone(),
-        ..Default::default()
-    };
+    let base = open_session::builder(a.src.backend, a.src.device.as_deref(), a.src.threads)
+        .load_options(LoadOptions { batch: per_run, ..Default::default() });
     let t = Instant::now();
-    let g = dynaspa::load_model(&a.model, &base)?;
+    let g = base.load(&a.model)?;
     let load_graph_ms = t.elapsed().as_secs_f64() * 1e3;
-    let target = Target { model: &a.model, backend: &a.src.backend, threads: a.src.threads, device: a.src.device.as_deref() };
-    let sparse_cfg = profile_choice::choose(&a.profiles, &g, &target)?;
     let feeder = a.src.feeder(&g)?;
     if a.batch.is_some() && feeder.shape[0] != per_run {
         return Err(Error::Other(format!(
@@ -135,10 +129,10 @@ pub fn bench(a: BenchArgs) -> Result<()> {
     };
     let fetch = overlay.as_ref().map(Overlay::fetches).unwrap_or_default();
     let t = Instant::now();
-    let mut sparse = dynaspa::open_graph(g, &a.src.backend, &OpenOptions { sparse: sparse_cfg, fetch: fetch.clone(), ..base.clone() })?;
+    let mut sparse = open_session::open(base.clone().fetch(fetch.clone()), &a.profiles, g, &a.model)?;
     let sparse_load = load_graph_ms + t.elapsed().as_secs_f64() * 1e3;
     let t = Instant::now();
-    let mut dense = dynaspa::open(&a.model, &a.src.backend, &OpenOptions { dense: true, ..base })?;
+    let mut dense = base.dense(true).open(&a.model)?;
     let dense_load = t.elapsed().as_secs_f64() * 1e3;
     let max = a.src.max_frames.map_or(DEFAULT_MAX_FRAMES * per_run, |n| n as usize);
     let source = FrameSource::open(&a.src.frames, feeder.input_size(), Some(max))?;

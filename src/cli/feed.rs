@@ -180,7 +180,7 @@ pub struct FrameOpts {
     pub max_frames: Option<u32>,
     /// Backend: auto, cpu, opencl, cuda or wgpu (`dynaspa devices` lists what this machine has).
     #[arg(long, default_value = "auto")]
-    pub backend: String,
+    pub backend: dynaspa::Backend,
     /// GPU device: a number from `dynaspa devices`, PLATFORM:DEVICE (OpenCL), or part of its
     /// name (default: $DYNASPA_OPENCL_DEVICE / $DYNASPA_CUDA_DEVICE / $DYNASPA_WGPU_DEVICE, else
     /// the first GPU).

@@ -7,7 +7,7 @@ use super::run::{write_outputs, RunArgs};
 use super::stats;
 use dynaspa::io::frames::{Frame, FrameSource};
 use dynaspa::runtime::graph::Graph;
-use dynaspa::{Error, OpenOptions, Result, Session};
+use dynaspa::{Error, Result, Session, SessionBuilder};
 use std::path::Path;
 use std::time::Instant;
 
@@ -29,15 +29,15 @@ pub fn run_one(session: &mut Session, feeder: &Feeder, frame: &Frame) -> Result<
 
 /// Runs every frame of `src` through a session opened on `g` (the model with its sparse ops
 /// found); `t0` is when loading began.
-pub fn run_frames(a: &RunArgs, src: &Path, g: Graph, mut opts: OpenOptions, t0: Instant) -> Result<()> {
+pub fn run_frames(a: &RunArgs, src: &Path, g: Graph, builder: SessionBuilder, t0: Instant) -> Result<()> {
     let feeder = Feeder::new(&g, a.frame_input.as_deref(), &a.inputs, a.mean.as_deref(), a.std.as_deref())?;
     let (w, h) = feeder.input_size();
     let mut overlay = match &a.overlay {
         Some(dir) => Some(Overlay::new(&g, a.overlay_op.as_deref(), (h as usize, w as usize), dir.clone())?),
         None => None,
     };
-    opts.fetch = overlay.as_ref().map(Overlay::fetches).unwrap_or_default();
-    let mut session = dynaspa::open_graph(g, &a.backend, &opts)?;
+    let builder = builder.fetch(overlay.as_ref().map(Overlay::fetches).unwrap_or_default());
+    let mut session = super::open_session::open(builder, &a.profiles, g, &a.model)?;
     let load_ms = t0.elapsed().as_secs_f64() * 1e3;
     let source = FrameSource::open(src, (w, h), a.max_frames.map(|n| n as usize))?;
     note_skipped(&source);

@@ -9,7 +9,7 @@ mod node_table;
 mod overlay;
 mod overlay_draw;
 mod profile;
-mod profile_choice;
+mod open_session;
 mod progress;
 mod run;
 mod stats;

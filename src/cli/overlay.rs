@@ -1,7 +1,7 @@
 //! `run --overlay`: which mask each frame's PNG shows, and writing it.
 //!
 //! By default the mask is the runtime's own: the mask value a sparse op runs on (its
-//! `SparseSpec.mask`), which the session fetches every frame (`OpenOptions::fetch`), so any
+//! `SparseSpec.mask`), which the session fetches every frame (`SessionBuilder::fetch`), so any
 //! model with sparse ops can be drawn, mask outputs or not. A model's `mask_*` graph outputs
 //! (`[N, 1, h, w]` maps, or `[N, T]` token masks whose token 0 is the class token) can be drawn
 //! instead by naming one. The DISTiles drawn are those of the granularity the frame's report

@@ -9,7 +9,7 @@ use super::trace::Recorder;
 use dynaspa::io::frames::FrameSource;
 use dynaspa::io::write_atomic;
 use dynaspa::runtime::report::{FrameReport, PhaseTimes, SparseOpRecord};
-use dynaspa::{Error, OpenOptions, Result};
+use dynaspa::{DebugOptions, Error, Result};
 use std::path::PathBuf;
 
 #[derive(clap::Args)]
@@ -30,7 +30,7 @@ pub struct ProfileArgs {
     #[arg(long, value_name = "FILE")]
     pub trace: Option<PathBuf>,
     #[command(flatten)]
-    profiles: super::profile_choice::ProfileOpts,
+    profiles: super::open_session::ProfileOpts,
     /// Runs of the first frame before measuring (not counted).
     #[arg(long, value_name = "N", default_value_t = 3)]
     warmup: usize,
@@ -152,11 +152,11 @@ pub fn profile(a: ProfileArgs, recorder: Option<Recorder>) -> Result<()> {
     // frame queued op by op.
     // Per-node times on a GPU backend wait for the device after every node (`--nodes`).
     let step_times = a.nodes.is_some();
-    let mut opts = OpenOptions { threads: a.src.threads, device: a.src.device.clone(), frame_graphs: Some(false), step_times, ..Default::default() };
-    let g = dynaspa::load_model(&a.model, &opts)?;
-    let target = super::profile_choice::Target { model: &a.model, backend: &a.src.backend, threads: a.src.threads, device: a.src.device.as_deref() };
-    opts.sparse = super::profile_choice::choose(&a.profiles, &g, &target)?;
-    let mut session = dynaspa::open_graph(g, &a.src.backend, &opts)?;
+    let builder = super::open_session::builder(a.src.backend, a.src.device.as_deref(), a.src.threads)
+        .frame_graphs(false)
+        .debug(DebugOptions { step_times, ..Default::default() });
+    let g = builder.load(&a.model)?;
+    let mut session = super::open_session::open(builder, &a.profiles, g, &a.model)?;
     let feeder = a.src.feeder(session.graph())?;
     let mut source = FrameSource::open(&a.src.frames, feeder.input_size(), a.src.max_frames.map(|n| n as usize))?;
     note_skipped(&source);

@@ -2,9 +2,9 @@
 //! frames lives in `frames.rs`.
 
 use super::feed;
-use super::profile_choice::{self, ProfileOpts, Target};
+use super::open_session::{self, ProfileOpts};
 use dynaspa::io::{npy, write_atomic};
-use dynaspa::{Error, LoadOptions, OpenOptions, Result, Tensor};
+use dynaspa::{Backend, Error, LoadOptions, Result, Tensor};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -55,7 +55,7 @@ pub struct RunArgs {
     pub overlay_op: Option<String>,
     /// Backend: auto, cpu, opencl, cuda or wgpu (`dynaspa devices` lists what this machine has).
     #[arg(long, default_value = "auto")]
-    pub backend: String,
+    pub backend: Backend,
     /// GPU device: a number from `dynaspa devices`, PLATFORM:DEVICE (OpenCL), or part of its
     /// name (default: $DYNASPA_OPENCL_DEVICE / $DYNASPA_CUDA_DEVICE / $DYNASPA_WGPU_DEVICE, else
     /// the first GPU).
@@ -106,14 +106,13 @@ pub fn write_outputs(dir: &Path, outs: &[(String, Tensor)]) -> Result<()> {
 
 pub fn run(a: RunArgs) -> Result<()> {
     let t0 = Instant::now();
-    let mut opts = OpenOptions { load: LoadOptions { batch: a.batch, ..Default::default() }, threads: a.threads, device: a.device.clone(), ..Default::default() };
-    let g = dynaspa::load_model(&a.model, &opts)?;
-    let target = Target { model: &a.model, backend: &a.backend, threads: a.threads, device: a.device.as_deref() };
-    opts.sparse = profile_choice::choose(&a.profiles, &g, &target)?;
+    let builder = open_session::builder(a.backend, a.device.as_deref(), a.threads)
+        .load_options(LoadOptions { batch: a.batch, ..Default::default() });
+    let g = builder.load(&a.model)?;
     if let Some(src) = a.frames.clone() {
-        return super::frames::run_frames(&a, &src, g, opts, t0);
+        return super::frames::run_frames(&a, &src, g, builder, t0);
     }
-    let mut session = dynaspa::open_graph(g, &a.backend, &opts)?;
+    let mut session = open_session::open(builder, &a.profiles, g, &a.model)?;
     let load_ms = t0.elapsed().as_secs_f64() * 1e3;
     let g = session.graph();
     let (mean, std) = feed::normalisation(g, a.mean.as_deref(), a.std.as_deref());

@@ -6,7 +6,7 @@ use super::feed::Feeder;
 use dynaspa::io::frames::FrameSource;
 use dynaspa::runtime::graph::sparse_detect::{detect_sparse_regions, SparseOptions};
 use dynaspa::runtime::sparsity::MaskDataset;
-use dynaspa::{Error, Result};
+use dynaspa::{Backend, Error, Result};
 use dynaspa_scheduler::masks::MaskSet;
 use dynaspa_scheduler::measure::{CpuMeasurer, GpuMeasurer, LogHeader, MeasureLog, Measurer};
 use dynaspa_scheduler::tune::{OpReport, Progress, TuneConfig};
@@ -40,7 +40,7 @@ pub struct TuneArgs {
     /// Backend to measure on: cpu, opencl, cuda or wgpu (the GPU backends tune their sparse
     /// convs; ops they run dense are left out).
     #[arg(long, default_value = "cpu")]
-    backend: String,
+    backend: Backend,
     /// GPU backends: which device (a number from `dynaspa devices`, or part of its name).
     #[arg(long, value_name = "SEL")]
     device: Option<String>,
@@ -263,21 +263,21 @@ pub fn tune(a: TuneArgs) -> Result<()> {
         println!("predicted profile for {} ({} ops, roofline only) written to {} in {:.1} s", dev.name, profile.ops.len(), a.output.display(), t0.elapsed().as_secs_f64());
         return Ok(());
     }
-    let (mut measurer, mut dev, threads): (Box<dyn Measurer>, _, _) = match a.backend.as_str() {
-        "cpu" => {
+    let (mut measurer, mut dev, threads): (Box<dyn Measurer>, _, _) = match a.backend {
+        Backend::Cpu => {
             let threads = a.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
             let backend = dynaspa::backends::cpu::CpuBackend::new(Some(threads))?
                 .with_sparse_config(dynaspa::backends::cpu::SparseConfig { cache_dir: None, force: Some(dynaspa::backends::cpu::ForceMember::Dense), profile: None });
             let m = CpuMeasurer::new(&backend, Arc::new(g), 3)?.flush_caches(true);
             (Box::new(m), devices::cpu(threads), Some(threads))
         }
-        "opencl" | "cuda" | "wgpu" => {
+        Backend::OpenCl | Backend::Cuda | Backend::Wgpu => {
             let opts = dynaspa::backends::BackendOptions {
                 device: a.device.clone(),
                 sparse: Some(dynaspa::backends::cpu::SparseConfig { cache_dir: dynaspa::backends::cache_dir::cache_root(), force: None, profile: None }),
                 ..Default::default()
             };
-            let (info, timers) = dynaspa::backends::gpu_conv_timers(&a.backend, &opts, &g)?;
+            let (info, timers) = dynaspa::backends::gpu_conv_timers(a.backend.name(), &opts, &g)?;
             if timers.is_empty() || !timers.iter().any(|t| masks.ops.contains_key(t.node())) {
                 return Err(Error::Other(format!(
                     "{}: no sparse op of this model runs sparsely on the {} backend (its PolyKernel ops are 2-D convs, one group with constant weights or depthwise, and token projections over in-graph masks); nothing to tune",
@@ -288,8 +288,8 @@ pub fn tune(a: TuneArgs) -> Result<()> {
             let m = GpuMeasurer::new(&info, &g, timers, 3)?;
             (Box::new(m), devices::from_device_info(&info), None)
         }
-        other => {
-            return Err(Error::Other(format!("--backend {other}: the backends are cpu, opencl, cuda and wgpu (or --predict DEVICE for a roofline-only profile)")))
+        Backend::Auto => {
+            return Err(Error::Other("--backend auto: tuning measures one backend; name it: cpu, opencl, cuda or wgpu (or --predict DEVICE for a roofline-only profile)".into()))
         }
     };
     let device = measurer.device();

@@ -48,18 +48,14 @@ impl Rng {
 /// The model's result computed through the Rust API with the same settings the C side uses:
 /// no profile, calibration cached under `cache` (the C session then reads the same choices).
 pub fn rust_outputs(model: &Path, cache: &Path, dense: bool, inputs: &[Vec<f32>]) -> Vec<Vec<f32>> {
-    let sparse = dynaspa::backends::cpu::SparseConfig {
-        cache_dir: Some(cache.to_path_buf()),
-        force: None,
-        profile: None,
-    };
-    let opts = dynaspa::OpenOptions {
-        threads: Some(THREADS as usize),
-        dense,
-        sparse: Some(sparse),
-        ..Default::default()
-    };
-    let mut s = dynaspa::open(model, "cpu", &opts).expect("the Rust API opens the model");
+    let mut s = dynaspa::Session::builder()
+        .backend(dynaspa::Backend::Cpu)
+        .threads(THREADS as usize)
+        .dense(dense)
+        .cache_dir(cache)
+        .profile_choice(dynaspa::ProfileChoice::Calibrate)
+        .open(model)
+        .expect("the Rust API opens the model");
     let g = s.graph();
     let feeds = g
         .inputs

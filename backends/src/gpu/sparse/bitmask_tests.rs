@@ -4,7 +4,7 @@
 
 use super::meta::MetaLayout;
 use super::schedules::GRANULARITIES;
-use crate::gpu::device::{Arg, GpuDevice};
+use crate::gpu::device::{Arg, GpuDevice, KernelDialect};
 use crate::gpu::kernels::{spec, Src};
 use dynaspa_runtime::sparsity::{BitMask, Granularity};
 
@@ -25,7 +25,7 @@ fn bytes<T: Copy>(v: &[T], f: impl Fn(T) -> [u8; 4]) -> Vec<u8> {
 fn run<D: GpuDevice>(dev: &D, masks: &[Vec<f32>], h: usize, w: usize, gs: &[Granularity], gy: u32, local: bool) -> (MetaLayout, Vec<i32>) {
     let l = MetaLayout::new(masks.len(), h, w, gs).unwrap();
     let mut defines = super::build::bitmask_defines(dev.info(), h, w);
-    let wgsl = dev.info().backend == "wgpu";
+    let wgsl = dev.info().dialect() == KernelDialect::Wgsl;
     assert_eq!(defines.iter().any(|d| d.0 == "LWORDS"), !wgsl, "a {h}x{w} mask's words fit in local memory, but not in WGSL's kernel");
     if !local {
         defines.retain(|d| d.0 != "LWORDS");
@@ -62,7 +62,7 @@ fn check<D: GpuDevice>(dev: &D, what: &str) {
     let mut gs = GRANULARITIES.to_vec();
     gs.push(Granularity::new(3, 5));
     // Both paths of the kernel, where it has both (WGSL's twin has no local copy).
-    let locals: &[bool] = if dev.info().backend == "wgpu" { &[false] } else { &[true, false] };
+    let locals: &[bool] = if dev.info().dialect() == KernelDialect::Wgsl { &[false] } else { &[true, false] };
     for &(h, w) in &[(40usize, 40usize), (19, 23), (1, 77), (33, 1), (7, 300)] {
         for &d in &[0.0, 0.02, 0.3, 1.0] {
             let masks: Vec<Vec<f32>> = (0..2).map(|_| (0..h * w).map(|_| (rng.next() < d) as u8 as f32).collect()).collect();

@@ -1,33 +1,10 @@
 //! Session: a loaded, optimised graph compiled for one backend; runs frames.
 
-use crate::backend::{Backend, Executable, OpEvaluator};
-use crate::error::{Error, Result};
-use crate::graph::{fold, fuse, Graph};
-use crate::onnx::{self, LoadOptions};
-use crate::tensor::Tensor;
-use std::path::Path;
+use crate::builder::SessionBuilder;
+use dynaspa_runtime::backend::{Backend, Executable};
+use dynaspa_runtime::graph::Graph;
+use dynaspa_runtime::{Error, Result, Tensor};
 use std::sync::Arc;
-
-/// Decodes, imports, infers shapes, folds constants and applies the fusions.
-pub fn load_graph(bytes: &[u8], opts: &LoadOptions, eval: &dyn OpEvaluator) -> Result<Graph> {
-    let model = onnx::parse_model(bytes)?;
-    let mut g = {
-        let _s = tracing::debug_span!("import").entered();
-        onnx::import(&model, opts)?
-    };
-    drop(model);
-    {
-        let _s = tracing::debug_span!("fold").entered();
-        fold::infer_and_fold(&mut g, eval)?;
-    }
-    fuse::optimise(&mut g);
-    tracing::debug!(nodes = g.nodes.len(), values = g.values.len(), "graph ready");
-    Ok(g)
-}
-
-pub fn read_model(path: &Path) -> Result<Vec<u8>> {
-    std::fs::read(path).map_err(|e| Error::io(path, e))
-}
 
 pub struct Session {
     graph: Arc<Graph>,
@@ -38,6 +15,8 @@ pub struct Session {
     /// Values kept from every run besides the outputs (see [`Session::with_fetches`]).
     fetches: Vec<Fetch>,
     fetched: Vec<Tensor>,
+    /// Which tuned profile the sparse ops use, as [`Session::profile_used`] says it.
+    profile: Option<String>,
 }
 
 /// Where a fetched value comes from in a run.
@@ -58,6 +37,12 @@ enum FetchFrom {
 }
 
 impl Session {
+    /// Options for opening a model: backend, device, profile, precision (see [`SessionBuilder`]).
+    pub fn builder() -> SessionBuilder {
+        SessionBuilder::default()
+    }
+
+    /// Compiles an already loaded graph for `backend` with the backend's own settings.
     pub fn new(graph: Graph, backend: &dyn Backend) -> Result<Session> {
         Session::with_fetches(graph, backend, &[])
     }
@@ -94,7 +79,7 @@ impl Session {
             compiled.outputs.extend(extra);
             backend.compile(Arc::new(compiled))?
         };
-        Ok(Session { graph, exec, backend: backend.name().to_string(), check_finite: true, fetches, fetched: Vec::new() })
+        Ok(Session { graph, exec, backend: backend.name().to_string(), check_finite: true, fetches, fetched: Vec::new(), profile: None })
     }
 
     /// The value `name` (one of the session's fetches) as the last successful `run` computed
@@ -108,8 +93,17 @@ impl Session {
     pub fn backend_name(&self) -> &str {
         &self.backend
     }
+    /// The profile the sparse ops use, or why there is none: the file and what it was tuned
+    /// for ("profiles/cpu-x86_64/dynconv.json (shipped, tuned for cpu '…', 7 of 7 sparse ops)"),
+    /// or "none (…); calibrating". `None` for a session opened without the builder.
+    pub fn profile_used(&self) -> Option<&str> {
+        self.profile.as_deref()
+    }
+    pub(crate) fn set_profile_used(&mut self, line: String) {
+        self.profile = Some(line);
+    }
     /// Per sparse op: density, chosen kernel and phase times of the last `run`.
-    pub fn last_report(&self) -> Option<&crate::report::FrameReport> {
+    pub fn last_report(&self) -> Option<&dynaspa_runtime::report::FrameReport> {
         self.exec.last_report()
     }
     /// Runs one frame. `inputs` are (name, tensor) pairs covering every graph input.
