@@ -5,7 +5,7 @@
 //! its members are named as this build's kernels name them, and it covers some of the model's
 //! sparse ops. A profile that fails a check is refused with the reason, never used in part.
 
-use crate::backends::{self, gpu::sconv_knobs};
+use crate::backends::{self, gpu::sparse_conv_knobs};
 use dynaspa_runtime::dispatch::Schedule;
 use dynaspa_runtime::graph::Graph;
 use dynaspa_runtime::profile::{DeviceId, MaskSetInfo, OpSignature, Profile};
@@ -27,7 +27,7 @@ pub fn this_device(backend: &str, threads: Option<usize>, device: Option<&str>) 
         let cpu = backends::cpu::CpuBackend::new(threads)?;
         return Ok(backends::cpu::cpu_device_id(cpu.threads()));
     }
-    let (info, _) = backends::gpu_conv_timers(&name, &opts, &Graph::default())?;
+    let (info, _) = backends::gpu_sparse_op_timers(&name, &opts, &Graph::default())?;
     Ok(DeviceId { backend: info.backend.clone(), name: info.name.clone(), fingerprint: info.fingerprint() })
 }
 
@@ -125,7 +125,7 @@ fn used(c: &Checked, how: &str) -> String {
 
 /// Checks every member of `p` against the schedules this build's kernels for `p`'s backend
 /// run, as they name them: on the CPU `dense` and `tiles<HxW>` without knobs; on the GPU
-/// backends knobs the sparse kernels read (`gpu::sconv_knobs`, the tuner's own definition),
+/// backends knobs the sparse kernels read (`gpu::sparse_conv_knobs`, the tuner's own definition),
 /// and names spelled from them (`tiles1x1_m64n32k16_w4x2_s4`). The error names op and member.
 pub fn check_kernels(p: &Profile) -> std::result::Result<(), String> {
     for op in &p.ops {
@@ -144,13 +144,13 @@ fn member_matches(backend: &str, s: &Schedule) -> std::result::Result<(), String
         }
         return if s.name == base { Ok(()) } else { Err(format!("this build names that schedule '{base}'")) };
     }
-    let defaults = sconv_knobs::GemmKnobs { tm: 1, tn: 1, tk: 1, wm: 1, wn: 1, ks: 1, wk: 1, et: false };
-    let knobs = sconv_knobs::GemmKnobs::from_map(&s.knobs, defaults)?;
-    let complete = sconv_knobs::GEMM_DOMAINS.iter().all(|(k, _)| s.knobs.contains_key(*k));
+    let defaults = sparse_conv_knobs::GemmKnobs { tm: 1, tn: 1, tk: 1, wm: 1, wn: 1, ks: 1, wk: 1, et: false };
+    let knobs = sparse_conv_knobs::GemmKnobs::from_map(&s.knobs, defaults)?;
+    let complete = sparse_conv_knobs::GEMM_DOMAINS.iter().all(|(k, _)| s.knobs.contains_key(*k));
     let expected = match (s.granularity, complete) {
         // The dense member may carry knobs for its GEMM; its name stays `dense`.
         (None, _) => base,
-        (Some(g), true) => sconv_knobs::schedule_name(Some(g), Some(&knobs)),
+        (Some(g), true) => sparse_conv_knobs::schedule_name(Some(g), Some(&knobs)),
         (Some(_), false) if s.knobs.is_empty() => base,
         // Some knobs over the kernel's defaults: the name cannot be spelled from them alone.
         (Some(_), false) => return Ok(()),

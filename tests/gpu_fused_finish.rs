@@ -129,8 +129,8 @@ fn check_model<D: GpuDevice + 'static>(dev: &Arc<D>, backend: &str, path: &Path,
     let mut ran = 0;
     for mi in 0..MEMBERS.len() {
         let k = MEMBERS[mi].2;
-        let knobs = dynaspa::backends::gpu::sconv_knobs::GemmKnobs { tm: k[0] as u32, tn: k[1] as u32, tk: k[2] as u32, wm: k[3] as u32, wn: k[4] as u32, ks: k[5] as u32, wk: 1, et: false };
-        if knobs.check(&dynaspa::backends::gpu::sconv_knobs::GpuLimits::of(&info)).is_err() {
+        let knobs = dynaspa::backends::gpu::sparse_conv_knobs::GemmKnobs { tm: k[0] as u32, tn: k[1] as u32, tk: k[2] as u32, wm: k[3] as u32, wn: k[4] as u32, ks: k[5] as u32, wk: 1, et: false };
+        if knobs.check(&dynaspa::backends::gpu::sparse_conv_knobs::GpuLimits::of(&info)).is_err() {
             continue;
         }
         let name = MEMBERS[mi].0;
@@ -150,7 +150,7 @@ fn check_model<D: GpuDevice + 'static>(dev: &Arc<D>, backend: &str, path: &Path,
             // finishes in a second launch). A 1x1 member that lists its own columns never fuses.
             let self_lists = MEMBERS[mi].1 == Some((1, 1)) && exe.sparse_conv_features().self_list;
             if !(MEMBERS[mi].1.is_none() && ops[0].dense_vendor.is_some()) {
-                let small = k[0] * k[1] * k[5] <= dynaspa::backends::gpu::sconv_knobs::FUSED_FINISH_MAX_PARTIALS as i64;
+                let small = k[0] * k[1] * k[5] <= dynaspa::backends::gpu::sparse_conv_knobs::FUSED_FINISH_MAX_PARTIALS as i64;
                 let one = small && !self_lists && fused;
                 assert_eq!(ops[0].launches[at], if one { 1 } else { 2 }, "{case}: launches {:?}", ops[0].launches);
             }

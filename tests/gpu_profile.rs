@@ -196,7 +196,7 @@ fn split_model(dir: &std::path::Path) -> std::path::PathBuf {
 
 #[allow(dead_code)]
 fn check_split_members<D: GpuDevice + 'static>(dev: Arc<D>, backend: &str) {
-    use dynaspa::backends::gpu::sconv_knobs::{GemmKnobs, GpuLimits};
+    use dynaspa::backends::gpu::sparse_conv_knobs::{GemmKnobs, GpuLimits};
     let cache = std::env::temp_dir().join(format!("dynaspa-gpu-split-{backend}-{}", std::process::id()));
     std::fs::create_dir_all(&cache).unwrap();
     let path = split_model(&cache);

@@ -14,7 +14,7 @@ use common::{seed, Rng};
 mod onnx_build;
 
 use dynaspa::backends::cpu::SparseConfig;
-use dynaspa::backends::gpu::sconv_knobs::{GemmKnobs, GpuLimits};
+use dynaspa::backends::gpu::sparse_conv_knobs::{GemmKnobs, GpuLimits};
 use dynaspa::backends::gpu::{DeviceInfo, GpuDevice, GpuExecutable, GpuOptions, SparseConvOverrides};
 use dynaspa::runtime::backend::Executable;
 use dynaspa::runtime::dispatch::{DispatchTable, Member, PolyKernel, Schedule};

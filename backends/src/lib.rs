@@ -142,26 +142,26 @@ pub fn create_configured(name: &str, o: &BackendOptions) -> Result<Box<dyn Backe
     }
 }
 
-/// The sparse convs of `graph` on the GPU backend `name` ("opencl", "cuda", "wgpu") and the
+/// The PolyKernel ops (sparse convs, token projections) of `graph` on the GPU backend `name` ("opencl", "cuda", "wgpu") and the
 /// device they run on, ready to time at any schedule (the tuner's measurements).
-pub fn gpu_conv_timers(name: &str, o: &BackendOptions, graph: &dynaspa_runtime::graph::Graph) -> Result<(gpu::DeviceInfo, Vec<Box<dyn gpu::SparseConvTimer>>)> {
+pub fn gpu_sparse_op_timers(name: &str, o: &BackendOptions, graph: &dynaspa_runtime::graph::Graph) -> Result<(gpu::DeviceInfo, Vec<Box<dyn gpu::SparseOpTimer>>)> {
     #[allow(unused_variables)]
     let (sparse, graph) = (o.sparse.clone().unwrap_or_else(cpu::SparseConfig::from_env), graph);
     match name {
         #[cfg(feature = "opencl")]
         "opencl" => {
             let b = opencl::backend(o.device.as_deref(), sparse.cache_dir.as_deref(), gpu_options(o))?;
-            Ok((gpu::GpuDevice::info(&**b.device()).clone(), b.sparse_conv_timers(graph)?))
+            Ok((gpu::GpuDevice::info(&**b.device()).clone(), b.sparse_op_timers(graph)?))
         }
         #[cfg(feature = "cuda")]
         "cuda" => {
             let b = cuda::backend(o.device.as_deref(), sparse.cache_dir.as_deref(), gpu_options(o))?;
-            Ok((gpu::GpuDevice::info(&**b.device()).clone(), b.sparse_conv_timers(graph)?))
+            Ok((gpu::GpuDevice::info(&**b.device()).clone(), b.sparse_op_timers(graph)?))
         }
         #[cfg(feature = "wgpu")]
         "wgpu" => {
             let b = wgpu::backend(o.device.as_deref(), gpu_options(o))?;
-            Ok((gpu::GpuDevice::info(&**b.device()).clone(), b.sparse_conv_timers(graph)?))
+            Ok((gpu::GpuDevice::info(&**b.device()).clone(), b.sparse_op_timers(graph)?))
         }
         #[allow(unreachable_patterns)]
         "opencl" | "cuda" | "wgpu" => Err(Error::Other(format!("backend '{name}': this build does not have it (cargo feature '{name}')"))),

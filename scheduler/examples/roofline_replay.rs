@@ -9,7 +9,7 @@
 //! cargo run --release -p dynaspa-scheduler --example roofline_replay -- PAIRS.jsonl [TOP_FRACTION]
 //! ```
 
-use dynaspa_backends::gpu::sconv_knobs::GemmKnobs;
+use dynaspa_backends::gpu::sparse_conv_knobs::GemmKnobs;
 use dynaspa_runtime::sparsity::Granularity;
 use dynaspa_scheduler::devices::DeviceDesc;
 use dynaspa_scheduler::microbench::{fit_constants, Sample};

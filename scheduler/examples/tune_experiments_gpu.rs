@@ -22,7 +22,7 @@
 //! cargo run --release -p dynaspa-scheduler --example tune_experiments_gpu -- MODEL DSM BACKEND [OPS] [SAMPLE] [SEEDS] [TRIALS] [HELD]
 //! ```
 
-use dynaspa_backends::gpu::sconv_knobs::default_gemm;
+use dynaspa_backends::gpu::sparse_conv_knobs::default_gemm;
 use dynaspa_runtime::dispatch::Schedule;
 use dynaspa_runtime::graph::sparse_detect::detect_sparse_regions;
 use dynaspa_runtime::sparsity::{Granularity, MaskDataset};
@@ -71,7 +71,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     detect_sparse_regions(&mut g, &Default::default());
     let ds = MaskDataset::open(dsm)?;
     let (masks, _) = MaskSet::from_dataset(&ds, dsm, &g)?;
-    let (info, timers) = dynaspa_backends::gpu_conv_timers(backend, &Default::default(), &g)?;
+    let (info, timers) = dynaspa_backends::gpu_sparse_op_timers(backend, &Default::default(), &g)?;
     let mut m = GpuMeasurer::new(&info, &g, timers, 3)?;
     let mut dev = devices::from_device_info(&info);
     microbench::fit_gpu(&mut dev, &mut m, &masks)?;

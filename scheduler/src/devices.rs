@@ -3,7 +3,7 @@
 //! GPUs through `DeviceInfo` plus the compute-capability tables), built in for the devices we
 //! predict profiles for without reaching them.
 
-use dynaspa_backends::gpu::sconv_knobs::{GpuLimits, WGSL_MAX_STORAGE, WGSL_MAX_THREADS};
+use dynaspa_backends::gpu::sparse_conv_knobs::{GpuLimits, WGSL_MAX_STORAGE, WGSL_MAX_THREADS};
 use dynaspa_backends::gpu::{DeviceInfo, KernelDialect};
 use serde::{Deserialize, Serialize};
 

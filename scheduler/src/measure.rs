@@ -5,7 +5,7 @@
 
 use crate::space::OpGeometry;
 use dynaspa_backends::cpu::SparseOpTimer;
-use dynaspa_backends::gpu::{DeviceInfo, SparseConvTimer};
+use dynaspa_backends::gpu::{self, DeviceInfo};
 use dynaspa_runtime::graph::Graph;
 use dynaspa_runtime::dispatch::Schedule;
 use dynaspa_runtime::profile::{DeviceId, OpSignature};
@@ -108,11 +108,11 @@ impl Measurer for CpuMeasurer {
     }
 }
 
-/// A GPU backend through its sparse conv timers (`GpuBackend::sparse_conv_timers`): the
+/// A GPU backend through its sparse op timers (`GpuBackend::sparse_op_timers`): the
 /// schedule's kernels are built on first use and timed as calibration times members (several
 /// runs per sync); one warm-up, then the minimum of `reps` calls.
 pub struct GpuMeasurer {
-    timers: Vec<Box<dyn SparseConvTimer>>,
+    timers: Vec<Box<dyn gpu::SparseOpTimer>>,
     ops: Vec<TunableOp>,
     device: DeviceId,
     reps: usize,
@@ -125,7 +125,7 @@ const MAX_FAILURES: usize = 32;
 
 impl GpuMeasurer {
     /// `graph`: the graph the timers were made from (for the ops' signatures and geometry).
-    pub fn new(info: &DeviceInfo, graph: &Graph, timers: Vec<Box<dyn SparseConvTimer>>, reps: usize) -> Result<GpuMeasurer> {
+    pub fn new(info: &DeviceInfo, graph: &Graph, timers: Vec<Box<dyn gpu::SparseOpTimer>>, reps: usize) -> Result<GpuMeasurer> {
         let mut ops = Vec::with_capacity(timers.len());
         for t in &timers {
             let n = graph.nodes.iter().find(|n| n.name == t.node()).ok_or_else(|| Error::Other(format!("timer for unknown node '{}'", t.node())))?;

@@ -9,7 +9,7 @@ use crate::measure::Measurer;
 use crate::roofline::{self, TileStats};
 use crate::rng::Rng;
 use crate::space::{OpGeometry, OpKind, Point, Space};
-use dynaspa_backends::gpu::sconv_knobs::{default_gemm, schedule_name, GemmKnobs};
+use dynaspa_backends::gpu::sparse_conv_knobs::{default_gemm, schedule_name, GemmKnobs};
 use dynaspa_runtime::dispatch::Schedule;
 use dynaspa_runtime::sparsity::Granularity;
 use dynaspa_backends::cpu::sparse::SparseConv;

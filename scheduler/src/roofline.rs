@@ -22,7 +22,7 @@
 
 use crate::devices::DeviceDesc;
 use crate::space::{OpGeometry, OpKind, Point, Space, Target};
-use dynaspa_backends::gpu::sconv_knobs::{default_gemm, GemmKnobs};
+use dynaspa_backends::gpu::sparse_conv_knobs::{default_gemm, GemmKnobs};
 use dynaspa_runtime::sparsity::{BitMask, Granularity};
 
 /// What a mask means for one granularity.
@@ -110,7 +110,7 @@ pub fn estimate_dense(op: &OpGeometry, dev: &DeviceDesc) -> Estimate {
     match op.kind {
         OpKind::Depthwise => depthwise(op, None, &st, dev),
         // The token GEMM's dense member: its default tile over every row, no split.
-        OpKind::TokenLinear => gemm(op, None, &dynaspa_backends::gpu::sconv_knobs::token::default_knobs(op.h * op.w, op.c_out), &st, dev),
+        OpKind::TokenLinear => gemm(op, None, &dynaspa_backends::gpu::token_knobs::default_knobs(op.h * op.w, op.c_out), &st, dev),
         _ => {
             let k = default_gemm(op.c_out, op.k_dim(), true, op.h * op.w, op.images.max(1), dev.compute_units);
             gemm(op, None, &k, &st, dev)

@@ -6,13 +6,13 @@
 //! Two targets. The CPU sparse kernels have one knob, the DISTile granularity (the gather and
 //! the packed GEMM's register tile are fixed in the kernel). The GPU spaces are the knobs of the
 //! GPU sparse conv kernels themselves, under the names their defines and profiles use (`TM TN
-//! TK WM WN KS`, see `dynaspa_backends::gpu::sconv_knobs`), checked against the device's limits
+//! TK WM WN KS`, see `dynaspa_backends::gpu::sparse_conv_knobs`), checked against the device's limits
 //! by the same function the executor checks a profile with, so every point is a schedule the
 //! kernels run; points that run but waste most of a work-group or of the split reduction are
 //! left out too.
 
 use crate::devices::DeviceDesc;
-use dynaspa_backends::gpu::sconv_knobs::{schedule_name, GemmKnobs, GEMM_DOMAINS};
+use dynaspa_backends::gpu::sparse_conv_knobs::{schedule_name, GemmKnobs, GEMM_DOMAINS};
 use dynaspa_runtime::dispatch::Schedule;
 use dynaspa_runtime::graph::{Graph, MaskKind, Node, Op};
 use dynaspa_runtime::sparsity::Granularity;
@@ -187,7 +187,7 @@ impl Space {
     }
 
     /// The GPU space for `op` on `dev`: the knobs of the GPU sparse kernels as profiles name
-    /// them (`dynaspa_backends::gpu::sconv_knobs`: `TM TN TK WM WN KS` for the implicit GEMM,
+    /// them (`dynaspa_backends::gpu::sparse_conv_knobs`: `TM TN TK WM WN KS` for the implicit GEMM,
     /// the granularity alone for depthwise; the token GEMM's tile without a split, over single
     /// tokens). Attention has no schedule choice on a GPU: its space is empty.
     pub fn gpu(op: OpGeometry, dev: &DeviceDesc) -> Space {

@@ -277,7 +277,7 @@ pub fn tune(a: TuneArgs) -> Result<()> {
                 sparse: Some(dynaspa::backends::cpu::SparseConfig { cache_dir: dynaspa::backends::cache_dir::cache_root(), force: None, profile: None }),
                 ..Default::default()
             };
-            let (info, timers) = dynaspa::backends::gpu_conv_timers(a.backend.name(), &opts, &g)?;
+            let (info, timers) = dynaspa::backends::gpu_sparse_op_timers(a.backend.name(), &opts, &g)?;
             if timers.is_empty() || !timers.iter().any(|t| masks.ops.contains_key(t.node())) {
                 return Err(Error::Other(format!(
                     "{}: no sparse op of this model runs sparsely on the {} backend (its PolyKernel ops are 2-D convs, one group with constant weights or depthwise, and token projections over in-graph masks); nothing to tune",

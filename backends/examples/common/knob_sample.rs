@@ -2,7 +2,7 @@
 //! hold for one bench op, handed to the executor as profiles of up to MAX_MEMBERS - 1 sparse
 //! members (plus the dense one) so every schedule is timed by the runtime's own launches.
 
-use dynaspa_backends::gpu::sconv_knobs::{schedule_name, GemmKnobs, GpuLimits, GEMM_DOMAINS};
+use dynaspa_backends::gpu::sparse_conv_knobs::{schedule_name, GemmKnobs, GpuLimits, GEMM_DOMAINS};
 use dynaspa_backends::gpu::DeviceInfo;
 use dynaspa_runtime::dispatch::{DispatchTable, Member, PolyKernel, Schedule, MAX_MEMBERS};
 use dynaspa_runtime::graph::Graph;

@@ -4,11 +4,11 @@
 //! launches on the device's in-order queue (or the frame's recorded graph where the device
 //! records them: `frame_graphs.rs`) and downloads the outputs.
 //!
-//! Annotated convs the sparse kernels cover run sparsely (`gpu/sparse`): per frame a member of
+//! Annotated convs the sparse kernels cover run sparsely (`gpu/sparse_conv`, `gpu/sparse`): per frame a member of
 //! their PolyKernel over the mask's DISTiles, inactive outputs per the fill policy (a buffer
 //! zeroed on the second queue once its last earlier user is done, the residual, or the cached
 //! activations of the last frame). Token ops over in-graph masks (A-ViT) run over their active
-//! tokens (`lower/token.rs`) as ordinary launches: the device compacts the mask and the kernels
+//! tokens (`token/lower.rs`) as ordinary launches: the device compacts the mask and the kernels
 //! read the count, so they need no per-frame host work. Other annotations run in their dense
 //! form.
 
@@ -17,11 +17,18 @@ use super::dtype;
 use super::lower::ctx::{BufId, Ctx, LArg, Launch, Resources};
 use super::lower::{compile_time_outputs, lower};
 use super::lower::ctx::replay_launches;
-use super::lower::token::{lower_token, TokenPlans};
 use super::plan::{is_view, liveness};
-use super::sparse::features::{SparseConvFeatures, SparseConvOverrides};
+use super::sparse::profile::profile_polys;
+use super::sparse::split;
 use super::sparse::step::{CountsSync, Frames};
-use super::sparse::{build, split};
+use super::sparse::timer::SparseOpTimer;
+use super::sparse_conv::build;
+use super::sparse_conv::features::{SparseConvFeatures, SparseConvOverrides};
+use super::sparse_conv::select::runs_sparse;
+use super::sparse_conv::timer::SconvTimer;
+use super::token::lower::{lower_token, TokenPlans};
+use super::token::select::runs_token_projection;
+use super::token::timer::TokenTimer;
 use crate::cpu::{ForceMember, SparseConfig};
 use dynaspa_runtime::backend::{Backend, Executable};
 use dynaspa_runtime::graph::{FillPolicy, Graph, MaskKind, Op};
@@ -77,10 +84,24 @@ impl<D: GpuDevice> GpuBackend<D> {
 }
 
 impl<D: GpuDevice + 'static> GpuBackend<D> {
-    /// Every sparse conv of `graph` (the graph `compile` would take), ready to time at any
-    /// schedule: what `dynaspa tune` measures through.
-    pub fn sparse_conv_timers(&self, graph: &Graph) -> Result<Vec<Box<dyn super::SparseConvTimer>>> {
-        super::sparse::timer::SconvTimer::all(&self.dev, graph, &self.opts.sparse_conv)
+    /// Every PolyKernel op of `graph` as `compile` would split it (sparse convs, and token
+    /// projections with the token GEMM's timer), ready to time at any schedule: what `dynaspa
+    /// tune` measures through. Sparse convs take the executor's path overrides
+    /// (`GpuOptions::sparse_conv`), so the tuner times members as frames will run them.
+    pub fn sparse_op_timers(&self, graph: &Graph) -> Result<Vec<Box<dyn SparseOpTimer>>> {
+        let (g, acts) = split::split(graph, true);
+        let g = Arc::new(g);
+        let features = SparseConvFeatures::for_device(self.dev.info(), &self.opts.sparse_conv);
+        let mut out: Vec<Box<dyn SparseOpTimer>> = Vec::new();
+        for (i, n) in g.nodes.iter().enumerate() {
+            let wrap = |e: Error| Error::node(&n.name, n.op.name(), e.to_string());
+            if runs_sparse(&g, n) {
+                out.push(Box::new(SconvTimer::new(self.dev.clone(), g.clone(), i, features).map_err(wrap)?));
+            } else if runs_token_projection(&g, n) {
+                out.push(Box::new(TokenTimer::new(self.dev.clone(), g.clone(), &acts, i).map_err(wrap)?));
+            }
+        }
+        Ok(out)
     }
 }
 
@@ -145,7 +166,7 @@ impl<D: GpuDevice> GpuExecutable<D> {
         let (split_graph, acts) = split::split(graph, opts.sparse.force != Some(ForceMember::Dense));
         let g = &split_graph;
         let mut frames = Frames::new(opts.counts);
-        let tuned = build::profile_polys(dev.info(), backend, g, &opts.sparse);
+        let tuned = profile_polys(dev.info(), backend, g, &opts.sparse);
         frames.grans = build::plan_granularities(g, &tuned.polys);
         let live = liveness(g);
         let mut tokens = TokenPlans::new(live.root.clone(), acts);
@@ -223,7 +244,7 @@ impl<D: GpuDevice> GpuExecutable<D> {
                 let mut sparse = None;
                 let ops_before = frames.ops.len();
                 let lowered = match (&node.op, &node.sparse) {
-                    (Op::Conv(p), Some(spec)) if split::runs_sparse(g, node) => {
+                    (Op::Conv(p), Some(spec)) if runs_sparse(g, node) => {
                         build::lower_sparse_conv(&mut cx, &mut frames, spec, p, &opts.sparse, tuned.polys.get(&node.name))
                     }
                     (_, Some(spec)) if spec.kind == MaskKind::Token => {

@@ -5,8 +5,8 @@
 use super::{replay_launches_refs, GpuExecutable};
 use crate::gpu::device::GpuDevice;
 use crate::gpu::lower::ctx::{LArg, Launch};
-pub use crate::gpu::lower::token::TokenOpInfo;
-use crate::gpu::sparse::features::SparseConvFeatures;
+pub use crate::gpu::token::lower::TokenOpInfo;
+use crate::gpu::sparse_conv::features::SparseConvFeatures;
 use crate::gpu::sparse::step::CountsSync;
 use dynaspa_runtime::dispatch::Schedule;
 use dynaspa_runtime::sparsity::Granularity;

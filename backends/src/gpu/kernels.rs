@@ -190,31 +190,31 @@ fn schedules(src: Src, entry: &str) -> Vec<Vec<(&'static str, i64)>> {
         // TK_MAX: the key count rounded up to a power of two, at least 64, as long as the row
         // fits local memory (8192 keys in 48 KiB).
         (Src::Attention, _) => (6..=13).map(|p| vec![("WG", ATTENTION_WG as i64), ("TK_MAX", 1i64 << p)]).collect(),
-        (Src::SparseConv, e) => super::sparse::ci_schedules::all(e).into_iter().map(|d| d.to_vec()).collect(),
-        // HOST_COUNTS: CUDA's mapped host counts (sparse/build.rs).
+        (Src::SparseConv, e) => super::sparse_conv::ci_schedules::all(e).into_iter().map(|d| d.to_vec()).collect(),
+        // HOST_COUNTS: CUDA's mapped host counts (sparse/bitmask.rs).
         (Src::Bitmask, _) => {
-            let b = ("BLOCK", super::sparse::BITMASK_BLOCK as i64);
+            let b = ("BLOCK", super::sparse::bitmask::BITMASK_BLOCK as i64);
             vec![vec![b], vec![b, ("LWORDS", 50)], vec![b, ("LWORDS", 50), ("HOST_COUNTS", 1)], vec![b, ("HOST_COUNTS", 1)]]
         }
-        (Src::Token, "token_compact") => vec![vec![("BLOCK", super::sparse::BITMASK_BLOCK as i64)]],
-        // EARLY_EXIT: 1 on GPUs, 0 on OpenCL CPU devices (lower/token.rs); DENSE: the
+        (Src::Token, "token_compact") => vec![vec![("BLOCK", super::sparse::bitmask::BITMASK_BLOCK as i64)]],
+        // EARLY_EXIT: 1 on GPUs, 0 on OpenCL CPU devices (token/lower.rs); DENSE: the
         // PolyKernel's dense member. Profiles' tiles are compiled from the profiles.
         (Src::Token, "token_gemm_f32") => {
             let mut v: Vec<Vec<(&'static str, i64)>> = [Tile::LARGE, Tile::SMALL]
                 .into_iter()
                 .flat_map(|t| (0..4).map(move |v| t.defines().into_iter().chain([("EARLY_EXIT", v & 1), ("DENSE", v >> 1)]).collect()))
                 .collect();
-            for d in super::sparse::ci_schedules::token_gemm_defines() {
+            for d in super::sparse_conv::ci_schedules::token_gemm_defines() {
                 v.push(d.into_iter().chain([("EARLY_EXIT", 1)]).collect());
             }
             v.sort();
             v.dedup();
             v
         }
-        // token_attention_tiled_f32 (lower/token.rs): each TK_MAX and DMAX whose local memory
+        // token_attention_tiled_f32 (token/lower.rs): each TK_MAX and DMAX whose local memory
         // fits the 48 KiB of static shared memory a CUDA block may have.
         (Src::Token, "token_attention_tiled_f32") => {
-            use super::lower::token::TiledAttention;
+            use super::token::lower::TiledAttention;
             (6..=12)
                 .flat_map(|p| [16usize, 32, 64, 128].into_iter().filter_map(move |d| TiledAttention::new(1 << p, d, d)))
                 .filter(|t| t.local_bytes() <= 48 * 1024)

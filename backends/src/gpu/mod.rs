@@ -8,23 +8,26 @@ pub(crate) mod kernels;
 pub(crate) mod lower;
 mod plan;
 pub(crate) mod sparse;
+pub(crate) mod sparse_conv;
+pub(crate) mod token;
 
 pub use device::{Arg, DeviceInfo, GpuDevice, KernelDialect, KernelSpec, VendorConv, VendorConvDesc, VendorFused, VendorPolicy};
 pub use executor::{FrameGraphStats, GpuBackend, GpuExecutable, GpuOptions, NodePart, SparseOpInfo, TokenOpInfo};
-pub use sparse::features::{SparseConvFeatures, SparseConvOverrides};
 pub use sparse::step::CountsSync;
-pub use sparse::knobs as sconv_knobs;
-pub use sparse::timer::{SparseConvTimer, RUNS_PER_CALL};
+pub use sparse::timer::{SparseOpTimer, RUNS_PER_CALL};
+pub use sparse_conv::features::{SparseConvFeatures, SparseConvOverrides};
+pub use sparse_conv::knobs as sparse_conv_knobs;
+pub use token::knobs as token_knobs;
 
 /// Whether the GPU backends run node `n` of `g` sparsely (a 2-D float conv, one group with
 /// constant weights or depthwise, over a spatial mask): the ops they have schedules to tune for.
 pub fn runs_sparse(g: &dynaspa_runtime::graph::Graph, n: &dynaspa_runtime::graph::Node) -> bool {
-    sparse::split::runs_sparse(g, n)
+    sparse_conv::select::runs_sparse(g, n)
 }
 /// Whether node `n` of `g` is a PolyKernel op on the GPU backends, with schedules to tune: a
 /// sparse conv (`runs_sparse`) or a token projection (a MatMul over an in-graph token mask).
 pub fn runs_polykernel(g: &dynaspa_runtime::graph::Graph, n: &dynaspa_runtime::graph::Node) -> bool {
-    runs_sparse(g, n) || sparse::token::runs_token_projection(g, n)
+    runs_sparse(g, n) || token::select::runs_token_projection(g, n)
 }
 #[cfg(feature = "wgpu")]
 pub(crate) use kernels::LINEAR_WG;

@@ -53,7 +53,7 @@ fn graph(rng: &mut Rng, h: usize, w: usize) -> Graph {
 /// exact counts, then one with lagged ones: the second must equal the first).
 fn run_forced(dev: &Arc<crate::opencl::OpenClDevice>, g: &Graph, force: ForceMember, inputs: &[Tensor], cache: &std::path::Path) -> (GpuExecutable<crate::opencl::OpenClDevice>, Vec<f32>) {
     let sparse = crate::cpu::SparseConfig { cache_dir: Some(cache.to_path_buf()), force: Some(force), profile: None };
-    // Asked for: PoCL's default is off (schedules.rs says why); this batch-1 conv it computes right.
+    // Asked for: PoCL's default is off (sparse_conv/schedule.rs says why); this batch-1 conv it computes right.
     let mut exe = GpuExecutable::compile(dev.clone(), "opencl", g, &GpuOptions { poison: true, sparse, sparse_conv: SparseConvOverrides { self_list: Some(true), ..Default::default() }, ..Default::default() }).unwrap();
     let first = exe.run(inputs).unwrap().remove(0).as_f32().unwrap().to_vec();
     let second = exe.run(inputs).unwrap().remove(0).as_f32().unwrap().to_vec();
@@ -182,7 +182,7 @@ fn members_count_a_mask_of_1x1_tiles_alone_with_no_bitmask_launch() {
     let g = graph(&mut rng, H, W);
     let compile = |with_2x8: bool| {
         let sparse = crate::cpu::SparseConfig { cache_dir: None, force: None, profile: Some(profile(&dev, &g, with_2x8)) };
-        // Asked for: PoCL's default is off (schedules.rs says why); this batch-1 conv it computes right.
+        // Asked for: PoCL's default is off (sparse_conv/schedule.rs says why); this batch-1 conv it computes right.
         GpuExecutable::compile(dev.clone(), "opencl", &g, &GpuOptions { poison: true, sparse, sparse_conv: SparseConvOverrides { self_list: Some(true), ..Default::default() }, ..Default::default() }).unwrap()
     };
     // The control: a second granularity in the plan, so the bitmask kernel makes the counts.

@@ -30,7 +30,7 @@
  * per image, from data0 + n * img_stride, the packed words and, at grans[3 g + 2] words further,
  * granularity g's list of tile origins (y * w + x). grans holds (tile height, tile width, list
  * offset) per granularity. Define: BLOCK, the work-items of the group (a power of two, >= 32).
- * Local memory: 16 * BLOCK bytes, plus 4 * LWORDS (build.rs's bitmask_defines budgets it).
+ * Local memory: 16 * BLOCK bytes, plus 4 * LWORDS (sparse/bitmask.rs's bitmask_defines budgets it).
  * Grid: (N, G, 1), local (BLOCK, 1, 1): the G work-groups of an image split its granularities
  * (G = n_gran takes one each, so they run side by side instead of one after another); each
  * packs the image's words itself (the same values, so their stores may overlap) and reads only

@@ -126,14 +126,14 @@ FUNC void sconv_store_output(float v, float b, GLOBAL float* Y, GLOBAL const flo
  * [cin * kh * kw][cout]; ktab per reduction index k the input offset ci * ih * iw + ky * dh *
  * iw + kx * dw, ky * dh and kx * dw. */
 /* SC_MIN_BLOCKS: work-groups per SM the registers must leave room for (CUDA only), from the
- * host (schedules.rs, register_bound): two of 256, whose 8 x 4 float4 variant needed 129
+ * host (sparse_conv/schedule.rs, register_bound): two of 256, whose 8 x 4 float4 variant needed 129
  * registers, one more than two groups fit, and at density 0.1 a split reduction launches
  * more work-groups than one wave holds (conv3x3 at KS 32: 31.6 µs against 22.2 with 122). */
 #ifndef SC_MIN_BLOCKS
 #define SC_MIN_BLOCKS 1
 #endif
 /* SL_PREWAIT = 1 (CUDA; the host asks only where the launch before this one does not write
- * the mask, lower/sparse_conv.rs `MaskColumns::prewait`): a self-listing group reads the mask
+ * the mask, sparse_conv/lower.rs `MaskColumns::prewait`): a self-listing group reads the mask
  * and lists its columns before its PDL wait, so under a programmatic launch that work overlaps
  * the kernel ahead (the split finish, which lets the next grid go at its start: FIN_TRIGGER).
  * Nothing global is written, and nothing but the mask read, before PDL_WAIT(). */
@@ -172,7 +172,7 @@ KERNEL LAUNCH_BOUNDS(NT, SC_MIN_BLOCKS) sconv_gemm_f32(SCONV_ARGS SCONV_FUSED_AR
     GLOBAL const float* Wt = W;
 #ifdef DSP_DYN_SMEM
     /* Tiles past CUDA's static limit: the launch provides the weights' stage (the host sets it,
-     * schedules.rs `launch_local_bytes`). */
+     * sparse_conv/schedule.rs `launch_local_bytes`). */
 #if DSP_DYN_SMEM < TK * TM * 4
 #error "DSP_DYN_SMEM must hold the weights' stage"
 #endif
@@ -449,7 +449,7 @@ KERNEL LAUNCH_BOUNDS(NT, SC_MIN_BLOCKS) sconv_gemm_f32(SCONV_ARGS SCONV_FUSED_AR
  * Grid: (ceil(cap / 64), ceil(cout / CH), N), local (64, CH, 1): CH channels per work-group
  * (the vendor epilogue launches CH = 1), so a frame with few columns does not pay for a row of
  * mostly idle work-groups per channel. SC_CSLOW: (ceil(cout / CH), N, ceil(cap / 64)). */
-/* FIN_TRIGGER = 1 (CUDA; schedules.rs `finish_triggers`): the next grid may launch as soon as
+/* FIN_TRIGGER = 1 (CUDA; sparse_conv/schedule.rs `finish_triggers`): the next grid may launch as soon as
  * every work-group has started, so its launch, and a self-listing GEMM's scan of its mask
  * (SL_PREWAIT), overlap this short kernel instead of following it. Its own wait comes first:
  * by the trigger, every grid before this one has finished. */

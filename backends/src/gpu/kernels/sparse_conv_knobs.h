@@ -102,7 +102,7 @@
 #error "WK > 1 needs KS = 1 and WK dividing TK"
 #endif
 /* SC_ONE_STAGE = 1 (the host asks for sliced members whose one stage holds the op's whole
- * reduction, lower/sparse_conv.rs): no software pipeline. The tile's weights are loaded as float4
+ * reduction, sparse_conv/lower.rs): no software pipeline. The tile's weights are loaded as float4
  * before the PDL wait (they are the model's constants: no launch writes them), and every
  * column's inputs for the whole reduction are gathered at once, so the work-group waits for
  * global memory twice (the mask's listing, then the gather) instead of once per stage, and

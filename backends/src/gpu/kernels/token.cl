@@ -378,7 +378,7 @@ KERNEL token_attention_f32(TOK_ATTENTION_ARGS) {
  * zero past dk / dv, so the dot products run to a compile-time bound). No work-item ever returns
  * early or skips a barrier (loop bounds are the same for the whole group), so EARLY_EXIT is not
  * read. Grid: (ceil(T / QB), BH), local (WG, 1, 1). Local memory, in floats:
- * QB * (TK_MAX + 1) + QB * DMAX + KC * (DMAX + 1) + 2 * WG + 4 * QB (lower/token.rs repeats it).
+ * QB * (TK_MAX + 1) + QB * DMAX + KC * (DMAX + 1) + 2 * WG + 4 * QB (token/lower.rs repeats it).
  *
  * Built only where the defines name its tile (QB): the programs built for the other entries of
  * this file take TK_MAX up to 4096, where its scores would overflow local memory (a CUDA block's

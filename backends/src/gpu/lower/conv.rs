@@ -9,7 +9,7 @@ use dynaspa_runtime::graph::{Conv, ConvTranspose, Pool, Window};
 use dynaspa_runtime::{DType, Result};
 
 /// Spatial geometry padded to 3 dims: (input, output, kernel, strides, begin pads, dilations, end pads).
-pub(super) struct Geom3 {
+pub(crate) struct Geom3 {
     pub input: [usize; 3],
     pub output: [usize; 3],
     pub kernel: [usize; 3],
@@ -19,7 +19,7 @@ pub(super) struct Geom3 {
     pub pad_end: [usize; 3],
 }
 
-pub(super) fn geom(op: &str, w: &Window, xs: &[usize], os: &[usize], kernel: &[usize]) -> Result<Geom3> {
+pub(crate) fn geom(op: &str, w: &Window, xs: &[usize], os: &[usize], kernel: &[usize]) -> Result<Geom3> {
     let sp = xs.len().saturating_sub(2);
     if !(1..=3).contains(&sp) || os.len() != xs.len() || kernel.len() != sp {
         return unsupported(format!("{op} of {xs:?} into {os:?} (other than 1 to 3 spatial dims)"));
@@ -113,7 +113,7 @@ fn conv_ours<D: GpuDevice>(cx: &mut Ctx<D>, p: &Conv) -> Result<()> {
     // 2-D convs with a GEMM to tile run on the sparse family's kernel over every position (the
     // same kernel as a sparse op's dense member); the rest on the kernels below.
     if groups == 1 && cout_g >= 8 && cin_g * taps >= 8 {
-        if let Some(op) = super::sparse_conv::prepare(cx, p)? {
+        if let Some(op) = crate::gpu::sparse_conv::lower::prepare(cx, p)? {
             let sched = op.dense_schedule(cx);
             let split = op.split_bufs(cx, [&sched], None)?;
             return op.launch(cx, &sched, None, split, false);

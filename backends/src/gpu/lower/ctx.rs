@@ -6,7 +6,7 @@ use super::super::device::{Arg, GpuDevice, KernelSpec, VendorPolicy};
 use super::super::dtype::{self, Word};
 use super::super::kernels::{self, Src, LINEAR_WG};
 use super::super::plan::Pool;
-use super::super::sparse::features::SparseConvFeatures;
+use crate::gpu::sparse_conv::features::SparseConvFeatures;
 use dynaspa_runtime::graph::{Graph, Node};
 use dynaspa_runtime::{DType, Error, Result, Tensor};
 use std::collections::HashMap;

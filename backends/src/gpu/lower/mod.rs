@@ -2,17 +2,15 @@
 //! (kernel, grid, arguments) that `run` replays. One file per op family.
 
 mod attention;
-mod conv;
+pub(crate) mod conv;
 pub(crate) mod ctx;
-mod elementwise;
+pub(crate) mod elementwise;
 mod matmul;
 mod movement;
 mod reduce;
 mod resize;
-pub(crate) mod sparse_conv;
 pub(crate) mod vendor_conv;
 pub(crate) mod shapes;
-pub(crate) mod token;
 
 use crate::gpu::device::GpuDevice;
 use ctx::{unsupported, Ctx};

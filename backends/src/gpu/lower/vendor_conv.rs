@@ -15,7 +15,7 @@ use crate::gpu::kernels::Src;
 use super::conv::geom;
 use super::ctx::replay_launches;
 use crate::gpu::sparse::meta::MetaLayout;
-use crate::gpu::sparse::schedules::SconvSchedule;
+use crate::gpu::sparse_conv::schedule::SconvSchedule;
 use dynaspa_runtime::graph::{Activation, Conv};
 use dynaspa_runtime::{DType, Result, Tensor};
 use std::collections::HashMap;

@@ -3,7 +3,7 @@
 //! sizes; and the first non-binary position.
 
 use super::meta::MetaLayout;
-use super::schedules::GRANULARITIES;
+use crate::gpu::sparse_conv::schedule::GRANULARITIES;
 use crate::gpu::device::{Arg, GpuDevice, KernelDialect};
 use crate::gpu::kernels::{spec, Src};
 use dynaspa_runtime::sparsity::{BitMask, Granularity};
@@ -24,7 +24,7 @@ fn bytes<T: Copy>(v: &[T], f: impl Fn(T) -> [u8; 4]) -> Vec<u8> {
 /// memory.
 fn run<D: GpuDevice>(dev: &D, masks: &[Vec<f32>], h: usize, w: usize, gs: &[Granularity], gy: u32, local: bool) -> (MetaLayout, Vec<i32>) {
     let l = MetaLayout::new(masks.len(), h, w, gs).unwrap();
-    let mut defines = super::build::bitmask_defines(dev.info(), h, w);
+    let mut defines = super::bitmask::bitmask_defines(dev.info(), h, w);
     let wgsl = dev.info().dialect() == KernelDialect::Wgsl;
     assert_eq!(defines.iter().any(|d| d.0 == "LWORDS"), !wgsl, "a {h}x{w} mask's words fit in local memory, but not in WGSL's kernel");
     if !local {
@@ -106,7 +106,7 @@ fn check<D: GpuDevice>(dev: &D, what: &str) {
 fn mask_words_go_to_local_memory_where_they_fit() {
     use crate::gpu::device::DeviceInfo;
     let dev = |backend: &str, local_mem_bytes: u64| DeviceInfo { backend: backend.into(), max_work_group_size: 1024, local_mem_bytes, ..Default::default() };
-    let lwords = |info: &DeviceInfo, h: usize, w: usize| super::build::bitmask_defines(info, h, w).iter().find(|d| d.0 == "LWORDS").map(|d| d.1);
+    let lwords = |info: &DeviceInfo, h: usize, w: usize| super::bitmask::bitmask_defines(info, h, w).iter().find(|d| d.0 == "LWORDS").map(|d| d.1);
     let cuda = dev("cuda", 49152);
     assert_eq!(lwords(&cuda, 40, 40), Some(50));
     assert_eq!(lwords(&cuda, 19, 23), Some(14));
@@ -119,7 +119,7 @@ fn mask_words_go_to_local_memory_where_they_fit() {
 
 /// Skips a missing backend, unless `DYNASPA_REQUIRE_BACKENDS` names it.
 #[allow(dead_code)]
-pub(super) fn skip(name: &str, e: impl std::fmt::Display) {
+pub(crate) fn skip(name: &str, e: impl std::fmt::Display) {
     let required = std::env::var("DYNASPA_REQUIRE_BACKENDS").is_ok_and(|v| v.split(',').any(|b| b.trim() == name));
     assert!(!required, "{name} is required: {e}");
     eprintln!("skipped: {e}");

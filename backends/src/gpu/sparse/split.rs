@@ -1,68 +1,26 @@
 //! Which annotated nodes the GPU runs sparsely: 2-D float convs over a spatial mask, with a
-//! GEMM (one group, weights known at compile time) or depthwise, and token MatMuls and
-//! attentions over an in-graph token mask (`token`). Every other annotation runs in its dense
-//! form (`lower_to_dense`: computed everywhere, multiplied by the mask).
+//! GEMM (one group, weights known at compile time) or depthwise (`sparse_conv::select`), and
+//! token MatMuls and attentions over an in-graph token mask (`token::select`). Every other
+//! annotation runs in its dense form (`lower_to_dense`: computed everywhere, multiplied by the
+//! mask).
 
+use crate::gpu::sparse_conv::select::{runs_cached_dense, runs_sparse};
+use crate::gpu::token::select::{fold_epilogues, runs_token_sparse, TokenActs};
 use dynaspa_runtime::graph::sparse_lower::lower_to_dense;
-use dynaspa_runtime::graph::{FillPolicy, Graph, MaskKind, Node, Op};
-use dynaspa_runtime::DType;
-
-/// Whether the GPU sparse conv kernels run `n` (see the module docs); mirrors what
-/// `lower::sparse_conv::prepare` accepts.
-pub(crate) fn runs_sparse(g: &Graph, n: &Node) -> bool {
-    let (Op::Conv(p), Some(sp)) = (&n.op, &n.sparse) else { return false };
-    if sp.kind != MaskKind::Spatial || n.outputs.len() != 1 {
-        return false;
-    }
-    let val = |i: usize| n.inputs.get(i).copied().flatten().map(|v| &g.values[v]);
-    let (Some(x), Some(w)) = (val(0), val(1)) else { return false };
-    let y = &g.values[n.outputs[0]];
-    let m = &g.values[sp.mask];
-    let floats = n.inputs.iter().flatten().all(|&v| g.values[v].dtype == DType::F32) && y.dtype == DType::F32;
-    if !floats || x.shape.len() != 4 || w.shape.len() != 4 || y.shape.len() != 4 || m.dtype != DType::F32 {
-        return false;
-    }
-    let (cin, cout) = (x.shape[1], y.shape[1]);
-    let gemm = p.group == 1 && w.shape[1] == cin && w.constant.is_some();
-    let depthwise = p.group == cin && cout == cin && w.shape[1] == 1;
-    let mask_ok = m.shape.len() == 4
-        && (m.shape[0] == 1 || m.shape[0] == y.shape[0])
-        && m.shape[1] == 1
-        && m.shape[2..] == y.shape[2..];
-    (gemm || depthwise) && mask_ok && w.shape[0] == cout && y.shape.iter().product::<usize>() > 0
-}
-
-/// Whether `n` is a `Cached` op without sparse kernels over a spatial mask: it runs densely and
-/// a blend keeps the last frame's activations where the mask is 0 (lowering it to dense ops
-/// would put zeros there).
-pub(crate) fn runs_cached_dense(g: &Graph, n: &Node) -> bool {
-    let Some(sp) = &n.sparse else { return false };
-    if sp.kind != MaskKind::Spatial || sp.fill != FillPolicy::Cached || n.outputs.len() != 1 || runs_sparse(g, n) {
-        return false;
-    }
-    let (y, m) = (&g.values[n.outputs[0]], &g.values[sp.mask]);
-    y.dtype == DType::F32
-        && m.dtype == DType::F32
-        && y.shape.len() == 4
-        && m.shape.len() == 4
-        && (m.shape[0] == 1 || m.shape[0] == y.shape[0])
-        && m.shape[1] == 1
-        && m.shape[2..] == y.shape[2..]
-        && y.shape.iter().product::<usize>() > 0
-}
+use dynaspa_runtime::graph::Graph;
 
 /// `g` with the annotations the GPU cannot run sparsely lowered to dense ops; the others kept.
 /// `tokens`: token ops run over their active tokens (else densely), with a projection's bias,
-/// GELU and mask product folded in (`token::fold_epilogues`, whose activations come back).
-pub(crate) fn split(g: &Graph, tokens: bool) -> (Graph, super::token::TokenActs) {
-    let mut acts = super::token::TokenActs::new();
+/// GELU and mask product folded in (`token::select::fold_epilogues`, whose activations come back).
+pub(crate) fn split(g: &Graph, tokens: bool) -> (Graph, TokenActs) {
+    let mut acts = TokenActs::new();
     if !g.nodes.iter().any(|n| n.sparse.is_some()) {
         return (g.clone(), acts);
     }
     let keep: Vec<bool> = g
         .nodes
         .iter()
-        .map(|n| runs_sparse(g, n) || runs_cached_dense(g, n) || (tokens && super::token::runs_token_sparse(g, n)))
+        .map(|n| runs_sparse(g, n) || runs_cached_dense(g, n) || (tokens && runs_token_sparse(g, n)))
         .collect();
     let mut stripped = g.clone();
     let mut kept = Vec::new();
@@ -82,7 +40,7 @@ pub(crate) fn split(g: &Graph, tokens: bool) -> (Graph, super::token::TokenActs)
         }
     }
     if tokens {
-        super::token::fold_epilogues(&mut out, &mut acts);
+        fold_epilogues(&mut out, &mut acts);
     }
     (out, acts)
 }

@@ -14,7 +14,7 @@ fn f32_value(g: &Graph, v: Option<usize>) -> Option<&dynaspa_runtime::graph::Val
 }
 
 /// Whether `n` is a token-sparse MatMul or Attention the GPU token kernels run (see the module
-/// docs). Mirrors what `lower::token` accepts.
+/// docs). Mirrors what `token::lower` accepts.
 pub(crate) fn runs_token_sparse(g: &Graph, n: &Node) -> bool {
     let Some(sp) = &n.sparse else { return false };
     if sp.kind != MaskKind::Token || matches!(sp.source, MaskSource::ModelInput { .. }) || n.outputs.len() != 1 {

@@ -9,7 +9,7 @@
 //! combined with beyond the values themselves, which the cover keeps.
 
 use super::knobs::{GemmKnobs, GpuLimits, GEMM_DOMAINS};
-use super::schedules::{register_bound, SconvSchedule, GEMM_LARGE, GEMM_SMALL, GRANULARITIES, SPLITS};
+use super::schedule::{register_bound, SconvSchedule, GEMM_LARGE, GEMM_SMALL, GRANULARITIES, SPLITS};
 use dynaspa_runtime::sparsity::Granularity;
 use std::collections::BTreeSet;
 
@@ -55,7 +55,7 @@ fn gemm() -> Vec<Defines> {
     // Each switch set as a function of a plain schedule: its defines, where it applies.
     type Switch<'a> = Box<dyn Fn(&SconvSchedule) -> Option<Defines> + 'a>;
     let mut switches: Vec<Switch> = vec![Box::new(|s: &SconvSchedule| Some(s.gemm_defines(true)).filter(|d| d.contains(&("FUSED_FINISH", 1))))];
-    // CUDA's own form of a member (`lower::sparse_conv`): two stages in flight and, for groups
+    // CUDA's own form of a member (`sparse_conv::lower`): two stages in flight and, for groups
     // of 256 to 512, the register bound. The plain list is what OpenCL launches.
     let cuda = |d: Defines, s: &SconvSchedule| -> Defines {
         let [tx, ty, tz] = s.local();
@@ -211,7 +211,7 @@ fn shipped_gpu_schedules() -> Vec<SconvSchedule> {
 /// profiles' token projections (dense or not, as they run) and the tuner's space spread (KS 1,
 /// over the active tokens).
 pub(crate) fn token_gemm_defines() -> Vec<[(&'static str, i64); 6]> {
-    use super::knobs::token;
+    use crate::gpu::token::knobs as token;
     let mut out = Vec::new();
     for (f, kind, s) in shipped_gpu_members() {
         if kind == "MatMul" {

@@ -34,7 +34,7 @@ fn read<D: GpuDevice>(dev: &D, b: &D::Buffer, words: usize) -> Vec<u8> {
 /// token_compact on `mask` (`images` x `tokens`, or one mask for all when `shared`); returns
 /// the meta buffer and its words.
 fn compact<D: GpuDevice>(dev: &D, mask: &[f32], images: usize, tokens: usize, shared: bool) -> (D::Buffer, Vec<i32>) {
-    let block = super::build::bitmask_block(dev.info().max_work_group_size);
+    let block = crate::gpu::sparse::bitmask::bitmask_block(dev.info().max_work_group_size);
     let k = dev.kernel(&spec(Src::Token, "token_compact", &[("BLOCK", block as i64)])).unwrap();
     let mb = buf_f32(dev, mask);
     let words = images * (tokens + 1);
@@ -48,7 +48,7 @@ fn compact<D: GpuDevice>(dev: &D, mask: &[f32], images: usize, tokens: usize, sh
 
 /// The EARLY_EXIT values to test on a device: the executor's, and 0 as well where that is 1.
 fn exits(info: &crate::gpu::DeviceInfo) -> Vec<i64> {
-    let e = crate::gpu::lower::token::early_exit(info);
+    let e = crate::gpu::token::lower::early_exit(info);
     if e == 1 { vec![1, 0] } else { vec![e] }
 }
 
@@ -264,7 +264,7 @@ fn attention_case<D: GpuDevice>(dev: &D, what: &str, case: &AttnCase, rng: &mut 
         .map(|e| (format!("row kernel, early exit {e}"), "token_attention_f32", vec![("WG", ATTENTION_WG as i64), ("TK_MAX", tk_max), ("EARLY_EXIT", e)], [t as u32, bh, 1]))
         .collect();
     if dev.info().backend != "wgpu" {
-        use crate::gpu::lower::token::{TiledAttention, TILED_QB};
+        use crate::gpu::token::lower::{TiledAttention, TILED_QB};
         let ta = TiledAttention::new(t, dh, dh).expect("tiled extents");
         let local = ta.local_bytes();
         assert!(local <= dev.info().local_mem_bytes, "{what}: the tiled kernel takes {local} bytes of local memory");
@@ -272,7 +272,7 @@ fn attention_case<D: GpuDevice>(dev: &D, what: &str, case: &AttnCase, rng: &mut 
     }
     let norm_defines = [("WG", ATTENTION_WG as i64), ("TK_MAX", tk_max), ("EARLY_EXIT", exits(dev.info())[0])];
     let norms = dev.kernel(&spec(Src::Token, "token_key_norms", &norm_defines)).unwrap();
-    let parts = crate::gpu::lower::token::key_norm_parts(dev.info(), t);
+    let parts = crate::gpu::token::lower::key_norm_parts(dev.info(), t);
     let dims = [heads as i32, t as i32, dh as i32];
     for (name, entry, defines, grid) in &kernels {
         let att = dev.kernel(&spec(Src::Token, entry, defines)).unwrap();
@@ -309,7 +309,7 @@ fn attention_case<D: GpuDevice>(dev: &D, what: &str, case: &AttnCase, rng: &mut 
 fn on_opencl(f: impl Fn(&crate::opencl::OpenClDevice, &str)) {
     match crate::opencl::shared_device(None, None) {
         Ok(d) => f(&d, "opencl"),
-        Err(e) => super::bitmask_tests::skip("opencl", e),
+        Err(e) => crate::gpu::sparse::bitmask_tests::skip("opencl", e),
     }
 }
 
@@ -318,7 +318,7 @@ fn on_opencl(f: impl Fn(&crate::opencl::OpenClDevice, &str)) {
 fn on_cuda(f: impl Fn(&crate::cuda::CudaDevice, &str)) {
     match crate::cuda::shared_device(None, None) {
         Ok(d) => f(&d, "cuda"),
-        Err(e) => super::bitmask_tests::skip("cuda", e),
+        Err(e) => crate::gpu::sparse::bitmask_tests::skip("cuda", e),
     }
 }
 
@@ -326,7 +326,7 @@ fn on_cuda(f: impl Fn(&crate::cuda::CudaDevice, &str)) {
 fn on_wgpu(f: impl Fn(&crate::wgpu::WgpuDevice, &str)) {
     match crate::wgpu::shared_device(None) {
         Ok(d) => f(&d, "wgpu"),
-        Err(e) => super::bitmask_tests::skip("wgpu", e),
+        Err(e) => crate::gpu::sparse::bitmask_tests::skip("wgpu", e),
     }
 }
 
@@ -348,7 +348,7 @@ fn check_key_norms<D: GpuDevice>(dev: &D, what: &str) {
             if let Some(j) = poisoned {
                 k[j * dh + dh / 2] = f32::NAN;
             }
-            let parts = crate::gpu::lower::token::key_norm_parts(dev.info(), t);
+            let parts = crate::gpu::token::lower::key_norm_parts(dev.info(), t);
             let tk_max = t.next_power_of_two().max(64) as i64;
             let kb = buf_f32(dev, &k);
             for early in exits(dev.info()) {

@@ -2,16 +2,19 @@
 //! an in-graph token mask. The first such op reading a mask (per view root, image count and
 //! token count) launches the compaction that later ops of the frame reuse, and every launch is
 //! sized by the token count, the kernels skipping (and zeroing) what lies past the device-side
-//! active count. Projections are PolyKernel ops (`sparse::token_poly`): the frame picks a
+//! active count. Projections are PolyKernel ops (`token::poly`): the frame picks a
 //! member from the active counts, read back behind the previous frame like DISTile counts.
 
-use super::ctx::{int, limit, unsupported, BufId, Ctx, LArg, Launch};
+use super::knobs as token_knobs;
+use super::poly::lower_token_linear;
+use super::select::{keys_proven_zero, TokenActs};
+use crate::gpu::lower::ctx::{int, limit, unsupported, BufId, Ctx, LArg, Launch};
 use crate::cpu::SparseConfig;
 use crate::gpu::device::{GpuDevice, KernelDialect};
 use crate::gpu::kernels::{Src, ATTENTION_WG};
-use crate::gpu::sparse::knobs::{token as token_knobs, GemmKnobs, GpuLimits};
+use crate::gpu::sparse::bitmask::bitmask_block;
 use crate::gpu::sparse::step::Frames;
-use crate::gpu::sparse::token_poly::lower_token_linear;
+use crate::gpu::sparse_conv::knobs::{GemmKnobs, GpuLimits};
 use dynaspa_runtime::dispatch::PolyKernel;
 use dynaspa_runtime::graph::{Attention, Op, ScoreScale, SparseSpec, ValueId};
 use dynaspa_runtime::{Error, Result, Tensor, TensorData};
@@ -126,7 +129,7 @@ pub(crate) struct TokenPlans<K> {
     /// View root of every value (views share their root's buffer and contents).
     roots: Vec<ValueId>,
     /// Activations folded into token projections, by output value.
-    acts: crate::gpu::sparse::token::TokenActs,
+    acts: TokenActs,
     compactions: Vec<Compaction<K>>,
     pub ops: Vec<TokenOpInfo>,
     /// Per op: its compaction.
@@ -134,7 +137,7 @@ pub(crate) struct TokenPlans<K> {
 }
 
 impl<K> TokenPlans<K> {
-    pub(crate) fn new(roots: Vec<ValueId>, acts: crate::gpu::sparse::token::TokenActs) -> TokenPlans<K> {
+    pub(crate) fn new(roots: Vec<ValueId>, acts: TokenActs) -> TokenPlans<K> {
         TokenPlans { roots, acts, compactions: Vec::new(), ops: Vec::new(), op_compaction: Vec::new() }
     }
 
@@ -193,7 +196,7 @@ fn compaction<D: GpuDevice>(
 /// into `meta` (not queued in `cx`).
 pub(crate) fn compaction_launch<D: GpuDevice>(cx: &mut Ctx<D>, mask: BufId, meta: BufId, tokens: usize, stride: usize, images: usize) -> Result<Launch<D::Kernel>> {
     // The bitmask kernel's work-group: a power of two within the device's limit.
-    let block = crate::gpu::sparse::build::bitmask_block(cx.dev.info().max_work_group_size);
+    let block = bitmask_block(cx.dev.info().max_work_group_size);
     let kern = cx.kernel(Src::Token, "token_compact", &[("BLOCK", block as i64)])?;
     let args = vec![
         LArg::Buf(mask),
@@ -206,7 +209,7 @@ pub(crate) fn compaction_launch<D: GpuDevice>(cx: &mut Ctx<D>, mask: BufId, meta
     cx.launches.pop().ok_or_else(|| Error::Other("token compaction: the launch was not recorded".into()))
 }
 
-/// Lowers the token-sparse `cx.node` (see `sparse::token::runs_token_sparse`): attention as
+/// Lowers the token-sparse `cx.node` (see `token::select::runs_token_sparse`): attention as
 /// ordinary launches, projections as PolyKernel ops of `frames` (`tuned`: a profile's).
 pub(crate) fn lower_token<D: GpuDevice>(
     cx: &mut Ctx<D>,
@@ -278,7 +281,7 @@ pub(crate) struct TokenGemm {
 }
 
 impl TokenGemm {
-    /// Queues token_gemm_f32 with the tile of `knobs` (see `sconv_knobs::token`), as the dense
+    /// Queues token_gemm_f32 with the tile of `knobs` (see `token::knobs`), as the dense
     /// member (every row) or over the active tokens.
     pub(crate) fn launch<D: GpuDevice>(&self, cx: &mut Ctx<D>, knobs: &GemmKnobs, dense: bool) -> Result<()> {
         let args = vec![
@@ -329,7 +332,7 @@ fn attention<D: GpuDevice>(cx: &mut Ctx<D>, plans: &mut TokenPlans<D::Kernel>, s
     let (sb0, sb3) = (t, 1);
     let (meta, compacts, ci) = compaction(cx, plans, spec.mask, b, t)?;
     let (q, k, v, bias, y) = (cx.x(0)?, cx.x(1)?, cx.x(2)?, cx.x(3)?, cx.y(0)?);
-    let keys_zero = crate::gpu::sparse::token::keys_proven_zero(cx.graph, cx.node, &plans.roots);
+    let keys_zero = keys_proven_zero(cx.graph, cx.node, &plans.roots);
     let defines = [("WG", ATTENTION_WG as i64), ("TK_MAX", tk_max as i64), ("EARLY_EXIT", early_exit(cx.dev.info()))];
     let dims = [(h, "heads"), (t, "tokens"), (dk, "key width")];
     let parts = key_norm_parts(cx.dev.info(), t);

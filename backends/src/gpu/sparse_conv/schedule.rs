@@ -5,7 +5,7 @@
 use super::knobs::{check_depthwise, GemmKnobs, GpuLimits};
 use crate::gpu::device::DeviceInfo;
 use crate::gpu::kernels::Tile;
-use crate::gpu::lower::sparse_conv::SconvKind;
+use super::lower::SconvKind;
 use dynaspa_runtime::dispatch::Schedule;
 use dynaspa_runtime::sparsity::Granularity;
 
@@ -241,7 +241,7 @@ pub(crate) fn member_schedule(kind: SconvKind, cout: usize, k: usize, dense: Sco
 #[cfg(test)]
 mod tests {
     use crate::gpu::device::DeviceInfo;
-    use crate::gpu::sparse::features::SparseConvFeatures;
+    use crate::gpu::sparse_conv::features::SparseConvFeatures;
 
     #[test]
     fn working_splits_drop_only_the_splits_that_get_no_stage() {

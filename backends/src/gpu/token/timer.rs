@@ -1,16 +1,18 @@
 //! One token projection of a model (A-ViT's qkv, proj, fc1, fc2) run outside a frame, at
-//! whatever token GEMM schedule the tuner asks for: the token twin of `timer.rs`. The op is
+//! whatever token GEMM schedule the tuner asks for: the token twin of `sparse_conv::timer`. The op is
 //! lowered as the executor lowers it (same operands, same epilogue, same launches from the same
 //! knobs) on random rows; a 1 x tokens mask is uploaded and compacted once, then the member is
 //! replayed and timed the way calibration times members.
 
-use super::knobs::{token as token_knobs, GemmKnobs, GpuLimits};
-use super::timer::{SparseConvTimer, RUNS_PER_CALL};
-use super::token::TokenActs;
+use super::knobs as token_knobs;
+use super::lower::{compaction_launch, TokenGemm};
+use super::select::TokenActs;
 use crate::cpu::sparse_exec::calibrate::random_tensor;
 use crate::gpu::device::GpuDevice;
 use crate::gpu::lower::ctx::{replay_launches, BufId, Ctx, Launch, Resources};
-use crate::gpu::lower::token::{compaction_launch, TokenGemm};
+use crate::gpu::sparse::bitmask::mask_floats;
+use crate::gpu::sparse::timer::{SparseOpTimer, RUNS_PER_CALL};
+use crate::gpu::sparse_conv::knobs::{GemmKnobs, GpuLimits};
 use dynaspa_runtime::dispatch::Schedule;
 use dynaspa_runtime::graph::Graph;
 use dynaspa_runtime::sparsity::BitMask;
@@ -46,7 +48,7 @@ impl<D: GpuDevice + 'static> TokenTimer<D> {
             return Err(Error::Other(format!("a token projection of {xs:?} and {ws:?}")));
         }
         let (images, t, k, nout) = (if r == 3 { xs[0] } else { 1 }, xs[r - 2], ws[0], ws[1]);
-        let mut res = Resources::<D>::new(g.values.len(), super::features::SparseConvFeatures::defaults(dev.info()));
+        let mut res = Resources::<D>::new(g.values.len(), crate::gpu::sparse_conv::features::SparseConvFeatures::defaults(dev.info()));
         let x_val = n.inputs[0].ok_or_else(|| Error::Other("no rows".into()))?;
         // Random rows: timing on zeros or on whatever a fresh buffer holds could take shortcuts
         // real frames do not.
@@ -83,7 +85,7 @@ impl<D: GpuDevice + 'static> TokenTimer<D> {
     }
 }
 
-impl<D: GpuDevice + 'static> SparseConvTimer for TokenTimer<D> {
+impl<D: GpuDevice + 'static> SparseOpTimer for TokenTimer<D> {
     fn node(&self) -> &str {
         &self.graph.nodes[self.node].name
     }
@@ -107,7 +109,7 @@ impl<D: GpuDevice + 'static> SparseConvTimer for TokenTimer<D> {
             Some(s) => (token_knobs::member_knobs(s, self.gemm.t, self.gemm.n, &self.limits).map_err(Error::Other)?, s.is_dense()),
         };
         if self.loaded.as_ref() != Some(mask) {
-                        self.dev.upload(&self.res.bufs[self.mask_buf], 0, &super::build::mask_floats(mask))?;
+                        self.dev.upload(&self.res.bufs[self.mask_buf], 0, &mask_floats(mask))?;
             replay_launches(&*self.dev, &self.res.bufs, std::slice::from_ref(&self.compact))?;
             self.dev.finish()?;
             self.loaded = Some(mask.clone());

@@ -5,85 +5,27 @@
 
 use super::features::SparseConvFeatures;
 use super::knobs::GpuLimits;
-use super::meta::MetaLayout;
-use super::schedules::{member_schedule, SconvSchedule, GRANULARITIES};
-use super::split;
-use super::step::{Frames, MaskPlan, SparseOp};
-use super::BITMASK_BLOCK;
+use super::lower::{launch_blend_cached, prepare, MaskColumns, SconvKind, SconvOp, SplitBufs};
+use super::schedule::{member_schedule, SconvSchedule, GRANULARITIES};
+use super::select::runs_sparse;
 use crate::cpu::sparse_exec::calibrate::{self, blob_mask, random_tensor, Subject};
 use crate::cpu::SparseConfig;
-use crate::gpu::device::{DeviceInfo, GpuDevice, KernelDialect};
-use crate::gpu::kernels::Src;
-use crate::gpu::lower::ctx::{int, replay_launches, BufId, Ctx, LArg, Launch};
-use crate::gpu::lower::sparse_conv::{launch_blend_cached, prepare, sconv_dims, MaskColumns, SconvKind, SconvOp, SplitBufs};
+use crate::gpu::device::GpuDevice;
+use crate::gpu::lower::ctx::{replay_launches, BufId, Ctx, Launch};
 use crate::gpu::lower::vendor_conv::lower_dense;
+use crate::gpu::sparse::bitmask::{bitmask_launch, MaskLoader};
+use crate::gpu::sparse::meta::MetaLayout;
+use crate::gpu::sparse::step::{Frames, MaskPlan, SparseOp};
 use dynaspa_runtime::dispatch::{DispatchTable, Member, PolyKernel, Schedule};
 use dynaspa_runtime::graph::{Conv, FillPolicy, Graph, SparseSpec};
-use dynaspa_runtime::profile::OpSignature;
 use dynaspa_runtime::sparsity::{BitMask, Granularity};
 use dynaspa_runtime::{DType, Error, Result, Tensor, TensorData};
-use std::cell::RefCell;
 use std::collections::HashMap;
 
 /// Bumped whenever kernels or schedules change what a member costs: old cached tables go stale.
 const CALIBRATION_VERSION: &str = "gpu-sconv-v2";
 /// Launches queued per timed call: one sync shared by several runs.
 const RUNS_PER_CALL: usize = 4;
-
-/// The work-group size of bitmask.cl on this device: a power of two within its limit.
-pub(crate) fn bitmask_block(max_work_group: u32) -> u32 {
-    let cap = if max_work_group == 0 { BITMASK_BLOCK } else { BITMASK_BLOCK.min(max_work_group) };
-    1 << (31 - cap.max(1).leading_zeros())
-}
-
-/// Most bytes of local memory bitmask.cl's copy of a mask's packed words may take (a 256x256
-/// mask's words); larger masks' tile tests read the words from global memory.
-const BITMASK_LOCAL_WORDS_BYTES: u64 = 8192;
-/// Local memory bitmask.cl takes per work-item besides the words: two scan ints and
-/// PER_ITEM (8) flag bytes.
-const BITMASK_LOCAL_BYTES_PER_ITEM: u64 = 16;
-
-/// The defines of bitmask.cl for an h x w mask on `info`'s device: the group size (halved until
-/// its scan and flag arrays fit the local memory) and, where the words fit beside
-/// them in half the local memory, `LWORDS` (not on wgpu: the WGSL twin has no local copy).
-pub(crate) fn bitmask_defines(info: &DeviceInfo, h: usize, w: usize) -> Vec<(&'static str, i64)> {
-    let local = info.local_mem_bytes;
-    let mut block = bitmask_block(info.max_work_group_size);
-    while local > 0 && BITMASK_LOCAL_BYTES_PER_ITEM * block as u64 > local && block > 32 {
-        block /= 2;
-    }
-    let fixed = BITMASK_LOCAL_BYTES_PER_ITEM * block as u64;
-    let words = (h * w).div_ceil(32) as u64;
-    let room = if local == 0 { BITMASK_LOCAL_WORDS_BYTES } else { (local / 2).saturating_sub(fixed).min(BITMASK_LOCAL_WORDS_BYTES) };
-    // BLOCK first: bitmask_launch reads the group size from it.
-    let mut d = vec![("BLOCK", block as i64)];
-    if info.dialect() != KernelDialect::Wgsl && words > 0 && words * 4 <= room {
-        d.push(("LWORDS", words as i64));
-    }
-    d
-}
-
-/// The launch of bitmask.cl reading `mask` (`mask_stride` floats per image) into `meta`, and
-/// its counts into `host` too (mapped host memory, `GpuDevice::host_mapped`) where given.
-pub(crate) fn bitmask_launch<D: GpuDevice>(cx: &mut Ctx<D>, mask: usize, mask_stride: usize, meta: usize, grans: usize, l: &MetaLayout, host: Option<BufId>) -> Result<Launch<D::Kernel>> {
-    let mut defines = bitmask_defines(cx.dev.info(), l.h, l.w);
-    if host.is_some() {
-        defines.push(("HOST_COUNTS", 1));
-    }
-    let block = defines[0].1 as u32;
-    if block < 32 {
-        return Err(Error::Unsupported(vec![format!("the bitmask kernel needs work-groups of 32 work-items; the device allows {block}")]));
-    }
-    let kern = cx.kernel(Src::Bitmask, "bitmask_tiles", &defines)?;
-    let mut args = vec![LArg::Buf(mask), LArg::Buf(meta), LArg::Buf(grans)];
-    for v in [l.h, l.w, mask_stride, l.grans.len(), l.data0, l.img_stride] {
-        args.push(LArg::I32(int(v, "mask geometry")?));
-    }
-    args.extend(host.map(LArg::Buf));
-    // A work-group per image and granularity: they run side by side (see bitmask.cl).
-    cx.launch(kern, [l.images, l.grans.len().max(1), 1], [block, 1, 1], args)?;
-    Ok(cx.launches.pop().expect("just pushed"))
-}
 
 /// The mask plan for `spec`'s mask read as images x h x w, made on first use, with tile lists
 /// for the granularities `frames.grans` planned for it (else the calibrated members').
@@ -120,85 +62,12 @@ fn mask_plan<D: GpuDevice>(cx: &mut Ctx<D>, frames: &mut Frames<D>, spec: &Spars
     Ok(m)
 }
 
-/// What a profile gives the sparse convs of one executable: per node, the PolyKernel to use
-/// instead of calibrating, and why the whole profile was refused, if it was.
-#[derive(Default)]
-pub(crate) struct ProfileUse {
-    pub polys: HashMap<String, PolyKernel>,
-    pub refused: Option<String>,
-}
-
-/// The PolyKernels `cfg.profile` holds for the sparse convs and token projections of `g` on
-/// this device: none when
-/// the profile was made for another device or backend (refused with a warning naming both),
-/// none with a member forced; per op, only when every member is a schedule this device's
-/// kernels run (else that op is calibrated, with a warning naming the member and the reason).
-pub(crate) fn profile_polys(info: &DeviceInfo, backend: &str, g: &Graph, cfg: &SparseConfig) -> ProfileUse {
-    let mut out = ProfileUse::default();
-    let Some(p) = cfg.profile.as_deref() else { return out };
-    if cfg.force.is_some() {
-        tracing::info!("a member is forced: the profile's PolyKernels are not used");
-        return out;
-    }
-    if let Err(e) = p.check_device(backend, &info.fingerprint(), &info.name) {
-        tracing::warn!("{e}; ignoring the profile and calibrating instead");
-        out.refused = Some(e.to_string());
-        return out;
-    }
-    let limits = GpuLimits::of(info);
-    for n in &g.nodes {
-        let (conv, token) = (split::runs_sparse(g, n).then(|| sconv_dims(g, n)).flatten(), token_projection(g, n));
-        if conv.is_none() && token.is_none() {
-            continue;
-        }
-        let mut sig = OpSignature::of(g, n);
-        if token.is_some() {
-            // The tuner signs the graph's MatMul (rows and weight); the bias folded in here is
-            // not part of it.
-            sig.inputs.truncate(2);
-        }
-        let Some(poly) = p.poly_for(&n.name, &sig) else {
-            tracing::info!(node = %n.name, "not in the profile; calibrating");
-            continue;
-        };
-        let runs = match (conv, token) {
-            (Some((kind, cout, k)), _) => {
-                // The dense member's defaults need the launch (its split depends on the grid);
-                // any schedule stands in for the check of the sparse members and explicit dense
-                // knobs.
-                let dense = SconvSchedule::for_op(cout, k, None);
-                poly.members().iter().try_for_each(|m| member_schedule(kind, cout, k, dense, &m.schedule, &limits).map(|_| ()))
-            }
-            (None, Some((t, f))) => super::token_poly::member_knobs(poly, t, f, &limits).map(|_| ()),
-            (None, None) => continue,
-        };
-        match runs {
-            Ok(()) => {
-                tracing::debug!(node = %n.name, "PolyKernel from the profile");
-                out.polys.insert(n.name.clone(), poly.clone());
-            }
-            Err(e) => tracing::warn!(node = %n.name, "profile's PolyKernel cannot run here ({e}); calibrating"),
-        }
-    }
-    out
-}
-
-/// Tokens and output features of `n` when it is a token projection the GPU runs as a
-/// PolyKernel op (`lower/token.rs`).
-fn token_projection(g: &Graph, n: &dynaspa_runtime::graph::Node) -> Option<(usize, usize)> {
-    if !super::token::runs_token_projection(g, n) {
-        return None;
-    }
-    let y = &g.values[*n.outputs.first()?].shape;
-    (y.len() >= 2).then(|| (y[y.len() - 2], y[y.len() - 1]))
-}
-
 /// The granularities each mask reading of `g` needs: the union over the sparse convs reading
 /// it of their PolyKernels' (a profile's, else calibration's candidates), with 1x1 always (the
 /// frame's density is read from its count).
 pub(crate) fn plan_granularities(g: &Graph, polys: &HashMap<String, PolyKernel>) -> Vec<((usize, usize, usize, usize), Vec<Granularity>)> {
     let mut out: Vec<((usize, usize, usize, usize), Vec<Granularity>)> = Vec::new();
-    for n in g.nodes.iter().filter(|n| split::runs_sparse(g, n)) {
+    for n in g.nodes.iter().filter(|n| runs_sparse(g, n)) {
         let (Some(sp), Some(&y)) = (n.sparse.as_ref(), n.outputs.first()) else { continue };
         let os = &g.values[y].shape;
         let key = (sp.mask, os[0], os[2], os[3]);
@@ -461,35 +330,3 @@ fn poly_kernel<D: GpuDevice>(
     Ok(poly)
 }
 
-/// `mask` as the floats a mask tensor holds (1 where set, 0 elsewhere), as bytes to upload.
-pub(crate) fn mask_floats(mask: &BitMask) -> Vec<u8> {
-    mask.to_bools().into_iter().flat_map(|b| (b as u8 as f32).to_le_bytes()).collect()
-}
-
-/// Calibration's masks on the device: each is uploaded into `scratch`, then `launch` (the
-/// bitmask kernel, or a token compaction) turns it into the op's metadata; loading the mask
-/// already loaded does nothing.
-pub(crate) struct MaskLoader<'a, D: GpuDevice> {
-    dev: &'a D,
-    bufs: &'a [D::Buffer],
-    scratch: BufId,
-    launch: &'a Launch<D::Kernel>,
-    loaded: RefCell<Option<BitMask>>,
-}
-
-impl<'a, D: GpuDevice> MaskLoader<'a, D> {
-    pub(crate) fn new(dev: &'a D, bufs: &'a [D::Buffer], scratch: BufId, launch: &'a Launch<D::Kernel>) -> Self {
-        MaskLoader { dev, bufs, scratch, launch, loaded: RefCell::new(None) }
-    }
-
-    pub(crate) fn load(&self, mask: &BitMask) -> Result<()> {
-        if self.loaded.borrow().as_ref() == Some(mask) {
-            return Ok(());
-        }
-        self.dev.upload(&self.bufs[self.scratch], 0, &mask_floats(mask))?;
-        replay_launches(self.dev, self.bufs, std::slice::from_ref(self.launch))?;
-        self.dev.finish()?;
-        *self.loaded.borrow_mut() = Some(mask.clone());
-        Ok(())
-    }
-}

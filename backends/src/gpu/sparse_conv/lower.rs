@@ -3,14 +3,13 @@
 //! positions of one granularity's DISTiles, or over every position (the dense member, and the
 //! dense lowering of convs whose shape the GEMM covers).
 
-use super::conv::geom;
-use super::ctx::{int, BufId, Ctx, LArg};
-use super::elementwise::activation_code;
-use crate::gpu::device::GpuDevice;
+use super::schedule::{launch_local_bytes, register_bound, SconvSchedule};
+use crate::gpu::device::{GpuDevice, KernelDialect};
 use crate::gpu::kernels::Src;
+use crate::gpu::lower::conv::geom;
+use crate::gpu::lower::ctx::{int, BufId, Ctx, LArg};
+use crate::gpu::lower::elementwise::activation_code;
 use crate::gpu::sparse::meta::MetaLayout;
-use crate::gpu::device::KernelDialect;
-use crate::gpu::sparse::schedules::{launch_local_bytes, register_bound, SconvSchedule};
 use dynaspa_runtime::graph::{Conv, Op};
 use dynaspa_runtime::sparsity::Granularity;
 use dynaspa_runtime::{DType, Error, Result};

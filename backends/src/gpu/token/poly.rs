@@ -5,15 +5,16 @@
 //! (lagged selection). Members come from a profile, else from calibration (first use per
 //! signature and device, cached on disk).
 
-use super::knobs::{schedule_name, token as token_knobs, GemmKnobs, GpuLimits};
-use super::build::MaskLoader;
-use super::meta::MetaLayout;
-use super::step::{Frames, MaskPlan, SparseOp};
+use super::knobs as token_knobs;
+use super::lower::{compaction_launch, TokenGemm};
+use crate::gpu::sparse::bitmask::MaskLoader;
+use crate::gpu::sparse::meta::MetaLayout;
+use crate::gpu::sparse::step::{Frames, MaskPlan, SparseOp};
+use crate::gpu::sparse_conv::knobs::{schedule_name, GemmKnobs, GpuLimits};
 use crate::cpu::sparse_exec::calibrate::{self, blob_mask, random_tensor, Subject};
 use crate::cpu::SparseConfig;
 use crate::gpu::device::GpuDevice;
 use crate::gpu::lower::ctx::{replay_launches, Ctx, Launch};
-use crate::gpu::lower::token::{compaction_launch, TokenGemm};
 use dynaspa_runtime::dispatch::{DispatchTable, Member, PolyKernel, Schedule};
 use dynaspa_runtime::graph::SparseSpec;
 use dynaspa_runtime::sparsity::{BitMask, Granularity};
