@@ -1,6 +1,7 @@
 //! Every shipped model (models/*.onnx) on every GPU backend agrees with the CPU backend within
 //! relative L2 1e-4 on every output, on the golden inputs of the model where there are goldens
-//! and on random inputs otherwise. GPU outputs are poisoned with NaN before each kernel.
+//! and on random inputs otherwise (their seed printed; `DYNASPA_TEST_SEED` replays it). GPU
+//! outputs are poisoned with NaN before each kernel.
 
 mod common;
 #[path = "common/model_inputs.rs"]
