@@ -19,10 +19,6 @@ fn dynaspa(args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
     )
 }
 
-fn has_opencl() -> bool {
-    common::backends().iter().any(|b| b == "opencl")
-}
-
 #[test]
 fn devices_lists_every_backend() {
     let (code, out, err) = dynaspa(&["devices"], &[]);
@@ -30,7 +26,7 @@ fn devices_lists_every_backend() {
     assert!(out.lines().any(|l| l.starts_with("cpu ")), "{out}");
     let opencl: Vec<&str> = out.lines().filter(|l| l.starts_with("opencl ")).collect();
     assert!(!opencl.is_empty(), "one line per OpenCL device or one saying why there is none: {out}");
-    if has_opencl() {
+    if common::has_backend("opencl") {
         assert!(
             opencl[0].contains("[0]") && opencl[0].contains("compute units") && opencl[0].contains("local memory"),
             "{out}"
@@ -38,7 +34,7 @@ fn devices_lists_every_backend() {
     }
     let wgpu: Vec<&str> = out.lines().filter(|l| l.starts_with("wgpu ")).collect();
     assert!(!wgpu.is_empty(), "one line per wgpu adapter or one saying why there is none: {out}");
-    if common::backends().iter().any(|b| b == "wgpu") {
+    if common::has_backend("wgpu") {
         assert!(wgpu[0].contains("[0]") && wgpu[0].contains("local memory"), "{out}");
     } else {
         assert!(wgpu[0].contains("unavailable"), "{out}");
@@ -48,7 +44,7 @@ fn devices_lists_every_backend() {
     let v: serde_json::Value = serde_json::from_str(&out).expect("JSON");
     let list = v.as_array().unwrap();
     assert!(list.iter().any(|d| d["backend"] == "cpu"));
-    if has_opencl() {
+    if common::has_backend("opencl") {
         let d = list.iter().find(|d| d["backend"] == "opencl").unwrap();
         assert!(d["info"]["max_work_group_size"].as_u64().unwrap() > 0, "{d}");
         assert!(d["info"]["local_mem_bytes"].as_u64().unwrap() > 0, "{d}");
@@ -62,7 +58,7 @@ fn devices_lists_every_backend() {
 
 #[test]
 fn device_selection_by_flag_and_environment() {
-    if !has_opencl() {
+    if !common::backend_or_skip("opencl") {
         return;
     }
     let model = common::repo_path("models/cnn_small.onnx");

@@ -62,7 +62,7 @@ fn backend_cuda_is_a_clear_error_where_it_cannot_run() {
         args.extend_from_slice(extra);
         dynaspa(&args, &[])
     };
-    if dynaspa::backends::available().contains(&"cuda") {
+    if common::has_backend("cuda") {
         // A GPU machine: only a device that is not there is an error.
         let (code, out, err) = run(&["--device", "99"]);
         no_panic(&out, &err);

@@ -137,8 +137,7 @@ fn tune_collects_masks_from_frames() {
 /// it without refusal, and a model without GPU sparse ops refused with the reason.
 #[test]
 fn tune_on_opencl_writes_a_profile_the_gpu_executor_takes() {
-    if !common::backends().iter().any(|b| b == "opencl") {
-        eprintln!("skipped: no OpenCL device");
+    if !common::backend_or_skip("opencl") {
         return;
     }
     let d = tempfile::tempdir().unwrap();

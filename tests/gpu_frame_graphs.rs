@@ -62,20 +62,6 @@ fn check<D: GpuDevice + 'static>(dev: Arc<D>, backend: &str) {
     }
 }
 
-#[cfg(feature = "opencl")]
-#[test]
-fn opencl_runs_every_frame_launch_by_launch() {
-    match dynaspa::backends::opencl::shared_device(None, None) {
-        Ok(d) => check(d, "opencl"),
-        Err(e) => common::skip("opencl", e),
-    }
-}
-
-#[cfg(feature = "cuda")]
-#[test]
-fn cuda_frames_replayed_from_graphs_equal_the_cpu() {
-    match dynaspa::backends::cuda::shared_device(None, None) {
-        Ok(d) => check(d, "cuda"),
-        Err(e) => common::skip("cuda", e),
-    }
-}
+backend_test!(every_frame_equals_the_cpu_recorded_replayed_or_launch_by_launch, [opencl, cuda], |backend| {
+    with_gpu_device!(backend, |dev| check(dev, backend))
+});

@@ -52,7 +52,6 @@ impl Rng {
     }
 }
 
-
 /// A model of one 3x3 conv (`cin` -> `cout`, bias) over `batch` images of H x W, masked by the
 /// input `m`. With `residual`: `Relu(Mul(Conv(x), m) + r)` (the residual fill: bias, residual
 /// and ReLU in the epilogue); else `Mul(Relu(Conv(x)), m)` (zero fill).
@@ -194,20 +193,6 @@ fn check<D: GpuDevice + 'static>(dev: Arc<D>, backend: &str) {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-#[cfg(feature = "opencl")]
-#[test]
-fn opencl_split_members_fused_and_not_equal_the_cpu_frame_after_frame() {
-    match dynaspa::backends::opencl::shared_device(None, None) {
-        Ok(d) => check(d, "opencl"),
-        Err(e) => common::skip("opencl", e),
-    }
-}
-
-#[cfg(feature = "cuda")]
-#[test]
-fn cuda_split_members_fused_and_not_equal_the_cpu_frame_after_frame() {
-    match dynaspa::backends::cuda::shared_device(None, None) {
-        Ok(d) => check(d, "cuda"),
-        Err(e) => common::skip("cuda", e),
-    }
-}
+backend_test!(split_members_fused_and_not_equal_the_cpu_frame_after_frame, [opencl, cuda], |backend| {
+    with_gpu_device!(backend, |dev| check(dev, backend))
+});

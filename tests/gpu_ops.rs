@@ -22,10 +22,6 @@ impl Rng {
 }
 
 
-fn gpu_backends() -> Vec<String> {
-    common::backends().into_iter().filter(|b| b != "cpu").collect()
-}
-
 fn session(g: Graph, backend: &str, opts: &BackendOptions) -> Session {
     let b = dynaspa::backends::create_configured(backend, &BackendOptions { poison: true, ..opts.clone() })
         .unwrap_or_else(|e| panic!("{backend}: {e}"));
@@ -86,15 +82,13 @@ fn feeds(rng: &mut Rng, xs: &[(&str, &[usize])]) -> Vec<(String, Tensor)> {
     xs.iter().map(|(n, s)| (n.to_string(), rng.tensor(s))).collect()
 }
 
-fn check_onnx(case: &str, bytes: &[u8], feed: &[(String, Tensor)]) {
-    let g = load(bytes);
-    for b in gpu_backends() {
-        compare(case, &g, feed, &b);
-    }
+fn check_onnx(backend: &str, case: &str, bytes: &[u8], feed: &[(String, Tensor)]) {
+    compare(case, &load(bytes), feed, backend);
 }
 
-#[test]
-fn convolutions_and_pools_match_the_cpu() {
+backend_test!(convolutions_and_pools_match_the_cpu, gpus, |backend| convolutions_and_pools_match_the_cpu(backend));
+
+fn convolutions_and_pools_match_the_cpu(backend: &str) {
     let mut rng = Rng(seed());
     let conv = |rng: &mut Rng, case: &str, x: &[usize], w: &[usize], attrs: Vec<_>, bias: bool| {
         let mut inits =
@@ -103,7 +97,7 @@ fn convolutions_and_pools_match_the_cpu() {
             inits.push(f32_init("b", &[w[0] as i64], &rng.vec(w[0])));
         }
         let xs = [("x", x)];
-        check_onnx(case, &one_node("Conv", &xs, inits, attrs, &["y"], 17), &feeds(rng, &xs));
+        check_onnx(backend, case, &one_node("Conv", &xs, inits, attrs, &["y"], 17), &feeds(rng, &xs));
     };
     // One and three output channels over a long reduction (a mask unit): a work-group per output.
     conv(&mut rng, "conv 1x1 to 1 channel, 300 inputs", &[2, 300, 7, 9], &[1, 300, 1, 1], vec![], true);
@@ -182,7 +176,7 @@ fn convolutions_and_pools_match_the_cpu() {
         g.nodes.iter().any(|n| matches!(&n.op, Op::Conv(c) if c.fused_add && c.activation.is_some())),
         "the residual and ReLU fuse"
     );
-    check_onnx("conv + residual + relu", &bytes, &feeds(&mut rng, &[("x", &x), ("r", &r)]));
+    check_onnx(backend, "conv + residual + relu", &bytes, &feeds(&mut rng, &[("x", &x), ("r", &r)]));
 
     for (case, x, w, group, attrs) in [
         (
@@ -250,9 +244,7 @@ fn convolutions_and_pools_match_the_cpu() {
         let f = feeds(&mut rng, &xs);
         for gemm in [true, false] {
             let opts = BackendOptions { convt_gemm: Some(gemm), ..Default::default() };
-            for b in gpu_backends() {
-                compare_with(&format!("{case} (phased GEMM {gemm})"), &g, &f, &b, &opts);
-            }
+            compare_with(&format!("{case} (phased GEMM {gemm})"), &g, &f, backend, &opts);
         }
     }
 
@@ -286,12 +278,13 @@ fn convolutions_and_pools_match_the_cpu() {
         ),
         ("global average pool", "GlobalAveragePool", vec![]),
     ] {
-        check_onnx(case, &one_node(op, &xs, vec![], attrs, &["y"], 17), &feeds(&mut rng, &xs));
+        check_onnx(backend, case, &one_node(op, &xs, vec![], attrs, &["y"], 17), &feeds(&mut rng, &xs));
     }
 }
 
-#[test]
-fn matmuls_and_gemms_match_the_cpu() {
+backend_test!(matmuls_and_gemms_match_the_cpu, gpus, |backend| matmuls_and_gemms_match_the_cpu(backend));
+
+fn matmuls_and_gemms_match_the_cpu(backend: &str) {
     let mut rng = Rng(seed());
     for (case, a, b) in [
         ("matmul batched, B broadcast", vec![2usize, 3, 37, 45], vec![45usize, 70]),
@@ -304,11 +297,11 @@ fn matmuls_and_gemms_match_the_cpu() {
         ("matmul 1-D left, long", vec![700], vec![700, 9]),
     ] {
         let xs = [("a", a.as_slice()), ("b", b.as_slice())];
-        check_onnx(case, &one_node("MatMul", &xs, vec![], vec![], &["y"], 17), &feeds(&mut rng, &xs));
+        check_onnx(backend, case, &one_node("MatMul", &xs, vec![], vec![], &["y"], 17), &feeds(&mut rng, &xs));
     }
     let gemm = |rng: &mut Rng, case: &str, a: &[usize], b: &[usize], c: &[usize], attrs: Vec<_>| {
         let xs = [("a", a), ("b", b), ("c", c)];
-        check_onnx(case, &one_node("Gemm", &xs, vec![], attrs, &["y"], 17), &feeds(rng, &xs));
+        check_onnx(backend, case, &one_node("Gemm", &xs, vec![], attrs, &["y"], 17), &feeds(rng, &xs));
     };
     gemm(
         &mut rng,
@@ -331,12 +324,13 @@ fn matmuls_and_gemms_match_the_cpu() {
     gemm(&mut rng, "gemm few rows, A transposed, full bias", &[260, 5], &[260, 30], &[5, 30], vec![int_attr("transA", 1), float_attr("beta", 0.5)]);
 }
 
-#[test]
-fn normalisations_and_reductions_match_the_cpu() {
+backend_test!(normalisations_and_reductions_match_the_cpu, gpus, |backend| normalisations_and_reductions_match_the_cpu(backend));
+
+fn normalisations_and_reductions_match_the_cpu(backend: &str) {
     let mut rng = Rng(seed());
     let simple = |rng: &mut Rng, case: &str, op: &str, x: &[usize], attrs: Vec<_>, opset: i64| {
         let xs = [("x", x)];
-        check_onnx(case, &one_node(op, &xs, vec![], attrs, &["y"], opset), &feeds(rng, &xs));
+        check_onnx(backend, case, &one_node(op, &xs, vec![], attrs, &["y"], opset), &feeds(rng, &xs));
     };
     simple(&mut rng, "softmax rows", "Softmax", &[4, 7, 300], vec![int_attr("axis", -1)], 17);
     simple(&mut rng, "softmax columns", "Softmax", &[3, 50, 6], vec![int_attr("axis", 1)], 17);
@@ -354,6 +348,7 @@ fn normalisations_and_reductions_match_the_cpu() {
     let xs: [(&str, &[usize]); 1] = [("x", &[4, 9, 33])];
     let axes = i64_init("axes", &[2], &[0, 2]);
     check_onnx(
+        backend,
         "reduce sum, axes input",
         &one_node("ReduceSum", &xs, vec![axes], vec![], &["y"], 17),
         &feeds(&mut rng, &xs),
@@ -369,6 +364,7 @@ fn normalisations_and_reductions_match_the_cpu() {
         ];
         let xs = [("x", x)];
         check_onnx(
+            backend,
             case,
             &one_node(
                 "LayerNormalization",
@@ -385,18 +381,21 @@ fn normalisations_and_reductions_match_the_cpu() {
     let xs = [("x", x)];
     let inits = vec![f32_init("s", &[6], &rng.vec(6)), f32_init("b", &[6], &rng.vec(6))];
     check_onnx(
+        backend,
         "instance norm",
         &one_node("InstanceNormalization", &xs, inits, vec![], &["y"], 17),
         &feeds(&mut rng, &xs),
     );
     let inits = vec![f32_init("s", &[3], &rng.vec(3)), f32_init("b", &[3], &rng.vec(3))];
     check_onnx(
+        backend,
         "group norm per group",
         &one_node("GroupNormalization", &xs, inits, vec![int_attr("num_groups", 3)], &["y"], 18),
         &feeds(&mut rng, &xs),
     );
     let inits = vec![f32_init("s", &[6], &rng.vec(6)), f32_init("b", &[6], &rng.vec(6))];
     check_onnx(
+        backend,
         "group norm per channel",
         &one_node("GroupNormalization", &xs, inits, vec![int_attr("num_groups", 2)], &["y"], 21),
         &feeds(&mut rng, &xs),
@@ -404,22 +403,24 @@ fn normalisations_and_reductions_match_the_cpu() {
     let var: Vec<f32> = rng.vec(6).iter().map(|v| v.abs() + 0.1).collect();
     let mut inits: Vec<_> = ["s", "b", "m"].iter().map(|n| f32_init(n, &[6], &rng.vec(6))).collect();
     inits.push(f32_init("v", &[6], &var));
-    check_onnx("batch norm", &one_node("BatchNormalization", &xs, inits, vec![], &["y"], 17), &feeds(&mut rng, &xs));
+    check_onnx(backend, "batch norm", &one_node("BatchNormalization", &xs, inits, vec![], &["y"], 17), &feeds(&mut rng, &xs));
     let axis = i64_init("axis", &[], &[1]);
     check_onnx(
+        backend,
         "cumsum reverse exclusive",
         &one_node("CumSum", &xs, vec![axis], vec![int_attr("exclusive", 1), int_attr("reverse", 1)], &["y"], 17),
         &feeds(&mut rng, &xs),
     );
 }
 
-#[test]
-fn data_movement_matches_the_cpu() {
+backend_test!(data_movement_matches_the_cpu, gpus, |backend| data_movement_matches_the_cpu(backend));
+
+fn data_movement_matches_the_cpu(backend: &str) {
     let mut rng = Rng(seed());
     let x: &[usize] = &[2, 3, 17, 19];
     let xs = [("x", x)];
     let one = |rng: &mut Rng, case: &str, op: &str, inits: Vec<_>, attrs: Vec<_>, outs: &[&str], opset: i64| {
-        check_onnx(case, &one_node(op, &xs, inits, attrs, outs, opset), &feeds(rng, &xs));
+        check_onnx(backend, case, &one_node(op, &xs, inits, attrs, outs, opset), &feeds(rng, &xs));
     };
     one(&mut rng, "transpose", "Transpose", vec![], vec![ints_attr("perm", &[0, 2, 3, 1])], &["y"], 17);
     one(&mut rng, "transpose reverse", "Transpose", vec![], vec![], &["y"], 17);
@@ -515,14 +516,16 @@ fn data_movement_matches_the_cpu() {
         vec![i64_init("shape", &[2], &[-1, 8])],
     );
     check_onnx(
+        backend,
         "concat, reshape, relu",
         &bytes,
         &feeds(&mut rng, &[("a", &[2, 3, 4]), ("b", &[2, 5, 4]), ("c", &[2, 1, 4])]),
     );
 }
 
-#[test]
-fn elementwise_types_and_broadcasts_match_the_cpu() {
+backend_test!(elementwise_types_and_broadcasts_match_the_cpu, gpus, |backend| elementwise_types_and_broadcasts_match_the_cpu(backend));
+
+fn elementwise_types_and_broadcasts_match_the_cpu(backend: &str) {
     let mut rng = Rng(seed());
     // Greater -> Where -> Cast(int) -> Mul(int) -> Cast(float), with broadcasting throughout.
     let nodes = vec![
@@ -554,14 +557,15 @@ fn elementwise_types_and_broadcasts_match_the_cpu() {
     let bytes = model(nodes, vec![value_info("a", 1, &[3, 1, 40]), value_info("b", 1, &[5, 1])], outs, inits);
     let mut f = feeds(&mut rng, &[("a", &[3, 1, 40]), ("b", &[5, 1])]);
     f[1].1.as_f32_mut().unwrap().iter_mut().for_each(|v| *v = v.abs() + 0.05);
-    check_onnx("compare, where, casts, int math, clip, pow", &bytes, &f);
+    check_onnx(backend, "compare, where, casts, int math, clip, pow", &bytes, &f);
 }
+
+backend_test!(mask_unit_ops_match_the_cpu, gpus, |backend| mask_unit_ops_match_the_cpu(backend));
 
 /// The ops mask and halting units threshold and combine with: inclusive comparisons, Or/Xor,
 /// Sign/Round/Floor/Ceil, Reciprocal/Log/Softplus, and Min/Max over one, two and three
 /// broadcast inputs, on floats and integers.
-#[test]
-fn mask_unit_ops_match_the_cpu() {
+fn mask_unit_ops_match_the_cpu(backend: &str) {
     let mut rng = Rng(seed());
     let nodes = vec![
         node("GreaterOrEqual", "ge", &["a", "zero"], &["ge"]),
@@ -598,29 +602,29 @@ fn mask_unit_ops_match_the_cpu() {
     let bytes = model(nodes, ins, outs, inits);
     let mut f = feeds(&mut rng, &[("a", &[3, 1, 40]), ("b", &[5, 1]), ("c", &[40])]);
     f[1].1.as_f32_mut().unwrap().iter_mut().for_each(|v| *v = v.abs() + 0.05);
-    check_onnx("mask unit ops", &bytes, &f);
+    check_onnx(backend, "mask unit ops", &bytes, &f);
 }
 
+backend_test!(round_takes_halves_to_even_on_every_backend, |backend| round_takes_halves_to_even_on_every_backend(backend));
+
 /// Round takes halves to the even integer on every backend (the node suite's case has none).
-#[test]
-fn round_takes_halves_to_even_on_every_backend() {
+fn round_takes_halves_to_even_on_every_backend(backend: &str) {
     let x = [-2.5f32, -1.5, -0.5, 0.5, 1.5, 2.5, 3.5, 0.49999997, -3.7, 8388607.5, 1e30];
     let want = [-2.0f32, -2.0, -0.0, 0.0, 2.0, 2.0, 4.0, 0.0, -4.0, 8388608.0, 1e30];
     let bytes = one_node("Round", &[("x", &[x.len()])], vec![], vec![], &["y"], 13);
     let feed = vec![("x".to_string(), Tensor::from_f32(vec![x.len()], x.to_vec()).unwrap())];
-    for b in common::backends() {
-        let out = session(load(&bytes), &b, &BackendOptions::default()).run(feed.clone()).unwrap();
-        let got = out[0].1.as_f32().unwrap();
-        let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
-        assert_eq!(bits(got), bits(&want), "Round on {b}: {got:?}");
-    }
+    let out = session(load(&bytes), backend, &BackendOptions::default()).run(feed.clone()).unwrap();
+    let got = out[0].1.as_f32().unwrap();
+    let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+    assert_eq!(bits(got), bits(&want), "Round on {backend}: {got:?}");
 }
+
+backend_test!(sin_and_cos_are_accurate_on_every_backend, |backend| sin_and_cos_are_accurate_on_every_backend(backend));
 
 /// Sin and Cos within 2e-6 of the exact value on every backend, from small arguments to the
 /// thousands (a diffusion U-Net's timestep embedding takes them of t * frequency, t up to 1000);
 /// NaN and infinities give NaN.
-#[test]
-fn sin_and_cos_are_accurate_on_every_backend() {
+fn sin_and_cos_are_accurate_on_every_backend(backend: &str) {
     let mut rng = Rng(seed());
     let mut x: Vec<f32> = vec![0.0, -0.0, 1e-30, std::f32::consts::PI, -std::f32::consts::FRAC_PI_2, 12867.0];
     for scale in [1.0f32, 4.0, 100.0, 1000.0, 10000.0] {
@@ -631,27 +635,26 @@ fn sin_and_cos_are_accurate_on_every_backend() {
     let feed = vec![("x".to_string(), Tensor::from_f32(vec![x.len()], x.clone()).unwrap())];
     for (op, exact) in [("Sin", f64::sin as fn(f64) -> f64), ("Cos", f64::cos)] {
         let bytes = one_node(op, &[("x", &[x.len()])], vec![], vec![], &["y"], 17);
-        for b in common::backends() {
-            let mut s = session(load(&bytes), &b, &BackendOptions::default());
-            s.check_finite = false; // NaN and infinities are fed on purpose
-            let out = s.run(feed.clone()).unwrap();
-            let got = out[0].1.as_f32().unwrap();
-            for (i, (&v, &y)) in x.iter().zip(got).enumerate() {
-                if i >= n {
-                    assert!(y.is_nan(), "{op}({v}) on {b}: {y}, not NaN");
-                    continue;
-                }
-                let err = (y as f64 - exact(v as f64)).abs();
-                assert!(err <= 2e-6, "{op}({v}) on {b}: {y}, off by {err:.2e}");
+        let mut s = session(load(&bytes), backend, &BackendOptions::default());
+        s.check_finite = false; // NaN and infinities are fed on purpose
+        let out = s.run(feed.clone()).unwrap();
+        let got = out[0].1.as_f32().unwrap();
+        for (i, (&v, &y)) in x.iter().zip(got).enumerate() {
+            if i >= n {
+                assert!(y.is_nan(), "{op}({v}) on {backend}: {y}, not NaN");
+                continue;
             }
+            let err = (y as f64 - exact(v as f64)).abs();
+            assert!(err <= 2e-6, "{op}({v}) on {backend}: {y}, off by {err:.2e}");
         }
     }
 }
 
+backend_test!(fused_attention_matches_the_cpu, gpus, |backend| fused_attention_matches_the_cpu(backend));
+
 /// Attention built in the IR: bias broadcast per key and per query row, k stored transposed,
 /// and a `Div` scale.
-#[test]
-fn fused_attention_matches_the_cpu() {
+fn fused_attention_matches_the_cpu(backend: &str) {
     let mut rng = Rng(seed());
     for (k_transposed, bias_shape, scale, tk) in [
         (false, Some(vec![2usize, 1, 1, 70]), ScoreScale::Mul(0.125), 70usize),
@@ -681,8 +684,6 @@ fn fused_attention_matches_the_cpu() {
             sparse: None,
         });
         let f: Vec<(String, Tensor)> = shapes.iter().map(|(n, s)| (n.to_string(), rng.tensor(s))).collect();
-        for be in gpu_backends() {
-            compare(&format!("attention k_transposed={k_transposed} bias={bias_shape:?} tk={tk}"), &g, &f, &be);
-        }
+        compare(&format!("attention k_transposed={k_transposed} bias={bias_shape:?} tk={tk}"), &g, &f, backend);
     }
 }

@@ -255,59 +255,10 @@ fn check_split_members<D: GpuDevice + 'static>(dev: Arc<D>, backend: &str) {
     let _ = std::fs::remove_dir_all(&cache);
 }
 
-#[cfg(feature = "opencl")]
-#[test]
-fn opencl_runs_the_profile_of_its_device_and_refuses_another() {
-    match dynaspa::backends::opencl::shared_device(None, None) {
-        Ok(d) => check(d, "opencl"),
-        Err(e) => common::skip("opencl", e),
-    }
-}
+backend_test!(runs_the_profile_of_its_device_and_refuses_another, gpus, |backend| {
+    with_gpu_device!(backend, |dev| check(dev, backend))
+});
 
-#[cfg(feature = "opencl")]
-#[test]
-fn opencl_split_reduction_members_over_small_work_groups_equal_the_cpu() {
-    match dynaspa::backends::opencl::shared_device(None, None) {
-        Ok(d) => check_split_members(d, "opencl"),
-        Err(e) => common::skip("opencl", e),
-    }
-}
-
-#[cfg(feature = "wgpu")]
-#[test]
-fn wgpu_split_reduction_members_over_small_work_groups_equal_the_cpu() {
-    match dynaspa::backends::wgpu::shared_device(None) {
-        Ok(d) => check_split_members(d, "wgpu"),
-        Err(e) => common::skip("wgpu", e),
-    }
-}
-
-#[cfg(feature = "cuda")]
-#[test]
-fn cuda_split_reduction_members_over_small_work_groups_equal_the_cpu() {
-    match dynaspa::backends::cuda::shared_device(None, None) {
-        Ok(d) => check_split_members(d, "cuda"),
-        Err(e) => eprintln!("skipped cuda: {e}"),
-    }
-}
-
-#[cfg(feature = "wgpu")]
-#[test]
-fn wgpu_runs_the_profile_of_its_device_and_refuses_another() {
-    match dynaspa::backends::wgpu::shared_device(None) {
-        Ok(d) => check(d, "wgpu"),
-        Err(e) => common::skip("wgpu", e),
-    }
-}
-
-#[cfg(feature = "cuda")]
-#[test]
-fn cuda_runs_the_profile_of_its_device_and_refuses_another() {
-    match dynaspa::backends::cuda::shared_device(None, None) {
-        Ok(d) => check(d, "cuda"),
-        Err(e) => {
-            // Without a GPU (CI) there is no libcuda: nothing to run.
-            eprintln!("skipped cuda: {e}");
-        }
-    }
-}
+backend_test!(split_reduction_members_over_small_work_groups_equal_the_cpu, gpus, |backend| {
+    with_gpu_device!(backend, |dev| check_split_members(dev, backend))
+});

@@ -187,20 +187,6 @@ fn check<D: GpuDevice + 'static>(dev: Arc<D>, backend: &str) {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-#[cfg(feature = "opencl")]
-#[test]
-fn opencl_sliced_members_equal_the_cpu_frame_after_frame() {
-    match dynaspa::backends::opencl::shared_device(None, None) {
-        Ok(d) => check(d, "opencl"),
-        Err(e) => common::skip("opencl", e),
-    }
-}
-
-#[cfg(feature = "cuda")]
-#[test]
-fn cuda_sliced_members_equal_the_cpu_frame_after_frame() {
-    match dynaspa::backends::cuda::shared_device(None, None) {
-        Ok(d) => check(d, "cuda"),
-        Err(e) => common::skip("cuda", e),
-    }
-}
+backend_test!(sliced_members_equal_the_cpu_frame_after_frame, [opencl, cuda], |backend| {
+    with_gpu_device!(backend, |dev| check(dev, backend))
+});

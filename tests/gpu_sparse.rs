@@ -20,10 +20,6 @@ use dynaspa::runtime::profile::{DeviceId, MaskSetInfo, OpProfile, OpSignature, P
 use dynaspa::{OpenOptions, Tensor};
 use onnx_build::{f32_init, int_attr, ints_attr, model, node, value_info, with_attrs};
 
-fn gpus() -> Vec<String> {
-    common::backends().into_iter().filter(|b| b != "cpu").collect()
-}
-
 fn opts(force: Option<ForceMember>, cache: &std::path::Path, gpu: bool) -> OpenOptions {
     OpenOptions { sparse: Some(SparseConfig { cache_dir: Some(cache.to_path_buf()), force, profile: None }), poison: gpu, ..Default::default() }
 }
@@ -120,49 +116,48 @@ fn conv_model(kind: &str, n: usize, (c, h, w): (usize, usize, usize), cout: usiz
     (bytes, vec![n, c, h, w], vec![n, 1, ho as usize, wo as usize])
 }
 
-#[test]
-fn every_member_equals_the_cpu_under_random_masks() {
+backend_test!(every_member_equals_the_cpu_under_random_masks, gpus, |backend| every_member_equals_the_cpu_under_random_masks(backend));
+
+fn every_member_equals_the_cpu_under_random_masks(backend: &str) {
     let mut rng = Rng(seed());
-    let cache = tmp("members");
-    for backend in gpus() {
-        // The last three: dilation with uneven pads, a 4x2 kernel with uneven strides, and more taps
-        // than the GEMM's tap table (its offsets then come from the op's table in memory).
-        for (kind, batch) in [("conv3x3", 1), ("conv3x3s2", 1), ("conv1x1", 2), ("dw3x3", 2), ("conv3x3", 2), ("conv3x3d2", 1), ("conv4x2s21", 2), ("conv9x9", 1)] {
-            // 19 x 23: no granularity divides either side, so edge tiles have phantoms.
-            let (bytes, xs, ms) = conv_model(kind, batch, (12, 19, 23), 20, &mut rng);
-            let path = cache.join(format!("{kind}-{batch}.onnx"));
-            std::fs::write(&path, &bytes).unwrap();
-            let mut cpu = dynaspa::open(&path, "cpu", &opts(None, &cache, false)).unwrap();
-            for force in forced() {
-                let mut s = dynaspa::open(&path, &backend, &opts(Some(force), &cache, true)).unwrap();
-                for &d in &[0.3, 0.02, 1.0, 0.1, 0.6, 0.05] {
-                    let plane = ms[2] * ms[3];
-                    let mv: Vec<f32> = (0..batch).flat_map(|_| rng.mask(ms[2], ms[3], d)).collect();
-                    let x = Tensor::from_f32(xs.clone(), rng.vec(xs.iter().product())).unwrap();
-                    let feeds = vec![("x".to_string(), x), ("m".to_string(), Tensor::from_f32(ms.clone(), mv.clone()).unwrap())];
-                    let want = cpu.run(feeds.clone()).unwrap().remove(0).1;
-                    let got = s.run(feeds).unwrap().remove(0).1;
-                    let (g, wv) = (got.as_f32().unwrap(), want.as_f32().unwrap());
-                    let what = format!("{kind} batch {batch} on {backend}, {force:?}, density {d}");
-                    let err = common::rel_l2(g, wv);
-                    assert!(err <= 1e-4, "{what}: relative L2 {err:.2e} against the CPU");
-                    let per_image = g.len() / batch;
-                    for (i, &v) in g.iter().enumerate() {
-                        if mv[(i / per_image) * plane + i % plane] == 0.0 {
-                            assert_eq!(v.to_bits(), 0f32.to_bits(), "{what}: inactive element {i} is {v}");
-                        }
+    let cache = tmp(&format!("members-{backend}"));
+    // The last three: dilation with uneven pads, a 4x2 kernel with uneven strides, and more taps
+    // than the GEMM's tap table (its offsets then come from the op's table in memory).
+    for (kind, batch) in [("conv3x3", 1), ("conv3x3s2", 1), ("conv1x1", 2), ("dw3x3", 2), ("conv3x3", 2), ("conv3x3d2", 1), ("conv4x2s21", 2), ("conv9x9", 1)] {
+        // 19 x 23: no granularity divides either side, so edge tiles have phantoms.
+        let (bytes, xs, ms) = conv_model(kind, batch, (12, 19, 23), 20, &mut rng);
+        let path = cache.join(format!("{kind}-{batch}.onnx"));
+        std::fs::write(&path, &bytes).unwrap();
+        let mut cpu = dynaspa::open(&path, "cpu", &opts(None, &cache, false)).unwrap();
+        for force in forced() {
+            let mut s = dynaspa::open(&path, backend, &opts(Some(force), &cache, true)).unwrap();
+            for &d in &[0.3, 0.02, 1.0, 0.1, 0.6, 0.05] {
+                let plane = ms[2] * ms[3];
+                let mv: Vec<f32> = (0..batch).flat_map(|_| rng.mask(ms[2], ms[3], d)).collect();
+                let x = Tensor::from_f32(xs.clone(), rng.vec(xs.iter().product())).unwrap();
+                let feeds = vec![("x".to_string(), x), ("m".to_string(), Tensor::from_f32(ms.clone(), mv.clone()).unwrap())];
+                let want = cpu.run(feeds.clone()).unwrap().remove(0).1;
+                let got = s.run(feeds).unwrap().remove(0).1;
+                let (g, wv) = (got.as_f32().unwrap(), want.as_f32().unwrap());
+                let what = format!("{kind} batch {batch} on {backend}, {force:?}, density {d}");
+                let err = common::rel_l2(g, wv);
+                assert!(err <= 1e-4, "{what}: relative L2 {err:.2e} against the CPU");
+                let per_image = g.len() / batch;
+                for (i, &v) in g.iter().enumerate() {
+                    if mv[(i / per_image) * plane + i % plane] == 0.0 {
+                        assert_eq!(v.to_bits(), 0f32.to_bits(), "{what}: inactive element {i} is {v}");
                     }
-                    let r = s.last_report().unwrap();
-                    assert_eq!(r.sparse_ops.len(), 1, "{what}: the op runs sparse on the GPU");
-                    let rec = &r.sparse_ops[0];
-                    let density = mv.iter().sum::<f32>() as f64 / mv.len() as f64;
-                    assert!((rec.density - density).abs() < 1e-9, "{what}: density {} reported, {density} given", rec.density);
-                    match force {
-                        ForceMember::Dense => assert_eq!(rec.granularity, None, "{what}: {rec:?}"),
-                        ForceMember::Tiles(gr) => {
-                            assert_eq!(rec.granularity, Some(gr), "{what}: {rec:?}");
-                            assert!(rec.tiles > 0, "{what}: no tiles: {rec:?}");
-                        }
+                }
+                let r = s.last_report().unwrap();
+                assert_eq!(r.sparse_ops.len(), 1, "{what}: the op runs sparse on the GPU");
+                let rec = &r.sparse_ops[0];
+                let density = mv.iter().sum::<f32>() as f64 / mv.len() as f64;
+                assert!((rec.density - density).abs() < 1e-9, "{what}: density {} reported, {density} given", rec.density);
+                match force {
+                    ForceMember::Dense => assert_eq!(rec.granularity, None, "{what}: {rec:?}"),
+                    ForceMember::Tiles(gr) => {
+                        assert_eq!(rec.granularity, Some(gr), "{what}: {rec:?}");
+                        assert!(rec.tiles > 0, "{what}: no tiles: {rec:?}");
                     }
                 }
             }
@@ -171,10 +166,11 @@ fn every_member_equals_the_cpu_under_random_masks() {
     let _ = std::fs::remove_dir_all(&cache);
 }
 
-#[test]
-fn residual_fill_and_non_binary_masks() {
+backend_test!(residual_fill_and_non_binary_masks, gpus, |backend| residual_fill_and_non_binary_masks(backend));
+
+fn residual_fill_and_non_binary_masks(backend: &str) {
     let mut rng = Rng(seed() ^ 0x9e37);
-    let cache = tmp("residual");
+    let cache = tmp(&format!("residual-{backend}"));
     let (c, m, h, w) = (12usize, 20usize, 17usize, 21usize);
     let nodes = vec![
         with_attrs(node("Conv", "op", &["x", "w", "b"], &["y"]), vec![ints_attr("kernel_shape", &[3, 3]), ints_attr("pads", &[1, 1, 1, 1])]),
@@ -196,105 +192,103 @@ fn residual_fill_and_non_binary_masks() {
     let path = cache.join("join.onnx");
     std::fs::write(&path, &bytes).unwrap();
     let mut cpu = dynaspa::open(&path, "cpu", &opts(None, &cache, false)).unwrap();
-    for backend in gpus() {
-        for force in forced() {
-            let mut s = dynaspa::open(&path, &backend, &opts(Some(force), &cache, true)).unwrap();
-            for &d in &[0.3, 0.02, 1.0, 0.0] {
-                let mv = rng.mask(h, w, d);
-                let x = Tensor::from_f32(vec![1, c, h, w], rng.vec(c * h * w)).unwrap();
-                let r = Tensor::from_f32(vec![1, m, h, w], rng.vec(m * h * w)).unwrap();
-                let feeds = vec![("x".to_string(), x), ("m".to_string(), Tensor::from_f32(vec![1, 1, h, w], mv.clone()).unwrap()), ("r".to_string(), r.clone())];
-                let want = cpu.run(feeds.clone()).unwrap().remove(0).1;
-                let got = s.run(feeds).unwrap().remove(0).1;
-                let (g, wv, rv) = (got.as_f32().unwrap(), want.as_f32().unwrap(), r.as_f32().unwrap());
-                let err = common::rel_l2(g, wv);
-                assert!(err <= 1e-4, "{backend} {force:?} density {d}: relative L2 {err:.2e}");
-                for (i, &v) in g.iter().enumerate() {
-                    if mv[i % (h * w)] == 0.0 {
-                        assert_eq!(v, rv[i].max(0.0), "{backend} {force:?} density {d}: inactive element {i}");
-                    }
+    for force in forced() {
+        let mut s = dynaspa::open(&path, backend, &opts(Some(force), &cache, true)).unwrap();
+        for &d in &[0.3, 0.02, 1.0, 0.0] {
+            let mv = rng.mask(h, w, d);
+            let x = Tensor::from_f32(vec![1, c, h, w], rng.vec(c * h * w)).unwrap();
+            let r = Tensor::from_f32(vec![1, m, h, w], rng.vec(m * h * w)).unwrap();
+            let feeds = vec![("x".to_string(), x), ("m".to_string(), Tensor::from_f32(vec![1, 1, h, w], mv.clone()).unwrap()), ("r".to_string(), r.clone())];
+            let want = cpu.run(feeds.clone()).unwrap().remove(0).1;
+            let got = s.run(feeds).unwrap().remove(0).1;
+            let (g, wv, rv) = (got.as_f32().unwrap(), want.as_f32().unwrap(), r.as_f32().unwrap());
+            let err = common::rel_l2(g, wv);
+            assert!(err <= 1e-4, "{backend} {force:?} density {d}: relative L2 {err:.2e}");
+            for (i, &v) in g.iter().enumerate() {
+                if mv[i % (h * w)] == 0.0 {
+                    assert_eq!(v, rv[i].max(0.0), "{backend} {force:?} density {d}: inactive element {i}");
                 }
-                assert_eq!(s.last_report().unwrap().sparse_ops.len(), 1, "{backend}: the residual conv runs sparse");
             }
+            assert_eq!(s.last_report().unwrap().sparse_ops.len(), 1, "{backend}: the residual conv runs sparse");
         }
-        // A mask value that is neither 0 nor 1 is an error naming the mask and the value.
-        let mut s = dynaspa::open(&path, &backend, &opts(Some(ForceMember::Tiles(Granularity::new(2, 8))), &cache, true)).unwrap();
-        let mut mv = vec![1.0f32; h * w];
-        mv[h * w - 3] = 0.5;
-        let feeds = vec![
-            ("x".to_string(), Tensor::from_f32(vec![1, c, h, w], rng.vec(c * h * w)).unwrap()),
-            ("m".to_string(), Tensor::from_f32(vec![1, 1, h, w], mv).unwrap()),
-            ("r".to_string(), Tensor::from_f32(vec![1, m, h, w], rng.vec(m * h * w)).unwrap()),
-        ];
-        let e = s.run(feeds).unwrap_err().to_string();
-        assert!(e.contains("'m'") && e.contains("0.5"), "{backend}: {e}");
     }
+    // A mask value that is neither 0 nor 1 is an error naming the mask and the value.
+    let mut s = dynaspa::open(&path, backend, &opts(Some(ForceMember::Tiles(Granularity::new(2, 8))), &cache, true)).unwrap();
+    let mut mv = vec![1.0f32; h * w];
+    mv[h * w - 3] = 0.5;
+    let feeds = vec![
+        ("x".to_string(), Tensor::from_f32(vec![1, c, h, w], rng.vec(c * h * w)).unwrap()),
+        ("m".to_string(), Tensor::from_f32(vec![1, 1, h, w], mv).unwrap()),
+        ("r".to_string(), Tensor::from_f32(vec![1, m, h, w], rng.vec(m * h * w)).unwrap()),
+    ];
+    let e = s.run(feeds).unwrap_err().to_string();
+    assert!(e.contains("'m'") && e.contains("0.5"), "{backend}: {e}");
     let _ = std::fs::remove_dir_all(&cache);
 }
 
-#[test]
-fn cached_fill_matches_the_sige_golden() {
+backend_test!(cached_fill_matches_the_sige_golden, gpus, |backend| cached_fill_matches_the_sige_golden(backend));
+
+fn cached_fill_matches_the_sige_golden(backend: &str) {
     let dir = common::repo_path("tests/goldens/sige_small");
-    let cache = tmp("cached");
-    for backend in gpus() {
-        for force in [ForceMember::Dense, ForceMember::Tiles(Granularity::new(1, 1)), ForceMember::Tiles(Granularity::new(4, 4))] {
-            for i in 0..2 {
-                let o = OpenOptions { cached: true, ..opts(Some(force), &cache, true) };
-                let mut s = dynaspa::open(common::repo_path("models/sige_small.onnx"), &backend, &o).unwrap();
-                let read = |n: &str| npy::read(&dir.join(format!("{n}_{i}.npy"))).unwrap();
-                let mask = read("mask");
-                let ones = Tensor::from_f32(mask.shape().to_vec(), vec![1.0; mask.len()]).unwrap();
-                s.run(vec![("input".into(), read("original")), ("mask".into(), ones)]).unwrap();
-                let first = s.last_report().unwrap().sparse_ops.clone();
-                assert!(!first.is_empty() && first.iter().all(|r| r.member.contains("first cached")), "{backend}: {first:?}");
-                let outs = s.run(vec![("input".into(), read("input")), ("mask".into(), mask)]).unwrap();
-                let got = &outs.iter().find(|(n, _)| n == "output").unwrap().1;
-                let err = common::rel_l2(got.as_f32().unwrap(), read("output_cached").as_f32().unwrap());
-                assert!(err <= 1e-4, "{backend} case {i} {force:?}: cached output relative L2 {err:.2e}");
-                let zero = common::rel_l2(got.as_f32().unwrap(), read("output").as_f32().unwrap());
-                assert!(zero > 10.0 * err.max(1e-6), "{backend} case {i} {force:?}: cached equals zero fill ({zero:.2e})");
-                if let ForceMember::Tiles(_) = force {
-                    let r = s.last_report().unwrap();
-                    assert!(r.sparse_ops.iter().any(|o| o.tiles > 0), "{backend} case {i} {force:?}: nothing ran sparse");
-                }
+    let cache = tmp(&format!("cached-{backend}"));
+    for force in [ForceMember::Dense, ForceMember::Tiles(Granularity::new(1, 1)), ForceMember::Tiles(Granularity::new(4, 4))] {
+        for i in 0..2 {
+            let o = OpenOptions { cached: true, ..opts(Some(force), &cache, true) };
+            let mut s = dynaspa::open(common::repo_path("models/sige_small.onnx"), backend, &o).unwrap();
+            let read = |n: &str| npy::read(&dir.join(format!("{n}_{i}.npy"))).unwrap();
+            let mask = read("mask");
+            let ones = Tensor::from_f32(mask.shape().to_vec(), vec![1.0; mask.len()]).unwrap();
+            s.run(vec![("input".into(), read("original")), ("mask".into(), ones)]).unwrap();
+            let first = s.last_report().unwrap().sparse_ops.clone();
+            assert!(!first.is_empty() && first.iter().all(|r| r.member.contains("first cached")), "{backend}: {first:?}");
+            let outs = s.run(vec![("input".into(), read("input")), ("mask".into(), mask)]).unwrap();
+            let got = &outs.iter().find(|(n, _)| n == "output").unwrap().1;
+            let err = common::rel_l2(got.as_f32().unwrap(), read("output_cached").as_f32().unwrap());
+            assert!(err <= 1e-4, "{backend} case {i} {force:?}: cached output relative L2 {err:.2e}");
+            let zero = common::rel_l2(got.as_f32().unwrap(), read("output").as_f32().unwrap());
+            assert!(zero > 10.0 * err.max(1e-6), "{backend} case {i} {force:?}: cached equals zero fill ({zero:.2e})");
+            if let ForceMember::Tiles(_) = force {
+                let r = s.last_report().unwrap();
+                assert!(r.sparse_ops.iter().any(|o| o.tiles > 0), "{backend} case {i} {force:?}: nothing ran sparse");
             }
         }
     }
     let _ = std::fs::remove_dir_all(&cache);
 }
 
-#[test]
-fn calibrated_dispatch_runs_sparse_at_low_density_and_caches() {
+backend_test!(calibrated_dispatch_runs_sparse_at_low_density_and_caches, gpus, |backend| calibrated_dispatch_runs_sparse_at_low_density_and_caches(backend));
+
+fn calibrated_dispatch_runs_sparse_at_low_density_and_caches(backend: &str) {
     let _quiet = timing_lock();
     let mut rng = Rng(seed() ^ 0x51);
-    let cache = tmp("calibrated");
-    for backend in gpus() {
-        let (bytes, xs, ms) = conv_model("conv3x3", 1, (64, 40, 40), 64, &mut rng);
-        let path = cache.join("big.onnx");
-        std::fs::write(&path, &bytes).unwrap();
-        let mut cpu = dynaspa::open(&path, "cpu", &opts(None, &cache, false)).unwrap();
-        let t0 = std::time::Instant::now();
-        let mut s = dynaspa::open(&path, &backend, &opts(None, &cache, true)).unwrap();
-        let first_open = t0.elapsed();
-        let files = std::fs::read_dir(cache.join("gpu")).map(|d| d.count()).unwrap_or(0);
-        assert!(files >= 1, "{backend}: no calibration cached under {}", cache.display());
-        let mv = rng.mask(ms[2], ms[3], 0.03);
-        let x = Tensor::from_f32(xs.clone(), rng.vec(xs.iter().product())).unwrap();
-        let feeds = vec![("x".to_string(), x), ("m".to_string(), Tensor::from_f32(ms.clone(), mv).unwrap())];
-        let want = cpu.run(feeds.clone()).unwrap().remove(0).1;
-        let got = s.run(feeds).unwrap().remove(0).1;
-        let err = common::rel_l2(got.as_f32().unwrap(), want.as_f32().unwrap());
-        assert!(err <= 1e-4, "{backend}: relative L2 {err:.2e}");
-        let rec = &s.last_report().unwrap().sparse_ops[0];
-        assert!(rec.granularity.is_some() && rec.tiles > 0, "{backend}: density 0.03 chose {rec:?}");
-        // A second open reads the tables back instead of measuring again.
-        let t1 = std::time::Instant::now();
-        dynaspa::open(&path, &backend, &opts(None, &cache, true)).unwrap();
-        assert!(t1.elapsed() < first_open, "{backend}: second open {:?}, first {first_open:?}", t1.elapsed());
-        eprintln!("{backend}: density 0.03 ran {} on {} tiles; first open {first_open:?}, cached {:?}", rec.member, rec.tiles, t1.elapsed());
-    }
+    let cache = tmp(&format!("calibrated-{backend}"));
+    let (bytes, xs, ms) = conv_model("conv3x3", 1, (64, 40, 40), 64, &mut rng);
+    let path = cache.join("big.onnx");
+    std::fs::write(&path, &bytes).unwrap();
+    let mut cpu = dynaspa::open(&path, "cpu", &opts(None, &cache, false)).unwrap();
+    let t0 = std::time::Instant::now();
+    let mut s = dynaspa::open(&path, backend, &opts(None, &cache, true)).unwrap();
+    let first_open = t0.elapsed();
+    let files = std::fs::read_dir(cache.join("gpu")).map(|d| d.count()).unwrap_or(0);
+    assert!(files >= 1, "{backend}: no calibration cached under {}", cache.display());
+    let mv = rng.mask(ms[2], ms[3], 0.03);
+    let x = Tensor::from_f32(xs.clone(), rng.vec(xs.iter().product())).unwrap();
+    let feeds = vec![("x".to_string(), x), ("m".to_string(), Tensor::from_f32(ms.clone(), mv).unwrap())];
+    let want = cpu.run(feeds.clone()).unwrap().remove(0).1;
+    let got = s.run(feeds).unwrap().remove(0).1;
+    let err = common::rel_l2(got.as_f32().unwrap(), want.as_f32().unwrap());
+    assert!(err <= 1e-4, "{backend}: relative L2 {err:.2e}");
+    let rec = &s.last_report().unwrap().sparse_ops[0];
+    assert!(rec.granularity.is_some() && rec.tiles > 0, "{backend}: density 0.03 chose {rec:?}");
+    // A second open reads the tables back instead of measuring again.
+    let t1 = std::time::Instant::now();
+    dynaspa::open(&path, backend, &opts(None, &cache, true)).unwrap();
+    assert!(t1.elapsed() < first_open, "{backend}: second open {:?}, first {first_open:?}", t1.elapsed());
+    eprintln!("{backend}: density 0.03 ran {} on {} tiles; first open {first_open:?}, cached {:?}", rec.member, rec.tiles, t1.elapsed());
     let _ = std::fs::remove_dir_all(&cache);
 }
+
+backend_test!(lagged_counts_select_with_the_last_frame_and_report_this_one, gpus, |backend| lagged_counts_select_with_the_last_frame_and_report_this_one(backend));
 
 /// By default a frame selects with the last frame's DISTile counts (copied to the host behind
 /// the work, no sync) and the first frame waits for its own; outputs are exact either way and
@@ -304,63 +298,59 @@ fn calibrated_dispatch_runs_sparse_at_low_density_and_caches() {
 /// its tile member is predicted cheap for few tiles and dear for a full map, the dense member
 /// in between. Calibrated tables on a loaded 2-core machine once ranked the tiles first for
 /// every mask on both CPU devices, and the lag was nowhere to see.
-#[test]
-fn lagged_counts_select_with_the_last_frame_and_report_this_one() {
+fn lagged_counts_select_with_the_last_frame_and_report_this_one(backend: &str) {
     let mut rng = Rng(seed() ^ 0x1a99);
-    let cache = tmp("lagged");
-    for backend in gpus() {
-        let backend = backend.as_str();
-        let (bytes, xs, ms) = conv_model("conv3x3", 1, (64, 40, 40), 64, &mut rng);
-        let path = cache.join("lag.onnx");
-        std::fs::write(&path, &bytes).unwrap();
-        let (device, profile) = lag_profile(backend, &bytes, ms[2] * ms[3]);
-        let open = || {
-            let sparse = SparseConfig { cache_dir: Some(cache.clone()), force: None, profile: Some(profile.clone()) };
-            dynaspa::open(&path, backend, &OpenOptions { sparse: Some(sparse), poison: true, device: Some(device.clone()), ..Default::default() }).unwrap()
-        };
-        let mut cpu = dynaspa::open(&path, "cpu", &opts(None, &cache, false)).unwrap();
-        let full = vec![1f32; ms[2] * ms[3]];
-        let sparse = rng.mask(ms[2], ms[3], 0.03);
-        let density = sparse.iter().filter(|&&v| v == 1.0).count() as f64 / sparse.len() as f64;
-        let x = Tensor::from_f32(xs.clone(), rng.vec(xs.iter().product())).unwrap();
-        let feeds = |m: &[f32]| vec![("x".to_string(), x.clone()), ("m".to_string(), Tensor::from_f32(ms.clone(), m.to_vec()).unwrap())];
-        let mut run = |s: &mut dynaspa::Session, m: &[f32], what: &str| {
-            let want = cpu.run(feeds(m)).unwrap().remove(0).1;
-            let got = s.run(feeds(m)).unwrap().remove(0).1;
-            let err = common::rel_l2(got.as_f32().unwrap(), want.as_f32().unwrap());
-            assert!(err <= 1e-4, "{backend} {what}: relative L2 {err:.2e}");
-            s.last_report().unwrap().sparse_ops[0].clone()
-        };
-        // What exact counts pick: a fresh session's first frame for each mask.
-        let exact_sparse = run(&mut open(), &sparse, "fresh session, sparse mask");
-        let exact_full = run(&mut open(), &full, "fresh session, all ones");
-        assert_eq!(exact_sparse.member, "lag1x1", "{backend}: the profile's tile member for density {density:.3}");
-        assert_eq!(exact_full.member, "dense", "{backend}: the profile's dense member for a full map");
-        let mut s = open();
-        let a = run(&mut s, &full, "frame 1 (all ones)");
-        let b = run(&mut s, &sparse, "frame 2 (sparse, selected with frame 1's counts)");
-        let c = run(&mut s, &sparse, "frame 3 (sparse again)");
-        let d = run(&mut s, &full, "frame 4 (all ones, selected with frame 3's counts)");
-        assert_eq!(a.member, "dense", "{backend}: the first frame selects with its own counts");
-        assert_eq!(b.member, "dense", "{backend}: frame 2 must select with frame 1's counts");
-        assert_eq!(c.member, "lag1x1", "{backend}: frame 3 selects with frame 2's counts");
-        assert_eq!(d.member, "lag1x1", "{backend}: frame 4 selects with frame 3's counts");
-        assert!((a.density - 1.0).abs() < 1e-9, "{backend}: frame 1 reports density {} (its mask: 1)", a.density);
-        assert!((b.density - density).abs() < 1e-9, "{backend}: frame 2 reports density {} (its mask: {density})", b.density);
-        assert!((d.density - 1.0).abs() < 1e-9, "{backend}: frame 4 reports density {} (its mask: 1)", d.density);
-        // A value neither 0 nor 1 fails its frame, naming the mask, also where the tile member
-        // counts the mask itself (CUDA: no bitmask launch in that frame) rather than the
-        // bitmask kernel: frames 5 and 6 bring the tile member back, frame 7 runs it on it.
-        run(&mut s, &sparse, "frame 5 (sparse, selected with frame 4's counts)");
-        let f = run(&mut s, &sparse, "frame 6 (sparse again)");
-        assert_eq!(f.member, "lag1x1", "{backend}: frame 6 selects with frame 5's counts");
-        let mut bad = sparse.clone();
-        let at = bad.iter().position(|&v| v == 0.0).expect("a sparse mask has zeros");
-        bad[at] = 0.5;
-        let e = s.run(feeds(&bad)).expect_err("a mask holding 0.5 must fail its frame").to_string();
-        assert!(e.contains("'m'") && e.contains("0.5"), "{backend}: the error should name the mask and the value: {e}");
-        eprintln!("{backend}: members {} / {} / {} / {} for masks of density 1 / {density:.3} / {density:.3} / 1", a.member, b.member, c.member, d.member);
-    }
+    let cache = tmp(&format!("lagged-{backend}"));
+    let (bytes, xs, ms) = conv_model("conv3x3", 1, (64, 40, 40), 64, &mut rng);
+    let path = cache.join("lag.onnx");
+    std::fs::write(&path, &bytes).unwrap();
+    let (device, profile) = lag_profile(backend, &bytes, ms[2] * ms[3]);
+    let open = || {
+        let sparse = SparseConfig { cache_dir: Some(cache.clone()), force: None, profile: Some(profile.clone()) };
+        dynaspa::open(&path, backend, &OpenOptions { sparse: Some(sparse), poison: true, device: Some(device.clone()), ..Default::default() }).unwrap()
+    };
+    let mut cpu = dynaspa::open(&path, "cpu", &opts(None, &cache, false)).unwrap();
+    let full = vec![1f32; ms[2] * ms[3]];
+    let sparse = rng.mask(ms[2], ms[3], 0.03);
+    let density = sparse.iter().filter(|&&v| v == 1.0).count() as f64 / sparse.len() as f64;
+    let x = Tensor::from_f32(xs.clone(), rng.vec(xs.iter().product())).unwrap();
+    let feeds = |m: &[f32]| vec![("x".to_string(), x.clone()), ("m".to_string(), Tensor::from_f32(ms.clone(), m.to_vec()).unwrap())];
+    let mut run = |s: &mut dynaspa::Session, m: &[f32], what: &str| {
+        let want = cpu.run(feeds(m)).unwrap().remove(0).1;
+        let got = s.run(feeds(m)).unwrap().remove(0).1;
+        let err = common::rel_l2(got.as_f32().unwrap(), want.as_f32().unwrap());
+        assert!(err <= 1e-4, "{backend} {what}: relative L2 {err:.2e}");
+        s.last_report().unwrap().sparse_ops[0].clone()
+    };
+    // What exact counts pick: a fresh session's first frame for each mask.
+    let exact_sparse = run(&mut open(), &sparse, "fresh session, sparse mask");
+    let exact_full = run(&mut open(), &full, "fresh session, all ones");
+    assert_eq!(exact_sparse.member, "lag1x1", "{backend}: the profile's tile member for density {density:.3}");
+    assert_eq!(exact_full.member, "dense", "{backend}: the profile's dense member for a full map");
+    let mut s = open();
+    let a = run(&mut s, &full, "frame 1 (all ones)");
+    let b = run(&mut s, &sparse, "frame 2 (sparse, selected with frame 1's counts)");
+    let c = run(&mut s, &sparse, "frame 3 (sparse again)");
+    let d = run(&mut s, &full, "frame 4 (all ones, selected with frame 3's counts)");
+    assert_eq!(a.member, "dense", "{backend}: the first frame selects with its own counts");
+    assert_eq!(b.member, "dense", "{backend}: frame 2 must select with frame 1's counts");
+    assert_eq!(c.member, "lag1x1", "{backend}: frame 3 selects with frame 2's counts");
+    assert_eq!(d.member, "lag1x1", "{backend}: frame 4 selects with frame 3's counts");
+    assert!((a.density - 1.0).abs() < 1e-9, "{backend}: frame 1 reports density {} (its mask: 1)", a.density);
+    assert!((b.density - density).abs() < 1e-9, "{backend}: frame 2 reports density {} (its mask: {density})", b.density);
+    assert!((d.density - 1.0).abs() < 1e-9, "{backend}: frame 4 reports density {} (its mask: 1)", d.density);
+    // A value neither 0 nor 1 fails its frame, naming the mask, also where the tile member
+    // counts the mask itself (CUDA: no bitmask launch in that frame) rather than the
+    // bitmask kernel: frames 5 and 6 bring the tile member back, frame 7 runs it on it.
+    run(&mut s, &sparse, "frame 5 (sparse, selected with frame 4's counts)");
+    let f = run(&mut s, &sparse, "frame 6 (sparse again)");
+    assert_eq!(f.member, "lag1x1", "{backend}: frame 6 selects with frame 5's counts");
+    let mut bad = sparse.clone();
+    let at = bad.iter().position(|&v| v == 0.0).expect("a sparse mask has zeros");
+    bad[at] = 0.5;
+    let e = s.run(feeds(&bad)).expect_err("a mask holding 0.5 must fail its frame").to_string();
+    assert!(e.contains("'m'") && e.contains("0.5"), "{backend}: the error should name the mask and the value: {e}");
+    eprintln!("{backend}: members {} / {} / {} / {} for masks of density 1 / {density:.3} / {density:.3} / 1", a.member, b.member, c.member, d.member);
     let _ = std::fs::remove_dir_all(&cache);
 }
 

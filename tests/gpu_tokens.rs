@@ -47,28 +47,15 @@ fn tmp(tag: &str) -> std::path::PathBuf {
     d
 }
 
-/// A GPU executable of `g` on backend `name`, with its token ops; `None` when this build lacks
-/// the backend.
-fn compile(name: &str, g: &Graph, force: Option<ForceMember>, cache: &std::path::Path) -> Option<(Box<dyn Executable>, Vec<TokenOpInfo>)> {
+/// A GPU executable of `g` on backend `name`, with its token ops.
+fn compile(name: &str, g: &Graph, force: Option<ForceMember>, cache: &std::path::Path) -> (Box<dyn Executable>, Vec<TokenOpInfo>) {
     fn on<D: GpuDevice + 'static>(dev: Arc<D>, name: &str, g: &Graph, opts: &GpuOptions) -> (Box<dyn Executable>, Vec<TokenOpInfo>) {
         let exe = GpuExecutable::compile(dev, name, g, opts).unwrap_or_else(|e| panic!("compiling on {name}: {e}"));
         let ops = exe.token_ops();
         (Box::new(exe), ops)
     }
     let opts = GpuOptions { poison: true, sparse: SparseConfig { cache_dir: Some(cache.to_path_buf()), force, profile: None }, ..Default::default() };
-    match name {
-        #[cfg(feature = "opencl")]
-        "opencl" => Some(on(dynaspa::backends::opencl::shared_device(None, None).unwrap(), name, g, &opts)),
-        #[cfg(feature = "wgpu")]
-        "wgpu" => Some(on(dynaspa::backends::wgpu::shared_device(None).unwrap(), name, g, &opts)),
-        #[cfg(feature = "cuda")]
-        "cuda" => Some(on(dynaspa::backends::cuda::shared_device(None, None).unwrap(), name, g, &opts)),
-        _ => None,
-    }
-}
-
-fn gpus() -> Vec<String> {
-    common::backends().into_iter().filter(|b| b != "cpu").collect()
+    with_gpu_device!(name, |dev| on(dev, name, g, &opts))
 }
 
 /// The model's graph as `dynaspa::open` prepares it (sparse regions detected).
@@ -198,10 +185,11 @@ fn assert_token_ops(ops: &[TokenOpInfo], backend: &str, what: &str, blocks: usiz
     assert!(ops.iter().filter(|o| o.kind == "attention").all(|o| o.tiled == tiled), "{what}: attention kernels {ops:?}");
 }
 
-#[test]
-fn avit_block_equals_the_cpu_under_random_halting_masks() {
+backend_test!(avit_block_equals_the_cpu_under_random_halting_masks, gpus, |backend| avit_block_equals_the_cpu_under_random_halting_masks(backend));
+
+fn avit_block_equals_the_cpu_under_random_halting_masks(backend: &str) {
     let mut rng = Rng(seed());
-    let cache = tmp("block");
+    let cache = tmp(&format!("block-{backend}"));
     let blocks = [
         Block { batch: 2, tokens: 37, dim: 48, heads: 3, c: 1e4 },
         Block { batch: 2, tokens: 300, dim: 32, heads: 2, c: 1e4 },
@@ -215,47 +203,46 @@ fn avit_block_equals_the_cpu_under_random_halting_masks() {
         let cpu_opts = OpenOptions { sparse: Some(SparseConfig { cache_dir: Some(cache.clone()), force: None, profile: None }), ..Default::default() };
         let mut cpu = dynaspa::open(&path, "cpu", &cpu_opts).unwrap();
         let g = graph_of(&bytes, 1);
-        for backend in gpus() {
-            let Some((mut exe, ops)) = compile(&backend, &g, None, &cache) else { continue };
-            let what = format!("block T={} c={} on {backend}", b.tokens, b.c);
-            assert_token_ops(&ops, &backend, &what, 1);
-            let (mut dense, dense_ops) = compile(&backend, &g, Some(ForceMember::Dense), &cache).unwrap();
-            assert!(dense_ops.is_empty(), "{what}: forced dense still ran token ops {dense_ops:?}");
-            let pairs: [[f64; 2]; 7] = [[0.3, 0.6], [0.02, 1.0], [1.0, 1.0], [0.1, 0.05], [0.0, 0.5], [0.6, 0.0], [0.5, 0.9]];
-            for ds in pairs {
-                let (t, c) = (b.tokens, b.dim);
-                let x = Tensor::from_f32(vec![2, t, c], rng.vec(2 * t * c, 1.0)).unwrap();
-                let (h, m) = halting(&mut rng, &ds, t);
-                let ht = Tensor::from_f32(vec![2, t], h).unwrap();
-                let want = cpu.run(vec![("x".into(), x.clone()), ("h".into(), ht.clone())]).unwrap().remove(0).1;
-                let got = exe.run(&[x.clone(), ht.clone()]).unwrap().remove(0);
-                let base = dense.run(&[x.clone(), ht]).unwrap().remove(0);
-                let (g, wv, xv) = (got.as_f32().unwrap(), want.as_f32().unwrap(), x.as_f32().unwrap());
-                let err = common::rel_l2(g, wv);
-                let what = format!("{what}, densities {ds:?} ({} and {} active)", m[..t].iter().sum::<f32>(), m[t..].iter().sum::<f32>());
-                assert!(err <= MAX_REL_L2, "{what}: relative L2 {err:.2e} against the CPU");
-                let err_dense = common::rel_l2(g, base.as_f32().unwrap());
-                assert!(err_dense <= MAX_REL_L2, "{what}: relative L2 {err_dense:.2e} against the GPU's dense form");
-                // Halted tokens leave the block as they entered it (the residual stream is kept).
-                for (i, (&gv, &xe)) in g.iter().zip(xv).enumerate() {
-                    if m[i / c] == 0.0 {
-                        assert_eq!(gv, xe, "{what}: halted element {i} changed");
-                    }
+        let (mut exe, ops) = compile(backend, &g, None, &cache);
+        let what = format!("block T={} c={} on {backend}", b.tokens, b.c);
+        assert_token_ops(&ops, backend, &what, 1);
+        let (mut dense, dense_ops) = compile(backend, &g, Some(ForceMember::Dense), &cache);
+        assert!(dense_ops.is_empty(), "{what}: forced dense still ran token ops {dense_ops:?}");
+        let pairs: [[f64; 2]; 7] = [[0.3, 0.6], [0.02, 1.0], [1.0, 1.0], [0.1, 0.05], [0.0, 0.5], [0.6, 0.0], [0.5, 0.9]];
+        for ds in pairs {
+            let (t, c) = (b.tokens, b.dim);
+            let x = Tensor::from_f32(vec![2, t, c], rng.vec(2 * t * c, 1.0)).unwrap();
+            let (h, m) = halting(&mut rng, &ds, t);
+            let ht = Tensor::from_f32(vec![2, t], h).unwrap();
+            let want = cpu.run(vec![("x".into(), x.clone()), ("h".into(), ht.clone())]).unwrap().remove(0).1;
+            let got = exe.run(&[x.clone(), ht.clone()]).unwrap().remove(0);
+            let base = dense.run(&[x.clone(), ht]).unwrap().remove(0);
+            let (g, wv, xv) = (got.as_f32().unwrap(), want.as_f32().unwrap(), x.as_f32().unwrap());
+            let err = common::rel_l2(g, wv);
+            let what = format!("{what}, densities {ds:?} ({} and {} active)", m[..t].iter().sum::<f32>(), m[t..].iter().sum::<f32>());
+            assert!(err <= MAX_REL_L2, "{what}: relative L2 {err:.2e} against the CPU");
+            let err_dense = common::rel_l2(g, base.as_f32().unwrap());
+            assert!(err_dense <= MAX_REL_L2, "{what}: relative L2 {err_dense:.2e} against the GPU's dense form");
+            // Halted tokens leave the block as they entered it (the residual stream is kept).
+            for (i, (&gv, &xe)) in g.iter().zip(xv).enumerate() {
+                if m[i / c] == 0.0 {
+                    assert_eq!(gv, xe, "{what}: halted element {i} changed");
                 }
             }
-            eprintln!("{what}: 7 mask pairs agree with the CPU");
         }
+        eprintln!("{what}: 7 mask pairs agree with the CPU");
     }
     let _ = std::fs::remove_dir_all(&cache);
 }
 
+backend_test!(avit_model_at_batch_2_matches_the_cpu_and_the_goldens, gpus, |backend| avit_model_at_batch_2_matches_the_cpu_and_the_goldens(backend));
+
 /// A-ViT (reduced) at batch 2: two golden frames side by side, so each block's mask has a
 /// different active count per image; every output within 1e-4 of the CPU's and the goldens.
-#[test]
-fn avit_model_at_batch_2_matches_the_cpu_and_the_goldens() {
+fn avit_model_at_batch_2_matches_the_cpu_and_the_goldens(backend: &str) {
     let dir = common::repo_path("tests/goldens/avit_small_d30");
     let model = std::fs::read(common::repo_path("models/avit_small_d30.onnx")).unwrap();
-    let cache = tmp("avit");
+    let cache = tmp(&format!("avit-{backend}"));
     let names = ["logits", "mask_blocks_1", "mask_blocks_2", "mask_blocks_3", "mask_blocks_4", "mask_blocks_5"];
     let read = |n: &str, i: usize| npy::read(&dir.join(format!("{n}_{i}.npy"))).unwrap();
     let stack = |a: &Tensor, b: &Tensor| {
@@ -269,35 +256,34 @@ fn avit_model_at_batch_2_matches_the_cpu_and_the_goldens() {
     let cpu_g = g.clone();
     let cpu_backend = dynaspa::backends::create_configured("cpu", &Default::default()).unwrap();
     let mut cpu = dynaspa::Session::new(cpu_g, cpu_backend.as_ref()).unwrap();
-    for backend in gpus() {
-        let Some((mut exe, ops)) = compile(&backend, &g, None, &cache) else { continue };
-        assert_token_ops(&ops, &backend, &format!("avit on {backend}"), 5);
-        for (i, j) in [(0usize, 1usize), (2, 3), (1, 2)] {
-            let input = stack(&read("input", i), &read("input", j));
-            let want = cpu.run(vec![("input".into(), input.clone())]).unwrap();
-            let got = exe.run(&[input]).unwrap();
-            for (k, n) in names.iter().enumerate() {
-                let golden = stack(&read(n, i), &read(n, j));
-                let o = got[k].as_f32().unwrap();
-                assert!(o.iter().all(|v| v.is_finite()), "{backend} frames {i},{j}: {n} is not finite");
-                let e_cpu = common::rel_l2(o, want[k].1.as_f32().unwrap());
-                let e_gold = common::rel_l2(o, golden.as_f32().unwrap());
-                assert!(e_cpu <= MAX_REL_L2 && e_gold <= MAX_REL_L2, "{backend} frames {i},{j}: {n} relative L2 {e_cpu:.2e} (CPU), {e_gold:.2e} (golden)");
-            }
-            let m1 = got[1].as_f32().unwrap();
-            let counts: Vec<f32> = m1.chunks(m1.len() / 2).map(|c| c.iter().sum()).collect();
-            eprintln!("avit on {backend}, frames {i},{j}: block-1 active tokens {counts:?}, agrees with the CPU and the goldens");
+    let (mut exe, ops) = compile(backend, &g, None, &cache);
+    assert_token_ops(&ops, backend, &format!("avit on {backend}"), 5);
+    for (i, j) in [(0usize, 1usize), (2, 3), (1, 2)] {
+        let input = stack(&read("input", i), &read("input", j));
+        let want = cpu.run(vec![("input".into(), input.clone())]).unwrap();
+        let got = exe.run(&[input]).unwrap();
+        for (k, n) in names.iter().enumerate() {
+            let golden = stack(&read(n, i), &read(n, j));
+            let o = got[k].as_f32().unwrap();
+            assert!(o.iter().all(|v| v.is_finite()), "{backend} frames {i},{j}: {n} is not finite");
+            let e_cpu = common::rel_l2(o, want[k].1.as_f32().unwrap());
+            let e_gold = common::rel_l2(o, golden.as_f32().unwrap());
+            assert!(e_cpu <= MAX_REL_L2 && e_gold <= MAX_REL_L2, "{backend} frames {i},{j}: {n} relative L2 {e_cpu:.2e} (CPU), {e_gold:.2e} (golden)");
         }
+        let m1 = got[1].as_f32().unwrap();
+        let counts: Vec<f32> = m1.chunks(m1.len() / 2).map(|c| c.iter().sum()).collect();
+        eprintln!("avit on {backend}, frames {i},{j}: block-1 active tokens {counts:?}, agrees with the CPU and the goldens");
     }
     let _ = std::fs::remove_dir_all(&cache);
 }
+
+backend_test!(token_projections_run_the_member_their_profile_picks, gpus, |backend| token_projections_run_the_member_their_profile_picks(backend));
 
 /// A-ViT's token projections are PolyKernel ops on the GPU: with a profile, each frame runs the
 /// member its tables pick from the active count (the dense member, every row, where dense is
 /// cheaper; a tile over the active tokens where it is not), the report names it, and both give
 /// the CPU's result.
-#[test]
-fn token_projections_run_the_member_their_profile_picks() {
+fn token_projections_run_the_member_their_profile_picks(backend: &str) {
     fn run<D: GpuDevice + 'static>(dev: Arc<D>, backend: &str, rng: &mut Rng) {
         use dynaspa::runtime::dispatch::{DispatchTable, Member, PolyKernel, Schedule};
         use dynaspa::runtime::profile::{DeviceId, MaskSetInfo, OpProfile, OpSignature, Profile};
@@ -370,15 +356,5 @@ fn token_projections_run_the_member_their_profile_picks() {
         let _ = std::fs::remove_dir_all(&cache);
     }
     let mut rng = Rng(seed());
-    for backend in gpus() {
-        match backend.as_str() {
-            #[cfg(feature = "opencl")]
-            "opencl" => run(dynaspa::backends::opencl::shared_device(None, None).unwrap(), "opencl", &mut rng),
-            #[cfg(feature = "wgpu")]
-            "wgpu" => run(dynaspa::backends::wgpu::shared_device(None).unwrap(), "wgpu", &mut rng),
-            #[cfg(feature = "cuda")]
-            "cuda" => run(dynaspa::backends::cuda::shared_device(None, None).unwrap(), "cuda", &mut rng),
-            _ => {}
-        }
-    }
+    with_gpu_device!(backend, |dev| run(dev, backend, &mut rng));
 }

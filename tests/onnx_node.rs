@@ -92,8 +92,9 @@ fn exclusions(backend: &str) -> BTreeMap<String, String> {
         .collect()
 }
 
-#[test]
-fn onnx_node_suite() {
+backend_test!(every_node_case_passes_or_is_excluded_with_its_reason, |backend| onnx_node_suite(backend));
+
+fn onnx_node_suite(backend: &str) {
     let root = common::repo_path("tests/onnx_node");
     let mut cases: Vec<_> = std::fs::read_dir(&root)
         .expect("tests/onnx_node exists")
@@ -104,37 +105,35 @@ fn onnx_node_suite() {
     assert!(cases.len() > 400, "only {} node cases found under {}", cases.len(), root.display());
     let filter = std::env::var("DYNASPA_NODE_FILTER").unwrap_or_default();
     let mut problems = Vec::new();
-    for backend in common::backends() {
-        let excluded = exclusions(&backend);
-        let (mut passed, mut failed, mut skipped) = (0, 0, 0);
-        let mut reasons: BTreeMap<&str, usize> = BTreeMap::new();
-        for dir in &cases {
-            let name = dir.file_name().unwrap().to_string_lossy().to_string();
-            if !name.contains(&filter) {
-                continue;
+    let excluded = exclusions(backend);
+    let (mut passed, mut failed, mut skipped) = (0, 0, 0);
+    let mut reasons: BTreeMap<&str, usize> = BTreeMap::new();
+    for dir in &cases {
+        let name = dir.file_name().unwrap().to_string_lossy().to_string();
+        if !name.contains(&filter) {
+            continue;
+        }
+        let res = std::panic::catch_unwind(|| run_case(dir, backend))
+            .unwrap_or_else(|_| Err("PANIC".to_string()));
+        match (res, excluded.get(&name)) {
+            (Ok(()), None) => passed += 1,
+            (Ok(()), Some(_)) => {
+                failed += 1;
+                problems.push(format!("[{backend}] {name}: passes but is listed in excluded.tsv or excluded.{backend}.tsv"));
             }
-            let res = std::panic::catch_unwind(|| run_case(dir, &backend))
-                .unwrap_or_else(|_| Err("PANIC".to_string()));
-            match (res, excluded.get(&name)) {
-                (Ok(()), None) => passed += 1,
-                (Ok(()), Some(_)) => {
-                    failed += 1;
-                    problems.push(format!("[{backend}] {name}: passes but is listed in excluded.tsv or excluded.{backend}.tsv"));
-                }
-                (Err(_), Some(r)) => {
-                    skipped += 1;
-                    *reasons.entry(r.as_str()).or_default() += 1;
-                }
-                (Err(e), None) => {
-                    failed += 1;
-                    problems.push(format!("[{backend}] {name}: {e}"));
-                }
+            (Err(_), Some(r)) => {
+                skipped += 1;
+                *reasons.entry(r.as_str()).or_default() += 1;
+            }
+            (Err(e), None) => {
+                failed += 1;
+                problems.push(format!("[{backend}] {name}: {e}"));
             }
         }
-        println!("onnx node suite [{backend}]: {passed} passed, {failed} failed, {skipped} excluded");
-        for (r, n) in reasons {
-            println!("  excluded x{n}: {r}");
-        }
+    }
+    println!("onnx node suite [{backend}]: {passed} passed, {failed} failed, {skipped} excluded");
+    for (r, n) in reasons {
+        println!("  excluded x{n}: {r}");
     }
     assert!(problems.is_empty(), "{} node cases failed:\n{}", problems.len(), problems.join("\n"));
 }

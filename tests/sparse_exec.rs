@@ -306,53 +306,51 @@ fn residual_join_folded_into_the_sparse_conv_equals_dense() {
     let _ = std::fs::remove_dir_all(&cache);
 }
 
+backend_test!(gpu_backends_run_sparse_ops_as_dense_times_mask, gpus, |backend| gpu_backends_run_sparse_ops_as_dense_times_mask(backend));
+
 /// The GPU backends run sparse-annotated nodes in their dense form (the producer everywhere,
 /// multiplied by its mask) until their sparse kernels land: outputs equal the CPU's dense run,
 /// inactive positions are exact zeros, frame after frame; the families match their goldens.
-#[test]
-fn gpu_backends_run_sparse_ops_as_dense_times_mask() {
-    let gpus: Vec<String> = common::backends().into_iter().filter(|b| b != "cpu").collect();
+fn gpu_backends_run_sparse_ops_as_dense_times_mask(backend: &str) {
     let mut rng = Rng(seed());
-    let cache = tmp("gpu");
+    let cache = tmp(&format!("gpu-{backend}"));
     let gpu_opts = OpenOptions { poison: true, ..Default::default() };
-    for backend in &gpus {
-        for kind in ["conv3x3", "conv3x3s2", "conv1x1", "dw3x3", "conv7x7", "linear"] {
-            let (bytes, xs, ms) = single_op_model(kind, &mut rng);
-            let path = cache.join(format!("{kind}.onnx"));
-            std::fs::write(&path, &bytes).unwrap();
-            let mut dense = dynaspa::open(&path, "cpu", &OpenOptions { dense: true, ..Default::default() }).unwrap();
-            let mut s = dynaspa::open(&path, backend, &gpu_opts).unwrap();
-            assert!(s.graph().nodes.iter().any(|n| n.sparse.is_some()), "{kind}: the op is annotated sparse");
-            for &d in &[0.3, 0.02, 1.0, 0.1] {
-                let (h, w) = if ms.len() == 4 { (ms[2], ms[3]) } else { (ms[1], 1) };
-                let mv = rng.blobs(h, w, d);
-                let x = Tensor::from_f32(xs.clone(), rng.vec(xs.iter().product())).unwrap();
-                let feeds = vec![("x".to_string(), x), ("m".to_string(), Tensor::from_f32(ms.clone(), mv.clone()).unwrap())];
-                let want = dense.run(feeds.clone()).unwrap().remove(0).1;
-                let got = s.run(feeds).unwrap().remove(0).1;
-                let (g, wv) = (got.as_f32().unwrap(), want.as_f32().unwrap());
-                let err = common::rel_l2(g, wv);
-                assert!(err <= 1e-5, "{kind} on {backend} density {d}: relative L2 {err:.2e}");
-                let plane = mv.len();
-                let per = g.len() / plane;
-                for (i, &v) in g.iter().enumerate() {
-                    let pos = if ms.len() == 4 { i % plane } else { i / per };
-                    if mv[pos] == 0.0 {
-                        assert_eq!(v, 0.0, "{kind} on {backend} density {d}: inactive element {i} is {v}");
-                    }
+    for kind in ["conv3x3", "conv3x3s2", "conv1x1", "dw3x3", "conv7x7", "linear"] {
+        let (bytes, xs, ms) = single_op_model(kind, &mut rng);
+        let path = cache.join(format!("{kind}.onnx"));
+        std::fs::write(&path, &bytes).unwrap();
+        let mut dense = dynaspa::open(&path, "cpu", &OpenOptions { dense: true, ..Default::default() }).unwrap();
+        let mut s = dynaspa::open(&path, backend, &gpu_opts).unwrap();
+        assert!(s.graph().nodes.iter().any(|n| n.sparse.is_some()), "{kind}: the op is annotated sparse");
+        for &d in &[0.3, 0.02, 1.0, 0.1] {
+            let (h, w) = if ms.len() == 4 { (ms[2], ms[3]) } else { (ms[1], 1) };
+            let mv = rng.blobs(h, w, d);
+            let x = Tensor::from_f32(xs.clone(), rng.vec(xs.iter().product())).unwrap();
+            let feeds = vec![("x".to_string(), x), ("m".to_string(), Tensor::from_f32(ms.clone(), mv.clone()).unwrap())];
+            let want = dense.run(feeds.clone()).unwrap().remove(0).1;
+            let got = s.run(feeds).unwrap().remove(0).1;
+            let (g, wv) = (got.as_f32().unwrap(), want.as_f32().unwrap());
+            let err = common::rel_l2(g, wv);
+            assert!(err <= 1e-5, "{kind} on {backend} density {d}: relative L2 {err:.2e}");
+            let plane = mv.len();
+            let per = g.len() / plane;
+            for (i, &v) in g.iter().enumerate() {
+                let pos = if ms.len() == 4 { i % plane } else { i / per };
+                if mv[pos] == 0.0 {
+                    assert_eq!(v, 0.0, "{kind} on {backend} density {d}: inactive element {i} is {v}");
                 }
             }
         }
-        for (family, path) in [
-            ("dynconv_small_d30", "models/dynconv_small_d30.onnx"),
-            ("avit_small_d30", "models/avit_small_d30.onnx"),
-            ("sige_small", "models/sige_small.onnx"),
-        ] {
-            let mut s = dynaspa::open(common::repo_path(path), backend, &gpu_opts).unwrap();
-            let (worst, _) = golden_run(&mut s, family);
-            assert!(worst <= 1e-4, "{family} on {backend}: relative L2 {worst:.2e} against ONNX Runtime");
-            eprintln!("{family} on {backend}: rel L2 {worst:.1e}");
-        }
+    }
+    for (family, path) in [
+        ("dynconv_small_d30", "models/dynconv_small_d30.onnx"),
+        ("avit_small_d30", "models/avit_small_d30.onnx"),
+        ("sige_small", "models/sige_small.onnx"),
+    ] {
+        let mut s = dynaspa::open(common::repo_path(path), backend, &gpu_opts).unwrap();
+        let (worst, _) = golden_run(&mut s, family);
+        assert!(worst <= 1e-4, "{family} on {backend}: relative L2 {worst:.2e} against ONNX Runtime");
+        eprintln!("{family} on {backend}: rel L2 {worst:.1e}");
     }
     let _ = std::fs::remove_dir_all(&cache);
 }

@@ -3,21 +3,113 @@
 
 use dynaspa::Tensor;
 
-/// Backends the tests run on: every backend this build has. `DYNASPA_REQUIRE_BACKENDS`
-/// (comma-separated) names backends that must be present: a missing one fails the test run
-/// instead of being skipped silently.
-pub fn backends() -> Vec<String> {
-    let have: Vec<String> = dynaspa::backends::available().into_iter().map(String::from).collect();
-    if let Ok(req) = std::env::var("DYNASPA_REQUIRE_BACKENDS") {
-        // `nvrtc` names a capability, not a backend: the backends crate's NVRTC tests check it.
-        for b in req.split(',').map(str::trim).filter(|s| !s.is_empty() && *s != "nvrtc") {
-            assert!(
-                have.iter().any(|h| h == b),
-                "DYNASPA_REQUIRE_BACKENDS names '{b}', but this build/machine only has {have:?}"
-            );
+/// Every backend a shared suite can run on, in the order `backend_test!` declares their tests.
+pub const BACKENDS: [&str; 4] = ["cpu", "opencl", "wgpu", "cuda"];
+
+/// One `#[test]` per backend for a shared body: `backend_test!(name, |backend| body)` expands to a
+/// module `name` holding `fn cpu()`, `fn opencl()`, `fn wgpu()` and `fn cuda()`, each running
+/// `body` with `backend` bound to its name (`&str`) where `backend_or_skip` says the backend is
+/// here, so `cargo test -- ::opencl` runs one backend and results are reported per backend.
+/// `backend_test!(name, gpus, |backend| body)` declares the GPU backends' tests only, and
+/// `backend_test!(name, [opencl, cuda], |backend| body)` the ones listed.
+#[macro_export]
+macro_rules! backend_test {
+    ($name:ident, |$backend:ident| $body:expr $(,)?) => {
+        $crate::backend_test!($name, [cpu, opencl, wgpu, cuda], |$backend| $body);
+    };
+    ($name:ident, gpus, |$backend:ident| $body:expr $(,)?) => {
+        $crate::backend_test!($name, [opencl, wgpu, cuda], |$backend| $body);
+    };
+    ($name:ident, [$($each:ident),+ $(,)?], |$backend:ident| $body:expr $(,)?) => {
+        mod $name {
+            #[allow(unused_imports)]
+            use super::*;
+            $(
+                #[test]
+                fn $each() {
+                    if $crate::common::backend_or_skip(stringify!($each)) {
+                        let $backend: &str = stringify!($each);
+                        $body
+                    }
+                }
+            )+
         }
+    };
+}
+
+/// `body` with `dev` bound to GPU backend `backend`'s shared device as its own type (an `Arc<D>`,
+/// `D: GpuDevice`), for checks generic over the device: `with_gpu_device!(backend, |dev|
+/// check(dev, backend))` in a `backend_test!` body, where the backend is known to be here.
+#[macro_export]
+macro_rules! with_gpu_device {
+    ($backend:expr, |$dev:ident| $body:expr $(,)?) => {
+        match $backend {
+            #[cfg(feature = "opencl")]
+            "opencl" => {
+                let $dev = dynaspa::backends::opencl::shared_device(None, None).unwrap_or_else(|e| panic!("opencl: {e}"));
+                $body
+            }
+            #[cfg(feature = "wgpu")]
+            "wgpu" => {
+                let $dev = dynaspa::backends::wgpu::shared_device(None).unwrap_or_else(|e| panic!("wgpu: {e}"));
+                $body
+            }
+            #[cfg(feature = "cuda")]
+            "cuda" => {
+                let $dev = dynaspa::backends::cuda::shared_device(None, None).unwrap_or_else(|e| panic!("cuda: {e}"));
+                $body
+            }
+            other => panic!("'{other}' is no GPU backend of this build"),
+        }
+    };
+}
+
+/// Whether `name` is available in this build on this machine (`dynaspa::backends::available()`,
+/// probed once per test binary). A backend that `DYNASPA_REQUIRE_BACKENDS` (comma-separated)
+/// names and that is missing fails the test instead, as does a name there that is no backend
+/// (`nvrtc` names a capability, not a backend: the backends crate's NVRTC tests check it).
+pub fn has_backend(name: &str) -> bool {
+    assert!(BACKENDS.contains(&name), "'{name}' is no backend; the backends are {BACKENDS:?}");
+    static AVAILABLE: std::sync::OnceLock<Vec<&'static str>> = std::sync::OnceLock::new();
+    let required = required_backends();
+    let have = AVAILABLE.get_or_init(dynaspa::backends::available).contains(&name);
+    if !have && required.iter().any(|b| b == name) {
+        panic!("DYNASPA_REQUIRE_BACKENDS names {name}, but it is not available: {}", unavailable_reason(name));
     }
     have
+}
+
+/// `has_backend`, saying "skipped: <backend> not available: <why>" where it is not: a test
+/// returns at once when this is false.
+pub fn backend_or_skip(name: &str) -> bool {
+    let have = has_backend(name);
+    if !have {
+        println!("skipped: {name} not available: {}", unavailable_reason(name));
+    }
+    have
+}
+
+/// The backends `DYNASPA_REQUIRE_BACKENDS` names (`nvrtc` left out); a name that is neither a
+/// backend nor `nvrtc` fails.
+fn required_backends() -> Vec<String> {
+    let list = std::env::var("DYNASPA_REQUIRE_BACKENDS").unwrap_or_default();
+    let names: Vec<String> = list.split(',').map(str::trim).filter(|s| !s.is_empty() && *s != "nvrtc").map(String::from).collect();
+    for b in &names {
+        assert!(
+            BACKENDS.contains(&b.as_str()),
+            "DYNASPA_REQUIRE_BACKENDS names '{b}', which is no backend (the backends are {BACKENDS:?}; nvrtc names the CUDA compiler)"
+        );
+    }
+    names
+}
+
+/// Why `dynaspa devices` says backend `name` cannot run here.
+fn unavailable_reason(name: &str) -> String {
+    dynaspa::backends::devices()
+        .into_iter()
+        .find(|d| d.backend == name && d.unavailable.is_some())
+        .and_then(|d| d.unavailable)
+        .unwrap_or_else(|| "its devices are listed, but it did not probe as usable".into())
 }
 
 pub fn repo_path(rel: &str) -> std::path::PathBuf {
@@ -87,13 +179,6 @@ impl Rng {
 /// Whether the comma-separated list in environment variable `var` names `name`.
 fn listed(var: &str, name: &str) -> bool {
     std::env::var(var).is_ok_and(|v| v.split(',').any(|b| b.trim() == name))
-}
-
-/// A GPU test whose backend did not open: skipped with the reason, unless
-/// `DYNASPA_REQUIRE_BACKENDS` names it, then failed.
-pub fn skip(name: &str, e: impl std::fmt::Display) {
-    assert!(!listed("DYNASPA_REQUIRE_BACKENDS", name), "{name} is required: {e}");
-    eprintln!("skipped {name}: {e}");
 }
 
 /// A test whose external tool (or data package) is missing: skipped with the reason, unless
