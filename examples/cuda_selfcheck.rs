@@ -72,9 +72,16 @@ fn check_golden(repo: &Path, dir: &Path, backend: &str, device: usize, vendor_co
     let masks: Vec<String> = meta["masks"].as_array().map(|a| a.iter().filter_map(|v| v.as_str().map(String::from)).collect()).unwrap_or_default();
     let tol = meta["tolerance_rel_l2"].as_f64().unwrap_or(1e-4);
     let cases = meta["cases"].as_array().map_or(0, |c| c.len());
-    let opts = dynaspa::OpenOptions { poison: true, device: Some(device.to_string()), vendor_convs, ..Default::default() };
+    let mut builder = dynaspa::Session::builder()
+        .backend(backend.parse().map_err(|e: dynaspa::Error| e.to_string())?)
+        .device(device)
+        .profile_choice(dynaspa::ProfileChoice::Calibrate)
+        .debug(dynaspa::DebugOptions { poison: true, ..Default::default() });
+    if let Some(p) = vendor_convs {
+        builder = builder.vendor_convs(p);
+    }
     let t0 = std::time::Instant::now();
-    let mut s = dynaspa::open(&model, backend, &opts).map_err(|e| format!("open {}: {e}", model.display()))?;
+    let mut s = builder.open(&model).map_err(|e| format!("open {}: {e}", model.display()))?;
     let load_ms = t0.elapsed().as_secs_f64() * 1e3;
     let (mut worst, mut flips, mut cells) = (0f64, 0usize, 0usize);
     let read = |n: &str, i: usize| npy::read(&dir.join(format!("{n}_{i}.npy"))).map_err(|e| e.to_string());

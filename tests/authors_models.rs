@@ -7,7 +7,7 @@
 //! case's inputs were chosen with all thresholded values at least 1e-4 from their threshold, so a
 //! correct runtime reproduces the masks and hence the outputs.
 //!
-//! `dynaspa::open` runs what sparse detection finds sparsely, with NaN written over every value
+//! A session runs what sparse detection finds sparsely, with NaN written over every value
 //! before its kernel runs. Every model in models/authors/ is listed (models/authors/README.md,
 //! "dynaspa today").
 
@@ -28,8 +28,7 @@ fn check_against_goldens(model: &str) {
     let (inputs, outputs) = (strings(&meta["inputs"]), strings(&meta["outputs"]));
     let cases = meta["cases"].as_array().expect("cases").len();
     assert!(cases >= 2, "{model}: only {cases} golden cases");
-    let opts = dynaspa::OpenOptions { poison: true, ..Default::default() };
-    let mut session = dynaspa::open(common::repo_path(meta["model"].as_str().unwrap()), "cpu", &opts)
+    let mut session = common::poisoned("cpu").open(common::repo_path(meta["model"].as_str().unwrap()))
         .unwrap_or_else(|e| panic!("{model}: {e}"));
     let mut worst = 0f64;
     for i in 0..cases {

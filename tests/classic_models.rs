@@ -90,8 +90,7 @@ fn prepare(model: &str, file: &str, with_weights: bool) -> Prepared {
 
 fn check(model: &str, file: &str) {
     let p = prepare(model, file, true);
-    let opts = dynaspa::OpenOptions { poison: true, ..Default::default() };
-    let mut s = dynaspa::open(&p.model, "cpu", &opts).unwrap_or_else(|e| panic!("{model} {file}: {e}"));
+    let mut s = common::poisoned("cpu").open(&p.model).unwrap_or_else(|e| panic!("{model} {file}: {e}"));
     let floats = |k: &str| p.meta[k].as_array().unwrap().iter().map(|v| v.as_f64().unwrap() as f32).collect::<Vec<_>>();
     let frame = common::repo_path(p.meta["frame"].as_str().unwrap());
     let x = image::load_for_input(&frame, &[1, 3, 224, 224], &floats("mean"), &floats("std")).unwrap();

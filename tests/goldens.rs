@@ -36,8 +36,7 @@ fn check_model(model: &str, backend: &str) {
     let tol = meta["tolerance_rel_l2"].as_f64().unwrap_or(MAX_REL_L2);
     let cases = meta["cases"].as_array().expect("cases").len();
     assert!(cases >= 4, "{model}: only {cases} golden cases");
-    let opts = dynaspa::OpenOptions { poison: true, ..Default::default() };
-    let mut s = dynaspa::open(common::repo_path(meta["model"].as_str().unwrap()), backend, &opts)
+    let mut s = common::poisoned(backend).open(common::repo_path(meta["model"].as_str().unwrap()))
         .unwrap_or_else(|e| panic!("{model} on {backend}: {e}"));
     let (mut worst, mut flips, mut cells) = (0f64, 0usize, 0usize);
     for i in 0..cases {

@@ -27,7 +27,7 @@ fn check<D: GpuDevice + 'static>(dev: Arc<D>, backend: &str) {
     let mut seed = common::seed();
     for model in &models {
         let name = model.file_name().unwrap().to_string_lossy().to_string();
-        let mut cpu = dynaspa::open(model, "cpu", &Default::default()).unwrap();
+        let mut cpu = common::open_on("cpu").open(model).unwrap();
         let mut sets = model_inputs::input_sets(model, cpu.graph(), &mut seed);
         sets.truncate(2);
         let want: Vec<_> = sets.iter().map(|f| cpu.run(f.clone()).unwrap()).collect();

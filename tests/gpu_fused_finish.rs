@@ -123,7 +123,7 @@ fn check_model<D: GpuDevice + 'static>(dev: &Arc<D>, backend: &str, path: &Path,
     detect_sparse_regions(&mut g, &SparseOptions::default());
     let conv = g.nodes.iter().find(|n| dynaspa::backends::gpu::runs_sparse(&g, n)).expect("the conv runs sparse").clone();
     let info = dev.info().clone();
-    let mut cpu = dynaspa::open(path, "cpu", &Default::default()).unwrap();
+    let mut cpu = common::open_on("cpu").open(path).unwrap();
     let what = path.file_stem().unwrap().to_string_lossy().to_string();
     let mut ran = 0;
     for mi in 0..MEMBERS.len() {

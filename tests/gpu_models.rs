@@ -7,7 +7,6 @@ mod common;
 #[path = "common/model_inputs.rs"]
 mod model_inputs;
 
-use dynaspa::OpenOptions;
 use model_inputs::input_sets;
 
 const MAX_REL_L2: f64 = 1e-4;
@@ -19,10 +18,9 @@ fn every_shipped_model_agrees_with_the_cpu(backend: &str) {
     let mut seed = common::seed();
     for model in &models {
         let name = model.file_name().unwrap().to_string_lossy().to_string();
-        let mut cpu = dynaspa::open(model, "cpu", &OpenOptions::default()).unwrap();
+        let mut cpu = common::open_on("cpu").open(model).unwrap();
         let sets = input_sets(model, cpu.graph(), &mut seed);
-        let opts = OpenOptions { poison: true, ..Default::default() };
-        let mut gpu = dynaspa::open(model, backend, &opts).unwrap_or_else(|e| panic!("{name} on {backend}: {e}"));
+        let mut gpu = common::poisoned(backend).open(model).unwrap_or_else(|e| panic!("{name} on {backend}: {e}"));
         let mut worst = 0f64;
         for (i, feeds) in sets.iter().enumerate() {
             let want = cpu.run(feeds.clone()).unwrap();

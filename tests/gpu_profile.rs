@@ -93,7 +93,7 @@ fn check<D: GpuDevice + 'static>(dev: Arc<D>, backend: &str) {
     let info = dev.info().clone();
     let convs: Vec<String> = g.nodes.iter().filter(|n| dynaspa::backends::gpu::runs_sparse(&g, n)).map(|n| n.name.clone()).collect();
     assert!(convs.len() >= 8, "{convs:?}");
-    let mut cpu = dynaspa::open(common::repo_path("models/sige_small.onnx"), "cpu", &Default::default()).unwrap();
+    let mut cpu = common::open_on("cpu").open(common::repo_path("models/sige_small.onnx")).unwrap();
     let feeds: Vec<(String, Tensor)> = g.inputs.iter().map(|&v| g.values[v].name.clone()).zip(inputs(&g)).collect();
     let want = cpu.run(feeds).unwrap();
 
@@ -218,7 +218,7 @@ fn check_split_members<D: GpuDevice + 'static>(dev: Arc<D>, backend: &str) {
     // Two blocks, about 40% of the map, with edge tiles.
     let m: Vec<f32> = (0..13 * 21).map(|i| ((i / 21 < 6 && i % 21 < 13) || (i / 21 >= 9 && i % 21 >= 15)) as u8 as f32).collect();
     let feeds = vec![Tensor::from_f32(vec![1, 32, 13, 21], x).unwrap(), Tensor::from_f32(vec![1, 1, 13, 21], m).unwrap()];
-    let mut cpu = dynaspa::open(&path, "cpu", &Default::default()).unwrap();
+    let mut cpu = common::open_on("cpu").open(&path).unwrap();
     let want = cpu.run(vec![("x".to_string(), feeds[0].clone()), ("m".to_string(), feeds[1].clone())]).unwrap().remove(0).1;
 
     let mut ran = 0;

@@ -17,11 +17,12 @@ use dynaspa::runtime::sparsity::Granularity;
 use dynaspa::runtime::dispatch::{DispatchTable, Member, PolyKernel, Schedule};
 use dynaspa::runtime::graph::sparse_detect::{detect_sparse_regions, SparseOptions};
 use dynaspa::runtime::profile::{DeviceId, MaskSetInfo, OpProfile, OpSignature, Profile};
-use dynaspa::{OpenOptions, Tensor};
+use dynaspa::{DebugOptions, SessionBuilder, Tensor};
 use onnx_build::{f32_init, int_attr, ints_attr, model, node, value_info, with_attrs};
 
-fn opts(force: Option<ForceMember>, cache: &std::path::Path, gpu: bool) -> OpenOptions {
-    OpenOptions { sparse: Some(SparseConfig { cache_dir: Some(cache.to_path_buf()), force, profile: None }), poison: gpu, ..Default::default() }
+fn opts(backend: &str, force: Option<ForceMember>, cache: &std::path::Path) -> SessionBuilder {
+    let poison = backend != "cpu";
+    common::open_on(backend).cache_dir(cache).debug(DebugOptions { poison, force_member: force, ..Default::default() })
 }
 
 fn forced() -> Vec<ForceMember> {
@@ -128,9 +129,9 @@ fn every_member_equals_the_cpu_under_random_masks(backend: &str) {
         let (bytes, xs, ms) = conv_model(kind, batch, (12, 19, 23), 20, &mut rng);
         let path = cache.join(format!("{kind}-{batch}.onnx"));
         std::fs::write(&path, &bytes).unwrap();
-        let mut cpu = dynaspa::open(&path, "cpu", &opts(None, &cache, false)).unwrap();
+        let mut cpu = opts("cpu", None, &cache).open(&path).unwrap();
         for force in forced() {
-            let mut s = dynaspa::open(&path, backend, &opts(Some(force), &cache, true)).unwrap();
+            let mut s = opts(backend, Some(force), &cache).open(&path).unwrap();
             for &d in &[0.3, 0.02, 1.0, 0.1, 0.6, 0.05] {
                 let plane = ms[2] * ms[3];
                 let mv: Vec<f32> = (0..batch).flat_map(|_| rng.mask(ms[2], ms[3], d)).collect();
@@ -191,9 +192,9 @@ fn residual_fill_and_non_binary_masks(backend: &str) {
     );
     let path = cache.join("join.onnx");
     std::fs::write(&path, &bytes).unwrap();
-    let mut cpu = dynaspa::open(&path, "cpu", &opts(None, &cache, false)).unwrap();
+    let mut cpu = opts("cpu", None, &cache).open(&path).unwrap();
     for force in forced() {
-        let mut s = dynaspa::open(&path, backend, &opts(Some(force), &cache, true)).unwrap();
+        let mut s = opts(backend, Some(force), &cache).open(&path).unwrap();
         for &d in &[0.3, 0.02, 1.0, 0.0] {
             let mv = rng.mask(h, w, d);
             let x = Tensor::from_f32(vec![1, c, h, w], rng.vec(c * h * w)).unwrap();
@@ -213,7 +214,7 @@ fn residual_fill_and_non_binary_masks(backend: &str) {
         }
     }
     // A mask value that is neither 0 nor 1 is an error naming the mask and the value.
-    let mut s = dynaspa::open(&path, backend, &opts(Some(ForceMember::Tiles(Granularity::new(2, 8))), &cache, true)).unwrap();
+    let mut s = opts(backend, Some(ForceMember::Tiles(Granularity::new(2, 8))), &cache).open(&path).unwrap();
     let mut mv = vec![1.0f32; h * w];
     mv[h * w - 3] = 0.5;
     let feeds = vec![
@@ -233,8 +234,7 @@ fn cached_fill_matches_the_sige_golden(backend: &str) {
     let cache = tmp(&format!("cached-{backend}"));
     for force in [ForceMember::Dense, ForceMember::Tiles(Granularity::new(1, 1)), ForceMember::Tiles(Granularity::new(4, 4))] {
         for i in 0..2 {
-            let o = OpenOptions { cached: true, ..opts(Some(force), &cache, true) };
-            let mut s = dynaspa::open(common::repo_path("models/sige_small.onnx"), backend, &o).unwrap();
+            let mut s = opts(backend, Some(force), &cache).cached(true).open(common::repo_path("models/sige_small.onnx")).unwrap();
             let read = |n: &str| npy::read(&dir.join(format!("{n}_{i}.npy"))).unwrap();
             let mask = read("mask");
             let ones = Tensor::from_f32(mask.shape().to_vec(), vec![1.0; mask.len()]).unwrap();
@@ -265,9 +265,9 @@ fn calibrated_dispatch_runs_sparse_at_low_density_and_caches(backend: &str) {
     let (bytes, xs, ms) = conv_model("conv3x3", 1, (64, 40, 40), 64, &mut rng);
     let path = cache.join("big.onnx");
     std::fs::write(&path, &bytes).unwrap();
-    let mut cpu = dynaspa::open(&path, "cpu", &opts(None, &cache, false)).unwrap();
+    let mut cpu = opts("cpu", None, &cache).open(&path).unwrap();
     let t0 = std::time::Instant::now();
-    let mut s = dynaspa::open(&path, backend, &opts(None, &cache, true)).unwrap();
+    let mut s = opts(backend, None, &cache).open(&path).unwrap();
     let first_open = t0.elapsed();
     let files = std::fs::read_dir(cache.join("gpu")).map(|d| d.count()).unwrap_or(0);
     assert!(files >= 1, "{backend}: no calibration cached under {}", cache.display());
@@ -282,7 +282,7 @@ fn calibrated_dispatch_runs_sparse_at_low_density_and_caches(backend: &str) {
     assert!(rec.granularity.is_some() && rec.tiles > 0, "{backend}: density 0.03 chose {rec:?}");
     // A second open reads the tables back instead of measuring again.
     let t1 = std::time::Instant::now();
-    dynaspa::open(&path, backend, &opts(None, &cache, true)).unwrap();
+    opts(backend, None, &cache).open(&path).unwrap();
     assert!(t1.elapsed() < first_open, "{backend}: second open {:?}, first {first_open:?}", t1.elapsed());
     eprintln!("{backend}: density 0.03 ran {} on {} tiles; first open {first_open:?}, cached {:?}", rec.member, rec.tiles, t1.elapsed());
     let _ = std::fs::remove_dir_all(&cache);
@@ -307,9 +307,10 @@ fn lagged_counts_select_with_the_last_frame_and_report_this_one(backend: &str) {
     let (device, profile) = lag_profile(backend, &bytes, ms[2] * ms[3]);
     let open = || {
         let sparse = SparseConfig { cache_dir: Some(cache.clone()), force: None, profile: Some(profile.clone()) };
-        dynaspa::open(&path, backend, &OpenOptions { sparse: Some(sparse), poison: true, device: Some(device.clone()), ..Default::default() }).unwrap()
+        let o = dynaspa::backends::BackendOptions { sparse: Some(sparse), poison: true, device: Some(device.clone()), ..Default::default() };
+        common::session_with(&path, backend, &o)
     };
-    let mut cpu = dynaspa::open(&path, "cpu", &opts(None, &cache, false)).unwrap();
+    let mut cpu = opts("cpu", None, &cache).open(&path).unwrap();
     let full = vec![1f32; ms[2] * ms[3]];
     let sparse = rng.mask(ms[2], ms[3], 0.03);
     let density = sparse.iter().filter(|&&v| v == 1.0).count() as f64 / sparse.len() as f64;

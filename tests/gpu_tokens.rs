@@ -20,7 +20,7 @@ use dynaspa::io::npy;
 use dynaspa::runtime::backend::Executable;
 use dynaspa::runtime::graph::sparse_detect::{detect_sparse_regions, SparseOptions};
 use dynaspa::runtime::graph::Graph;
-use dynaspa::{OpenOptions, Tensor};
+use dynaspa::Tensor;
 use onnx_build::{f32_init, float_attr, i64_init, int_attr, ints_attr, model, node, value_info, with_attrs};
 use std::sync::Arc;
 
@@ -58,7 +58,7 @@ fn compile(name: &str, g: &Graph, force: Option<ForceMember>, cache: &std::path:
     with_gpu_device!(name, |dev| on(dev, name, g, &opts))
 }
 
-/// The model's graph as `dynaspa::open` prepares it (sparse regions detected).
+/// The model's graph as a session prepares it (sparse regions detected).
 fn graph_of(bytes: &[u8], batch: usize) -> Graph {
     let load = dynaspa::LoadOptions { batch, ..Default::default() };
     let mut g = dynaspa::load_graph_bytes(bytes, &load).unwrap();
@@ -200,8 +200,7 @@ fn avit_block_equals_the_cpu_under_random_halting_masks(backend: &str) {
         let bytes = block_model(b, &mut rng);
         let path = cache.join(format!("block{}.onnx", b.tokens));
         std::fs::write(&path, &bytes).unwrap();
-        let cpu_opts = OpenOptions { sparse: Some(SparseConfig { cache_dir: Some(cache.clone()), force: None, profile: None }), ..Default::default() };
-        let mut cpu = dynaspa::open(&path, "cpu", &cpu_opts).unwrap();
+        let mut cpu = common::open_on("cpu").cache_dir(&cache).open(&path).unwrap();
         let g = graph_of(&bytes, 1);
         let (mut exe, ops) = compile(backend, &g, None, &cache);
         let what = format!("block T={} c={} on {backend}", b.tokens, b.c);
@@ -293,8 +292,7 @@ fn token_projections_run_the_member_their_profile_picks(backend: &str) {
         let bytes = block_model(&b, rng);
         let path = cache.join("block.onnx");
         std::fs::write(&path, &bytes).unwrap();
-        let cpu_opts = OpenOptions { sparse: Some(SparseConfig { cache_dir: Some(cache.clone()), force: None, profile: None }), ..Default::default() };
-        let mut cpu = dynaspa::open(&path, "cpu", &cpu_opts).unwrap();
+        let mut cpu = common::open_on("cpu").cache_dir(&cache).open(&path).unwrap();
         let g = graph_of(&bytes, 1);
         let info = dev.info().clone();
         let tile = Schedule::sparse("tiles1x1_m16n16k8_w2x2_s1", Granularity::new(1, 1))

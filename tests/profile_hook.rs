@@ -8,7 +8,7 @@ use dynaspa::runtime::dispatch::{DispatchTable, Member, PolyKernel, Schedule};
 use dynaspa::runtime::graph::sparse_detect::{detect_sparse_regions, SparseOptions};
 use dynaspa::runtime::profile::{DeviceId, MaskSetInfo, OpProfile, OpSignature, Profile};
 use dynaspa::runtime::sparsity::Granularity;
-use dynaspa::{OpenOptions, Tensor};
+use dynaspa::Tensor;
 use std::sync::Arc;
 
 const THREADS: usize = 2;
@@ -33,8 +33,8 @@ fn profile(device: DeviceId) -> Profile {
 fn run(p: Option<Profile>) -> (Vec<f32>, Vec<String>) {
     let cache = std::env::temp_dir().join(format!("dynaspa-profile-hook-{}", std::process::id()));
     let sparse = SparseConfig { cache_dir: Some(cache), force: None, profile: p.map(Arc::new) };
-    let opts = OpenOptions { threads: Some(THREADS), sparse: Some(sparse), ..Default::default() };
-    let mut s = dynaspa::open(common::repo_path("models/sige_small.onnx"), "cpu", &opts).unwrap();
+    let opts = dynaspa::backends::BackendOptions { threads: Some(THREADS), sparse: Some(sparse), ..Default::default() };
+    let mut s = common::session_with(&common::repo_path("models/sige_small.onnx"), "cpu", &opts);
     // A random image and a mask of two blocks (about a fifth of the map).
     let mut st = 0x2545_f491_4f6c_dd1du64;
     let img: Vec<f32> = (0..3 * 48 * 64)

@@ -1,10 +1,10 @@
-//! `OpenOptions::fetch` / `Session::fetched`: a sparse op's mask comes out of every run as the
+//! `SessionBuilder::fetch` / `Session::fetched`: a sparse op's mask comes out of every run as the
 //! executor used it (its density is the one the frame's report gives), and fetching changes
 //! neither the outputs nor what the caller sees of the graph.
 
 mod common;
 
-use dynaspa::{OpenOptions, Tensor};
+use dynaspa::Tensor;
 
 const MODEL: &str = "models/dynconv_small_d30.onnx";
 
@@ -21,8 +21,8 @@ fn frame(g: &dynaspa::runtime::graph::Graph, name: &str) -> Vec<(String, Tensor)
 #[test]
 fn a_fetched_mask_is_the_one_the_executor_ran_on() {
     let path = common::repo_path(MODEL);
-    let opts = OpenOptions { threads: Some(2), ..Default::default() };
-    let g = dynaspa::load_model(&path, &opts).unwrap();
+    let opts = common::open_on("cpu").threads(2);
+    let g = opts.load(&path).unwrap();
     let sparse: Vec<String> = g.nodes.iter().filter(|n| n.sparse.is_some()).map(|n| n.name.clone()).collect();
     assert_eq!(sparse.len(), 12);
     let masks: Vec<String> = sparse.iter().map(|n| dynaspa::sparse_mask(&g, n).expect("a sparse op's mask")).collect();
@@ -33,7 +33,7 @@ fn a_fetched_mask_is_the_one_the_executor_ran_on() {
 
     let mut fetch = masks.clone();
     fetch.push(input.clone());
-    let mut s = dynaspa::open_graph(g, "cpu", &OpenOptions { fetch, ..opts.clone() }).unwrap();
+    let mut s = opts.clone().fetch(fetch).open_graph(g, Some(&path)).unwrap();
     assert!(s.fetched(&masks[0]).is_none(), "nothing before the first run");
     assert_eq!(s.graph().outputs.len(), outputs, "the caller's graph keeps the model's outputs");
     let outs = s.run(feeds.clone()).unwrap();
@@ -51,9 +51,9 @@ fn a_fetched_mask_is_the_one_the_executor_ran_on() {
     assert_eq!(s.fetched(&input), Some(&feeds[0].1), "an input is fetched as given");
 
     // The same frame without fetches: the same outputs, bit for bit.
-    let mut plain = dynaspa::open(&path, "cpu", &opts).unwrap();
+    let mut plain = opts.open(&path).unwrap();
     assert_eq!(plain.run(feeds).unwrap(), outs);
 
-    let e = dynaspa::open(&path, "cpu", &OpenOptions { fetch: vec!["no_such_value".into()], ..opts }).err().expect("an unknown name is an error");
+    let e = opts.fetch(["no_such_value"]).open(&path).err().expect("an unknown name is an error");
     assert!(e.to_string().contains("'no_such_value'"), "{e}");
 }

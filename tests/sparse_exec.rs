@@ -9,14 +9,14 @@ use common::{seed, Rng};
 #[allow(dead_code)]
 mod onnx_build;
 
-use dynaspa::backends::cpu::{ForceMember, SparseConfig};
+use dynaspa::backends::cpu::ForceMember;
 use dynaspa::io::npy;
 use dynaspa::runtime::sparsity::Granularity;
-use dynaspa::{OpenOptions, Session, Tensor};
+use dynaspa::{DebugOptions, Session, SessionBuilder, Tensor};
 use onnx_build::{f32_init, int_attr, ints_attr, model, node, value_info, with_attrs};
 
-fn forced(force: Option<ForceMember>, cache: &std::path::Path) -> OpenOptions {
-    OpenOptions { sparse: Some(SparseConfig { cache_dir: Some(cache.to_path_buf()), force, profile: None }), ..Default::default() }
+fn forced(force: Option<ForceMember>, cache: &std::path::Path) -> SessionBuilder {
+    common::open_on("cpu").cache_dir(cache).debug(DebugOptions { force_member: force, ..Default::default() })
 }
 
 fn members() -> Vec<Option<ForceMember>> {
@@ -87,7 +87,7 @@ fn families_match_the_goldens_on_every_member() {
         ("sige_small", "models/sige_small.onnx", 10),
     ] {
         for m in members() {
-            let mut s = dynaspa::open(common::repo_path(path), "cpu", &forced(m, &cache)).unwrap();
+            let mut s = forced(m, &cache).open(common::repo_path(path)).unwrap();
             let (worst, sparse_runs) = golden_run(&mut s, family);
             let report = s.last_report().expect("a report after a run");
             assert_eq!(report.sparse_ops.len(), ops, "{family} {m:?}: sparse ops in the report");
@@ -161,9 +161,9 @@ fn single_ops_equal_dense_under_random_masks_frame_after_frame() {
         let (bytes, xs, ms) = single_op_model(kind, &mut rng);
         let path = cache.join(format!("{kind}.onnx"));
         std::fs::write(&path, &bytes).unwrap();
-        let mut dense = dynaspa::open(&path, "cpu", &OpenOptions { dense: true, ..Default::default() }).unwrap();
+        let mut dense = common::open_on("cpu").dense(true).open(&path).unwrap();
         for m in members() {
-            let mut s = dynaspa::open(&path, "cpu", &forced(m, &cache)).unwrap();
+            let mut s = forced(m, &cache).open(&path).unwrap();
             // Densities spread over 0.02..1, in a shuffled order so a dense frame follows a
             // sparse one and the other way round.
             for &d in &[0.3, 0.02, 1.0, 0.1, 0.6, 0.05] {
@@ -206,7 +206,7 @@ fn non_binary_and_misshaped_masks_are_errors() {
     let (bytes, xs, ms) = single_op_model("conv3x3", &mut rng);
     let path = cache.join("m.onnx");
     std::fs::write(&path, &bytes).unwrap();
-    let mut s = dynaspa::open(&path, "cpu", &forced(Some(ForceMember::Tiles(Granularity::new(2, 8))), &cache)).unwrap();
+    let mut s = forced(Some(ForceMember::Tiles(Granularity::new(2, 8))), &cache).open(&path).unwrap();
     let x = Tensor::from_f32(xs.clone(), rng.vec(xs.iter().product())).unwrap();
     let mut mv = vec![1.0f32; ms.iter().product()];
     mv[7] = 0.5;
@@ -231,8 +231,7 @@ fn sige_cached_fill_matches_its_golden_on_every_member() {
     let cache = tmp("sige-cached");
     for m in members() {
         for i in 0..4 {
-            let opts = OpenOptions { cached: true, ..forced(m, &cache) };
-            let mut s = dynaspa::open(common::repo_path("models/sige_small.onnx"), "cpu", &opts).unwrap();
+            let mut s = forced(m, &cache).cached(true).open(common::repo_path("models/sige_small.onnx")).unwrap();
             let read = |n: &str| npy::read(&dir.join(format!("{n}_{i}.npy"))).unwrap();
             let mask = read("mask");
             let ones = Tensor::from_f32(mask.shape().to_vec(), vec![1.0; mask.len()]).unwrap();
@@ -279,9 +278,9 @@ fn residual_join_folded_into_the_sparse_conv_equals_dense() {
     );
     let path = cache.join("join.onnx");
     std::fs::write(&path, &bytes).unwrap();
-    let mut dense = dynaspa::open(&path, "cpu", &OpenOptions { dense: true, ..Default::default() }).unwrap();
+    let mut dense = common::open_on("cpu").dense(true).open(&path).unwrap();
     for mem in members() {
-        let mut s = dynaspa::open(&path, "cpu", &forced(mem, &cache)).unwrap();
+        let mut s = forced(mem, &cache).open(&path).unwrap();
         let fills: Vec<_> = s.graph().nodes.iter().filter_map(|n| n.sparse.as_ref().map(|sp| sp.fill)).collect();
         assert_eq!(fills, vec![dynaspa::runtime::graph::FillPolicy::Residual], "the join is folded into the conv");
         assert_eq!(s.graph().nodes.len(), 1, "Mul, Add and ReLU are gone");
@@ -314,13 +313,12 @@ backend_test!(gpu_backends_run_sparse_ops_as_dense_times_mask, gpus, |backend| g
 fn gpu_backends_run_sparse_ops_as_dense_times_mask(backend: &str) {
     let mut rng = Rng(seed());
     let cache = tmp(&format!("gpu-{backend}"));
-    let gpu_opts = OpenOptions { poison: true, ..Default::default() };
     for kind in ["conv3x3", "conv3x3s2", "conv1x1", "dw3x3", "conv7x7", "linear"] {
         let (bytes, xs, ms) = single_op_model(kind, &mut rng);
         let path = cache.join(format!("{kind}.onnx"));
         std::fs::write(&path, &bytes).unwrap();
-        let mut dense = dynaspa::open(&path, "cpu", &OpenOptions { dense: true, ..Default::default() }).unwrap();
-        let mut s = dynaspa::open(&path, backend, &gpu_opts).unwrap();
+        let mut dense = common::open_on("cpu").dense(true).open(&path).unwrap();
+        let mut s = common::poisoned(backend).open(&path).unwrap();
         assert!(s.graph().nodes.iter().any(|n| n.sparse.is_some()), "{kind}: the op is annotated sparse");
         for &d in &[0.3, 0.02, 1.0, 0.1] {
             let (h, w) = if ms.len() == 4 { (ms[2], ms[3]) } else { (ms[1], 1) };
@@ -347,7 +345,7 @@ fn gpu_backends_run_sparse_ops_as_dense_times_mask(backend: &str) {
         ("avit_small_d30", "models/avit_small_d30.onnx"),
         ("sige_small", "models/sige_small.onnx"),
     ] {
-        let mut s = dynaspa::open(common::repo_path(path), backend, &gpu_opts).unwrap();
+        let mut s = common::poisoned(backend).open(common::repo_path(path)).unwrap();
         let (worst, _) = golden_run(&mut s, family);
         assert!(worst <= 1e-4, "{family} on {backend}: relative L2 {worst:.2e} against ONNX Runtime");
         eprintln!("{family} on {backend}: rel L2 {worst:.1e}");

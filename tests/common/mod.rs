@@ -112,6 +112,27 @@ fn unavailable_reason(name: &str) -> String {
         .unwrap_or_else(|| "its devices are listed, but it did not probe as usable".into())
 }
 
+/// How the tests open models on `backend`: calibrated, never a shipped profile, so what a test
+/// checks does not depend on the profiles a checkout holds.
+pub fn open_on(backend: &str) -> dynaspa::SessionBuilder {
+    let backend: dynaspa::Backend = backend.parse().unwrap_or_else(|e| panic!("{e}"));
+    dynaspa::Session::builder().backend(backend).profile_choice(dynaspa::ProfileChoice::Calibrate)
+}
+
+/// [`open_on`] with every node's outputs filled with NaN before its kernels run (GPU
+/// backends), so an output a kernel does not write shows in the results.
+pub fn poisoned(backend: &str) -> dynaspa::SessionBuilder {
+    open_on(backend).debug(dynaspa::DebugOptions { poison: true, ..Default::default() })
+}
+
+/// A session on `backend` created with exactly these backend settings, a profile among them
+/// handed over as is: for tests of what the backends themselves do with a profile.
+pub fn session_with(model: &std::path::Path, backend: &str, opts: &dynaspa::backends::BackendOptions) -> dynaspa::Session {
+    let g = open_on(backend).load(model).unwrap_or_else(|e| panic!("{}: {e}", model.display()));
+    let b = dynaspa::backends::create_configured(backend, opts).unwrap_or_else(|e| panic!("{backend}: {e}"));
+    dynaspa::Session::new(g, b.as_ref()).unwrap_or_else(|e| panic!("{backend}: {e}"))
+}
+
 pub fn repo_path(rel: &str) -> std::path::PathBuf {
     std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(rel)
 }
