@@ -1,7 +1,7 @@
 //! The typed choices a session is opened with: backend, precision, profile, and the debugging
 //! aids kept apart from them.
 
-use crate::backends::cpu::ForceMember;
+use crate::backends::ForceMember;
 use dynaspa_runtime::profile::Profile;
 use dynaspa_runtime::Error;
 use std::fmt;

@@ -10,7 +10,7 @@ mod common;
 #[path = "common/model_inputs.rs"]
 mod model_inputs;
 
-use dynaspa::backends::cpu::SparseConfig;
+use dynaspa::backends::SparseConfig;
 use dynaspa::backends::gpu::{GpuDevice, GpuExecutable, GpuOptions};
 use dynaspa::runtime::backend::Executable;
 use dynaspa::runtime::graph::sparse_detect::{detect_sparse_regions, SparseOptions};

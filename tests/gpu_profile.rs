@@ -12,7 +12,7 @@ mod common;
 mod onnx_build;
 
 use dynaspa::backends::gpu::{DeviceInfo, GpuDevice, GpuExecutable, GpuOptions};
-use dynaspa::backends::cpu::SparseConfig;
+use dynaspa::backends::SparseConfig;
 use dynaspa::runtime::dispatch::{DispatchTable, Member, PolyKernel, Schedule};
 use dynaspa::runtime::graph::sparse_detect::{detect_sparse_regions, SparseOptions};
 use dynaspa::runtime::graph::Graph;

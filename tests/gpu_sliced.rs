@@ -13,7 +13,7 @@ use common::{seed, Rng};
 #[allow(dead_code)]
 mod onnx_build;
 
-use dynaspa::backends::cpu::SparseConfig;
+use dynaspa::backends::SparseConfig;
 use dynaspa::backends::gpu::sparse_conv_knobs::{GemmKnobs, GpuLimits};
 use dynaspa::backends::gpu::{DeviceInfo, GpuDevice, GpuExecutable, GpuOptions, SparseConvOverrides};
 use dynaspa::runtime::backend::Executable;

@@ -11,7 +11,7 @@ use common::{seed, Rng};
 #[allow(dead_code)]
 mod onnx_build;
 
-use dynaspa::backends::cpu::{ForceMember, SparseConfig};
+use dynaspa::backends::{ForceMember, SparseConfig};
 use dynaspa::io::npy;
 use dynaspa::runtime::sparsity::Granularity;
 use dynaspa::runtime::dispatch::{DispatchTable, Member, PolyKernel, Schedule};

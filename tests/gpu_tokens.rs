@@ -14,7 +14,7 @@ use common::seed;
 #[allow(dead_code)]
 mod onnx_build;
 
-use dynaspa::backends::cpu::{ForceMember, SparseConfig};
+use dynaspa::backends::{ForceMember, SparseConfig};
 use dynaspa::backends::gpu::{GpuDevice, GpuExecutable, GpuOptions, TokenOpInfo};
 use dynaspa::io::npy;
 use dynaspa::runtime::backend::Executable;

@@ -3,7 +3,8 @@
 
 mod common;
 
-use dynaspa::backends::cpu::{cpu_device_id, SparseConfig};
+use dynaspa::backends::cpu::cpu_device_id;
+use dynaspa::backends::SparseConfig;
 use dynaspa::runtime::dispatch::{DispatchTable, Member, PolyKernel, Schedule};
 use dynaspa::runtime::graph::sparse_detect::{detect_sparse_regions, SparseOptions};
 use dynaspa::runtime::profile::{DeviceId, MaskSetInfo, OpProfile, OpSignature, Profile};

@@ -9,7 +9,7 @@ use common::{seed, Rng};
 #[allow(dead_code)]
 mod onnx_build;
 
-use dynaspa::backends::cpu::ForceMember;
+use dynaspa::backends::ForceMember;
 use dynaspa::io::npy;
 use dynaspa::runtime::sparsity::Granularity;
 use dynaspa::{DebugOptions, Session, SessionBuilder, Tensor};

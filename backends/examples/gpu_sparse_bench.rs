@@ -45,7 +45,7 @@ mod knob_sample;
 #[path = "common/mask_shaping.rs"]
 mod mask_shaping;
 
-use dynaspa_backends::cpu::{ForceMember, SparseConfig};
+use dynaspa_backends::{ForceMember, SparseConfig};
 use mask_shaping::{at_density, resample};
 use dynaspa_backends::gpu::{CountsSync, GpuDevice, GpuExecutable, GpuOptions, SparseConvOverrides, VendorPolicy};
 use dynaspa_runtime::graph::{Activation, AutoPad, Conv, FillPolicy, Graph, MaskKind, MaskSource, Node, Op, SparseSpec, Value, Window};

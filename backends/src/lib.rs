@@ -5,6 +5,7 @@
 
 pub mod cache_dir;
 pub mod cpu;
+mod sparse_config;
 #[cfg(feature = "cuda")]
 pub mod cuda;
 pub mod gpu;
@@ -12,6 +13,8 @@ pub mod gpu;
 pub mod opencl;
 #[cfg(feature = "wgpu")]
 pub mod wgpu;
+
+pub use sparse_config::{ForceMember, SparseConfig};
 
 use dynaspa_runtime::backend::Backend;
 use dynaspa_runtime::{Error, Result};
@@ -42,7 +45,7 @@ pub struct BackendOptions {
     pub threads: Option<usize>,
     /// Sparse-op settings and the cache directory (`None`: from the environment). GPU backends
     /// keep their compiled programs under the same cache directory.
-    pub sparse: Option<cpu::SparseConfig>,
+    pub sparse: Option<SparseConfig>,
     /// Which device a GPU backend uses: an index of `dynaspa devices`, "platform:device" (OpenCL)
     /// or part of the name (`None`: `$DYNASPA_OPENCL_DEVICE` / `$DYNASPA_CUDA_DEVICE` /
     /// `$DYNASPA_WGPU_DEVICE`, else the first GPU, else the first device).
@@ -70,11 +73,11 @@ pub struct BackendOptions {
 /// `auto` picks the best backend present; today that is the CPU (the GPU backends run sparse
 /// ops densely until their sparse kernels land).
 pub fn create(name: &str, threads: Option<usize>) -> Result<Box<dyn Backend>> {
-    create_with(name, threads, cpu::SparseConfig::from_env())
+    create_with(name, threads, SparseConfig::from_env())
 }
 
 /// `create` with explicit settings for sparse ops (calibration cache, forced member).
-pub fn create_with(name: &str, threads: Option<usize>, sparse: cpu::SparseConfig) -> Result<Box<dyn Backend>> {
+pub fn create_with(name: &str, threads: Option<usize>, sparse: SparseConfig) -> Result<Box<dyn Backend>> {
     create_configured(name, &BackendOptions { threads, sparse: Some(sparse), ..Default::default() })
 }
 
@@ -96,7 +99,7 @@ fn gpu_options(o: &BackendOptions) -> gpu::GpuOptions {
 
 
 pub fn create_configured(name: &str, o: &BackendOptions) -> Result<Box<dyn Backend>> {
-    let sparse = o.sparse.clone().unwrap_or_else(cpu::SparseConfig::from_env);
+    let sparse = o.sparse.clone().unwrap_or_else(SparseConfig::from_env);
     match name {
         "auto" | "cpu" => Ok(Box::new(cpu::CpuBackend::new(o.threads)?.with_sparse_config(sparse))),
         "opencl" => {
@@ -146,7 +149,7 @@ pub fn create_configured(name: &str, o: &BackendOptions) -> Result<Box<dyn Backe
 /// device they run on, ready to time at any schedule (the tuner's measurements).
 pub fn gpu_sparse_op_timers(name: &str, o: &BackendOptions, graph: &dynaspa_runtime::graph::Graph) -> Result<(gpu::DeviceInfo, Vec<Box<dyn gpu::SparseOpTimer>>)> {
     #[allow(unused_variables)]
-    let (sparse, graph) = (o.sparse.clone().unwrap_or_else(cpu::SparseConfig::from_env), graph);
+    let (sparse, graph) = (o.sparse.clone().unwrap_or_else(SparseConfig::from_env), graph);
     match name {
         #[cfg(feature = "opencl")]
         "opencl" => {

@@ -172,7 +172,7 @@ fn collect_masks(a: &TuneArgs, src: &Path, g: &dynaspa::runtime::graph::Graph) -
         }
         node_of_mask.entry(g.values[v].name.clone()).or_default().push(n.name.clone());
     }
-    let sparse = dynaspa::backends::cpu::SparseConfig { cache_dir: None, force: Some(dynaspa::backends::cpu::ForceMember::Dense), profile: None };
+    let sparse = dynaspa::backends::SparseConfig { cache_dir: None, force: Some(dynaspa::backends::ForceMember::Dense), profile: None };
     let b = dynaspa::backends::create_with("cpu", a.threads, sparse)?;
     let feeder = Feeder::new(g, a.frame_input.as_deref(), &a.inputs, None, None)?;
     let mut session = dynaspa::Session::new(g2, b.as_ref())?;
@@ -267,14 +267,14 @@ pub fn tune(a: TuneArgs) -> Result<()> {
         Backend::Cpu => {
             let threads = a.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
             let backend = dynaspa::backends::cpu::CpuBackend::new(Some(threads))?
-                .with_sparse_config(dynaspa::backends::cpu::SparseConfig { cache_dir: None, force: Some(dynaspa::backends::cpu::ForceMember::Dense), profile: None });
+                .with_sparse_config(dynaspa::backends::SparseConfig { cache_dir: None, force: Some(dynaspa::backends::ForceMember::Dense), profile: None });
             let m = CpuMeasurer::new(&backend, Arc::new(g), 3)?.flush_caches(true);
             (Box::new(m), devices::cpu(threads), Some(threads))
         }
         Backend::OpenCl | Backend::Cuda | Backend::Wgpu => {
             let opts = dynaspa::backends::BackendOptions {
                 device: a.device.clone(),
-                sparse: Some(dynaspa::backends::cpu::SparseConfig { cache_dir: dynaspa::backends::cache_dir::cache_root(), force: None, profile: None }),
+                sparse: Some(dynaspa::backends::SparseConfig { cache_dir: dynaspa::backends::cache_dir::cache_root(), force: None, profile: None }),
                 ..Default::default()
             };
             let (info, timers) = dynaspa::backends::gpu_sparse_op_timers(a.backend.name(), &opts, &g)?;

@@ -21,7 +21,7 @@
 //! with `--dump-masks DIR` as `avit_{size}_d{density}_b{batch}.npy` (uint8 [B, T]) for
 //! `benches/ops.py attention DIR`. Inputs random non-zero.
 
-use dynaspa_backends::cpu::{ForceMember, SparseConfig};
+use dynaspa_backends::{ForceMember, SparseConfig};
 use dynaspa_backends::gpu::{GpuDevice, GpuExecutable, GpuOptions, NodePart};
 use dynaspa_runtime::backend::Executable;
 use dynaspa_runtime::graph::{Attention, BinaryKind, FillPolicy, Graph, KeyMaskBias, MaskKind, MaskSource, Node, Op, ScoreScale, SparseSpec, Value};

@@ -2,7 +2,8 @@
 //! sparse nodes go through `sparse_exec`, and their buffers return to the zero-fill pool.
 
 use super::eval_op;
-use super::sparse_exec::{build_steps, MaskMemo, SparseConfig, SparseStep};
+use super::sparse_exec::{build_steps, MaskMemo, SparseStep};
+use crate::SparseConfig;
 use super::zero_pool::{Dirty, ZeroPool};
 use dynaspa_runtime::backend::{Backend, Executable, OpEvaluator, TensorSpec};
 use dynaspa_runtime::graph::{Graph, Op};

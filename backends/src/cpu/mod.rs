@@ -51,7 +51,7 @@ mod test_util;
 pub use attention::{attention_dense, AttnShape, ScoreBias};
 pub use attention_active::{active_tokens, attention_active, attention_node_active};
 pub use executor::{CpuBackend, CpuEvaluator};
-pub use sparse_exec::{cpu_device_id, ForceMember, SparseConfig, SparseOpTimer};
+pub use sparse_exec::{cpu_device_id, SparseOpTimer};
 /// Index planning the GPU backends share with the CPU kernels, so both read the same positions.
 pub(crate) use pad::pad_maps;
 pub(crate) use resize::{resize_plans, AxisPlan};

@@ -29,7 +29,7 @@ use super::sparse_conv::timer::SconvTimer;
 use super::token::lower::{lower_token, TokenPlans};
 use super::token::select::runs_token_projection;
 use super::token::timer::TokenTimer;
-use crate::cpu::{ForceMember, SparseConfig};
+use crate::{ForceMember, SparseConfig};
 use dynaspa_runtime::backend::{Backend, Executable};
 use dynaspa_runtime::graph::{FillPolicy, Graph, MaskKind, Op};
 use dynaspa_runtime::report::{FrameReport, SparseOpRecord};

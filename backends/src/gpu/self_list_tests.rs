@@ -4,7 +4,7 @@
 
 use super::tests::device;
 use super::*;
-use crate::cpu::ForceMember;
+use crate::ForceMember;
 use crate::gpu::test_compare::rel_l2;
 use crate::gpu::test_rng::Rng;
 use dynaspa_runtime::graph::{Activation, AutoPad, Conv, FillPolicy, MaskKind, MaskSource, Node, Op, SparseSpec, Value, Window};
@@ -52,7 +52,7 @@ fn graph(rng: &mut Rng, h: usize, w: usize) -> Graph {
 /// The executable with member `force` of the conv, and its output for `inputs` (a frame with
 /// exact counts, then one with lagged ones: the second must equal the first).
 fn run_forced(dev: &Arc<crate::opencl::OpenClDevice>, g: &Graph, force: ForceMember, inputs: &[Tensor], cache: &std::path::Path) -> (GpuExecutable<crate::opencl::OpenClDevice>, Vec<f32>) {
-    let sparse = crate::cpu::SparseConfig { cache_dir: Some(cache.to_path_buf()), force: Some(force), profile: None };
+    let sparse = crate::SparseConfig { cache_dir: Some(cache.to_path_buf()), force: Some(force), profile: None };
     // Asked for: PoCL's default is off (sparse_conv/schedule.rs says why); this batch-1 conv it computes right.
     let mut exe = GpuExecutable::compile(dev.clone(), "opencl", g, &GpuOptions { poison: true, sparse, sparse_conv: SparseConvOverrides { self_list: Some(true), ..Default::default() }, ..Default::default() }).unwrap();
     let first = exe.run(inputs).unwrap().remove(0).as_f32().unwrap().to_vec();
@@ -181,7 +181,7 @@ fn members_count_a_mask_of_1x1_tiles_alone_with_no_bitmask_launch() {
     let mut rng = Rng(0x5e1f_c0de ^ std::process::id() as u64);
     let g = graph(&mut rng, H, W);
     let compile = |with_2x8: bool| {
-        let sparse = crate::cpu::SparseConfig { cache_dir: None, force: None, profile: Some(profile(&dev, &g, with_2x8)) };
+        let sparse = crate::SparseConfig { cache_dir: None, force: None, profile: Some(profile(&dev, &g, with_2x8)) };
         // Asked for: PoCL's default is off (sparse_conv/schedule.rs says why); this batch-1 conv it computes right.
         GpuExecutable::compile(dev.clone(), "opencl", &g, &GpuOptions { poison: true, sparse, sparse_conv: SparseConvOverrides { self_list: Some(true), ..Default::default() }, ..Default::default() }).unwrap()
     };
@@ -250,7 +250,7 @@ fn narrowed_grids_cover_a_frame_denser_than_the_last() {
     };
     let (sparse, dense) = (frame(&mut rng, 0.05), frame(&mut rng, 0.9));
     let compile = |force: ForceMember| {
-        let sparse = crate::cpu::SparseConfig { cache_dir: Some(cache.clone()), force: Some(force), profile: None };
+        let sparse = crate::SparseConfig { cache_dir: Some(cache.clone()), force: Some(force), profile: None };
         GpuExecutable::compile(dev.clone(), "opencl", &g, &GpuOptions { poison: true, sparse, sparse_conv: SparseConvOverrides { self_list: Some(true), ..Default::default() }, ..Default::default() }).unwrap()
     };
     let mut exe = compile(ForceMember::Tiles(Granularity::new(1, 1)));

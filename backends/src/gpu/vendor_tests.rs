@@ -9,7 +9,8 @@
 use super::device::{Arg, DeviceInfo, GpuDevice, KernelSpec, VendorConv, VendorConvDesc, VendorPolicy};
 use super::test_compare::rel_l2;
 use super::{GpuExecutable, GpuOptions};
-use crate::cpu::{CpuBackend, ForceMember, SparseConfig};
+use crate::cpu::CpuBackend;
+use crate::{ForceMember, SparseConfig};
 use crate::opencl::{ClBuffer, ClEvent, ClKernel, ClStaging, OpenClDevice};
 use dynaspa_runtime::backend::{Backend, Executable};
 use dynaspa_runtime::graph::{Activation, AutoPad, Conv, FillPolicy, Graph, MaskKind, MaskSource, Node, Op, SparseSpec, Value, Window};

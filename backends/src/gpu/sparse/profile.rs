@@ -1,7 +1,7 @@
 //! The PolyKernels a tuned profile gives the GPU's PolyKernel ops (sparse convs and token
 //! projections), checked against what this device's kernels run.
 
-use crate::cpu::SparseConfig;
+use crate::SparseConfig;
 use crate::gpu::device::DeviceInfo;
 use crate::gpu::sparse_conv::knobs::GpuLimits;
 use crate::gpu::sparse_conv::lower::sconv_dims;

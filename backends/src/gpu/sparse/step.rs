@@ -30,7 +30,7 @@
 //! launches alone.
 
 use super::meta::MetaLayout;
-use crate::cpu::ForceMember;
+use crate::ForceMember;
 use crate::gpu::device::GpuDevice;
 use crate::gpu::lower::ctx::{replay_async, replay_expecting, replay_launches, BufId, LArg, Launch};
 use dynaspa_runtime::dispatch::PolyKernel;

@@ -9,7 +9,7 @@ use super::lower::{launch_blend_cached, prepare, MaskColumns, SconvKind, SconvOp
 use super::schedule::{member_schedule, SconvSchedule, GRANULARITIES};
 use super::select::runs_sparse;
 use crate::cpu::sparse_exec::calibrate::{self, blob_mask, random_tensor, Subject};
-use crate::cpu::SparseConfig;
+use crate::SparseConfig;
 use crate::gpu::device::GpuDevice;
 use crate::gpu::lower::ctx::{replay_launches, BufId, Ctx, Launch};
 use crate::gpu::lower::vendor_conv::lower_dense;

@@ -9,7 +9,7 @@ use super::knobs as token_knobs;
 use super::poly::lower_token_linear;
 use super::select::{keys_proven_zero, TokenActs};
 use crate::gpu::lower::ctx::{int, limit, unsupported, BufId, Ctx, LArg, Launch};
-use crate::cpu::SparseConfig;
+use crate::SparseConfig;
 use crate::gpu::device::{GpuDevice, KernelDialect};
 use crate::gpu::kernels::{Src, ATTENTION_WG};
 use crate::gpu::sparse::bitmask::bitmask_block;

@@ -12,7 +12,7 @@ use crate::gpu::sparse::meta::MetaLayout;
 use crate::gpu::sparse::step::{Frames, MaskPlan, SparseOp};
 use crate::gpu::sparse_conv::knobs::{schedule_name, GemmKnobs, GpuLimits};
 use crate::cpu::sparse_exec::calibrate::{self, blob_mask, random_tensor, Subject};
-use crate::cpu::SparseConfig;
+use crate::SparseConfig;
 use crate::gpu::device::GpuDevice;
 use crate::gpu::lower::ctx::{replay_launches, Ctx, Launch};
 use dynaspa_runtime::dispatch::{DispatchTable, Member, PolyKernel, Schedule};
