@@ -12,7 +12,7 @@
 #define FUNC static __device__ inline
 #define FUNC_INLINE static __device__ __forceinline__
 // Between KERNEL and the kernel's name: at most `threads` per block, and registers few enough
-// for `blocks` of them per SM (nothing in OpenCL C; see sparse_conv.cl's SC_MIN_BLOCKS).
+// for `blocks` of them per SM (nothing in OpenCL C; see sparse_conv.cl's SPARSE_CONV_MIN_BLOCKS).
 #define LAUNCH_BOUNDS(threads, blocks) __launch_bounds__(threads, blocks)
 #define ALIGN16 __attribute__((aligned(16)))
 #define LOCAL_VEC2(p) (*(const float2*)(p))

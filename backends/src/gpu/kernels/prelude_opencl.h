@@ -8,7 +8,7 @@
 #define LOCAL_PTR __local
 #define RESTRICT restrict
 #define FUNC static inline
-/* A FUNC the compiler must inline (see sconv_load_stage in sparse_conv.cl for why). */
+/* A FUNC the compiler must inline (see sparse_conv_load_stage in sparse_conv.cl for why). */
 #define FUNC_INLINE static inline __attribute__((always_inline))
 /* A CUDA register bound (cuda/prelude.h); OpenCL C 1.2 has no way to say it. */
 #define LAUNCH_BOUNDS(threads, blocks)

@@ -38,13 +38,13 @@ struct SConvP {
 }
 @group(0) @binding(8) var<uniform> sc: SConvP;
 
-fn sconv_columns(n: i32) -> i32 {
+fn sparse_conv_columns(n: i32) -> i32 {
     if (TILED != 0) { return smeta[n * sc.cstride + sc.gi] * GH * GW; }
     return sc.oh * sc.ow;
 }
 
 // Output position of column j (y * ow + x), or -1 for a phantom.
-fn sconv_position(base: i32, j: i32) -> i32 {
+fn sparse_conv_position(base: i32, j: i32) -> i32 {
     if (TILED == 0) { return j; }
     let gv = GH * GW;
     let t = j / gv;
@@ -60,7 +60,7 @@ fn mask_bit(base: i32, p: i32) -> bool {
     return ((bitcast<u32>(smeta[base + (p >> 5u)]) >> u32(p & 31)) & 1u) != 0u;
 }
 
-fn sconv_epilogue(v_: f32, co: i32, at: i32) -> f32 {
+fn sparse_conv_epilogue(v_: f32, co: i32, at: i32) -> f32 {
     var v = v_;
     if (sc.has_bias != 0) { v += sbias[co]; }
     if (sc.has_res != 0) { v += sres[at]; }
@@ -69,7 +69,7 @@ fn sconv_epilogue(v_: f32, co: i32, at: i32) -> f32 {
 
 // Grid: (ceil(cap / TN), ceil(cout / TM), N * KS), local (TX, TY).
 @compute @workgroup_size(WG_X, WG_Y, WG_Z)
-fn sconv_gemm_f32(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
+fn sparse_conv_gemm_f32(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
     let tm = i32(TM);
     let tn = i32(TN);
     let tk = i32(TK);
@@ -83,13 +83,13 @@ fn sconv_gemm_f32(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocati
     let ks = i32(wid.z) % KS;
     // Storage reads are not uniform to WGSL's analysis: the count goes through workgroup memory
     // so the early return (the same for the whole group) may precede barriers.
-    if (tid == 0) { scols = sconv_columns(n); }
+    if (tid == 0) { scols = sparse_conv_columns(n); }
     let cols = workgroupUniformLoad(&scols);
     if (c0 >= cols) { return; }
     let base = sc.data0 + n * sc.img_stride;
     for (var c = tid; c < tn; c += nt) {
         var p = -1;
-        if (c0 + c < cols) { p = sconv_position(base, c0 + c); }
+        if (c0 + c < cols) { p = sparse_conv_position(base, c0 + c); }
         spos[c] = p;
         var oy = -(1 << 24u);
         var ox = 0;
@@ -153,38 +153,38 @@ fn sconv_gemm_f32(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocati
             }
             if (sc.masked != 0 && !mask_bit(base, p)) { continue; }
             let at = (n * sc.cout + m) * P + p;
-            sy[at] = sconv_epilogue(acc[i * i32(WN) + j], m, at);
+            sy[at] = sparse_conv_epilogue(acc[i * i32(WN) + j], m, at);
         }
     }
 }
 
-// Adds the KS partial sums of sconv_gemm_f32, an invocation per output.
+// Adds the KS partial sums of sparse_conv_gemm_f32, an invocation per output.
 // Grid: (ceil(cap / 64), ceil(cout / CH), N), local (64, CH, 1) (sparse_conv.cl says why).
 @compute @workgroup_size(WG_X, WG_Y, WG_Z)
-fn sconv_finish_f32(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>,
+fn sparse_conv_finish_f32(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>,
                     @builtin(local_invocation_id) lid: vec3<u32>) {
     let c = i32(gid.x);
     let m = i32(wid.y * WG_Y + lid.y);
     let n = i32(wid.z);
-    if (m >= sc.cout || c >= min(sc.cap, sconv_columns(n))) { return; }
+    if (m >= sc.cout || c >= min(sc.cap, sparse_conv_columns(n))) { return; }
     let base = sc.data0 + n * sc.img_stride;
-    let p = sconv_position(base, c);
+    let p = sparse_conv_position(base, c);
     if (p < 0 || (sc.masked != 0 && !mask_bit(base, p))) { return; }
     var v = 0.0;
     for (var s = 0; s < KS; s++) { v += spart[((n * KS + s) * sc.cout + m) * sc.cap + c]; }
     let at = (n * sc.cout + m) * sc.oh * sc.ow + p;
-    sy[at] = sconv_epilogue(v, m, at);
+    sy[at] = sparse_conv_epilogue(v, m, at);
 }
 
 // Depthwise: one invocation per (column, channel). Grid: (ceil(cap / 64), channels, N).
 @compute @workgroup_size(WG_X, WG_Y, WG_Z)
-fn sconv_dw_f32(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {
+fn sparse_conv_dw_f32(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {
     let c = i32(gid.x);
     let ch = i32(wid.y);
     let n = i32(wid.z);
-    if (c >= min(sc.cap, sconv_columns(n))) { return; }
+    if (c >= min(sc.cap, sparse_conv_columns(n))) { return; }
     let base = sc.data0 + n * sc.img_stride;
-    let p = sconv_position(base, c);
+    let p = sparse_conv_position(base, c);
     if (p < 0 || (sc.masked != 0 && !mask_bit(base, p))) { return; }
     let y0 = (p / sc.ow) * sc.sh - sc.ph;
     let x0 = (p % sc.ow) * sc.sw - sc.pw;
@@ -201,12 +201,12 @@ fn sconv_dw_f32(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(workgrou
         }
     }
     let at = (n * sc.cout + ch) * sc.oh * sc.ow + p;
-    sy[at] = sconv_epilogue(acc, ch, at);
+    sy[at] = sparse_conv_epilogue(acc, ch, at);
 }
 
 // Residual fill: Y = act(res) where the mask bit is 0. Grid: (ceil(oh * ow / 64), cout, N).
 @compute @workgroup_size(WG_X, WG_Y, WG_Z)
-fn sconv_fill_residual_f32(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {
+fn sparse_conv_fill_residual_f32(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {
     let p = i32(gid.x);
     let m = i32(wid.y);
     let n = i32(wid.z);
@@ -218,7 +218,7 @@ fn sconv_fill_residual_f32(@builtin(global_invocation_id) gid: vec3<u32>, @built
 // Cached fill of an op without sparse kernels: Y = X where the mask bit is 1 (everywhere
 // without `masked`). Grid: (ceil(oh * ow / 64), cout, N).
 @compute @workgroup_size(WG_X, WG_Y, WG_Z)
-fn sconv_blend_cached_f32(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {
+fn sparse_conv_blend_cached_f32(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {
     let p = i32(gid.x);
     let m = i32(wid.y);
     let n = i32(wid.z);
