@@ -15,7 +15,7 @@
 //!   round trip (`latency_s`) when too few warps are resident to hide it: what makes few
 //!   columns (sparse frames) latency-bound and the split of the reduction (`KS`) pay.
 //!
-//! The GPU model follows the GPU sparse conv kernels as they are (sparse_conv.cl): the
+//! The GPU model follows the GPU sparse conv kernels as they are (sparse_conv_*.cl): the
 //! implicit GEMM's `TM x TN` tiles with `WM x WN` outputs per work-item, `TK`-deep stages with a
 //! register prefetch, `KS` splits with their finish kernel, grids sized for every tile of the
 //! map; depthwise as one work-item per output.

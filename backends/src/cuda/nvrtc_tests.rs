@@ -104,7 +104,7 @@ fn every_kernel_source_compiles_for_every_schedule() {
         }
     }
     // Test filters, for quick checks while editing a kernel (CI compiles them all):
-    // `DYNASPA_TEST_NVRTC_FILE=sparse_conv.cl` compiles one file's programs, and
+    // `DYNASPA_TEST_NVRTC_FILE=sparse_conv_gemm.cl` compiles one file's programs, and
     // `DYNASPA_TEST_NVRTC_DEFINES=SELF_LIST=1,KS=4` only those with every define named.
     let only = std::env::var("DYNASPA_TEST_NVRTC_FILE").ok();
     let wanted = std::env::var("DYNASPA_TEST_NVRTC_DEFINES").unwrap_or_default();

@@ -1,6 +1,6 @@
-/* The knobs of sparse_conv.cl (TM, TN, TK, WM, WN, KS, WK, the granularity, the finish and the
- * self-listing modes) with their defaults, and the shapes derived from them. Compiled
- * first, after common.h (gpu/kernels.rs). */
+/* The knobs of sparse_conv_gemm.cl (TM, TN, TK, WM, WN, KS, WK, the finish and the
+ * self-listing modes; the granularity is sparse_conv_common.h's) with their defaults, and the
+ * shapes derived from them. Compiled after sparse_conv_common.h (gpu/kernels.rs). */
 
 #ifndef TM
 #define TM 64
@@ -16,15 +16,6 @@
 #endif
 #ifndef WN
 #define WN 2
-#endif
-#ifndef GH
-#define GH 1
-#endif
-#ifndef GW
-#define GW 1
-#endif
-#ifndef TILED
-#define TILED 1
 #endif
 /* Split of the reduction (input channels x taps) over KS work-groups; KS > 1 writes partial
  * sums that sparse_conv_finish_f32 adds up, so few columns still fill the device. */
@@ -114,7 +105,6 @@
 #if SPARSE_CONV_ONE_STAGE && (KS > 1 || NT % TN != 0 || TM % 4 != 0)
 #error "SPARSE_CONV_ONE_STAGE needs KS = 1, whole columns per work-item row (NT % TN == 0) and TM % 4 == 0"
 #endif
-#define GV (GH * GW)
 #define NACC (WM * WN)
 
 /* A work-item's WM x WN outputs are runs of VWM consecutive channels and VWN consecutive

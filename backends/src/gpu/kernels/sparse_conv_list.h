@@ -1,4 +1,4 @@
-/* How a SELF_LIST member of sparse_conv.cl finds its columns in the float mask: its extra
+/* How a SELF_LIST member of sparse_conv_gemm.cl finds its columns in the float mask: its extra
  * arguments and the work-group's scan of the mask. Compiled after sparse_conv_stage.h. */
 
 #if SELF_LIST && SELF_COUNT

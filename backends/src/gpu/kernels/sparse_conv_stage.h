@@ -1,4 +1,4 @@
-/* The stages of sparse_conv.cl's GEMM: the tap table, a stage's global loads into registers
+/* The stages of sparse_conv_gemm.cl: the tap table, a stage's global loads into registers
  * (per element, or hoisted), their store into local memory and the products of a staged
  * slice. Compiled after sparse_conv_knobs.h. */
 

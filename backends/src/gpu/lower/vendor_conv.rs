@@ -261,7 +261,7 @@ fn launch_epilogue<D: GpuDevice>(cx: &mut Ctx<D>, p: &Conv, d: &VendorConvDesc, 
         LArg::F32(p0),
         LArg::F32(p1),
     ]);
-    let kern = cx.kernel(Src::SparseConv, "sparse_conv_finish_f32", &SparseConvSchedule::epilogue_defines())?;
+    let kern = cx.kernel(Src::SparseConvGemm, "sparse_conv_finish_f32", &SparseConvSchedule::epilogue_defines())?;
     cx.launch(kern, [cap.div_ceil(EPILOGUE_WG as usize), d.cout, d.n], [EPILOGUE_WG, 1, 1], a)
 }
 

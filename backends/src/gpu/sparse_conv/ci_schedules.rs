@@ -1,4 +1,4 @@
-//! Which variants of sparse_conv.cl (and token.cl's GEMM) CI compiles: every schedule a launch
+//! Which variants of the sparse conv programs (sparse_conv_*.cl) (and token.cl's GEMM) CI compiles: every schedule a launch
 //! can ask for as it stands (calibration's grid, the dense lowering, every member of the GPU
 //! profiles shipped under `profiles/`, a spread of the tuner's space), and each switch the
 //! executor adds to them (fused finish, self-listing and its count, leaving early, reading the

@@ -1,4 +1,4 @@
-//! The code paths of the sparse conv kernels (sparse_conv.cl) whose best choice depends on the
+//! The code paths of the sparse conv kernels (sparse_conv_*.cl) whose best choice depends on the
 //! device, resolved once per executable from the device's description (`for_device`), with the
 //! overrides a caller gives in `GpuOptions::sparse_conv`. Each default is the path measured
 //! fastest on that kind of device (benches/RESULTS.md); where a device was not measured it keeps

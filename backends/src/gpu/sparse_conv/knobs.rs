@@ -1,4 +1,4 @@
-//! The schedule knobs of the GPU sparse conv kernels (sparse_conv.cl and its WGSL twin) as
+//! The schedule knobs of the GPU sparse conv kernels (sparse_conv_gemm.cl and its WGSL twin) as
 //! profiles name them, the values the tuner explores, and which combinations a device runs.
 //! One definition for the three places that need it: the tuner's space (dynaspa-scheduler), the
 //! executor taking members from a profile, and the timer measuring a schedule; so whatever the
@@ -68,10 +68,10 @@ pub struct GemmKnobs {
     pub wn: u32,
     pub ks: u32,
     /// Slices of `TM/WM` x `TN/WN` work-items per work-group, each taking `TK / WK` of every
-    /// stage (sparse_conv.cl's `WK`): 1 is the plain GEMM.
+    /// stage (sparse_conv_gemm.cl's `WK`): 1 is the plain GEMM.
     pub wk: u32,
     /// The next grid may launch at this one's entry instead of before its stores (knob `ET`,
-    /// sparse_conv.cl's `SPARSE_CONV_EARLY_TRIGGER`): members that run their reduction as one stage, on
+    /// sparse_conv_gemm.cl's `SPARSE_CONV_EARLY_TRIGGER`): members that run their reduction as one stage, on
     /// CUDA; elsewhere nothing launches early and it changes nothing. A member of its own, not
     /// a default, because it helps some shapes and hurts others: on an H200 conv1x1 at density
     /// 0.1 ran 0.5-0.6 µs faster with it at batches 1 and 2 and up to 0.7 slower at batch 4,
@@ -131,7 +131,7 @@ impl GpuLimits {
 
 impl GpuLimits {
     /// Whether a work-group of `total` bytes of local memory fits, `movable` of them the
-    /// weights' stage a launch may provide (sparse_conv.cl, `DSP_DYN_SMEM`): all of it within
+    /// weights' stage a launch may provide (sparse_conv_gemm.cl, `DSP_DYN_SMEM`): all of it within
     /// `local_mem_bytes`, or the rest within it and the whole within `launch_local_bytes`.
     pub fn fits_local(&self, total: u64, movable: u64) -> bool {
         total <= self.local_mem_bytes
@@ -155,7 +155,7 @@ impl GemmKnobs {
         4 * (tk * (tm + tn) + 3 * tn + slices) + if wgsl { 4 } else { 0 }
     }
 
-    /// Whether these knobs run a reduction that fits in TK as one stage (sparse_conv.cl,
+    /// Whether these knobs run a reduction that fits in TK as one stage (sparse_conv_gemm.cl,
     /// `SPARSE_CONV_ONE_STAGE`; `SparseConvSchedule::one_stage`): sliced, unsplit, whole runs of 4 channels,
     /// and work-items that each keep one column (threads a multiple of TN).
     pub fn one_stage_capable(&self) -> bool {

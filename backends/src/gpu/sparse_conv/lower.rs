@@ -1,4 +1,4 @@
-//! 2-D Conv onto sparse_conv.cl: prepared once per node (weights transposed for the GEMM, a
+//! 2-D Conv onto the sparse conv kernels (sparse_conv_*.cl): prepared once per node (weights transposed for the GEMM, a
 //! table of input offsets per reduction index), then launched as any member: over the
 //! positions of one granularity's DISTiles, or over every position (the dense member, and the
 //! dense lowering of convs whose shape the GEMM covers).
@@ -152,7 +152,7 @@ pub(crate) fn launch_blend_cached<D: GpuDevice>(cx: &mut Ctx<D>, fresh: BufId, y
         a.push(LArg::I32(int(v, "blend geometry")?));
     }
     a.extend([LArg::I32(masked as i32), LArg::I32(0), LArg::I32(0), LArg::I32(-1), LArg::F32(0.0), LArg::F32(0.0)]);
-    let kern = cx.kernel(Src::SparseConv, "sparse_conv_blend_cached_f32", &[])?;
+    let kern = cx.kernel(Src::SparseConvFill, "sparse_conv_blend_cached_f32", &[])?;
     cx.launch(kern, [(oh * ow).div_ceil(COLUMN_WG as usize), c, n], [COLUMN_WG, 1, 1], a)
 }
 
@@ -160,7 +160,7 @@ pub(crate) fn launch_blend_cached<D: GpuDevice>(cx: &mut Ctx<D>, fresh: BufId, y
 /// stores the mask words. `None` for a plain dense conv.
 pub(crate) type Meta<'a> = Option<(BufId, &'a MetaLayout)>;
 
-/// Where in a list buffer sparse_conv.cl finds image n's count (`n * cstride + gi`) and its
+/// Where in a list buffer sparse_conv_gemm.cl finds image n's count (`n * cstride + gi`) and its
 /// list (`data0 + n * img_stride + tiles_at`).
 #[derive(Clone, Copy, Debug)]
 struct ListAt {
@@ -180,11 +180,11 @@ pub(crate) struct MaskColumns {
     pub stride: usize,
     pub list: BufId,
     /// Where the members also store the mask's counts as its bitmask launch would (SELF_COUNT
-    /// in sparse_conv.cl): the buffer and its ints per image. Only for a mask planned with 1x1
+    /// in sparse_conv_gemm.cl): the buffer and its ints per image. Only for a mask planned with 1x1
     /// tiles alone, and never for calibration's scratch mask.
     pub report: Option<(BufId, usize)>,
     /// Whether the members may read the mask before their PDL wait (SL_PREWAIT in
-    /// sparse_conv.cl, where `SparseConvFeatures::overlaps_launches`): the launch queued just
+    /// sparse_conv_gemm.cl, where `SparseConvFeatures::overlaps_launches`): the launch queued just
     /// ahead of them never writes it (`Resources::written_last`).
     pub prewait: bool,
 }
@@ -213,7 +213,7 @@ pub(crate) struct SplitBufs {
 }
 
 impl SparseConvOp {
-    /// Buffers and scalars in the order every sparse_conv.cl kernel takes them.
+    /// Buffers and scalars in the order every sparse conv kernel takes them.
     fn args<D: GpuDevice>(&self, cx: &mut Ctx<D>, meta: Meta, gi: usize, part: Option<BufId>, cap: usize, masked: bool) -> Result<Vec<LArg>> {
         let lists = meta.map(|(b, m)| (b, ListAt { cstride: m.cstride, gi, data0: m.data0, img_stride: m.img_stride, tiles_at: m.tiles_at[gi] }));
         self.args_at(cx, lists, part, cap, masked)
@@ -410,7 +410,7 @@ impl SparseConvOp {
                 if columns.is_some_and(|c| c.prewait) && features.overlaps_launches() {
                     defines.push(("SL_PREWAIT", 1));
                 }
-                let kern = cx.kernel(Src::SparseConv, "sparse_conv_gemm_f32", &defines)?;
+                let kern = cx.kernel(Src::SparseConvGemm, "sparse_conv_gemm_f32", &defines)?;
                 let (ctiles, mtiles) = (cap.div_ceil(t.tn as usize), cout.div_ceil(t.tm as usize));
                 let splits = images * sched.ks as usize;
                 let grid = if slow || columns.is_some() { [mtiles, splits, ctiles] } else { [ctiles, mtiles, splits] };
@@ -424,7 +424,7 @@ impl SparseConvOp {
                 }
                 cx.launch(kern, grid, sched.local(), gemm_args)?;
                 if columns.is_some() {
-                    // Its work-groups take window after window of columns (sparse_conv.cl).
+                    // Its work-groups take window after window of columns (sparse_conv_gemm.cl).
                     cx.narrowable(2, t.tn);
                 }
                 if sched.ks > 1 && !fused {
@@ -432,7 +432,7 @@ impl SparseConvOp {
                     if features.overlaps_launches() {
                         defines.push(("FIN_TRIGGER", 1));
                     }
-                    let kern = cx.kernel(Src::SparseConv, "sparse_conv_finish_f32", &defines)?;
+                    let kern = cx.kernel(Src::SparseConvGemm, "sparse_conv_finish_f32", &defines)?;
                     let (ctiles, chans) = (cap.div_ceil(COLUMN_WG as usize), cout.div_ceil(FINISH_CH as usize));
                     let grid = if slow { [chans, images, ctiles] } else { [ctiles, chans, images] };
                     cx.launch(kern, grid, [COLUMN_WG, FINISH_CH, 1], args)?;
@@ -444,7 +444,7 @@ impl SparseConvOp {
                 }
             }
             SparseConvKind::Depthwise => {
-                let kern = cx.kernel(Src::SparseConv, "sparse_conv_dw_f32", &SparseConvSchedule::dw_defines(sched.gran))?;
+                let kern = cx.kernel(Src::SparseConvDw, "sparse_conv_dw_f32", &SparseConvSchedule::dw_defines(sched.gran))?;
                 cx.launch(kern, [cap.div_ceil(COLUMN_WG as usize), cout, images], [COLUMN_WG, 1, 1], args)?;
             }
         }
@@ -454,7 +454,7 @@ impl SparseConvOp {
     /// `Residual` fill: act(residual) wherever the mask bit is 0.
     pub(crate) fn launch_residual_fill<D: GpuDevice>(&self, cx: &mut Ctx<D>, meta: BufId, layout: &MetaLayout) -> Result<()> {
         let args = self.args(cx, Some((meta, layout)), 0, None, 0, true)?;
-        let kern = cx.kernel(Src::SparseConv, "sparse_conv_fill_residual_f32", &[])?;
+        let kern = cx.kernel(Src::SparseConvFill, "sparse_conv_fill_residual_f32", &[])?;
         cx.launch(kern, [(self.oh * self.ow).div_ceil(COLUMN_WG as usize), self.cout, self.images], [COLUMN_WG, 1, 1], args)
     }
 }

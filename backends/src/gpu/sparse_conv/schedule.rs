@@ -1,4 +1,4 @@
-//! Schedules of sparse_conv.cl: the GEMM tile (output channels x columns per work-group, depth
+//! Schedules of sparse_conv_gemm.cl: the GEMM tile (output channels x columns per work-group, depth
 //! of one local-memory stage, outputs per work-item), the split of the reduction, and the
 //! granularity of the columns. Which of them CI compiles is `ci_schedules`.
 
@@ -35,19 +35,19 @@ const SPLIT_MIN_K: usize = 32;
 const DENSE_GROUPS_PER_CU: usize = 8;
 
 /// Work-groups of `threads` work-items one SM should hold at once, for CUDA's register bound
-/// (`LAUNCH_BOUNDS(NT, SPARSE_CONV_MIN_BLOCKS)` in sparse_conv.cl, where `SparseConvFeatures::
+/// (`LAUNCH_BOUNDS(NT, SPARSE_CONV_MIN_BLOCKS)` in sparse_conv_gemm.cl, where `SparseConvFeatures::
 /// register_bound` says): two of 256 (one of 512), whose 8 x 4 float4 variant wanted 129
 /// registers where 128 keep two groups resident; `None` for other sizes.
 pub(crate) fn register_bound(threads: u32) -> Option<u32> {
     (256..=512).contains(&threads).then(|| 512 / threads)
 }
 
-/// Local memory sparse_conv.cl's GEMM holds beside what `GemmKnobs::local_bytes` and a
+/// Local memory sparse_conv_gemm.cl's GEMM holds beside what `GemmKnobs::local_bytes` and a
 /// self-listing member's scan count: the tap table (3 ints for each of SPARSE_CONV_TAPS = 64 taps) and a
 /// few ints (the mask's total and first bad value, the fused finish's flag).
 const GEMM_FIXED_LOCAL_BYTES: u64 = 3 * 4 * 64 + 16;
 
-/// Bytes of the weights' stage a GEMM member's launches provide on `info` (sparse_conv.cl,
+/// Bytes of the weights' stage a GEMM member's launches provide on `info` (sparse_conv_gemm.cl,
 /// `DSP_DYN_SMEM`), where its local memory would pass the device's static limit and launches
 /// may provide more (CUDA; `GpuLimits::fits_local` admitted it); `None` where it fits
 /// statically.

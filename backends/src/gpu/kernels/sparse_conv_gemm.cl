@@ -1,18 +1,10 @@
-/* 2-D convolutions (NCHW) over DISTiles: the columns of an implicit GEMM are the output
- * positions of the tiles bitmask.cl listed for one granularity (GH x GW), or every position
- * (TILED = 0: the dense member, and dense convs). Only positions that exist are written:
- * phantom positions of edge tiles are skipped, and with `masked` so are positions whose mask
- * bit is 0 (the fill policy owns them: pre-zeroed, residual-filled or cached).
- *
- * The grid is sized for every tile the map could have; work-groups past the frame's tile
- * count return at once, so launches need no host readback to be sized.
- *
- * Mask metadata (`meta`, made by bitmask.cl): image n's tile count for this granularity at
- * meta[n * cstride + gi]; its packed mask words at data0 + n * img_stride, its tile list (the
- * top-left position y * ow + x of each tile) tiles_at words further. */
-
-/* Its knobs, stages and self-listing scan are sparse_conv_knobs.h, sparse_conv_stage.h and
- * sparse_conv_list.h, compiled before it in that order (gpu/kernels.rs). */
+/* The sparse conv as an implicit GEMM (sparse_conv_common.h says over which columns): TM x TN
+ * outputs (channels x columns) per work-group, the reduction (input channels x taps) in stages
+ * of TK through local memory, or at once (SPARSE_CONV_ONE_STAGE), optionally split over KS
+ * work-groups whose partial sums sparse_conv_finish_f32 adds up (or the last of them,
+ * FUSED_FINISH). Its knobs, stages and self-listing scan are sparse_conv_knobs.h,
+ * sparse_conv_stage.h and sparse_conv_list.h, compiled before it in that order after
+ * sparse_conv_common.h (gpu/kernels.rs). */
 
 /* Channel and column (within the tile) of accumulator a of work-item tid. */
 FUNC int sparse_conv_acc_m(int a, int tid) {
@@ -25,57 +17,12 @@ FUNC int sparse_conv_acc_c(int a, int tid) {
     return (j / VWN) * (TX * VWN) + (tid % TX) * VWN + j % VWN;
 }
 
-/* Every kernel of this file takes the same arguments (unused ones are placeholders), so the
- * WGSL twin binds one set of buffers and one uniform struct for all of them. */
-#define SPARSE_CONV_ARGS                                                                                            \
-    GLOBAL const float *X, GLOBAL const float *W, GLOBAL const float *bias, GLOBAL const float *res, GLOBAL float *Y, \
-        GLOBAL int *meta, GLOBAL float *part, GLOBAL const int *ktab, int cin, int cout, int ih, int iw, int oh, \
-        int ow, int kh, int kw, int sh, int sw, int ph, int pw, int dh, int dw, int cstride, int gi, int data0,       \
-        int img_stride, int tiles_at, int cap, int masked, int has_bias, int has_res, int act, float p0, float p1
-
-/* Columns image n computes: tiles x positions per tile, or the whole map. */
-FUNC int sparse_conv_columns(GLOBAL const int* meta, int n, int cstride, int gi, int oh, int ow) {
-#if TILED
-    return meta[n * cstride + gi] * GV;
-#else
-    return oh * ow;
-#endif
-}
-
-/* Output position (y * ow + x) of column j of image n, or -1 for a phantom. */
-FUNC int sparse_conv_position(GLOBAL const int* meta, int base, int tiles_at, int j, int oh, int ow) {
-#if TILED
-    int t = j / GV, r = j - (j / GV) * GV;
-    int o = meta[base + tiles_at + t];
-    int oy = o / ow, ox = o - (o / ow) * ow;
-    int y = oy + r / GW, x = ox + r % GW;
-    return (y < oh && x < ow) ? y * ow + x : -1;
-#else
-    return j;
-#endif
-}
-
-FUNC int mask_bit(GLOBAL const int* meta, int base, int p) {
-    return (((uint)meta[base + (p >> 5)]) >> (uint)(p & 31)) & 1u;
-}
-
-/* b: the output channel's bias (0 without), loaded where the caller can overlap it. */
-FUNC float sparse_conv_epilogue(float v, float b, GLOBAL const float* res, int has_res, int at, int act, float p0, float p1) {
-    v += b;
-    if (has_res) v += res[at];
-    return activate(act, v, p0, p1);
-}
-
 /* Sum of the KS partial sums of a split reduction for (channel m, column c) of image n. */
 FUNC float sparse_conv_split_sum(GLOBAL const float* part, int n, int m, int c, int cout, int cap) {
     float v = 0.0f;
     for (int s = 0; s < KS; ++s) v += part[((n * KS + s) * cout + m) * cap + c];
     return v;
 }
-
-/* Whether a listed column can be a position whose mask bit is 0: not where each tile is one
- * position (the lists hold only set ones), so 1x1 members skip that load. */
-#define SPARSE_CONV_MAY_SKIP (!TILED || GV > 1)
 
 /* Stores output (channel m, position p) of image n from its reduction v as the unsplit GEMM
  * stores: bias b, residual, activation; nothing at a phantom (p < 0) or where `masked` says
@@ -89,7 +36,6 @@ FUNC void sparse_conv_store_output(float v, float b, GLOBAL float* Y, GLOBAL con
     int at = (n * cout + m) * P + p;
     Y[at] = sparse_conv_epilogue(v, b, res, has_res, at, act, p0, p1);
 }
-
 
 /* Stages in flight in the GEMM's reduction loop: 1 (registers for the next stage while this
  * one computes) or 2 (one more register set; see the loop and
@@ -496,52 +442,4 @@ KERNEL sparse_conv_finish_f32(SPARSE_CONV_ARGS) {
         float b = has_bias ? bias[m] : 0.0f;
         sparse_conv_store_output(v, b, Y, res, has_res, meta, base, masked, n, m, p, cout, oh * ow, act, p0, p1);
     }
-}
-
-/* Depthwise (one input and one output channel per group): one work-item per (column, channel).
- * Grid: (ceil(cap / 64), channels, N), local (64, 1, 1). W is [C, kh * kw]. */
-KERNEL sparse_conv_dw_f32(SPARSE_CONV_ARGS) {
-    PDL_ENTRY();
-    int c = GLOBAL_ID(0), ch = GROUP_ID(1), n = GROUP_ID(2);
-    if (c >= IMIN(cap, sparse_conv_columns(meta, n, cstride, gi, oh, ow))) return;
-    int base = data0 + n * img_stride;
-    int p = sparse_conv_position(meta, base, tiles_at, c, oh, ow);
-    if (p < 0 || (SPARSE_CONV_MAY_SKIP && masked && !mask_bit(meta, base, p))) return;
-    int oy = p / ow, ox = p - (p / ow) * ow;
-    int y0 = oy * sh - ph, x0 = ox * sw - pw;
-    GLOBAL const float* Xc = X + (n * cin + ch) * ih * iw;
-    GLOBAL const float* Wc = W + ch * kh * kw;
-    float acc = 0.0f;
-    for (int ky = 0; ky < kh; ++ky) {
-        int iy = y0 + ky * dh;
-        if (iy < 0 || iy >= ih) continue;
-        for (int kx = 0; kx < kw; ++kx) {
-            int ix = x0 + kx * dw;
-            if (ix < 0 || ix >= iw) continue;
-            acc += Wc[ky * kw + kx] * Xc[iy * iw + ix];
-        }
-    }
-    int at = (n * cout + ch) * oh * ow + p;
-    Y[at] = sparse_conv_epilogue(acc, has_bias ? bias[ch] : 0.0f, res, has_res, at, act, p0, p1);
-}
-
-/* Residual fill: where image n's mask bit is 0, Y = act(res) over the [N, cout, oh, ow] output.
- * Grid: (ceil(oh * ow / 64), cout, N), local (64, 1, 1). */
-KERNEL sparse_conv_fill_residual_f32(SPARSE_CONV_ARGS) {
-    PDL_ENTRY();
-    int p = GLOBAL_ID(0), m = GROUP_ID(1), n = GROUP_ID(2);
-    if (p >= oh * ow || mask_bit(meta, data0 + n * img_stride, p)) return;
-    int at = (n * cout + m) * oh * ow + p;
-    Y[at] = activate(act, res[at], p0, p1);
-}
-
-/* Cached fill of an op without sparse kernels: Y (the cached activations) takes the freshly
- * computed X where the mask bit is 1, or everywhere without `masked` (the first frame).
- * Grid: (ceil(oh * ow / 64), cout, N), local (64, 1, 1). */
-KERNEL sparse_conv_blend_cached_f32(SPARSE_CONV_ARGS) {
-    PDL_ENTRY();
-    int p = GLOBAL_ID(0), m = GROUP_ID(1), n = GROUP_ID(2);
-    if (p >= oh * ow || (masked && !mask_bit(meta, data0 + n * img_stride, p))) return;
-    int at = (n * cout + m) * oh * ow + p;
-    Y[at] = X[at];
 }

@@ -1,16 +1,11 @@
-// 2-D convolutions over DISTiles (sparse_conv.cl): an implicit GEMM whose columns are the
-// positions of the listed tiles (or every position, TILED = 0), split-K partials and their
-// finish, depthwise, and the residual fill. Every entry point takes the same buffers and
-// scalars, as in the OpenCL source. See sparse_conv.cl for the layout of `meta`.
+// The implicit GEMM over DISTiles (sparse_conv_gemm.cl): columns are the positions of the
+// listed tiles (or every position, TILED = 0), with split-K partials and their finish.
 
 override TM: u32 = 64u;
 override TN: u32 = 32u;
 override TK: u32 = 16u;
 override WM: u32 = 4u;
 override WN: u32 = 2u;
-override GH: i32 = 1;
-override GW: i32 = 1;
-override TILED: i32 = 1;
 override KS: i32 = 1;
 override TX: u32 = TN / WN;
 override TY: u32 = TM / WM;
@@ -21,51 +16,6 @@ var<workgroup> scy: array<i32, TN>;
 var<workgroup> scx: array<i32, TN>;
 var<workgroup> spos: array<i32, TN>;
 var<workgroup> scols: i32;
-
-@group(0) @binding(0) var<storage, read_write> sx: array<f32>;
-@group(0) @binding(1) var<storage, read_write> sw_: array<f32>;
-@group(0) @binding(2) var<storage, read_write> sbias: array<f32>;
-@group(0) @binding(3) var<storage, read_write> sres: array<f32>;
-@group(0) @binding(4) var<storage, read_write> sy: array<f32>;
-@group(0) @binding(5) var<storage, read_write> smeta: array<i32>;
-@group(0) @binding(6) var<storage, read_write> spart: array<f32>;
-@group(0) @binding(7) var<storage, read_write> sktab: array<i32>;
-
-struct SConvP {
-    cin: i32, cout: i32, ih: i32, iw: i32, oh: i32, ow: i32, kh: i32, kw: i32, sh: i32, sw: i32, ph: i32, pw: i32,
-    dh: i32, dw: i32, cstride: i32, gi: i32, data0: i32, img_stride: i32, tiles_at: i32, cap: i32, masked: i32,
-    has_bias: i32, has_res: i32, act: i32, p0: f32, p1: f32,
-}
-@group(0) @binding(8) var<uniform> sc: SConvP;
-
-fn sparse_conv_columns(n: i32) -> i32 {
-    if (TILED != 0) { return smeta[n * sc.cstride + sc.gi] * GH * GW; }
-    return sc.oh * sc.ow;
-}
-
-// Output position of column j (y * ow + x), or -1 for a phantom.
-fn sparse_conv_position(base: i32, j: i32) -> i32 {
-    if (TILED == 0) { return j; }
-    let gv = GH * GW;
-    let t = j / gv;
-    let r = j - t * gv;
-    let o = smeta[base + sc.tiles_at + t];
-    let y = o / sc.ow + r / GW;
-    let x = o % sc.ow + r % GW;
-    if (y < sc.oh && x < sc.ow) { return y * sc.ow + x; }
-    return -1;
-}
-
-fn mask_bit(base: i32, p: i32) -> bool {
-    return ((bitcast<u32>(smeta[base + (p >> 5u)]) >> u32(p & 31)) & 1u) != 0u;
-}
-
-fn sparse_conv_epilogue(v_: f32, co: i32, at: i32) -> f32 {
-    var v = v_;
-    if (sc.has_bias != 0) { v += sbias[co]; }
-    if (sc.has_res != 0) { v += sres[at]; }
-    return activate(sc.act, v, sc.p0, sc.p1);
-}
 
 // Grid: (ceil(cap / TN), ceil(cout / TM), N * KS), local (TX, TY).
 @compute @workgroup_size(WG_X, WG_Y, WG_Z)
@@ -159,7 +109,7 @@ fn sparse_conv_gemm_f32(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_in
 }
 
 // Adds the KS partial sums of sparse_conv_gemm_f32, an invocation per output.
-// Grid: (ceil(cap / 64), ceil(cout / CH), N), local (64, CH, 1) (sparse_conv.cl says why).
+// Grid: (ceil(cap / 64), ceil(cout / CH), N), local (64, CH, 1) (sparse_conv_gemm.cl says why).
 @compute @workgroup_size(WG_X, WG_Y, WG_Z)
 fn sparse_conv_finish_f32(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>,
                     @builtin(local_invocation_id) lid: vec3<u32>) {
@@ -174,55 +124,4 @@ fn sparse_conv_finish_f32(@builtin(global_invocation_id) gid: vec3<u32>, @builti
     for (var s = 0; s < KS; s++) { v += spart[((n * KS + s) * sc.cout + m) * sc.cap + c]; }
     let at = (n * sc.cout + m) * sc.oh * sc.ow + p;
     sy[at] = sparse_conv_epilogue(v, m, at);
-}
-
-// Depthwise: one invocation per (column, channel). Grid: (ceil(cap / 64), channels, N).
-@compute @workgroup_size(WG_X, WG_Y, WG_Z)
-fn sparse_conv_dw_f32(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {
-    let c = i32(gid.x);
-    let ch = i32(wid.y);
-    let n = i32(wid.z);
-    if (c >= min(sc.cap, sparse_conv_columns(n))) { return; }
-    let base = sc.data0 + n * sc.img_stride;
-    let p = sparse_conv_position(base, c);
-    if (p < 0 || (sc.masked != 0 && !mask_bit(base, p))) { return; }
-    let y0 = (p / sc.ow) * sc.sh - sc.ph;
-    let x0 = (p % sc.ow) * sc.sw - sc.pw;
-    let xc = (n * sc.cin + ch) * sc.ih * sc.iw;
-    let wc = ch * sc.kh * sc.kw;
-    var acc = 0.0;
-    for (var ky = 0; ky < sc.kh; ky++) {
-        let iy = y0 + ky * sc.dh;
-        if (iy < 0 || iy >= sc.ih) { continue; }
-        for (var kx = 0; kx < sc.kw; kx++) {
-            let ix = x0 + kx * sc.dw;
-            if (ix < 0 || ix >= sc.iw) { continue; }
-            acc += sw_[wc + ky * sc.kw + kx] * sx[xc + iy * sc.iw + ix];
-        }
-    }
-    let at = (n * sc.cout + ch) * sc.oh * sc.ow + p;
-    sy[at] = sparse_conv_epilogue(acc, ch, at);
-}
-
-// Residual fill: Y = act(res) where the mask bit is 0. Grid: (ceil(oh * ow / 64), cout, N).
-@compute @workgroup_size(WG_X, WG_Y, WG_Z)
-fn sparse_conv_fill_residual_f32(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {
-    let p = i32(gid.x);
-    let m = i32(wid.y);
-    let n = i32(wid.z);
-    if (p >= sc.oh * sc.ow || mask_bit(sc.data0 + n * sc.img_stride, p)) { return; }
-    let at = (n * sc.cout + m) * sc.oh * sc.ow + p;
-    sy[at] = activate(sc.act, sres[at], sc.p0, sc.p1);
-}
-
-// Cached fill of an op without sparse kernels: Y = X where the mask bit is 1 (everywhere
-// without `masked`). Grid: (ceil(oh * ow / 64), cout, N).
-@compute @workgroup_size(WG_X, WG_Y, WG_Z)
-fn sparse_conv_blend_cached_f32(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {
-    let p = i32(gid.x);
-    let m = i32(wid.y);
-    let n = i32(wid.z);
-    if (p >= sc.oh * sc.ow || (sc.masked != 0 && !mask_bit(sc.data0 + n * sc.img_stride, p))) { return; }
-    let at = (n * sc.cout + m) * sc.oh * sc.ow + p;
-    sy[at] = sx[at];
 }
