@@ -231,7 +231,7 @@ fn schedules(src: Src, entry: &str) -> Vec<Vec<(&'static str, i64)>> {
             vec![vec![b], vec![b, ("LWORDS", 50)], vec![b, ("LWORDS", 50), ("HOST_COUNTS", 1)], vec![b, ("HOST_COUNTS", 1)]]
         }
         (Src::Token, "token_compact") => vec![vec![("BLOCK", super::sparse::bitmask::BITMASK_BLOCK as i64)]],
-        // EARLY_EXIT: 1 on GPUs, 0 on OpenCL CPU devices (token/lower.rs); DENSE: the
+        // EARLY_EXIT: 1 on GPUs, 0 on OpenCL CPU devices (token/launches.rs); DENSE: the
         // PolyKernel's dense member. Profiles' tiles are compiled from the profiles.
         (Src::Token, "token_gemm_f32") => {
             let mut v: Vec<Vec<(&'static str, i64)>> = [Tile::LARGE, Tile::SMALL]

@@ -12,7 +12,7 @@ use super::ctx::{int, BufId, Ctx, LArg, Launch};
 use super::elementwise::activation_code;
 use crate::gpu::device::{GpuDevice, VendorConvDesc, VendorFused, VendorPolicy};
 use crate::gpu::kernels::Src;
-use super::conv::geom;
+use super::geom::geom;
 use super::ctx::replay_launches;
 use crate::gpu::sparse::meta::MetaLayout;
 use crate::gpu::sparse_conv::schedule::SparseConvSchedule;

@@ -4,9 +4,8 @@
 use crate::cpu::SparseConfig;
 use crate::gpu::device::DeviceInfo;
 use crate::gpu::sparse_conv::knobs::GpuLimits;
-use crate::gpu::sparse_conv::lower::sparse_conv_dims;
 use crate::gpu::sparse_conv::schedule::{member_schedule, SparseConvSchedule};
-use crate::gpu::sparse_conv::select::runs_sparse;
+use crate::gpu::sparse_conv::select::{runs_sparse, sparse_conv_dims};
 use crate::gpu::token::poly::member_knobs;
 use crate::gpu::token::select::runs_token_projection;
 use dynaspa_runtime::dispatch::PolyKernel;

@@ -5,9 +5,9 @@
 
 use super::features::SparseConvFeatures;
 use super::knobs::GpuLimits;
-use super::lower::{launch_blend_cached, prepare, MaskColumns, SparseConvKind, SparseConvOp, SplitBufs};
+use super::lower::{launch_blend_cached, prepare, MaskColumns, SparseConvOp, SplitBufs};
 use super::schedule::{member_schedule, SparseConvSchedule, GRANULARITIES};
-use super::select::runs_sparse;
+use super::select::{runs_sparse, SparseConvKind};
 use crate::cpu::sparse_exec::calibrate::{self, blob_mask, random_tensor, Subject};
 use crate::cpu::SparseConfig;
 use crate::gpu::device::GpuDevice;

@@ -16,7 +16,7 @@
 //! The granularity is the schedule's own field (the
 //! kernel's `GH`, `GW`, `TILED`). `sparse_conv_dw_f32` (depthwise) has no knob but the granularity.
 
-use crate::gpu::{DeviceInfo, KernelDialect};
+use crate::gpu::device::{DeviceInfo, KernelDialect};
 use dynaspa_runtime::dispatch::Schedule;
 use dynaspa_runtime::sparsity::Granularity;
 use std::collections::BTreeMap;
@@ -296,18 +296,6 @@ impl std::fmt::Display for GemmKnobs {
         }
         Ok(())
     }
-}
-
-/// The knobs the executor uses when a profile names none: calibration's members for a sparse
-/// schedule (`dense` false), the dense member otherwise, whose reduction is split while its grid
-/// of `positions` x `images` columns stays small for a device of `compute_units` (0: unknown).
-pub fn default_gemm(cout: usize, k: usize, dense: bool, positions: usize, images: usize, compute_units: u32) -> GemmKnobs {
-    use super::schedule::SparseConvSchedule;
-    let gran = (!dense).then_some(Granularity::new(1, 1));
-    let s = SparseConvSchedule::for_op(cout, k, gran);
-    let t = s.tile;
-    let base = positions.div_ceil(t.tn as usize) * cout.div_ceil(t.tm as usize) * images;
-    s.with_dense_split(k, base, compute_units).knobs()
 }
 
 /// Checks that a depthwise conv's schedule names no knob (its kernel has none).

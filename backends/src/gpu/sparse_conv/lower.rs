@@ -4,13 +4,14 @@
 //! dense lowering of convs whose shape the GEMM covers).
 
 use super::schedule::{launch_local_bytes, register_bound, SparseConvSchedule};
+use super::select::SparseConvKind;
 use crate::gpu::device::{GpuDevice, KernelDialect};
 use crate::gpu::kernels::Src;
-use crate::gpu::lower::conv::geom;
+use crate::gpu::lower::geom::geom;
 use crate::gpu::lower::ctx::{int, BufId, Ctx, LArg};
 use crate::gpu::lower::elementwise::activation_code;
 use crate::gpu::sparse::meta::MetaLayout;
-use dynaspa_runtime::graph::{Conv, Op};
+use dynaspa_runtime::graph::Conv;
 use dynaspa_runtime::sparsity::Granularity;
 use dynaspa_runtime::{DType, Error, Result};
 
@@ -19,13 +20,6 @@ const COLUMN_WG: u32 = 64;
 /// Output channels per work-group of the split-K finish (a work-item per output): 6400
 /// work-groups of one channel each made it ~7 µs of a 40 µs conv3x3 on an H100.
 const FINISH_CH: u32 = 4;
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum SparseConvKind {
-    Gemm,
-    /// One input and one output channel per group.
-    Depthwise,
-}
 
 /// A conv ready to launch: its buffers and the scalar arguments every member shares.
 #[derive(Clone, Debug)]
@@ -42,25 +36,6 @@ pub(crate) struct SparseConvOp {
     ktab: BufId,
     geometry: Vec<LArg>,
     epilogue: [LArg; 5],
-}
-
-/// Kind, output channels and reduction length (input channels x taps for the GEMM, taps for
-/// depthwise) of a conv `split::runs_sparse` accepts, read from the graph (before lowering).
-pub(crate) fn sparse_conv_dims(g: &dynaspa_runtime::graph::Graph, n: &dynaspa_runtime::graph::Node) -> Option<(SparseConvKind, usize, usize)> {
-    let Op::Conv(p) = &n.op else { return None };
-    let shape = |i: usize| n.inputs.get(i).copied().flatten().map(|v| &g.values[v].shape);
-    let (x, w) = (shape(0)?, shape(1)?);
-    if x.len() != 4 || w.len() != 4 {
-        return None;
-    }
-    let taps = w[2] * w[3];
-    if p.group == 1 && w[1] == x[1] {
-        Some((SparseConvKind::Gemm, w[0], x[1] * taps))
-    } else if p.group == x[1] && w[1] == 1 {
-        Some((SparseConvKind::Depthwise, w[0], taps))
-    } else {
-        None
-    }
 }
 
 /// `None` when the conv is not one this kernel family runs (not 2-D, grouped other than

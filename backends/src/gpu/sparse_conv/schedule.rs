@@ -3,9 +3,9 @@
 //! granularity of the columns. Which of them CI compiles is `ci_schedules`.
 
 use super::knobs::{check_depthwise, GemmKnobs, GpuLimits};
+use super::select::SparseConvKind;
 use crate::gpu::device::DeviceInfo;
 use crate::gpu::kernels::Tile;
-use super::lower::SparseConvKind;
 use dynaspa_runtime::dispatch::Schedule;
 use dynaspa_runtime::sparsity::Granularity;
 
@@ -215,6 +215,17 @@ impl SparseConvSchedule {
     pub(crate) fn dw_defines(gran: Option<Granularity>) -> Vec<(&'static str, i64)> {
         Self::gran_defines(gran).to_vec()
     }
+}
+
+/// The knobs the executor uses when a profile names none: calibration's members for a sparse
+/// schedule (`dense` false), the dense member otherwise, whose reduction is split while its grid
+/// of `positions` x `images` columns stays small for a device of `compute_units` (0: unknown).
+pub fn default_gemm(cout: usize, k: usize, dense: bool, positions: usize, images: usize, compute_units: u32) -> GemmKnobs {
+    let gran = (!dense).then_some(Granularity::new(1, 1));
+    let s = SparseConvSchedule::for_op(cout, k, gran);
+    let t = s.tile;
+    let base = positions.div_ceil(t.tn as usize) * cout.div_ceil(t.tm as usize) * images;
+    s.with_dense_split(k, base, compute_units).knobs()
 }
 
 /// The kernel variant a PolyKernel member `s` (from a profile, the tuner or calibration) stands
