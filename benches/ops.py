@@ -14,8 +14,8 @@
     python3 benches/ops.py dense [--bench BIN] [--rounds 2]
     python3 benches/ops.py launch-floor [--n 200] [--samples 31]
     python3 benches/ops.py floor --masks DIR [--batches 1,2,4] [--frames 1000] [--variant co64_ct8_w8]
-    python3 benches/ops.py nvrtc backends/src/gpu/kernels/sparse_conv.cl -D TM=64 -D TN=32 ... [--out PREFIX]
-    python3 benches/ops.py ptx-ops FILE.ptx|FILE.clbin ... [--entry sconv_gemm_f32]
+    python3 benches/ops.py nvrtc backends/src/gpu/kernels/sparse_conv_gemm.cl -D TM=64 -D TN=32 ... [--out PREFIX]
+    python3 benches/ops.py ptx-ops FILE.ptx|FILE.clbin ... [--entry sparse_conv_gemm_f32]
 
 run         builds nothing: runs gpu_sparse_bench (`cargo build --release -p dynaspa-backends
             --example gpu_sparse_bench`) with the flags given, its masks dumped to OUT, then
@@ -516,7 +516,11 @@ def nvrtc_compile(lib, source, options, name="kernel.cu"):
 
 
 # The parts a program is made of, after common.h, as backends/src/gpu/kernels.rs assembles them.
-PARTS = {"sparse_conv.cl": ["sparse_conv_knobs.h", "sparse_conv_stage.h", "sparse_conv_list.h", "sparse_conv.cl"]}
+PARTS = {
+    "sparse_conv_gemm.cl": ["sparse_conv_common.h", "sparse_conv_knobs.h", "sparse_conv_stage.h", "sparse_conv_list.h", "sparse_conv_gemm.cl"],
+    "sparse_conv_dw.cl": ["sparse_conv_common.h", "sparse_conv_dw.cl"],
+    "sparse_conv_fill.cl": ["sparse_conv_common.h", "sparse_conv_fill.cl"],
+}
 
 
 def cmd_nvrtc(a):
@@ -656,7 +660,7 @@ def main():
 
     po = sub.add_parser("ptx-ops", help="PTX instruction counts of one kernel entry")
     po.add_argument("files", nargs="+")
-    po.add_argument("--entry", default="sconv_gemm_f32")
+    po.add_argument("--entry", default="sparse_conv_gemm_f32")
 
     a = p.parse_args()
     if hasattr(a, "batches") and a.cmd in ("torch",):

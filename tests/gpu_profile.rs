@@ -4,7 +4,7 @@
 //! a whole with both fingerprints named, and the ops are calibrated; a member the device cannot
 //! run (too many work-items, a knob the kernel does not have) sends its op to calibration.
 //! GEMM members that split the reduction (KS > 1) over small work-groups compute what the
-//! CPU does (PoCL once ran them as if every input were 0; see sconv_load_stage).
+//! CPU does (PoCL once ran them as if every input were 0; see sparse_conv_load_stage).
 
 mod common;
 #[path = "common/onnx_build.rs"]
@@ -155,7 +155,7 @@ fn check<D: GpuDevice + 'static>(dev: Arc<D>, backend: &str) {
 }
 
 /// GEMM members (TM, TN, TK, WM, WN) of 32, 64 and 128 work-items, each run with KS 2 and 8:
-/// the shapes PoCL miscompiled when it kept sconv_load_stage out of line (every split's partial
+/// the shapes PoCL miscompiled when it kept sparse_conv_load_stage out of line (every split's partial
 /// sums 0), among them two of the bogus members its shipped profiles once held. Those a device
 /// cannot run (WGSL holds 16 outputs per invocation) are left out there.
 const SPLIT_TILES: [[i64; 5]; 6] = [[16, 16, 16, 2, 4], [32, 32, 16, 4, 4], [64, 32, 16, 4, 4], [128, 64, 16, 8, 8], [64, 32, 4, 8, 8], [16, 128, 4, 8, 8]];

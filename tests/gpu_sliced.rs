@@ -67,7 +67,7 @@ fn conv_model(dir: &Path, name: &str, batch: usize, cin: usize, cout: usize, k: 
 /// store nothing. The fastest tile of the hand-written floor
 /// (benches/cuda/conv1x1_floor.cu: 64 x 8 of 4 x 4 in 8 slices) is there.
 /// Stages of 128 and 256 hold each op's whole reduction (72 and 108): those run it as one
-/// stage (`SC_ONE_STAGE`, weights loaded before the PDL wait, one gather of every column). The
+/// stage (`SPARSE_CONV_ONE_STAGE`, weights loaded before the PDL wait, one gather of every column). The
 /// 64 x 8 tile of 256 passes 48 KiB: on CUDA its launches provide the weights' stage
 /// (`DSP_DYN_SMEM`).
 const MEMBERS: [(&str, Option<(u16, u16)>, [i64; 8]); 11] = [

@@ -82,7 +82,7 @@ fn conv_model(kind: &str, n: usize, (c, h, w): (usize, usize, usize), cout: usiz
         "dw3x3" => ((3, 3), (1, 1), [1; 4], 1, c as i64, c),
         "conv3x3d2" => ((3, 3), (1, 1), [2, 1, 2, 3], 2, 1, cout),
         "conv4x2s21" => ((4, 2), (2, 1), [1, 0, 2, 1], 1, 1, cout),
-        // 81 taps: more than sparse_conv.cl's tap table holds (SC_TAPS).
+        // 81 taps: more than sparse_conv_gemm.cl's tap table holds (SPARSE_CONV_TAPS).
         "conv9x9" => ((9, 9), (1, 1), [4; 4], 1, 1, cout),
         _ => unreachable!(),
     };

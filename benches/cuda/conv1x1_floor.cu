@@ -34,7 +34,7 @@ __device__ __forceinline__ void c1_rest(const float* __restrict__ X, const float
                                         int trig, float* Ws, float* Xs, float* R, const int* list, int n);
 
 // trig 0: let the next frame's grid launch at entry; 1: after this block's products. GENERIC:
-// the mask listed as sparse_conv.cl's sconv_self_list does (consecutive scalar loads per
+// the mask listed as sparse_conv_gemm.cl's sparse_conv_self_list does (consecutive scalar loads per
 // thread, a ping-pong scan with a barrier per step) instead of float4 loads and shuffles.
 template <int CO, int CT, int NW, bool GENERIC = false>
 __global__ void __launch_bounds__(NW * 32) c1_gemm(const float* __restrict__ mask, const float* __restrict__ X,

@@ -15,7 +15,7 @@
 //!   round trip (`latency_s`) when too few warps are resident to hide it: what makes few
 //!   columns (sparse frames) latency-bound and the split of the reduction (`KS`) pay.
 //!
-//! The GPU model follows the GPU sparse conv kernels as they are (sparse_conv.cl): the
+//! The GPU model follows the GPU sparse conv kernels as they are (sparse_conv_*.cl): the
 //! implicit GEMM's `TM x TN` tiles with `WM x WN` outputs per work-item, `TK`-deep stages with a
 //! register prefetch, `KS` splits with their finish kernel, grids sized for every tile of the
 //! map; depthwise as one work-item per output.
@@ -184,7 +184,7 @@ fn resident(dev: &DeviceDesc, threads: f64, local: f64, regs: f64) -> f64 {
     (dev.max_groups_per_cu as f64).min(by_threads).min(by_local).min(by_regs).max(0.0)
 }
 
-/// sconv_gemm_f32 (and sconv_finish_f32 when the reduction is split) on a mask with tile
+/// sparse_conv_gemm_f32 (and sparse_conv_finish_f32 when the reduction is split) on a mask with tile
 /// statistics `st` at granularity `g` (`None`: the dense member, every position).
 pub fn gemm(op: &OpGeometry, g: Option<Granularity>, k: &GemmKnobs, st: &TileStats, dev: &DeviceDesc) -> Estimate {
     let images = images(op);
@@ -242,7 +242,7 @@ pub fn gemm(op: &OpGeometry, g: Option<Granularity>, k: &GemmKnobs, st: &TileSta
     let mut tx = weight_tx + input_tx + out_tx;
     if ks > 1.0 {
         tx += 2.0 * c.cols * images * op.c_out as f64 * ks * 4.0 / tb;
-        // sconv_finish_f32: one work-item per (column, channel) adding KS partials. Its fixed
+        // sparse_conv_finish_f32: one work-item per (column, channel) adding KS partials. Its fixed
         // cost is a launch, about half a GEMM wave's (fitted on the H100's pairs with the rest).
         let items = c.cols * images * op.c_out as f64;
         compute += 0.5 * dev.gamma_s + dev.alpha_s * (4.0 * ks + 16.0) * (items / simd).ceil() / cus;
@@ -258,7 +258,7 @@ pub fn gemm(op: &OpGeometry, g: Option<Granularity>, k: &GemmKnobs, st: &TileSta
     Estimate::of(global, local, compute)
 }
 
-/// sconv_dw_f32: a work-item per (column, channel), 64 per group.
+/// sparse_conv_dw_f32: a work-item per (column, channel), 64 per group.
 pub fn depthwise(op: &OpGeometry, g: Option<Granularity>, st: &TileStats, dev: &DeviceDesc) -> Estimate {
     const WG: f64 = 64.0;
     let images = images(op);

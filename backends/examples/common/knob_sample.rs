@@ -62,7 +62,7 @@ pub fn sample(info: &DeviceInfo, n: usize, seed: u64) -> Vec<GemmKnobs> {
         }
     }
     // Unsplit work-groups in slices along the reduction (WK) whose stage holds a reduction of
-    // 256 (conv1x1 256 -> 256 runs it as one, SC_ONE_STAGE): among the fastest at density 0.1
+    // 256 (conv1x1 256 -> 256 runs it as one, SPARSE_CONV_ONE_STAGE): among the fastest at density 0.1
     // and batches 1 and 2 on an H200, each of a different shape (RESULTS.md), and two tiles past
     // 48 KiB (their weights' stage from the launch, CUDA only): 64 x 8, which ran the op fastest
     // at batch 2 by hand, and 64 x 16; 64 x 16 of 8 x 4 per work-item in 8 slices, the fastest

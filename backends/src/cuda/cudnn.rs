@@ -1,4 +1,4 @@
-//! cuDNN on a `CudaDevice`: one handle per device bound to its main stream, and dense 2-D convs
+//! cuDNN's dense 2-D convs on a device's handle (`cudnn_handle`): dense 2-D convs
 //! (fp32 NCHW, FMA math only: no TF32, so results keep fp32 semantics as our kernels do) planned
 //! once: descriptors, and the algorithm cuDNN's own search (`cudnnFindConvolutionForwardAlgorithmEx`,
 //! on the real buffers) finds fastest, remembered per geometry for the device. A plan is the
@@ -9,15 +9,15 @@
 //! y = act(conv(x) + z + bias) with act ReLU or the identity (which cuDNN runs only with
 //! IMPLICIT_PRECOMP_GEMM) and z the residual, or y with weight 0 when there is none.
 
-use super::cudnn_graph::{self, EnginePlan};
-use super::cudnn_lib::{self as lib, Api, Desc, FwdAlgoPerf, Handle, Loaded, Status};
-use super::context::Context;
-use super::device::{CudaBuffer, CudaDevice};
+use super::buffer::CudaBuffer;
+use super::cudnn_graph;
+use super::cudnn_handle::{CudnnHandle, Found};
+use super::cudnn_lib::{self as lib, Desc, FwdAlgoPerf, Status};
+use super::cudnn_plan::EnginePlan;
 use super::error::err;
-use crate::gpu::{GpuDevice, VendorConvDesc};
+use crate::gpu::VendorConvDesc;
 use cudarc::driver::sys::CUstream;
 use dynaspa_runtime::Result;
-use std::collections::HashMap;
 use std::ffi::{c_int, c_void};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -49,126 +49,10 @@ pub fn stats() -> CudnnStats {
     }
 }
 
-struct RawHandle(Handle);
-// SAFETY: a cuDNN handle may be used from any thread, one call at a time (the mutex).
-unsafe impl Send for RawHandle {}
-
-/// What the algorithm search found for one geometry: the fastest FMA algorithms with their
-/// workspace bytes (none when cuDNN has no FMA algorithm for it).
-type Found = Vec<(c_int, usize)>;
 /// Legacy algorithms offered per geometry: cuDNN's own timing of near-equal ones is noisy (it
 /// ranked IMPLICIT_GEMM first on one run and IMPLICIT_PRECOMP_GEMM on the next), so the
 /// lowering times the best few again on the whole launch.
 const LEGACY_ALGOS: usize = 2;
-
-/// The device's cuDNN handle.
-pub(crate) struct CudnnHandle {
-    lib: &'static Loaded,
-    raw: Mutex<RawHandle>,
-    ctx: Arc<Context>,
-    /// The device's main stream, the handle's own between recordings (`with_on`).
-    stream: usize,
-    /// Per geometry: the legacy API's algorithm search result.
-    found: Mutex<HashMap<String, Found>>,
-    /// Per geometry: the fastest fp32 engine of the backend API, or `None`.
-    engines: Mutex<HashMap<String, Option<Arc<EnginePlan>>>>,
-    /// Why the last engine search found no plan (self-checks report it).
-    engine_note: Mutex<Option<String>>,
-}
-
-impl CudnnHandle {
-    pub(crate) fn new(ctx: Arc<Context>, stream: CUstream) -> std::result::Result<CudnnHandle, String> {
-        let lib = lib::load()?;
-        ctx.bind().map_err(|e| e.to_string())?;
-        let api = &lib.api;
-        let mut h: Handle = std::ptr::null_mut();
-        // SAFETY: writes the new handle; the device's context is current.
-        let s = unsafe { (api.create)(&mut h) };
-        if s != lib::SUCCESS {
-            return Err(format!("cudnnCreate: {}", api.status_text(s)));
-        }
-        // SAFETY: live handle; the stream belongs to the current context and outlives the handle
-        // (the device destroys the handle first).
-        let s = unsafe { (api.set_stream)(h, stream as *mut c_void) };
-        if s != lib::SUCCESS {
-            // SAFETY: created above, destroyed once.
-            unsafe { (api.destroy)(h) };
-            return Err(format!("cudnnSetStream: {}", api.status_text(s)));
-        }
-        Ok(CudnnHandle { lib, raw: Mutex::new(RawHandle(h)), ctx, stream: stream as usize, found: Mutex::new(HashMap::new()), engines: Mutex::new(HashMap::new()), engine_note: Mutex::new(None) })
-    }
-
-    pub(crate) fn version(&self) -> (usize, usize, usize) {
-        self.lib.version
-    }
-
-    pub(crate) fn note_engine(&self, why: String) {
-        if let Ok(mut n) = self.engine_note.lock() {
-            *n = Some(why);
-        }
-    }
-
-    /// Why the last engine search found no plan, if one did not.
-    pub(crate) fn engine_note(&self) -> Option<String> {
-        self.engine_note.lock().ok().and_then(|n| n.clone())
-    }
-
-    pub(crate) fn api(&self) -> &'static Api {
-        &self.lib.api
-    }
-
-    /// The handle as an attribute value (backend descriptors name it); not for calls.
-    pub(crate) fn raw_handle(&self) -> Result<Handle> {
-        Ok(self.raw.lock().map_err(|_| err("cuDNN handle lock poisoned"))?.0)
-    }
-
-    pub(crate) fn check(&self, s: Status, what: &str) -> Result<()> {
-        if s == lib::SUCCESS {
-            Ok(())
-        } else {
-            Err(err(format!("{what}: {}", self.lib.api.status_text(s))))
-        }
-    }
-
-    /// Runs `f` with the handle, the device's context current, calls serialised.
-    pub(crate) fn with<T>(&self, f: impl FnOnce(Handle) -> T) -> Result<T> {
-        self.with_on(None, f)
-    }
-
-    /// `with`, the handle's work queued on `stream` (a graph's recording stream) for the call.
-    pub(crate) fn with_on<T>(&self, stream: Option<CUstream>, f: impl FnOnce(Handle) -> T) -> Result<T> {
-        let h = self.raw.lock().map_err(|_| err("cuDNN handle lock poisoned"))?;
-        self.ctx.bind()?;
-        let Some(s) = stream else { return Ok(f(h.0)) };
-        let api = &self.lib.api;
-        // SAFETY: live handle (locked) and streams of this context.
-        let set = |s: CUstream| unsafe { (api.set_stream)(h.0, s as *mut c_void) };
-        let st = set(s);
-        if st != lib::SUCCESS {
-            return Err(err(format!("cudnnSetStream (recording): {}", api.status_text(st))));
-        }
-        let out = f(h.0);
-        let st = set(self.stream as CUstream);
-        if st != lib::SUCCESS {
-            return Err(err(format!("cudnnSetStream (back to the main stream): {}", api.status_text(st))));
-        }
-        Ok(out)
-    }
-}
-
-impl Drop for CudnnHandle {
-    fn drop(&mut self) {
-        if let Ok(mut e) = self.engines.lock() {
-            for plan in e.drain().filter_map(|(_, p)| p) {
-                cudnn_graph::destroy_plan(self, &plan);
-            }
-        }
-        if let (Ok(h), Ok(())) = (self.raw.lock(), self.ctx.bind()) {
-            // SAFETY: created in new(), destroyed once.
-            unsafe { (self.lib.api.destroy)(h.0) };
-        }
-    }
-}
 
 /// A descriptor, destroyed with its owner.
 struct Owned {
@@ -381,7 +265,7 @@ fn tensor_bytes(d: &VendorConvDesc) -> [usize; 4] {
 /// Plans `d` on the legacy API's fastest FMA algorithms (up to `LEGACY_ALGOS`), searching them
 /// on `x`, `w` and `y` (overwritten) the first time this geometry is seen. None where cuDNN
 /// does not compute this conv as ONNX does or has no FMA algorithm for it.
-pub(crate) fn plan(dev: &CudaDevice, h: &Arc<CudnnHandle>, d: &VendorConvDesc, x: &CudaBuffer, w: &CudaBuffer, y: &CudaBuffer) -> Result<Vec<CudnnConv>> {
+pub(crate) fn plan(h: &Arc<CudnnHandle>, d: &VendorConvDesc, x: &CudaBuffer, w: &CudaBuffer, y: &CudaBuffer, device_mem_bytes: u64) -> Result<Vec<CudnnConv>> {
     let Some(first) = descriptors(h, d)? else { return Ok(Vec::new()) };
     let bytes = tensor_bytes(d);
     for (b, need, what) in [(x, bytes[0], "input"), (w, bytes[1], "weight"), (y, bytes[2], "output")] {
@@ -395,7 +279,7 @@ pub(crate) fn plan(dev: &CudaDevice, h: &Arc<CudnnHandle>, d: &VendorConvDesc, x
         Some(f) => f,
         None => {
             let [xd, wd, yd, cd] = &first;
-            let f = search(dev, h, (xd, wd, cd, yd), (x, w, y))?;
+            let f = search(h, (xd, wd, cd, yd), (x, w, y), device_mem_bytes)?;
             if let Ok(mut m) = h.found.lock() {
                 m.insert(geometry, f.clone());
             }
@@ -464,7 +348,7 @@ fn legacy_plan(h: &Arc<CudnnHandle>, d: &VendorConvDesc, [xd, wd, yd, cd]: [Owne
 /// Plans `d`'s bare conv on the backend API's fastest fp32 engine, searching the engines on
 /// `x`, `w` and `y` (overwritten) the first time this geometry is seen; `Ok(None)` where none
 /// runs it.
-pub(crate) fn plan_engine(dev: &CudaDevice, h: &Arc<CudnnHandle>, d: &VendorConvDesc, x: &CudaBuffer, w: &CudaBuffer, y: &CudaBuffer) -> Result<Option<CudnnConv>> {
+pub(crate) fn plan_engine(h: &Arc<CudnnHandle>, d: &VendorConvDesc, x: &CudaBuffer, w: &CudaBuffer, y: &CudaBuffer) -> Result<Option<CudnnConv>> {
     if d.fused.is_some() {
         return Ok(None);
     }
@@ -480,7 +364,7 @@ pub(crate) fn plan_engine(dev: &CudaDevice, h: &Arc<CudnnHandle>, d: &VendorConv
         Some(p) => p,
         None => {
             SEARCHES.fetch_add(1, Ordering::Relaxed);
-            let p = match cudnn_graph::search(dev, h, d, x, w, y) {
+            let p = match cudnn_graph::search(h, d, x, w, y) {
                 Ok(p) => p.map(Arc::new),
                 Err(e) => {
                     h.note_engine(format!("engine search failed: {e}"));
@@ -502,7 +386,7 @@ pub(crate) fn plan_engine(dev: &CudaDevice, h: &Arc<CudnnHandle>, d: &VendorConv
 
 /// cuDNN's timed search over its algorithms on the real buffers, with a workspace as large as
 /// the hungriest algorithm wants (up to the cap); the fastest FMA algorithm that succeeded.
-fn search(dev: &CudaDevice, h: &CudnnHandle, (xd, wd, cd, yd): (&Owned, &Owned, &Owned, &Owned), (x, w, y): (&CudaBuffer, &CudaBuffer, &CudaBuffer)) -> Result<Found> {
+fn search(h: &CudnnHandle, (xd, wd, cd, yd): (&Owned, &Owned, &Owned, &Owned), (x, w, y): (&CudaBuffer, &CudaBuffer, &CudaBuffer), device_mem_bytes: u64) -> Result<Found> {
     let api = &h.lib.api;
     let mut want = 0usize;
     for algo in 0..lib::ALGO_COUNT {
@@ -513,9 +397,9 @@ fn search(dev: &CudaDevice, h: &CudnnHandle, (xd, wd, cd, yd): (&Owned, &Owned, 
             want = want.max(size);
         }
     }
-    let cap = SEARCH_WORKSPACE_CAP.min((dev.info().global_mem_bytes / 8) as usize);
+    let cap = SEARCH_WORKSPACE_CAP.min((device_mem_bytes / 8) as usize);
     let ws_bytes = want.min(cap);
-    let ws = dev.alloc(ws_bytes)?;
+    let ws = h.alloc(ws_bytes)?;
     let mut perf = [FwdAlgoPerf::default(); lib::ALGO_COUNT as usize];
     let mut returned: c_int = 0;
     let p = |b: &CudaBuffer| b.device_ptr() as usize as *mut c_void;
@@ -526,7 +410,7 @@ fn search(dev: &CudaDevice, h: &CudnnHandle, (xd, wd, cd, yd): (&Owned, &Owned, 
         (api.find_fwd_ex)(hh, xd.p, p(x), wd.p, p(w), cd.p, yd.p, p(y), lib::ALGO_COUNT, &mut returned, perf.as_mut_ptr(), p(&ws), ws_bytes)
     })?;
     h.check(s, "cudnnFindConvolutionForwardAlgorithmEx")?;
-    dev.finish()?;
+    h.synchronize()?;
     SEARCHES.fetch_add(1, Ordering::Relaxed);
     let results = &perf[..(returned.max(0) as usize).min(perf.len())];
     let text: Vec<String> = results

@@ -5,10 +5,11 @@
 //! frameworks autotune (PyTorch's `cudnn.benchmark`), and reaches engines the legacy
 //! algorithm enum (`cudnn.rs`) does not name.
 
-use super::cudnn::CudnnHandle;
+use super::buffer::CudaBuffer;
+use super::cudnn_handle::CudnnHandle;
 use super::cudnn_lib::{graph as g, Desc};
-use super::device::{CudaBuffer, CudaDevice};
-use crate::gpu::{GpuDevice, VendorConvDesc};
+use super::cudnn_plan::EnginePlan;
+use crate::gpu::VendorConvDesc;
 use dynaspa_runtime::{Error, Result};
 use std::ffi::c_void;
 use std::time::Instant;
@@ -85,19 +86,6 @@ impl Drop for BackendDesc<'_> {
         unsafe { (self.h.api().backend_destroy)(self.p) };
     }
 }
-
-/// A finalized execution plan and every descriptor it was made from (kept alive with it: the
-/// API does not say a plan copies what it refers to). Owned by the handle, which destroys them.
-pub(crate) struct EnginePlan {
-    pub(crate) plan: Desc,
-    pub(crate) parts: Vec<Desc>,
-    pub(crate) workspace: usize,
-    pub(crate) label: String,
-}
-
-// SAFETY: a finalized plan is immutable; executions go through the handle's mutex.
-unsafe impl Send for EnginePlan {}
-unsafe impl Sync for EnginePlan {}
 
 fn tensor<'h>(h: &'h CudnnHandle, uid: i64, dims: [usize; 4]) -> Result<BackendDesc<'h>> {
     let t = BackendDesc::new(h, g::TENSOR_DESCRIPTOR)?;
@@ -195,7 +183,7 @@ pub(crate) fn execute(h: &CudnnHandle, plan: Desc, pack: &BackendDesc) -> Result
 
 /// The fastest fp32 engine for `d`'s bare conv, timed on `x`, `w` and `y` (overwritten);
 /// `None` where cuDNN's heuristics offer none.
-pub(crate) fn search(dev: &CudaDevice, h: &CudnnHandle, d: &VendorConvDesc, x: &CudaBuffer, w: &CudaBuffer, y: &CudaBuffer) -> Result<Option<EnginePlan>> {
+pub(crate) fn search(h: &CudnnHandle, d: &VendorConvDesc, x: &CudaBuffer, w: &CudaBuffer, y: &CudaBuffer) -> Result<Option<EnginePlan>> {
     let Some(mut parts) = op_graph(h, d)? else { return Ok(None) };
     let graph = parts.pop().ok_or_else(|| Error::Other("cuDNN operation graph: no graph descriptor".into()))?;
     // What each stage kept or why it dropped a candidate: logged, and the reason when none is left.
@@ -264,14 +252,14 @@ pub(crate) fn search(dev: &CudaDevice, h: &CudnnHandle, d: &VendorConvDesc, x: &
         return Ok(None);
     }
     // Never a null workspace (some engines check it even when they use none).
-    let wsb = dev.alloc(plans.iter().map(|p| p.2).max().unwrap_or(0).max(256))?;
+    let wsb = h.alloc(plans.iter().map(|p| p.2).max().unwrap_or(0).max(256))?;
     let p = |b: &CudaBuffer| b.device_ptr() as usize as *mut c_void;
     let pack = variant_pack(h, [p(x), p(w), p(y)], p(&wsb))?;
     let mut best: Option<(f64, usize)> = None;
     let mut report = Vec::new();
     for (i, (plan, index, ws)) in plans.iter().enumerate() {
         // A plan that fails to run is left out.
-        if let Err(e) = execute(h, plan.p, &pack).and_then(|_| dev.finish()) {
+        if let Err(e) = execute(h, plan.p, &pack).and_then(|_| h.synchronize()) {
             report.push(format!("engine {index} fails: {e}"));
             continue;
         }
@@ -281,7 +269,7 @@ pub(crate) fn search(dev: &CudaDevice, h: &CudnnHandle, d: &VendorConvDesc, x: &
             for _ in 0..3 {
                 execute(h, plan.p, &pack)?;
             }
-            dev.finish()?;
+            h.synchronize()?;
             samples.push(t0.elapsed().as_secs_f64() * 1e6 / 3.0);
         }
         samples.sort_by(f64::total_cmp);
@@ -304,15 +292,3 @@ pub(crate) fn search(dev: &CudaDevice, h: &CudnnHandle, d: &VendorConvDesc, x: &
     kept.push(cfg.into_raw());
     Ok(Some(EnginePlan { plan: plan.into_raw(), parts: kept, workspace, label: format!("cudnn engine {index}") }))
 }
-
-/// Destroys what `search` made for a plan (the owning handle does, when it goes).
-pub(crate) fn destroy_plan(h: &CudnnHandle, plan: &EnginePlan) {
-    // SAFETY: made by search(), destroyed once, the plan before what it refers to.
-    unsafe {
-        (h.api().backend_destroy)(plan.plan);
-        for &p in plan.parts.iter().rev() {
-            (h.api().backend_destroy)(p);
-        }
-    }
-}
-

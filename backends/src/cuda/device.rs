@@ -7,13 +7,15 @@
 //! makes the context current on the calling thread first, so the device may be used from any
 //! thread.
 
+pub use super::buffer::CudaBuffer;
 pub use super::context::CudaEvent;
 use super::context::Context;
 use super::error::{err, Ctx};
 use super::kernel_cache::{CacheStats, KernelCache, Origin};
-use super::cudnn::{self, CudnnConv, CudnnHandle};
+use super::cudnn::{self, CudnnConv};
+use super::cudnn_handle::CudnnHandle;
 use super::cudnn_lib;
-use super::staging::{CudaStaging, PinnedHost};
+use super::staging::CudaStaging;
 use super::graph::CudaGraph;
 use super::{graph, launch_local, libs, nvrtc, pdl, probe};
 use crate::gpu::{Arg, DeviceInfo, GpuDevice, KernelSpec, VendorConv, VendorConvDesc, VendorPolicy};
@@ -26,42 +28,6 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 /// Kernel parameters one launch may pass (more is a kernel signature bug, not a use case).
 const MAX_ARGS: usize = 64;
-
-/// Device memory. Zero-byte buffers hold no allocation (pointer 0).
-pub struct CudaBuffer {
-    ptr: sys::CUdeviceptr,
-    bytes: usize,
-    ctx: Arc<Context>,
-    /// Mapped host memory this buffer views (`host_mapped`): it owns no device memory.
-    host: Option<Arc<PinnedHost>>,
-}
-
-impl CudaBuffer {
-    pub fn len(&self) -> usize {
-        self.bytes
-    }
-    pub fn is_empty(&self) -> bool {
-        self.bytes == 0
-    }
-    /// The device address (for tests and debugging output).
-    pub fn device_ptr(&self) -> u64 {
-        self.ptr
-    }
-}
-
-impl Drop for CudaBuffer {
-    fn drop(&mut self) {
-        if self.ptr == 0 || self.host.is_some() {
-            return;
-        }
-        // SAFETY: allocated by cuMemAlloc in this context and freed once. cuMemFree waits for
-        // work still using the memory.
-        let r = self.ctx.bind().and_then(|_| unsafe { result::free_sync(self.ptr) }.ctx(|| "cuMemFree".into()));
-        if let Err(e) = r {
-            tracing::warn!("leaking {} bytes of device memory: {e}", self.bytes);
-        }
-    }
-}
 
 struct Module {
     module: sys::CUmodule,
@@ -485,13 +451,7 @@ impl GpuDevice for CudaDevice {
     }
 
     fn alloc(&self, bytes: usize) -> Result<CudaBuffer> {
-        if bytes == 0 {
-            return Ok(CudaBuffer { ptr: 0, bytes: 0, ctx: self.ctx.clone(), host: None });
-        }
-        self.ctx.bind()?;
-        // SAFETY: plain allocation in the current context.
-        let ptr = unsafe { result::malloc_sync(bytes) }.ctx(|| format!("cuMemAlloc({bytes} bytes)"))?;
-        Ok(CudaBuffer { ptr, bytes, ctx: self.ctx.clone(), host: None })
+        CudaBuffer::alloc(&self.ctx, bytes)
     }
 
     fn upload(&self, dst: &CudaBuffer, offset: usize, data: &[u8]) -> Result<()> {
@@ -704,8 +664,8 @@ impl GpuDevice for CudaDevice {
             self.same_device(&b.ctx, "buffer")?;
         }
         let mut plans = Vec::new();
-        plans.extend(cudnn::plan_engine(self, h, desc, x, w, y)?);
-        plans.extend(cudnn::plan(self, h, desc, x, w, y)?);
+        plans.extend(cudnn::plan_engine(h, desc, x, w, y)?);
+        plans.extend(cudnn::plan(h, desc, x, w, y, self.info.global_mem_bytes)?);
         Ok(plans
             .into_iter()
             .map(|plan| {

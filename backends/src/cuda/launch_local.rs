@@ -1,5 +1,5 @@
 //! Dynamic shared memory for kernels whose source asks their launches to provide it
-//! (`DSP_DYN_SMEM`, sparse_conv.cl's GEMM tiles past 48 KiB): the function's allowance.
+//! (`DSP_DYN_SMEM`, sparse_conv_gemm.cl's GEMM tiles past 48 KiB): the function's allowance.
 
 use super::error::{err, Ctx};
 use crate::gpu::{DeviceInfo, KernelSpec};

@@ -4,19 +4,25 @@
 //!
 //! - `probe` / `libs`: whether CUDA can run here, checked before cudarc is touched;
 //! - `context`: the retained primary context and its events, the layer everything else holds;
+//! - `buffer`: device memory of a context (under the device, so cuDNN allocates without it);
 //! - `device`: `CudaDevice`, the shared `GpuDevice` trait on one GPU;
 //! - `nvrtc` + `prelude.h`: kernel sources of the shared dialect (`gpu/kernels/*.cl`) and
 //!   CUDA-only ones (`cuda/kernels/*.cu`) to CUBIN; `kernel_cache`: those CUBINs on disk;
 //! - `pdl`: which kernels may launch while the one before them still runs (sm_90+);
 //! - `kernels`: the CUDA-only kernels (bitmask + DISTile generation);
-//! - `cudnn_lib` / `cudnn`: cuDNN found and loaded as carefully as the driver, and dense convs
-//!   through it (the lowering races them against our kernels: `gpu/lower/vendor_conv.rs`);
+//! - `cudnn_lib` / `cudnn_handle` / `cudnn`: cuDNN found and loaded as carefully as the driver,
+//!   its handle on a context and a stream, and dense convs through it (`cudnn_graph`: the backend
+//!   API's engines, `cudnn_plan` their plans; the lowering races them against our kernels:
+//!   `gpu/lower/vendor_conv.rs`);
 //! - `selfcheck`: checks against CPU references that the GPU self-check runs.
 
+mod buffer;
 mod context;
 pub mod cudnn;
 mod cudnn_graph;
+mod cudnn_handle;
 pub mod cudnn_lib;
+mod cudnn_plan;
 pub mod device;
 mod error;
 pub mod graph;
@@ -29,6 +35,7 @@ pub(crate) mod pdl;
 pub mod probe;
 pub mod selfcheck;
 pub mod selfcheck_cudnn;
+mod selfcheck_kit;
 mod staging;
 
 #[cfg(test)]

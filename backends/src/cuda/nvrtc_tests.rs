@@ -104,7 +104,7 @@ fn every_kernel_source_compiles_for_every_schedule() {
         }
     }
     // Test filters, for quick checks while editing a kernel (CI compiles them all):
-    // `DYNASPA_TEST_NVRTC_FILE=sparse_conv.cl` compiles one file's programs, and
+    // `DYNASPA_TEST_NVRTC_FILE=sparse_conv_gemm.cl` compiles one file's programs, and
     // `DYNASPA_TEST_NVRTC_DEFINES=SELF_LIST=1,KS=4` only those with every define named.
     let only = std::env::var("DYNASPA_TEST_NVRTC_FILE").ok();
     let wanted = std::env::var("DYNASPA_TEST_NVRTC_DEFINES").unwrap_or_default();
@@ -289,7 +289,7 @@ fn gemm_variant_compiles(name: &str, value: &str) {
     if !have_nvrtc() {
         return;
     }
-    let specs: Vec<KernelSpec> = crate::gpu::kernels::all_specs().into_iter().filter(|s| s.entry == "sconv_gemm_f32").take(4).collect();
+    let specs: Vec<KernelSpec> = crate::gpu::kernels::all_specs().into_iter().filter(|s| s.entry == "sparse_conv_gemm_f32").take(4).collect();
     assert!(!specs.is_empty(), "no sparse GEMM schedules");
     for mut spec in specs {
         spec.defines.push((name.into(), value.into()));
@@ -302,11 +302,11 @@ fn gemm_variant_compiles(name: &str, value: &str) {
 /// `hoisted_gather: Some(false)`: the gather's indices worked out per element and stage.
 #[test]
 fn the_per_element_gather_variant_compiles() {
-    gemm_variant_compiles("SC_HOIST", "0");
+    gemm_variant_compiles("SPARSE_CONV_HOIST", "0");
 }
 
 /// `two_stages_in_flight: Some(true)` (CUDA's default): two stages of the reduction in flight.
 #[test]
 fn the_two_stage_pipeline_variant_compiles() {
-    gemm_variant_compiles("SC_DEPTH", "2");
+    gemm_variant_compiles("SPARSE_CONV_DEPTH", "2");
 }

@@ -26,9 +26,9 @@ pub(crate) fn available(cc: (i32, i32)) -> bool {
 }
 
 /// Whether kernel `entry` of `source` (the shared dialect) begins with `PDL_ENTRY();`, or with
-/// `PDL_ENTRY_DEFERRED();`: the one exception, sparse_conv.cl's GEMM, which under
+/// `PDL_ENTRY_DEFERRED();`: the one exception, sparse_conv_gemm.cl's GEMM, which under
 /// `SL_PREWAIT` reads its mask and lists its columns before `PDL_WAIT()`, and under
-/// `SC_ONE_STAGE` loads its weights (constants no grid writes) before it, writing nothing
+/// `SPARSE_CONV_ONE_STAGE` loads its weights (constants no grid writes) before it, writing nothing
 /// global before it. The host compiles that variant only where the launch ahead of the GEMM
 /// does not write the mask (`MaskColumns::prewait`), and the kernel ahead has passed its own
 /// wait before it lets this grid go, so every grid that could write the mask has finished.
@@ -125,6 +125,6 @@ mod tests {
         assert!(unread.is_empty(), "kernel heads whose name cannot be read: {unread:?}");
         assert!(missing.is_empty(), "kernels whose first statement is not PDL_ENTRY(): {missing:?}");
         // Its head carries a register bound, which a parse of `KERNEL name(` alone would miss.
-        assert!(waits_first(crate::gpu::kernels::Src::SparseConv.source(), "sconv_gemm_f32"));
+        assert!(waits_first(crate::gpu::kernels::Src::SparseConvGemm.source(), "sparse_conv_gemm_f32"));
     }
 }

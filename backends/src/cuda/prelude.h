@@ -12,7 +12,7 @@
 #define FUNC static __device__ inline
 #define FUNC_INLINE static __device__ __forceinline__
 // Between KERNEL and the kernel's name: at most `threads` per block, and registers few enough
-// for `blocks` of them per SM (nothing in OpenCL C; see sparse_conv.cl's SC_MIN_BLOCKS).
+// for `blocks` of them per SM (nothing in OpenCL C; see sparse_conv_gemm.cl's SPARSE_CONV_MIN_BLOCKS).
 #define LAUNCH_BOUNDS(threads, blocks) __launch_bounds__(threads, blocks)
 #define ALIGN16 __attribute__((aligned(16)))
 #define LOCAL_VEC2(p) (*(const float2*)(p))
@@ -51,7 +51,7 @@
 #define ATOMIC_ADD_LOCAL(p, v) atomicAdd((p), (v))
 // An int the compiler must take as changed here (an empty asm that "writes" it): what is
 // computed from it after this point stays after it, so a loop's body computes it again
-// instead of holding it in a register across the loop (sparse_conv.cl's window loop).
+// instead of holding it in a register across the loop (sparse_conv_gemm.cl's window loop).
 #define NO_HOIST(x) asm volatile("" : "+r"(x))
 
 // Work-item ids and sizes as int, like the OpenCL prelude's casts of get_*_id; a dimension past
@@ -108,7 +108,7 @@ typedef unsigned long long ulong;
 // entry instead left the next grid's blocks waiting on the SMs for the whole kernel, which cost
 // A-ViT's attention 60%: benches/RESULTS.md, "where the next grid is let go".)
 // PDL_WAIT() is the wait alone, for a kernel whose entry defers it (PDL_ENTRY_DEFERRED in
-// sparse_conv.cl: cuda/pdl.rs says what such a kernel may do before it).
+// sparse_conv_gemm.cl: cuda/pdl.rs says what such a kernel may do before it).
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
 #define PDL_ENTRY() asm volatile("griddepcontrol.wait;" ::: "memory")
 #define PDL_TRIGGER() asm volatile("griddepcontrol.launch_dependents;" ::: "memory")

@@ -7,7 +7,7 @@
 use super::cudnn::stats;
 use super::cudnn_lib;
 use super::device::CudaDevice;
-use super::selfcheck::{Outcome, Rng};
+use super::selfcheck_kit::{Outcome, Rng};
 use crate::cpu::CpuBackend;
 use crate::{ForceMember, SparseConfig};
 use crate::gpu::{GpuExecutable, GpuOptions, VendorPolicy};

@@ -25,7 +25,7 @@ use super::sparse::timer::SparseOpTimer;
 use super::sparse_conv::build;
 use super::sparse_conv::features::{SparseConvFeatures, SparseConvOverrides};
 use super::sparse_conv::select::runs_sparse;
-use super::sparse_conv::timer::SconvTimer;
+use super::sparse_conv::timer::SparseConvOpTimer;
 use super::token::lower::{lower_token, TokenPlans};
 use super::token::select::runs_token_projection;
 use super::token::timer::TokenTimer;
@@ -96,7 +96,7 @@ impl<D: GpuDevice + 'static> GpuBackend<D> {
         for (i, n) in g.nodes.iter().enumerate() {
             let wrap = |e: Error| Error::node(&n.name, n.op.name(), e.to_string());
             if runs_sparse(&g, n) {
-                out.push(Box::new(SconvTimer::new(self.dev.clone(), g.clone(), i, features).map_err(wrap)?));
+                out.push(Box::new(SparseConvOpTimer::new(self.dev.clone(), g.clone(), i, features).map_err(wrap)?));
             } else if runs_token_projection(&g, n) {
                 out.push(Box::new(TokenTimer::new(self.dev.clone(), g.clone(), &acts, i).map_err(wrap)?));
             }

@@ -1,13 +1,16 @@
-//! The kernel sources the GPU executor launches. Each `.cl` file under `kernels/` is compiled as
-//! one program after `kernels/common.h` (sparse_conv.cl after its `.h` parts too), each part
-//! behind a `#line` naming it, so compiler messages point into the right file and line. The
-//! device prepends its own prelude (`prelude_opencl.h` for OpenCL), which defines the few macros
-//! the sources use (`KERNEL`, `GLOBAL`, `LOCAL`, `LOCAL_PTR`, `FUNC`, `LOCAL_BARRIER()`,
-//! `GROUP_ID(d)`, `LOCAL_ID(d)`, `GLOBAL_ID(d)`, the math wrappers `EXPF`...), so a CUDA prelude
-//! compiles the same files under NVRTC.
+//! The kernel sources the GPU executor launches, one program per `Src`, declared once here:
+//! its `.cl` file (the name the executor and the caches know it by), the headers compiled before
+//! it, and whether wgpu has a WGSL twin (`wgpu/shaders.rs`, which maps the same names). Every
+//! program compiles as OpenCL C and, behind the CUDA prelude, under NVRTC; a program is an
+//! algorithm, its variants `#if`s of its own defines. Each program is `kernels/common.h`, its
+//! headers and its file, each part behind a `#line` naming it, so compiler messages point into
+//! the right file and line. The device prepends its own prelude (`prelude_opencl.h` for
+//! OpenCL), which defines the few macros the sources use (`KERNEL`, `GLOBAL`, `LOCAL`,
+//! `LOCAL_PTR`, `FUNC`, `LOCAL_BARRIER()`, `GROUP_ID(d)`, `LOCAL_ID(d)`, `GLOBAL_ID(d)`, the
+//! math wrappers `EXPF`...), so a CUDA prelude compiles the same files under NVRTC.
 //! Schedule knobs enter as `-D NAME=VALUE` defines (`KernelSpec::defines`).
 
-use super::device::KernelSpec;
+use super::device::{KernelDialect, KernelSpec};
 
 macro_rules! source {
     ($($file:literal),+) => {
@@ -15,7 +18,7 @@ macro_rules! source {
     };
 }
 
-/// One kernel source file.
+/// One kernel program (see the module docs).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Src {
     Elementwise,
@@ -25,44 +28,34 @@ pub(crate) enum Src {
     Conv,
     Pool,
     Attention,
-    SparseConv,
+    /// The sparse conv as an implicit GEMM over DISTiles, and its split-K finish.
+    SparseConvGemm,
+    /// The depthwise sparse conv.
+    SparseConvDw,
+    /// The sparse conv's residual fill and the Cached blend.
+    SparseConvFill,
     Bitmask,
     Token,
 }
 
+/// What a `Src` is: its file, its full source, and whether a WGSL twin exists.
+pub(crate) struct Program {
+    pub file: &'static str,
+    pub source: &'static str,
+    pub wgsl: bool,
+}
+
+/// `program!(file; headers...; wgsl)`: the program `file`, compiled after common.h and
+/// `headers`, with a WGSL twin where `wgsl` is true.
+macro_rules! program {
+    ($file:literal; $($part:literal),*; $wgsl:expr) => {
+        Program { file: $file, source: source!($($part,)* $file), wgsl: $wgsl }
+    };
+}
+
 impl Src {
-    pub(crate) fn file(self) -> &'static str {
-        match self {
-            Src::Elementwise => "elementwise.cl",
-            Src::Movement => "movement.cl",
-            Src::Reduce => "reduce.cl",
-            Src::Matmul => "matmul.cl",
-            Src::Conv => "conv.cl",
-            Src::Pool => "pool.cl",
-            Src::Attention => "attention.cl",
-            Src::SparseConv => "sparse_conv.cl",
-            Src::Bitmask => "bitmask.cl",
-            Src::Token => "token.cl",
-        }
-    }
-
-    pub(crate) fn source(self) -> &'static str {
-        match self {
-            Src::Elementwise => source!("elementwise.cl"),
-            Src::Movement => source!("movement.cl"),
-            Src::Reduce => source!("reduce.cl"),
-            Src::Matmul => source!("matmul.cl"),
-            Src::Conv => source!("conv.cl"),
-            Src::Pool => source!("pool.cl"),
-            Src::Attention => source!("attention.cl"),
-            Src::SparseConv => source!("sparse_conv_knobs.h", "sparse_conv_stage.h", "sparse_conv_list.h", "sparse_conv.cl"),
-            Src::Bitmask => source!("bitmask.cl"),
-            Src::Token => source!("token.cl"),
-        }
-    }
-
     #[cfg(test)]
-    pub(crate) const ALL: [Src; 10] = [
+    pub(crate) const ALL: [Src; 12] = [
         Src::Elementwise,
         Src::Movement,
         Src::Reduce,
@@ -70,10 +63,49 @@ impl Src {
         Src::Conv,
         Src::Pool,
         Src::Attention,
-        Src::SparseConv,
+        Src::SparseConvGemm,
+        Src::SparseConvDw,
+        Src::SparseConvFill,
         Src::Bitmask,
         Src::Token,
     ];
+
+    pub(crate) fn program(self) -> Program {
+        match self {
+            Src::Elementwise => program!("elementwise.cl";; true),
+            Src::Movement => program!("movement.cl";; true),
+            Src::Reduce => program!("reduce.cl";; true),
+            Src::Matmul => program!("matmul.cl";; true),
+            Src::Conv => program!("conv.cl";; true),
+            Src::Pool => program!("pool.cl";; true),
+            Src::Attention => program!("attention.cl";; true),
+            Src::SparseConvGemm => {
+                program!("sparse_conv_gemm.cl"; "sparse_conv_common.h", "sparse_conv_knobs.h", "sparse_conv_stage.h", "sparse_conv_list.h"; true)
+            }
+            Src::SparseConvDw => program!("sparse_conv_dw.cl"; "sparse_conv_common.h"; true),
+            Src::SparseConvFill => program!("sparse_conv_fill.cl"; "sparse_conv_common.h"; true),
+            Src::Bitmask => program!("bitmask.cl";; true),
+            Src::Token => program!("token.cl";; true),
+        }
+    }
+
+    pub(crate) fn file(self) -> &'static str {
+        self.program().file
+    }
+
+    pub(crate) fn source(self) -> &'static str {
+        self.program().source
+    }
+
+    /// The dialects this program's kernels compile in: OpenCL C and CUDA always, WGSL where it
+    /// has a twin.
+    pub(crate) fn dialects(self) -> &'static [KernelDialect] {
+        if self.program().wgsl {
+            &[KernelDialect::OpenCl, KernelDialect::Cuda, KernelDialect::Wgsl]
+        } else {
+            &[KernelDialect::OpenCl, KernelDialect::Cuda]
+        }
+    }
 }
 
 /// The spec of `entry` in `src` with schedule defines (sorted, so equal schedules share a build).
@@ -190,14 +222,16 @@ fn schedules(src: Src, entry: &str) -> Vec<Vec<(&'static str, i64)>> {
         // TK_MAX: the key count rounded up to a power of two, at least 64, as long as the row
         // fits local memory (8192 keys in 48 KiB).
         (Src::Attention, _) => (6..=13).map(|p| vec![("WG", ATTENTION_WG as i64), ("TK_MAX", 1i64 << p)]).collect(),
-        (Src::SparseConv, e) => super::sparse_conv::ci_schedules::all(e).into_iter().map(|d| d.to_vec()).collect(),
+        (Src::SparseConvGemm | Src::SparseConvDw | Src::SparseConvFill, e) => {
+            super::sparse_conv::ci_schedules::all(e).into_iter().map(|d| d.to_vec()).collect()
+        }
         // HOST_COUNTS: CUDA's mapped host counts (sparse/bitmask.rs).
         (Src::Bitmask, _) => {
             let b = ("BLOCK", super::sparse::bitmask::BITMASK_BLOCK as i64);
             vec![vec![b], vec![b, ("LWORDS", 50)], vec![b, ("LWORDS", 50), ("HOST_COUNTS", 1)], vec![b, ("HOST_COUNTS", 1)]]
         }
         (Src::Token, "token_compact") => vec![vec![("BLOCK", super::sparse::bitmask::BITMASK_BLOCK as i64)]],
-        // EARLY_EXIT: 1 on GPUs, 0 on OpenCL CPU devices (token/lower.rs); DENSE: the
+        // EARLY_EXIT: 1 on GPUs, 0 on OpenCL CPU devices (token/launches.rs); DENSE: the
         // PolyKernel's dense member. Profiles' tiles are compiled from the profiles.
         (Src::Token, "token_gemm_f32") => {
             let mut v: Vec<Vec<(&'static str, i64)>> = [Tile::LARGE, Tile::SMALL]

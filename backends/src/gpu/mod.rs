@@ -16,7 +16,6 @@ pub use executor::{FrameGraphStats, GpuBackend, GpuExecutable, GpuOptions, NodeP
 pub use sparse::step::CountsSync;
 pub use sparse::timer::{SparseOpTimer, RUNS_PER_CALL};
 pub use sparse_conv::features::{SparseConvFeatures, SparseConvOverrides};
-pub use sparse_conv::knobs as sparse_conv_knobs;
 pub use token::knobs as token_knobs;
 
 /// Whether the GPU backends run node `n` of `g` sparsely (a 2-D float conv, one group with
@@ -29,6 +28,13 @@ pub fn runs_sparse(g: &dynaspa_runtime::graph::Graph, n: &dynaspa_runtime::graph
 pub fn runs_polykernel(g: &dynaspa_runtime::graph::Graph, n: &dynaspa_runtime::graph::Node) -> bool {
     runs_sparse(g, n) || token::select::runs_token_projection(g, n)
 }
+/// The sparse conv's schedule knobs as profiles and the tuner name them (the knobs' legend is
+/// `sparse_conv/knobs.rs`), with the knobs the executor uses where a profile names none.
+pub mod sparse_conv_knobs {
+    pub use super::sparse_conv::knobs::*;
+    pub use super::sparse_conv::schedule::default_gemm;
+}
+
 #[cfg(feature = "wgpu")]
 pub(crate) use kernels::LINEAR_WG;
 

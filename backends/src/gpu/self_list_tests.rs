@@ -119,7 +119,7 @@ fn one_by_one_members_read_the_mask_not_the_bitmask_lists() {
     let _ = std::fs::remove_dir_all(&cache);
 }
 
-/// A map of more positions than a work-group keeps in registers while it lists (sparse_conv.cl's
+/// A map of more positions than a work-group keeps in registers while it lists (sparse_conv_gemm.cl's
 /// SL_BITS per work-item): each work-item's segment is read again past them, and the columns
 /// found there must be those of the bitmask kernel's lists (the 2x8 member) and of the dense
 /// member.

@@ -156,7 +156,7 @@ impl GpuDevice for Shim {
         self.inner.download(&src.b, offset, out)
     }
     fn kernel(&self, spec: &KernelSpec) -> Result<ShimKernel> {
-        let limit = self.gemm_limit.filter(|_| spec.entry == "sconv_gemm_f32");
+        let limit = self.gemm_limit.filter(|_| spec.entry == "sparse_conv_gemm_f32");
         Ok(ShimKernel::Ours(self.inner.kernel(spec)?, limit))
     }
     fn launch(&self, kernel: &ShimKernel, groups: [u32; 3], local: [u32; 3], args: &[Arg<'_, ShimBuf>]) -> Result<()> {

@@ -32,7 +32,9 @@ fn every_kernel_source_builds_on_every_code_path() {
             Src::Conv => "conv_gemm_f32",
             Src::Pool => "pool_f32",
             Src::Attention => "attention_f32",
-            Src::SparseConv => "sconv_gemm_f32",
+            Src::SparseConvGemm => "sparse_conv_gemm_f32",
+            Src::SparseConvDw => "sparse_conv_dw_f32",
+            Src::SparseConvFill => "sparse_conv_fill_residual_f32",
             Src::Bitmask => "bitmask_tiles",
             Src::Token => "token_compact",
         };
@@ -45,11 +47,11 @@ fn every_kernel_source_builds_on_every_code_path() {
     let mut paths = std::collections::HashSet::new();
     let once_per_path = |s: &KernelSpec| paths.insert((s.entry, crate::gpu::kernels::code_path(&s.defines)));
     // Self-listing members that leave before the scan (SL_EARLY) and the finish's speculative
-    // first loads (SC_FIN_SPEC) are CUDA's alone.
+    // first loads (SPARSE_CONV_FIN_SPEC) are CUDA's alone.
     let sparse = crate::gpu::kernels::all_specs()
         .into_iter()
-        .filter(|s| matches!(s.file, "sparse_conv.cl" | "bitmask.cl" | "token.cl"))
-        .filter(|s| !s.defines.iter().any(|(k, v)| matches!(k.as_str(), "SL_EARLY" | "SC_FIN_SPEC") && v == "1"));
+        .filter(|s| matches!(s.file, "sparse_conv_gemm.cl" | "sparse_conv_dw.cl" | "sparse_conv_fill.cl" | "bitmask.cl" | "token.cl"))
+        .filter(|s| !s.defines.iter().any(|(k, v)| matches!(k.as_str(), "SL_EARLY" | "SPARSE_CONV_FIN_SPEC") && v == "1"));
     for s in sparse.filter(once_per_path) {
         d.kernel(&s).unwrap_or_else(|e| panic!("{} {} {:?}: {e}", s.file, s.entry, s.defines));
     }

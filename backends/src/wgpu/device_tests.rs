@@ -17,8 +17,19 @@ fn device() -> Option<Arc<WgpuDevice>> {
     }
 }
 
-const FILES: [&str; 9] =
-    ["elementwise.cl", "movement.cl", "reduce.cl", "matmul.cl", "conv.cl", "pool.cl", "attention.cl", "sparse_conv.cl", "bitmask.cl"];
+const FILES: [&str; 11] = [
+    "elementwise.cl",
+    "movement.cl",
+    "reduce.cl",
+    "matmul.cl",
+    "conv.cl",
+    "pool.cl",
+    "attention.cl",
+    "sparse_conv_gemm.cl",
+    "sparse_conv_dw.cl",
+    "sparse_conv_fill.cl",
+    "bitmask.cl",
+];
 
 fn spec(file: &'static str, entry: &str, defines: &[(&str, &str)]) -> KernelSpec {
     let entry: &'static str = Box::leak(entry.to_string().into_boxed_str());
@@ -33,7 +44,8 @@ fn defines(file: &str) -> Vec<(&'static str, &'static str)> {
         "matmul.cl" | "conv.cl" => vec![("TM", "32"), ("TN", "32"), ("TK", "16"), ("WM", "2"), ("WN", "2")],
         "reduce.cl" => vec![("WG", "256")],
         "attention.cl" => vec![("WG", "128"), ("TK_MAX", "256")],
-        "sparse_conv.cl" => vec![("TM", "64"), ("TN", "32"), ("TK", "16"), ("WM", "4"), ("WN", "2"), ("GH", "2"), ("GW", "8"), ("KS", "4")],
+        "sparse_conv_gemm.cl" => vec![("TM", "64"), ("TN", "32"), ("TK", "16"), ("WM", "4"), ("WN", "2"), ("GH", "2"), ("GW", "8"), ("KS", "4")],
+        "sparse_conv_dw.cl" => vec![("GH", "2"), ("GW", "8")],
         "bitmask.cl" => vec![("BLOCK", "256")],
         _ => vec![],
     }
@@ -54,6 +66,13 @@ fn every_entry_point_builds() {
     }
     // Every kernel of the OpenCL sources has its WGSL twin.
     assert!(n >= 39, "only {n} entry points");
+}
+
+#[test]
+fn the_programs_declared_with_a_wgsl_twin_are_those_that_have_one() {
+    for src in crate::gpu::kernels::Src::ALL {
+        assert_eq!(shaders::source(src.file()).is_some(), src.program().wgsl, "{}", src.file());
+    }
 }
 
 #[test]

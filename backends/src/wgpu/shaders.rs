@@ -1,14 +1,14 @@
-//! The WGSL kernels: one file per OpenCL source under `gpu/kernels/`, with the same entry points
-//! and argument order, so the shared executor's `KernelSpec`s (named after the .cl files) select
-//! them. Buffers bind at 0.. in argument order, scalars form one uniform struct at binding 8;
+//! The WGSL kernels: a twin of each program of `gpu/kernels.rs` that declares one, with the same
+//! entry points and argument order, so the shared executor's `KernelSpec`s (named after the .cl
+//! files) select them; a twin is `common.wgsl` and its files, as a program is its headers. Buffers bind at 0.. in argument order, scalars form one uniform struct at binding 8;
 //! schedule defines become override constants of the same names, and every entry point's
 //! work-group shape is the overrides `WG_X`, `WG_Y`, `WG_Z`, set per pipeline from the launch.
 
 use crate::gpu::KernelSpec;
 
 macro_rules! wgsl {
-    ($file:literal) => {
-        concat!(include_str!("kernels/common.wgsl"), "\n", include_str!(concat!("kernels/", $file)))
+    ($($file:literal),+) => {
+        concat!(include_str!("kernels/common.wgsl") $(, "\n", include_str!(concat!("kernels/", $file)))+)
     };
 }
 
@@ -22,7 +22,9 @@ pub(crate) fn source(file: &str) -> Option<&'static str> {
         "conv.cl" => wgsl!("conv.wgsl"),
         "pool.cl" => wgsl!("pool.wgsl"),
         "attention.cl" => wgsl!("attention.wgsl"),
-        "sparse_conv.cl" => wgsl!("sparse_conv.wgsl"),
+        "sparse_conv_gemm.cl" => wgsl!("sparse_conv_common.wgsl", "sparse_conv_gemm.wgsl"),
+        "sparse_conv_dw.cl" => wgsl!("sparse_conv_common.wgsl", "sparse_conv_dw.wgsl"),
+        "sparse_conv_fill.cl" => wgsl!("sparse_conv_common.wgsl", "sparse_conv_fill.wgsl"),
         "bitmask.cl" => wgsl!("bitmask.wgsl"),
         "token.cl" => wgsl!("token.wgsl"),
         _ => return None,

@@ -8,7 +8,7 @@
 #define LOCAL_PTR __local
 #define RESTRICT restrict
 #define FUNC static inline
-/* A FUNC the compiler must inline (see sconv_load_stage in sparse_conv.cl for why). */
+/* A FUNC the compiler must inline (see sparse_conv_load_stage in sparse_conv_gemm.cl for why). */
 #define FUNC_INLINE static inline __attribute__((always_inline))
 /* A CUDA register bound (cuda/prelude.h); OpenCL C 1.2 has no way to say it. */
 #define LAUNCH_BOUNDS(threads, blocks)
@@ -32,7 +32,7 @@
 /* Also orders the group's global memory accesses (a work-group reads what it wrote). */
 #define GLOBAL_BARRIER() barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE)
 /* Orders the work-item's global stores and loads before and after it as other work-groups see
- * them, when an atomic passes the word between them (split-K's last work-group, sparse_conv.cl).
+ * them, when an atomic passes the word between them (split-K's last work-group, sparse_conv_gemm.cl).
  * NVIDIA's OpenCL compiles mem_fence(CLK_GLOBAL_MEM_FENCE) to `membar.cta`, a fence for the
  * work-group only (its PTX; RESULTS.md, "NVIDIA OpenCL: the fused finish's fence"), and the
  * fused finish then read partial sums other work-groups had not yet made visible: wrong outputs

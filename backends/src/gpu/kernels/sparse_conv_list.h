@@ -1,12 +1,12 @@
-/* How a SELF_LIST member of sparse_conv.cl finds its columns in the float mask: its extra
+/* How a SELF_LIST member of sparse_conv_gemm.cl finds its columns in the float mask: its extra
  * arguments and the work-group's scan of the mask. Compiled after sparse_conv_stage.h. */
 
 #if SELF_LIST && SELF_COUNT
 /* The mask tensor (floats, mk_stride per image: 0 when one mask serves every image), and where
  * SELF_COUNT stores the counts. */
-#define SCONV_SELF_ARGS , GLOBAL const float *mk, int mk_stride, GLOBAL int *rep, int rep_stride
+#define SPARSE_CONV_SELF_ARGS , GLOBAL const float *mk, int mk_stride, GLOBAL int *rep, int rep_stride
 #elif SELF_LIST
-#define SCONV_SELF_ARGS , GLOBAL const float *mk, int mk_stride
+#define SPARSE_CONV_SELF_ARGS , GLOBAL const float *mk, int mk_stride
 #endif
 #if SELF_LIST
 #if SELF_COUNT
@@ -41,16 +41,16 @@
 #ifndef SL_EARLY
 #define SL_EARLY 0
 #endif
-/* A work-item's segment of the mask between sconv_self_count and sconv_self_scan. */
+/* A work-item's segment of the mask between sparse_conv_self_count and sparse_conv_self_scan. */
 typedef struct {
     int lo, hi, rb, cnt, bad;
     uint w0, w1;
 } SlSeg;
 
-/* sconv_self_list's first half: the work-item's segment counted into *s. Under SL_EARLY it
+/* sparse_conv_self_list's first half: the work-item's segment counted into *s. Under SL_EARLY it
  * returns the image's column count (the same in every work-item), and a group whose c0 is past
- * it is done; else 0x7fffffff, and sconv_self_scan counts. */
-FUNC_INLINE int sconv_self_count(GLOBAL const float* mk, LOCAL_PTR int* scan, LOCAL_PTR int* cpos, LOCAL_PTR int* lbad, int tid,
+ * it is done; else 0x7fffffff, and sparse_conv_self_scan counts. */
+FUNC_INLINE int sparse_conv_self_count(GLOBAL const float* mk, LOCAL_PTR int* scan, LOCAL_PTR int* cpos, LOCAL_PTR int* lbad, int tid,
                                  int P, SlSeg* s) {
     for (int c = tid; c < TN; c += NT) cpos[c] = -1;
     if (SELF_COUNT && tid == 0) *lbad = 0x7fffffff;
@@ -94,9 +94,9 @@ FUNC_INLINE int sconv_self_count(GLOBAL const float* mk, LOCAL_PTR int* scan, LO
 #endif
 }
 
-/* sconv_self_list's second half, for a group sconv_self_count left with columns: the scan of
+/* sparse_conv_self_list's second half, for a group sparse_conv_self_count left with columns: the scan of
  * the segments' counts and the group's columns into cpos; returns the image's column count. */
-FUNC_INLINE int sconv_self_scan(GLOBAL const float* mk, LOCAL_PTR int* scan, LOCAL_PTR int* cpos, LOCAL_PTR int* lbad, int tid,
+FUNC_INLINE int sparse_conv_self_scan(GLOBAL const float* mk, LOCAL_PTR int* scan, LOCAL_PTR int* cpos, LOCAL_PTR int* lbad, int tid,
                                 int c0, const SlSeg* s) {
     int lo = s->lo, hi = s->hi, rb = s->rb, cnt = s->cnt;
     uint w0 = s->w0, w1 = s->w1;
@@ -134,13 +134,13 @@ FUNC_INLINE int sconv_self_scan(GLOBAL const float* mk, LOCAL_PTR int* scan, LOC
 }
 
 /* The work-group's columns (see the top of the listing): both halves. */
-FUNC_INLINE int sconv_self_list(GLOBAL const float* mk, LOCAL_PTR int* scan, LOCAL_PTR int* cpos, LOCAL_PTR int* lbad, int tid, int c0, int P) {
+FUNC_INLINE int sparse_conv_self_list(GLOBAL const float* mk, LOCAL_PTR int* scan, LOCAL_PTR int* cpos, LOCAL_PTR int* lbad, int tid, int c0, int P) {
     SlSeg s;
-    int early = sconv_self_count(mk, scan, cpos, lbad, tid, P, &s);
+    int early = sparse_conv_self_count(mk, scan, cpos, lbad, tid, P, &s);
     /* The same for the whole work-group: no barrier is skipped. */
     if (c0 >= early) return early;
-    return sconv_self_scan(mk, scan, cpos, lbad, tid, c0, &s);
+    return sparse_conv_self_scan(mk, scan, cpos, lbad, tid, c0, &s);
 }
 #else
-#define SCONV_SELF_ARGS
+#define SPARSE_CONV_SELF_ARGS
 #endif

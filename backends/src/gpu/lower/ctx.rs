@@ -40,7 +40,7 @@ impl<K> Clone for Launch<K> {
 
 /// A grid dimension of column tiles, `width` columns each, sized for every column the map can
 /// have, whose work-groups take further windows of columns until the map's are covered
-/// (sparse_conv.cl: the self-listing GEMM and its finish). Any width is correct, so a frame
+/// (sparse_conv_gemm.cl: the self-listing GEMM and its finish). Any width is correct, so a frame
 /// launches it for the columns it expects (`expected_tiles`), not for all of them: at density
 /// 0.1 most of the full grid's work-groups find no column (RESULTS.md, "self-listing grids
 /// launched for the columns a frame expects").
@@ -352,6 +352,10 @@ impl<'a, D: GpuDevice> Ctx<'a, D> {
     }
 
     pub(crate) fn kernel(&mut self, src: Src, entry: &'static str, defines: &[(&str, i64)]) -> Result<Arc<D::Kernel>> {
+        let dialect = self.dev.info().dialect();
+        if !src.dialects().contains(&dialect) {
+            return unsupported(format!("{entry} in the {dialect:?} dialect ({} has no version in it)", src.file()));
+        }
         self.res.kernel(self.dev, kernels::spec(src, entry, defines))
     }
 

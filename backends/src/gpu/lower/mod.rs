@@ -2,9 +2,10 @@
 //! (kernel, grid, arguments) that `run` replays. One file per op family.
 
 mod attention;
-pub(crate) mod conv;
+mod conv;
 pub(crate) mod ctx;
 pub(crate) mod elementwise;
+pub(crate) mod geom;
 mod matmul;
 mod movement;
 mod reduce;

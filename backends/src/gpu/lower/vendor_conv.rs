@@ -4,7 +4,7 @@
 //! repeated shapes (ResNet-50) times each shape once. `VendorPolicy::Always` skips the race.
 //!
 //! The vendor computes either the whole op (bias, residual and ReLU fused, where it fuses them)
-//! or the bare conv into a scratch buffer, after which `sconv_finish_f32` as a one-split pass
+//! or the bare conv into a scratch buffer, after which `sparse_conv_finish_f32` as a one-split pass
 //! adds what the vendor did not: bias, residual, activation and, for a sparse op's dense
 //! member, the masked store that leaves inactive positions to the fill policy.
 
@@ -12,17 +12,17 @@ use super::ctx::{int, BufId, Ctx, LArg, Launch};
 use super::elementwise::activation_code;
 use crate::gpu::device::{GpuDevice, VendorConvDesc, VendorFused, VendorPolicy};
 use crate::gpu::kernels::Src;
-use super::conv::geom;
+use super::geom::geom;
 use super::ctx::replay_launches;
 use crate::gpu::sparse::meta::MetaLayout;
-use crate::gpu::sparse_conv::schedule::SconvSchedule;
+use crate::gpu::sparse_conv::schedule::SparseConvSchedule;
 use dynaspa_runtime::graph::{Activation, Conv};
 use dynaspa_runtime::{DType, Result, Tensor};
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Instant;
 
-/// Work-items per group of the epilogue pass (sconv_finish_f32's).
+/// Work-items per group of the epilogue pass (sparse_conv_finish_f32's).
 const EPILOGUE_WG: u32 = 64;
 /// Timing of one candidate: warm-up runs, then samples of `RUNS` launches each, interleaved
 /// with the other candidates' samples.
@@ -226,7 +226,7 @@ fn keep_working<D: GpuDevice>(cx: &Ctx<D>, cands: Vec<Candidate<D::Kernel>>) -> 
         .collect()
 }
 
-/// sconv_finish_f32 over the vendor's raw output `raw` into `y`: bias, residual, activation,
+/// sparse_conv_finish_f32 over the vendor's raw output `raw` into `y`: bias, residual, activation,
 /// and the masked store of a dense member.
 fn launch_epilogue<D: GpuDevice>(cx: &mut Ctx<D>, p: &Conv, d: &VendorConvDesc, raw: BufId, y: BufId, mask: Mask) -> Result<()> {
     let dummy = cx.dummy()?;
@@ -261,7 +261,7 @@ fn launch_epilogue<D: GpuDevice>(cx: &mut Ctx<D>, p: &Conv, d: &VendorConvDesc, 
         LArg::F32(p0),
         LArg::F32(p1),
     ]);
-    let kern = cx.kernel(Src::SparseConv, "sconv_finish_f32", &SconvSchedule::epilogue_defines())?;
+    let kern = cx.kernel(Src::SparseConvGemm, "sparse_conv_finish_f32", &SparseConvSchedule::epilogue_defines())?;
     cx.launch(kern, [cap.div_ceil(EPILOGUE_WG as usize), d.cout, d.n], [EPILOGUE_WG, 1, 1], a)
 }
 

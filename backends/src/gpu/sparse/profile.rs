@@ -4,9 +4,8 @@
 use crate::SparseConfig;
 use crate::gpu::device::DeviceInfo;
 use crate::gpu::sparse_conv::knobs::GpuLimits;
-use crate::gpu::sparse_conv::lower::sconv_dims;
-use crate::gpu::sparse_conv::schedule::{member_schedule, SconvSchedule};
-use crate::gpu::sparse_conv::select::runs_sparse;
+use crate::gpu::sparse_conv::schedule::{member_schedule, SparseConvSchedule};
+use crate::gpu::sparse_conv::select::{runs_sparse, sparse_conv_dims};
 use crate::gpu::token::poly::member_knobs;
 use crate::gpu::token::select::runs_token_projection;
 use dynaspa_runtime::dispatch::PolyKernel;
@@ -41,7 +40,7 @@ pub(crate) fn profile_polys(info: &DeviceInfo, backend: &str, g: &Graph, cfg: &S
     }
     let limits = GpuLimits::of(info);
     for n in &g.nodes {
-        let (conv, token) = (runs_sparse(g, n).then(|| sconv_dims(g, n)).flatten(), token_projection(g, n));
+        let (conv, token) = (runs_sparse(g, n).then(|| sparse_conv_dims(g, n)).flatten(), token_projection(g, n));
         if conv.is_none() && token.is_none() {
             continue;
         }
@@ -60,7 +59,7 @@ pub(crate) fn profile_polys(info: &DeviceInfo, backend: &str, g: &Graph, cfg: &S
                 // The dense member's defaults need the launch (its split depends on the grid);
                 // any schedule stands in for the check of the sparse members and explicit dense
                 // knobs.
-                let dense = SconvSchedule::for_op(cout, k, None);
+                let dense = SparseConvSchedule::for_op(cout, k, None);
                 poly.members().iter().try_for_each(|m| member_schedule(kind, cout, k, dense, &m.schedule, &limits).map(|_| ()))
             }
             (None, Some((t, f))) => member_knobs(poly, t, f, &limits).map(|_| ()),

@@ -5,9 +5,9 @@
 
 use super::features::SparseConvFeatures;
 use super::knobs::GpuLimits;
-use super::lower::{launch_blend_cached, prepare, MaskColumns, SconvKind, SconvOp, SplitBufs};
-use super::schedule::{member_schedule, SconvSchedule, GRANULARITIES};
-use super::select::runs_sparse;
+use super::lower::{launch_blend_cached, prepare, MaskColumns, SparseConvOp, SplitBufs};
+use super::schedule::{member_schedule, SparseConvSchedule, GRANULARITIES};
+use super::select::{runs_sparse, SparseConvKind};
 use crate::cpu::sparse_exec::calibrate::{self, blob_mask, random_tensor, Subject};
 use crate::SparseConfig;
 use crate::gpu::device::GpuDevice;
@@ -23,7 +23,7 @@ use dynaspa_runtime::{DType, Error, Result, Tensor, TensorData};
 use std::collections::HashMap;
 
 /// Bumped whenever kernels or schedules change what a member costs: old cached tables go stale.
-const CALIBRATION_VERSION: &str = "gpu-sconv-v2";
+const CALIBRATION_VERSION: &str = "gpu-sparse-conv-v3";
 /// Launches queued per timed call: one sync shared by several runs.
 const RUNS_PER_CALL: usize = 4;
 
@@ -103,13 +103,13 @@ pub(crate) fn lower_sparse_conv<D: GpuDevice>(
     let (meta, layout) = (frames.masks[m].meta, frames.masks[m].layout.clone());
     let dense = op.dense_schedule(cx);
     let limits = GpuLimits { self_list: cx.res.features.self_list, ..GpuLimits::of(cx.dev.info()) };
-    let schedules_of = |poly: &PolyKernel| -> Result<Vec<SconvSchedule>> {
+    let schedules_of = |poly: &PolyKernel| -> Result<Vec<SparseConvSchedule>> {
         poly.members().iter().map(|mb| member_schedule(op.kind, op.cout, op.k, dense, &mb.schedule, &limits).map_err(Error::Other)).collect()
     };
     // Calibration's candidates: the dense member and each granularity with the default tile
     // (also the fallback when a profile's members cannot be built here).
-    let candidates: Vec<SconvSchedule> = std::iter::once(dense)
-        .chain(GRANULARITIES.iter().map(|&g| SconvSchedule::for_op(op.cout, op.k, Some(g)).with_self_list(op.kind, &limits)))
+    let candidates: Vec<SparseConvSchedule> = std::iter::once(dense)
+        .chain(GRANULARITIES.iter().map(|&g| SparseConvSchedule::for_op(op.cout, op.k, Some(g)).with_self_list(op.kind, &limits)))
         .collect();
     let tuned_scheds = tuned.map(schedules_of).transpose()?;
     let mut splitk = op.split_bufs(cx, candidates.iter().chain(tuned_scheds.iter().flatten()), Some(&layout))?;
@@ -127,7 +127,7 @@ pub(crate) fn lower_sparse_conv<D: GpuDevice>(
     }
     // The dense member may be the vendor's conv followed by the masked store; returns what it
     // runs when it is the vendor's.
-    let launch_member = |cx: &mut Ctx<D>, s: &SconvSchedule, split: SplitBufs| -> Result<Option<String>> {
+    let launch_member = |cx: &mut Ctx<D>, s: &SparseConvSchedule, split: SplitBufs| -> Result<Option<String>> {
         if s.gran.is_none() {
             let ours = &mut |cx: &mut Ctx<D>| op.launch(cx, s, Some((meta, &layout)), split, true);
             lower_dense(cx, p, Some((meta, &layout)), ours)
@@ -141,7 +141,7 @@ pub(crate) fn lower_sparse_conv<D: GpuDevice>(
         residual_fill = std::mem::take(&mut cx.launches);
     }
     // Each member's launches, and what the dense one runs when it is the vendor's.
-    let lower_members = |cx: &mut Ctx<D>, scheds: &[SconvSchedule]| -> Result<(Vec<Vec<Launch<D::Kernel>>>, Option<String>)> {
+    let lower_members = |cx: &mut Ctx<D>, scheds: &[SparseConvSchedule]| -> Result<(Vec<Vec<Launch<D::Kernel>>>, Option<String>)> {
         let mut members = Vec::with_capacity(scheds.len());
         let mut dense_vendor = None;
         for s in scheds {
@@ -243,7 +243,7 @@ fn member_name(g: Option<Granularity>) -> String {
 fn poly_kernel<D: GpuDevice>(
     cx: &mut Ctx<D>,
     mp: &MaskPlan<D::Kernel>,
-    op: &SconvOp,
+    op: &SparseConvOp,
     members: &[(Option<Granularity>, Vec<Launch<D::Kernel>>)],
     residual_fill: &[Launch<D::Kernel>],
     (scratch_mask, self_list): (BufId, bool),
@@ -298,7 +298,7 @@ fn poly_kernel<D: GpuDevice>(
         run(by_gran(Some(g)))
     };
     let shapes: Vec<String> = cx.node.inputs.iter().map(|i| i.map_or("-".into(), |v| format!("{:?}", cx.graph.values[v].shape))).collect();
-    let kind = if op.kind == SconvKind::Depthwise { "dw" } else { "gemm" };
+    let kind = if op.kind == SparseConvKind::Depthwise { "dw" } else { "gemm" };
     // Split members cost less with the fused finish: tables timed one way do not serve the other.
     let features = cx.res.features;
     let finish = if features.fused_finish { "fused" } else { "split" };

@@ -1,4 +1,4 @@
-//! Which variants of sparse_conv.cl (and token.cl's GEMM) CI compiles: every schedule a launch
+//! Which variants of the sparse conv programs (sparse_conv_*.cl) (and token.cl's GEMM) CI compiles: every schedule a launch
 //! can ask for as it stands (calibration's grid, the dense lowering, every member of the GPU
 //! profiles shipped under `profiles/`, a spread of the tuner's space), and each switch the
 //! executor adds to them (fused finish, self-listing and its count, leaving early, reading the
@@ -9,7 +9,7 @@
 //! combined with beyond the values themselves, which the cover keeps.
 
 use super::knobs::{GemmKnobs, GpuLimits, GEMM_DOMAINS};
-use super::schedule::{register_bound, SconvSchedule, GEMM_LARGE, GEMM_SMALL, GRANULARITIES, SPLITS};
+use super::schedule::{register_bound, SparseConvSchedule, GEMM_LARGE, GEMM_SMALL, GRANULARITIES, SPLITS};
 use dynaspa_runtime::sparsity::Granularity;
 use std::collections::BTreeSet;
 
@@ -18,10 +18,10 @@ type Defines = Vec<(&'static str, i64)>;
 /// Define sets of `entry` that CI compiles (sorted, no repeats).
 pub(crate) fn all(entry: &str) -> Vec<Defines> {
     let mut v = match entry {
-        "sconv_gemm_f32" => gemm(),
-        "sconv_finish_f32" => finish(),
-        "sconv_dw_f32" => plain().iter().filter(|s| s.ks == 1).map(|s| SconvSchedule::dw_defines(s.gran)).collect(),
-        "sconv_fill_residual_f32" | "sconv_blend_cached_f32" => vec![vec![]],
+        "sparse_conv_gemm_f32" => gemm(),
+        "sparse_conv_finish_f32" => finish(),
+        "sparse_conv_dw_f32" => plain().iter().filter(|s| s.ks == 1).map(|s| SparseConvSchedule::dw_defines(s.gran)).collect(),
+        "sparse_conv_fill_residual_f32" | "sparse_conv_blend_cached_f32" => vec![vec![]],
         _ => vec![],
     };
     v.sort();
@@ -32,10 +32,10 @@ pub(crate) fn all(entry: &str) -> Vec<Defines> {
 /// Every schedule as launched without a switch: calibration's grid and the dense lowering's
 /// (each granularity, both default tiles, every split), the shipped profiles' members and the
 /// space's spread.
-fn plain() -> Vec<SconvSchedule> {
+fn plain() -> Vec<SparseConvSchedule> {
     let grans = std::iter::once(None).chain(GRANULARITIES.iter().copied().map(Some));
-    let mut v: Vec<SconvSchedule> = grans
-        .flat_map(|gran| [GEMM_LARGE, GEMM_SMALL].into_iter().flat_map(move |tile| SPLITS.map(|ks| SconvSchedule { tile, ks, gran, self_list: false, wk: 1, et: false })))
+    let mut v: Vec<SparseConvSchedule> = grans
+        .flat_map(|gran| [GEMM_LARGE, GEMM_SMALL].into_iter().flat_map(move |tile| SPLITS.map(|ks| SparseConvSchedule { tile, ks, gran, self_list: false, wk: 1, et: false })))
         .collect();
     v.extend(shipped_gpu_schedules());
     v.extend(space_sample());
@@ -53,28 +53,28 @@ fn gemm() -> Vec<Defines> {
     let mut v: Vec<Defines> = plain.iter().map(|s| s.gemm_defines(false)).collect();
     let one = Some(Granularity::new(1, 1));
     // Each switch set as a function of a plain schedule: its defines, where it applies.
-    type Switch<'a> = Box<dyn Fn(&SconvSchedule) -> Option<Defines> + 'a>;
-    let mut switches: Vec<Switch> = vec![Box::new(|s: &SconvSchedule| Some(s.gemm_defines(true)).filter(|d| d.contains(&("FUSED_FINISH", 1))))];
+    type Switch<'a> = Box<dyn Fn(&SparseConvSchedule) -> Option<Defines> + 'a>;
+    let mut switches: Vec<Switch> = vec![Box::new(|s: &SparseConvSchedule| Some(s.gemm_defines(true)).filter(|d| d.contains(&("FUSED_FINISH", 1))))];
     // CUDA's own form of a member (`sparse_conv::lower`): two stages in flight and, for groups
     // of 256 to 512, the register bound. The plain list is what OpenCL launches.
-    let cuda = |d: Defines, s: &SconvSchedule| -> Defines {
+    let cuda = |d: Defines, s: &SparseConvSchedule| -> Defines {
         let [tx, ty, tz] = s.local();
-        let bound = register_bound(tx * ty * tz).map(|g| ("SC_MIN_BLOCKS", g as i64));
-        with(d, &[("SC_DEPTH", 2)]).into_iter().chain(bound).collect()
+        let bound = register_bound(tx * ty * tz).map(|g| ("SPARSE_CONV_MIN_BLOCKS", g as i64));
+        with(d, &[("SPARSE_CONV_DEPTH", 2)]).into_iter().chain(bound).collect()
     };
-    switches.push(Box::new(move |s: &SconvSchedule| Some(cuda(s.gemm_defines(false), s))));
+    switches.push(Box::new(move |s: &SparseConvSchedule| Some(cuda(s.gemm_defines(false), s))));
     // Self-listing members (1x1 tiles, never fused): with and without their count; as CUDA runs
     // them (leaving before the scan without a column, reading the mask before the PDL wait where
     // the launch ahead does not write it).
     for count in [false, true] {
-        let listed = move |s: &SconvSchedule| -> Option<Defines> {
-            let d = SconvSchedule { self_list: true, ..*s }.gemm_defines(false);
+        let listed = move |s: &SparseConvSchedule| -> Option<Defines> {
+            let d = SparseConvSchedule { self_list: true, ..*s }.gemm_defines(false);
             (s.gran == one).then(|| with(d, &[("SELF_COUNT", 1)][..count as usize]))
         };
         for mode in [&[][..], &[("SL_EARLY", 1)], &[("SL_EARLY", 1), ("SL_PREWAIT", 1)]] {
-            switches.push(Box::new(move |s: &SconvSchedule| listed(s).map(|d| with(d, mode))));
+            switches.push(Box::new(move |s: &SparseConvSchedule| listed(s).map(|d| with(d, mode))));
         }
-        switches.push(Box::new(move |s: &SconvSchedule| listed(s).map(|d| cuda(with(d, &[("SL_EARLY", 1), ("SL_PREWAIT", 1)]), s))));
+        switches.push(Box::new(move |s: &SparseConvSchedule| listed(s).map(|d| cuda(with(d, &[("SL_EARLY", 1), ("SL_PREWAIT", 1)]), s))));
     }
     for f in &switches {
         v.extend(cover(plain.iter().filter_map(f).collect()));
@@ -83,33 +83,33 @@ fn gemm() -> Vec<Defines> {
     // in slices of 2 to 16 where it can, and the sliced tiles measured fastest on an H200; as
     // OpenCL and CUDA launch them, self-listing or not.
     let limits = GpuLimits { wgsl: false, max_group_threads: 1024, local_mem_bytes: 48 * 1024, launch_local_bytes: 0, registers_per_group: 65536, registers_per_thread: 255, self_list: true };
-    let sliced: Vec<SconvSchedule> = plain
+    let sliced: Vec<SparseConvSchedule> = plain
         .iter()
         .filter(|s| s.ks == 1 && (s.gran.is_none() || s.gran == one))
-        .flat_map(|s| [2, 4, 8, 16].map(|wk| SconvSchedule { wk, ..*s }))
-        .chain(SLICED_MEASURED.iter().map(|&(tm, tn, tk, wm, wn, wk)| SconvSchedule::from_knobs(GemmKnobs { tm, tn, tk, wm, wn, ks: 1, wk, et: false }, one)))
+        .flat_map(|s| [2, 4, 8, 16].map(|wk| SparseConvSchedule { wk, ..*s }))
+        .chain(SLICED_MEASURED.iter().map(|&(tm, tn, tk, wm, wn, wk)| SparseConvSchedule::from_knobs(GemmKnobs { tm, tn, tk, wm, wn, ks: 1, wk, et: false }, one)))
         .filter(|s| s.knobs().check(&limits).is_ok())
         .collect();
-    let listed = |s: &SconvSchedule| SconvSchedule { self_list: true, ..*s }.gemm_defines(false);
+    let listed = |s: &SparseConvSchedule| SparseConvSchedule { self_list: true, ..*s }.gemm_defines(false);
     let ones = || sliced.iter().filter(|s| s.gran == one);
     v.extend(cover(sliced.iter().map(|s| s.gemm_defines(false)).collect()));
     v.extend(cover(sliced.iter().map(|s| cuda(s.gemm_defines(false), s)).collect()));
     v.extend(cover(ones().map(|s| cuda(listed(s), s)).collect()));
     v.extend(cover(ones().map(|s| cuda(with(listed(s), &[("SELF_COUNT", 1), ("SL_EARLY", 1), ("SL_PREWAIT", 1)]), s)).collect()));
-    // Sliced members whose stage holds a whole reduction of TK run it as one (SC_ONE_STAGE).
-    let whole = |s: &&SconvSchedule| s.one_stage(s.tile.tk as usize);
-    let one_stage = [("SC_ONE_STAGE", 1)];
+    // Sliced members whose stage holds a whole reduction of TK run it as one (SPARSE_CONV_ONE_STAGE).
+    let whole = |s: &&SparseConvSchedule| s.one_stage(s.tile.tk as usize);
+    let one_stage = [("SPARSE_CONV_ONE_STAGE", 1)];
     v.extend(cover(sliced.iter().filter(whole).map(|s| with(s.gemm_defines(false), &one_stage)).collect()));
     v.extend(cover(sliced.iter().filter(whole).map(|s| cuda(with(s.gemm_defines(false), &one_stage), s)).collect()));
-    v.extend(cover(ones().filter(whole).map(|s| cuda(with(listed(s), &[("SELF_COUNT", 1), ("SL_EARLY", 1), ("SL_PREWAIT", 1), ("SC_ONE_STAGE", 1)]), s)).collect()));
+    v.extend(cover(ones().filter(whole).map(|s| cuda(with(listed(s), &[("SELF_COUNT", 1), ("SL_EARLY", 1), ("SL_PREWAIT", 1), ("SPARSE_CONV_ONE_STAGE", 1)]), s)).collect()));
     // Past CUDA's static limit the launch provides the weights' stage (DSP_DYN_SMEM): one-stage
     // tiles that need it, self-listing as CUDA launches them.
     for &(tm, tn, tk, wm, wn, wk) in &LAUNCH_LOCAL_TILES {
-        let s = SconvSchedule::from_knobs(GemmKnobs { tm, tn, tk, wm, wn, ks: 1, wk, et: false }, one);
+        let s = SparseConvSchedule::from_knobs(GemmKnobs { tm, tn, tk, wm, wn, ks: 1, wk, et: false }, one);
         let dynamic = ("DSP_DYN_SMEM", s.knobs().weights_stage_bytes() as i64);
-        let launched = cuda(with(listed(&s), &[("SELF_COUNT", 1), ("SL_EARLY", 1), ("SL_PREWAIT", 1), ("SC_ONE_STAGE", 1), dynamic]), &s);
+        let launched = cuda(with(listed(&s), &[("SELF_COUNT", 1), ("SL_EARLY", 1), ("SL_PREWAIT", 1), ("SPARSE_CONV_ONE_STAGE", 1), dynamic]), &s);
         // And with the early trigger of members whose knobs ask for it (`ET`).
-        v.push(with(launched.clone(), &[("SC_EARLY_TRIGGER", 1)]));
+        v.push(with(launched.clone(), &[("SPARSE_CONV_EARLY_TRIGGER", 1)]));
         v.push(launched);
     }
     v
@@ -123,7 +123,7 @@ const LAUNCH_LOCAL_TILES: [(u32, u32, u32, u32, u32, u32); 3] = [(64, 8, 256, 4,
 /// Sliced tiles (TM, TN, TK, WM, WN, WK) that ran conv1x1 at density 0.1 fastest on an H200 in
 /// a hand-written kernel (benches/cuda/conv1x1_floor.cu), as the GEMM's knobs, and two in deep
 /// stages whose sums take the weights' stage after the last one, and two whose stage holds the
-/// reduction of a 256-channel 1x1 conv (SC_ONE_STAGE).
+/// reduction of a 256-channel 1x1 conv (SPARSE_CONV_ONE_STAGE).
 const SLICED_MEASURED: [(u32, u32, u32, u32, u32, u32); 9] = [
     (32, 8, 256, 2, 4, 8),
     (16, 16, 256, 2, 4, 8),
@@ -137,9 +137,9 @@ const SLICED_MEASURED: [(u32, u32, u32, u32, u32, u32); 9] = [
 ];
 
 fn finish() -> Vec<Defines> {
-    let split: Vec<SconvSchedule> = plain().into_iter().filter(|s| s.ks > 1).collect();
+    let split: Vec<SparseConvSchedule> = plain().into_iter().filter(|s| s.ks > 1).collect();
     let mut v: Vec<Defines> = split.iter().map(|s| s.finish_defines(false)).collect();
-    v.push(SconvSchedule::epilogue_defines());
+    v.push(SparseConvSchedule::epilogue_defines());
     v.extend(cover(split.iter().map(|s| s.finish_defines(true)).collect()));
     v.extend(cover(split.iter().map(|s| with(s.finish_defines(true), &[("FIN_TRIGGER", 1)])).collect()));
     v
@@ -195,14 +195,14 @@ fn shipped_gpu_members() -> Vec<(std::path::PathBuf, String, dynaspa_runtime::di
 
 /// Sparse conv members of the shipped GPU profiles, as kernel variants (the GEMM knobs over the
 /// defaults of a 64-channel op; depthwise members come out as the default tile).
-fn shipped_gpu_schedules() -> Vec<SconvSchedule> {
+fn shipped_gpu_schedules() -> Vec<SparseConvSchedule> {
     let mut out = Vec::new();
     for (f, kind, s) in shipped_gpu_members() {
         if kind != "Conv" || s.granularity.is_none() {
             continue;
         }
-        let k = GemmKnobs::from_map(&s.knobs, SconvSchedule::for_op(64, 576, s.granularity).knobs()).unwrap_or_else(|e| panic!("{}: {}: {e}", f.display(), s.name));
-        out.push(SconvSchedule::from_knobs(k, s.granularity));
+        let k = GemmKnobs::from_map(&s.knobs, SparseConvSchedule::for_op(64, 576, s.granularity).knobs()).unwrap_or_else(|e| panic!("{}: {}: {e}", f.display(), s.name));
+        out.push(SparseConvSchedule::from_knobs(k, s.granularity));
     }
     out
 }
@@ -226,7 +226,7 @@ pub(crate) fn token_gemm_defines() -> Vec<[(&'static str, i64); 6]> {
 }
 
 /// Valid points of the tuner's GEMM space spread so that every value of every knob appears.
-fn space_sample() -> Vec<SconvSchedule> {
+fn space_sample() -> Vec<SparseConvSchedule> {
     let limits = GpuLimits { wgsl: false, max_group_threads: 1024, local_mem_bytes: 48 * 1024, launch_local_bytes: 0, registers_per_group: 65536, registers_per_thread: 255, self_list: false };
     let d = |i: usize| GEMM_DOMAINS[i].1;
     let mut valid = Vec::new();
@@ -260,7 +260,7 @@ fn space_sample() -> Vec<SconvSchedule> {
         }
     }
     let grans = [Some(Granularity::new(1, 1)), Some(Granularity::new(3, 6)), None];
-    picked.iter().enumerate().map(|(i, &k)| SconvSchedule::from_knobs(k, grans[i % grans.len()])).collect()
+    picked.iter().enumerate().map(|(i, &k)| SparseConvSchedule::from_knobs(k, grans[i % grans.len()])).collect()
 }
 
 #[cfg(test)]
@@ -272,20 +272,20 @@ mod tests {
     /// value and granularity kind it meets anywhere: what cutting the list down keeps.
     #[test]
     fn every_plain_schedule_and_every_switch_with_every_value_it_meets_are_compiled() {
-        let gemm = all("sconv_gemm_f32");
+        let gemm = all("sparse_conv_gemm_f32");
         for s in plain() {
             assert!(gemm.contains(&s.gemm_defines(false)), "{s:?}");
         }
-        let switches = ["FUSED_FINISH", "SELF_LIST", "SELF_COUNT", "SL_EARLY", "SL_PREWAIT", "SC_DEPTH", "WK", "SC_ONE_STAGE", "DSP_DYN_SMEM", "SC_EARLY_TRIGGER"];
+        let switches = ["FUSED_FINISH", "SELF_LIST", "SELF_COUNT", "SL_EARLY", "SL_PREWAIT", "SPARSE_CONV_DEPTH", "WK", "SPARSE_CONV_ONE_STAGE", "DSP_DYN_SMEM", "SPARSE_CONV_EARLY_TRIGGER"];
         let on = |d: &Vec<(&str, i64)>| switches.iter().filter(|n| d.iter().any(|x| x.0 == **n)).copied().collect::<Vec<_>>();
         let sets: BTreeSet<Vec<&str>> = gemm.iter().map(on).collect();
-        let cuda_listed = vec!["SELF_LIST", "SELF_COUNT", "SL_EARLY", "SL_PREWAIT", "SC_DEPTH"];
-        let sliced = vec!["SELF_LIST", "SELF_COUNT", "SL_EARLY", "SL_PREWAIT", "SC_DEPTH", "WK"];
-        let whole = vec!["SELF_LIST", "SELF_COUNT", "SL_EARLY", "SL_PREWAIT", "SC_DEPTH", "WK", "SC_ONE_STAGE"];
-        let dynamic = vec!["SELF_LIST", "SELF_COUNT", "SL_EARLY", "SL_PREWAIT", "SC_DEPTH", "WK", "SC_ONE_STAGE", "DSP_DYN_SMEM"];
-        let early = vec!["SELF_LIST", "SELF_COUNT", "SL_EARLY", "SL_PREWAIT", "SC_DEPTH", "WK", "SC_ONE_STAGE", "DSP_DYN_SMEM", "SC_EARLY_TRIGGER"];
-        let needs = [vec!["WK"], vec!["SC_DEPTH", "WK"], vec!["SELF_LIST", "SC_DEPTH", "WK"], sliced, vec!["WK", "SC_ONE_STAGE"], vec!["SC_DEPTH", "WK", "SC_ONE_STAGE"], whole, dynamic, early];
-        for needed in [vec!["FUSED_FINISH"], vec!["SELF_LIST", "SELF_COUNT", "SL_EARLY", "SL_PREWAIT"], vec!["SC_DEPTH"], cuda_listed].into_iter().chain(needs) {
+        let cuda_listed = vec!["SELF_LIST", "SELF_COUNT", "SL_EARLY", "SL_PREWAIT", "SPARSE_CONV_DEPTH"];
+        let sliced = vec!["SELF_LIST", "SELF_COUNT", "SL_EARLY", "SL_PREWAIT", "SPARSE_CONV_DEPTH", "WK"];
+        let whole = vec!["SELF_LIST", "SELF_COUNT", "SL_EARLY", "SL_PREWAIT", "SPARSE_CONV_DEPTH", "WK", "SPARSE_CONV_ONE_STAGE"];
+        let dynamic = vec!["SELF_LIST", "SELF_COUNT", "SL_EARLY", "SL_PREWAIT", "SPARSE_CONV_DEPTH", "WK", "SPARSE_CONV_ONE_STAGE", "DSP_DYN_SMEM"];
+        let early = vec!["SELF_LIST", "SELF_COUNT", "SL_EARLY", "SL_PREWAIT", "SPARSE_CONV_DEPTH", "WK", "SPARSE_CONV_ONE_STAGE", "DSP_DYN_SMEM", "SPARSE_CONV_EARLY_TRIGGER"];
+        let needs = [vec!["WK"], vec!["SPARSE_CONV_DEPTH", "WK"], vec!["SELF_LIST", "SPARSE_CONV_DEPTH", "WK"], sliced, vec!["WK", "SPARSE_CONV_ONE_STAGE"], vec!["SPARSE_CONV_DEPTH", "WK", "SPARSE_CONV_ONE_STAGE"], whole, dynamic, early];
+        for needed in [vec!["FUSED_FINISH"], vec!["SELF_LIST", "SELF_COUNT", "SL_EARLY", "SL_PREWAIT"], vec!["SPARSE_CONV_DEPTH"], cuda_listed].into_iter().chain(needs) {
             assert!(sets.contains(&needed), "{needed:?} not compiled");
         }
         assert!(!sets.iter().any(|s| s.contains(&"FUSED_FINISH") && s.contains(&"SELF_LIST")), "self-listing members never fuse");

@@ -1,4 +1,4 @@
-//! The code paths of the sparse conv kernels (sparse_conv.cl) whose best choice depends on the
+//! The code paths of the sparse conv kernels (sparse_conv_*.cl) whose best choice depends on the
 //! device, resolved once per executable from the device's description (`for_device`), with the
 //! overrides a caller gives in `GpuOptions::sparse_conv`. Each default is the path measured
 //! fastest on that kind of device (benches/RESULTS.md); where a device was not measured it keeps
@@ -43,13 +43,13 @@ pub struct SparseConvFeatures {
     /// (tests/gpu_sparse.rs). Never under WGSL (the twin has no SELF_LIST).
     pub self_list: bool,
     /// GEMM members work out their gather's column origin and in-bounds taps once per kernel
-    /// instead of per element and stage (SC_HOIST). Default: on, but for NVIDIA's OpenCL: under
+    /// instead of per element and stage (SPARSE_CONV_HOIST). Default: on, but for NVIDIA's OpenCL: under
     /// CUDA members got a median 3-8% faster, under NVIDIA's OpenCL the median did not move and
     /// the fastest 3x3 members at densities 0.3 and 0.5 got up to 7% slower (that compiler has
     /// no launch bound to hold the hoisted values' registers; RESULTS.md, "hoisted against per
     /// element"). Sliced members (WK > 1) under OpenCL never hoist: PoCL 3.1 computed them wrong.
     pub hoisted_gather: bool,
-    /// The GEMM keeps two stages of its reduction in flight instead of one (SC_DEPTH = 2).
+    /// The GEMM keeps two stages of its reduction in flight instead of one (SPARSE_CONV_DEPTH = 2).
     /// Default: on under CUDA, where the density-0.1 members got 2-6% faster; off under OpenCL,
     /// where NVIDIA's gained nothing (RESULTS.md, "Two stages of the reduction in flight").
     pub two_stages_in_flight: bool,
@@ -76,7 +76,7 @@ impl SparseConvFeatures {
         SparseConvFeatures::for_device(info, &SparseConvOverrides::default())
     }
 
-    /// Sparse members' grids run column tiles slowest (SC_CSLOW), so a sparse frame's working
+    /// Sparse members' grids run column tiles slowest (SPARSE_CONV_CSLOW), so a sparse frame's working
     /// work-groups launch ahead of the empty ones: the fastest conv3x3 member at density 0.1
     /// 21.5 against 25.9 µs on NVIDIA's OpenCL, 0.5-0.6 µs faster under CUDA (RESULTS.md,
     /// "column tiles slowest against fastest"). The WGSL twin keeps column tiles fastest.
@@ -100,7 +100,7 @@ impl SparseConvFeatures {
     }
 
     /// The split finish loads its first column's partial sums beside the column count
-    /// (SC_FIN_SPEC): CUDA only, where conv1x1's members at density 0.1 went a median up to 3%
+    /// (SPARSE_CONV_FIN_SPEC): CUDA only, where conv1x1's members at density 0.1 went a median up to 3%
     /// faster and none more than 1% slower (RESULTS.md, "The finish's speculative loads"); not
     /// measured elsewhere.
     pub(crate) fn finish_speculates(&self) -> bool {

@@ -1,22 +1,22 @@
-//! The schedule knobs of the GPU sparse conv kernels (sparse_conv.cl and its WGSL twin) as
+//! The schedule knobs of the GPU sparse conv kernels (sparse_conv_gemm.cl and its WGSL twin) as
 //! profiles name them, the values the tuner explores, and which combinations a device runs.
 //! One definition for the three places that need it: the tuner's space (dynaspa-scheduler), the
 //! executor taking members from a profile, and the timer measuring a schedule; so whatever the
 //! tuner writes is something the kernels run, and a profile edited by hand is checked the same.
 //!
-//! Knobs of `sconv_gemm_f32` are its defines: `TM` x `TN` outputs (channels x columns) per
+//! Knobs of `sparse_conv_gemm_f32` are its defines: `TM` x `TN` outputs (channels x columns) per
 //! work-group, `TK` reduction indices per local-memory stage, `WM` x `WN` outputs per work-item,
 //! `KS` work-groups splitting the reduction, `WK` slices of a work-group splitting each stage's
 //! reduction (profiles and the bench name it; the tuner's space does not explore it: the members
 //! that win, on an H200 conv1x1 at density 0.1 and batches 1 and 2, run their whole reduction as
-//! one stage of TK 256 (SC_ONE_STAGE, RESULTS.md "one stage wins at batches 1 and 2"), past the
+//! one stage of TK 256 (SPARSE_CONV_ONE_STAGE, RESULTS.md "one stage wins at batches 1 and 2"), past the
 //! space's TK, and the
 //! roofline does not model that path), and `ET`, the early trigger of one-stage members (see
 //! `GemmKnobs::et`), which neither does.
 //! The granularity is the schedule's own field (the
-//! kernel's `GH`, `GW`, `TILED`). `sconv_dw_f32` (depthwise) has no knob but the granularity.
+//! kernel's `GH`, `GW`, `TILED`). `sparse_conv_dw_f32` (depthwise) has no knob but the granularity.
 
-use crate::gpu::{DeviceInfo, KernelDialect};
+use crate::gpu::device::{DeviceInfo, KernelDialect};
 use dynaspa_runtime::dispatch::Schedule;
 use dynaspa_runtime::sparsity::Granularity;
 use std::collections::BTreeMap;
@@ -58,7 +58,7 @@ pub const WGSL_MAX_THREADS: u32 = 256;
 pub const WGSL_MAX_STORAGE: u64 = 16384;
 pub const WGSL_MAX_OUTPUTS: u32 = 16;
 
-/// The knobs of one `sconv_gemm_f32` variant.
+/// The knobs of one `sparse_conv_gemm_f32` variant.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct GemmKnobs {
     pub tm: u32,
@@ -68,10 +68,10 @@ pub struct GemmKnobs {
     pub wn: u32,
     pub ks: u32,
     /// Slices of `TM/WM` x `TN/WN` work-items per work-group, each taking `TK / WK` of every
-    /// stage (sparse_conv.cl's `WK`): 1 is the plain GEMM.
+    /// stage (sparse_conv_gemm.cl's `WK`): 1 is the plain GEMM.
     pub wk: u32,
     /// The next grid may launch at this one's entry instead of before its stores (knob `ET`,
-    /// sparse_conv.cl's `SC_EARLY_TRIGGER`): members that run their reduction as one stage, on
+    /// sparse_conv_gemm.cl's `SPARSE_CONV_EARLY_TRIGGER`): members that run their reduction as one stage, on
     /// CUDA; elsewhere nothing launches early and it changes nothing. A member of its own, not
     /// a default, because it helps some shapes and hurts others: on an H200 conv1x1 at density
     /// 0.1 ran 0.5-0.6 µs faster with it at batches 1 and 2 and up to 0.7 slower at batch 4,
@@ -98,7 +98,7 @@ pub struct GpuLimits {
     pub registers_per_group: u32,
     /// Registers one work-item may hold (0: not known, not checked).
     pub registers_per_thread: u32,
-    /// 1x1 GEMM members list their own columns (`SconvSchedule::with_self_list`; `of` gives the
+    /// 1x1 GEMM members list their own columns (`SparseConvSchedule::with_self_list`; `of` gives the
     /// device's default, `SparseConvFeatures::self_list`).
     pub self_list: bool,
 }
@@ -131,7 +131,7 @@ impl GpuLimits {
 
 impl GpuLimits {
     /// Whether a work-group of `total` bytes of local memory fits, `movable` of them the
-    /// weights' stage a launch may provide (sparse_conv.cl, `DSP_DYN_SMEM`): all of it within
+    /// weights' stage a launch may provide (sparse_conv_gemm.cl, `DSP_DYN_SMEM`): all of it within
     /// `local_mem_bytes`, or the rest within it and the whole within `launch_local_bytes`.
     pub fn fits_local(&self, total: u64, movable: u64) -> bool {
         total <= self.local_mem_bytes
@@ -155,8 +155,8 @@ impl GemmKnobs {
         4 * (tk * (tm + tn) + 3 * tn + slices) + if wgsl { 4 } else { 0 }
     }
 
-    /// Whether these knobs run a reduction that fits in TK as one stage (sparse_conv.cl,
-    /// `SC_ONE_STAGE`; `SconvSchedule::one_stage`): sliced, unsplit, whole runs of 4 channels,
+    /// Whether these knobs run a reduction that fits in TK as one stage (sparse_conv_gemm.cl,
+    /// `SPARSE_CONV_ONE_STAGE`; `SparseConvSchedule::one_stage`): sliced, unsplit, whole runs of 4 channels,
     /// and work-items that each keep one column (threads a multiple of TN).
     pub fn one_stage_capable(&self) -> bool {
         self.wk > 1 && self.ks == 1 && self.tm % 4 == 0 && self.threads() % self.tn.max(1) == 0
@@ -167,7 +167,7 @@ impl GemmKnobs {
         4 * self.tk as u64 * self.tm as u64
     }
 
-    /// Registers of one stage's prefetch per work-item (the kernel's `SC_AL + SC_BL`).
+    /// Registers of one stage's prefetch per work-item (the kernel's `SPARSE_CONV_AL + SPARSE_CONV_BL`).
     pub fn prefetch(&self) -> u32 {
         let nt = self.threads().max(1);
         (self.tm * self.tk).div_ceil(nt) + (self.tn * self.tk).div_ceil(nt)
@@ -296,18 +296,6 @@ impl std::fmt::Display for GemmKnobs {
         }
         Ok(())
     }
-}
-
-/// The knobs the executor uses when a profile names none: calibration's members for a sparse
-/// schedule (`dense` false), the dense member otherwise, whose reduction is split while its grid
-/// of `positions` x `images` columns stays small for a device of `compute_units` (0: unknown).
-pub fn default_gemm(cout: usize, k: usize, dense: bool, positions: usize, images: usize, compute_units: u32) -> GemmKnobs {
-    use super::schedule::SconvSchedule;
-    let gran = (!dense).then_some(Granularity::new(1, 1));
-    let s = SconvSchedule::for_op(cout, k, gran);
-    let t = s.tile;
-    let base = positions.div_ceil(t.tn as usize) * cout.div_ceil(t.tm as usize) * images;
-    s.with_dense_split(k, base, compute_units).knobs()
 }
 
 /// Checks that a depthwise conv's schedule names no knob (its kernel has none).

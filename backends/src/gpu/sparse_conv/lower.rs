@@ -1,16 +1,17 @@
-//! 2-D Conv onto sparse_conv.cl: prepared once per node (weights transposed for the GEMM, a
+//! 2-D Conv onto the sparse conv kernels (sparse_conv_*.cl): prepared once per node (weights transposed for the GEMM, a
 //! table of input offsets per reduction index), then launched as any member: over the
 //! positions of one granularity's DISTiles, or over every position (the dense member, and the
 //! dense lowering of convs whose shape the GEMM covers).
 
-use super::schedule::{launch_local_bytes, register_bound, SconvSchedule};
+use super::schedule::{launch_local_bytes, register_bound, SparseConvSchedule};
+use super::select::SparseConvKind;
 use crate::gpu::device::{GpuDevice, KernelDialect};
 use crate::gpu::kernels::Src;
-use crate::gpu::lower::conv::geom;
+use crate::gpu::lower::geom::geom;
 use crate::gpu::lower::ctx::{int, BufId, Ctx, LArg};
 use crate::gpu::lower::elementwise::activation_code;
 use crate::gpu::sparse::meta::MetaLayout;
-use dynaspa_runtime::graph::{Conv, Op};
+use dynaspa_runtime::graph::Conv;
 use dynaspa_runtime::sparsity::Granularity;
 use dynaspa_runtime::{DType, Error, Result};
 
@@ -20,17 +21,10 @@ const COLUMN_WG: u32 = 64;
 /// work-groups of one channel each made it ~7 µs of a 40 µs conv3x3 on an H100.
 const FINISH_CH: u32 = 4;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum SconvKind {
-    Gemm,
-    /// One input and one output channel per group.
-    Depthwise,
-}
-
 /// A conv ready to launch: its buffers and the scalar arguments every member shares.
 #[derive(Clone, Debug)]
-pub(crate) struct SconvOp {
-    pub kind: SconvKind,
+pub(crate) struct SparseConvOp {
+    pub kind: SparseConvKind,
     pub images: usize,
     pub cout: usize,
     /// Reduction length (input channels x taps).
@@ -44,28 +38,9 @@ pub(crate) struct SconvOp {
     epilogue: [LArg; 5],
 }
 
-/// Kind, output channels and reduction length (input channels x taps for the GEMM, taps for
-/// depthwise) of a conv `split::runs_sparse` accepts, read from the graph (before lowering).
-pub(crate) fn sconv_dims(g: &dynaspa_runtime::graph::Graph, n: &dynaspa_runtime::graph::Node) -> Option<(SconvKind, usize, usize)> {
-    let Op::Conv(p) = &n.op else { return None };
-    let shape = |i: usize| n.inputs.get(i).copied().flatten().map(|v| &g.values[v].shape);
-    let (x, w) = (shape(0)?, shape(1)?);
-    if x.len() != 4 || w.len() != 4 {
-        return None;
-    }
-    let taps = w[2] * w[3];
-    if p.group == 1 && w[1] == x[1] {
-        Some((SconvKind::Gemm, w[0], x[1] * taps))
-    } else if p.group == x[1] && w[1] == 1 {
-        Some((SconvKind::Depthwise, w[0], taps))
-    } else {
-        None
-    }
-}
-
 /// `None` when the conv is not one this kernel family runs (not 2-D, grouped other than
 /// depthwise, non-float, or GEMM weights not known at compile time).
-pub(crate) fn prepare<D: GpuDevice>(cx: &mut Ctx<D>, p: &Conv) -> Result<Option<SconvOp>> {
+pub(crate) fn prepare<D: GpuDevice>(cx: &mut Ctx<D>, p: &Conv) -> Result<Option<SparseConvOp>> {
     for i in 0..cx.node.inputs.len() {
         if cx.has_input(i) && cx.in_dtype(i)? != DType::F32 {
             return Ok(None);
@@ -78,9 +53,9 @@ pub(crate) fn prepare<D: GpuDevice>(cx: &mut Ctx<D>, p: &Conv) -> Result<Option<
     let Ok(g) = geom("Conv", &p.window, xs, os, &ws[2..]) else { return Ok(None) };
     let (cin, cout) = (xs[1], os[1]);
     let kind = if p.group == 1 && ws[1] == cin {
-        SconvKind::Gemm
+        SparseConvKind::Gemm
     } else if p.group == cin && cout == cin && ws[1] == 1 {
-        SconvKind::Depthwise
+        SparseConvKind::Depthwise
     } else {
         return Ok(None);
     };
@@ -92,9 +67,9 @@ pub(crate) fn prepare<D: GpuDevice>(cx: &mut Ctx<D>, p: &Conv) -> Result<Option<
     }
     let (kh, kw) = (g.kernel[1], g.kernel[2]);
     let taps = kh * kw;
-    let k = if kind == SconvKind::Gemm { cin * taps } else { taps };
+    let k = if kind == SparseConvKind::Gemm { cin * taps } else { taps };
     let (w, ktab) = match kind {
-        SconvKind::Gemm => {
+        SparseConvKind::Gemm => {
             let Some(wc) = cx.constant(1) else { return Ok(None) };
             let wv = wc.as_f32()?;
             let mut wt = vec![0f32; wv.len()];
@@ -116,7 +91,7 @@ pub(crate) fn prepare<D: GpuDevice>(cx: &mut Ctx<D>, p: &Conv) -> Result<Option<
             }
             (wt, cx.meta(&tab)?)
         }
-        SconvKind::Depthwise => (cx.x(1)?, cx.dummy()?),
+        SparseConvKind::Depthwise => (cx.x(1)?, cx.dummy()?),
     };
     let x = cx.x(0)?;
     let bias = cx.x_or_dummy(2)?;
@@ -126,7 +101,7 @@ pub(crate) fn prepare<D: GpuDevice>(cx: &mut Ctx<D>, p: &Conv) -> Result<Option<
         geometry.push(LArg::I32(int(v, "conv geometry")?));
     }
     let (act, p0, p1) = activation_code(p.activation);
-    Ok(Some(SconvOp {
+    Ok(Some(SparseConvOp {
         kind,
         images: xs[0],
         cout,
@@ -152,7 +127,7 @@ pub(crate) fn launch_blend_cached<D: GpuDevice>(cx: &mut Ctx<D>, fresh: BufId, y
         a.push(LArg::I32(int(v, "blend geometry")?));
     }
     a.extend([LArg::I32(masked as i32), LArg::I32(0), LArg::I32(0), LArg::I32(-1), LArg::F32(0.0), LArg::F32(0.0)]);
-    let kern = cx.kernel(Src::SparseConv, "sconv_blend_cached_f32", &[])?;
+    let kern = cx.kernel(Src::SparseConvFill, "sparse_conv_blend_cached_f32", &[])?;
     cx.launch(kern, [(oh * ow).div_ceil(COLUMN_WG as usize), c, n], [COLUMN_WG, 1, 1], a)
 }
 
@@ -160,7 +135,7 @@ pub(crate) fn launch_blend_cached<D: GpuDevice>(cx: &mut Ctx<D>, fresh: BufId, y
 /// stores the mask words. `None` for a plain dense conv.
 pub(crate) type Meta<'a> = Option<(BufId, &'a MetaLayout)>;
 
-/// Where in a list buffer sparse_conv.cl finds image n's count (`n * cstride + gi`) and its
+/// Where in a list buffer sparse_conv_gemm.cl finds image n's count (`n * cstride + gi`) and its
 /// list (`data0 + n * img_stride + tiles_at`).
 #[derive(Clone, Copy, Debug)]
 struct ListAt {
@@ -171,7 +146,7 @@ struct ListAt {
     tiles_at: usize,
 }
 
-/// What SELF_LIST members (`SconvSchedule::self_list`) read their columns from: the mask
+/// What SELF_LIST members (`SparseConvSchedule::self_list`) read their columns from: the mask
 /// tensor, `stride` floats per image (0: one mask for the batch), and the op's list buffer
 /// (`MaskColumns::list_len` ints) where a split GEMM leaves them for its finish.
 #[derive(Clone, Copy, Debug)]
@@ -180,11 +155,11 @@ pub(crate) struct MaskColumns {
     pub stride: usize,
     pub list: BufId,
     /// Where the members also store the mask's counts as its bitmask launch would (SELF_COUNT
-    /// in sparse_conv.cl): the buffer and its ints per image. Only for a mask planned with 1x1
+    /// in sparse_conv_gemm.cl): the buffer and its ints per image. Only for a mask planned with 1x1
     /// tiles alone, and never for calibration's scratch mask.
     pub report: Option<(BufId, usize)>,
     /// Whether the members may read the mask before their PDL wait (SL_PREWAIT in
-    /// sparse_conv.cl, where `SparseConvFeatures::overlaps_launches`): the launch queued just
+    /// sparse_conv_gemm.cl, where `SparseConvFeatures::overlaps_launches`): the launch queued just
     /// ahead of them never writes it (`Resources::written_last`).
     pub prewait: bool,
 }
@@ -206,14 +181,14 @@ impl MaskColumns {
 pub(crate) struct SplitBufs {
     pub part: Option<BufId>,
     /// `Some`: split members launch the fused GEMM alone; `None`: the GEMM, then
-    /// sconv_finish_f32.
+    /// sparse_conv_finish_f32.
     pub counters: Option<BufId>,
     /// For SELF_LIST members (`None`: the op has none).
     pub columns: Option<MaskColumns>,
 }
 
-impl SconvOp {
-    /// Buffers and scalars in the order every sparse_conv.cl kernel takes them.
+impl SparseConvOp {
+    /// Buffers and scalars in the order every sparse conv kernel takes them.
     fn args<D: GpuDevice>(&self, cx: &mut Ctx<D>, meta: Meta, gi: usize, part: Option<BufId>, cap: usize, masked: bool) -> Result<Vec<LArg>> {
         let lists = meta.map(|(b, m)| (b, ListAt { cstride: m.cstride, gi, data0: m.data0, img_stride: m.img_stride, tiles_at: m.tiles_at[gi] }));
         self.args_at(cx, lists, part, cap, masked)
@@ -245,10 +220,10 @@ impl SconvOp {
     }
 
     /// The schedule of the dense member (every position): split when the grid is small for the
-    /// device (`SconvSchedule::with_dense_split`); depthwise ops never split.
-    pub(crate) fn dense_schedule<D: GpuDevice>(&self, cx: &Ctx<D>) -> SconvSchedule {
-        let s = SconvSchedule::for_op(self.cout, self.k, None);
-        if self.kind != SconvKind::Gemm {
+    /// device (`SparseConvSchedule::with_dense_split`); depthwise ops never split.
+    pub(crate) fn dense_schedule<D: GpuDevice>(&self, cx: &Ctx<D>) -> SparseConvSchedule {
+        let s = SparseConvSchedule::for_op(self.cout, self.k, None);
+        if self.kind != SparseConvKind::Gemm {
             return s;
         }
         let t = s.tile;
@@ -257,7 +232,7 @@ impl SconvOp {
     }
 
     /// Columns per image `sched`'s grid covers: every tile the map can have, or every position.
-    fn columns_cap(&self, sched: &SconvSchedule, layout: Option<&MetaLayout>) -> usize {
+    fn columns_cap(&self, sched: &SparseConvSchedule, layout: Option<&MetaLayout>) -> usize {
         match (sched.gran, layout) {
             (Some(g), Some(m)) => m.columns_cap(m.index(g)),
             _ => self.oh * self.ow,
@@ -265,18 +240,18 @@ impl SconvOp {
     }
 
     /// Whether `sched` splits this op's reduction (depthwise convs never do).
-    fn splits(&self, sched: &SconvSchedule) -> bool {
-        self.kind == SconvKind::Gemm && sched.ks > 1
+    fn splits(&self, sched: &SparseConvSchedule) -> bool {
+        self.kind == SparseConvKind::Gemm && sched.ks > 1
     }
 
     /// `sched` with only the splits of this op's reduction that get a stage (see
-    /// `SconvSchedule::working_splits`; depthwise convs never split).
-    pub(crate) fn working_splits(&self, sched: &SconvSchedule) -> SconvSchedule {
+    /// `SparseConvSchedule::working_splits`; depthwise convs never split).
+    pub(crate) fn working_splits(&self, sched: &SparseConvSchedule) -> SparseConvSchedule {
         if self.splits(sched) { sched.working_splits(self.k) } else { *sched }
     }
 
     /// Floats of split-K partial sums `sched` needs (0 without a split).
-    pub(crate) fn part_len(&self, sched: &SconvSchedule, layout: Option<&MetaLayout>) -> usize {
+    pub(crate) fn part_len(&self, sched: &SparseConvSchedule, layout: Option<&MetaLayout>) -> usize {
         let sched = &self.working_splits(sched);
         if self.splits(sched) {
             self.images * sched.ks as usize * self.cout * self.columns_cap(sched, layout)
@@ -287,7 +262,7 @@ impl SconvOp {
 
     /// Tile counters the fused finish of `sched` needs (0 without a split): one per work-group
     /// of its grid without the splits, this frame's columns or not.
-    pub(crate) fn counters_len(&self, sched: &SconvSchedule, layout: Option<&MetaLayout>) -> usize {
+    pub(crate) fn counters_len(&self, sched: &SparseConvSchedule, layout: Option<&MetaLayout>) -> usize {
         if self.splits(&self.working_splits(sched)) {
             let t = sched.tile;
             self.columns_cap(sched, layout).div_ceil(t.tn as usize) * self.cout.div_ceil(t.tm as usize) * self.images
@@ -301,7 +276,7 @@ impl SconvOp {
     pub(crate) fn split_bufs<'s, D: GpuDevice>(
         &self,
         cx: &mut Ctx<D>,
-        scheds: impl IntoIterator<Item = &'s SconvSchedule>,
+        scheds: impl IntoIterator<Item = &'s SparseConvSchedule>,
         layout: Option<&MetaLayout>,
     ) -> Result<SplitBufs> {
         let (mut part, mut counters) = (0, 0);
@@ -321,7 +296,7 @@ impl SconvOp {
     pub(crate) fn launch<D: GpuDevice>(
         &self,
         cx: &mut Ctx<D>,
-        sched: &SconvSchedule,
+        sched: &SparseConvSchedule,
         meta: Meta,
         split: SplitBufs,
         masked: bool,
@@ -342,7 +317,7 @@ impl SconvOp {
         // the op can still fall back, rather than left to corrupt memory at run time.
         let fits = |b: Option<BufId>, words: usize| words == 0 || b.is_some_and(|b| cx.res.caps[b] >= words * 4);
         let features = cx.res.features;
-        let fused = self.kind == SconvKind::Gemm && split.counters.is_some() && sched.fuses_finish(features.fused_finish);
+        let fused = self.kind == SparseConvKind::Gemm && split.counters.is_some() && sched.fuses_finish(features.fused_finish);
         let part = self.part_len(sched, layout);
         if !fits(split.part, part) || (fused && !fits(split.counters, self.counters_len(sched, layout))) {
             return Err(Error::Other(format!("split-K buffers too small for member {sched:?}")));
@@ -355,7 +330,7 @@ impl SconvOp {
         let (cout, images) = (self.cout, self.images);
         let columns = match (sched.self_list, split.columns) {
             (false, _) => None,
-            (true, Some(c)) if self.kind == SconvKind::Gemm && sched.gran == Some(Granularity::new(1, 1)) => Some(c),
+            (true, Some(c)) if self.kind == SparseConvKind::Gemm && sched.gran == Some(Granularity::new(1, 1)) => Some(c),
             (true, c) => return Err(Error::Other(format!("member {sched:?} lists its own columns: a 1x1 GEMM member with the mask at hand ({c:?})"))),
         };
         let args = match columns {
@@ -371,7 +346,7 @@ impl SconvOp {
             }
         };
         match self.kind {
-            SconvKind::Gemm => {
+            SparseConvKind::Gemm => {
                 let t = sched.tile;
                 let mut defines = sched.gemm_defines(fused);
                 let info = cx.dev.info();
@@ -383,22 +358,22 @@ impl SconvOp {
                 // (relative L2 ~0.2, tests/gpu_sliced.rs; right without it, and 1x1 convs
                 // right either way): sliced members on OpenCL work their gather out per stage.
                 if opencl_c && (!features.hoisted_gather || (sched.wk > 1 && features.dialect == KernelDialect::OpenCl)) {
-                    defines.push(("SC_HOIST", 0));
+                    defines.push(("SPARSE_CONV_HOIST", 0));
                 }
                 if sched.one_stage(self.k) {
-                    defines.push(("SC_ONE_STAGE", 1));
+                    defines.push(("SPARSE_CONV_ONE_STAGE", 1));
                     if sched.et && features.overlaps_launches() {
-                        defines.push(("SC_EARLY_TRIGGER", 1));
+                        defines.push(("SPARSE_CONV_EARLY_TRIGGER", 1));
                     }
                 }
                 if features.two_stages_in_flight {
-                    defines.push(("SC_DEPTH", 2));
+                    defines.push(("SPARSE_CONV_DEPTH", 2));
                 }
                 let [tx, ty, tz] = sched.local();
                 if let Some(groups) = register_bound(tx * ty * tz).filter(|_| features.register_bound()) {
-                    defines.push(("SC_MIN_BLOCKS", groups as i64));
+                    defines.push(("SPARSE_CONV_MIN_BLOCKS", groups as i64));
                 }
-                // Sparse members run column tiles slowest where the kernel has it (SC_CSLOW,
+                // Sparse members run column tiles slowest where the kernel has it (SPARSE_CONV_CSLOW,
                 // sparse_conv_knobs.h), as does SELF_LIST.
                 let slow = sched.gran.is_some() && features.columns_slowest();
                 if columns.is_some_and(|c| c.report.is_some()) {
@@ -410,7 +385,7 @@ impl SconvOp {
                 if columns.is_some_and(|c| c.prewait) && features.overlaps_launches() {
                     defines.push(("SL_PREWAIT", 1));
                 }
-                let kern = cx.kernel(Src::SparseConv, "sconv_gemm_f32", &defines)?;
+                let kern = cx.kernel(Src::SparseConvGemm, "sparse_conv_gemm_f32", &defines)?;
                 let (ctiles, mtiles) = (cap.div_ceil(t.tn as usize), cout.div_ceil(t.tm as usize));
                 let splits = images * sched.ks as usize;
                 let grid = if slow || columns.is_some() { [mtiles, splits, ctiles] } else { [ctiles, mtiles, splits] };
@@ -424,7 +399,7 @@ impl SconvOp {
                 }
                 cx.launch(kern, grid, sched.local(), gemm_args)?;
                 if columns.is_some() {
-                    // Its work-groups take window after window of columns (sparse_conv.cl).
+                    // Its work-groups take window after window of columns (sparse_conv_gemm.cl).
                     cx.narrowable(2, t.tn);
                 }
                 if sched.ks > 1 && !fused {
@@ -432,7 +407,7 @@ impl SconvOp {
                     if features.overlaps_launches() {
                         defines.push(("FIN_TRIGGER", 1));
                     }
-                    let kern = cx.kernel(Src::SparseConv, "sconv_finish_f32", &defines)?;
+                    let kern = cx.kernel(Src::SparseConvGemm, "sparse_conv_finish_f32", &defines)?;
                     let (ctiles, chans) = (cap.div_ceil(COLUMN_WG as usize), cout.div_ceil(FINISH_CH as usize));
                     let grid = if slow { [chans, images, ctiles] } else { [ctiles, chans, images] };
                     cx.launch(kern, grid, [COLUMN_WG, FINISH_CH, 1], args)?;
@@ -443,8 +418,8 @@ impl SconvOp {
                     }
                 }
             }
-            SconvKind::Depthwise => {
-                let kern = cx.kernel(Src::SparseConv, "sconv_dw_f32", &SconvSchedule::dw_defines(sched.gran))?;
+            SparseConvKind::Depthwise => {
+                let kern = cx.kernel(Src::SparseConvDw, "sparse_conv_dw_f32", &SparseConvSchedule::dw_defines(sched.gran))?;
                 cx.launch(kern, [cap.div_ceil(COLUMN_WG as usize), cout, images], [COLUMN_WG, 1, 1], args)?;
             }
         }
@@ -454,7 +429,7 @@ impl SconvOp {
     /// `Residual` fill: act(residual) wherever the mask bit is 0.
     pub(crate) fn launch_residual_fill<D: GpuDevice>(&self, cx: &mut Ctx<D>, meta: BufId, layout: &MetaLayout) -> Result<()> {
         let args = self.args(cx, Some((meta, layout)), 0, None, 0, true)?;
-        let kern = cx.kernel(Src::SparseConv, "sconv_fill_residual_f32", &[])?;
+        let kern = cx.kernel(Src::SparseConvFill, "sparse_conv_fill_residual_f32", &[])?;
         cx.launch(kern, [(self.oh * self.ow).div_ceil(COLUMN_WG as usize), self.cout, self.images], [COLUMN_WG, 1, 1], args)
     }
 }

@@ -1,5 +1,6 @@
 //! Which spatially annotated nodes the GPU runs with the sparse conv kernels, and which run
-//! densely with the last frame's activations kept where the mask is 0 (`Cached` fill).
+//! densely with the last frame's activations kept where the mask is 0 (`Cached` fill); and the
+//! kind, output channels and reduction length of a conv it runs, read from the graph.
 
 use dynaspa_runtime::graph::{FillPolicy, Graph, MaskKind, Node, Op};
 use dynaspa_runtime::DType;
@@ -46,4 +47,31 @@ pub(crate) fn runs_cached_dense(g: &Graph, n: &Node) -> bool {
         && m.shape[1] == 1
         && m.shape[2..] == y.shape[2..]
         && y.shape.iter().product::<usize>() > 0
+}
+
+/// The two forms the sparse conv kernels take a conv in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum SparseConvKind {
+    Gemm,
+    /// One input and one output channel per group.
+    Depthwise,
+}
+
+/// Kind, output channels and reduction length (input channels x taps for the GEMM, taps for
+/// depthwise) of a conv `runs_sparse` accepts, read from the graph (before lowering).
+pub(crate) fn sparse_conv_dims(g: &Graph, n: &Node) -> Option<(SparseConvKind, usize, usize)> {
+    let Op::Conv(p) = &n.op else { return None };
+    let shape = |i: usize| n.inputs.get(i).copied().flatten().map(|v| &g.values[v].shape);
+    let (x, w) = (shape(0)?, shape(1)?);
+    if x.len() != 4 || w.len() != 4 {
+        return None;
+    }
+    let taps = w[2] * w[3];
+    if p.group == 1 && w[1] == x[1] {
+        Some((SparseConvKind::Gemm, w[0], x[1] * taps))
+    } else if p.group == x[1] && w[1] == 1 {
+        Some((SparseConvKind::Depthwise, w[0], taps))
+    } else {
+        None
+    }
 }

@@ -6,8 +6,8 @@
 
 use super::features::SparseConvFeatures;
 use super::knobs::GpuLimits;
-use super::lower::{prepare, MaskColumns, SconvOp, SplitBufs};
-use super::schedule::{member_schedule, SconvSchedule};
+use super::lower::{prepare, MaskColumns, SparseConvOp, SplitBufs};
+use super::schedule::{member_schedule, SparseConvSchedule};
 use crate::cpu::sparse_exec::calibrate::random_tensor;
 use crate::gpu::device::GpuDevice;
 use crate::gpu::lower::ctx::{replay_launches, BufId, Ctx, Launch, Resources};
@@ -31,15 +31,15 @@ struct Lists<K> {
     residual_fill: Vec<Launch<K>>,
 }
 
-pub(crate) struct SconvTimer<D: GpuDevice> {
+pub(crate) struct SparseConvOpTimer<D: GpuDevice> {
     dev: Arc<D>,
     graph: Arc<Graph>,
     node: usize,
     res: Resources<D>,
-    op: SconvOp,
+    op: SparseConvOp,
     fill: FillPolicy,
     limits: GpuLimits,
-    dense: SconvSchedule,
+    dense: SparseConvSchedule,
     mask_buf: BufId,
     lists: Vec<Lists<D::Kernel>>,
     /// The mask and list set the metadata holds now.
@@ -50,7 +50,7 @@ pub(crate) struct SconvTimer<D: GpuDevice> {
     counters: Option<(BufId, usize)>,
     /// Where self-listing split members leave their columns for the finish.
     list: Option<BufId>,
-    built: HashMap<(SconvSchedule, usize), Vec<Launch<D::Kernel>>>,
+    built: HashMap<(SparseConvSchedule, usize), Vec<Launch<D::Kernel>>>,
 }
 
 /// A buffer of `shape`'s size filled with seeded random floats.
@@ -62,8 +62,8 @@ fn random_buffer<D: GpuDevice>(res: &mut Resources<D>, dev: &D, shape: &[usize],
     Ok(b)
 }
 
-impl<D: GpuDevice + 'static> SconvTimer<D> {
-    pub(crate) fn new(dev: Arc<D>, graph: Arc<Graph>, node: usize, features: SparseConvFeatures) -> Result<SconvTimer<D>> {
+impl<D: GpuDevice + 'static> SparseConvOpTimer<D> {
+    pub(crate) fn new(dev: Arc<D>, graph: Arc<Graph>, node: usize, features: SparseConvFeatures) -> Result<SparseConvOpTimer<D>> {
         let g = graph.clone();
         let n = &g.nodes[node];
         let (Op::Conv(p), Some(spec)) = (&n.op, n.sparse.as_ref()) else {
@@ -91,7 +91,7 @@ impl<D: GpuDevice + 'static> SconvTimer<D> {
         };
         let mask_buf = res.alloc_own(&*dev, op.oh * op.ow * 4)?;
         let limits = GpuLimits { self_list: features.self_list, ..GpuLimits::of(dev.info()) };
-        Ok(SconvTimer {
+        Ok(SparseConvOpTimer {
             dev,
             graph,
             node,
@@ -145,7 +145,7 @@ impl<D: GpuDevice + 'static> SconvTimer<D> {
     }
 
     /// The launches of `s` reading list set `li`, built on first use.
-    fn launches(&mut self, s: SconvSchedule, li: usize) -> Result<()> {
+    fn launches(&mut self, s: SparseConvSchedule, li: usize) -> Result<()> {
         if self.built.contains_key(&(s, li)) {
             return Ok(());
         }
@@ -183,7 +183,7 @@ impl<D: GpuDevice + 'static> SconvTimer<D> {
     }
 }
 
-impl<D: GpuDevice + 'static> SparseOpTimer for SconvTimer<D> {
+impl<D: GpuDevice + 'static> SparseOpTimer for SparseConvOpTimer<D> {
     fn node(&self) -> &str {
         &self.graph.nodes[self.node].name
     }

@@ -6,7 +6,7 @@
 //! signature and device, cached on disk).
 
 use super::knobs as token_knobs;
-use super::lower::{compaction_launch, TokenGemm};
+use super::launches::{compaction_launch, TokenGemm};
 use crate::gpu::sparse::bitmask::MaskLoader;
 use crate::gpu::sparse::meta::MetaLayout;
 use crate::gpu::sparse::step::{Frames, MaskPlan, SparseOp};

@@ -48,7 +48,7 @@ fn compact<D: GpuDevice>(dev: &D, mask: &[f32], images: usize, tokens: usize, sh
 
 /// The EARLY_EXIT values to test on a device: the executor's, and 0 as well where that is 1.
 fn exits(info: &crate::gpu::DeviceInfo) -> Vec<i64> {
-    let e = crate::gpu::token::lower::early_exit(info);
+    let e = crate::gpu::token::launches::early_exit(info);
     if e == 1 { vec![1, 0] } else { vec![e] }
 }
 

@@ -5,7 +5,7 @@
 //! replayed and timed the way calibration times members.
 
 use super::knobs as token_knobs;
-use super::lower::{compaction_launch, TokenGemm};
+use super::launches::{compaction_launch, TokenGemm};
 use super::select::TokenActs;
 use crate::cpu::sparse_exec::calibrate::random_tensor;
 use crate::gpu::device::GpuDevice;

@@ -1,136 +1,82 @@
-/* 2-D convolutions (NCHW) over DISTiles: the columns of an implicit GEMM are the output
- * positions of the tiles bitmask.cl listed for one granularity (GH x GW), or every position
- * (TILED = 0: the dense member, and dense convs). Only positions that exist are written:
- * phantom positions of edge tiles are skipped, and with `masked` so are positions whose mask
- * bit is 0 (the fill policy owns them: pre-zeroed, residual-filled or cached).
- *
- * The grid is sized for every tile the map could have; work-groups past the frame's tile
- * count return at once, so launches need no host readback to be sized.
- *
- * Mask metadata (`meta`, made by bitmask.cl): image n's tile count for this granularity at
- * meta[n * cstride + gi]; its packed mask words at data0 + n * img_stride, its tile list (the
- * top-left position y * ow + x of each tile) tiles_at words further. */
-
-/* Its knobs, stages and self-listing scan are sparse_conv_knobs.h, sparse_conv_stage.h and
- * sparse_conv_list.h, compiled before it in that order (gpu/kernels.rs). */
+/* The sparse conv as an implicit GEMM (sparse_conv_common.h says over which columns): TM x TN
+ * outputs (channels x columns) per work-group, the reduction (input channels x taps) in stages
+ * of TK through local memory, or at once (SPARSE_CONV_ONE_STAGE), optionally split over KS
+ * work-groups whose partial sums sparse_conv_finish_f32 adds up (or the last of them,
+ * FUSED_FINISH). Its knobs, stages and self-listing scan are sparse_conv_knobs.h,
+ * sparse_conv_stage.h and sparse_conv_list.h, compiled before it in that order after
+ * sparse_conv_common.h (gpu/kernels.rs). */
 
 /* Channel and column (within the tile) of accumulator a of work-item tid. */
-FUNC int sconv_acc_m(int a, int tid) {
+FUNC int sparse_conv_acc_m(int a, int tid) {
     int i = a / WN;
     return (i / VWM) * (TY * VWM) + (tid / TX) * VWM + i % VWM;
 }
 
-FUNC int sconv_acc_c(int a, int tid) {
+FUNC int sparse_conv_acc_c(int a, int tid) {
     int j = a % WN;
     return (j / VWN) * (TX * VWN) + (tid % TX) * VWN + j % VWN;
 }
 
-/* Every kernel of this file takes the same arguments (unused ones are placeholders), so the
- * WGSL twin binds one set of buffers and one uniform struct for all of them. */
-#define SCONV_ARGS                                                                                            \
-    GLOBAL const float *X, GLOBAL const float *W, GLOBAL const float *bias, GLOBAL const float *res, GLOBAL float *Y, \
-        GLOBAL int *meta, GLOBAL float *part, GLOBAL const int *ktab, int cin, int cout, int ih, int iw, int oh, \
-        int ow, int kh, int kw, int sh, int sw, int ph, int pw, int dh, int dw, int cstride, int gi, int data0,       \
-        int img_stride, int tiles_at, int cap, int masked, int has_bias, int has_res, int act, float p0, float p1
-
-/* Columns image n computes: tiles x positions per tile, or the whole map. */
-FUNC int sconv_columns(GLOBAL const int* meta, int n, int cstride, int gi, int oh, int ow) {
-#if TILED
-    return meta[n * cstride + gi] * GV;
-#else
-    return oh * ow;
-#endif
-}
-
-/* Output position (y * ow + x) of column j of image n, or -1 for a phantom. */
-FUNC int sconv_position(GLOBAL const int* meta, int base, int tiles_at, int j, int oh, int ow) {
-#if TILED
-    int t = j / GV, r = j - (j / GV) * GV;
-    int o = meta[base + tiles_at + t];
-    int oy = o / ow, ox = o - (o / ow) * ow;
-    int y = oy + r / GW, x = ox + r % GW;
-    return (y < oh && x < ow) ? y * ow + x : -1;
-#else
-    return j;
-#endif
-}
-
-FUNC int mask_bit(GLOBAL const int* meta, int base, int p) {
-    return (((uint)meta[base + (p >> 5)]) >> (uint)(p & 31)) & 1u;
-}
-
-/* b: the output channel's bias (0 without), loaded where the caller can overlap it. */
-FUNC float sconv_epilogue(float v, float b, GLOBAL const float* res, int has_res, int at, int act, float p0, float p1) {
-    v += b;
-    if (has_res) v += res[at];
-    return activate(act, v, p0, p1);
-}
-
 /* Sum of the KS partial sums of a split reduction for (channel m, column c) of image n. */
-FUNC float sconv_split_sum(GLOBAL const float* part, int n, int m, int c, int cout, int cap) {
+FUNC float sparse_conv_split_sum(GLOBAL const float* part, int n, int m, int c, int cout, int cap) {
     float v = 0.0f;
     for (int s = 0; s < KS; ++s) v += part[((n * KS + s) * cout + m) * cap + c];
     return v;
 }
-
-/* Whether a listed column can be a position whose mask bit is 0: not where each tile is one
- * position (the lists hold only set ones), so 1x1 members skip that load. */
-#define SC_MAY_SKIP (!TILED || GV > 1)
 
 /* Stores output (channel m, position p) of image n from its reduction v as the unsplit GEMM
  * stores: bias b, residual, activation; nothing at a phantom (p < 0) or where `masked` says
  * the fill policy owns the position. Callers issue the loads of v and b before it, so the
  * checks here do not delay them: as a chain of dependent loads the split-K finish spent most
  * of its time waiting. */
-FUNC void sconv_store_output(float v, float b, GLOBAL float* Y, GLOBAL const float* res, int has_res,
+FUNC void sparse_conv_store_output(float v, float b, GLOBAL float* Y, GLOBAL const float* res, int has_res,
                              GLOBAL const int* meta, int base, int masked, int n, int m, int p, int cout, int P,
                              int act, float p0, float p1) {
-    if (p < 0 || (SC_MAY_SKIP && masked && !mask_bit(meta, base, p))) return;
+    if (p < 0 || (SPARSE_CONV_MAY_SKIP && masked && !mask_bit(meta, base, p))) return;
     int at = (n * cout + m) * P + p;
-    Y[at] = sconv_epilogue(v, b, res, has_res, at, act, p0, p1);
+    Y[at] = sparse_conv_epilogue(v, b, res, has_res, at, act, p0, p1);
 }
-
 
 /* Stages in flight in the GEMM's reduction loop: 1 (registers for the next stage while this
  * one computes) or 2 (one more register set; see the loop and
  * `SparseConvFeatures::two_stages_in_flight`). */
-#ifndef SC_DEPTH
-#define SC_DEPTH 1
+#ifndef SPARSE_CONV_DEPTH
+#define SPARSE_CONV_DEPTH 1
 #endif
 
 #if KS > 1 && FUSED_FINISH
 /* Per output tile (column tile, channel tile, image: the grid without its splits), how many of
  * its KS work-groups have stored their partial sums. Zero between launches: the last arrival
  * resets it, and work-groups past the frame's columns never touch theirs. */
-#define SCONV_FUSED_ARGS , GLOBAL int *tile_count
+#define SPARSE_CONV_FUSED_ARGS , GLOBAL int *tile_count
 #else
-#define SCONV_FUSED_ARGS
+#define SPARSE_CONV_FUSED_ARGS
 #endif
-#if SC_CSLOW
+#if SPARSE_CONV_CSLOW
 /* Column tiles slowest, then images x splits, then channel tiles. */
-#define SC_CTILE GROUP_ID(2)
-#define SC_NCTILES NUM_GROUPS(2)
-#define SC_MTILE GROUP_ID(0)
-#define SC_NMTILES NUM_GROUPS(0)
-#define SC_NKS GROUP_ID(1)
+#define SPARSE_CONV_CTILE GROUP_ID(2)
+#define SPARSE_CONV_NCTILES NUM_GROUPS(2)
+#define SPARSE_CONV_MTILE GROUP_ID(0)
+#define SPARSE_CONV_NMTILES NUM_GROUPS(0)
+#define SPARSE_CONV_NKS GROUP_ID(1)
 #else
-#define SC_CTILE GROUP_ID(0)
-#define SC_NCTILES NUM_GROUPS(0)
-#define SC_MTILE GROUP_ID(1)
-#define SC_NMTILES NUM_GROUPS(1)
-#define SC_NKS GROUP_ID(2)
+#define SPARSE_CONV_CTILE GROUP_ID(0)
+#define SPARSE_CONV_NCTILES NUM_GROUPS(0)
+#define SPARSE_CONV_MTILE GROUP_ID(1)
+#define SPARSE_CONV_NMTILES NUM_GROUPS(1)
+#define SPARSE_CONV_NKS GROUP_ID(2)
 #endif
 
 /* Grid: (ceil(cap / TN), ceil(cout / TM), N * KS), local (TX, TY); cap = columns the map can
- * have (SC_CSLOW: (ceil(cout / TM), N * KS, ceil(cap / TN))). Wt is the weight transposed to
+ * have (SPARSE_CONV_CSLOW: (ceil(cout / TM), N * KS, ceil(cap / TN))). Wt is the weight transposed to
  * [cin * kh * kw][cout]; ktab per reduction index k the input offset ci * ih * iw + ky * dh *
  * iw + kx * dw, ky * dh and kx * dw. */
-/* SC_MIN_BLOCKS: work-groups per SM the registers must leave room for (CUDA only), from the
+/* SPARSE_CONV_MIN_BLOCKS: work-groups per SM the registers must leave room for (CUDA only), from the
  * host (sparse_conv/schedule.rs, register_bound): two of 256, whose 8 x 4 float4 variant needed 129
  * registers, one more than two groups fit, and at density 0.1 a split reduction launches
  * more work-groups than one wave holds (conv3x3 at KS 32: 31.6 µs against 22.2 with 122). */
-#ifndef SC_MIN_BLOCKS
-#define SC_MIN_BLOCKS 1
+#ifndef SPARSE_CONV_MIN_BLOCKS
+#define SPARSE_CONV_MIN_BLOCKS 1
 #endif
 /* SL_PREWAIT = 1 (CUDA; the host asks only where the launch before this one does not write
  * the mask, sparse_conv/lower.rs `MaskColumns::prewait`): a self-listing group reads the mask
@@ -140,31 +86,31 @@ FUNC void sconv_store_output(float v, float b, GLOBAL float* Y, GLOBAL const flo
 #ifndef SL_PREWAIT
 #define SL_PREWAIT 0
 #endif
-/* SC_EARLY_TRIGGER = 1 (CUDA, one-stage members whose knobs ask for it, `ET`): the next grid may launch at this one's entry
+/* SPARSE_CONV_EARLY_TRIGGER = 1 (CUDA, one-stage members whose knobs ask for it, `ET`): the next grid may launch at this one's entry
  * rather than before its stores, so its own prologue (a one-stage member's weights and
  * listing) overlaps this grid's work. */
-#ifndef SC_EARLY_TRIGGER
-#define SC_EARLY_TRIGGER 0
+#ifndef SPARSE_CONV_EARLY_TRIGGER
+#define SPARSE_CONV_EARLY_TRIGGER 0
 #endif
-/* SC_ONE_STAGE (without SL_PREWAIT) waits after loading its weights instead (SC_WEIGHTS_WAIT):
+/* SPARSE_CONV_ONE_STAGE (without SL_PREWAIT) waits after loading its weights instead (SPARSE_CONV_WEIGHTS_WAIT):
  * constants, which no grid writes. */
 #if SELF_LIST && SL_PREWAIT
 #define PDL_ENTRY_DEFERRED() do { } while (0)
-#define SC_WEIGHTS_WAIT() do { } while (0)
-#define SC_LISTED_WAIT() PDL_WAIT()
-#elif SC_ONE_STAGE
+#define SPARSE_CONV_WEIGHTS_WAIT() do { } while (0)
+#define SPARSE_CONV_LISTED_WAIT() PDL_WAIT()
+#elif SPARSE_CONV_ONE_STAGE
 #define PDL_ENTRY_DEFERRED() do { } while (0)
-#define SC_WEIGHTS_WAIT() PDL_WAIT()
-#define SC_LISTED_WAIT() do { } while (0)
+#define SPARSE_CONV_WEIGHTS_WAIT() PDL_WAIT()
+#define SPARSE_CONV_LISTED_WAIT() do { } while (0)
 #else
 #define PDL_ENTRY_DEFERRED() PDL_ENTRY()
-#define SC_WEIGHTS_WAIT() do { } while (0)
-#define SC_LISTED_WAIT() do { } while (0)
+#define SPARSE_CONV_WEIGHTS_WAIT() do { } while (0)
+#define SPARSE_CONV_LISTED_WAIT() do { } while (0)
 #endif
-KERNEL LAUNCH_BOUNDS(NT, SC_MIN_BLOCKS) sconv_gemm_f32(SCONV_ARGS SCONV_FUSED_ARGS SCONV_SELF_ARGS) {
+KERNEL LAUNCH_BOUNDS(NT, SPARSE_CONV_MIN_BLOCKS) sparse_conv_gemm_f32(SPARSE_CONV_ARGS SPARSE_CONV_FUSED_ARGS SPARSE_CONV_SELF_ARGS) {
     /* The first statement, as cuda/pdl.rs requires of a kernel it launches programmatically. */
     PDL_ENTRY_DEFERRED();
-#if SC_ONE_STAGE && SC_EARLY_TRIGGER
+#if SPARSE_CONV_ONE_STAGE && SPARSE_CONV_EARLY_TRIGGER
     /* The next grid may launch now: this one's work-groups have all started by the time every
      * one has passed here, and its wait still waits for this grid's end. */
     PDL_TRIGGER();
@@ -180,33 +126,33 @@ KERNEL LAUNCH_BOUNDS(NT, SC_MIN_BLOCKS) sconv_gemm_f32(SCONV_ARGS SCONV_FUSED_AR
 #else
     LOCAL ALIGN16 float As[TK][TM];
 #endif
-#if SC_ONE_STAGE
-    /* Before the wait: the weights are constants (see SC_ONE_STAGE). Stored at once, so their
+#if SPARSE_CONV_ONE_STAGE
+    /* Before the wait: the weights are constants (see SPARSE_CONV_ONE_STAGE). Stored at once, so their
      * registers are free again before the listing: held across it, they took the work-group to
      * 93 registers per work-item, two groups per SM, and batches 2 and 4 to two waves. */
-    sconv_weights_load(As, Wt, SC_TID(), SC_MTILE * TM, cin * kh * kw, cout);
+    sparse_conv_weights_load(As, Wt, SPARSE_CONV_TID(), SPARSE_CONV_MTILE * TM, cin * kh * kw, cout);
 #endif
-    SC_WEIGHTS_WAIT();
+    SPARSE_CONV_WEIGHTS_WAIT();
     LOCAL ALIGN16 float Bs[TK][TN];
     LOCAL int cy[TN];
     LOCAL int cxs[TN];
     LOCAL int cpos[TN];
-    LOCAL int tapt[3 * SC_TAPS];
+    LOCAL int tapt[3 * SPARSE_CONV_TAPS];
 #if WK > 1
     /* Each slice's accumulators, [slice][accumulator][item of the slice]: in As, free after the
      * last stage's barrier, where they fit (deep stages need the room for themselves). */
-#if WK * NACC * SC_NS <= TK * TM
+#if WK * NACC * SPARSE_CONV_NS <= TK * TM
     LOCAL_PTR float* wred = &As[0][0];
 #else
-    LOCAL float wred[WK * NACC * SC_NS];
+    LOCAL float wred[WK * NACC * SPARSE_CONV_NS];
 #endif
 #endif
 #if KS > 1 && FUSED_FINISH
     LOCAL int last_split;
 #endif
     /* Read after the barrier in front of the first stage. */
-    sconv_tap_table(tapt, SC_TID(), kh * kw, kw, dh, dw, iw);
-    int c0 = SC_CTILE * TN;
+    sparse_conv_tap_table(tapt, SPARSE_CONV_TID(), kh * kw, kw, dh, dw, iw);
+    int c0 = SPARSE_CONV_CTILE * TN;
 #if SELF_LIST
     LOCAL int sscan[2 * NT + SL_EARLY];
     LOCAL int sbad;
@@ -215,9 +161,9 @@ KERNEL LAUNCH_BOUNDS(NT, SC_MIN_BLOCKS) sconv_gemm_f32(SCONV_ARGS SCONV_FUSED_AR
      * c0, c0 + the grid's width, ... until one is past the map's columns, so any grid covers
      * any map, and a frame with the columns expected runs one window. The loop's body, not
      * indented, runs to the end of the kernel. */
-    for (;; c0 += SC_NCTILES * TN) {
+    for (;; c0 += SPARSE_CONV_NCTILES * TN) {
 #endif
-    int tx = LOCAL_ID(0), ty = LOCAL_ID(1), gk = SC_NKS, taps = kh * kw;
+    int tx = LOCAL_ID(0), ty = LOCAL_ID(1), gk = SPARSE_CONV_NKS, taps = kh * kw;
 #if SELF_LIST
     /* Everything below is computed per window: held across the loop instead, 8 x 4 members
      * spilled 72 bytes where they had spilled none, and ran up to 35% slower on an H200. */
@@ -228,41 +174,41 @@ KERNEL LAUNCH_BOUNDS(NT, SC_MIN_BLOCKS) sconv_gemm_f32(SCONV_ARGS SCONV_FUSED_AR
 #endif
     /* sid: the work-item within its slice; tid within the work-group. */
     int sl = WK > 1 ? LOCAL_ID(2) : 0, sid = ty * TX + tx;
-    int tid = sl * SC_NS + sid;
-    int m0 = SC_MTILE * TM;
+    int tid = sl * SPARSE_CONV_NS + sid;
+    int m0 = SPARSE_CONV_MTILE * TM;
     int n = gk / KS, ks = gk - (gk / KS) * KS;
     int base = data0 + n * img_stride;
 #if SELF_LIST
-    int cols = sconv_self_list(mk + n * mk_stride, sscan, cpos, &sbad, tid, c0, oh * ow);
+    int cols = sparse_conv_self_list(mk + n * mk_stride, sscan, cpos, &sbad, tid, c0, oh * ow);
 #endif
 #if SELF_LIST
     /* Before any global store (a no-op after the first window). */
-    SC_LISTED_WAIT();
+    SPARSE_CONV_LISTED_WAIT();
 #if SELF_COUNT
-    if (SC_MTILE == 0 && ks == 0 && c0 == 0 && tid == 0) {
+    if (SPARSE_CONV_MTILE == 0 && ks == 0 && c0 == 0 && tid == 0) {
         rep[n * rep_stride] = cols;
         rep[n * rep_stride + rep_stride - 1] = sbad == 0x7fffffff ? -1 : sbad;
     }
 #endif
     /* The same for the whole work-group, so returning here skips no barrier. For
-     * sconv_finish_f32, the first column tile (there always is one) publishes the count, here
+     * sparse_conv_finish_f32, the first column tile (there always is one) publishes the count, here
      * when the map has no columns, and each column tile its columns. (PoCL 6 computed wrong
      * columns when the count was stored before this branch for every map.) */
     if (c0 >= cols) {
 #if KS > 1
-        if (SC_MTILE == 0 && ks == 0 && c0 == 0 && tid == 0) meta[n * cstride + gi] = 0;
+        if (SPARSE_CONV_MTILE == 0 && ks == 0 && c0 == 0 && tid == 0) meta[n * cstride + gi] = 0;
 #endif
         return;
     }
     LOCAL_BARRIER();
 #if KS > 1
-    if (SC_MTILE == 0 && ks == 0) {
+    if (SPARSE_CONV_MTILE == 0 && ks == 0) {
         for (int c = tid; c < TN && c0 + c < cols; c += NT) meta[base + tiles_at + c0 + c] = cpos[c];
         if (c0 == 0 && tid == 0) meta[n * cstride + gi] = cols;
     }
 #endif
 #else
-    int cols = sconv_columns(meta, n, cstride, gi, oh, ow);
+    int cols = sparse_conv_columns(meta, n, cstride, gi, oh, ow);
     /* The same for the whole work-group, so returning here skips no barrier. */
     if (c0 >= cols) return;
 #endif
@@ -270,7 +216,7 @@ KERNEL LAUNCH_BOUNDS(NT, SC_MIN_BLOCKS) sconv_gemm_f32(SCONV_ARGS SCONV_FUSED_AR
 #if SELF_LIST
         int p = cpos[c];
 #else
-        int p = c0 + c < cols ? sconv_position(meta, base, tiles_at, c0 + c, oh, ow) : -1;
+        int p = c0 + c < cols ? sparse_conv_position(meta, base, tiles_at, c0 + c, oh, ow) : -1;
         cpos[c] = p;
 #endif
         /* A phantom column reads nothing: its origin lies far outside the input. */
@@ -287,17 +233,17 @@ KERNEL LAUNCH_BOUNDS(NT, SC_MIN_BLOCKS) sconv_gemm_f32(SCONV_ARGS SCONV_FUSED_AR
     float acc[NACC];
     for (int a = 0; a < NACC; ++a) acc[a] = 0.0f;
     LOCAL_BARRIER();
-#if SC_ONE_STAGE
+#if SPARSE_CONV_ONE_STAGE
     /* A later window reloads the weights: the slices' sums may have overwritten As. */
-    if (c0 != SC_CTILE * TN) sconv_weights_load(As, Wt, tid, m0, K, cout);
-    sconv_gather_all(Bs, Xn, ktab, cy, cxs, tapt, tid, K, ih, iw, taps, rtaps);
+    if (c0 != SPARSE_CONV_CTILE * TN) sparse_conv_weights_load(As, Wt, tid, m0, K, cout);
+    sparse_conv_gather_all(Bs, Xn, ktab, cy, cxs, tapt, tid, K, ih, iw, taps, rtaps);
     LOCAL_BARRIER();
-    sconv_product_stage(As, Bs, acc, tid, tx, ty, sl);
+    sparse_conv_product_stage(As, Bs, acc, tid, tx, ty, sl);
     LOCAL_BARRIER();
 #else
-#if SC_HOISTED
+#if SPARSE_CONV_HOISTED
     /* The same for the whole work-group (taps is the op's). */
-    int hoist = taps <= IMIN(SC_TAPS, 32);
+    int hoist = taps <= IMIN(SPARSE_CONV_TAPS, 32);
     int hc = tid % TN, hm = m0 + tid % TM;
     int aok = hm < cout;
     GLOBAL const float* Wa = Wt + (aok ? hm : 0);
@@ -308,47 +254,47 @@ KERNEL LAUNCH_BOUNDS(NT, SC_MIN_BLOCKS) sconv_gemm_f32(SCONV_ARGS SCONV_FUSED_AR
     }
     /* A phantom's origin is far outside the input: no tap is in, and no offset is formed. */
     GLOBAL const float* Xc = Xn + (hv ? cy[hc] * iw + cxs[hc] : 0);
-    int hsc = SC_HSB / taps, hsr = SC_HSB - (SC_HSB / taps) * taps;
+    int hsc = SPARSE_CONV_HSB / taps, hsr = SPARSE_CONV_HSB - (SPARSE_CONV_HSB / taps) * taps;
 #endif
     /* Software pipeline: the global loads of stage k0 + TK are issued into registers before
      * the FMAs of stage k0 run from local memory, so their latency overlaps compute instead
      * of stalling every stage. With few columns a work-group's stages are a serial chain, and
-     * this latency was most of its time. SC_LOAD: stage k into registers r_a / r_b. SC_STEP:
+     * this latency was most of its time. SPARSE_CONV_LOAD: stage k into registers r_a / r_b. SPARSE_CONV_STEP:
      * those registers into local memory, the load of stage `next` (where there is one) issued
      * into them, then the products of the staged slice. */
-#if SC_HOISTED
-#define SC_LOAD(r_a, r_b, k)                                                                                        \
+#if SPARSE_CONV_HOISTED
+#define SPARSE_CONV_LOAD(r_a, r_b, k)                                                                                        \
     do {                                                                                                            \
-        if (hoist) sconv_load_stage_h(Wa, Xc, tapt, r_a, r_b, tid, k, ke, cout, aok, hv, taps, rtaps, ihw, hsc, hsr); \
-        else sconv_load_stage(Wt, Xn, ktab, cy, cxs, tapt, r_a, r_b, tid, m0, k, ke, cout, ih, iw, taps, rtaps);     \
+        if (hoist) sparse_conv_load_stage_h(Wa, Xc, tapt, r_a, r_b, tid, k, ke, cout, aok, hv, taps, rtaps, ihw, hsc, hsr); \
+        else sparse_conv_load_stage(Wt, Xn, ktab, cy, cxs, tapt, r_a, r_b, tid, m0, k, ke, cout, ih, iw, taps, rtaps);     \
     } while (0)
 #else
-#define SC_LOAD(r_a, r_b, k) sconv_load_stage(Wt, Xn, ktab, cy, cxs, tapt, r_a, r_b, tid, m0, k, ke, cout, ih, iw, taps, rtaps)
+#define SPARSE_CONV_LOAD(r_a, r_b, k) sparse_conv_load_stage(Wt, Xn, ktab, cy, cxs, tapt, r_a, r_b, tid, m0, k, ke, cout, ih, iw, taps, rtaps)
 #endif
-#define SC_STEP(r_a, r_b, next)                                                                          \
+#define SPARSE_CONV_STEP(r_a, r_b, next)                                                                          \
     do {                                                                                                 \
-        sconv_store_stage(As, Bs, r_a, r_b, tid);                                                        \
+        sparse_conv_store_stage(As, Bs, r_a, r_b, tid);                                                        \
         LOCAL_BARRIER();                                                                                 \
-        if ((next) < ke) SC_LOAD(r_a, r_b, next);                                                        \
-        sconv_product_stage(As, Bs, acc, tid, tx, ty, sl);                                               \
+        if ((next) < ke) SPARSE_CONV_LOAD(r_a, r_b, next);                                                        \
+        sparse_conv_product_stage(As, Bs, acc, tid, tx, ty, sl);                                               \
         LOCAL_BARRIER();                                                                                 \
     } while (0)
-    float ra[SC_AL], rb[SC_BL];
-    SC_LOAD(ra, rb, kb);
-#if SC_DEPTH > 1
+    float ra[SPARSE_CONV_AL], rb[SPARSE_CONV_BL];
+    SPARSE_CONV_LOAD(ra, rb, kb);
+#if SPARSE_CONV_DEPTH > 1
     /* Two stages in flight: a second register set takes stage k0 + 2 TK while k0 computes, so
      * a load has two stages' FMAs to arrive in, not one. The loop is unrolled by two because
      * registers cannot be indexed by a variable. */
-    float ra2[SC_AL], rb2[SC_BL];
-    if (kb + TK < ke) SC_LOAD(ra2, rb2, kb + TK);
+    float ra2[SPARSE_CONV_AL], rb2[SPARSE_CONV_BL];
+    if (kb + TK < ke) SPARSE_CONV_LOAD(ra2, rb2, kb + TK);
     for (int k0 = kb; k0 < ke; k0 += 2 * TK) {
-        SC_STEP(ra, rb, k0 + 2 * TK);
+        SPARSE_CONV_STEP(ra, rb, k0 + 2 * TK);
         /* k0 and ke are the work-group's: every work-item leaves here together. */
         if (k0 + TK >= ke) break;
-        SC_STEP(ra2, rb2, k0 + 3 * TK);
+        SPARSE_CONV_STEP(ra2, rb2, k0 + 3 * TK);
     }
 #else
-    for (int k0 = kb; k0 < ke; k0 += TK) SC_STEP(ra, rb, k0 + TK);
+    for (int k0 = kb; k0 < ke; k0 += TK) SPARSE_CONV_STEP(ra, rb, k0 + TK);
 #endif
 #endif
     /* Only the stores are left: the next launch may start (where PDL_ENTRY did not let it). */
@@ -357,7 +303,7 @@ KERNEL LAUNCH_BOUNDS(NT, SC_MIN_BLOCKS) sconv_gemm_f32(SCONV_ARGS SCONV_FUSED_AR
 #if WK > 1
     /* Slice sl adds up and stores accumulators sl, sl + WK, ... of its place in the tile (in the
      * store loop below). */
-    for (int a = 0; a < NACC; ++a) wred[(sl * NACC + a) * SC_NS + sid] = acc[a];
+    for (int a = 0; a < NACC; ++a) wred[(sl * NACC + a) * SPARSE_CONV_NS + sid] = acc[a];
     LOCAL_BARRIER();
 #endif
 #if KS > 1 && VWN > 1
@@ -367,7 +313,7 @@ KERNEL LAUNCH_BOUNDS(NT, SC_MIN_BLOCKS) sconv_gemm_f32(SCONV_ARGS SCONV_FUSED_AR
      * scratch no finish reads. Where rows are not aligned (cap not a multiple of VWN) or a run
      * reaches past cap, one float at a time. */
     for (int a = 0; a < NACC; a += VWN) {
-        int m = m0 + sconv_acc_m(a, tid), c = sconv_acc_c(a, tid);
+        int m = m0 + sparse_conv_acc_m(a, tid), c = sparse_conv_acc_c(a, tid);
         if (m >= cout) continue;
         GLOBAL float* dst = part + ((n * KS + ks) * cout + m) * cap + c0 + c;
         if (cap % VWN == 0 && c0 + c + VWN <= cap) {
@@ -384,21 +330,21 @@ KERNEL LAUNCH_BOUNDS(NT, SC_MIN_BLOCKS) sconv_gemm_f32(SCONV_ARGS SCONV_FUSED_AR
 #else
     for (int a = 0; a < NACC; ++a) {
         if (WK > 1 && a % WK != sl) continue;
-        int m = m0 + sconv_acc_m(a, sid), c = sconv_acc_c(a, sid);
+        int m = m0 + sparse_conv_acc_m(a, sid), c = sparse_conv_acc_c(a, sid);
         int p = cpos[c];
         if (m >= cout || p < 0) continue;
 #if WK > 1
         /* Added where stored: written back to acc[a] first, the loop (of 16 accumulators, not
          * unrolled) indexed acc by a variable, which put it in local memory. */
         float v = 0.0f;
-        for (int s = 0; s < WK; ++s) v += wred[(s * NACC + a) * SC_NS + sid];
+        for (int s = 0; s < WK; ++s) v += wred[(s * NACC + a) * SPARSE_CONV_NS + sid];
 #else
         float v = acc[a];
 #endif
 #if KS > 1
         part[((n * KS + ks) * cout + m) * cap + c0 + c] = v;
 #else
-        sconv_store_output(v, has_bias ? bias[m] : 0.0f, Y, res, has_res, meta, base, masked, n, m, p, cout, P, act,
+        sparse_conv_store_output(v, has_bias ? bias[m] : 0.0f, Y, res, has_res, meta, base, masked, n, m, p, cout, P, act,
                            p0, p1);
 #endif
     }
@@ -408,7 +354,7 @@ KERNEL LAUNCH_BOUNDS(NT, SC_MIN_BLOCKS) sconv_gemm_f32(SCONV_ARGS SCONV_FUSED_AR
      * arrival is counted (the barrier makes tid 0 count after all of them fenced). */
     GLOBAL_FENCE();
     LOCAL_BARRIER();
-    int tile = (n * SC_NMTILES + SC_MTILE) * ((cap + TN - 1) / TN) + c0 / TN;
+    int tile = (n * SPARSE_CONV_NMTILES + SPARSE_CONV_MTILE) * ((cap + TN - 1) / TN) + c0 / TN;
     if (tid == 0) {
         last_split = ATOMIC_INC(&tile_count[tile]) == KS - 1;
         /* Every split has arrived, so nothing else touches the counter in this launch; the
@@ -421,9 +367,9 @@ KERNEL LAUNCH_BOUNDS(NT, SC_MIN_BLOCKS) sconv_gemm_f32(SCONV_ARGS SCONV_FUSED_AR
         /* Acquire: the other splits' partial sums are read after their arrivals were seen. */
         GLOBAL_FENCE();
         for (int a = 0; a < NACC; ++a) {
-            int m = m0 + sconv_acc_m(a, tid), c = sconv_acc_c(a, tid);
+            int m = m0 + sparse_conv_acc_m(a, tid), c = sparse_conv_acc_c(a, tid);
             if (m >= cout) continue;
-            sconv_store_output(sconv_split_sum(part, n, m, c0 + c, cout, cap), has_bias ? bias[m] : 0.0f, Y, res, has_res,
+            sparse_conv_store_output(sparse_conv_split_sum(part, n, m, c0 + c, cout, cap), has_bias ? bias[m] : 0.0f, Y, res, has_res,
                                meta, base, masked, n, m, cpos[c], cout, P, act, p0, p1);
         }
     }
@@ -433,7 +379,7 @@ KERNEL LAUNCH_BOUNDS(NT, SC_MIN_BLOCKS) sconv_gemm_f32(SCONV_ARGS SCONV_FUSED_AR
      * that, every working group read the mask once more and ran the count's two barriers at
      * its end, and the last of them is where the next grid's wait ends. The same for the
      * whole work-group. */
-    if (c0 + SC_NCTILES * TN >= cols) return;
+    if (c0 + SPARSE_CONV_NCTILES * TN >= cols) return;
     /* The next window's listing rewrites cpos, cy, cxs and the scan: every read of this one's
      * is done first. */
     LOCAL_BARRIER();
@@ -441,14 +387,14 @@ KERNEL LAUNCH_BOUNDS(NT, SC_MIN_BLOCKS) sconv_gemm_f32(SCONV_ARGS SCONV_FUSED_AR
 #endif
 }
 
-#ifndef SC_FIN_SPEC
-#define SC_FIN_SPEC 0
+#ifndef SPARSE_CONV_FIN_SPEC
+#define SPARSE_CONV_FIN_SPEC 0
 #endif
 
-/* Adds the KS partial sums of sconv_gemm_f32 and stores like it, a work-item per output.
+/* Adds the KS partial sums of sparse_conv_gemm_f32 and stores like it, a work-item per output.
  * Grid: (ceil(cap / 64), ceil(cout / CH), N), local (64, CH, 1): CH channels per work-group
  * (the vendor epilogue launches CH = 1), so a frame with few columns does not pay for a row of
- * mostly idle work-groups per channel. SC_CSLOW: (ceil(cout / CH), N, ceil(cap / 64)). */
+ * mostly idle work-groups per channel. SPARSE_CONV_CSLOW: (ceil(cout / CH), N, ceil(cap / 64)). */
 /* FIN_TRIGGER = 1 (CUDA; sparse_conv/schedule.rs `finish_triggers`): the next grid may launch as soon as
  * every work-group has started, so its launch, and a self-listing GEMM's scan of its mask
  * (SL_PREWAIT), overlap this short kernel instead of following it. Its own wait comes first:
@@ -456,12 +402,12 @@ KERNEL LAUNCH_BOUNDS(NT, SC_MIN_BLOCKS) sconv_gemm_f32(SCONV_ARGS SCONV_FUSED_AR
 #ifndef FIN_TRIGGER
 #define FIN_TRIGGER 0
 #endif
-KERNEL sconv_finish_f32(SCONV_ARGS) {
+KERNEL sparse_conv_finish_f32(SPARSE_CONV_ARGS) {
     PDL_ENTRY();
 #if FIN_TRIGGER
     PDL_TRIGGER();
 #endif
-#if SC_CSLOW
+#if SPARSE_CONV_CSLOW
     int c = GROUP_ID(2) * LOCAL_SIZE(0) + LOCAL_ID(0), m = GROUP_ID(0) * LOCAL_SIZE(1) + LOCAL_ID(1), n = GROUP_ID(1);
     int cstep = NUM_GROUPS(2) * LOCAL_SIZE(0);
 #else
@@ -472,76 +418,28 @@ KERNEL sconv_finish_f32(SCONV_ARGS) {
     /* Most work-items find no column: they read the count and leave, and nothing else, since
      * any further load of theirs cost more than it saved (RESULTS.md, "the finish fixed"). The column's
      * position, partial sums and bias are independent loads, issued together. A grid narrower
-     * than cap (a self-listing member's, see sconv_gemm_f32) takes a column every cstep. */
+     * than cap (a self-listing member's, see sparse_conv_gemm_f32) takes a column every cstep. */
     int base = data0 + n * img_stride;
-#if SC_FIN_SPEC
+#if SPARSE_CONV_FIN_SPEC
     /* The first column's loads go out beside the count's instead of after it: with grids
      * narrowed to the columns a frame expects most work-items have a column, and the count's
      * round trip was the chain's first link. A column past the count read stale scratch
      * (within cap) and stores nothing. */
     if (c >= cap) return;
     {
-        int p = sconv_position(meta, base, tiles_at, c, oh, ow);
-        float v = sconv_split_sum(part, n, m, c, cout, cap);
+        int p = sparse_conv_position(meta, base, tiles_at, c, oh, ow);
+        float v = sparse_conv_split_sum(part, n, m, c, cout, cap);
         float b = has_bias ? bias[m] : 0.0f;
-        if (c >= IMIN(cap, sconv_columns(meta, n, cstride, gi, oh, ow))) return;
-        sconv_store_output(v, b, Y, res, has_res, meta, base, masked, n, m, p, cout, oh * ow, act, p0, p1);
+        if (c >= IMIN(cap, sparse_conv_columns(meta, n, cstride, gi, oh, ow))) return;
+        sparse_conv_store_output(v, b, Y, res, has_res, meta, base, masked, n, m, p, cout, oh * ow, act, p0, p1);
         c += cstep;
     }
 #endif
-    int cols = IMIN(cap, sconv_columns(meta, n, cstride, gi, oh, ow));
+    int cols = IMIN(cap, sparse_conv_columns(meta, n, cstride, gi, oh, ow));
     for (; c < cols; c += cstep) {
-        int p = sconv_position(meta, base, tiles_at, c, oh, ow);
-        float v = sconv_split_sum(part, n, m, c, cout, cap);
+        int p = sparse_conv_position(meta, base, tiles_at, c, oh, ow);
+        float v = sparse_conv_split_sum(part, n, m, c, cout, cap);
         float b = has_bias ? bias[m] : 0.0f;
-        sconv_store_output(v, b, Y, res, has_res, meta, base, masked, n, m, p, cout, oh * ow, act, p0, p1);
+        sparse_conv_store_output(v, b, Y, res, has_res, meta, base, masked, n, m, p, cout, oh * ow, act, p0, p1);
     }
-}
-
-/* Depthwise (one input and one output channel per group): one work-item per (column, channel).
- * Grid: (ceil(cap / 64), channels, N), local (64, 1, 1). W is [C, kh * kw]. */
-KERNEL sconv_dw_f32(SCONV_ARGS) {
-    PDL_ENTRY();
-    int c = GLOBAL_ID(0), ch = GROUP_ID(1), n = GROUP_ID(2);
-    if (c >= IMIN(cap, sconv_columns(meta, n, cstride, gi, oh, ow))) return;
-    int base = data0 + n * img_stride;
-    int p = sconv_position(meta, base, tiles_at, c, oh, ow);
-    if (p < 0 || (SC_MAY_SKIP && masked && !mask_bit(meta, base, p))) return;
-    int oy = p / ow, ox = p - (p / ow) * ow;
-    int y0 = oy * sh - ph, x0 = ox * sw - pw;
-    GLOBAL const float* Xc = X + (n * cin + ch) * ih * iw;
-    GLOBAL const float* Wc = W + ch * kh * kw;
-    float acc = 0.0f;
-    for (int ky = 0; ky < kh; ++ky) {
-        int iy = y0 + ky * dh;
-        if (iy < 0 || iy >= ih) continue;
-        for (int kx = 0; kx < kw; ++kx) {
-            int ix = x0 + kx * dw;
-            if (ix < 0 || ix >= iw) continue;
-            acc += Wc[ky * kw + kx] * Xc[iy * iw + ix];
-        }
-    }
-    int at = (n * cout + ch) * oh * ow + p;
-    Y[at] = sconv_epilogue(acc, has_bias ? bias[ch] : 0.0f, res, has_res, at, act, p0, p1);
-}
-
-/* Residual fill: where image n's mask bit is 0, Y = act(res) over the [N, cout, oh, ow] output.
- * Grid: (ceil(oh * ow / 64), cout, N), local (64, 1, 1). */
-KERNEL sconv_fill_residual_f32(SCONV_ARGS) {
-    PDL_ENTRY();
-    int p = GLOBAL_ID(0), m = GROUP_ID(1), n = GROUP_ID(2);
-    if (p >= oh * ow || mask_bit(meta, data0 + n * img_stride, p)) return;
-    int at = (n * cout + m) * oh * ow + p;
-    Y[at] = activate(act, res[at], p0, p1);
-}
-
-/* Cached fill of an op without sparse kernels: Y (the cached activations) takes the freshly
- * computed X where the mask bit is 1, or everywhere without `masked` (the first frame).
- * Grid: (ceil(oh * ow / 64), cout, N), local (64, 1, 1). */
-KERNEL sconv_blend_cached_f32(SCONV_ARGS) {
-    PDL_ENTRY();
-    int p = GLOBAL_ID(0), m = GROUP_ID(1), n = GROUP_ID(2);
-    if (p >= oh * ow || (masked && !mask_bit(meta, data0 + n * img_stride, p))) return;
-    int at = (n * cout + m) * oh * ow + p;
-    Y[at] = X[at];
 }
