@@ -73,7 +73,7 @@ fn backend_cuda_is_a_clear_error_where_it_cannot_run() {
         let (code, out, err) = run(extra);
         no_panic(&out, &err);
         assert_eq!(code, 1, "{extra:?}: {out}{err}");
-        let clear = ["backend cuda: unavailable: ", "no CUDA support"];
+        let clear = ["backend cuda is not available: ", "no CUDA support"];
         assert!(clear.iter().any(|c| err.contains(c)), "{extra:?}: {err}");
     }
 }

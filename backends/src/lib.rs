@@ -107,7 +107,7 @@ pub fn create_configured(name: &str, o: &BackendOptions) -> Result<Box<dyn Backe
             {
                 match opencl::list() {
                     Ok(l) if l.is_empty() => return Err(unavailable_error("opencl", "the OpenCL loader lists no platform or device (no driver installed)")),
-                    Err(e) => return Err(unavailable_error("opencl", &e.to_string())),
+                    Err(e) => return Err(unavailable_error("opencl", &reason_of(e))),
                     Ok(_) => {}
                 }
                 let b = opencl::backend(o.device.as_deref(), sparse.cache_dir.as_deref(), gpu_options(o))?;
@@ -133,7 +133,7 @@ pub fn create_configured(name: &str, o: &BackendOptions) -> Result<Box<dyn Backe
             {
                 match wgpu::list() {
                     Ok(l) if l.is_empty() => return Err(unavailable_error("wgpu", "wgpu finds no Vulkan or Metal adapter (no driver installed)")),
-                    Err(e) => return Err(unavailable_error("wgpu", &e.to_string())),
+                    Err(e) => return Err(unavailable_error("wgpu", &reason_of(e))),
                     Ok(_) => {}
                 }
                 Ok(Box::new(wgpu::backend(o.device.as_deref(), gpu_options(o))?))
@@ -238,6 +238,15 @@ pub fn devices() -> Vec<DeviceListing> {
     #[cfg(not(feature = "wgpu"))]
     out.push(unavailable("wgpu", "this build has no wgpu support (cargo feature 'wgpu')"));
     out
+}
+
+/// What went wrong, without the "backend X:" an `Error::Backend` puts before it.
+#[allow(dead_code)]
+fn reason_of(e: Error) -> String {
+    match e {
+        Error::Backend { msg, .. } => msg,
+        e => e.to_string(),
+    }
 }
 
 #[allow(dead_code)]
