@@ -342,7 +342,7 @@ def markdown(head, cells, rows):
 
 
 CPU_WIDTHS = [18, 3, 7, 6, 10, 10, 10, 12, 10, 10, 12]
-GPU_WIDTHS = [18, 5, 7, 6, 6, 9, 9, 12, 9, 9, 10, 12, 11, 14]
+GPU_WIDTHS = [18, 5, 7, 6, 6, 9, 9, 12, 9, 9, 11, 10, 12, 15, 11, 14]
 CPU_HEAD = ["model", "T", "mask d", "op d", "sparse ms", "dense ms", "ORT ms", "dense/sparse", "dense/ORT",
             "ORT/sparse", "relL2 vs ORT"]
 
@@ -397,16 +397,38 @@ def cmd_gpu(a):
     write_md(a, "gpu", markdown(GPU_HEAD, gpu_cells, rows))
 
 
+def cmd_profile(a):
+    """Where a frame goes on the GPU: dynaspa's steps (device time per step, sparse and the same
+    graph dense) and PyTorch's eager kernels, one model after the other."""
+    import torch
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cudnn.benchmark = True
+    for name in a.only:
+        meta = load_meta(name)
+        path = onnx_file(meta, 1)
+        for label, env in (("sparse", {}), ("dense", {"DYNASPA_FORCE_MEMBER": "dense"})):
+            cmd = [a.dynaspa, "profile", path, "--frames", frame_dir(meta["w"], meta["h"]), "--backend", a.backend,
+                   "--max-frames", str(a.frames), "--nodes", str(a.top)]
+            for k, (_, p) in extra_feeds(meta, 1).items():
+                cmd += ["--input", f"{k}={p}"]
+            r = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, **env})
+            print(f"==== dynaspa {label}: {' '.join(cmd)}\n{r.stdout}{r.stderr[-2000:] if r.returncode else ''}", flush=True)
+        xs = frames(meta, a.frames)
+        print(f"==== PyTorch {name}", flush=True)
+        suite_torch.kernel_table(meta, name, xs, extra_feeds(meta, 1), a.top)
+
+
 GPU_HEAD = ["model", "batch", "backend", "mask d", "op d", "sparse ms", "dense ms", "sparse/dense", "eager ms",
-            "graph ms", "compile ms", "graph/sparse", "graph/dense", "relL2 vs torch"]
+            "graph ms", "graph+io ms", "compile ms", "graph/sparse", "graph+io/sparse", "graph/dense", "relL2 vs torch"]
 
 
 def gpu_cells(r):
-    s, d, g = r.get("sparse_ms"), r.get("dense_ms"), r.get("graph_ms")
+    s, d, g, gio = r.get("sparse_ms"), r.get("dense_ms"), r.get("graph_ms"), r.get("graph_io_ms")
     return [r["model"], str(r["batch"]), r["backend"], fmt(r["mask_density"], ".3f"), fmt(r.get("op_density"), ".3f"),
             fmt(s, ".3f"), fmt(d, ".3f"), fmt(s / d if s and d else None), fmt(r.get("eager_ms"), ".3f"),
-            fmt(g, ".3f"), fmt(r.get("compile_ms"), ".3f"), fmt(g / s if g and s else None),
-            fmt(g / d if g and d else None), fmt(r.get("sparse_vs_torch_rel_l2"), ".1e")]
+            fmt(g, ".3f"), fmt(gio, ".3f"), fmt(r.get("compile_ms"), ".3f"), fmt(g / s if g and s else None),
+            fmt(gio / s if gio and s else None), fmt(g / d if g and d else None), fmt(r.get("sparse_vs_torch_rel_l2"), ".1e")]
 
 
 
@@ -434,11 +456,12 @@ def main():
     ex = sub.add_parser("export", help="build, calibrate, export and check the suite's models")
     cpu = sub.add_parser("cpu", help="dynaspa's CPU backend against ONNX Runtime")
     gpu = sub.add_parser("gpu", help="dynaspa's GPU backends against PyTorch")
-    for s, default in ((ex, sm.CPU_SUITE), (cpu, sm.CPU_SUITE), (gpu, sm.GPU_SUITE)):
+    prof = sub.add_parser("profile", help="where a frame goes on the GPU: dynaspa's steps and PyTorch's kernels")
+    for s, default in ((ex, sm.CPU_SUITE), (cpu, sm.CPU_SUITE), (gpu, sm.GPU_SUITE), (prof, sm.GPU_SUITE)):
         s.add_argument("--only", default=",".join(default), help=f"models (default: {','.join(default)})")
         s.add_argument("--dynconv-repo", default="", help="checkout of github.com/thomasverelst/dynconv "
                        "(the authors' models; recorded at export for the PyTorch side)")
-    for s, frames, defaults in ((cpu, 16, 5), (gpu, 10, 5)):
+    for s, frames, defaults in ((cpu, 16, 5), (gpu, 10, 5), (prof, 10, 1)):
         s.add_argument("--frames", type=int, default=frames, help="frames (gpu: runs of --batch frames each)")
         s.add_argument("--rounds", type=int, default=defaults)
         s.add_argument("--dynaspa", default=DYNASPA)
@@ -449,6 +472,8 @@ def main():
     gpu.add_argument("--backends", default="cuda", help="dynaspa backends: cuda, opencl (cpu for a dry run)")
     gpu.add_argument("--compile", action="store_true", help='also torch.compile(mode="reduce-overhead")')
     gpu.add_argument("--torch-device", default="cuda", choices=["cuda", "cpu"])
+    prof.add_argument("--backend", default="cuda")
+    prof.add_argument("--top", type=int, default=40, help="rows per table")
     a = p.parse_args()
     a.only = [m for m in a.only.split(",") if m]
     bad = [m for m in a.only if m not in sm.SPECS]
@@ -462,7 +487,7 @@ def main():
         if a.frames < 1 or a.rounds < 1:
             p.error("--frames and --rounds must be >= 1")
     log(f"suite {a.cmd}: {', '.join(a.only)}")
-    {"export": cmd_export, "cpu": cmd_cpu, "gpu": cmd_gpu}[a.cmd](a)
+    {"export": cmd_export, "cpu": cmd_cpu, "gpu": cmd_gpu, "profile": cmd_profile}[a.cmd](a)
     log("done")
 
 

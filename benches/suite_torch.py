@@ -95,13 +95,28 @@ def cuda_graph(a, torch, model, ins, name):
         torch.cuda.current_stream().wait_stream(side)
         g = torch.cuda.CUDAGraph()
         with torch.cuda.graph(g):
-            model(*static)
+            out = model(*static)
+        outs = [out] if isinstance(out, torch.Tensor) else list(out)
 
         def replay(i):
             for s, t in zip(static, ins[i]):
                 s.copy_(t)
             g.replay()
-        return {"graph_ms": time_torch(torch, replay, ins, a.rounds, 2, True)}
+
+        # The frame as a deployment runs it: inputs from pinned host memory, outputs back to
+        # pinned host memory, the host waiting for them (wall time, as dynaspa's frames).
+        host_ins = [[t.cpu().pin_memory() for t in i] for i in ins]
+        host_outs = [torch.empty(o.shape, dtype=o.dtype, pin_memory=True) for o in outs]
+
+        def replay_io(i):
+            for s, t in zip(static, host_ins[i]):
+                s.copy_(t, non_blocking=True)
+            g.replay()
+            for h, o in zip(host_outs, outs):
+                h.copy_(o, non_blocking=True)
+            torch.cuda.current_stream().synchronize()
+        return {"graph_ms": time_torch(torch, replay, ins, a.rounds, 2, True),
+                "graph_io_ms": time_torch(torch, replay_io, ins, a.rounds, 2, False)}
     except Exception as e:  # a forward that syncs with the host cannot be captured
         note = f"capture failed: {str(e).splitlines()[0][:200] if str(e) else type(e).__name__}"
         log(f"{name}: CUDA graph: {note}")
@@ -145,3 +160,33 @@ def torch_side(a, meta, name, xs, extra, device):
     if cuda:
         torch.cuda.empty_cache()
     return res, refs
+
+
+def kernel_table(meta, name, xs, extra, top):
+    """Where PyTorch's eager frame goes on the GPU: every CUDA kernel of a forward, from the
+    profiler, summed per kernel name (µs per frame, slowest first), and the frame's sum."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+    model = torch_module(meta, name, torch.device("cuda"))
+    ins = [[torch.from_numpy(x).cuda()] + [torch.from_numpy(extra[k][0]).cuda() for k in meta["inputs"][1:]] for x in xs]
+    with torch.no_grad():
+        for i in ins * 2:
+            model(*i)
+        torch.cuda.synchronize()
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            for i in ins:
+                model(*i)
+            torch.cuda.synchronize()
+    per = {}
+    for e in prof.events():
+        if e.device_type == torch.autograd.DeviceType.CUDA:
+            n, us = per.get(e.name, (0, 0.0))
+            per[e.name] = (n + 1, us + e.device_time)
+    rows = sorted(((us / len(ins), n / len(ins), k) for k, (n, us) in per.items()), reverse=True)
+    total = sum(r[0] for r in rows)
+    print(f"PyTorch eager {name}: GPU kernel time {total:.1f} µs per frame, {sum(r[1] for r in rows):.0f} kernels")
+    for us, n, k in rows[:top]:
+        print(f"  {us:9.1f} µs {n:5.1f}x  {k[:110]}")
+    del model
+    torch.cuda.empty_cache()
+    return total

@@ -111,7 +111,7 @@ pub struct DebugOptions {
     /// GPU backends: fill node outputs with NaN before their kernels run, so an output a kernel
     /// does not write shows in the results.
     pub poison: bool,
-    /// GPU backends: wait after every node and report its time (`FrameReport::step_times`).
+    /// GPU backends: time every step (on the device where it has queue timestamps, else a sync per step; `FrameReport::step_times`).
     pub step_times: bool,
     /// Run this member of every sparse op's PolyKernel instead of dispatching per frame.
     pub force_member: Option<ForceMember>,

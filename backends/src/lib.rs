@@ -53,7 +53,7 @@ pub struct BackendOptions {
     /// GPU backends fill each node's outputs with NaN before its kernels run, so an output a
     /// kernel does not write shows in the results (tests). Also on with `DYNASPA_GPU_POISON=1`.
     pub poison: bool,
-    /// GPU backends: a sync and a time per step (`GpuOptions::step_times`; `dynaspa profile
+    /// GPU backends: a time per step, on the device where it has queue timestamps (`GpuOptions::step_times`; `dynaspa profile
     /// --nodes`).
     pub step_times: bool,
     /// GPU backends: how sparse ops learn each frame's DISTile counts (`GpuOptions::counts`).

@@ -45,6 +45,20 @@ pub struct SparseOpRecord {
     pub phases: PhaseTimes,
 }
 
+/// One step of a GPU frame, timed.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct StepTime {
+    pub node: String,
+    pub op: String,
+    /// The device's own time for the step, from a timestamp on its queue before the step's
+    /// launches to one after them, the frame queued without waits; `None` where the device has no
+    /// queue timestamps.
+    pub gpu: Option<Duration>,
+    /// The host's time for the step: queueing its launches where `gpu` is timed, else queueing
+    /// them and waiting for the queue to drain (a sync per step).
+    pub host: Duration,
+}
+
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct FrameReport {
     /// Wall time of the whole graph.
@@ -53,10 +67,9 @@ pub struct FrameReport {
     /// Wall time of every node in graph order (index = node index), dense and sparse alike;
     /// empty where a backend does not time nodes.
     pub node_times: Vec<Duration>,
-    /// (node, op, time) of every step a backend timed by name, where its steps are not the
-    /// graph's nodes one to one (the GPU executor after its own lowering, when asked to sync
-    /// after every step); empty otherwise.
-    pub step_times: Vec<(String, String, Duration)>,
+    /// Every step a backend timed by name, where its steps are not the graph's nodes one to one
+    /// (the GPU executor after its own lowering, when asked for step times); empty otherwise.
+    pub step_times: Vec<StepTime>,
     /// The phases are the host's time to queue each phase on a device that runs them later (the
     /// GPU backends, whose queue is only waited for at the frame's outputs), not the device's
     /// time: they show what dispatch costs the host, not the frame.

@@ -32,19 +32,43 @@ pub fn node_rows(reports: &[FrameReport], nodes: usize) -> Vec<NodeRow> {
     rows
 }
 
-/// Median time per named step (`FrameReport::step_times`) over the reports holding the same
-/// steps: (node, op, median µs), slowest first.
-pub fn step_rows(reports: &[FrameReport]) -> Vec<(String, String, f64)> {
+/// One GPU step's medians over frames.
+#[derive(Debug, PartialEq)]
+pub struct StepRow {
+    pub node: String,
+    pub op: String,
+    /// The device's time (`None` where the device takes no queue timestamps).
+    pub gpu_us: Option<f64>,
+    /// The host's time: queueing the step, or queueing it and waiting where `gpu_us` is `None`.
+    pub host_us: f64,
+}
+
+impl StepRow {
+    /// The time that says where the frame goes: the device's where there is one.
+    fn us(&self) -> f64 {
+        self.gpu_us.unwrap_or(self.host_us)
+    }
+}
+
+/// Median times per named step (`FrameReport::step_times`) over the reports holding the same
+/// steps, slowest first.
+pub fn step_rows(reports: &[FrameReport]) -> Vec<StepRow> {
     let Some(first) = reports.iter().find(|r| !r.step_times.is_empty()) else { return vec![] };
     let same = |r: &&FrameReport| r.step_times.len() == first.step_times.len();
     let timed: Vec<&FrameReport> = reports.iter().filter(same).collect();
-    let mut rows: Vec<(String, String, f64)> = (0..first.step_times.len())
+    let mut rows: Vec<StepRow> = (0..first.step_times.len())
         .map(|i| {
-            let us: Vec<f64> = timed.iter().map(|r| r.step_times[i].2.as_secs_f64() * 1e6).collect();
-            (first.step_times[i].0.clone(), first.step_times[i].1.clone(), stats::median(&us).unwrap_or(0.0))
+            let host: Vec<f64> = timed.iter().map(|r| r.step_times[i].host.as_secs_f64() * 1e6).collect();
+            let gpu: Vec<f64> = timed.iter().filter_map(|r| r.step_times[i].gpu).map(|d| d.as_secs_f64() * 1e6).collect();
+            StepRow {
+                node: first.step_times[i].node.clone(),
+                op: first.step_times[i].op.clone(),
+                gpu_us: (gpu.len() == timed.len()).then(|| stats::median(&gpu).unwrap_or(0.0)),
+                host_us: stats::median(&host).unwrap_or(0.0),
+            }
         })
         .collect();
-    rows.sort_by(|a, b| b.2.total_cmp(&a.2));
+    rows.sort_by(|a, b| b.us().total_cmp(&a.us()));
     rows
 }
 
@@ -54,16 +78,27 @@ fn print_steps(reports: &[FrameReport], limit: usize) {
         println!("no per-node times: the backend does not time nodes");
         return;
     }
-    let total: f64 = rows.iter().map(|r| r.2).sum();
-    println!("per step (a queue sync after each; median µs per frame, slowest first; sum {total:.1} µs):");
-    let w = rows.iter().take(limit).map(|r| r.0.len()).max().unwrap_or(4).clamp(4, 48);
-    println!("{:<w$}  {:<22} {:>9} {:>7}", "node", "op", "µs", "share");
-    for (name, op, us) in rows.iter().take(limit) {
+    let total: f64 = rows.iter().map(StepRow::us).sum();
+    let host: f64 = rows.iter().map(|r| r.host_us).sum();
+    let on_device = rows.iter().all(|r| r.gpu_us.is_some());
+    if on_device {
+        println!(
+            "per step (device time between queue timestamps, the frame queued without waits; median µs per frame, slowest first): \
+             device {total:.1} µs, host queueing {host:.1} µs"
+        );
+    } else {
+        println!("per step (host time, a queue sync after each; median µs per frame, slowest first; sum {total:.1} µs):");
+    }
+    let w = rows.iter().take(limit).map(|r| r.node.len()).max().unwrap_or(4).clamp(4, 48);
+    println!("{:<w$}  {:<22} {:>9} {:>7} {:>9}", "node", "op", "µs", "share", if on_device { "host µs" } else { "" });
+    for r in rows.iter().take(limit) {
+        let us = r.us();
         let share = if total > 0.0 { us / total * 100.0 } else { 0.0 };
-        println!("{name:<w$}  {op:<22} {us:>9.1} {share:>6.1}%");
+        let host = if on_device { format!("{:>9.1}", r.host_us) } else { String::new() };
+        println!("{:<w$}  {:<22} {us:>9.1} {share:>6.1}% {host}", r.node, r.op);
     }
     if rows.len() > limit {
-        let rest: f64 = rows[limit..].iter().map(|r| r.2).sum();
+        let rest: f64 = rows[limit..].iter().map(StepRow::us).sum();
         println!("({} more steps: {:.1} µs)", rows.len() - limit, rest);
     }
 }
@@ -110,14 +145,17 @@ mod tests {
 
     #[test]
     fn step_medians_sorted_and_other_step_lists_skipped() {
+        use dynaspa::runtime::report::StepTime;
         let us = Duration::from_micros;
-        let r = |a, b| FrameReport {
-            step_times: vec![("conv".into(), "Conv".into(), us(a)), ("relu".into(), "Relu".into(), us(b))],
-            ..Default::default()
-        };
-        let odd = FrameReport { step_times: vec![("conv".into(), "Conv".into(), us(999))], ..Default::default() };
+        let st = |node: &str, gpu: Option<u64>, host| StepTime { node: node.into(), op: "Op".into(), gpu: gpu.map(us), host: us(host) };
+        let r = |a, b| FrameReport { step_times: vec![st("conv", Some(a), 100), st("relu", Some(b), 1)], ..Default::default() };
+        let odd = FrameReport { step_times: vec![st("conv", Some(999), 9)], ..Default::default() };
         let rows = step_rows(&[r(1, 10), r(3, 30), odd, r(2, 20)]);
-        assert_eq!(rows, vec![("relu".to_string(), "Relu".to_string(), 20.0), ("conv".to_string(), "Conv".to_string(), 2.0)]);
+        let got: Vec<(&str, Option<f64>, f64)> = rows.iter().map(|r| (r.node.as_str(), r.gpu_us, r.host_us)).collect();
+        assert_eq!(got, vec![("relu", Some(20.0), 1.0), ("conv", Some(2.0), 100.0)], "sorted by device time, not host time");
+        let synced = FrameReport { step_times: vec![st("conv", None, 7), st("relu", None, 5)], ..Default::default() };
+        let rows = step_rows(&[synced]);
+        assert_eq!((rows[0].node.as_str(), rows[0].gpu_us, rows[0].host_us), ("conv", None, 7.0));
         assert!(step_rows(&[FrameReport::default()]).is_empty());
     }
 }

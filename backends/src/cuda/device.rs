@@ -120,6 +120,8 @@ pub struct CudaDevice {
     cudnn: OnceLock<std::result::Result<Arc<CudnnHandle>, String>>,
     /// Where members are recorded into graphs (`graph.rs`).
     record_stream: graph::RecordStream,
+    /// Pinned memory the frames' inputs are staged in (`upload_staged`).
+    uploads: super::upload_ring::UploadRing,
 }
 
 // SAFETY: streams and the context are driver handles; the driver API is thread-safe, and the
@@ -182,6 +184,7 @@ impl CudaDevice {
             pdl: pdl::available(cc),
             cudnn: OnceLock::new(),
             record_stream: graph::RecordStream::default(),
+            uploads: Default::default(),
         })
     }
 
@@ -469,6 +472,16 @@ impl GpuDevice for CudaDevice {
         }
     }
 
+    fn upload_staged(&self, dst: &CudaBuffer, offset: usize, bytes: usize, write: &mut dyn FnMut(&mut [u8]) -> Result<()>) -> Result<()> {
+        self.check_range(dst, offset, bytes, "upload")?;
+        self.not_recording("upload")?;
+        if bytes == 0 {
+            return Ok(());
+        }
+        self.ctx.bind()?;
+        self.uploads.upload(&self.ctx, self.main, self.fill, dst.ptr + offset as u64, bytes, write)
+    }
+
     fn download(&self, src: &CudaBuffer, offset: usize, out: &mut [u8]) -> Result<()> {
         self.check_range(src, offset, out.len(), "download")?;
         self.not_recording("download")?;
@@ -634,6 +647,25 @@ impl GpuDevice for CudaDevice {
     fn marker(&self) -> Result<CudaEvent> {
         self.ctx.bind()?;
         self.event_on(self.streams().0)
+    }
+
+    fn timestamp(&self) -> Result<Option<CudaEvent>> {
+        self.ctx.bind()?;
+        self.not_recording("timestamp")?;
+        let ev = result::event::create(sys::CUevent_flags::CU_EVENT_DEFAULT).ctx(|| "cuEventCreate (timed)".into())?;
+        let event = CudaEvent::new(ev, self.ctx.clone());
+        // SAFETY: live event and stream of this context.
+        unsafe { result::event::record(event.ev, self.main) }.ctx(|| "cuEventRecord (timed)".into())?;
+        Ok(Some(event))
+    }
+
+    fn time_between(&self, a: &CudaEvent, b: &CudaEvent) -> Result<std::time::Duration> {
+        self.ctx.bind()?;
+        self.same_device(&a.ctx, "event")?;
+        self.same_device(&b.ctx, "event")?;
+        // SAFETY: live timed events of this context, both recorded.
+        let ms = unsafe { result::event::elapsed(a.ev, b.ev) }.ctx(|| "cuEventElapsedTime".into())?;
+        Ok(std::time::Duration::from_secs_f64(f64::from(ms.max(0.0)) * 1e-3))
     }
 
     fn wait_for(&self, events: &[CudaEvent]) -> Result<()> {

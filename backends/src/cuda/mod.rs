@@ -37,6 +37,7 @@ pub mod selfcheck;
 pub mod selfcheck_cudnn;
 mod selfcheck_kit;
 mod staging;
+mod upload_ring;
 
 #[cfg(test)]
 mod nvrtc_tests;

@@ -112,6 +112,28 @@ impl CudaStaging {
         self.main_later.swap(false, std::sync::atomic::Ordering::AcqRel)
     }
 
+    /// Whether the last copy into or out of the memory is done (no wait).
+    pub(crate) fn idle(&self) -> Result<bool> {
+        let d = self.done.lock().map_err(|_| super::error::err("staging lock poisoned"))?;
+        let Some(ev) = d.as_ref() else { return Ok(true) };
+        ev.ctx.bind()?;
+        // SAFETY: live event of this context.
+        match unsafe { sys::cuEventQuery(ev.ev) } {
+            sys::CUresult::CUDA_SUCCESS => Ok(true),
+            sys::CUresult::CUDA_ERROR_NOT_READY => Ok(false),
+            e => Err(super::error::err(format!("cuEventQuery: {e:?}"))),
+        }
+    }
+
+    /// Blocks until the last copy into or out of the memory is done.
+    pub(crate) fn wait(&self) -> Result<()> {
+        let d = self.done.lock().map_err(|_| super::error::err("staging lock poisoned"))?;
+        match d.as_ref() {
+            Some(ev) => ev.synchronize(),
+            None => Ok(()),
+        }
+    }
+
     /// Waits for the last copy and copies `out.len()` bytes (at most the staging's) out.
     pub(crate) fn read(&self, out: &mut [u8]) -> Result<()> {
         let d = self

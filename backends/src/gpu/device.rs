@@ -145,6 +145,14 @@ pub trait GpuDevice: Send + Sync {
     /// Host to device on the main queue; returns when `data` may be reused.
     fn upload(&self, dst: &Self::Buffer, offset: usize, data: &[u8]) -> Result<()>;
     /// Device to host after all work queued on the main queue so far.
+    /// Uploads `bytes` bytes that `write` puts in place: where the device has pinned staging,
+    /// written there once and copied behind the work queued so far without the host waiting
+    /// (later work on both queues waits for it); elsewhere as `upload`.
+    fn upload_staged(&self, dst: &Self::Buffer, offset: usize, bytes: usize, write: &mut dyn FnMut(&mut [u8]) -> Result<()>) -> Result<()> {
+        let mut data = vec![0u8; bytes];
+        write(&mut data)?;
+        self.upload(dst, offset, &data)
+    }
     fn download(&self, src: &Self::Buffer, offset: usize, out: &mut [u8]) -> Result<()>;
     /// Host memory for `bytes`-byte asynchronous downloads.
     fn staging(&self, bytes: usize) -> Result<Self::Staging>;
@@ -215,6 +223,16 @@ pub trait GpuDevice: Send + Sync {
     fn wait_for(&self, events: &[Self::Event]) -> Result<()>;
     /// Blocks until both queues are idle.
     fn finish(&self) -> Result<()>;
+    /// A timestamp taken when the main queue reaches it, where the device has queue timestamps
+    /// (`None` elsewhere): step times measured on the device rather than on the host.
+    fn timestamp(&self) -> Result<Option<Self::Event>> {
+        Ok(None)
+    }
+    /// Device time from timestamp `a` to timestamp `b`, both complete (`timestamp`).
+    fn time_between(&self, a: &Self::Event, b: &Self::Event) -> Result<std::time::Duration> {
+        let _ = (a, b);
+        Err(dynaspa_runtime::Error::Other("this device takes no queue timestamps".into()))
+    }
     /// How the lowering treats `vendor_convs` on this device unless the options say otherwise
     /// (`GpuOptions::vendor_convs`): `Never` where it has no vendor library that loads.
     fn vendor_policy(&self) -> VendorPolicy {

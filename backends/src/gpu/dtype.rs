@@ -43,22 +43,35 @@ pub(crate) fn int_range(dt: DType) -> (f32, f32) {
 
 /// A tensor as device words.
 pub(crate) fn to_words(t: &Tensor, what: &str) -> Result<Vec<u8>> {
-    let mut out = Vec::with_capacity(t.len() * 4);
-    let mut put = |w: u32| out.extend_from_slice(&w.to_le_bytes());
+    let mut out = vec![0u8; t.len() * 4];
+    write_words(t, what, &mut out)?;
+    Ok(out)
+}
+
+/// `t` as device words (`to_words`) into `out`, which holds exactly `t.len()` words.
+pub(crate) fn write_words(t: &Tensor, what: &str, out: &mut [u8]) -> Result<()> {
+    if out.len() != t.len() * 4 {
+        return Err(Error::Other(format!("{what}: {} bytes of room for {} words", out.len(), t.len())));
+    }
+    fn put<T: Copy>(v: &[T], out: &mut [u8], word: impl Fn(T) -> u32) {
+        for (o, &x) in out.chunks_exact_mut(4).zip(v) {
+            o.copy_from_slice(&word(x).to_le_bytes());
+        }
+    }
     match t.data() {
-        TensorData::F32(v) => v.iter().for_each(|x| put(x.to_bits())),
-        TensorData::I32(v) => v.iter().for_each(|&x| put(x as u32)),
-        TensorData::I8(v) => v.iter().for_each(|&x| put(x as i32 as u32)),
-        TensorData::U8(v) => v.iter().for_each(|&x| put(x as u32)),
-        TensorData::Bool(v) => v.iter().for_each(|&x| put(x as u32)),
+        TensorData::F32(v) => put(v, out, f32::to_bits),
+        TensorData::I32(v) => put(v, out, |x| x as u32),
+        TensorData::I8(v) => put(v, out, |x| x as i32 as u32),
+        TensorData::U8(v) => put(v, out, u32::from),
+        TensorData::Bool(v) => put(v, out, u32::from),
         TensorData::I64(v) => {
-            for (i, &x) in v.iter().enumerate() {
+            for (i, (o, &x)) in out.chunks_exact_mut(4).zip(v.iter()).enumerate() {
                 let y = i32::try_from(x).map_err(|_| {
                     Error::Other(format!(
                         "{what}: INT64 element {i} = {x} does not fit in 32 bits, which the GPU backends store INT64 in"
                     ))
                 })?;
-                put(y as u32);
+                o.copy_from_slice(&(y as u32).to_le_bytes());
             }
         }
         TensorData::F64(_) => {
@@ -67,7 +80,7 @@ pub(crate) fn to_words(t: &Tensor, what: &str) -> Result<Vec<u8>> {
             )]))
         }
     }
-    Ok(out)
+    Ok(())
 }
 
 /// Device words back to a host tensor of `dtype`.

@@ -32,7 +32,7 @@ use super::token::timer::TokenTimer;
 use crate::{ForceMember, SparseConfig};
 use dynaspa_runtime::backend::{Backend, Executable};
 use dynaspa_runtime::graph::{FillPolicy, Graph, MaskKind, Op};
-use dynaspa_runtime::report::{FrameReport, SparseOpRecord};
+use dynaspa_runtime::report::{FrameReport, SparseOpRecord, StepTime};
 use dynaspa_runtime::{DType, Error, Result, Tensor};
 use std::sync::Arc;
 use std::time::Instant;
@@ -47,8 +47,8 @@ pub struct GpuOptions {
     pub sparse: SparseConfig,
     /// How sparse ops learn each frame's DISTile counts.
     pub counts: CountsSync,
-    /// Wait for the queue after every step and report each step's time (`FrameReport::
-    /// step_times`): where a frame's time goes, at the price of a sync per step.
+    /// Report each step's time (`FrameReport::step_times`): where a frame's time goes, timed
+    /// on the device where it takes queue timestamps, else at the price of a sync per step.
     pub step_times: bool,
     /// The sparse convs' device-dependent paths (fused finish, self-listing members, the
     /// gather, the stage pipeline); `None` fields: the device's defaults
@@ -153,9 +153,12 @@ pub struct GpuExecutable<D: GpuDevice> {
     settle_before: Vec<Vec<usize>>,
     /// Whole frames recorded as graphs, per set of members picked (`frame_graphs.rs`).
     frame_graphs: frame_graphs::FrameGraphs<D::Graph>,
+    /// The timestamps of the frame in flight, before its first step and after every step, where
+    /// steps are timed on the device.
+    stamps: Vec<D::Event>,
 }
 
-type StepRecords = (Vec<(usize, SparseOpRecord)>, Vec<(String, String, std::time::Duration)>);
+type StepRecords = (Vec<(usize, SparseOpRecord)>, Vec<StepTime>);
 
 fn words(shape: &[usize]) -> usize {
     shape.iter().product()
@@ -339,18 +342,24 @@ impl<D: GpuDevice> GpuExecutable<D> {
             features: res.features,
             settle_before,
             frame_graphs: frame_graphs::FrameGraphs::new(opts.frame_graphs.unwrap_or(true)),
+            stamps: Vec::new(),
         })
     }
 
     /// Queues one frame's work; returns each sparse op's record with its index, and the steps'
-    /// times when they are timed.
+    /// times when they are timed: on the device where it takes queue timestamps (read once the
+    /// frame is done, `time_steps_on_device`), else on the host with a sync after every step.
     fn replay(&mut self) -> Result<StepRecords> {
         let max = self.dev.info().max_work_group_size;
         let lw = if max > 0 { super::kernels::LINEAR_WG.min(max) } else { super::kernels::LINEAR_WG };
         let mut records = Vec::new();
         let mut step_times = Vec::new();
+        self.stamps.clear();
         self.frames.begin_frame();
         self.frames.issue_zero_fills(&*self.dev, &self.bufs, None)?;
+        if self.step_times {
+            self.stamps.extend(self.dev.timestamp()?);
+        }
         for (si, step) in self.steps.iter().enumerate() {
             let t_step = Instant::now();
             let wrap = |e: Error| Error::node(&step.node, step.op, e.to_string());
@@ -370,11 +379,27 @@ impl<D: GpuDevice> GpuExecutable<D> {
             }
             self.frames.issue_zero_fills(&*self.dev, &self.bufs, Some(si)).map_err(wrap)?;
             if self.step_times {
-                self.dev.finish().map_err(wrap)?;
-                step_times.push((step.node.clone(), step.op.to_string(), t_step.elapsed()));
+                if self.stamps.is_empty() {
+                    self.dev.finish().map_err(wrap)?;
+                } else {
+                    self.stamps.extend(self.dev.timestamp().map_err(wrap)?);
+                }
+                step_times.push(StepTime { node: step.node.clone(), op: step.op.to_string(), gpu: None, host: t_step.elapsed() });
             }
         }
         Ok((records, step_times))
+    }
+
+    /// Fills in the device's time of every step from the frame's timestamps, the frame done.
+    fn time_steps_on_device(&mut self, steps: &mut [StepTime]) -> Result<()> {
+        if self.stamps.len() != steps.len() + 1 {
+            return Ok(());
+        }
+        for (st, pair) in steps.iter_mut().zip(self.stamps.windows(2)) {
+            st.gpu = Some(self.dev.time_between(&pair[0], &pair[1])?);
+        }
+        self.stamps.clear();
+        Ok(())
     }
 }
 
@@ -461,21 +486,22 @@ impl<D: GpuDevice> Executable for GpuExecutable<D> {
         self.frames.settle_all(&*self.dev)?;
         for (t, slot) in inputs.iter().zip(&self.inputs) {
             if let Some((b, name)) = slot {
-                let w = dtype::to_words(t, &format!("input '{name}'"))?;
-                self.dev.upload(&self.bufs[*b], 0, &w)?;
+                let what = format!("input '{name}'");
+                self.dev.upload_staged(&self.bufs[*b], 0, t.len() * 4, &mut |out| dtype::write_words(t, &what, out))?;
             }
         }
         if self.step_times {
             self.dev.finish()?;
         }
         let replayed_before = self.frame_graphs.stats.replayed;
-        let (mut sparse_ops, step_times) = self.queue_frame()?;
+        let (mut sparse_ops, mut step_times) = self.queue_frame()?;
         let replayed = self.frame_graphs.stats.replayed > replayed_before;
         let queued = t0.elapsed();
         let outs = (0..self.outputs.len()).map(|i| self.read_output(i)).collect::<Result<Vec<_>>>()?;
         // The outputs were read, so the queue has drained: the counts copied behind the frame
         // are on the host.
         self.frames.end_frame(&*self.dev, &self.bufs, &mut sparse_ops)?;
+        self.time_steps_on_device(&mut step_times)?;
         let sparse_ops = sparse_ops.into_iter().map(|(_, r)| r).collect();
         // Per-node times would need a queue sync per node; the GPU report holds the frame total.
         self.report = Some(FrameReport { total: t0.elapsed(), sparse_ops, step_times, phases_queued: true, replayed, queued, ..Default::default() });

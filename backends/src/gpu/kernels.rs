@@ -219,6 +219,8 @@ fn schedules(src: Src, entry: &str) -> Vec<Vec<(&'static str, i64)>> {
     match (src, entry) {
         (Src::Matmul, "gemm_f32") | (Src::Conv, "conv_gemm_f32" | "convt_gemm_f32") => vec![Tile::LARGE.defines().to_vec(), Tile::SMALL.defines().to_vec()],
         (Src::Reduce, _) => vec![vec![("WG", REDUCE_WG as i64)]],
+        // TP: positions per work-group (lower/conv.rs).
+        (Src::Conv, "conv_thin_f32") => [8, 16, 32].into_iter().map(|tp| vec![("TP", tp)]).collect(),
         // TK_MAX: the key count rounded up to a power of two, at least 64, as long as the row
         // fits local memory (8192 keys in 48 KiB).
         (Src::Attention, _) => (6..=13).map(|p| vec![("WG", ATTENTION_WG as i64), ("TK_MAX", 1i64 << p)]).collect(),

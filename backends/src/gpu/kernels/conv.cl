@@ -177,6 +177,64 @@ KERNEL conv_reduce_f32(GLOBAL const float* X, GLOBAL const float* W, GLOBAL cons
     if (tid == 0) Y[i] = conv_epilogue(acc, co, bias, has_bias, res, has_res, i, act, p0, p1);
 }
 
+/* Thin convs (fewer than 8 output channels per group) with a long reduction, e.g. a mask unit's
+ * 3x3 conv from 1024 channels to one: a work-group of TP consecutive output positions x
+ * (256 / TP) lanes. Neighbouring work-items read neighbouring positions (coalesced loads, the
+ * weight a broadcast); the lanes split the input channels and sum in local memory at the end.
+ * Grid: (ceil(P / TP), N x cout), local (TP, 256 / TP). */
+#ifndef TP
+#define TP 32
+#endif
+#define THIN_LANES (256 / TP)
+KERNEL conv_thin_f32(GLOBAL const float* X, GLOBAL const float* W, GLOBAL const float* bias,
+                     GLOBAL const float* res, GLOBAL float* Y, CONV_GEOMETRY, int has_bias, int has_res, int act,
+                     float p0, float p1) {
+    PDL_ENTRY();
+    LOCAL float s[256];
+    int lx = LOCAL_ID(0), ly = LOCAL_ID(1);
+    int P = od * oh * ow, ohw = oh * ow;
+    int p = GROUP_ID(0) * TP + lx;
+    int nc = GROUP_ID(1);
+    int cout = groups * cout_g;
+    int co = nc % cout, n = nc / cout;
+    int g = co / cout_g;
+    int live = p < P;
+    int pp = live ? p : 0;
+    int oz = pp / ohw, q = pp - oz * ohw;
+    int oy = q / ow, ox = q - oy * ow;
+    int ivol = id * ih * iw, taps = kd * kh * kw;
+    GLOBAL const float* Xg = X + (n * groups + g) * cin_g * ivol;
+    GLOBAL const float* Wc = W + co * cin_g * taps;
+    float acc = 0.0f;
+    for (int ci = live ? ly : cin_g; ci < cin_g; ci += THIN_LANES) {
+        GLOBAL const float* Xc = Xg + ci * ivol;
+        GLOBAL const float* Wk = Wc + ci * taps;
+        for (int kz = 0; kz < kd; ++kz) {
+            int iz = oz * sd - pd + kz * dd;
+            if (iz < 0 || iz >= id) continue;
+            for (int ky = 0; ky < kh; ++ky) {
+                int iy = oy * sh - ph + ky * dh;
+                if (iy < 0 || iy >= ih) continue;
+                for (int kx = 0; kx < kw; ++kx) {
+                    int ix = ox * sw - pw + kx * dw;
+                    if (ix < 0 || ix >= iw) continue;
+                    acc += Wk[(kz * kh + ky) * kw + kx] * Xc[(iz * ih + iy) * iw + ix];
+                }
+            }
+        }
+    }
+    s[ly * TP + lx] = acc;
+    LOCAL_BARRIER();
+    for (int h = THIN_LANES / 2; h > 0; h >>= 1) {
+        if (ly < h) s[ly * TP + lx] += s[(ly + h) * TP + lx];
+        LOCAL_BARRIER();
+    }
+    if (ly == 0 && live) {
+        int i = nc * P + p;
+        Y[i] = conv_epilogue(s[lx], co, bias, has_bias, res, has_res, i, act, p0, p1);
+    }
+}
+
 /* ConvTranspose as a gather: output (n, co, z, y, x) sums every (ci, tap) whose scattered
  * position lands on it. W is [Cin, cout_g, kd, kh, kw]; here cin_g/cout_g are per group. */
 KERNEL conv_transpose_f32(GLOBAL const float* X, GLOBAL const float* W, GLOBAL const float* bias,

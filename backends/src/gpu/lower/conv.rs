@@ -4,7 +4,7 @@
 use super::ctx::{int, unsupported, Ctx, LArg};
 use super::elementwise::activation_code;
 use super::geom::{geom, Geom3};
-use crate::gpu::device::GpuDevice;
+use crate::gpu::device::{GpuDevice, KernelDialect};
 use crate::gpu::kernels::{Src, Tile};
 use dynaspa_runtime::graph::{Conv, ConvTranspose, Pool};
 use dynaspa_runtime::{DType, Result};
@@ -36,6 +36,13 @@ fn check_float<D: GpuDevice>(cx: &Ctx<D>) -> Result<()> {
 /// Reductions (input channels x taps) from which a thin conv gets a work-group per output
 /// (conv_reduce_f32) instead of a work-item: below, one work-item's loop is short enough.
 const REDUCE_MIN: usize = 256;
+/// Thin convs with at least this many input channels per group run `conv_thin_f32` (GPU
+/// dialects), whose lanes split the channels: a mask unit's 3x3 conv from 1024 channels to one
+/// at 14x14 took 29 µs on an H100 as `conv_reduce_f32` (a work-group per output, its lanes
+/// reading 128 scattered addresses per step).
+const THIN_MIN_CHANNELS: usize = 16;
+/// Work-items of `conv_thin_f32`'s groups (conv.cl).
+const THIN_WG: u32 = 256;
 /// conv_reduce_f32's work-group (its RBLOCK).
 const REDUCE_BLOCK: u32 = 128;
 
@@ -91,6 +98,16 @@ fn conv_ours<D: GpuDevice>(cx: &mut Ctx<D>, p: &Conv) -> Result<()> {
     let positions: usize = g.output.iter().product();
     // A GEMM tile needs rows (output channels) and depth (input taps) to fill; depthwise and
     // other thin convolutions run one work-item per output instead.
+    if cout_g < 8 && cin_g >= THIN_MIN_CHANNELS && cx.dev.info().dialect() != KernelDialect::Wgsl && cx.dev.info().max_work_group_size >= THIN_WG {
+        // Positions per work-group: as many as still give the device two groups per compute
+        // unit, at least 8 (a 32-byte sector of consecutive positions).
+        let want = 2 * cx.dev.info().compute_units.max(1) as usize;
+        let rows = xs[0] * groups * cout_g;
+        let tp = [32usize, 16, 8].into_iter().find(|&tp| positions.div_ceil(tp) * rows >= want).unwrap_or(8);
+        let kern = cx.kernel(Src::Conv, "conv_thin_f32", &[("TP", tp as i64)])?;
+        let grid = [positions.div_ceil(tp), rows, 1];
+        return cx.launch(kern, grid, [tp as u32, THIN_WG / tp as u32, 1], args);
+    }
     if cout_g < 8 && cin_g * taps >= REDUCE_MIN && cx.dev.info().max_work_group_size >= REDUCE_BLOCK {
         let kern = cx.kernel(Src::Conv, "conv_reduce_f32", &[])?;
         args.push(LArg::I32(int(total, "elements")?));
