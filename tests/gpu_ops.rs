@@ -109,6 +109,16 @@ fn convolutions_and_pools_match_the_cpu(backend: &str) {
         vec![ints_attr("pads", &[1, 1, 1, 1]), ints_attr("strides", &[2, 2])],
         false,
     );
+    // Two output channels per group of 32 inputs, batch 2, dilated and strided: lanes over
+    // the channels of each group.
+    conv(
+        &mut rng,
+        "conv 3x3 grouped to 2 channels per group",
+        &[2, 64, 13, 15],
+        &[4, 32, 3, 3],
+        vec![int_attr("group", 2), ints_attr("strides", &[2, 1]), ints_attr("dilations", &[1, 2]), ints_attr("pads", &[1, 2, 1, 2])],
+        true,
+    );
     // 64 output channels x 420 positions: the large GEMM tile.
     conv(
         &mut rng,
@@ -280,6 +290,9 @@ fn convolutions_and_pools_match_the_cpu(backend: &str) {
     ] {
         check_onnx(backend, case, &one_node(op, &xs, vec![], attrs, &["y"], 17), &feeds(&mut rng, &xs));
     }
+    // Few outputs over a mid-length reduction (a mask unit's pool): a work-group per channel.
+    let xs = [("x", &[2usize, 100, 14, 14][..])];
+    check_onnx(backend, "global average pool, 200 channels of 196", &one_node("GlobalAveragePool", &xs, vec![], vec![], &["y"], 17), &feeds(&mut rng, &xs));
 }
 
 backend_test!(matmuls_and_gemms_match_the_cpu, gpus, |backend| matmuls_and_gemms_match_the_cpu(backend));

@@ -35,7 +35,9 @@ pub struct ProfileArgs {
     #[arg(long, value_name = "N", default_value_t = 3)]
     warmup: usize,
     /// Also print the N slowest nodes of the graph (dense and sparse) by median time per frame.
-    /// On GPU backends this waits for the device after every node, which slows the frames.
+    /// On GPU backends the steps are timed on the device (queue timestamps, CUDA) beside the
+    /// host's time to queue each, or with a wait for the device after every step where the
+    /// device takes no timestamps; either way frames are not replayed as recorded graphs.
     #[arg(long, value_name = "N", num_args = 0..=1, default_missing_value = "25")]
     nodes: Option<usize>,
 }
