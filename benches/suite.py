@@ -240,10 +240,12 @@ def run_bench(a, meta, backend, batch, runs, out_dir, threads=None):
     if not (m and s):
         print(f"suite: could not read dynaspa bench's output:\n{out}", file=sys.stderr, flush=True)
         return None
+    dev = re.search(r"^device time per \w+ \(median\): dense ([0-9.]+) ms, sparse ([0-9.]+) ms", out, re.M)
     agree = re.search(r"outputs agree: max relative L2 (\S+)", out)
     warn = re.search(r"sparse and dense outputs differ: relative L2 (\S+)", r.stderr)
     return {"dense_ms": float(m.group(1)), "sparse_ms": float(m.group(2)), "speedup_vs_dense": float(s.group(1)),
             "op_density": None if m.group(4) == "-" else float(m.group(4)),
+            "dense_device_ms": float(dev.group(1)) if dev else None, "sparse_device_ms": float(dev.group(2)) if dev else None,
             "sparse_vs_dense_rel_l2": float((agree or warn).group(1)) if (agree or warn) else None,
             "bench_s": round(time.time() - t, 1), "command": " ".join(os.path.relpath(c, ROOT) if c.startswith(ROOT) else c for c in cmd)}
 
@@ -342,7 +344,7 @@ def markdown(head, cells, rows):
 
 
 CPU_WIDTHS = [18, 3, 7, 6, 10, 10, 10, 12, 10, 10, 12]
-GPU_WIDTHS = [18, 5, 7, 6, 6, 9, 9, 12, 9, 9, 11, 10, 12, 15, 11, 14]
+GPU_WIDTHS = [18, 5, 7, 6, 6, 9, 9, 13, 12, 12, 9, 9, 11, 10, 12, 15, 11, 14]
 CPU_HEAD = ["model", "T", "mask d", "op d", "sparse ms", "dense ms", "ORT ms", "dense/sparse", "dense/ORT",
             "ORT/sparse", "relL2 vs ORT"]
 
@@ -419,20 +421,17 @@ def cmd_profile(a):
         suite_torch.kernel_table(meta, name, xs, extra_feeds(meta, 1), a.top)
 
 
-GPU_HEAD = ["model", "batch", "backend", "mask d", "op d", "sparse ms", "dense ms", "sparse/dense", "eager ms",
+GPU_HEAD = ["model", "batch", "backend", "mask d", "op d", "sparse ms", "dense ms", "sparse dev ms", "dense dev ms", "sparse/dense", "eager ms",
             "graph ms", "graph+io ms", "compile ms", "graph/sparse", "graph+io/sparse", "graph/dense", "relL2 vs torch"]
 
 
 def gpu_cells(r):
     s, d, g, gio = r.get("sparse_ms"), r.get("dense_ms"), r.get("graph_ms"), r.get("graph_io_ms")
     return [r["model"], str(r["batch"]), r["backend"], fmt(r["mask_density"], ".3f"), fmt(r.get("op_density"), ".3f"),
-            fmt(s, ".3f"), fmt(d, ".3f"), fmt(s / d if s and d else None), fmt(r.get("eager_ms"), ".3f"),
+            fmt(s, ".3f"), fmt(d, ".3f"), fmt(r.get("sparse_device_ms"), ".3f"), fmt(r.get("dense_device_ms"), ".3f"),
+            fmt(s / d if s and d else None), fmt(r.get("eager_ms"), ".3f"),
             fmt(g, ".3f"), fmt(gio, ".3f"), fmt(r.get("compile_ms"), ".3f"), fmt(g / s if g and s else None),
             fmt(gio / s if gio and s else None), fmt(g / d if g and d else None), fmt(r.get("sparse_vs_torch_rel_l2"), ".1e")]
-
-
-
-
 
 
 # ------------------------------------------------------------------------------------------------

@@ -136,15 +136,20 @@ impl Session {
         }
         let ordered: Vec<Tensor> = ordered.into_iter().flatten().collect();
         self.fetched.clear();
-        let mut outs = self.exec.run(&ordered)?;
+        // Fetched inputs are copied before the inputs go to the run.
+        let kept: Vec<Option<Tensor>> =
+            self.fetches.iter().map(|f| if let FetchFrom::Input(i) = f.from { Some(ordered[i].clone()) } else { None }).collect();
+        let mut outs = self.exec.run_owned(ordered)?;
         if !self.fetches.is_empty() {
             self.fetched = self
                 .fetches
                 .iter()
-                .map(|f| match &f.from {
-                    FetchFrom::Input(i) => ordered[*i].clone(),
-                    FetchFrom::Constant(c) => (**c).clone(),
-                    FetchFrom::Output(i) => outs[*i].clone(),
+                .zip(kept)
+                .map(|(f, kept)| match (&f.from, kept) {
+                    (_, Some(t)) => t,
+                    (FetchFrom::Constant(c), None) => (**c).clone(),
+                    (FetchFrom::Output(i), None) => outs[*i].clone(),
+                    (FetchFrom::Input(_), None) => unreachable!("fetched inputs are kept above"),
                 })
                 .collect();
             outs.truncate(g.outputs.len());

@@ -29,6 +29,11 @@ pub trait Executable: Send {
     /// `inputs` in the order of `graph.inputs`, already checked against their specs;
     /// returns the graph outputs in order.
     fn run(&mut self, inputs: &[Tensor]) -> Result<Vec<Tensor>>;
+    /// `run` on inputs the caller hands over: a backend that keeps its inputs as values of the
+    /// frame (the CPU) takes them without copying.
+    fn run_owned(&mut self, inputs: Vec<Tensor>) -> Result<Vec<Tensor>> {
+        self.run(&inputs)
+    }
     /// What the last `run` did; `None` before the first run or where a backend keeps no report.
     fn last_report(&self) -> Option<&crate::report::FrameReport> {
         None

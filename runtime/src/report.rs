@@ -80,6 +80,10 @@ pub struct FrameReport {
     /// Host time until the frame's work was queued, inputs uploaded (GPU backends; zero
     /// elsewhere): what the frame costs the CPU. The rest of `total` waits for the device.
     pub queued: Duration,
+    /// Device time of the frame, from its input copies to its last step (GPU backends with
+    /// queue timestamps; `None` elsewhere). Beside `total` it says whether the frame waited on the
+    /// device or on the host.
+    pub device: Option<Duration>,
 }
 
 impl FrameReport {

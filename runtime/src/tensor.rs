@@ -269,12 +269,50 @@ impl Tensor {
     pub fn size_bytes(&self) -> usize {
         self.len() * self.dtype().size_of()
     }
-    /// True when any float element is NaN or infinite.
+    /// True when any float element is NaN or infinite (its exponent bits all ones). Checked
+    /// per block without branching inside it, so the scan vectorizes: a camera frame is checked
+    /// every run.
     pub fn has_non_finite(&self) -> bool {
+        const BLOCK: usize = 1024;
         match &self.data {
-            TensorData::F32(v) => v.iter().any(|x| !x.is_finite()),
-            TensorData::F64(v) => v.iter().any(|x| !x.is_finite()),
+            TensorData::F32(v) => {
+                const EXP: u32 = 0x7f80_0000;
+                v.chunks(BLOCK).any(|c| c.iter().fold(false, |bad, x| bad | (x.to_bits() & EXP == EXP)))
+            }
+            TensorData::F64(v) => {
+                const EXP: u64 = 0x7ff0_0000_0000_0000;
+                v.chunks(BLOCK).any(|c| c.iter().fold(false, |bad, x| bad | (x.to_bits() & EXP == EXP)))
+            }
             _ => false,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sparsity::test_rng::TestRng;
+
+    #[test]
+    fn non_finite_found_wherever_it_is() {
+        let (mut rng, _seed) = TestRng::fresh();
+        for n in [1usize, 1023, 1024, 1025, 5000] {
+            let mut v: Vec<f32> = (0..n).map(|_| (rng.next_u64() % 2001) as f32 - 1000.0).collect();
+            v[rng.next_u64() as usize % n] = f32::MAX;
+            v[rng.next_u64() as usize % n] = f32::MIN_POSITIVE / 4.0;
+            let t = Tensor::new(vec![n], TensorData::F32(v.clone())).unwrap();
+            assert!(!t.has_non_finite(), "{n} finite values");
+            for bad in [f32::NAN, f32::INFINITY, f32::NEG_INFINITY, -f32::NAN] {
+                let mut w = v.clone();
+                w[rng.next_u64() as usize % n] = bad;
+                assert!(Tensor::new(vec![n], TensorData::F32(w)).unwrap().has_non_finite(), "{bad} among {n}");
+            }
+            let mut d: Vec<f64> = v.iter().map(|&x| f64::from(x)).collect();
+            d[0] = f64::MAX;
+            assert!(!Tensor::new(vec![n], TensorData::F64(d.clone())).unwrap().has_non_finite());
+            d[rng.next_u64() as usize % n] = f64::NAN;
+            assert!(Tensor::new(vec![n], TensorData::F64(d)).unwrap().has_non_finite());
+        }
+        assert!(!Tensor::new(vec![2], TensorData::I32(vec![i32::MAX, 0])).unwrap().has_non_finite());
     }
 }

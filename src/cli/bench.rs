@@ -102,9 +102,12 @@ fn compare(sparse: &[(String, Tensor)], dense: &[(String, Tensor)]) -> (f64, Str
     worst
 }
 
+/// Wall time of one run, from the caller's tensors to the outputs on the host. The copy of the
+/// feeds a run consumes is made before the clock starts: an application hands over its frame.
 fn time_run(session: &mut Session, feeds: &[(String, Tensor)]) -> Result<f64> {
+    let feeds = feeds.to_vec();
     let t = Instant::now();
-    session.run(feeds.to_vec())?;
+    session.run(feeds)?;
     Ok(t.elapsed().as_secs_f64() * 1e3)
 }
 
@@ -210,6 +213,8 @@ pub fn bench(a: BenchArgs) -> Result<()> {
     let mut times = [vec![Vec::with_capacity(rounds); frames.len()], vec![Vec::with_capacity(rounds); frames.len()]];
     // Timed frames queued as one recorded graph (CUDA's frame graphs), per session.
     let mut replayed = [0usize; 2];
+    // Per session: the device's time of each timed run and the host's time to queue it (GPU).
+    let (mut device_ms, mut queued_ms) = ([Vec::new(), Vec::new()], [Vec::new(), Vec::new()]);
     let mut progress = Progress::new("bench");
     for r in 0..rounds {
         // Index 0 is dense, 1 sparse; odd rounds run sparse first.
@@ -219,7 +224,10 @@ pub fn bench(a: BenchArgs) -> Result<()> {
             for (i, (label, feeds)) in frames.iter().enumerate() {
                 let ms = time_run(session, feeds).map_err(|e| Error::Other(format!("frame {i} ({label}): {e}")))?;
                 times[which][i].push(ms);
-                replayed[which] += usize::from(session.last_report().is_some_and(|r| r.replayed));
+                let report = session.last_report();
+                replayed[which] += usize::from(report.is_some_and(|r| r.replayed));
+                device_ms[which].extend(report.and_then(|r| r.device).map(|d| d.as_secs_f64() * 1e3));
+                queued_ms[which].extend(report.map(|r| r.queued.as_secs_f64() * 1e3).filter(|&ms| ms > 0.0));
             }
         }
         progress.tick(|| format!("round {}/{rounds}", r + 1));
@@ -250,6 +258,11 @@ pub fn bench(a: BenchArgs) -> Result<()> {
     if replayed.iter().any(|&n| n > 0) {
         let n = frames.len() * rounds;
         println!("frames replayed from recorded graphs: dense {}/{n}, sparse {}/{n}", replayed[0], replayed[1]);
+    }
+    for (what, ms) in [("device time", &device_ms), ("host queueing", &queued_ms)] {
+        if let (Some(d), Some(s)) = (stats::median(&ms[0]), stats::median(&ms[1])) {
+            println!("{what} per {unit} (median): dense {d:.3} ms, sparse {s:.3} ms");
+        }
     }
     if let Some(o) = overlay.as_mut() {
         for (i, ((image, base), k)) in images.iter().zip(&kept).enumerate() {

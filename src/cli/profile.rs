@@ -275,6 +275,7 @@ mod tests {
             phases_queued: false,
             replayed: false,
             queued: Duration::ZERO,
+            device: None,
         };
         let reports = vec![
             frame([1, 1, 0, 2, 96], [0, 0, 0, 0, 10]),

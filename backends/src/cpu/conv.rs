@@ -227,6 +227,11 @@ fn conv_with(p: &Conv, ins: &[Option<&Tensor>], out: &TensorSpec, path: Path, wi
         vec![]
     } else if d.c / d.groups == 1 {
         let mut y = vec![0.0f32; len];
+        #[cfg(target_arch = "x86_64")]
+        if super::conv_dw_lanes::fits(&d) {
+            super::conv_dw_lanes::depthwise_lanes(&d, xd, wd, &ep, &mut y);
+            return Tensor::from_f32(out.shape.clone(), y);
+        }
         depthwise(&d, xd, wd, &ep, &mut y);
         y
     } else {
@@ -520,6 +525,29 @@ mod tests {
                 run_case(&case(&[1, 16, 30, 30], 24, 1, &[3, 3], &[2, 2], &[1, 1], &[1, 1, 1, 1]), 38);
                 run_case(&case(&[1, 8, 30, 30], 8, 8, &[3, 3], &[1, 1], &[1, 1], &[1, 1, 1, 1]), 39);
             });
+        }
+    }
+
+    #[test]
+    fn depthwise_random_configs() {
+        // Channel counts around the 16-lane blocks, strides, dilations, uneven pads, batches.
+        let (mut rng, seed) = {
+            let seed = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(7, |d| d.as_nanos() as u64);
+            (Rng::new(seed), seed)
+        };
+        for i in 0..60 {
+            let c = [1, 5, 15, 16, 17, 33, 48][rng.below(7)];
+            let k = [1 + rng.below(5), 1 + rng.below(5)];
+            let s = [1 + rng.below(2), 1 + rng.below(2)];
+            let d = [1 + rng.below(2), 1 + rng.below(2)];
+            let pads: Vec<usize> = (0..4).map(|_| rng.below(3)).collect();
+            let x = [1 + rng.below(2), c, (k[0] - 1) * d[0] + 1 + rng.below(20), (k[1] - 1) * d[1] + 1 + rng.below(30)];
+            let mut cs = case(&x, c, c, &k, &s, &d, &pads);
+            cs.bias = rng.below(2) == 0;
+            cs.add = rng.below(3) == 0;
+            cs.act = [None, Some(Activation::Relu), Some(Activation::Clip(0.0, 6.0))][rng.below(3)];
+            let before = std::panic::catch_unwind(|| run_case(&cs, seed ^ i));
+            assert!(before.is_ok(), "depthwise case {i} failed (seed {seed})");
         }
     }
 

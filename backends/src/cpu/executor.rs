@@ -160,6 +160,9 @@ pub(crate) fn eval_node(op: &Op, prepared: Option<&Prepared>, ins: &[Option<&Ten
 
 impl Executable for CpuExecutable {
     fn run(&mut self, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
+        self.run_owned(inputs.to_vec())
+    }
+    fn run_owned(&mut self, inputs: Vec<Tensor>) -> Result<Vec<Tensor>> {
         let t_frame = Instant::now();
         let CpuExecutable { graph, pool, last_use, specs, prepared, steps, zero, memo, report } = self;
         memo.clear();
@@ -168,7 +171,7 @@ impl Executable for CpuExecutable {
         // How each sparse output's buffer may be recycled once its last reader is done.
         let mut dirty: Vec<Option<Dirty>> = (0..g.values.len()).map(|_| None).collect();
         for (&id, t) in g.inputs.iter().zip(inputs) {
-            vals[id] = Some(Arc::new(t.clone()));
+            vals[id] = Some(Arc::new(t));
         }
         let mut frame = FrameReport { node_times: Vec::with_capacity(g.nodes.len()), ..Default::default() };
         pool.install(|| -> Result<()> {

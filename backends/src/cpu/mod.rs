@@ -10,6 +10,8 @@ mod conv;
 mod conv_direct;
 mod conv_rows;
 mod conv_dw;
+#[cfg(target_arch = "x86_64")]
+mod conv_dw_lanes;
 mod conv_gemm;
 #[cfg(target_arch = "x86_64")]
 mod conv_pack;

@@ -484,6 +484,7 @@ impl<D: GpuDevice> Executable for GpuExecutable<D> {
         }
         // A mask may be an input: its last bitmask launch must be done reading it.
         self.frames.settle_all(&*self.dev)?;
+        let start = self.dev.timestamp()?;
         for (t, slot) in inputs.iter().zip(&self.inputs) {
             if let Some((b, name)) = slot {
                 let what = format!("input '{name}'");
@@ -496,15 +497,20 @@ impl<D: GpuDevice> Executable for GpuExecutable<D> {
         let replayed_before = self.frame_graphs.stats.replayed;
         let (mut sparse_ops, mut step_times) = self.queue_frame()?;
         let replayed = self.frame_graphs.stats.replayed > replayed_before;
+        let end = if start.is_some() { self.dev.timestamp()? } else { None };
         let queued = t0.elapsed();
         let outs = (0..self.outputs.len()).map(|i| self.read_output(i)).collect::<Result<Vec<_>>>()?;
         // The outputs were read, so the queue has drained: the counts copied behind the frame
         // are on the host.
         self.frames.end_frame(&*self.dev, &self.bufs, &mut sparse_ops)?;
         self.time_steps_on_device(&mut step_times)?;
+        let device = match (&start, &end) {
+            (Some(a), Some(b)) => Some(self.dev.time_between(a, b)?),
+            _ => None,
+        };
         let sparse_ops = sparse_ops.into_iter().map(|(_, r)| r).collect();
         // Per-node times would need a queue sync per node; the GPU report holds the frame total.
-        self.report = Some(FrameReport { total: t0.elapsed(), sparse_ops, step_times, phases_queued: true, replayed, queued, ..Default::default() });
+        self.report = Some(FrameReport { total: t0.elapsed(), sparse_ops, step_times, phases_queued: true, replayed, queued, device, ..Default::default() });
         Ok(outs)
     }
     fn last_report(&self) -> Option<&FrameReport> {
