@@ -63,13 +63,13 @@ fn names(meta: &serde_json::Value, plural: &str, singular: &str) -> Result<Vec<S
 /// model's tolerance (1e-4 by default), masks flipping at most 1e-3 of their positions (and
 /// then the case's other outputs within 5e-2).
 fn check_golden(repo: &Path, dir: &Path, backend: &str, device: usize, vendor_convs: Option<VendorPolicy>) -> selfcheck::Outcome {
-    let meta: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(dir.join("meta.json")).map_err(|e| format!("{}: {e}", dir.display()))?,
-    )
-    .map_err(|e| e.to_string())?;
+    let meta: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("meta.json")).map_err(|e| format!("{}: {e}", dir.display()))?)
+            .map_err(|e| e.to_string())?;
     let model = repo.join(meta["model"].as_str().ok_or("meta.json lacks 'model'")?);
     let (inputs, outputs) = (names(&meta, "inputs", "input")?, names(&meta, "outputs", "output")?);
-    let masks: Vec<String> = meta["masks"].as_array().map(|a| a.iter().filter_map(|v| v.as_str().map(String::from)).collect()).unwrap_or_default();
+    let masks: Vec<String> =
+        meta["masks"].as_array().map(|a| a.iter().filter_map(|v| v.as_str().map(String::from)).collect()).unwrap_or_default();
     let tol = meta["tolerance_rel_l2"].as_f64().unwrap_or(1e-4);
     let cases = meta["cases"].as_array().map_or(0, |c| c.len());
     let mut builder = dynaspa::Session::builder()
@@ -168,7 +168,11 @@ fn main() -> ExitCode {
                 report(&name, &o);
             }
             let calls = cudnn::stats().launches - before;
-            let o = if calls > 0 { Ok(format!("{calls} cuDNN conv calls in the forced golden runs")) } else { Err("cuDNN forced, but the goldens made no cuDNN call".to_string()) };
+            let o = if calls > 0 {
+                Ok(format!("{calls} cuDNN conv calls in the forced golden runs"))
+            } else {
+                Err("cuDNN forced, but the goldens made no cuDNN call".to_string())
+            };
             failures += o.is_err() as usize;
             report("goldens used cuDNN", &o);
         }

@@ -23,10 +23,7 @@ fn main() -> dynaspa::Result<()> {
     let g = session.graph();
     let input = &g.values[g.inputs[0]];
     let floats = |key: &str, default: f32| -> Vec<f32> {
-        g.metadata
-            .get(key)
-            .and_then(|s| s.split(',').map(|p| p.trim().parse().ok()).collect())
-            .unwrap_or_else(|| vec![default; 3])
+        g.metadata.get(key).and_then(|s| s.split(',').map(|p| p.trim().parse().ok()).collect()).unwrap_or_else(|| vec![default; 3])
     };
     let (mean, std) = (floats("dynaspa.mean", 0.0), floats("dynaspa.std", 1.0));
     let frame = dynaspa::io::image::load_for_input(Path::new(image), &input.shape, &mean, &std)?;

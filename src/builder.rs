@@ -155,9 +155,8 @@ impl SessionBuilder {
             });
         }
         let backend = self.backend.name();
-        let (line, checked) = profiles::choose(&self.profile, model, &g, || {
-            profiles::this_device(backend, self.threads, self.device.as_deref())
-        })?;
+        let (line, checked) =
+            profiles::choose(&self.profile, model, &g, || profiles::this_device(backend, self.threads, self.device.as_deref()))?;
         let mut sparse = backends::SparseConfig::from_env();
         if let Some(dir) = &self.cache_dir {
             sparse.cache_dir = Some(dir.clone());

@@ -15,10 +15,10 @@ mod options;
 pub mod profiles;
 mod session;
 
+pub use builder::SessionBuilder;
 pub use dynaspa_backends as backends;
 pub use dynaspa_runtime as runtime;
 pub use dynaspa_runtime::onnx::LoadOptions;
-pub use builder::SessionBuilder;
 pub use dynaspa_runtime::{DType, Error, Result, Tensor, TensorData};
 pub use options::{Backend, DebugOptions, Precision, ProfileChoice};
 pub use session::Session;

@@ -10,8 +10,7 @@ use tracing_subscriber::Layer;
 
 fn main() -> ExitCode {
     let args = cli::Cli::parse(); // usage errors exit with status 2 here
-    let env_filter =
-        tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let env_filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
     // The console keeps RUST_LOG's level; the trace recorder (profile --trace only) sees every
     // span, the runtime's trace-level `node` spans included.
     let recorder = args.wants_trace().then(cli::trace::Recorder::new);

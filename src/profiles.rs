@@ -6,10 +6,10 @@
 //! sparse ops. A profile that fails a check is refused with the reason, never used in part.
 
 use crate::backends::{self, gpu::sparse_conv_knobs};
+use crate::options::ProfileChoice;
 use dynaspa_runtime::dispatch::Schedule;
 use dynaspa_runtime::graph::Graph;
 use dynaspa_runtime::profile::{DeviceId, MaskSetInfo, OpSignature, Profile};
-use crate::options::ProfileChoice;
 use dynaspa_runtime::{Error, Result};
 use std::path::{Path, PathBuf};
 

@@ -117,10 +117,7 @@ impl Session {
             })?;
             let v = &g.values[g.inputs[pos]];
             if t.dtype() != v.dtype || t.shape() != v.shape.as_slice() {
-                return Err(Error::Input {
-                    name,
-                    msg: format!("expected {} {:?}, got {} {:?}", v.dtype, v.shape, t.dtype(), t.shape()),
-                });
+                return Err(Error::Input { name, msg: format!("expected {} {:?}, got {} {:?}", v.dtype, v.shape, t.dtype(), t.shape()) });
             }
             if self.check_finite && t.has_non_finite() {
                 return Err(Error::Input { name, msg: "contains NaN or infinite values".into() });

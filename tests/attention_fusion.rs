@@ -139,11 +139,8 @@ fn run_with_active_attention(g: &Graph, feeds: &[(&str, Tensor)]) -> (Vec<(Strin
     let mut sparse_nodes = 0;
     for n in &g.nodes {
         let ins: Vec<Option<&Tensor>> = n.inputs.iter().map(|i| i.and_then(|i| vals[i].as_deref())).collect();
-        let specs: Vec<TensorSpec> = n
-            .outputs
-            .iter()
-            .map(|&o| TensorSpec { dtype: g.values[o].dtype, shape: g.values[o].shape.clone() })
-            .collect();
+        let specs: Vec<TensorSpec> =
+            n.outputs.iter().map(|&o| TensorSpec { dtype: g.values[o].dtype, shape: g.values[o].shape.clone() }).collect();
         let outs = match &n.op {
             Op::Attention(a) if a.key_mask.is_some() => {
                 sparse_nodes += 1;
@@ -267,8 +264,7 @@ fn attention_model(v: Variant) -> Vec<u8> {
     nodes.push(node("MatMul", "pv", &["p", "v"], &["y"]));
     let f = 1;
     let kshape = if v.k_pre_transposed { [B, H, D, T] } else { [B, H, T, D] };
-    let mut inputs =
-        vec![value_info("q", f, &[B, H, T, D]), value_info("k", f, &kshape), value_info("v", f, &[B, H, T, D])];
+    let mut inputs = vec![value_info("q", f, &[B, H, T, D]), value_info("k", f, &kshape), value_info("v", f, &[B, H, T, D])];
     if v.bias.is_some() {
         inputs.push(value_info("x", f, &[B, T]));
     }
@@ -299,11 +295,7 @@ fn feeds(seed: u64) -> Feeds {
     let mut vecn = |n: usize, amp: f32| (0..n).map(|_| amp * next()).collect::<Vec<f32>>();
     let (q, k, v) = (vecn(n, 2.0), vecn(n, 2.0), vecn(n, 1.0));
     // Token 0 always active, the others about half.
-    let x: Vec<f32> = vecn((B * T) as usize, 1.0)
-        .iter()
-        .enumerate()
-        .map(|(i, &u)| if i % T as usize == 0 { 1.0 } else { u })
-        .collect();
+    let x: Vec<f32> = vecn((B * T) as usize, 1.0).iter().enumerate().map(|(i, &u)| if i % T as usize == 0 { 1.0 } else { u }).collect();
     let (b, h, t, d) = (B as usize, H as usize, T as usize, D as usize);
     let mut kt = vec![0.0; n];
     for bh in 0..b * h {

@@ -28,8 +28,8 @@ fn check_against_goldens(model: &str) {
     let (inputs, outputs) = (strings(&meta["inputs"]), strings(&meta["outputs"]));
     let cases = meta["cases"].as_array().expect("cases").len();
     assert!(cases >= 2, "{model}: only {cases} golden cases");
-    let mut session = common::poisoned("cpu").open(common::repo_path(meta["model"].as_str().unwrap()))
-        .unwrap_or_else(|e| panic!("{model}: {e}"));
+    let mut session =
+        common::poisoned("cpu").open(common::repo_path(meta["model"].as_str().unwrap())).unwrap_or_else(|e| panic!("{model}: {e}"));
     let mut worst = 0f64;
     for i in 0..cases {
         let feeds = inputs.iter().map(|n| (n.clone(), npy::read(&dir.join(format!("{n}_{i}.npy"))).unwrap())).collect();

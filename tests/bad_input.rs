@@ -147,7 +147,8 @@ fn unsupported_ops_are_all_listed() {
     let p = write(d.path(), "unsupported.onnx", &m);
     let o = dynaspa(&["inspect", p.to_str().unwrap()]);
     assert_eq!(o.code, 1);
-    for needle in ["node 'topk1' (op TopK, domain '', opset 17)", "node 'custom1' (op MyOp, domain 'com.example'", "node 'nz1' (op NonZero"] {
+    for needle in ["node 'topk1' (op TopK, domain '', opset 17)", "node 'custom1' (op MyOp, domain 'com.example'", "node 'nz1' (op NonZero"]
+    {
         assert!(o.stderr.contains(needle), "missing {needle:?} in:\n{}", o.stderr);
     }
 }

@@ -19,14 +19,8 @@ fn run_npy_input_writes_outputs_equal_to_golden() {
     let model = common::repo_path("models/cnn_small.onnx");
     let input = common::repo_path("tests/goldens/cnn_small/input_1.npy");
     let out = d.path().join("out");
-    let (code, stdout, stderr) = dynaspa(&[
-        "run",
-        model.to_str().unwrap(),
-        "--input",
-        &format!("input={}", input.display()),
-        "--output-dir",
-        out.to_str().unwrap(),
-    ]);
+    let (code, stdout, stderr) =
+        dynaspa(&["run", model.to_str().unwrap(), "--input", &format!("input={}", input.display()), "--output-dir", out.to_str().unwrap()]);
     assert_eq!(code, 0, "{stderr}");
     assert!(stdout.contains("run ") && stdout.contains(" ms"), "no timing line: {stdout}");
     let got = npy::read(&out.join("logits.npy")).unwrap();
@@ -66,7 +60,8 @@ fn output_names_are_sanitised_into_file_names() {
     let xp = d.path().join("x.npy");
     std::fs::write(&xp, npy::encode(&x)).unwrap();
     let out = d.path().join("out");
-    let (code, _, stderr) = dynaspa(&["run", mp.to_str().unwrap(), "--input", &format!("x={}", xp.display()), "--output-dir", out.to_str().unwrap()]);
+    let (code, _, stderr) =
+        dynaspa(&["run", mp.to_str().unwrap(), "--input", &format!("x={}", xp.display()), "--output-dir", out.to_str().unwrap()]);
     assert_eq!(code, 0, "{stderr}");
     let y = npy::read(&out.join("_head_out_0.npy")).expect("sanitised file name");
     assert_eq!(y.as_f32().unwrap(), &[1.0, 0.0, 3.0, 0.0, 5.0, 0.0]);
@@ -112,7 +107,9 @@ fn inspect_reports_model() {
 
 #[test]
 fn help_on_every_command() {
-    for args in [vec!["--help"], vec!["run", "--help"], vec!["inspect", "--help"], vec!["profile", "--help"], vec!["bench", "--help"], vec!["help"]] {
+    for args in
+        [vec!["--help"], vec!["run", "--help"], vec!["inspect", "--help"], vec!["profile", "--help"], vec!["bench", "--help"], vec!["help"]]
+    {
         let (code, stdout, _) = dynaspa(&args);
         assert_eq!(code, 0, "{args:?}");
         assert!(stdout.contains("Usage"), "{args:?}: {stdout}");

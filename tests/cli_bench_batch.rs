@@ -30,16 +30,27 @@ fn batched_runs_equal_the_frames_run_one_at_a_time() {
     let single = tmp.path().join("single");
     // 10 frames at batch 4: two runs, the last two frames left out.
     let (ok, out, err) = dynaspa(&[
-        "bench", &model, "--frames", &frames, "--max-frames", "10", "--batch", "4", "--rounds", "1", "--threads", "2",
-        "--output-dir", batched.to_str().unwrap(),
+        "bench",
+        &model,
+        "--frames",
+        &frames,
+        "--max-frames",
+        "10",
+        "--batch",
+        "4",
+        "--rounds",
+        "1",
+        "--threads",
+        "2",
+        "--output-dir",
+        batched.to_str().unwrap(),
     ]);
     assert!(ok, "bench --batch failed:\n{out}\n{err}");
     assert!(out.contains("2 runs of 4 frames"), "{out}");
     assert!(err.contains("the last 2 frames do not fill a batch of 4"), "{err}");
     assert!(out.contains("speedup_vs_dense:"), "{out}");
-    let (ok, out, err) = dynaspa(&[
-        "run", &model, "--frames", &frames, "--max-frames", "8", "--threads", "2", "--output-dir", single.to_str().unwrap(),
-    ]);
+    let (ok, out, err) =
+        dynaspa(&["run", &model, "--frames", &frames, "--max-frames", "8", "--threads", "2", "--output-dir", single.to_str().unwrap()]);
     assert!(ok, "run --frames failed:\n{out}\n{err}");
 
     let runs = subdirs(&batched);

@@ -12,11 +12,7 @@ fn dynaspa(args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
         c.env(k, v);
     }
     let o = c.output().expect("binary runs");
-    (
-        o.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&o.stdout).into(),
-        String::from_utf8_lossy(&o.stderr).into(),
-    )
+    (o.status.code().unwrap_or(-1), String::from_utf8_lossy(&o.stdout).into(), String::from_utf8_lossy(&o.stderr).into())
 }
 
 #[test]
@@ -27,10 +23,7 @@ fn devices_lists_every_backend() {
     let opencl: Vec<&str> = out.lines().filter(|l| l.starts_with("opencl ")).collect();
     assert!(!opencl.is_empty(), "one line per OpenCL device or one saying why there is none: {out}");
     if common::has_backend("opencl") {
-        assert!(
-            opencl[0].contains("[0]") && opencl[0].contains("compute units") && opencl[0].contains("local memory"),
-            "{out}"
-        );
+        assert!(opencl[0].contains("[0]") && opencl[0].contains("compute units") && opencl[0].contains("local memory"), "{out}");
     }
     let wgpu: Vec<&str> = out.lines().filter(|l| l.starts_with("wgpu ")).collect();
     assert!(!wgpu.is_empty(), "one line per wgpu adapter or one saying why there is none: {out}");
@@ -70,8 +63,7 @@ fn device_selection_by_flag_and_environment() {
     let (code, _, err) = dynaspa(&["run", m, "--input", i, "--backend", "opencl", "--device", "99"], &[]);
     assert_eq!(code, 1);
     assert!(err.contains("no OpenCL device matches '99'"), "{err}");
-    let (code, _, err) =
-        dynaspa(&["run", m, "--input", i, "--backend", "opencl"], &[("DYNASPA_OPENCL_DEVICE", "no such device")]);
+    let (code, _, err) = dynaspa(&["run", m, "--input", i, "--backend", "opencl"], &[("DYNASPA_OPENCL_DEVICE", "no such device")]);
     assert_eq!(code, 1);
     assert!(err.contains("'no such device'"), "{err}");
 }

@@ -138,7 +138,11 @@ fn broken_cuda_installs_are_reported_not_fatal() {
     let Some(nvrtc) = build_lib(d.path(), "libnvrtc.so.13", "libnvrtc.so.13", FAKE_NVRTC, &[]) else { return };
     let cases = [
         (OLD_CUDA, "MODE=0", "libcuda lacks cuDriverGetVersion"),
-        (FAKE_CUDA, "MODE=0", "CUDA driver initialisation failed: cuInit: CUDA_ERROR_INSUFFICIENT_DRIVER (CUDA driver version is insufficient"),
+        (
+            FAKE_CUDA,
+            "MODE=0",
+            "CUDA driver initialisation failed: cuInit: CUDA_ERROR_INSUFFICIENT_DRIVER (CUDA driver version is insufficient",
+        ),
         (FAKE_CUDA, "MODE=1", "the CUDA driver reports no devices"),
         (FAKE_CUDA, "MODE=2", "the CUDA driver reports no devices"),
     ];

@@ -72,7 +72,8 @@ fn cudnn_missing_old_or_incomplete_is_a_reason_not_a_crash() {
     let Some(old) = build(&d.path().join("old"), "libcudnn.so.8", &stub_cudnn(8907, &[]), &[]) else { return };
     let line = cuda_line(&[("DYNASPA_CUDNN_LIB", old.to_str().unwrap())]);
     assert!(line.contains("is cuDNN 8.9.7; dynaspa needs cuDNN 9"), "{line}");
-    let partial = build(&d.path().join("partial"), "libcudnn.so.9", &stub_cudnn(90100, &["cudnnConvolutionBiasActivationForward"]), &[]).unwrap();
+    let partial =
+        build(&d.path().join("partial"), "libcudnn.so.9", &stub_cudnn(90100, &["cudnnConvolutionBiasActivationForward"]), &[]).unwrap();
     let line = cuda_line(&[("DYNASPA_CUDNN_LIB", partial.to_str().unwrap())]);
     assert!(line.contains("lacks cudnnConvolutionBiasActivationForward"), "{line}");
 }

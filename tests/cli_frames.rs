@@ -43,8 +43,7 @@ fn model() -> String {
 fn frames_dir(n: usize) -> (tempfile::TempDir, Vec<String>) {
     let d = tempfile::tempdir().unwrap();
     let src = common::repo_path("models/frames/vtest");
-    let mut names: Vec<String> =
-        std::fs::read_dir(&src).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    let mut names: Vec<String> = std::fs::read_dir(&src).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
     names.sort();
     names.truncate(n);
     for name in &names {
@@ -166,7 +165,11 @@ fn run_frames_from_a_video_through_ffmpeg() {
         return;
     }
     if !Path::new(VTEST_AVI).exists() {
-        common::skip_tool("run_frames_from_a_video_through_ffmpeg", "opencv-doc", &format!("{VTEST_AVI} missing (Debian package opencv-doc)"));
+        common::skip_tool(
+            "run_frames_from_a_video_through_ffmpeg",
+            "opencv-doc",
+            &format!("{VTEST_AVI} missing (Debian package opencv-doc)"),
+        );
         return;
     }
     let work = tempfile::tempdir().unwrap();
@@ -228,8 +231,7 @@ fn corrupt_frame_names_the_file_and_leaves_no_overlay_for_it() {
     assert_eq!(r.code, 1, "{}", r.stdout);
     assert!(r.stderr.contains(&bad), "error should name {bad}: {}", r.stderr);
     assert_eq!(frame_lines(&r.stdout).len(), 1, "only the frame before the bad one ran: {}", r.stdout);
-    let written: Vec<String> =
-        std::fs::read_dir(&ov).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    let written: Vec<String> = std::fs::read_dir(&ov).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
     assert_eq!(written.len(), 1, "exactly the first frame's overlay: {written:?}");
     assert!(written[0].starts_with("00000_"), "{written:?}");
     assert!(!written.iter().any(|w| w.contains("corrupt")));

@@ -19,7 +19,11 @@ struct Out {
 
 fn dynaspa(args: &[&str]) -> Out {
     let o = Command::new(env!("CARGO_BIN_EXE_dynaspa")).args(args).output().expect("binary runs");
-    Out { code: o.status.code().unwrap_or(-1), stdout: String::from_utf8_lossy(&o.stdout).into_owned(), stderr: String::from_utf8_lossy(&o.stderr).into_owned() }
+    Out {
+        code: o.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
+    }
 }
 
 /// A temp dir holding the first `n` street-camera frames.
@@ -46,7 +50,10 @@ fn mask_grid(stdout: &str) -> (usize, usize) {
 /// The number after `key` on `line`.
 fn number_after(line: &str, key: &str) -> f64 {
     let rest = line.split(key).nth(1).unwrap_or_else(|| panic!("no '{key}' in '{line}'"));
-    rest.split(|c: char| c == ',' || c.is_whitespace()).find(|s| !s.is_empty()).and_then(|s| s.parse().ok()).unwrap_or_else(|| panic!("no number after '{key}' in '{line}'"))
+    rest.split(|c: char| c == ',' || c.is_whitespace())
+        .find(|s| !s.is_empty())
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no number after '{key}' in '{line}'"))
 }
 
 /// Checks one overlay PNG against its frame: the frame enlarged by the whole factor, a strip
@@ -60,8 +67,17 @@ fn tinted_share(png: &Path, frame: &Path, (mh, mw): (usize, usize)) -> f64 {
     let z = if plain.width() < MIN_WIDTH { MIN_WIDTH.div_ceil(plain.width()) } else { 1 };
     let (fw, fh) = (plain.width() * z, plain.height() * z);
     assert_eq!(drawn.width(), fw, "{}: the frame's width times {z}", png.display());
-    assert!(drawn.height() > fh && drawn.height() <= fh + 64, "{}: {}x{} for a {fw}x{fh} frame and its strip", png.display(), drawn.width(), drawn.height());
-    let text = (fh..drawn.height()).flat_map(|y| (0..fw).map(move |x| (x, y))).filter(|&(x, y)| drawn.get_pixel(x, y).0.iter().all(|&c| c > 200)).count();
+    assert!(
+        drawn.height() > fh && drawn.height() <= fh + 64,
+        "{}: {}x{} for a {fw}x{fh} frame and its strip",
+        png.display(),
+        drawn.width(),
+        drawn.height()
+    );
+    let text = (fh..drawn.height())
+        .flat_map(|y| (0..fw).map(move |x| (x, y)))
+        .filter(|&(x, y)| drawn.get_pixel(x, y).0.iter().all(|&c| c > 200))
+        .count();
     assert!(text > 100, "{}: the strip should hold text ({text} light pixels)", png.display());
     let mut tinted = 0;
     for cy in 0..mh {
@@ -121,7 +137,18 @@ fn bench_writes_overlays_with_the_median_sparse_latency() {
     let work = tempfile::tempdir().unwrap();
     let ov = work.path().join("ov");
     let model = common::repo_path("models/dynconv_small_d30.onnx").display().to_string();
-    let r = dynaspa(&["bench", &model, "--frames", d.path().to_str().unwrap(), "--rounds", "1", "--threads", "2", "--overlay", ov.to_str().unwrap()]);
+    let r = dynaspa(&[
+        "bench",
+        &model,
+        "--frames",
+        d.path().to_str().unwrap(),
+        "--rounds",
+        "1",
+        "--threads",
+        "2",
+        "--overlay",
+        ov.to_str().unwrap(),
+    ]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert!(r.stdout.contains("overlays: 2 frames written to"), "{}", r.stdout);
     assert!(r.stdout.lines().last().is_some_and(|l| l.starts_with("speedup_vs_dense: ")), "{}", r.stdout);
@@ -139,9 +166,14 @@ fn an_unknown_overlay_op_is_an_error_that_writes_nothing() {
     let work = tempfile::tempdir().unwrap();
     let ov = work.path().join("ov");
     let model = common::repo_path("models/authors/dynconv_resnet50_w025.onnx").display().to_string();
-    let r = dynaspa(&["run", &model, "--frames", d.path().to_str().unwrap(), "--overlay", ov.to_str().unwrap(), "--overlay-op", "/net/nope"]);
+    let r =
+        dynaspa(&["run", &model, "--frames", d.path().to_str().unwrap(), "--overlay", ov.to_str().unwrap(), "--overlay-op", "/net/nope"]);
     assert_eq!(r.code, 1, "{}", r.stdout);
-    assert!(r.stderr.contains("'/net/nope'") && r.stderr.contains("sparse ops: /net/layer1"), "names the op and lists the sparse ones: {}", r.stderr);
+    assert!(
+        r.stderr.contains("'/net/nope'") && r.stderr.contains("sparse ops: /net/layer1"),
+        "names the op and lists the sparse ones: {}",
+        r.stderr
+    );
     assert!(r.stderr.contains("mask outputs: none"), "{}", r.stderr);
     assert!(!ov.exists(), "nothing written for a refused overlay");
 }

@@ -93,10 +93,12 @@ fn the_shipped_profile_for_this_device_is_used_by_default() {
     assert!(k.iter().all(|k| k.starts_with("tiles2x1 ×12")), "the profile's members run: {k:?}");
 
     // bench and profile pick it the same way.
-    let (code, stdout, stderr) = dynaspa(&["bench", &model, "--frames", &frames, "--max-frames", "2", "--rounds", "1", "--threads", "2", "--backend", "cpu"]);
+    let (code, stdout, stderr) =
+        dynaspa(&["bench", &model, "--frames", &frames, "--max-frames", "2", "--rounds", "1", "--threads", "2", "--backend", "cpu"]);
     assert_eq!(code, 0, "{stderr}");
     assert!(choice(&stdout).contains(&ours_path.display().to_string()), "{stdout}");
-    let (code, stdout, stderr) = dynaspa(&["profile", &model, "--frames", &frames, "--max-frames", "2", "--warmup", "0", "--threads", "2", "--backend", "cpu"]);
+    let (code, stdout, stderr) =
+        dynaspa(&["profile", &model, "--frames", &frames, "--max-frames", "2", "--warmup", "0", "--threads", "2", "--backend", "cpu"]);
     assert_eq!(code, 0, "{stderr}");
     assert!(choice(&stdout).contains(&ours_path.display().to_string()), "{stdout}");
     assert!(stdout.contains("tiles2x1"), "{stdout}");
@@ -117,7 +119,12 @@ fn the_shipped_profile_for_this_device_is_used_by_default() {
     let (code, stdout, stderr) = dynaspa(&run_args(&model, &frames, &[]));
     assert_eq!(code, 0, "{stderr}");
     let line = choice(&stdout);
-    assert!(line.contains("none of the 1 profiles for 'dynconv_small_d30'") && line.contains("was made for this device") && line.ends_with("calibrating"), "{line}");
+    assert!(
+        line.contains("none of the 1 profiles for 'dynconv_small_d30'")
+            && line.contains("was made for this device")
+            && line.ends_with("calibrating"),
+        "{line}"
+    );
     // A model with no profiles/ folder above it.
     let lone = tempfile::tempdir().unwrap();
     let lone_model = lone.path().join(format!("{STEM}.onnx"));
@@ -158,7 +165,10 @@ fn a_profile_for_older_kernels_is_refused_naming_what_changed() {
     assert_eq!(code, 0, "{stderr}");
     let line = choice(&stdout);
     assert!(line.contains("refused") && line.contains("kernels this build no longer has"), "{line}");
-    assert!(line.contains(&format!("op '{node}'")) && line.contains("member 'gather2x1'") && line.contains("names that schedule 'tiles2x1'"), "{line}");
+    assert!(
+        line.contains(&format!("op '{node}'")) && line.contains("member 'gather2x1'") && line.contains("names that schedule 'tiles2x1'"),
+        "{line}"
+    );
     assert!(line.ends_with("calibrating"), "{line}");
     assert!(kernels(&stdout).iter().all(|k| !k.contains("2x1")), "nothing of the refused profile runs: {stdout}");
 

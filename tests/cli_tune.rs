@@ -50,14 +50,40 @@ fn tune_writes_a_profile_that_resumes_and_drives_run_and_bench() {
 
     // run and bench take the profile; bench reports the speedup.
     let photo = common::repo_path("models/frames/vtest").display().to_string();
-    let (code, stdout, stderr) =
-        dynaspa(&["bench", &model, "--frames", &photo, "--max-frames", "3", "--rounds", "1", "--threads", "2", "--backend", "cpu", "--profile", out.to_str().unwrap()]);
+    let (code, stdout, stderr) = dynaspa(&[
+        "bench",
+        &model,
+        "--frames",
+        &photo,
+        "--max-frames",
+        "3",
+        "--rounds",
+        "1",
+        "--threads",
+        "2",
+        "--backend",
+        "cpu",
+        "--profile",
+        out.to_str().unwrap(),
+    ]);
     assert_eq!(code, 0, "{stderr}");
     assert!(stdout.contains("speedup_vs_dense") && stdout.contains("outputs agree"), "{stdout}");
     assert!(!stderr.contains("ignoring the profile"), "{stderr}");
     // With other threads the fingerprint differs: the named profile is refused, with the reason.
-    let (code, _, stderr) =
-        dynaspa(&["run", &model, "--frames", &photo, "--max-frames", "1", "--threads", "1", "--backend", "cpu", "--profile", out.to_str().unwrap()]);
+    let (code, _, stderr) = dynaspa(&[
+        "run",
+        &model,
+        "--frames",
+        &photo,
+        "--max-frames",
+        "1",
+        "--threads",
+        "1",
+        "--backend",
+        "cpu",
+        "--profile",
+        out.to_str().unwrap(),
+    ]);
     assert_eq!(code, 1, "{stderr}");
     assert!(stderr.contains("--profile") && stderr.contains("|t2'") && stderr.contains("|t1'"), "{stderr}");
 }
@@ -74,7 +100,12 @@ fn predicted_profiles_are_marked_and_bad_input_is_refused() {
     let p = Profile::load(&out).unwrap();
     assert!(p.predicted && p.cost_model == "roofline" && p.device.fingerprint.starts_with("predicted:"));
     // GPU schedules carry the sparse conv kernel's knobs, under its defines' names.
-    let m = p.ops.iter().flat_map(|o| o.poly.members()).find(|m| m.schedule.granularity.is_some() && !m.schedule.knobs.is_empty()).expect("a sparse GEMM member");
+    let m = p
+        .ops
+        .iter()
+        .flat_map(|o| o.poly.members())
+        .find(|m| m.schedule.granularity.is_some() && !m.schedule.knobs.is_empty())
+        .expect("a sparse GEMM member");
     let names: Vec<&str> = m.schedule.knobs.keys().map(String::as_str).collect();
     assert_eq!(names, ["KS", "TK", "TM", "TN", "WM", "WN"], "{m:?}");
     // A-ViT on a GPU: its token projections are the PolyKernel ops (attention has no schedule
@@ -91,7 +122,11 @@ fn predicted_profiles_are_marked_and_bad_input_is_refused() {
         assert_eq!(o.signature.kind, "MatMul", "{}", o.node);
         let m = o.poly.members();
         assert!(m.len() >= 2 && m[0].schedule.is_dense(), "{}: {m:?}", o.node);
-        assert!(m[1..].iter().all(|m| m.schedule.name.starts_with("tiles1x1_") && m.schedule.knobs.get("KS") == Some(&1)), "{}: {m:?}", o.node);
+        assert!(
+            m[1..].iter().all(|m| m.schedule.name.starts_with("tiles1x1_") && m.schedule.knobs.get("KS") == Some(&1)),
+            "{}: {m:?}",
+            o.node
+        );
     }
 
     let (code, _, stderr) = dynaspa(&["tune", &model, "--masks", &dsm, "--predict", "pixel9", "-o", out.to_str().unwrap()]);
@@ -121,8 +156,20 @@ fn tune_collects_masks_from_frames() {
     let model = common::repo_path("models/avit_small_d30.onnx").display().to_string();
     let frames = common::repo_path("models/frames/vtest").display().to_string();
     let out = d.path().join("avit.json");
-    let (code, stdout, stderr) =
-        dynaspa(&["tune", &model, "--frames", &frames, "--max-frames", "8", "--trials", "2", "--threads", "2", "-o", out.to_str().unwrap()]);
+    let (code, stdout, stderr) = dynaspa(&[
+        "tune",
+        &model,
+        "--frames",
+        &frames,
+        "--max-frames",
+        "8",
+        "--trials",
+        "2",
+        "--threads",
+        "2",
+        "-o",
+        out.to_str().unwrap(),
+    ]);
     assert_eq!(code, 0, "{stderr}");
     let p = Profile::load(&out).unwrap();
     // Every token op (projections, MLP, attention) of the 5 sparse blocks.
@@ -149,7 +196,22 @@ fn tune_on_opencl_writes_a_profile_the_gpu_executor_takes() {
         let o = Command::new(env!("CARGO_BIN_EXE_dynaspa")).args(args).env("DYNASPA_CACHE_DIR", &cache).output().expect("binary runs");
         (o.status.code().unwrap_or(-1), String::from_utf8_lossy(&o.stdout).into_owned(), String::from_utf8_lossy(&o.stderr).into_owned())
     };
-    let args = ["tune", &model, "--masks", &masks, "--backend", "opencl", "--trials", "1", "--k", "3", "--batch", "4", "-o", out.to_str().unwrap()];
+    let args = [
+        "tune",
+        &model,
+        "--masks",
+        &masks,
+        "--backend",
+        "opencl",
+        "--trials",
+        "1",
+        "--k",
+        "3",
+        "--batch",
+        "4",
+        "-o",
+        out.to_str().unwrap(),
+    ];
     let (code, stdout, stderr) = run(&args);
     assert_eq!(code, 0, "{stderr}");
     let p = Profile::load(&out).unwrap();
@@ -173,27 +235,80 @@ fn tune_on_opencl_writes_a_profile_the_gpu_executor_takes() {
     let frames = common::repo_path("models/frames/vtest").display().to_string();
     let mask = common::repo_path("tests/goldens/sige_small/mask_0.npy").display().to_string();
     let (code, stdout, stderr) = run(&[
-        "bench", &model, "--frames", &frames, "--input", &format!("mask={mask}"), "--max-frames", "2", "--rounds", "1",
-        "--backend", "opencl", "--profile", out.to_str().unwrap(),
+        "bench",
+        &model,
+        "--frames",
+        &frames,
+        "--input",
+        &format!("mask={mask}"),
+        "--max-frames",
+        "2",
+        "--rounds",
+        "1",
+        "--backend",
+        "opencl",
+        "--profile",
+        out.to_str().unwrap(),
     ]);
     assert_eq!(code, 0, "{stderr}");
     assert!(stdout.contains("speedup_vs_dense"), "{stdout}");
     assert!(!stderr.contains("ignoring the profile") && !stderr.contains("calibrating"), "{stderr}");
     // The CPU refuses the OpenCL profile (another backend), naming it.
-    let (code, _, stderr) = run(&["run", &model, "--frames", &frames, "--input", &format!("mask={mask}"), "--max-frames", "1", "--backend", "cpu", "--profile", out.to_str().unwrap()]);
+    let (code, _, stderr) = run(&[
+        "run",
+        &model,
+        "--frames",
+        &frames,
+        "--input",
+        &format!("mask={mask}"),
+        "--max-frames",
+        "1",
+        "--backend",
+        "cpu",
+        "--profile",
+        out.to_str().unwrap(),
+    ]);
     assert_eq!(code, 1, "{stderr}");
     assert!(stderr.contains("made for backend 'opencl', not 'cpu'"), "{stderr}");
 
     // A-ViT: its token projections are tuned on the device too, and the executor takes them.
     let avit = common::repo_path("models/avit_small_d30.onnx").display().to_string();
     let aout = d.path().join("opencl/avit_small_d30.json");
-    let args = ["tune", &avit, "--masks", &masks, "--backend", "opencl", "--trials", "1", "--k", "3", "--batch", "4", "-o", aout.to_str().unwrap()];
+    let args = [
+        "tune",
+        &avit,
+        "--masks",
+        &masks,
+        "--backend",
+        "opencl",
+        "--trials",
+        "1",
+        "--k",
+        "3",
+        "--batch",
+        "4",
+        "-o",
+        aout.to_str().unwrap(),
+    ];
     let (code, stdout, stderr) = run(&args);
     assert_eq!(code, 0, "{stderr}");
     let p = Profile::load(&aout).unwrap();
     assert_eq!((p.device.backend.as_str(), p.ops.len()), ("opencl", 20), "{stdout}");
     assert!(p.ops.iter().all(|o| o.signature.kind == "MatMul" && o.poly.members()[0].schedule.is_dense()), "{stdout}");
-    let (code, stdout, stderr) = run(&["bench", &avit, "--frames", &frames, "--max-frames", "2", "--rounds", "1", "--backend", "opencl", "--profile", aout.to_str().unwrap()]);
+    let (code, stdout, stderr) = run(&[
+        "bench",
+        &avit,
+        "--frames",
+        &frames,
+        "--max-frames",
+        "2",
+        "--rounds",
+        "1",
+        "--backend",
+        "opencl",
+        "--profile",
+        aout.to_str().unwrap(),
+    ]);
     assert_eq!(code, 0, "{stderr}");
     assert!(stdout.contains("speedup_vs_dense"), "{stdout}");
     assert!(!stderr.contains("ignoring the profile") && !stderr.contains("calibrating"), "{stderr}");

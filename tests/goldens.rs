@@ -29,21 +29,17 @@ fn check_model(model: &str, backend: &str) {
         serde_json::from_str(&std::fs::read_to_string(dir.join("meta.json")).expect("meta.json")).expect("valid JSON");
     let inputs = names(&meta, "inputs", "input");
     let outputs = names(&meta, "outputs", "output");
-    let masks: Vec<String> = meta["masks"]
-        .as_array()
-        .map(|a| a.iter().map(|v| v.as_str().unwrap().to_string()).collect())
-        .unwrap_or_default();
+    let masks: Vec<String> =
+        meta["masks"].as_array().map(|a| a.iter().map(|v| v.as_str().unwrap().to_string()).collect()).unwrap_or_default();
     let tol = meta["tolerance_rel_l2"].as_f64().unwrap_or(MAX_REL_L2);
     let cases = meta["cases"].as_array().expect("cases").len();
     assert!(cases >= 4, "{model}: only {cases} golden cases");
-    let mut s = common::poisoned(backend).open(common::repo_path(meta["model"].as_str().unwrap()))
+    let mut s = common::poisoned(backend)
+        .open(common::repo_path(meta["model"].as_str().unwrap()))
         .unwrap_or_else(|e| panic!("{model} on {backend}: {e}"));
     let (mut worst, mut flips, mut cells) = (0f64, 0usize, 0usize);
     for i in 0..cases {
-        let feeds = inputs
-            .iter()
-            .map(|n| (n.clone(), npy::read(&dir.join(format!("{n}_{i}.npy"))).unwrap()))
-            .collect();
+        let feeds = inputs.iter().map(|n| (n.clone(), npy::read(&dir.join(format!("{n}_{i}.npy"))).unwrap())).collect();
         let outs = s.run(feeds).unwrap_or_else(|e| panic!("{model} case {i}: {e}"));
         let get = |n: &str| &outs.iter().find(|(o, _)| o == n).unwrap_or_else(|| panic!("{model}: no output {n}")).1;
         let mut case_flips = 0;

@@ -10,8 +10,8 @@ mod common;
 #[path = "common/model_inputs.rs"]
 mod model_inputs;
 
-use dynaspa::backends::SparseConfig;
 use dynaspa::backends::gpu::{GpuDevice, GpuExecutable, GpuOptions};
+use dynaspa::backends::SparseConfig;
 use dynaspa::runtime::backend::Executable;
 use dynaspa::runtime::graph::sparse_detect::{detect_sparse_regions, SparseOptions};
 use std::sync::Arc;
@@ -41,7 +41,14 @@ fn check<D: GpuDevice + 'static>(dev: Arc<D>, backend: &str) {
             let inputs: Vec<_> = g
                 .inputs
                 .iter()
-                .map(|&v| sets[s].iter().find(|(n, _)| *n == g.values[v].name).unwrap_or_else(|| panic!("{name}: input {}", g.values[v].name)).1.clone())
+                .map(|&v| {
+                    sets[s]
+                        .iter()
+                        .find(|(n, _)| *n == g.values[v].name)
+                        .unwrap_or_else(|| panic!("{name}: input {}", g.values[v].name))
+                        .1
+                        .clone()
+                })
                 .collect();
             let got = exe.run(&inputs).unwrap_or_else(|e| panic!("{name} frame {f} on {backend}: {e}"));
             let how = if exe.last_report().unwrap().replayed { "replayed" } else { "launched" };

@@ -15,8 +15,8 @@ use common::{seed, Rng};
 #[allow(dead_code)]
 mod onnx_build;
 
-use dynaspa::backends::SparseConfig;
 use dynaspa::backends::gpu::{DeviceInfo, GpuDevice, GpuExecutable, GpuOptions, SparseConvOverrides};
+use dynaspa::backends::SparseConfig;
 use dynaspa::runtime::backend::Executable;
 use dynaspa::runtime::dispatch::{DispatchTable, Member, PolyKernel, Schedule};
 use dynaspa::runtime::graph::sparse_detect::{detect_sparse_regions, SparseOptions};
@@ -56,9 +56,17 @@ impl Rng {
 /// input `m`. With `residual`: `Relu(Mul(Conv(x), m) + r)` (the residual fill: bias, residual
 /// and ReLU in the epilogue); else `Mul(Relu(Conv(x)), m)` (zero fill).
 fn conv_model(dir: &Path, name: &str, batch: usize, cout: usize, residual: bool, rng: &mut Rng) -> PathBuf {
-    let conv = with_attrs(node("Conv", "conv", &["x", "w", "b"], &["y"]), vec![ints_attr("kernel_shape", &[3, 3]), ints_attr("pads", &[1, 1, 1, 1])]);
+    let conv = with_attrs(
+        node("Conv", "conv", &["x", "w", "b"], &["y"]),
+        vec![ints_attr("kernel_shape", &[3, 3]), ints_attr("pads", &[1, 1, 1, 1])],
+    );
     let nodes = if residual {
-        vec![conv, node("Mul", "mask", &["y", "m"], &["ym"]), node("Add", "join", &["ym", "r"], &["s"]), node("Relu", "act", &["s"], &["out"])]
+        vec![
+            conv,
+            node("Mul", "mask", &["y", "m"], &["ym"]),
+            node("Add", "join", &["ym", "r"], &["s"]),
+            node("Relu", "act", &["s"], &["out"]),
+        ]
     } else {
         vec![conv, node("Relu", "act", &["y"], &["a"]), node("Mul", "mask", &["a", "m"], &["out"])]
     };
@@ -112,7 +120,12 @@ fn profile(info: &DeviceInfo, g: &dynaspa::runtime::graph::Graph, node: &dynaspa
     }
     let device = DeviceId { backend: info.backend.clone(), name: info.name.clone(), fingerprint: info.fingerprint() };
     let mut p = Profile::new(device, "fused_finish", false, "test", MaskSetInfo::default());
-    p.ops.push(OpProfile { node: node.name.clone(), signature: OpSignature::of(g, node), poly: PolyKernel::new(members).unwrap(), stats: None });
+    p.ops.push(OpProfile {
+        node: node.name.clone(),
+        signature: OpSignature::of(g, node),
+        poly: PolyKernel::new(members).unwrap(),
+        stats: None,
+    });
     p
 }
 
@@ -128,7 +141,16 @@ fn check_model<D: GpuDevice + 'static>(dev: &Arc<D>, backend: &str, path: &Path,
     let mut ran = 0;
     for mi in 0..MEMBERS.len() {
         let k = MEMBERS[mi].2;
-        let knobs = dynaspa::backends::gpu::sparse_conv_knobs::GemmKnobs { tm: k[0] as u32, tn: k[1] as u32, tk: k[2] as u32, wm: k[3] as u32, wn: k[4] as u32, ks: k[5] as u32, wk: 1, et: false };
+        let knobs = dynaspa::backends::gpu::sparse_conv_knobs::GemmKnobs {
+            tm: k[0] as u32,
+            tn: k[1] as u32,
+            tk: k[2] as u32,
+            wm: k[3] as u32,
+            wn: k[4] as u32,
+            ks: k[5] as u32,
+            wk: 1,
+            et: false,
+        };
         if knobs.check(&dynaspa::backends::gpu::sparse_conv_knobs::GpuLimits::of(&info)).is_err() {
             continue;
         }
@@ -165,7 +187,9 @@ fn check_model<D: GpuDevice + 'static>(dev: &Arc<D>, backend: &str, path: &Path,
                 let inputs: Vec<Tensor> = g
                     .inputs
                     .iter()
-                    .map(|&v| feeds.iter().find(|(n, _)| *n == g.values[v].name).unwrap_or_else(|| panic!("input {}", g.values[v].name)).1.clone())
+                    .map(|&v| {
+                        feeds.iter().find(|(n, _)| *n == g.values[v].name).unwrap_or_else(|| panic!("input {}", g.values[v].name)).1.clone()
+                    })
                     .collect();
                 let got = exe.run(&inputs).unwrap().remove(0);
                 let r = &exe.last_report().unwrap().sparse_ops;

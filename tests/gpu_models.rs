@@ -30,10 +30,7 @@ fn every_shipped_model_agrees_with_the_cpu(backend: &str) {
                 let (o, w) = (o.as_f32().unwrap(), w.as_f32().unwrap());
                 assert!(o.iter().all(|v| v.is_finite()), "{name} set {i} on {backend}: {n} has NaN or infinity");
                 let err = common::rel_l2(o, w);
-                assert!(
-                    err <= MAX_REL_L2,
-                    "{name} set {i} on {backend}: output {n} relative L2 {err:.2e} against the CPU"
-                );
+                assert!(err <= MAX_REL_L2, "{name} set {i} on {backend}: output {n} relative L2 {err:.2e} against the CPU");
                 worst = worst.max(err);
             }
         }

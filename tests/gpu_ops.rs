@@ -21,7 +21,6 @@ impl Rng {
     }
 }
 
-
 fn session(g: Graph, backend: &str, opts: &BackendOptions) -> Session {
     let b = dynaspa::backends::create_configured(backend, &BackendOptions { poison: true, ..opts.clone() })
         .unwrap_or_else(|e| panic!("{backend}: {e}"));
@@ -45,8 +44,7 @@ fn compare_with(case: &str, g: &Graph, feeds: &[(String, Tensor)], backend: &str
                     a.iter().zip(b).all(|(x, y)| x.is_nan() == y.is_nan()),
                     "{case} on {backend}: output {name} has NaNs where the CPU has none"
                 );
-                let (fa, fb): (Vec<f32>, Vec<f32>) =
-                    a.iter().zip(b).filter(|(_, y)| !y.is_nan()).map(|(x, y)| (*x, *y)).unzip();
+                let (fa, fb): (Vec<f32>, Vec<f32>) = a.iter().zip(b).filter(|(_, y)| !y.is_nan()).map(|(x, y)| (*x, *y)).unzip();
                 let err = common::rel_l2(&fa, &fb);
                 assert!(err <= 2e-5, "{case} on {backend}: output {name} relative L2 {err:.2e}");
             }
@@ -60,20 +58,12 @@ fn load(bytes: &[u8]) -> Graph {
 }
 
 /// A one-node ONNX model: float inputs `xs` (name, shape), constant initialisers, one output per name.
-fn one_node(
-    op: &str,
-    xs: &[(&str, &[usize])],
-    inits: Vec<TensorProto>,
-    attrs: Vec<AttributeProto>,
-    outs: &[&str],
-    opset: i64,
-) -> Vec<u8> {
+fn one_node(op: &str, xs: &[(&str, &[usize])], inits: Vec<TensorProto>, attrs: Vec<AttributeProto>, outs: &[&str], opset: i64) -> Vec<u8> {
     let mut names: Vec<&str> = xs.iter().map(|x| x.0).collect();
     let init_names: Vec<String> = inits.iter().map(|t| t.name().to_string()).collect();
     names.extend(init_names.iter().map(String::as_str));
     let n = with_attrs(node(op, "op", &names, outs), attrs);
-    let ins =
-        xs.iter().map(|(name, s)| value_info(name, 1, &s.iter().map(|&d| d as i64).collect::<Vec<_>>())).collect();
+    let ins = xs.iter().map(|(name, s)| value_info(name, 1, &s.iter().map(|&d| d as i64).collect::<Vec<_>>())).collect();
     let o = outs.iter().map(|n| value_info(n, 1, &[])).collect();
     model_opset(opset, vec![n], ins, o, inits)
 }
@@ -91,8 +81,7 @@ backend_test!(convolutions_and_pools_match_the_cpu, gpus, |backend| convolutions
 fn convolutions_and_pools_match_the_cpu(backend: &str) {
     let mut rng = Rng(seed());
     let conv = |rng: &mut Rng, case: &str, x: &[usize], w: &[usize], attrs: Vec<_>, bias: bool| {
-        let mut inits =
-            vec![f32_init("w", &w.iter().map(|&d| d as i64).collect::<Vec<_>>(), &rng.vec(w.iter().product()))];
+        let mut inits = vec![f32_init("w", &w.iter().map(|&d| d as i64).collect::<Vec<_>>(), &rng.vec(w.iter().product()))];
         if bias {
             inits.push(f32_init("b", &[w[0] as i64], &rng.vec(w[0])));
         }
@@ -120,43 +109,17 @@ fn convolutions_and_pools_match_the_cpu(backend: &str) {
         true,
     );
     // 64 output channels x 420 positions: the large GEMM tile.
-    conv(
-        &mut rng,
-        "conv 3x3 large tile",
-        &[2, 16, 20, 21],
-        &[64, 16, 3, 3],
-        vec![ints_attr("pads", &[1, 1, 1, 1])],
-        true,
-    );
+    conv(&mut rng, "conv 3x3 large tile", &[2, 16, 20, 21], &[64, 16, 3, 3], vec![ints_attr("pads", &[1, 1, 1, 1])], true);
     conv(
         &mut rng,
         "conv grouped strided dilated",
         &[1, 24, 17, 19],
         &[48, 12, 3, 3],
-        vec![
-            int_attr("group", 2),
-            ints_attr("strides", &[2, 2]),
-            ints_attr("dilations", &[2, 2]),
-            ints_attr("pads", &[1, 2, 0, 1]),
-        ],
+        vec![int_attr("group", 2), ints_attr("strides", &[2, 2]), ints_attr("dilations", &[2, 2]), ints_attr("pads", &[1, 2, 0, 1])],
         true,
     );
-    conv(
-        &mut rng,
-        "depthwise 5x5",
-        &[1, 32, 15, 16],
-        &[32, 1, 5, 5],
-        vec![int_attr("group", 32), ints_attr("pads", &[2, 2, 2, 2])],
-        true,
-    );
-    conv(
-        &mut rng,
-        "conv 1-D",
-        &[2, 8, 30],
-        &[16, 8, 5],
-        vec![ints_attr("strides", &[2]), ints_attr("pads", &[2, 2])],
-        false,
-    );
+    conv(&mut rng, "depthwise 5x5", &[1, 32, 15, 16], &[32, 1, 5, 5], vec![int_attr("group", 32), ints_attr("pads", &[2, 2, 2, 2])], true);
+    conv(&mut rng, "conv 1-D", &[2, 8, 30], &[16, 8, 5], vec![ints_attr("strides", &[2]), ints_attr("pads", &[2, 2])], false);
     conv(&mut rng, "conv 3-D", &[1, 8, 5, 6, 7], &[12, 8, 3, 3, 3], vec![ints_attr("pads", &[1, 1, 1, 1, 1, 1])], true);
     conv(
         &mut rng,
@@ -169,23 +132,13 @@ fn convolutions_and_pools_match_the_cpu(backend: &str) {
 
     // Conv -> Add(residual) -> Relu fuses into one conv with an epilogue.
     let (x, r) = ([1usize, 32, 9, 10], [1usize, 40, 9, 10]);
-    let nodes = vec![
-        node("Conv", "c", &["x", "w", "b"], &["c"]),
-        node("Add", "a", &["c", "r"], &["s"]),
-        node("Relu", "act", &["s"], &["y"]),
-    ];
+    let nodes =
+        vec![node("Conv", "c", &["x", "w", "b"], &["c"]), node("Add", "a", &["c", "r"], &["s"]), node("Relu", "act", &["s"], &["y"])];
     let inits = vec![f32_init("w", &[40, 32, 1, 1], &rng.vec(40 * 32)), f32_init("b", &[40], &rng.vec(40))];
-    let bytes = model(
-        nodes,
-        vec![value_info("x", 1, &[1, 32, 9, 10]), value_info("r", 1, &[1, 40, 9, 10])],
-        vec![value_info("y", 1, &[])],
-        inits,
-    );
+    let bytes =
+        model(nodes, vec![value_info("x", 1, &[1, 32, 9, 10]), value_info("r", 1, &[1, 40, 9, 10])], vec![value_info("y", 1, &[])], inits);
     let g = load(&bytes);
-    assert!(
-        g.nodes.iter().any(|n| matches!(&n.op, Op::Conv(c) if c.fused_add && c.activation.is_some())),
-        "the residual and ReLU fuse"
-    );
+    assert!(g.nodes.iter().any(|n| matches!(&n.op, Op::Conv(c) if c.fused_add && c.activation.is_some())), "the residual and ReLU fuse");
     check_onnx(backend, "conv + residual + relu", &bytes, &feeds(&mut rng, &[("x", &x), ("r", &r)]));
 
     for (case, x, w, group, attrs) in [
@@ -281,18 +234,19 @@ fn convolutions_and_pools_match_the_cpu(backend: &str) {
                 int_attr("count_include_pad", 1),
             ],
         ),
-        (
-            "avgpool exclude pads",
-            "AveragePool",
-            vec![ints_attr("kernel_shape", &[3, 3]), ints_attr("pads", &[1, 1, 1, 1])],
-        ),
+        ("avgpool exclude pads", "AveragePool", vec![ints_attr("kernel_shape", &[3, 3]), ints_attr("pads", &[1, 1, 1, 1])]),
         ("global average pool", "GlobalAveragePool", vec![]),
     ] {
         check_onnx(backend, case, &one_node(op, &xs, vec![], attrs, &["y"], 17), &feeds(&mut rng, &xs));
     }
     // Few outputs over a mid-length reduction (a mask unit's pool): a work-group per channel.
     let xs = [("x", &[2usize, 100, 14, 14][..])];
-    check_onnx(backend, "global average pool, 200 channels of 196", &one_node("GlobalAveragePool", &xs, vec![], vec![], &["y"], 17), &feeds(&mut rng, &xs));
+    check_onnx(
+        backend,
+        "global average pool, 200 channels of 196",
+        &one_node("GlobalAveragePool", &xs, vec![], vec![], &["y"], 17),
+        &feeds(&mut rng, &xs),
+    );
 }
 
 backend_test!(matmuls_and_gemms_match_the_cpu, gpus, |backend| matmuls_and_gemms_match_the_cpu(backend));
@@ -334,7 +288,14 @@ fn matmuls_and_gemms_match_the_cpu(backend: &str) {
         &[1000],
         vec![int_attr("transB", 1), float_attr("alpha", 0.9)],
     );
-    gemm(&mut rng, "gemm few rows, A transposed, full bias", &[260, 5], &[260, 30], &[5, 30], vec![int_attr("transA", 1), float_attr("beta", 0.5)]);
+    gemm(
+        &mut rng,
+        "gemm few rows, A transposed, full bias",
+        &[260, 5],
+        &[260, 30],
+        &[5, 30],
+        vec![int_attr("transA", 1), float_attr("beta", 0.5)],
+    );
 }
 
 backend_test!(normalisations_and_reductions_match_the_cpu, gpus, |backend| normalisations_and_reductions_match_the_cpu(backend));
@@ -349,28 +310,14 @@ fn normalisations_and_reductions_match_the_cpu(backend: &str) {
     simple(&mut rng, "softmax columns", "Softmax", &[3, 50, 6], vec![int_attr("axis", 1)], 17);
     simple(&mut rng, "softmax legacy", "Softmax", &[3, 5, 6], vec![int_attr("axis", 1)], 11);
     simple(&mut rng, "reduce mean, work-group", "ReduceMean", &[3, 40, 5, 70], vec![ints_attr("axes", &[1, 3])], 17);
-    simple(
-        &mut rng,
-        "reduce max, per item",
-        "ReduceMax",
-        &[50, 30, 2],
-        vec![ints_attr("axes", &[0]), int_attr("keepdims", 0)],
-        17,
-    );
+    simple(&mut rng, "reduce max, per item", "ReduceMax", &[50, 30, 2], vec![ints_attr("axes", &[0]), int_attr("keepdims", 0)], 17);
     simple(&mut rng, "reduce mean, all", "ReduceMean", &[6, 7, 8], vec![], 17);
     let xs: [(&str, &[usize]); 1] = [("x", &[4, 9, 33])];
     let axes = i64_init("axes", &[2], &[0, 2]);
-    check_onnx(
-        backend,
-        "reduce sum, axes input",
-        &one_node("ReduceSum", &xs, vec![axes], vec![], &["y"], 17),
-        &feeds(&mut rng, &xs),
-    );
+    check_onnx(backend, "reduce sum, axes input", &one_node("ReduceSum", &xs, vec![axes], vec![], &["y"], 17), &feeds(&mut rng, &xs));
 
     let x: &[usize] = &[2, 9, 5, 96];
-    for (case, scale, axis) in
-        [("layer norm last axis", vec![96usize], -1i64), ("layer norm broadcast scale", vec![1, 96], -2)]
-    {
+    for (case, scale, axis) in [("layer norm last axis", vec![96usize], -1i64), ("layer norm broadcast scale", vec![1, 96], -2)] {
         let inits = vec![
             f32_init("s", &scale.iter().map(|&d| d as i64).collect::<Vec<_>>(), &rng.vec(96)),
             f32_init("b", &scale.iter().map(|&d| d as i64).collect::<Vec<_>>(), &rng.vec(96)),
@@ -379,26 +326,14 @@ fn normalisations_and_reductions_match_the_cpu(backend: &str) {
         check_onnx(
             backend,
             case,
-            &one_node(
-                "LayerNormalization",
-                &xs,
-                inits,
-                vec![int_attr("axis", axis), float_attr("epsilon", 1e-3)],
-                &["y"],
-                17,
-            ),
+            &one_node("LayerNormalization", &xs, inits, vec![int_attr("axis", axis), float_attr("epsilon", 1e-3)], &["y"], 17),
             &feeds(&mut rng, &xs),
         );
     }
     let x: &[usize] = &[2, 6, 13, 11];
     let xs = [("x", x)];
     let inits = vec![f32_init("s", &[6], &rng.vec(6)), f32_init("b", &[6], &rng.vec(6))];
-    check_onnx(
-        backend,
-        "instance norm",
-        &one_node("InstanceNormalization", &xs, inits, vec![], &["y"], 17),
-        &feeds(&mut rng, &xs),
-    );
+    check_onnx(backend, "instance norm", &one_node("InstanceNormalization", &xs, inits, vec![], &["y"], 17), &feeds(&mut rng, &xs));
     let inits = vec![f32_init("s", &[3], &rng.vec(3)), f32_init("b", &[3], &rng.vec(3))];
     check_onnx(
         backend,
@@ -437,22 +372,10 @@ fn data_movement_matches_the_cpu(backend: &str) {
     };
     one(&mut rng, "transpose", "Transpose", vec![], vec![ints_attr("perm", &[0, 2, 3, 1])], &["y"], 17);
     one(&mut rng, "transpose reverse", "Transpose", vec![], vec![], &["y"], 17);
-    let sl = vec![
-        i64_init("s", &[2], &[-2, 15]),
-        i64_init("e", &[2], &[0, 1]),
-        i64_init("a", &[2], &[1, 3]),
-        i64_init("st", &[2], &[-1, -3]),
-    ];
+    let sl =
+        vec![i64_init("s", &[2], &[-2, 15]), i64_init("e", &[2], &[0, 1]), i64_init("a", &[2], &[1, 3]), i64_init("st", &[2], &[-1, -3])];
     one(&mut rng, "slice negative steps", "Slice", sl, vec![], &["y"], 17);
-    one(
-        &mut rng,
-        "split uneven",
-        "Split",
-        vec![i64_init("sp", &[3], &[5, 2, 10])],
-        vec![int_attr("axis", 2)],
-        &["y0", "y1", "y2"],
-        17,
-    );
+    one(&mut rng, "split uneven", "Split", vec![i64_init("sp", &[3], &[5, 2, 10])], vec![int_attr("axis", 2)], &["y0", "y1", "y2"], 17);
     one(
         &mut rng,
         "gather negative indices",
@@ -490,11 +413,7 @@ fn data_movement_matches_the_cpu(backend: &str) {
         "resize nearest sizes",
         "Resize",
         vec![f32_init("roi", &[0], &[]), f32_init("sc", &[0], &[]), i64_init("sz", &[4], &[2, 3, 40, 9])],
-        vec![
-            str_attr("mode", "nearest"),
-            str_attr("coordinate_transformation_mode", "asymmetric"),
-            str_attr("nearest_mode", "floor"),
-        ],
+        vec![str_attr("mode", "nearest"), str_attr("coordinate_transformation_mode", "asymmetric"), str_attr("nearest_mode", "floor")],
         &["y"],
         19,
     );
@@ -502,10 +421,7 @@ fn data_movement_matches_the_cpu(backend: &str) {
         &mut rng,
         "resize tf crop",
         "Resize",
-        vec![
-            f32_init("roi", &[8], &[0.0, 0.0, -0.2, 0.1, 1.0, 1.0, 0.9, 1.3]),
-            f32_init("sc", &[4], &[1.0, 1.0, 1.2, 0.8]),
-        ],
+        vec![f32_init("roi", &[8], &[0.0, 0.0, -0.2, 0.1, 1.0, 1.0, 0.9, 1.3]), f32_init("sc", &[4], &[1.0, 1.0, 1.2, 0.8])],
         vec![
             str_attr("mode", "linear"),
             str_attr("coordinate_transformation_mode", "tf_crop_and_resize"),
@@ -522,18 +438,8 @@ fn data_movement_matches_the_cpu(backend: &str) {
         node("Relu", "act", &["z"], &["w"]),
     ];
     let ins = vec![value_info("a", 1, &[2, 3, 4]), value_info("b", 1, &[2, 5, 4]), value_info("c", 1, &[2, 1, 4])];
-    let bytes = model(
-        nodes,
-        ins,
-        vec![value_info("w", 1, &[]), value_info("y", 1, &[])],
-        vec![i64_init("shape", &[2], &[-1, 8])],
-    );
-    check_onnx(
-        backend,
-        "concat, reshape, relu",
-        &bytes,
-        &feeds(&mut rng, &[("a", &[2, 3, 4]), ("b", &[2, 5, 4]), ("c", &[2, 1, 4])]),
-    );
+    let bytes = model(nodes, ins, vec![value_info("w", 1, &[]), value_info("y", 1, &[])], vec![i64_init("shape", &[2], &[-1, 8])]);
+    check_onnx(backend, "concat, reshape, relu", &bytes, &feeds(&mut rng, &[("a", &[2, 3, 4]), ("b", &[2, 5, 4]), ("c", &[2, 1, 4])]));
 }
 
 backend_test!(elementwise_types_and_broadcasts_match_the_cpu, gpus, |backend| elementwise_types_and_broadcasts_match_the_cpu(backend));
@@ -606,10 +512,7 @@ fn mask_unit_ops_match_the_cpu(backend: &str) {
     two.int64_data.clear();
     two.int32_data = vec![2];
     let inits = vec![f32_init("zero", &[], &[0.0]), f32_init("four", &[], &[4.0]), two];
-    let out_names = [
-        "ge", "le", "or", "xor", "sg", "rd", "fl", "ce", "rc", "lg", "sp", "max3", "min2", "max1", "mini", "maxi",
-        "sgi",
-    ];
+    let out_names = ["ge", "le", "or", "xor", "sg", "rd", "fl", "ce", "rc", "lg", "sp", "max3", "min2", "max1", "mini", "maxi", "sgi"];
     let outs: Vec<_> = out_names.iter().map(|n| value_info(n, 1, &[])).collect();
     let ins = vec![value_info("a", 1, &[3, 1, 40]), value_info("b", 1, &[5, 1]), value_info("c", 1, &[40])];
     let bytes = model(nodes, ins, outs, inits);
@@ -689,13 +592,7 @@ fn fused_attention_matches_the_cpu(backend: &str) {
         let y = g.values.len() - 1;
         g.outputs = vec![y];
         let op = Op::Attention(Attention { heads: h, scale, k_transposed, key_mask: None });
-        g.nodes.push(Node {
-            name: "attn".into(),
-            op,
-            inputs: (0..shapes.len()).map(Some).collect(),
-            outputs: vec![y],
-            sparse: None,
-        });
+        g.nodes.push(Node { name: "attn".into(), op, inputs: (0..shapes.len()).map(Some).collect(), outputs: vec![y], sparse: None });
         let f: Vec<(String, Tensor)> = shapes.iter().map(|(n, s)| (n.to_string(), rng.tensor(s))).collect();
         compare(&format!("attention k_transposed={k_transposed} bias={bias_shape:?} tk={tk}"), &g, &f, backend);
     }

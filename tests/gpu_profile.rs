@@ -13,12 +13,12 @@ mod onnx_build;
 
 use dynaspa::backends::gpu::{DeviceInfo, GpuDevice, GpuExecutable, GpuOptions};
 use dynaspa::backends::SparseConfig;
+use dynaspa::runtime::backend::Executable;
 use dynaspa::runtime::dispatch::{DispatchTable, Member, PolyKernel, Schedule};
 use dynaspa::runtime::graph::sparse_detect::{detect_sparse_regions, SparseOptions};
 use dynaspa::runtime::graph::Graph;
 use dynaspa::runtime::profile::{DeviceId, MaskSetInfo, OpProfile, OpSignature, Profile};
 use dynaspa::runtime::sparsity::Granularity;
-use dynaspa::runtime::backend::Executable;
 use dynaspa::Tensor;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -49,7 +49,11 @@ fn profile(g: &Graph, device: DeviceId, knobs: &BTreeMap<String, Vec<(&str, i64)
     let mut p = Profile::new(device, "sige_small", false, "test", MaskSetInfo::default());
     for n in g.nodes.iter().filter(|n| dynaspa::backends::gpu::runs_sparse(g, n)) {
         let k = knobs.get(&n.name).cloned().unwrap_or_else(|| KNOBS.to_vec());
-        let poly = PolyKernel::new(vec![Member { schedule: Schedule::dense("dense"), table: DispatchTable::constant(1e9).unwrap() }, tuned(g, n, &k)]).unwrap();
+        let poly = PolyKernel::new(vec![
+            Member { schedule: Schedule::dense("dense"), table: DispatchTable::constant(1e9).unwrap() },
+            tuned(g, n, &k),
+        ])
+        .unwrap();
         p.ops.push(OpProfile { node: n.name.clone(), signature: OpSignature::of(g, n), poly, stats: None });
     }
     p
@@ -59,7 +63,13 @@ fn this_device(info: &DeviceInfo) -> DeviceId {
     DeviceId { backend: info.backend.clone(), name: info.name.clone(), fingerprint: info.fingerprint() }
 }
 
-fn compile<D: GpuDevice + 'static>(dev: &Arc<D>, backend: &str, g: &Graph, p: Option<Profile>, cache: &std::path::Path) -> GpuExecutable<D> {
+fn compile<D: GpuDevice + 'static>(
+    dev: &Arc<D>,
+    backend: &str,
+    g: &Graph,
+    p: Option<Profile>,
+    cache: &std::path::Path,
+) -> GpuExecutable<D> {
     let sparse = SparseConfig { cache_dir: Some(cache.to_path_buf()), force: None, profile: p.map(Arc::new) };
     GpuExecutable::compile(dev.clone(), backend, g, &GpuOptions { poison: true, sparse, ..Default::default() }).unwrap()
 }
@@ -131,7 +141,11 @@ fn check<D: GpuDevice + 'static>(dev: Arc<D>, backend: &str) {
     assert!(e < 1e-4, "{backend}: profile members change the output: rel L2 {e}");
 
     // Another device's profile: refused with both fingerprints, everything calibrated.
-    let other = DeviceId { backend: info.backend.clone(), name: "Some Other GPU".into(), fingerprint: "opencl|Other Vendor|Some Other GPU|3.0|1.0".into() };
+    let other = DeviceId {
+        backend: info.backend.clone(),
+        name: "Some Other GPU".into(),
+        fingerprint: "opencl|Other Vendor|Some Other GPU|3.0|1.0".into(),
+    };
     let exe = compile(&dev, backend, &g, Some(profile(&g, other, &BTreeMap::new())), &cache);
     let why = exe.profile_refused().expect("another device's profile is refused");
     assert!(why.contains("Some Other GPU") && why.contains(&info.fingerprint()), "{why}");
@@ -158,7 +172,8 @@ fn check<D: GpuDevice + 'static>(dev: Arc<D>, backend: &str) {
 /// the shapes PoCL miscompiled when it kept sparse_conv_load_stage out of line (every split's partial
 /// sums 0), among them two of the bogus members its shipped profiles once held. Those a device
 /// cannot run (WGSL holds 16 outputs per invocation) are left out there.
-const SPLIT_TILES: [[i64; 5]; 6] = [[16, 16, 16, 2, 4], [32, 32, 16, 4, 4], [64, 32, 16, 4, 4], [128, 64, 16, 8, 8], [64, 32, 4, 8, 8], [16, 128, 4, 8, 8]];
+const SPLIT_TILES: [[i64; 5]; 6] =
+    [[16, 16, 16, 2, 4], [32, 32, 16, 4, 4], [64, 32, 16, 4, 4], [128, 64, 16, 8, 8], [64, 32, 4, 8, 8], [16, 128, 4, 8, 8]];
 
 /// `Mul(Relu(Conv3x3(x)), m)`, 32 -> 256 channels on a 13 x 21 map (no granularity divides it):
 /// a reduction of 288, so KS = 8 still leaves each split several TK stages to prefetch.
@@ -175,7 +190,10 @@ fn split_model(dir: &std::path::Path) -> std::path::PathBuf {
         })
         .collect();
     let nodes = vec![
-        with_attrs(node("Conv", "conv", &["x", "w", "b"], &["y"]), vec![ints_attr("kernel_shape", &[3, 3]), ints_attr("pads", &[1, 1, 1, 1]), int_attr("group", 1)]),
+        with_attrs(
+            node("Conv", "conv", &["x", "w", "b"], &["y"]),
+            vec![ints_attr("kernel_shape", &[3, 3]), ints_attr("pads", &[1, 1, 1, 1]), int_attr("group", 1)],
+        ),
         node("Relu", "act", &["y"], &["r"]),
         node("Mul", "mask", &["r", "m"], &["out"]),
     ];
@@ -224,7 +242,8 @@ fn check_split_members<D: GpuDevice + 'static>(dev: Arc<D>, backend: &str) {
     let mut ran = 0;
     for [tm, tn, tk, wm, wn] in SPLIT_TILES {
         for ks in [2i64, 8] {
-            let k = GemmKnobs { tm: tm as u32, tn: tn as u32, tk: tk as u32, wm: wm as u32, wn: wn as u32, ks: ks as u32, wk: 1, et: false };
+            let k =
+                GemmKnobs { tm: tm as u32, tn: tn as u32, tk: tk as u32, wm: wm as u32, wn: wn as u32, ks: ks as u32, wk: 1, et: false };
             if k.check(&limits).is_err() {
                 continue;
             }
@@ -255,9 +274,7 @@ fn check_split_members<D: GpuDevice + 'static>(dev: Arc<D>, backend: &str) {
     let _ = std::fs::remove_dir_all(&cache);
 }
 
-backend_test!(runs_the_profile_of_its_device_and_refuses_another, gpus, |backend| {
-    with_gpu_device!(backend, |dev| check(dev, backend))
-});
+backend_test!(runs_the_profile_of_its_device_and_refuses_another, gpus, |backend| with_gpu_device!(backend, |dev| check(dev, backend)));
 
 backend_test!(split_reduction_members_over_small_work_groups_equal_the_cpu, gpus, |backend| {
     with_gpu_device!(backend, |dev| check_split_members(dev, backend))

@@ -13,9 +13,9 @@ use common::{seed, Rng};
 #[allow(dead_code)]
 mod onnx_build;
 
-use dynaspa::backends::SparseConfig;
 use dynaspa::backends::gpu::sparse_conv_knobs::{GemmKnobs, GpuLimits};
 use dynaspa::backends::gpu::{DeviceInfo, GpuDevice, GpuExecutable, GpuOptions, SparseConvOverrides};
+use dynaspa::backends::SparseConfig;
 use dynaspa::runtime::backend::Executable;
 use dynaspa::runtime::dispatch::{DispatchTable, Member, PolyKernel, Schedule};
 use dynaspa::runtime::graph::sparse_detect::{detect_sparse_regions, SparseOptions};
@@ -48,10 +48,17 @@ fn mask(rng: &mut Rng, d: f64) -> Vec<f32> {
 /// images of H x W.
 fn conv_model(dir: &Path, name: &str, batch: usize, cin: usize, cout: usize, k: usize, rng: &mut Rng) -> PathBuf {
     let p = (k / 2) as i64;
-    let conv = with_attrs(node("Conv", "conv", &["x", "w", "b"], &["y"]), vec![ints_attr("kernel_shape", &[k as i64, k as i64]), ints_attr("pads", &[p, p, p, p])]);
+    let conv = with_attrs(
+        node("Conv", "conv", &["x", "w", "b"], &["y"]),
+        vec![ints_attr("kernel_shape", &[k as i64, k as i64]), ints_attr("pads", &[p, p, p, p])],
+    );
     let nodes = vec![conv, node("Relu", "act", &["y"], &["a"]), node("Mul", "mask", &["a", "m"], &["out"])];
     let inits = vec![
-        f32_init("w", &[cout as i64, cin as i64, k as i64, k as i64], &rng.vec(cout * cin * k * k).iter().map(|v| v * 0.2).collect::<Vec<_>>()),
+        f32_init(
+            "w",
+            &[cout as i64, cin as i64, k as i64, k as i64],
+            &rng.vec(cout * cin * k * k).iter().map(|v| v * 0.2).collect::<Vec<_>>(),
+        ),
         f32_init("b", &[cout as i64], &rng.vec(cout).iter().map(|v| v * 0.1).collect::<Vec<_>>()),
     ];
     let (n, hi, wi) = (batch as i64, H as i64, W as i64);
@@ -87,7 +94,16 @@ const MEMBERS: [(&str, Option<(u16, u16)>, [i64; 8]); 11] = [
 ];
 
 fn knobs(k: [i64; 8]) -> GemmKnobs {
-    GemmKnobs { tm: k[0] as u32, tn: k[1] as u32, tk: k[2] as u32, wm: k[3] as u32, wn: k[4] as u32, ks: k[5] as u32, wk: k[6] as u32, et: k[7] == 1 }
+    GemmKnobs {
+        tm: k[0] as u32,
+        tn: k[1] as u32,
+        tk: k[2] as u32,
+        wm: k[3] as u32,
+        wn: k[4] as u32,
+        ks: k[5] as u32,
+        wk: k[6] as u32,
+        et: k[7] == 1,
+    }
 }
 
 /// A profile for this device whose PolyKernel for `node` always picks member `mi` of `MEMBERS`.
@@ -104,13 +120,25 @@ fn profile(info: &DeviceInfo, g: &dynaspa::runtime::graph::Graph, node: &dynaspa
     }
     let device = DeviceId { backend: info.backend.clone(), name: info.name.clone(), fingerprint: info.fingerprint() };
     let mut p = Profile::new(device, "sliced", false, "test", MaskSetInfo::default());
-    p.ops.push(OpProfile { node: node.name.clone(), signature: OpSignature::of(g, node), poly: PolyKernel::new(members).unwrap(), stats: None });
+    p.ops.push(OpProfile {
+        node: node.name.clone(),
+        signature: OpSignature::of(g, node),
+        poly: PolyKernel::new(members).unwrap(),
+        stats: None,
+    });
     p
 }
 
 /// Every member of `MEMBERS` the device can run (self-listing or not where `self_list` says),
 /// over four frames of new masks and inputs, against the CPU. Returns how many ran.
-fn check_model<D: GpuDevice + 'static>(dev: &Arc<D>, backend: &str, path: &Path, (batch, cin): (usize, usize), self_list: Option<bool>, rng: &mut Rng) -> usize {
+fn check_model<D: GpuDevice + 'static>(
+    dev: &Arc<D>,
+    backend: &str,
+    path: &Path,
+    (batch, cin): (usize, usize),
+    self_list: Option<bool>,
+    rng: &mut Rng,
+) -> usize {
     let mut g = dynaspa::load_graph(path, &Default::default()).unwrap();
     detect_sparse_regions(&mut g, &SparseOptions::default());
     let conv = g.nodes.iter().find(|n| dynaspa::backends::gpu::runs_sparse(&g, n)).expect("the conv runs sparse").clone();
@@ -134,7 +162,8 @@ fn check_model<D: GpuDevice + 'static>(dev: &Arc<D>, backend: &str, path: &Path,
             continue;
         }
         let sparse = SparseConfig { cache_dir: None, force: None, profile: Some(Arc::new(profile(&info, &g, &conv, mi))) };
-        let opts = GpuOptions { poison: true, sparse, sparse_conv: SparseConvOverrides { self_list, ..Default::default() }, ..Default::default() };
+        let opts =
+            GpuOptions { poison: true, sparse, sparse_conv: SparseConvOverrides { self_list, ..Default::default() }, ..Default::default() };
         let mut exe = GpuExecutable::compile(dev.clone(), backend, &g, &opts).unwrap();
         let case = format!("{what} on {backend}, member {name}, self-listing {self_list:?}");
         let ops = exe.sparse_ops();

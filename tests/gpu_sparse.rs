@@ -13,10 +13,10 @@ mod onnx_build;
 
 use dynaspa::backends::{ForceMember, SparseConfig};
 use dynaspa::io::npy;
-use dynaspa::runtime::sparsity::Granularity;
 use dynaspa::runtime::dispatch::{DispatchTable, Member, PolyKernel, Schedule};
 use dynaspa::runtime::graph::sparse_detect::{detect_sparse_regions, SparseOptions};
 use dynaspa::runtime::profile::{DeviceId, MaskSetInfo, OpProfile, OpSignature, Profile};
+use dynaspa::runtime::sparsity::Granularity;
 use dynaspa::{DebugOptions, SessionBuilder, Tensor};
 use onnx_build::{f32_init, int_attr, ints_attr, model, node, value_info, with_attrs};
 
@@ -71,7 +71,6 @@ impl Rng {
     }
 }
 
-
 /// `Mul(Relu(Conv(x)), m)` with `m` a model input; returns the model, x's and m's shapes.
 fn conv_model(kind: &str, n: usize, (c, h, w): (usize, usize, usize), cout: usize, rng: &mut Rng) -> (Vec<u8>, Vec<usize>, Vec<usize>) {
     // Kernel (h, w), stride (h, w), pads (top, left, bottom, right), dilation, group, outputs.
@@ -124,7 +123,16 @@ fn every_member_equals_the_cpu_under_random_masks(backend: &str) {
     let cache = tmp(&format!("members-{backend}"));
     // The last three: dilation with uneven pads, a 4x2 kernel with uneven strides, and more taps
     // than the GEMM's tap table (its offsets then come from the op's table in memory).
-    for (kind, batch) in [("conv3x3", 1), ("conv3x3s2", 1), ("conv1x1", 2), ("dw3x3", 2), ("conv3x3", 2), ("conv3x3d2", 1), ("conv4x2s21", 2), ("conv9x9", 1)] {
+    for (kind, batch) in [
+        ("conv3x3", 1),
+        ("conv3x3s2", 1),
+        ("conv1x1", 2),
+        ("dw3x3", 2),
+        ("conv3x3", 2),
+        ("conv3x3d2", 1),
+        ("conv4x2s21", 2),
+        ("conv9x9", 1),
+    ] {
         // 19 x 23: no granularity divides either side, so edge tiles have phantoms.
         let (bytes, xs, ms) = conv_model(kind, batch, (12, 19, 23), 20, &mut rng);
         let path = cache.join(format!("{kind}-{batch}.onnx"));
@@ -174,7 +182,10 @@ fn residual_fill_and_non_binary_masks(backend: &str) {
     let cache = tmp(&format!("residual-{backend}"));
     let (c, m, h, w) = (12usize, 20usize, 17usize, 21usize);
     let nodes = vec![
-        with_attrs(node("Conv", "op", &["x", "w", "b"], &["y"]), vec![ints_attr("kernel_shape", &[3, 3]), ints_attr("pads", &[1, 1, 1, 1])]),
+        with_attrs(
+            node("Conv", "op", &["x", "w", "b"], &["y"]),
+            vec![ints_attr("kernel_shape", &[3, 3]), ints_attr("pads", &[1, 1, 1, 1])],
+        ),
         node("Mul", "mask", &["y", "m"], &["ym"]),
         node("Add", "join", &["ym", "r"], &["s"]),
         node("Relu", "act", &["s"], &["out"]),
@@ -199,7 +210,11 @@ fn residual_fill_and_non_binary_masks(backend: &str) {
             let mv = rng.mask(h, w, d);
             let x = Tensor::from_f32(vec![1, c, h, w], rng.vec(c * h * w)).unwrap();
             let r = Tensor::from_f32(vec![1, m, h, w], rng.vec(m * h * w)).unwrap();
-            let feeds = vec![("x".to_string(), x), ("m".to_string(), Tensor::from_f32(vec![1, 1, h, w], mv.clone()).unwrap()), ("r".to_string(), r.clone())];
+            let feeds = vec![
+                ("x".to_string(), x),
+                ("m".to_string(), Tensor::from_f32(vec![1, 1, h, w], mv.clone()).unwrap()),
+                ("r".to_string(), r.clone()),
+            ];
             let want = cpu.run(feeds.clone()).unwrap().remove(0).1;
             let got = s.run(feeds).unwrap().remove(0).1;
             let (g, wv, rv) = (got.as_f32().unwrap(), want.as_f32().unwrap(), r.as_f32().unwrap());
@@ -256,7 +271,9 @@ fn cached_fill_matches_the_sige_golden(backend: &str) {
     let _ = std::fs::remove_dir_all(&cache);
 }
 
-backend_test!(calibrated_dispatch_runs_sparse_at_low_density_and_caches, gpus, |backend| calibrated_dispatch_runs_sparse_at_low_density_and_caches(backend));
+backend_test!(calibrated_dispatch_runs_sparse_at_low_density_and_caches, gpus, |backend| {
+    calibrated_dispatch_runs_sparse_at_low_density_and_caches(backend)
+});
 
 fn calibrated_dispatch_runs_sparse_at_low_density_and_caches(backend: &str) {
     let _quiet = timing_lock();
@@ -288,7 +305,9 @@ fn calibrated_dispatch_runs_sparse_at_low_density_and_caches(backend: &str) {
     let _ = std::fs::remove_dir_all(&cache);
 }
 
-backend_test!(lagged_counts_select_with_the_last_frame_and_report_this_one, gpus, |backend| lagged_counts_select_with_the_last_frame_and_report_this_one(backend));
+backend_test!(lagged_counts_select_with_the_last_frame_and_report_this_one, gpus, |backend| {
+    lagged_counts_select_with_the_last_frame_and_report_this_one(backend)
+});
 
 /// By default a frame selects with the last frame's DISTile counts (copied to the host behind
 /// the work, no sync) and the first frame waits for its own; outputs are exact either way and
@@ -307,7 +326,8 @@ fn lagged_counts_select_with_the_last_frame_and_report_this_one(backend: &str) {
     let (device, profile) = lag_profile(backend, &bytes, ms[2] * ms[3]);
     let open = || {
         let sparse = SparseConfig { cache_dir: Some(cache.clone()), force: None, profile: Some(profile.clone()) };
-        let o = dynaspa::backends::BackendOptions { sparse: Some(sparse), poison: true, device: Some(device.clone()), ..Default::default() };
+        let o =
+            dynaspa::backends::BackendOptions { sparse: Some(sparse), poison: true, device: Some(device.clone()), ..Default::default() };
         common::session_with(&path, backend, &o)
     };
     let mut cpu = opts("cpu", None, &cache).open(&path).unwrap();
@@ -351,7 +371,10 @@ fn lagged_counts_select_with_the_last_frame_and_report_this_one(backend: &str) {
     bad[at] = 0.5;
     let e = s.run(feeds(&bad)).expect_err("a mask holding 0.5 must fail its frame").to_string();
     assert!(e.contains("'m'") && e.contains("0.5"), "{backend}: the error should name the mask and the value: {e}");
-    eprintln!("{backend}: members {} / {} / {} / {} for masks of density 1 / {density:.3} / {density:.3} / 1", a.member, b.member, c.member, d.member);
+    eprintln!(
+        "{backend}: members {} / {} / {} / {} for masks of density 1 / {density:.3} / {density:.3} / 1",
+        a.member, b.member, c.member, d.member
+    );
     let _ = std::fs::remove_dir_all(&cache);
 }
 
@@ -360,7 +383,10 @@ fn lagged_counts_select_with_the_last_frame_and_report_this_one(backend: &str) {
 /// the mask, and a 1x1-tile member at 1 µs for no tiles rising to 300 for a full map: the tiles
 /// win below a third of the map (the sparse masks here reach 0.03-0.15).
 fn lag_profile(backend: &str, model: &[u8], positions: usize) -> (String, std::sync::Arc<Profile>) {
-    let listing = dynaspa::backends::devices().into_iter().find(|d| d.backend == backend && d.info.is_some()).unwrap_or_else(|| panic!("{backend}: no device listed"));
+    let listing = dynaspa::backends::devices()
+        .into_iter()
+        .find(|d| d.backend == backend && d.info.is_some())
+        .unwrap_or_else(|| panic!("{backend}: no device listed"));
     let info = listing.info.unwrap();
     let id = DeviceId { backend: backend.into(), name: info.name.clone(), fingerprint: info.fingerprint() };
     let mut g = dynaspa::load_graph_bytes(model, &Default::default()).unwrap();
@@ -375,7 +401,12 @@ fn lag_profile(backend: &str, model: &[u8], positions: usize) -> (String, std::s
             Member { schedule: Schedule::dense("dense"), table: DispatchTable::constant(100.0).unwrap() },
             Member { schedule: tiles.clone(), table: DispatchTable::new(vec![(0, 1.0), (positions as u32, 300.0)]).unwrap() },
         ];
-        p.ops.push(OpProfile { node: n.name.clone(), signature: OpSignature::of(&g, n), poly: PolyKernel::new(members).unwrap(), stats: None });
+        p.ops.push(OpProfile {
+            node: n.name.clone(),
+            signature: OpSignature::of(&g, n),
+            poly: PolyKernel::new(members).unwrap(),
+            stats: None,
+        });
     }
     assert_eq!(p.ops.len(), 1, "{backend}: the lag model has one sparse conv");
     (listing.selector.expect("a GPU device has a selector"), std::sync::Arc::new(p))

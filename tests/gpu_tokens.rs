@@ -14,8 +14,8 @@ use common::seed;
 #[allow(dead_code)]
 mod onnx_build;
 
-use dynaspa::backends::{ForceMember, SparseConfig};
 use dynaspa::backends::gpu::{GpuDevice, GpuExecutable, GpuOptions, TokenOpInfo};
+use dynaspa::backends::{ForceMember, SparseConfig};
 use dynaspa::io::npy;
 use dynaspa::runtime::backend::Executable;
 use dynaspa::runtime::graph::sparse_detect::{detect_sparse_regions, SparseOptions};
@@ -40,7 +40,6 @@ impl Rng {
     }
 }
 
-
 fn tmp(tag: &str) -> std::path::PathBuf {
     let d = std::env::temp_dir().join(format!("dynaspa-gpu-tokens-{tag}-{}", std::process::id()));
     std::fs::create_dir_all(&d).unwrap();
@@ -54,7 +53,11 @@ fn compile(name: &str, g: &Graph, force: Option<ForceMember>, cache: &std::path:
         let ops = exe.token_ops();
         (Box::new(exe), ops)
     }
-    let opts = GpuOptions { poison: true, sparse: SparseConfig { cache_dir: Some(cache.to_path_buf()), force, profile: None }, ..Default::default() };
+    let opts = GpuOptions {
+        poison: true,
+        sparse: SparseConfig { cache_dir: Some(cache.to_path_buf()), force, profile: None },
+        ..Default::default()
+    };
     with_gpu_device!(name, |dev| on(dev, name, g, &opts))
 }
 
@@ -105,7 +108,10 @@ fn block_model(b: &Block, rng: &mut Rng) -> Vec<u8> {
         inits.push(f32_init(&format!("{ln}_b"), &[c], &rng.vec(c as usize, 0.1)));
     }
     let ln = |x: &str, p: &str, y: &str| {
-        with_attrs(node("LayerNormalization", y, &[x, &format!("{p}_g"), &format!("{p}_b")], &[y]), vec![int_attr("axis", -1), float_attr("epsilon", 1e-6)])
+        with_attrs(
+            node("LayerNormalization", y, &[x, &format!("{p}_g"), &format!("{p}_b")], &[y]),
+            vec![int_attr("axis", -1), float_attr("epsilon", 1e-6)],
+        )
     };
     let tr = |x: &str, y: &str, perm: &[i64]| with_attrs(node("Transpose", y, &[x], &[y]), vec![ints_attr("perm", perm)]);
     let nodes = vec![
@@ -185,7 +191,9 @@ fn assert_token_ops(ops: &[TokenOpInfo], backend: &str, what: &str, blocks: usiz
     assert!(ops.iter().filter(|o| o.kind == "attention").all(|o| o.tiled == tiled), "{what}: attention kernels {ops:?}");
 }
 
-backend_test!(avit_block_equals_the_cpu_under_random_halting_masks, gpus, |backend| avit_block_equals_the_cpu_under_random_halting_masks(backend));
+backend_test!(avit_block_equals_the_cpu_under_random_halting_masks, gpus, |backend| avit_block_equals_the_cpu_under_random_halting_masks(
+    backend
+));
 
 fn avit_block_equals_the_cpu_under_random_halting_masks(backend: &str) {
     let mut rng = Rng(seed());
@@ -234,7 +242,11 @@ fn avit_block_equals_the_cpu_under_random_halting_masks(backend: &str) {
     let _ = std::fs::remove_dir_all(&cache);
 }
 
-backend_test!(avit_model_at_batch_2_matches_the_cpu_and_the_goldens, gpus, |backend| avit_model_at_batch_2_matches_the_cpu_and_the_goldens(backend));
+backend_test!(
+    avit_model_at_batch_2_matches_the_cpu_and_the_goldens,
+    gpus,
+    |backend| avit_model_at_batch_2_matches_the_cpu_and_the_goldens(backend)
+);
 
 /// A-ViT (reduced) at batch 2: two golden frames side by side, so each block's mask has a
 /// different active count per image; every output within 1e-4 of the CPU's and the goldens.
@@ -267,7 +279,10 @@ fn avit_model_at_batch_2_matches_the_cpu_and_the_goldens(backend: &str) {
             assert!(o.iter().all(|v| v.is_finite()), "{backend} frames {i},{j}: {n} is not finite");
             let e_cpu = common::rel_l2(o, want[k].1.as_f32().unwrap());
             let e_gold = common::rel_l2(o, golden.as_f32().unwrap());
-            assert!(e_cpu <= MAX_REL_L2 && e_gold <= MAX_REL_L2, "{backend} frames {i},{j}: {n} relative L2 {e_cpu:.2e} (CPU), {e_gold:.2e} (golden)");
+            assert!(
+                e_cpu <= MAX_REL_L2 && e_gold <= MAX_REL_L2,
+                "{backend} frames {i},{j}: {n} relative L2 {e_cpu:.2e} (CPU), {e_gold:.2e} (golden)"
+            );
         }
         let m1 = got[1].as_f32().unwrap();
         let counts: Vec<f32> = m1.chunks(m1.len() / 2).map(|c| c.iter().sum()).collect();
@@ -276,7 +291,9 @@ fn avit_model_at_batch_2_matches_the_cpu_and_the_goldens(backend: &str) {
     let _ = std::fs::remove_dir_all(&cache);
 }
 
-backend_test!(token_projections_run_the_member_their_profile_picks, gpus, |backend| token_projections_run_the_member_their_profile_picks(backend));
+backend_test!(token_projections_run_the_member_their_profile_picks, gpus, |backend| token_projections_run_the_member_their_profile_picks(
+    backend
+));
 
 /// A-ViT's token projections are PolyKernel ops on the GPU: with a profile, each frame runs the
 /// member its tables pick from the active count (the dense member, every row, where dense is
@@ -312,14 +329,20 @@ fn token_projections_run_the_member_their_profile_picks(backend: &str) {
             "test",
             MaskSetInfo::default(),
         );
-        let projections: Vec<String> = g.nodes.iter().filter(|n| n.sparse.is_some() && n.op.name() == "MatMul").map(|n| n.name.clone()).collect();
+        let projections: Vec<String> =
+            g.nodes.iter().filter(|n| n.sparse.is_some() && n.op.name() == "MatMul").map(|n| n.name.clone()).collect();
         assert_eq!(projections.len(), 4, "qkv, proj, fc1, fc2: {projections:?}");
         for n in g.nodes.iter().filter(|n| projections.contains(&n.name)) {
             let members = vec![
                 Member { schedule: Schedule::dense("dense"), table: tables[0].clone() },
                 Member { schedule: tile.clone(), table: tables[1].clone() },
             ];
-            p.ops.push(OpProfile { node: n.name.clone(), signature: OpSignature::of(&g, n), poly: PolyKernel::new(members).unwrap(), stats: None });
+            p.ops.push(OpProfile {
+                node: n.name.clone(),
+                signature: OpSignature::of(&g, n),
+                poly: PolyKernel::new(members).unwrap(),
+                stats: None,
+            });
         }
         let sparse = SparseConfig { cache_dir: Some(cache.clone()), force: None, profile: Some(Arc::new(p)) };
         let opts = GpuOptions { poison: true, sparse, counts: dynaspa::backends::gpu::CountsSync::Exact, ..Default::default() };

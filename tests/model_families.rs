@@ -49,10 +49,7 @@ fn golden_mask(path: &std::path::Path, prefix: usize, h: usize, w: usize) -> Bit
 fn mask_datasets_load_and_fit_their_models() {
     let all = datasets();
     for fam in ["dynconv", "avit", "sige"] {
-        assert!(
-            all.iter().any(|p| p.file_name().unwrap().to_str().unwrap().starts_with(fam)),
-            "no mask dataset for {fam} in models/masks"
-        );
+        assert!(all.iter().any(|p| p.file_name().unwrap().to_str().unwrap().starts_with(fam)), "no mask dataset for {fam} in models/masks");
     }
     for path in all {
         let d = MaskDataset::open(&path).unwrap_or_else(|e| panic!("{e}"));
@@ -69,13 +66,21 @@ fn mask_datasets_load_and_fit_their_models() {
         }
         let mean = sum / (d.n_frames() * d.ops().len()) as f64;
         let model = common::repo_path(d.meta()["model"].as_str().unwrap());
-        println!("{name}: {} frames, {} maps, {} ops, mean op density {mean:.3} (target {target})", d.n_frames(), d.maps().len(), d.ops().len());
+        println!(
+            "{name}: {} frames, {} maps, {} ops, mean op density {mean:.3} (target {target})",
+            d.n_frames(),
+            d.maps().len(),
+            d.ops().len()
+        );
         let base_mean: f64 = (0..d.n_frames())
             .flat_map(|f| (0..d.maps().len()).map(move |m| (f, m)))
             .map(|(f, m)| d.map_mask(f, m).unwrap().density())
             .sum::<f64>()
             / (d.n_frames() * d.maps().len()) as f64;
-        assert!((base_mean - target).abs() < 0.12 || (mean - target).abs() < 0.12, "{name}: densities {base_mean:.3}/{mean:.3}, target {target}");
+        assert!(
+            (base_mean - target).abs() < 0.12 || (mean - target).abs() < 0.12,
+            "{name}: densities {base_mean:.3}/{mean:.3}, target {target}"
+        );
         if !model.exists() {
             println!("  ({} is not committed: op names not checked)", model.display());
             continue;

@@ -208,7 +208,10 @@ fn basic_blocks_and_masks_brought_up_from_a_lower_resolution() {
         let m = match up {
             "resize" => {
                 n.inits.push(f32_init("scales", &[4], &[1.0, 1.0, 2.0, 2.0]));
-                n.nodes.push(with_attrs(node("Resize", "mask.up", &["mask.low", "", "scales"], &["mask.up.y"]), vec![str_attr("mode", "nearest")]));
+                n.nodes.push(with_attrs(
+                    node("Resize", "mask.up", &["mask.low", "", "scales"], &["mask.up.y"]),
+                    vec![str_attr("mode", "nearest")],
+                ));
                 "mask.up.y".to_string()
             }
             "convtranspose" => {

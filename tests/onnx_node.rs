@@ -20,10 +20,7 @@ fn read_pb(p: &Path) -> Result<Tensor, String> {
 }
 
 fn numbered(dir: &Path, prefix: &str) -> Vec<std::path::PathBuf> {
-    let mut v: Vec<_> = (0..)
-        .map(|i| dir.join(format!("{prefix}_{i}.pb")))
-        .take_while(|p| p.exists())
-        .collect();
+    let mut v: Vec<_> = (0..).map(|i| dir.join(format!("{prefix}_{i}.pb"))).take_while(|p| p.exists()).collect();
     v.shrink_to_fit();
     v
 }
@@ -55,11 +52,8 @@ fn open(bytes: &[u8], inputs: &[(String, Tensor)], backend: &str) -> Result<(Ses
 fn run_case(dir: &Path, backend: &str) -> Result<(), String> {
     let bytes = std::fs::read(dir.join("model.onnx")).map_err(|e| e.to_string())?;
     let model_inputs = dynaspa::runtime::onnx::input_names(&bytes).map_err(|e| format!("load: {e}"))?;
-    let mut sets: Vec<_> = std::fs::read_dir(dir)
-        .map_err(|e| e.to_string())?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.is_dir())
-        .collect();
+    let mut sets: Vec<_> =
+        std::fs::read_dir(dir).map_err(|e| e.to_string())?.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.is_dir()).collect();
     sets.sort();
     for set in sets {
         let ins = numbered(&set, "input");
@@ -113,8 +107,7 @@ fn onnx_node_suite(backend: &str) {
         if !name.contains(&filter) {
             continue;
         }
-        let res = std::panic::catch_unwind(|| run_case(dir, backend))
-            .unwrap_or_else(|_| Err("PANIC".to_string()));
+        let res = std::panic::catch_unwind(|| run_case(dir, backend)).unwrap_or_else(|_| Err("PANIC".to_string()));
         match (res, excluded.get(&name)) {
             (Ok(()), None) => passed += 1,
             (Ok(()), Some(_)) => {

@@ -10,7 +10,10 @@ const MODEL: &str = "models/dynconv_small_d30.onnx";
 
 fn frame(g: &dynaspa::runtime::graph::Graph, name: &str) -> Vec<(String, Tensor)> {
     let floats = |k: &str| -> Vec<f32> {
-        g.metadata.get(k).map(|s| s.split(',').map(|x| x.trim().parse().unwrap()).collect()).unwrap_or_else(|| vec![if k.ends_with("std") { 1.0 } else { 0.0 }; 3])
+        g.metadata
+            .get(k)
+            .map(|s| s.split(',').map(|x| x.trim().parse().unwrap()).collect())
+            .unwrap_or_else(|| vec![if k.ends_with("std") { 1.0 } else { 0.0 }; 3])
     };
     let input = &g.values[g.inputs[0]];
     let path = common::repo_path("models/frames/vtest").join(name);

@@ -4,11 +4,11 @@
 //! mask", with garbage at the skipped positions, must give the same outputs on the CPU backend.
 
 mod common;
-#[path = "common/sparse_check.rs"]
-mod sparse_check;
 #[allow(dead_code)] // the shared builder has helpers only other test files use
 #[path = "common/onnx_build.rs"]
 mod onnx_build;
+#[path = "common/sparse_check.rs"]
+mod sparse_check;
 
 use dynaspa::runtime::graph::sparse_detect::{detect_sparse_regions, is_compute_op, SparseOptions, SparseRegionInfo};
 use dynaspa::runtime::graph::sparse_lower::lower_to_dense;
@@ -39,8 +39,7 @@ fn dynconv_small_sparse_convs_are_the_stride1_bottlenecks() {
     let r = detect_sparse_regions(&mut g, &SparseOptions::default());
     assert_well_formed(&g, "dynconv_small");
     let blocks = ["layer1.0", "layer1.1", "layer2.1", "layer3.1"];
-    let want: BTreeSet<String> =
-        blocks.iter().flat_map(|b| (1..=3).map(move |k| format!("/{b}/conv{k}/Conv"))).collect();
+    let want: BTreeSet<String> = blocks.iter().flat_map(|b| (1..=3).map(move |k| format!("/{b}/conv{k}/Conv"))).collect();
     assert_eq!(names(&r), want);
     assert_eq!(r.len(), 12);
     assert_eq!(g.nodes.iter().filter(|n| is_compute_op(&n.op)).count(), 27);
@@ -90,9 +89,7 @@ fn avit_small_blocks_1_to_5_are_token_sparse() {
     let muls = count_op(&g, "Mul");
     let r = detect_sparse_regions(&mut g, &SparseOptions::default());
     assert_well_formed(&g, "avit_small");
-    let want: BTreeSet<String> = (1..=5)
-        .flat_map(|l| ["qkv", "proj", "fc1", "fc2"].map(|op| format!("/blocks.{l}/{op}/MatMul")))
-        .collect();
+    let want: BTreeSet<String> = (1..=5).flat_map(|l| ["qkv", "proj", "fc1", "fc2"].map(|op| format!("/blocks.{l}/{op}/MatMul"))).collect();
     // The MatMuls, plus the fused attentions of blocks 1-5 (their key masks feed proj).
     let attn: BTreeSet<String> = r.iter().filter(|s| s.op == "Attention").map(|s| s.node.clone()).collect();
     assert_eq!(attn.len(), 5, "{attn:?}");
@@ -129,10 +126,7 @@ fn sige_small_every_conv_is_sparse_on_the_input_mask() {
     let by_mask = [
         ("mask_r0", vec!["/enc0/Conv", "/up2/ConvTranspose", "/out/Conv"]),
         ("mask_r1", vec!["/down1/Conv", "/up1/ConvTranspose"]),
-        (
-            "mask_r2",
-            vec!["/down2/Conv", "/blocks.0/conv1/Conv", "/blocks.0/conv2/Conv", "/blocks.1/conv1/Conv", "/blocks.1/conv2/Conv"],
-        ),
+        ("mask_r2", vec!["/down2/Conv", "/blocks.0/conv1/Conv", "/blocks.0/conv2/Conv", "/blocks.1/conv1/Conv", "/blocks.1/conv2/Conv"]),
     ];
     let want: BTreeSet<String> = by_mask.iter().flat_map(|(_, v)| v.iter().map(|s| s.to_string())).collect();
     assert_eq!(names(&r), want);
@@ -177,7 +171,6 @@ fn full_size_models_when_present() {
 use onnx_build::{f32_init, int_attr, ints_attr, model, node, value_info, with_attrs};
 
 const F32: i32 = 1;
-
 
 /// Deterministic, varied weights.
 fn weights(name: &str, dims: &[i64]) -> dynaspa::runtime::onnx::proto::onnx::TensorProto {

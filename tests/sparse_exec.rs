@@ -55,7 +55,6 @@ impl Rng {
     }
 }
 
-
 /// Runs the golden cases of one family and returns the worst relative L2 error over its
 /// non-mask outputs, with the number of sparse-op records that used a sparse member.
 fn golden_run(s: &mut Session, family: &str) -> (f64, usize) {
@@ -113,7 +112,12 @@ fn single_op_model(kind: &str, rng: &mut Rng) -> (Vec<u8>, Vec<usize>, Vec<usize
         let nodes = vec![
             with_attrs(
                 node("Conv", "op", &["x", "w", "b"], &["y"]),
-                vec![ints_attr("kernel_shape", &[k, k]), ints_attr("strides", &[s, s]), ints_attr("pads", &[p, p, p, p]), int_attr("group", group)],
+                vec![
+                    ints_attr("kernel_shape", &[k, k]),
+                    ints_attr("strides", &[s, s]),
+                    ints_attr("pads", &[p, p, p, p]),
+                    int_attr("group", group),
+                ],
             ),
             node("Relu", "act", &["y"], &["r"]),
             node("Mul", "mask", &["r", "m"], &["out"]),
@@ -210,10 +214,7 @@ fn non_binary_and_misshaped_masks_are_errors() {
     let x = Tensor::from_f32(xs.clone(), rng.vec(xs.iter().product())).unwrap();
     let mut mv = vec![1.0f32; ms.iter().product()];
     mv[7] = 0.5;
-    let e = s
-        .run(vec![("x".into(), x.clone()), ("m".into(), Tensor::from_f32(ms.clone(), mv).unwrap())])
-        .unwrap_err()
-        .to_string();
+    let e = s.run(vec![("x".into(), x.clone()), ("m".into(), Tensor::from_f32(ms.clone(), mv).unwrap())]).unwrap_err().to_string();
     assert!(e.contains("0.5") && e.contains("'m'"), "{e}");
     // The session still works after the error.
     let ok = s.run(vec![("x".into(), x), ("m".into(), Tensor::from_f32(ms.clone(), vec![1.0; ms.iter().product()]).unwrap())]);
@@ -260,7 +261,10 @@ fn residual_join_folded_into_the_sparse_conv_equals_dense() {
     let cache = tmp("join");
     let (c, m, h, w) = (12usize, 20usize, 17usize, 21usize);
     let nodes = vec![
-        with_attrs(node("Conv", "op", &["x", "w", "b"], &["y"]), vec![ints_attr("kernel_shape", &[3, 3]), ints_attr("pads", &[1, 1, 1, 1])]),
+        with_attrs(
+            node("Conv", "op", &["x", "w", "b"], &["y"]),
+            vec![ints_attr("kernel_shape", &[3, 3]), ints_attr("pads", &[1, 1, 1, 1])],
+        ),
         node("Mul", "mask", &["y", "m"], &["ym"]),
         node("Add", "join", &["ym", "r"], &["s"]),
         node("Relu", "act", &["s"], &["out"]),

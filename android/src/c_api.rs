@@ -57,9 +57,7 @@ unsafe fn str_arg<'a>(p: *const c_char, what: &str) -> Status<&'a str> {
     if p.is_null() {
         return Err(Failure::null(what));
     }
-    CStr::from_ptr(p)
-        .to_str()
-        .map_err(|_| Failure::argument(format!("{what} is not valid UTF-8")))
+    CStr::from_ptr(p).to_str().map_err(|_| Failure::argument(format!("{what} is not valid UTF-8")))
 }
 
 unsafe fn opt_str_arg<'a>(p: *const c_char, what: &str) -> Status<Option<&'a str>> {
@@ -71,9 +69,7 @@ unsafe fn opt_str_arg<'a>(p: *const c_char, what: &str) -> Status<Option<&'a str
 }
 
 unsafe fn session_ref<'a>(s: *const dynaspa_session) -> Status<&'a FfiSession> {
-    s.as_ref()
-        .map(|s| &s.0)
-        .ok_or_else(|| Failure::null("session"))
+    s.as_ref().map(|s| &s.0).ok_or_else(|| Failure::null("session"))
 }
 
 unsafe fn out_ref<'a, T>(p: *mut T, what: &str) -> Status<&'a mut T> {
@@ -84,21 +80,14 @@ unsafe fn settings(o: *const dynaspa_options) -> Status<Settings> {
     let Some(o) = o.as_ref() else {
         return Ok(Settings::default());
     };
-    let cached =
-        match o.fill {
-            DYNASPA_FILL_ZERO => false,
-            DYNASPA_FILL_CACHED => true,
-            f => return Err(Failure::argument(format!(
-                "options.fill is {f}; expected DYNASPA_FILL_ZERO (0) or DYNASPA_FILL_CACHED (1)"
-            ))),
-        };
+    let cached = match o.fill {
+        DYNASPA_FILL_ZERO => false,
+        DYNASPA_FILL_CACHED => true,
+        f => return Err(Failure::argument(format!("options.fill is {f}; expected DYNASPA_FILL_ZERO (0) or DYNASPA_FILL_CACHED (1)"))),
+    };
     let file = opt_str_arg(o.profile, "options.profile")?;
     let profile = match (file, o.no_profile != 0) {
-        (Some(_), true) => {
-            return Err(Failure::argument(
-                "options.profile and options.no_profile are both set; choose one",
-            ))
-        }
+        (Some(_), true) => return Err(Failure::argument("options.profile and options.no_profile are both set; choose one")),
         (Some(f), false) => ProfileChoice::File(PathBuf::from(f)),
         (None, true) => ProfileChoice::Calibrate,
         (None, false) => ProfileChoice::Shipped,
@@ -140,11 +129,7 @@ pub unsafe extern "C" fn dynaspa_options_init(options: *mut dynaspa_options) -> 
 /// Opens the ONNX model at `model_path` on `backend` ("auto", "cpu", "cuda", "opencl", "wgpu")
 /// with the default options. On success `*out` is the session; on failure it is NULL.
 #[no_mangle]
-pub unsafe extern "C" fn dynaspa_open(
-    model_path: *const c_char,
-    backend: *const c_char,
-    out: *mut *mut dynaspa_session,
-) -> c_int {
+pub unsafe extern "C" fn dynaspa_open(model_path: *const c_char, backend: *const c_char, out: *mut *mut dynaspa_session) -> c_int {
     dynaspa_open_with(model_path, backend, std::ptr::null(), out)
 }
 
@@ -207,11 +192,7 @@ pub unsafe extern "C" fn dynaspa_output_count(s: *const dynaspa_session, n: *mut
 
 /// The name of input `index`; `*name` stays valid until the session is closed.
 #[no_mangle]
-pub unsafe extern "C" fn dynaspa_input_name(
-    s: *const dynaspa_session,
-    index: usize,
-    name: *mut *const c_char,
-) -> c_int {
+pub unsafe extern "C" fn dynaspa_input_name(s: *const dynaspa_session, index: usize, name: *mut *const c_char) -> c_int {
     guard("dynaspa_input_name", || {
         let s = session_ref(s)?;
         let out = out_ref(name, "name")?;
@@ -222,11 +203,7 @@ pub unsafe extern "C" fn dynaspa_input_name(
 
 /// The name of output `index`; `*name` stays valid until the session is closed.
 #[no_mangle]
-pub unsafe extern "C" fn dynaspa_output_name(
-    s: *const dynaspa_session,
-    index: usize,
-    name: *mut *const c_char,
-) -> c_int {
+pub unsafe extern "C" fn dynaspa_output_name(s: *const dynaspa_session, index: usize, name: *mut *const c_char) -> c_int {
     guard("dynaspa_output_name", || {
         let s = session_ref(s)?;
         let out = out_ref(name, "name")?;
@@ -240,7 +217,10 @@ unsafe fn write_shape(shape: &[usize], dims: *mut i64, rank: *mut usize) -> Stat
     let capacity = *rank;
     *rank = shape.len();
     if capacity < shape.len() {
-        return Err(Failure::argument(format!("dims has room for {capacity} dimensions; the shape {shape:?} has {} (*rank now holds it)", shape.len())));
+        return Err(Failure::argument(format!(
+            "dims has room for {capacity} dimensions; the shape {shape:?} has {} (*rank now holds it)",
+            shape.len()
+        )));
     }
     if dims.is_null() {
         return Err(Failure::null("dims"));
@@ -254,28 +234,14 @@ unsafe fn write_shape(shape: &[usize], dims: *mut i64, rank: *mut usize) -> Stat
 /// The shape of input `index`: `*rank` is the capacity of `dims` on entry and the rank on
 /// return (also when the capacity is too small, which is an error).
 #[no_mangle]
-pub unsafe extern "C" fn dynaspa_input_shape(
-    s: *const dynaspa_session,
-    index: usize,
-    dims: *mut i64,
-    rank: *mut usize,
-) -> c_int {
-    guard("dynaspa_input_shape", || {
-        write_shape(&session_ref(s)?.input(index)?.shape, dims, rank)
-    })
+pub unsafe extern "C" fn dynaspa_input_shape(s: *const dynaspa_session, index: usize, dims: *mut i64, rank: *mut usize) -> c_int {
+    guard("dynaspa_input_shape", || write_shape(&session_ref(s)?.input(index)?.shape, dims, rank))
 }
 
 /// The shape of output `index`, as `dynaspa_input_shape`.
 #[no_mangle]
-pub unsafe extern "C" fn dynaspa_output_shape(
-    s: *const dynaspa_session,
-    index: usize,
-    dims: *mut i64,
-    rank: *mut usize,
-) -> c_int {
-    guard("dynaspa_output_shape", || {
-        write_shape(&session_ref(s)?.output(index)?.shape, dims, rank)
-    })
+pub unsafe extern "C" fn dynaspa_output_shape(s: *const dynaspa_session, index: usize, dims: *mut i64, rank: *mut usize) -> c_int {
+    guard("dynaspa_output_shape", || write_shape(&session_ref(s)?.output(index)?.shape, dims, rank))
 }
 
 /// Checks one array of buffers against the model's ports: none NULL or misaligned, each length
@@ -300,15 +266,10 @@ unsafe fn check_buffers<T>(
             return Err(Failure::null(&format!("{what}[{i}] ('{name}')")));
         }
         if !ptr.is_aligned() {
-            return Err(Failure::argument(format!(
-                "{what}[{i}] ('{name}') is not aligned for float"
-            )));
+            return Err(Failure::argument(format!("{what}[{i}] ('{name}') is not aligned for float")));
         }
         if len != p.len {
-            return Err(Failure::argument(format!(
-                "{what}_lens[{i}] ('{name}') is {len} floats; its shape {:?} has {}",
-                p.shape, p.len
-            )));
+            return Err(Failure::argument(format!("{what}_lens[{i}] ('{name}') is {len} floats; its shape {:?} has {}", p.shape, p.len)));
         }
         v.push((ptr, len));
     }
@@ -330,43 +291,24 @@ pub unsafe extern "C" fn dynaspa_run_f32(
     guard("dynaspa_run_f32", || {
         let s = &mut s.as_mut().ok_or_else(|| Failure::null("session"))?.0;
         let ins = check_buffers("inputs", inputs, input_lens, &s.inputs)?;
-        let outs = check_buffers(
-            "outputs",
-            outputs.cast::<*const f32>(),
-            output_lens,
-            &s.outputs,
-        )?;
+        let outs = check_buffers("outputs", outputs.cast::<*const f32>(), output_lens, &s.outputs)?;
         for (j, &(p, n)) in outs.iter().enumerate() {
             let (a, b) = (p as usize, p as usize + 4 * n);
-            if let Some(k) = outs[..j]
-                .iter()
-                .position(|&(q, m)| (q as usize) < b && a < q as usize + 4 * m)
-            {
-                return Err(Failure::argument(format!(
-                    "outputs[{j}] and outputs[{k}] overlap"
-                )));
+            if let Some(k) = outs[..j].iter().position(|&(q, m)| (q as usize) < b && a < q as usize + 4 * m) {
+                return Err(Failure::argument(format!("outputs[{j}] and outputs[{k}] overlap")));
             }
         }
         // Inputs are copied before any output slice exists, so an input may share memory with
         // an output buffer.
-        let feeds: Vec<Vec<f32>> = ins
-            .iter()
-            .map(|&(p, n)| std::slice::from_raw_parts(p, n).to_vec())
-            .collect();
-        let mut bufs: Vec<&mut [f32]> = outs
-            .iter()
-            .map(|&(p, n)| std::slice::from_raw_parts_mut(p.cast_mut(), n))
-            .collect();
+        let feeds: Vec<Vec<f32>> = ins.iter().map(|&(p, n)| std::slice::from_raw_parts(p, n).to_vec()).collect();
+        let mut bufs: Vec<&mut [f32]> = outs.iter().map(|&(p, n)| std::slice::from_raw_parts_mut(p.cast_mut(), n)).collect();
         s.run(feeds, &mut bufs)
     })
 }
 
 /// What the last frame did; an error before the first frame.
 #[no_mangle]
-pub unsafe extern "C" fn dynaspa_last_report(
-    s: *const dynaspa_session,
-    report: *mut dynaspa_report,
-) -> c_int {
+pub unsafe extern "C" fn dynaspa_last_report(s: *const dynaspa_session, report: *mut dynaspa_report) -> c_int {
     guard("dynaspa_last_report", || {
         let r = session_ref(s)?.report()?;
         *out_ref(report, "report")? = dynaspa_report {

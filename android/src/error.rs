@@ -33,10 +33,7 @@ pub struct Failure {
 
 impl Failure {
     pub fn new(code: c_int, msg: impl Into<String>) -> Failure {
-        Failure {
-            code,
-            msg: msg.into(),
-        }
+        Failure { code, msg: msg.into() }
     }
     pub fn null(what: &str) -> Failure {
         Failure::new(DYNASPA_ERR_NULL, format!("{what} is NULL"))
@@ -51,9 +48,7 @@ impl From<dynaspa::Error> for Failure {
         use dynaspa::Error as E;
         let code = match &e {
             E::Io { .. } => DYNASPA_ERR_IO,
-            E::Decode(_) | E::InvalidModel(_) | E::Unsupported(_) | E::Node { .. } => {
-                DYNASPA_ERR_MODEL
-            }
+            E::Decode(_) | E::InvalidModel(_) | E::Unsupported(_) | E::Node { .. } => DYNASPA_ERR_MODEL,
             E::Backend { .. } | E::Unavailable { .. } => DYNASPA_ERR_BACKEND,
             E::Input { .. } | E::Profile { .. } => DYNASPA_ERR_ARGUMENT,
             E::Other(_) => DYNASPA_ERR_RUN,
@@ -100,10 +95,7 @@ pub fn guard(entry: &str, f: impl FnOnce() -> Status<()>) -> c_int {
             fail.code
         }
         Err(p) => {
-            set_last_error(&format!(
-                "{entry}: internal error (please report it): {}",
-                panic_message(p.as_ref())
-            ));
+            set_last_error(&format!("{entry}: internal error (please report it): {}", panic_message(p.as_ref())));
             DYNASPA_ERR_INTERNAL
         }
     }
@@ -117,22 +109,15 @@ mod tests {
     fn a_panic_becomes_an_internal_error_with_its_message() {
         let rc = guard("dynaspa_test_entry", || panic!("index 7 out of range"));
         assert_eq!(rc, DYNASPA_ERR_INTERNAL);
-        let msg = unsafe { std::ffi::CStr::from_ptr(last_error_ptr()) }
-            .to_string_lossy()
-            .into_owned();
-        assert!(
-            msg.contains("dynaspa_test_entry") && msg.contains("index 7 out of range"),
-            "{msg}"
-        );
+        let msg = unsafe { std::ffi::CStr::from_ptr(last_error_ptr()) }.to_string_lossy().into_owned();
+        assert!(msg.contains("dynaspa_test_entry") && msg.contains("index 7 out of range"), "{msg}");
     }
 
     #[test]
     fn a_failure_keeps_its_code_and_message() {
         let rc = guard("x", || Err(Failure::argument("threads is -3")));
         assert_eq!(rc, DYNASPA_ERR_ARGUMENT);
-        let msg = unsafe { std::ffi::CStr::from_ptr(last_error_ptr()) }
-            .to_string_lossy()
-            .into_owned();
+        let msg = unsafe { std::ffi::CStr::from_ptr(last_error_ptr()) }.to_string_lossy().into_owned();
         assert_eq!(msg, "threads is -3");
         assert_eq!(guard("x", || Ok(())), DYNASPA_OK);
     }

@@ -5,10 +5,7 @@
 
 use crate::error::{panic_message, Failure, Status, DYNASPA_ERR_ARGUMENT, DYNASPA_ERR_NULL};
 use crate::session::{FfiSession, Port, ProfileChoice, Settings};
-use jni_sys::{
-    jboolean, jclass, jdouble, jdoubleArray, jint, jlong, jlongArray, jobject, jobjectArray, jsize,
-    jstring, JNIEnv,
-};
+use jni_sys::{jboolean, jclass, jdouble, jdoubleArray, jint, jlong, jlongArray, jobject, jobjectArray, jsize, jstring, JNIEnv};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::PathBuf;
 
@@ -20,13 +17,9 @@ unsafe fn jni_guard<T>(env: Env, default: T, f: impl FnOnce() -> Status<T>) -> T
     let fail = match catch_unwind(AssertUnwindSafe(f)) {
         Ok(Ok(v)) => return v,
         Ok(Err(fail)) => fail,
-        Err(p) => Failure::new(
-            crate::error::DYNASPA_ERR_INTERNAL,
-            format!(
-                "internal error (please report it): {}",
-                panic_message(p.as_ref())
-            ),
-        ),
+        Err(p) => {
+            Failure::new(crate::error::DYNASPA_ERR_INTERNAL, format!("internal error (please report it): {}", panic_message(p.as_ref())))
+        }
     };
     let t = (**env).v1_2;
     if !(t.ExceptionCheck)(env) {
@@ -62,9 +55,7 @@ unsafe fn string(env: Env, s: jstring, what: &str) -> Status<Option<String>> {
     let mut buf = vec![0u16; n as usize];
     (t.GetStringRegion)(env, s, 0, n, buf.as_mut_ptr());
     pending(env)?;
-    String::from_utf16(&buf)
-        .map(Some)
-        .map_err(|_| Failure::argument(format!("{what} is not valid UTF-16")))
+    String::from_utf16(&buf).map(Some).map_err(|_| Failure::argument(format!("{what} is not valid UTF-16")))
 }
 
 unsafe fn required(env: Env, s: jstring, what: &str) -> Status<String> {
@@ -72,9 +63,7 @@ unsafe fn required(env: Env, s: jstring, what: &str) -> Status<String> {
 }
 
 unsafe fn session<'a>(handle: jlong) -> Status<&'a mut FfiSession> {
-    (handle as *mut FfiSession)
-        .as_mut()
-        .ok_or_else(|| Failure::new(crate::error::DYNASPA_ERR_RUN, "the session is closed"))
+    (handle as *mut FfiSession).as_mut().ok_or_else(|| Failure::new(crate::error::DYNASPA_ERR_RUN, "the session is closed"))
 }
 
 /// Input or output `index` of the session behind `handle`.
@@ -111,11 +100,7 @@ pub unsafe extern "system" fn Java_ai_dynaspa_Session_nativeOpen(
         let model = required(env, model, "modelPath")?;
         let backend = required(env, backend, "backend")?;
         let profile = match (string(env, profile, "profile")?, no_profile) {
-            (Some(_), true) => {
-                return Err(Failure::argument(
-                    "profile and noProfile are both set; choose one",
-                ))
-            }
+            (Some(_), true) => return Err(Failure::argument("profile and noProfile are both set; choose one")),
             (Some(f), false) => ProfileChoice::File(PathBuf::from(f)),
             (None, true) => ProfileChoice::Calibrate,
             (None, false) => ProfileChoice::Shipped,
@@ -124,11 +109,7 @@ pub unsafe extern "system" fn Java_ai_dynaspa_Session_nativeOpen(
             threads: match threads {
                 0 => None,
                 t if t > 0 => Some(t as usize),
-                t => {
-                    return Err(Failure::argument(format!(
-                        "threads is {t}; expected 0 (every core) or more"
-                    )))
-                }
+                t => return Err(Failure::argument(format!("threads is {t}; expected 0 (every core) or more"))),
             },
             cached,
             dense,
@@ -142,11 +123,7 @@ pub unsafe extern "system" fn Java_ai_dynaspa_Session_nativeOpen(
 }
 
 #[no_mangle]
-pub unsafe extern "system" fn Java_ai_dynaspa_Session_nativeClose(
-    env: Env,
-    _: jclass,
-    handle: jlong,
-) {
+pub unsafe extern "system" fn Java_ai_dynaspa_Session_nativeClose(env: Env, _: jclass, handle: jlong) {
     jni_guard(env, (), || {
         if handle != 0 {
             drop(Box::from_raw(handle as *mut FfiSession));
@@ -156,19 +133,10 @@ pub unsafe extern "system" fn Java_ai_dynaspa_Session_nativeClose(
 }
 
 #[no_mangle]
-pub unsafe extern "system" fn Java_ai_dynaspa_Session_nativeCount(
-    env: Env,
-    _: jclass,
-    handle: jlong,
-    output: jboolean,
-) -> jint {
+pub unsafe extern "system" fn Java_ai_dynaspa_Session_nativeCount(env: Env, _: jclass, handle: jlong, output: jboolean) -> jint {
     jni_guard(env, 0, || {
         let s = session(handle)?;
-        Ok((if output {
-            s.outputs.len()
-        } else {
-            s.inputs.len()
-        }) as jint)
+        Ok((if output { s.outputs.len() } else { s.inputs.len() }) as jint)
     })
 }
 
@@ -248,10 +216,7 @@ pub unsafe extern "system" fn Java_ai_dynaspa_Session_nativeRunArrays(
             feeds.push(v);
         }
         let outs = elements(env, outputs, "outputs")?;
-        let mut bufs: Vec<Vec<f32>> = outs
-            .iter()
-            .map(|&a| vec![0f32; (t.GetArrayLength)(env, a) as usize])
-            .collect();
+        let mut bufs: Vec<Vec<f32>> = outs.iter().map(|&a| vec![0f32; (t.GetArrayLength)(env, a) as usize]).collect();
         let mut slices: Vec<&mut [f32]> = bufs.iter_mut().map(|b| b.as_mut_slice()).collect();
         s.run(feeds, &mut slices)?;
         for (&a, b) in outs.iter().zip(&bufs) {
@@ -271,9 +236,7 @@ unsafe fn direct(env: Env, b: jobject, what: &str, i: usize) -> Status<(*mut f32
         return Err(Failure::argument(format!("{what}[{i}] is not a direct buffer (allocate it with ByteBuffer.allocateDirect(..).order(ByteOrder.nativeOrder()).asFloatBuffer())")));
     }
     if !p.is_aligned() {
-        return Err(Failure::argument(format!(
-            "{what}[{i}] is not aligned for float"
-        )));
+        return Err(Failure::argument(format!("{what}[{i}] is not aligned for float")));
     }
     Ok((p, n as usize))
 }
@@ -296,38 +259,25 @@ pub unsafe extern "system" fn Java_ai_dynaspa_Session_nativeRunBuffers(
         let mut outs = Vec::new();
         for (j, b) in elements(env, outputs, "outputs")?.into_iter().enumerate() {
             let (p, n) = direct(env, b, "outputs", j)?;
-            if let Some(k) = outs.iter().position(|&(q, m): &(*mut f32, usize)| {
-                (q as usize) < p as usize + 4 * n && (p as usize) < q as usize + 4 * m
-            }) {
-                return Err(Failure::argument(format!(
-                    "outputs[{j}] and outputs[{k}] share memory"
-                )));
+            if let Some(k) =
+                outs.iter().position(|&(q, m): &(*mut f32, usize)| (q as usize) < p as usize + 4 * n && (p as usize) < q as usize + 4 * m)
+            {
+                return Err(Failure::argument(format!("outputs[{j}] and outputs[{k}] share memory")));
             }
             outs.push((p, n));
         }
-        let mut slices: Vec<&mut [f32]> = outs
-            .iter()
-            .map(|&(p, n)| std::slice::from_raw_parts_mut(p, n))
-            .collect();
+        let mut slices: Vec<&mut [f32]> = outs.iter().map(|&(p, n)| std::slice::from_raw_parts_mut(p, n)).collect();
         s.run(feeds, &mut slices)
     })
 }
 
 /// `[latency ms, density (-1: no op ran sparse), sparse ops, sparse ms]` of the last frame.
 #[no_mangle]
-pub unsafe extern "system" fn Java_ai_dynaspa_Session_nativeReport(
-    env: Env,
-    _: jclass,
-    handle: jlong,
-) -> jdoubleArray {
+pub unsafe extern "system" fn Java_ai_dynaspa_Session_nativeReport(env: Env, _: jclass, handle: jlong) -> jdoubleArray {
     jni_guard(env, std::ptr::null_mut(), || {
         let r = session(handle)?.report()?;
-        let v: [jdouble; 4] = [
-            r.latency.as_secs_f64() * 1e3,
-            r.density.unwrap_or(-1.0),
-            r.sparse_ops as f64,
-            r.sparse_time.as_secs_f64() * 1e3,
-        ];
+        let v: [jdouble; 4] =
+            [r.latency.as_secs_f64() * 1e3, r.density.unwrap_or(-1.0), r.sparse_ops as f64, r.sparse_time.as_secs_f64() * 1e3];
         let t = (**env).v1_1;
         let a = (t.NewDoubleArray)(env, 4);
         pending(env)?;

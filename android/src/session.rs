@@ -67,15 +67,9 @@ impl FfiSession {
     pub fn open(model: &Path, backend: &str, s: &Settings) -> Status<FfiSession> {
         // Parsing the name does not probe which backends this machine has: probing loads GPU
         // drivers (PoCL brings LLVM, which replaces a JVM's signal handlers).
-        let backend: Backend = backend
-            .parse()
-            .map_err(|e: dynaspa::Error| Failure::new(DYNASPA_ERR_BACKEND, e.to_string()))?;
-        let mut b = Session::builder()
-            .backend(backend)
-            .threads_opt(s.threads)
-            .dense(s.dense)
-            .cached(s.cached)
-            .profile_choice(s.profile.clone());
+        let backend: Backend = backend.parse().map_err(|e: dynaspa::Error| Failure::new(DYNASPA_ERR_BACKEND, e.to_string()))?;
+        let mut b =
+            Session::builder().backend(backend).threads_opt(s.threads).dense(s.dense).cached(s.cached).profile_choice(s.profile.clone());
         if let Some(d) = &s.device {
             b = b.device(d);
         }
@@ -89,8 +83,7 @@ impl FfiSession {
             let v = &g.values[id];
             Port {
                 // Names come from a protobuf string; one holding a NUL is cut there.
-                name: CString::new(v.name.split('\0').next().unwrap_or_default())
-                    .unwrap_or_default(),
+                name: CString::new(v.name.split('\0').next().unwrap_or_default()).unwrap_or_default(),
                 shape: v.shape.clone(),
                 len: v.shape.iter().product(),
                 dtype: v.dtype,
@@ -98,29 +91,18 @@ impl FfiSession {
         };
         let inputs = g.inputs.iter().map(|&i| port(i)).collect();
         let outputs = g.outputs.iter().map(|&i| port(i)).collect();
-        Ok(FfiSession {
-            session,
-            inputs,
-            outputs,
-            running: false,
-        })
+        Ok(FfiSession { session, inputs, outputs, running: false })
     }
 
     pub fn input(&self, index: usize) -> Status<&Port> {
-        self.inputs.get(index).ok_or_else(|| {
-            Failure::argument(format!(
-                "input index {index} out of range: the model has {} inputs",
-                self.inputs.len()
-            ))
-        })
+        self.inputs
+            .get(index)
+            .ok_or_else(|| Failure::argument(format!("input index {index} out of range: the model has {} inputs", self.inputs.len())))
     }
     pub fn output(&self, index: usize) -> Status<&Port> {
-        self.outputs.get(index).ok_or_else(|| {
-            Failure::argument(format!(
-                "output index {index} out of range: the model has {} outputs",
-                self.outputs.len()
-            ))
-        })
+        self.outputs
+            .get(index)
+            .ok_or_else(|| Failure::argument(format!("output index {index} out of range: the model has {} outputs", self.outputs.len())))
     }
 
     /// Runs one frame: `inputs[i]` holds input i as float32 in C order, `outputs[j]` receives
@@ -128,7 +110,10 @@ impl FfiSession {
     /// length is checked before anything runs; on an error no output buffer has been written.
     pub fn run(&mut self, inputs: Vec<Vec<f32>>, outputs: &mut [&mut [f32]]) -> Status<()> {
         if self.running {
-            return Err(Failure::new(DYNASPA_ERR_RUN, "this session is unusable: an earlier frame stopped on an internal error; close it and open another"));
+            return Err(Failure::new(
+                DYNASPA_ERR_RUN,
+                "this session is unusable: an earlier frame stopped on an internal error; close it and open another",
+            ));
         }
         check_count("inputs", inputs.len(), self.inputs.len())?;
         check_count("outputs", outputs.len(), self.outputs.len())?;
@@ -136,10 +121,7 @@ impl FfiSession {
         for (i, (p, data)) in self.inputs.iter().zip(inputs).enumerate() {
             let name = p.name.to_string_lossy();
             if p.dtype != DType::F32 {
-                return Err(Failure::argument(format!(
-                    "input {i} ('{name}') is {}: only float32 inputs can be fed",
-                    p.dtype
-                )));
+                return Err(Failure::argument(format!("input {i} ('{name}') is {}: only float32 inputs can be fed", p.dtype)));
             }
             check_len("input", i, &name, p, data.len())?;
             feeds.push((name.into_owned(), Tensor::from_f32(p.shape.clone(), data)?));
@@ -158,58 +140,36 @@ impl FfiSession {
             if t.len() != buf.len() {
                 return Err(Failure::new(
                     DYNASPA_ERR_RUN,
-                    format!(
-                        "output {j} ('{name}'): the backend returned {} elements for a declared {}",
-                        t.len(),
-                        buf.len()
-                    ),
+                    format!("output {j} ('{name}'): the backend returned {} elements for a declared {}", t.len(), buf.len()),
                 ));
             }
             match t.data() {
                 TensorData::F32(v) => buf.copy_from_slice(v),
-                _ => buf
-                    .iter_mut()
-                    .zip(t.to_f64_vec())
-                    .for_each(|(o, v)| *o = v as f32),
+                _ => buf.iter_mut().zip(t.to_f64_vec()).for_each(|(o, v)| *o = v as f32),
             }
         }
         Ok(())
     }
 
     pub fn report(&self) -> Status<Report> {
-        let r = self.session.last_report().ok_or_else(|| {
-            Failure::new(
-                DYNASPA_ERR_RUN,
-                "no report: the session has not run a frame yet",
-            )
-        })?;
+        let r =
+            self.session.last_report().ok_or_else(|| Failure::new(DYNASPA_ERR_RUN, "no report: the session has not run a frame yet"))?;
         let n = r.sparse_ops.len();
-        let density =
-            (n > 0).then(|| r.sparse_ops.iter().map(|o| o.density).sum::<f64>() / n as f64);
-        Ok(Report {
-            latency: r.total,
-            density,
-            sparse_ops: n,
-            sparse_time: r.sparse_time(),
-        })
+        let density = (n > 0).then(|| r.sparse_ops.iter().map(|o| o.density).sum::<f64>() / n as f64);
+        Ok(Report { latency: r.total, density, sparse_ops: n, sparse_time: r.sparse_time() })
     }
 }
 
 fn check_count(what: &str, got: usize, want: usize) -> Status<()> {
     if got != want {
-        return Err(Failure::argument(format!(
-            "{got} {what} given; the model has {want}"
-        )));
+        return Err(Failure::argument(format!("{got} {what} given; the model has {want}")));
     }
     Ok(())
 }
 
 fn check_len(what: &str, i: usize, name: &str, p: &Port, got: usize) -> Status<()> {
     if got != p.len {
-        return Err(Failure::argument(format!(
-            "{what} {i} ('{name}'): {got} floats given; its shape {:?} has {}",
-            p.shape, p.len
-        )));
+        return Err(Failure::argument(format!("{what} {i} ('{name}'): {got} floats given; its shape {:?} has {}", p.shape, p.len)));
     }
     Ok(())
 }

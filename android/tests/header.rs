@@ -18,10 +18,7 @@ fn the_header_declares_every_exported_fn_and_constant() {
     for file in ["src/c_api.rs", "src/error.rs"] {
         let src = read(file);
         for line in src.lines().map(str::trim) {
-            if let Some(rest) = line
-                .strip_prefix("pub unsafe extern \"C\" fn ")
-                .or_else(|| line.strip_prefix("pub extern \"C\" fn "))
-            {
+            if let Some(rest) = line.strip_prefix("pub unsafe extern \"C\" fn ").or_else(|| line.strip_prefix("pub extern \"C\" fn ")) {
                 let name = &rest[..rest.find('(').unwrap()];
                 assert!(
                     header.contains(&format!(" {name}(")) || header.contains(&format!("*{name}(")),
@@ -32,30 +29,19 @@ fn the_header_declares_every_exported_fn_and_constant() {
             if let Some(rest) = line.strip_prefix("pub const DYNASPA_") {
                 let (name, value) = rest.split_once(": c_int = ").expect("constants are c_int");
                 let define = format!("#define DYNASPA_{name} {}", value.trim_end_matches(';'));
-                assert!(
-                    header.contains(&define),
-                    "{file}: '{define}' is not in include/dynaspa.h; {regenerate}"
-                );
+                assert!(header.contains(&define), "{file}: '{define}' is not in include/dynaspa.h; {regenerate}");
                 consts += 1;
             }
         }
     }
-    assert!(
-        fns >= 14 && consts >= 10,
-        "found only {fns} fns and {consts} constants: has the source layout changed?"
-    );
+    assert!(fns >= 14 && consts >= 10, "found only {fns} fns and {consts} constants: has the source layout changed?");
     // And nothing the crate no longer exports.
     // (Declarations start at the line's beginning with their return type; comments are indented.)
     let declared = header
         .lines()
         .filter(|l| {
-            l.starts_with(|c: char| c.is_ascii_alphabetic())
-                && (l.contains(" dynaspa_") || l.contains("*dynaspa_"))
-                && l.contains('(')
+            l.starts_with(|c: char| c.is_ascii_alphabetic()) && (l.contains(" dynaspa_") || l.contains("*dynaspa_")) && l.contains('(')
         })
         .count();
-    assert_eq!(
-        declared, fns,
-        "the header declares {declared} functions, the crate exports {fns}; {regenerate}"
-    );
+    assert_eq!(declared, fns, "the header declares {declared} functions, the crate exports {fns}; {regenerate}");
 }

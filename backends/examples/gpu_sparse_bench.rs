@@ -45,13 +45,13 @@ mod knob_sample;
 #[path = "common/mask_shaping.rs"]
 mod mask_shaping;
 
-use dynaspa_backends::{ForceMember, SparseConfig};
-use mask_shaping::{at_density, resample};
 use dynaspa_backends::gpu::{CountsSync, GpuDevice, GpuExecutable, GpuOptions, SparseConvOverrides, VendorPolicy};
+use dynaspa_backends::{ForceMember, SparseConfig};
 use dynaspa_runtime::graph::{Activation, AutoPad, Conv, FillPolicy, Graph, MaskKind, MaskSource, Node, Op, SparseSpec, Value, Window};
+use dynaspa_runtime::profile::Profile;
 use dynaspa_runtime::sparsity::{BitMask, Granularity, MaskDataset};
 use dynaspa_runtime::{DType, Result, Tensor};
-use dynaspa_runtime::profile::Profile;
+use mask_shaping::{at_density, resample};
 use std::io::Write;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -213,7 +213,11 @@ impl Rng {
                 self.0 ^= self.0 << 17;
                 // Non-zero: [-1, -2^-9] u [2^-9, 1).
                 let v = (self.0 >> 40) as f32 / (1u64 << 23) as f32 - 1.0;
-                if v.abs() < 1.0 / 512.0 { 0.5 } else { v }
+                if v.abs() < 1.0 / 512.0 {
+                    0.5
+                } else {
+                    v
+                }
             })
             .collect()
     }
@@ -230,11 +234,22 @@ fn graph(cc: &Case, n: usize, rng: &mut Rng) -> Result<Graph> {
     let mut g = Graph { name: cc.name.into(), opset: 17, ..Default::default() };
     let x = value(&mut g, "x", vec![n, cc.c, cc.hin, cc.hin], None);
     let cin_g = cc.c / cc.group;
-    let w = value(&mut g, "w", vec![cc.m, cin_g, cc.k, cc.k], Some(Tensor::from_f32(vec![cc.m, cin_g, cc.k, cc.k], rng.vec(cc.m * cin_g * cc.k * cc.k))?));
+    let w = value(
+        &mut g,
+        "w",
+        vec![cc.m, cin_g, cc.k, cc.k],
+        Some(Tensor::from_f32(vec![cc.m, cin_g, cc.k, cc.k], rng.vec(cc.m * cin_g * cc.k * cc.k))?),
+    );
     let b = value(&mut g, "b", vec![cc.m], Some(Tensor::from_f32(vec![cc.m], rng.vec(cc.m))?));
     let m = value(&mut g, "m", vec![n, 1, ho, ho], None);
     let y = value(&mut g, "y", vec![n, cc.m, ho, ho], None);
-    let window = Window { kernel_shape: vec![cc.k, cc.k], strides: vec![cc.s, cc.s], pads: vec![cc.k / 2; 4], dilations: vec![1, 1], auto_pad: AutoPad::NotSet };
+    let window = Window {
+        kernel_shape: vec![cc.k, cc.k],
+        strides: vec![cc.s, cc.s],
+        pads: vec![cc.k / 2; 4],
+        dilations: vec![1, 1],
+        auto_pad: AutoPad::NotSet,
+    };
     let op = Op::Conv(Conv { window, group: cc.group, fused_add: false, activation: Some(Activation::Relu) });
     let sparse = SparseSpec {
         mask: m,
@@ -279,7 +294,11 @@ fn rel_l2(a: &[f32], b: &[f32]) -> f64 {
         d += (*x as f64 - *y as f64).powi(2);
         n += (*y as f64).powi(2);
     }
-    if a.len() != b.len() { f64::INFINITY } else { (d / n.max(1e-30)).sqrt() }
+    if a.len() != b.len() {
+        f64::INFINITY
+    } else {
+        (d / n.max(1e-30)).sqrt()
+    }
 }
 
 /// Members timed as dispatched (lagged counts) for the steady-state analysis: the fastest this
@@ -287,7 +306,11 @@ fn rel_l2(a: &[f32], b: &[f32]) -> f64 {
 const STEADY_OF: usize = 3;
 
 /// The executable holding a timed member: `home` 0 the default one, i + 1 `tuned[i]`'s.
-fn holder<'a, D: GpuDevice>(exe: &'a mut GpuExecutable<D>, tuned: &'a mut [(GpuExecutable<D>, Vec<String>)], home: usize) -> &'a mut GpuExecutable<D> {
+fn holder<'a, D: GpuDevice>(
+    exe: &'a mut GpuExecutable<D>,
+    tuned: &'a mut [(GpuExecutable<D>, Vec<String>)],
+    home: usize,
+) -> &'a mut GpuExecutable<D> {
     match home {
         0 => exe,
         h => &mut tuned[h - 1].0,
@@ -323,7 +346,10 @@ fn bench<D: GpuDevice + 'static>(dev: Arc<D>, a: &Args) -> Result<()> {
     };
     let info = dev.info().clone();
     println!("device: {} ({}, {}), samples {} x {} runs", info.name, info.backend, info.driver, a.samples, a.runs);
-    println!("{:<10} {:>5} {:>7} {:>10} {:>10} {:>10} {:>10} {:>10} {:>9} {:>8}  dense member", "op", "batch", "density", "dense", "1x1", "2x8", "4x4", "8x8", "overhead", "speedup");
+    println!(
+        "{:<10} {:>5} {:>7} {:>10} {:>10} {:>10} {:>10} {:>10} {:>9} {:>8}  dense member",
+        "op", "batch", "density", "dense", "1x1", "2x8", "4x4", "8x8", "overhead", "speedup"
+    );
     println!("  (then: fastest member, its µs alone, and what lagged / exact dispatch add to it per frame back to back)");
     let mut rng = Rng(0x2545_f491_4f6c_dd1d);
     // Forced to one member, the executable skips calibration; every member is timed directly.
@@ -349,7 +375,11 @@ fn bench<D: GpuDevice + 'static>(dev: Arc<D>, a: &Args) -> Result<()> {
                 let opts = GpuOptions { sparse_conv: SparseConvOverrides { fused_finish, ..base.sparse_conv }, ..base.clone() };
                 let mut exe = GpuExecutable::compile(dev.clone(), &info.backend, &g, &opts)?;
                 let fused = exe.fused_finish();
-                let label = if a.fused_finish.len() > 1 { format!("{}{}", cc.name, if fused { "+fused" } else { "+split" }) } else { cc.name.to_string() };
+                let label = if a.fused_finish.len() > 1 {
+                    format!("{}{}", cc.name, if fused { "+fused" } else { "+split" })
+                } else {
+                    cc.name.to_string()
+                };
                 // Our kernel, or a vendor library's conv where the backend chose it (cuDNN on CUDA;
                 // `--cudnn`).
                 let dense_impl = exe.sparse_ops().first().and_then(|o| o.dense_vendor.clone()).unwrap_or_else(|| "ours".into());
@@ -363,7 +393,10 @@ fn bench<D: GpuDevice + 'static>(dev: Arc<D>, a: &Args) -> Result<()> {
                     let profiles = knob_sample::profiles(&info, &g, cc.name, &ks)?;
                     warm(&dev, &g, &opts, &profiles, a.jobs);
                     for (p, names) in profiles {
-                        let o = GpuOptions { sparse: SparseConfig { cache_dir: None, force: None, profile: Some(Arc::new(p)) }, ..opts.clone() };
+                        let o = GpuOptions {
+                            sparse: SparseConfig { cache_dir: None, force: None, profile: Some(Arc::new(p)) },
+                            ..opts.clone()
+                        };
                         let te = GpuExecutable::compile(dev.clone(), &info.backend, &g, &o)?;
                         // A member the compiled kernel cannot run (registers) sends the op back to
                         // calibration: that group is reported and left out.
@@ -409,13 +442,18 @@ fn bench<D: GpuDevice + 'static>(dev: Arc<D>, a: &Args) -> Result<()> {
                         let have = te.sparse_ops()[0].members.clone();
                         for name in names.iter() {
                             if !have.contains(name) {
-                                return Err(dynaspa_runtime::Error::Other(format!("{}: sampled schedule '{name}' was not built (members: {have:?})", cc.name)));
+                                return Err(dynaspa_runtime::Error::Other(format!(
+                                    "{}: sampled schedule '{name}' was not built (members: {have:?})",
+                                    cc.name
+                                )));
                             }
                             te.time_member(0, name, 3, a.runs)?;
                             let err = rel_l2(te.read_output(0)?.as_f32()?, &reference);
                             if !(err <= 1e-4) {
                                 // Reported and left out, so one bad variant does not lose the run.
-                                eprintln!("WRONG {label} b{n} d{d}: sampled schedule '{name}': relative L2 {err:.2e} against dense; not timed");
+                                eprintln!(
+                                    "WRONG {label} b{n} d{d}: sampled schedule '{name}': relative L2 {err:.2e} against dense; not timed"
+                                );
                                 wrong += 1;
                                 continue;
                             }
@@ -450,7 +488,13 @@ fn bench<D: GpuDevice + 'static>(dev: Arc<D>, a: &Args) -> Result<()> {
                         for _ in 0..5 {
                             for (c, &i) in cands.iter().enumerate() {
                                 let e = holder(&mut exe, &mut tuned, home[i]);
-                                lagged_of[c].extend(e.time_dispatched(0, &times[i].0, CountsSync::Lagged, a.samples.div_ceil(5), a.runs)?);
+                                lagged_of[c].extend(e.time_dispatched(
+                                    0,
+                                    &times[i].0,
+                                    CountsSync::Lagged,
+                                    a.samples.div_ceil(5),
+                                    a.runs,
+                                )?);
                             }
                         }
                         let mut best_lagged = f64::INFINITY;
@@ -463,7 +507,8 @@ fn bench<D: GpuDevice + 'static>(dev: Arc<D>, a: &Args) -> Result<()> {
                     }
                     let pick = times.get(at).map(|t| t.0.clone()).unwrap_or_default();
                     let pe = holder(&mut exe, &mut tuned, home.get(at).copied().unwrap_or(0));
-                    let (mut alone, mut empty, mut masked, mut lagged, mut exact) = (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+                    let (mut alone, mut empty, mut masked, mut lagged, mut exact) =
+                        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
                     let mut queued = Vec::new();
                     // Whole frames of the op's executable (zero fill, mask launch, member), launch
                     // by launch and from one recorded graph per frame.
@@ -480,13 +525,15 @@ fn bench<D: GpuDevice + 'static>(dev: Arc<D>, a: &Args) -> Result<()> {
                         }
                         exact.extend(pe.time_dispatched(0, &pick, CountsSync::Exact, a.samples.div_ceil(5), a.runs)?);
                     }
-                    let (alone, empty, masked, lagged, exact) = (median(&mut alone), median(&mut empty), median(&mut masked), median(&mut lagged), median(&mut exact));
+                    let (alone, empty, masked, lagged, exact) =
+                        (median(&mut alone), median(&mut empty), median(&mut masked), median(&mut lagged), median(&mut exact));
                     let (frame, frame_graph) = (median(&mut frame), median(&mut frame_graph));
                     let queued = median(&mut queued);
                     let graphs = pe.frame_graph_stats();
                     // Where the member's time goes: each of its launches alone (GEMM, split-K finish).
                     let parts = pe.time_member_launches(0, &pick, a.samples, a.runs)?;
-                    let cell = |g: &str| times.iter().find(|t| t.0 == format!("tiles{g}")).map_or("-".to_string(), |t| format!("{:.1}", t.1));
+                    let cell =
+                        |g: &str| times.iter().find(|t| t.0 == format!("tiles{g}")).map_or("-".to_string(), |t| format!("{:.1}", t.1));
                     println!(
                         "{:<10} {:>5} {:>7.3} {:>10.1} {:>10} {:>10} {:>10} {:>10} {:>9.1} {:>7.2}x  {dense_impl}\n    {:>8} {:>8.1} {:>9.1} {:>9.1}",
                         label, n, real, dense, cell("1x1"), cell("2x8"), cell("4x4"), cell("8x8"), overhead, dense / best,

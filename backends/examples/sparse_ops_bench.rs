@@ -25,13 +25,13 @@
 mod mask_shaping;
 
 use dynaspa_backends::cpu::eval_op;
-use mask_shaping::{at_density, resample};
 use dynaspa_backends::cpu::sparse::{NhwcConv, NhwcDepthwise, NhwcGatherProbe, PhaseTimes, SparseConv, SparseLinear};
 use dynaspa_runtime::backend::TensorSpec;
 use dynaspa_runtime::graph::{Activation, AutoPad, Conv, Op, Window};
 use dynaspa_runtime::sparsity::tiles::aligned_tiles_naive;
 use dynaspa_runtime::sparsity::{BitMask, Granularity, MaskDataset, TileSet};
 use dynaspa_runtime::{DType, Tensor};
+use mask_shaping::{at_density, resample};
 use std::time::Instant;
 
 struct Rng(u64);
@@ -157,11 +157,7 @@ fn conv_masks(density: f64, h: usize, w: usize, count: usize) -> (Vec<BitMask>, 
     }
     all.sort_by(|a, b| (a.density() - density).abs().total_cmp(&(b.density() - density).abs()));
     all.truncate(count);
-    let src = if grown {
-        format!("d30 grown/shrunk ({path} missing)")
-    } else {
-        path.rsplit('/').next().unwrap_or(&path).to_string()
-    };
+    let src = if grown { format!("d30 grown/shrunk ({path} missing)") } else { path.rsplit('/').next().unwrap_or(&path).to_string() };
     (all, src)
 }
 
@@ -209,10 +205,8 @@ fn bench_conv(cc: &ConvCase, densities: &[f64], rounds: usize, rng: &mut Rng, nh
     for &density in densities {
         let (masks, src) = conv_masks(density, ho, ho, 8);
         let actual = masks.iter().map(|m| m.density()).sum::<f64>() / masks.len() as f64;
-        let tiles: Vec<Vec<TileSet>> = GRANS
-            .iter()
-            .map(|&(gh, gw)| masks.iter().map(|m| aligned_tiles_naive(m, Granularity::new(gh, gw))).collect())
-            .collect();
+        let tiles: Vec<Vec<TileSet>> =
+            GRANS.iter().map(|&(gh, gw)| masks.iter().map(|m| aligned_tiles_naive(m, Granularity::new(gh, gw))).collect()).collect();
         // Warm-up, then interleaved rounds: dense, then every granularity, cycling the frames.
         for _ in 0..3 {
             dense();
@@ -249,8 +243,7 @@ fn bench_conv(cc: &ConvCase, densities: &[f64], rounds: usize, rng: &mut Rng, nh
         let best_v = (0..sm.len()).min_by(|&a, &b| sm[a].total_cmp(&sm[b])).unwrap();
         // Positions and 1x1 tiles compute the same columns; phases are read through the tiles.
         let best = best_v.saturating_sub(1);
-        let label =
-            |v: usize| if v == 0 { "pos".to_string() } else { format!("{}x{}", GRANS[v - 1].0, GRANS[v - 1].1) };
+        let label = |v: usize| if v == 0 { "pos".to_string() } else { format!("{}x{}", GRANS[v - 1].0, GRANS[v - 1].1) };
         // Phase split of the best granularity (thread-summed times, as shares).
         let times = phase_times();
         for r in 0..rounds {
@@ -416,9 +409,7 @@ fn bench_linear(rounds: usize, rng: &mut Rng) {
             .map(|f| {
                 let m = ds.map_mask(f * 20, mi).unwrap();
                 let grid = m.to_bools();
-                (0..prefix)
-                    .chain(grid.iter().enumerate().filter(|(_, &on)| on).map(|(i, _)| prefix + i as u32))
-                    .collect()
+                (0..prefix).chain(grid.iter().enumerate().filter(|(_, &on)| on).map(|(i, _)| prefix + i as u32)).collect()
             })
             .collect();
         let actual = rows.iter().map(|r| r.len()).sum::<usize>() as f64 / (8 * t) as f64;

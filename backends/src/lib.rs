@@ -5,12 +5,12 @@
 
 pub mod cache_dir;
 pub mod cpu;
-mod sparse_config;
 #[cfg(feature = "cuda")]
 pub mod cuda;
 pub mod gpu;
 #[cfg(feature = "opencl")]
 pub mod opencl;
+mod sparse_config;
 #[cfg(feature = "wgpu")]
 pub mod wgpu;
 
@@ -97,7 +97,6 @@ fn gpu_options(o: &BackendOptions) -> gpu::GpuOptions {
     }
 }
 
-
 pub fn create_configured(name: &str, o: &BackendOptions) -> Result<Box<dyn Backend>> {
     let sparse = o.sparse.clone().unwrap_or_else(SparseConfig::from_env);
     match name {
@@ -106,7 +105,9 @@ pub fn create_configured(name: &str, o: &BackendOptions) -> Result<Box<dyn Backe
             #[cfg(feature = "opencl")]
             {
                 match opencl::list() {
-                    Ok(l) if l.is_empty() => return Err(unavailable_error("opencl", "the OpenCL loader lists no platform or device (no driver installed)")),
+                    Ok(l) if l.is_empty() => {
+                        return Err(unavailable_error("opencl", "the OpenCL loader lists no platform or device (no driver installed)"))
+                    }
                     Err(e) => return Err(unavailable_error("opencl", &reason_of(e))),
                     Ok(_) => {}
                 }
@@ -132,7 +133,9 @@ pub fn create_configured(name: &str, o: &BackendOptions) -> Result<Box<dyn Backe
             #[cfg(feature = "wgpu")]
             {
                 match wgpu::list() {
-                    Ok(l) if l.is_empty() => return Err(unavailable_error("wgpu", "wgpu finds no Vulkan or Metal adapter (no driver installed)")),
+                    Ok(l) if l.is_empty() => {
+                        return Err(unavailable_error("wgpu", "wgpu finds no Vulkan or Metal adapter (no driver installed)"))
+                    }
                     Err(e) => return Err(unavailable_error("wgpu", &reason_of(e))),
                     Ok(_) => {}
                 }
@@ -147,7 +150,11 @@ pub fn create_configured(name: &str, o: &BackendOptions) -> Result<Box<dyn Backe
 
 /// The PolyKernel ops (sparse convs, token projections) of `graph` on the GPU backend `name` ("opencl", "cuda", "wgpu") and the
 /// device they run on, ready to time at any schedule (the tuner's measurements).
-pub fn gpu_sparse_op_timers(name: &str, o: &BackendOptions, graph: &dynaspa_runtime::graph::Graph) -> Result<(gpu::DeviceInfo, Vec<Box<dyn gpu::SparseOpTimer>>)> {
+pub fn gpu_sparse_op_timers(
+    name: &str,
+    o: &BackendOptions,
+    graph: &dynaspa_runtime::graph::Graph,
+) -> Result<(gpu::DeviceInfo, Vec<Box<dyn gpu::SparseOpTimer>>)> {
     #[allow(unused_variables)]
     let (sparse, graph) = (o.sparse.clone().unwrap_or_else(SparseConfig::from_env), graph);
     match name {
@@ -268,7 +275,13 @@ fn cpu_listing() -> DeviceListing {
         backend: "cpu".into(),
         selector: None,
         platform: None,
-        info: Some(gpu::DeviceInfo { backend: "cpu".into(), name: model, kind: "cpu".into(), compute_units: threads, ..Default::default() }),
+        info: Some(gpu::DeviceInfo {
+            backend: "cpu".into(),
+            name: model,
+            kind: "cpu".into(),
+            compute_units: threads,
+            ..Default::default()
+        }),
         unavailable: None,
         libraries: None,
     }

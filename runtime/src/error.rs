@@ -26,7 +26,11 @@ pub enum Error {
     #[error("{0}")]
     Other(String),
     #[error("I/O error on {path}: {source}")]
-    Io { path: String, #[source] source: std::io::Error },
+    Io {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -5,11 +5,11 @@ pub mod backend;
 pub mod dispatch;
 pub mod error;
 pub mod graph;
+pub mod load;
 pub mod onnx;
 pub mod plan;
 pub mod profile;
 pub mod report;
-pub mod load;
 pub mod sparsity;
 pub mod tensor;
 

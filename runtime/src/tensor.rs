@@ -172,12 +172,7 @@ impl Tensor {
     pub fn new(shape: Vec<usize>, data: TensorData) -> Result<Tensor> {
         let n = numel(&shape);
         if n != data.len() {
-            return Err(Error::Other(format!(
-                "tensor of shape {:?} needs {} elements, got {}",
-                shape,
-                n,
-                data.len()
-            )));
+            return Err(Error::Other(format!("tensor of shape {:?} needs {} elements, got {}", shape, n, data.len())));
         }
         Ok(Tensor { shape, data })
     }

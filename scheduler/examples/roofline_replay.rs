@@ -53,7 +53,8 @@ fn pair(v: &Value, dev: &DeviceDesc) -> Result<(String, Pair), String> {
         head_dim: 0,
     };
     let k32 = |k: &str| field(v, k).map(|x| x as u32);
-    let knobs = GemmKnobs { tm: k32("tm")?, tn: k32("tn")?, tk: k32("tk")?, wm: k32("wm")?, wn: k32("wn")?, ks: k32("ks")?, wk: 1, et: false };
+    let knobs =
+        GemmKnobs { tm: k32("tm")?, tn: k32("tn")?, tk: k32("tk")?, wm: k32("wm")?, wn: k32("wn")?, ks: k32("ks")?, wk: 1, et: false };
     let g = Granularity::new(field(v, "gh")? as u16, field(v, "gw")? as u16);
     let st = TileStats { tiles: u("tiles")?, computed: u("computed")?, active: u("active")?, runs: u("runs")?, h: op.h, w: op.w };
     let e = gemm(&op, Some(g), &knobs, &st, dev);
@@ -70,7 +71,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let text = std::fs::read_to_string(path)?;
     let mut lines = text.lines();
     let first: Value = serde_json::from_str(lines.next().ok_or("empty file")?)?;
-    let mut dev: DeviceDesc = serde_json::from_value(first["device"].clone()).map_err(|e| format!("first line is not a device descriptor: {e}"))?;
+    let mut dev: DeviceDesc =
+        serde_json::from_value(first["device"].clone()).map_err(|e| format!("first line is not a device descriptor: {e}"))?;
     if dev.serial_op_s == 0.0 {
         // Dumps from before the serial-operation term: its spec value.
         dev.serial_op_s = 16.0 / (dev.clock_ghz * 1e9);
@@ -127,7 +129,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 s.3[i] += p.parts[i];
             }
         }
-        let mut sched: Vec<(&str, f64, f64, [f64; 3])> = by.into_iter().map(|(k, v)| (k, v.0 / v.2, v.1 / v.2, v.3.map(|x| x / v.2))).collect();
+        let mut sched: Vec<(&str, f64, f64, [f64; 3])> =
+            by.into_iter().map(|(k, v)| (k, v.0 / v.2, v.1 / v.2, v.3.map(|x| x / v.2))).collect();
         sched.sort_by(|a, b| a.1.total_cmp(&b.1));
         let best = sched.iter().map(|s| s.2).fold(f64::INFINITY, f64::min);
         let keep = ((sched.len() as f64 * top).ceil() as usize).max(1);

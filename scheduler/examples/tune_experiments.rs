@@ -42,7 +42,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut dev = devices::cpu(threads);
     microbench::fit_cpu(&mut dev, threads)?;
     println!("cache flush between runs: {flush}");
-    println!("model {model}, masks {dsm}, {threads} threads, {rounds} rounds; alpha {:.3e} s gamma {:.3e} s bw {:.1} GB/s", dev.alpha_s, dev.gamma_s, dev.mem_bandwidth_gbs);
+    println!(
+        "model {model}, masks {dsm}, {threads} threads, {rounds} rounds; alpha {:.3e} s gamma {:.3e} s bw {:.1} GB/s",
+        dev.alpha_s, dev.gamma_s, dev.mem_bandwidth_gbs
+    );
 
     // The tuned profile, as `dynaspa tune` makes it (default settings, k = 6).
     let cfg = TuneConfig::default();
@@ -109,7 +112,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             let counts = poly.member_counts(&om[f].count_tiles_many(poly.granularities()))?;
             let pick = poly.select(&counts);
             let name = &poly.members()[pick].schedule.name;
-            let pt = if pick == poly.dense_index() { med[&(None, f)] } else { med[&(idx_of(name).ok_or("member not in space")?.into(), f)] };
+            let pt =
+                if pick == poly.dense_index() { med[&(None, f)] } else { med[&(idx_of(name).ok_or("member not in space")?.into(), f)] };
             let all = (0..points.len()).map(|i| med[&(Some(i), f)]).fold(med[&(None, f)], f64::min);
             ps += pt;
             os += all;
@@ -120,7 +124,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
         let n = ho.len() as f64;
         let best_single = singles.iter().copied().fold(f64::INFINITY, f64::min) / n;
-        println!("{} | {} | {tau:.3} | {tw:.3} | {:.1} | {:.1} | {:.1} | {:.3} | {:.1}", o.node, points.len(), ds_ / n, ps / n, os / n, ps / os, best_single);
+        println!(
+            "{} | {} | {tau:.3} | {tw:.3} | {:.1} | {:.1} | {:.1} | {:.3} | {:.1}",
+            o.node,
+            points.len(),
+            ds_ / n,
+            ps / n,
+            os / n,
+            ps / os,
+            best_single
+        );
         poly_sum += ps / n;
         oracle_sum += os / n;
         dense_sum += ds_ / n;
@@ -165,8 +178,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "\nsum over ops (held-out means): dense {dense_sum:.1} µs, PolyKernel {poly_sum:.1} µs, oracle {oracle_sum:.1} µs, poly/oracle {:.3}, best single schedule {best_single_sum:.1} µs",
         poly_sum / oracle_sum
     );
-    println!("Kendall tau roofline vs measured, per op: median {:.3} (min {:.3}, max {:.3}); within a mask: median {:.3}",
-        median(&taus).unwrap_or(f64::NAN), taus.iter().copied().fold(f64::INFINITY, f64::min), taus.iter().copied().fold(f64::NEG_INFINITY, f64::max), median(&within_taus).unwrap_or(f64::NAN));
+    println!(
+        "Kendall tau roofline vs measured, per op: median {:.3} (min {:.3}, max {:.3}); within a mask: median {:.3}",
+        median(&taus).unwrap_or(f64::NAN),
+        taus.iter().copied().fold(f64::INFINITY, f64::min),
+        taus.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+        median(&within_taus).unwrap_or(f64::NAN)
+    );
     let miss = |v: &Vec<f64>| v.iter().filter(|x| x.is_nan()).count();
     println!(
         "measurements to reach within 5% of the unpruned search's best (ops x 5 seeds): unpruned median {:.0} (mean {:.0}, {} never), pruned median {:.0} (mean {:.0}, {} never)",

@@ -87,8 +87,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let ops = m.ops().to_vec();
     // Ops spread over the model (first, middle, last...), GEMM convs only: depthwise spaces
     // have 36 points and are measured whole by calibration anyway.
-    let gemm: Vec<usize> = (0..ops.len()).filter(|&i| ops[i].geometry.as_ref().is_some_and(|g| g.kind == OpKind::Conv) && masks.ops.contains_key(&ops[i].node)).collect();
-    let chosen: Vec<usize> = if gemm.len() <= n_ops { gemm.clone() } else { (0..n_ops).map(|j| gemm[j * (gemm.len() - 1) / (n_ops - 1).max(1)]).collect() };
+    let gemm: Vec<usize> = (0..ops.len())
+        .filter(|&i| ops[i].geometry.as_ref().is_some_and(|g| g.kind == OpKind::Conv) && masks.ops.contains_key(&ops[i].node))
+        .collect();
+    let chosen: Vec<usize> =
+        if gemm.len() <= n_ops { gemm.clone() } else { (0..n_ops).map(|j| gemm[j * (gemm.len() - 1) / (n_ops - 1).max(1)]).collect() };
     let mut reach: [Vec<f64>; 2] = [vec![], vec![]];
     let mut dump = match std::env::var_os("TX_DUMP") {
         Some(p) => {
@@ -263,9 +266,18 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     let summary = |v: &Vec<f64>| {
         let ok: Vec<f64> = v.iter().copied().filter(|x| !x.is_nan()).collect();
-        format!("median {:.0}, mean {:.0}, {} never", median(&ok).unwrap_or(f64::NAN), ok.iter().sum::<f64>() / ok.len().max(1) as f64, v.len() - ok.len())
+        format!(
+            "median {:.0}, mean {:.0}, {} never",
+            median(&ok).unwrap_or(f64::NAN),
+            ok.iter().sum::<f64>() / ok.len().max(1) as f64,
+            v.len() - ok.len()
+        )
     };
     println!("\nKendall tau per op: {:?}", taus.iter().map(|t| format!("{t:.3}")).collect::<Vec<_>>());
-    println!("measurements to within 5% of the unpruned search's final (ops x seeds): unpruned {}; pruned {}", summary(&reach[0]), summary(&reach[1]));
+    println!(
+        "measurements to within 5% of the unpruned search's final (ops x seeds): unpruned {}; pruned {}",
+        summary(&reach[0]),
+        summary(&reach[1])
+    );
     Ok(())
 }

@@ -191,7 +191,9 @@ mod tests {
 
     #[test]
     fn shipped_datasets_cover_their_models() {
-        for (model, ds) in [("dynconv_small_d30", "dynconv_small_d30"), ("avit_small_d30", "avit_small_d30"), ("sige_small", "sige_small_d30")] {
+        for (model, ds) in
+            [("dynconv_small_d30", "dynconv_small_d30"), ("avit_small_d30", "avit_small_d30"), ("sige_small", "sige_small_d30")]
+        {
             let g = graph(model);
             let d = MaskDataset::open(repo(&format!("models/masks/{ds}.dsm"))).unwrap();
             let (set, missing) = MaskSet::from_dataset(&d, ds, &g).unwrap();

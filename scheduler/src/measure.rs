@@ -6,8 +6,8 @@
 use crate::space::OpGeometry;
 use dynaspa_backends::cpu::SparseOpTimer;
 use dynaspa_backends::gpu::{self, DeviceInfo};
-use dynaspa_runtime::graph::Graph;
 use dynaspa_runtime::dispatch::Schedule;
+use dynaspa_runtime::graph::Graph;
 use dynaspa_runtime::profile::{DeviceId, OpSignature};
 use dynaspa_runtime::sparsity::BitMask;
 use dynaspa_runtime::{Error, Result};
@@ -52,7 +52,11 @@ const FLUSH_BYTES: usize = 8 << 20;
 impl CpuMeasurer {
     /// `reps` timed runs after one warm-up; the minimum is kept (on a shared machine noise
     /// only ever adds time).
-    pub fn new(backend: &dynaspa_backends::cpu::CpuBackend, graph: std::sync::Arc<dynaspa_runtime::graph::Graph>, reps: usize) -> Result<CpuMeasurer> {
+    pub fn new(
+        backend: &dynaspa_backends::cpu::CpuBackend,
+        graph: std::sync::Arc<dynaspa_runtime::graph::Graph>,
+        reps: usize,
+    ) -> Result<CpuMeasurer> {
         let timers = backend.sparse_op_timers(graph)?;
         let ops = timers
             .iter()
@@ -128,8 +132,17 @@ impl GpuMeasurer {
     pub fn new(info: &DeviceInfo, graph: &Graph, timers: Vec<Box<dyn gpu::SparseOpTimer>>, reps: usize) -> Result<GpuMeasurer> {
         let mut ops = Vec::with_capacity(timers.len());
         for t in &timers {
-            let n = graph.nodes.iter().find(|n| n.name == t.node()).ok_or_else(|| Error::Other(format!("timer for unknown node '{}'", t.node())))?;
-            ops.push(TunableOp { node: n.name.clone(), signature: OpSignature::of(graph, n), geometry: OpGeometry::of(graph, n), plane: t.plane() });
+            let n = graph
+                .nodes
+                .iter()
+                .find(|n| n.name == t.node())
+                .ok_or_else(|| Error::Other(format!("timer for unknown node '{}'", t.node())))?;
+            ops.push(TunableOp {
+                node: n.name.clone(),
+                signature: OpSignature::of(graph, n),
+                geometry: OpGeometry::of(graph, n),
+                plane: t.plane(),
+            });
         }
         let device = DeviceId { backend: info.backend.clone(), name: info.name.clone(), fingerprint: info.fingerprint() };
         Ok(GpuMeasurer { timers, ops, device, reps: reps.max(1), failures: 0 })
@@ -149,7 +162,11 @@ impl Measurer for GpuMeasurer {
             let Some(s) = schedule else { return Err(e) };
             self.failures += 1;
             if self.failures > MAX_FAILURES {
-                return Err(Error::Other(format!("{MAX_FAILURES} schedules failed on this device; the last, '{}' of '{}': {e}", s.name, t.node())));
+                return Err(Error::Other(format!(
+                    "{MAX_FAILURES} schedules failed on this device; the last, '{}' of '{}': {e}",
+                    s.name,
+                    t.node()
+                )));
             }
             tracing::warn!(node = %t.node(), schedule = %s.name, "schedule failed, recorded as never winning: {e}");
             return Ok(f64::INFINITY);
@@ -242,8 +259,13 @@ impl MeasureLog {
     pub fn record(&mut self, op: &str, schedule: &str, frame: usize, seconds: f64) -> Result<()> {
         self.seen.insert((op.to_string(), schedule.to_string(), frame), seconds);
         if let (Some(f), Some(p)) = (self.file.as_mut(), self.path.as_ref()) {
-            let line = serde_json::to_string(&LogLine { op: op.into(), schedule: schedule.into(), frame, seconds: seconds.is_finite().then_some(seconds) })
-                .map_err(|e| Error::Other(e.to_string()))?;
+            let line = serde_json::to_string(&LogLine {
+                op: op.into(),
+                schedule: schedule.into(),
+                frame,
+                seconds: seconds.is_finite().then_some(seconds),
+            })
+            .map_err(|e| Error::Other(e.to_string()))?;
             writeln!(f, "{line}").map_err(|e| Error::io(p, e))?;
         }
         Ok(())

@@ -6,15 +6,15 @@
 use crate::devices::DeviceDesc;
 use crate::masks::MaskSet;
 use crate::measure::Measurer;
-use crate::roofline::{self, TileStats};
 use crate::rng::Rng;
+use crate::roofline::{self, TileStats};
 use crate::space::{OpGeometry, OpKind, Point, Space};
+use dynaspa_backends::cpu::sparse::SparseConv;
 use dynaspa_backends::gpu::sparse_conv_knobs::{default_gemm, schedule_name, GemmKnobs};
 use dynaspa_runtime::dispatch::Schedule;
-use dynaspa_runtime::sparsity::Granularity;
-use dynaspa_backends::cpu::sparse::SparseConv;
 use dynaspa_runtime::graph::{AutoPad, Conv, Window};
 use dynaspa_runtime::sparsity::BitMask;
+use dynaspa_runtime::sparsity::Granularity;
 use dynaspa_runtime::{Error, Result, Tensor};
 use std::time::Instant;
 
@@ -59,7 +59,13 @@ pub fn fit_cpu(dev: &mut DeviceDesc, threads: usize) -> Result<()> {
     let pool = rayon::ThreadPoolBuilder::new().num_threads(threads.max(1)).build().map_err(|e| Error::Other(e.to_string()))?;
     let side = 32usize;
     let p = Conv {
-        window: Window { kernel_shape: vec![1, 1], strides: vec![1, 1], pads: vec![0; 4], dilations: vec![1, 1], auto_pad: AutoPad::NotSet },
+        window: Window {
+            kernel_shape: vec![1, 1],
+            strides: vec![1, 1],
+            pads: vec![0; 4],
+            dilations: vec![1, 1],
+            auto_pad: AutoPad::NotSet,
+        },
         group: 1,
         fused_add: false,
         activation: None,
@@ -78,7 +84,21 @@ pub fn fit_cpu(dev: &mut DeviceDesc, threads: usize) -> Result<()> {
         let x: Vec<f32> = (0..c * side * side).map(|_| rnd()).collect();
         let conv = SparseConv::new(&p, &[1, c, side, side], &w, None)?;
         let mut out = vec![0.0f32; m * side * side];
-        let op = OpGeometry { kind: OpKind::Conv, images: 1, c_in: c, c_out: m, groups: 1, kh: 1, kw: 1, sh: 1, sw: 1, h: side, w: side, heads: 0, head_dim: 0 };
+        let op = OpGeometry {
+            kind: OpKind::Conv,
+            images: 1,
+            c_in: c,
+            c_out: m,
+            groups: 1,
+            kh: 1,
+            kw: 1,
+            sh: 1,
+            sw: 1,
+            h: side,
+            w: side,
+            heads: 0,
+            head_dim: 0,
+        };
         let ops_per_panel = 64.0 * op.macs_per_position() / dev.simd_width as f64;
         for positions in [64usize, 256, 512, 1024] {
             let mask = BitMask::from_fn(side, side, |y, xx| y * side + xx < positions);
@@ -123,8 +143,10 @@ pub fn fit_gpu(dev: &mut DeviceDesc, m: &mut dyn Measurer, masks: &MaskSet) -> R
         if geo.is_token() || om.is_empty() {
             continue;
         }
-        let knobs = (geo.kind == OpKind::Conv).then(|| default_gemm(geo.c_out, geo.k_dim(), false, geo.h * geo.w, geo.images.max(1), dev.compute_units));
-        let sched = knobs.map_or_else(|| Schedule::sparse("tiles1x1", one), |k| k.apply(Schedule::sparse(schedule_name(Some(one), Some(&k)), one)));
+        let knobs = (geo.kind == OpKind::Conv)
+            .then(|| default_gemm(geo.c_out, geo.k_dim(), false, geo.h * geo.w, geo.images.max(1), dev.compute_units));
+        let sched =
+            knobs.map_or_else(|| Schedule::sparse("tiles1x1", one), |k| k.apply(Schedule::sparse(schedule_name(Some(one), Some(&k)), one)));
         for f in [0, om.len() / 2, om.len() - 1] {
             let t = m.measure(i, None, &om[f])?;
             samples.push((geo.clone(), None, TileStats::dense(geo.h, geo.w), t));
@@ -202,7 +224,8 @@ mod tests {
 
     #[test]
     fn fit_recovers_known_constants() {
-        let s: Vec<(f64, f64, f64)> = [(1.0, 1.0), (4.0, 1.0), (8.0, 2.0), (16.0, 3.0)].iter().map(|&(x, r)| (x, r, 2e-9 * x + 5e-7 * r)).collect();
+        let s: Vec<(f64, f64, f64)> =
+            [(1.0, 1.0), (4.0, 1.0), (8.0, 2.0), (16.0, 3.0)].iter().map(|&(x, r)| (x, r, 2e-9 * x + 5e-7 * r)).collect();
         let (a, g) = fit_alpha_gamma(&s).unwrap();
         assert!((a / 2e-9 - 1.0).abs() < 1e-6 && (g / 5e-7 - 1.0).abs() < 1e-6, "{a} {g}");
         assert!(fit_alpha_gamma(&[(1.0, 1.0, 1.0)]).is_none());

@@ -34,7 +34,13 @@ pub fn graph_ops(g: &Graph, dev: &DeviceDesc) -> Vec<TunableOp> {
         .collect()
 }
 
-pub fn predict(dev: &DeviceDesc, ops: &[TunableOp], masks: &MaskSet, model_name: &str, cfg: &TuneConfig) -> Result<(Profile, Vec<OpReport>)> {
+pub fn predict(
+    dev: &DeviceDesc,
+    ops: &[TunableOp],
+    masks: &MaskSet,
+    model_name: &str,
+    cfg: &TuneConfig,
+) -> Result<(Profile, Vec<OpReport>)> {
     let (train, _) = masks.split(cfg.held_out);
     if train.is_empty() {
         return Err(Error::Other(format!("mask set {} has no frames", masks.source)));
@@ -56,7 +62,8 @@ pub fn predict(dev: &DeviceDesc, ops: &[TunableOp], masks: &MaskSet, model_name:
         let dense_us = estimate_dense(&geo, dev).total * 1e6;
         let dense = vec![dense_us; frames.len()];
         let sel = greedy(&times, &dense, k - 1);
-        let mut members = vec![Member { schedule: Schedule::dense("dense"), table: DispatchTable::constant((dense_us * 1e3).round() / 1e3)? }];
+        let mut members =
+            vec![Member { schedule: Schedule::dense("dense"), table: DispatchTable::constant((dense_us * 1e3).round() / 1e3)? }];
         for &s in &sel {
             let g = space.granularity(&points[s]);
             let pts = frames.iter().enumerate().map(|(fi, &f)| (op_masks[f].count_aligned_tiles(g) as u32, times[s][fi])).collect();

@@ -277,7 +277,8 @@ pub fn depthwise(op: &OpGeometry, g: Option<Granularity>, st: &TileStats, dev: &
     let waves = (groups / (res * cus)).ceil().max(1.0);
     let taps = (op.kh * op.kw) as f64;
     let ops = taps * 4.0 + 30.0;
-    let compute = waves * ((dev.alpha_s * ops * warps_res).max(dev.latency_s).max(dev.serial_op_s * ops) + dev.gamma_s) + dev.alpha_s * 8.0 * empty * warps / cus;
+    let compute = waves * ((dev.alpha_s * ops * warps_res).max(dev.latency_s).max(dev.serial_op_s * ops) + dev.gamma_s)
+        + dev.alpha_s * 8.0 * empty * warps / cus;
     let tb = dev.transaction_bytes.max(4) as f64;
     let row_tx = |floats: f64| (floats * 4.0 / tb).ceil() + 0.5;
     let items = c.cols * images * ch;
@@ -388,7 +389,8 @@ mod tests {
         assert!(dense.total > eight.total, "dense {dense:?}");
         // 2,304 indices at KS 32: chunks of 80, so 29 splits run, as at KS 29, and the three
         // empty ones cost nothing; KS 16 (chunks of 144) is a different schedule.
-        let direct = |ks: u32| gemm(&op, Some(g), &GemmKnobs { tm: 64, tn: 32, tk: 16, wm: 4, wn: 2, ks, wk: 1, et: false }, &st, &dev).total;
+        let direct =
+            |ks: u32| gemm(&op, Some(g), &GemmKnobs { tm: 64, tn: 32, tk: 16, wm: 4, wn: 2, ks, wk: 1, et: false }, &st, &dev).total;
         assert_eq!(direct(32), direct(29));
         assert_ne!(direct(32), direct(16));
     }

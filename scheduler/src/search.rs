@@ -146,7 +146,8 @@ pub fn run(
             }
         }
         let sel = select(c, model, &out, cfg.k);
-        let best: Vec<f64> = batch.iter().map(|&f| sel.iter().map(|&s| time_of(c, model, &out, s, f)).fold(out.dense[&f], f64::min)).collect();
+        let best: Vec<f64> =
+            batch.iter().map(|&f| sel.iter().map(|&s| time_of(c, model, &out, s, f)).fold(out.dense[&f], f64::min)).collect();
         let gain = |c: &mut Candidates, i: usize| {
             let ts: Vec<f64> = batch.iter().map(|&f| time_of(c, model, &out, i, f)).collect();
             marginal_gain(&ts, &best)
@@ -244,7 +245,21 @@ mod tests {
 
     #[test]
     fn finds_a_selection_close_to_the_best_over_the_whole_space() {
-        let op = OpGeometry { kind: OpKind::Conv, images: 1, c_in: 32, c_out: 32, groups: 1, kh: 3, kw: 3, sh: 1, sw: 1, h: 18, w: 24, heads: 0, head_dim: 0 };
+        let op = OpGeometry {
+            kind: OpKind::Conv,
+            images: 1,
+            c_in: 32,
+            c_out: 32,
+            groups: 1,
+            kh: 3,
+            kw: 3,
+            sh: 1,
+            sw: 1,
+            h: 18,
+            w: 24,
+            heads: 0,
+            head_dim: 0,
+        };
         let dev = devices::cpu(2);
         let space = Space::cpu(op);
         let masks = blobs(3, 40, 18, 24);

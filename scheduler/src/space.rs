@@ -193,7 +193,10 @@ impl Space {
     pub fn gpu(op: OpGeometry, dev: &DeviceDesc) -> Space {
         let sides = || GPU_SIDES_H.iter().flat_map(|&h| GPU_SIDES_W.iter().map(move |&w| Granularity::new(h, w))).collect();
         let gemm = |split: bool| -> Vec<Knob> {
-            GEMM_DOMAINS.iter().map(|&(name, values)| Knob { name, values: if name == "KS" && !split { vec![1] } else { values.to_vec() } }).collect()
+            GEMM_DOMAINS
+                .iter()
+                .map(|&(name, values)| Knob { name, values: if name == "KS" && !split { vec![1] } else { values.to_vec() } })
+                .collect()
         };
         let (granularities, knobs) = match op.kind {
             OpKind::Conv => (sides(), gemm(true)),
@@ -220,8 +223,7 @@ impl Space {
 
     /// Every valid point, in a fixed order.
     pub fn points(&self) -> Vec<Point> {
-        let radices: Vec<usize> =
-            std::iter::once(self.granularities.len()).chain(self.knobs.iter().map(|k| k.values.len())).collect();
+        let radices: Vec<usize> = std::iter::once(self.granularities.len()).chain(self.knobs.iter().map(|k| k.values.len())).collect();
         let mut out = Vec::new();
         let mut p: Point = vec![0; radices.len()];
         'outer: loop {
@@ -340,21 +342,7 @@ mod tests {
     use crate::devices;
 
     pub(crate) fn conv(c: usize, m: usize, h: usize, w: usize) -> OpGeometry {
-        OpGeometry {
-            kind: OpKind::Conv,
-            images: 1,
-            c_in: c,
-            c_out: m,
-            groups: 1,
-            kh: 3,
-            kw: 3,
-            sh: 1,
-            sw: 1,
-            h,
-            w,
-            heads: 0,
-            head_dim: 0,
-        }
+        OpGeometry { kind: OpKind::Conv, images: 1, c_in: c, c_out: m, groups: 1, kh: 3, kw: 3, sh: 1, sw: 1, h, w, heads: 0, head_dim: 0 }
     }
 
     #[test]
@@ -380,8 +368,14 @@ mod tests {
         let orin = devices::builtin("orin").unwrap();
         for (kh, ks) in [(1, 6), (1, 12), (3, 24)] {
             let sp = Space::gpu(OpGeometry { kh, kw: kh, ..conv(256, 256, 40, 40) }, &orin);
-            let idx = |name: &str, v: i64| sp.knobs.iter().find(|k| k.name == name).unwrap().values.iter().position(|&x| x == v).map(|i| i as u16);
-            let p: Option<Point> = [("TM", 128), ("TN", 32), ("TK", 16), ("WM", 4), ("WN", 4), ("KS", ks)].iter().map(|&(n, v)| idx(n, v)).collect::<Option<Vec<u16>>>().map(|k| [vec![0], k].concat());
+            let idx = |name: &str, v: i64| {
+                sp.knobs.iter().find(|k| k.name == name).unwrap().values.iter().position(|&x| x == v).map(|i| i as u16)
+            };
+            let p: Option<Point> = [("TM", 128), ("TN", 32), ("TK", 16), ("WM", 4), ("WN", 4), ("KS", ks)]
+                .iter()
+                .map(|&(n, v)| idx(n, v))
+                .collect::<Option<Vec<u16>>>()
+                .map(|k| [vec![0], k].concat());
             let p = p.unwrap_or_else(|| panic!("{kh}x{kh} conv: KS = {ks} is not in the space's domain"));
             sp.valid(&p).unwrap_or_else(|e| panic!("{kh}x{kh} conv, KS = {ks}: {e}"));
             assert_eq!(sp.gemm(&p).unwrap().ks, ks as u32);
@@ -413,7 +407,8 @@ mod tests {
         }
         // A point over the device's work-group limit, with the reason: 128 x 128 outputs of
         // 1 x 1 per work-item.
-        let idx = |name: &str, v: i64| sx.knobs.iter().find(|k| k.name == name).unwrap().values.iter().position(|&x| x == v).unwrap() as u16;
+        let idx =
+            |name: &str, v: i64| sx.knobs.iter().find(|k| k.name == name).unwrap().values.iter().position(|&x| x == v).unwrap() as u16;
         let big: Point = vec![0, idx("TM", 64), idx("TN", 128), idx("TK", 16), idx("WM", 1), idx("WN", 1), idx("KS", 1)];
         let e = sx.valid(&big).unwrap_err();
         assert!(e.contains("work-items per group"), "{e}");
@@ -431,7 +426,10 @@ mod tests {
         let mut lp = xavier.clone();
         lp.backend = "wgpu".into();
         let sw = Space::gpu(op.clone(), &lp);
-        assert!(sw.points().iter().all(|p| sw.gemm(p).is_some_and(|k| k.threads() <= 256 && k.wm * k.wn <= 16 && k.local_bytes(true) <= 16384)));
+        assert!(sw
+            .points()
+            .iter()
+            .all(|p| sw.gemm(p).is_some_and(|k| k.threads() <= 256 && k.wm * k.wn <= 16 && k.local_bytes(true) <= 16384)));
         // Depthwise: the granularity alone; attention: nothing to choose on a GPU.
         let dw = Space::gpu(OpGeometry { kind: OpKind::Depthwise, ..op.clone() }, &xavier);
         assert_eq!(dw.points().len(), 36);

@@ -96,7 +96,14 @@ pub fn spread(frames: &[usize], n: usize) -> Vec<usize> {
 }
 
 /// The candidate points of `space` after roofline pruning, ranked best first.
-pub fn pruned_points(space: &Space, dev: &DeviceDesc, masks: &[dynaspa_runtime::sparsity::BitMask], frames: &[usize], fraction: f64, min_keep: usize) -> Vec<Point> {
+pub fn pruned_points(
+    space: &Space,
+    dev: &DeviceDesc,
+    masks: &[dynaspa_runtime::sparsity::BitMask],
+    frames: &[usize],
+    fraction: f64,
+    min_keep: usize,
+) -> Vec<Point> {
     let all = space.points();
     let mut c = Candidates::new(space, all, dev, masks);
     let sample = spread(frames, 8);
@@ -192,7 +199,8 @@ pub fn tune(
             dense_t.push(measure(None, f)? * 1e6);
         }
         let dense_us = median(&dense_t).unwrap_or(0.0);
-        let mut members = vec![Member { schedule: Schedule::dense("dense"), table: DispatchTable::constant((dense_us * 1e3).round() / 1e3)? }];
+        let mut members =
+            vec![Member { schedule: Schedule::dense("dense"), table: DispatchTable::constant((dense_us * 1e3).round() / 1e3)? }];
         let mut member_times: Vec<Vec<f64>> = vec![];
         for &s in &sel {
             let g = space.granularity(&points[s]);

@@ -3,8 +3,8 @@
 
 use super::feed::FrameOpts;
 use super::frames::note_skipped;
-use super::overlay::{frame_base, Overlay};
 use super::open_session::{self, ProfileOpts};
+use super::overlay::{frame_base, Overlay};
 use super::progress::Progress;
 use super::run::write_outputs;
 use super::stats;
@@ -158,9 +158,8 @@ pub fn bench(a: BenchArgs) -> Result<()> {
         group.push(f);
         if group.len() == per_run {
             let imgs: Vec<&RgbImage> = group.iter().map(|f| &f.image).collect();
-            let feeds = feeder
-                .feeds_batch(&imgs)
-                .map_err(|e| Error::Other(format!("frames {}.. ({}): {e}", group[0].index, group[0].label)))?;
+            let feeds =
+                feeder.feeds_batch(&imgs).map_err(|e| Error::Other(format!("frames {}.. ({}): {e}", group[0].index, group[0].label)))?;
             let label = if per_run == 1 { group[0].label.clone() } else { format!("{}+{}", group[0].label, per_run - 1) };
             frames.push((label, feeds));
             group.clear();

@@ -37,8 +37,7 @@ pub fn read_inputs(g: &Graph, specs: &[String], mean: &[f32], std: &[f32]) -> Re
             name: name.clone(),
             msg: format!("the model has no such input; its inputs are: {}", g.input_names().join(", ")),
         })?;
-        let t = read_input(&path, &g.values[id].shape, mean, std)
-            .map_err(|e| Error::Input { name: name.clone(), msg: e.to_string() })?;
+        let t = read_input(&path, &g.values[id].shape, mean, std).map_err(|e| Error::Input { name: name.clone(), msg: e.to_string() })?;
         feeds.push((name, t));
     }
     Ok(feeds)
@@ -70,13 +69,7 @@ fn takes_frames(g: &Graph, id: usize) -> bool {
 impl Feeder {
     /// Picks the frame input (`--frame-input`, else the only 3-channel 4-D float input not given
     /// by `--input`) and reads the other inputs once.
-    pub fn new(
-        g: &Graph,
-        frame_input: Option<&str>,
-        specs: &[String],
-        mean: Option<&[f32]>,
-        std: Option<&[f32]>,
-    ) -> Result<Feeder> {
+    pub fn new(g: &Graph, frame_input: Option<&str>, specs: &[String], mean: Option<&[f32]>, std: Option<&[f32]>) -> Result<Feeder> {
         let (mean, std) = normalisation(g, mean, std);
         let fixed = read_inputs(g, specs, &mean, &std)?;
         let given = |name: &str| fixed.iter().any(|(n, _)| n == name);
@@ -94,8 +87,7 @@ impl Feeder {
                 id
             }
             None => {
-                let cands: Vec<usize> =
-                    g.inputs.iter().copied().filter(|&i| takes_frames(g, i) && !given(&g.values[i].name)).collect();
+                let cands: Vec<usize> = g.inputs.iter().copied().filter(|&i| takes_frames(g, i) && !given(&g.values[i].name)).collect();
                 match cands.as_slice() {
                     [one] => *one,
                     [] => {
@@ -125,11 +117,7 @@ impl Feeder {
             .map(|n| format!("--input {n}=PATH"))
             .collect();
         if !missing.is_empty() {
-            return Err(Error::Other(format!(
-                "frames feed input '{}'; the other inputs need files too: {}",
-                v.name,
-                missing.join(" ")
-            )));
+            return Err(Error::Other(format!("frames feed input '{}'; the other inputs need files too: {}", v.name, missing.join(" "))));
         }
         Ok(Feeder { frame_input: v.name.clone(), shape: v.shape.clone(), mean, std, fixed })
     }

@@ -102,7 +102,10 @@ pub fn run_frames(a: &RunArgs, src: &Path, g: Graph, builder: SessionBuilder, t0
         stats::percentile(&latencies, 90.0).unwrap_or(0.0),
         stats::fmt_density(stats::mean(&densities)),
         match stats::median(&queued) {
-            Some(q) => format!(", host queueing median {q:.3} ms{}", if replayed > 0 { format!(", {replayed} replayed from recorded graphs") } else { String::new() }),
+            Some(q) => format!(
+                ", host queueing median {q:.3} ms{}",
+                if replayed > 0 { format!(", {replayed} replayed from recorded graphs") } else { String::new() }
+            ),
             None => String::new(),
         },
         a.output_dir.as_ref().map_or_else(String::new, |d| format!(", outputs in {}", d.display()))

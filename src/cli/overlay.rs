@@ -116,7 +116,10 @@ impl Overlay {
         let from_op = |name: &str, spec: &dynaspa::runtime::graph::SparseSpec| -> Result<(Source, Layout, Option<String>)> {
             let value = &g.values[spec.mask];
             let layout = spec_layout(g, spec.mask, spec.kind, input_hw).ok_or_else(|| {
-                Error::Other(format!("--overlay: sparse op '{name}' runs on mask '{}' of shape {:?}, which is not a map or token mask to draw", value.name, value.shape))
+                Error::Other(format!(
+                    "--overlay: sparse op '{name}' runs on mask '{}' of shape {:?}, which is not a map or token mask to draw",
+                    value.name, value.shape
+                ))
             })?;
             Ok((Source::Fetched { value: value.name.clone() }, layout, Some(name.to_string())))
         };
@@ -178,7 +181,15 @@ impl Overlay {
 
     /// Draws one frame and writes it as `<dir>/<base>.png`, with a strip giving the frame's
     /// latency and mask density (mean over its sparse ops) and the drawn op's.
-    pub fn write(&mut self, frame: &RgbImage, base: &str, mask_value: Option<&Tensor>, outputs: &[(String, Tensor)], report: Option<&FrameReport>, ms: f64) -> Result<Drawn> {
+    pub fn write(
+        &mut self,
+        frame: &RgbImage,
+        base: &str,
+        mask_value: Option<&Tensor>,
+        outputs: &[(String, Tensor)],
+        report: Option<&FrameReport>,
+        ms: f64,
+    ) -> Result<Drawn> {
         let mask = self.mask(mask_value, outputs)?;
         let record = self.record(report);
         let granularity = record.and_then(|r| r.granularity);
@@ -228,7 +239,10 @@ impl Overlay {
                 (value.as_str(), fetched.ok_or_else(|| Error::Other(format!("overlay: the session did not return mask '{value}'")))?)
             }
             Source::Output { pos, name } => {
-                let t = outputs.get(*pos).map(|(_, t)| t).ok_or_else(|| Error::Other(format!("overlay: output '{name}' missing from the results")))?;
+                let t = outputs
+                    .get(*pos)
+                    .map(|(_, t)| t)
+                    .ok_or_else(|| Error::Other(format!("overlay: output '{name}' missing from the results")))?;
                 (name.as_str(), t)
             }
         };

@@ -30,7 +30,8 @@ pub fn zoom_for(width: u32) -> u32 {
 /// of text in a strip below.
 pub fn compose(frame: &RgbImage, mask: &BitMask, tiles: Option<&TileSet>, lines: &[String]) -> RgbImage {
     let z = zoom_for(frame.width());
-    let big = if z > 1 { imageops::resize(frame, frame.width() * z, frame.height() * z, imageops::FilterType::Nearest) } else { frame.clone() };
+    let big =
+        if z > 1 { imageops::resize(frame, frame.width() * z, frame.height() * z, imageops::FilterType::Nearest) } else { frame.clone() };
     let drawn = draw(&big, mask, tiles);
     let scale = if drawn.width() >= 2 * MIN_WIDTH { 2 } else { 1 };
     let strip_h = (lines.len() as u32 * LINE + 2 * PAD) * scale;

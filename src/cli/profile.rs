@@ -169,9 +169,7 @@ pub fn profile(a: ProfileArgs, recorder: Option<Recorder>) -> Result<()> {
         source.describe(),
         a.warmup
     );
-    let first = source
-        .next()
-        .ok_or_else(|| Error::Other(format!("no frames could be read from {}", a.src.frames.display())))??;
+    let first = source.next().ok_or_else(|| Error::Other(format!("no frames could be read from {}", a.src.frames.display())))??;
     for i in 0..a.warmup {
         let _s = tracing::info_span!("warmup", run = i).entered();
         run_one(&mut session, &feeder, &first)?;

@@ -85,8 +85,7 @@ pub struct RunArgs {
 
 /// Output names become file names: anything outside [A-Za-z0-9._-] turns into '_'.
 pub fn file_name_for(output: &str) -> String {
-    let s: String =
-        output.chars().map(|c| if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') { c } else { '_' }).collect();
+    let s: String = output.chars().map(|c| if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') { c } else { '_' }).collect();
     if s.is_empty() || s == "." || s == ".." {
         format!("output{s}")
     } else {
@@ -106,8 +105,8 @@ pub fn write_outputs(dir: &Path, outs: &[(String, Tensor)]) -> Result<()> {
 
 pub fn run(a: RunArgs) -> Result<()> {
     let t0 = Instant::now();
-    let builder = open_session::builder(a.backend, a.device.as_deref(), a.threads)
-        .load_options(LoadOptions { batch: a.batch, ..Default::default() });
+    let builder =
+        open_session::builder(a.backend, a.device.as_deref(), a.threads).load_options(LoadOptions { batch: a.batch, ..Default::default() });
     let g = builder.load(&a.model)?;
     if let Some(src) = a.frames.clone() {
         return super::frames::run_frames(&a, &src, g, builder, t0);

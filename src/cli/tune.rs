@@ -111,7 +111,12 @@ impl Progress for Bar {
         let eta = if eta.is_finite() { format!("{}m{:02}s", (eta / 60.0) as u64, eta as u64 % 60) } else { "?".into() };
         let width = 28;
         let fill = (frac * width as f64).round() as usize;
-        let line = format!("tune [{}{}] {:>3.0}% {done}/{total}  ETA {eta}  {what}", "#".repeat(fill), " ".repeat(width - fill.min(width)), frac * 100.0);
+        let line = format!(
+            "tune [{}{}] {:>3.0}% {done}/{total}  ETA {eta}  {what}",
+            "#".repeat(fill),
+            " ".repeat(width - fill.min(width)),
+            frac * 100.0
+        );
         if self.tty {
             eprint!("\r{line:<110.110}");
             if done >= total {
@@ -165,7 +170,10 @@ fn collect_masks(a: &TuneArgs, src: &Path, g: &dynaspa::runtime::graph::Graph) -
     for n in g.nodes.iter().filter(|n| n.sparse.is_some()) {
         let v = n.sparse.as_ref().map(|s| s.mask).unwrap_or_default();
         if g.inputs.contains(&v) {
-            eprintln!("warning: '{}' reads the model input '{}' as its mask; its masks are the same in every frame", n.name, g.values[v].name);
+            eprintln!(
+                "warning: '{}' reads the model input '{}' as its mask; its masks are the same in every frame",
+                n.name, g.values[v].name
+            );
         }
         if !g2.outputs.contains(&v) {
             g2.outputs.push(v);
@@ -193,7 +201,10 @@ fn collect_masks(a: &TuneArgs, src: &Path, g: &dynaspa::runtime::graph::Graph) -
 }
 
 fn summary(reports: &[OpReport]) {
-    println!("{:<28} {:<34} {:>6} {:>5} {:>5} {:>10} {:>10} {:>7}  members", "op", "signature", "space", "cand", "meas", "dense µs", "poly µs", "speedup");
+    println!(
+        "{:<28} {:<34} {:>6} {:>5} {:>5} {:>10} {:>10} {:>7}  members",
+        "op", "signature", "space", "cand", "meas", "dense µs", "poly µs", "speedup"
+    );
     let (mut d, mut p) = (0.0, 0.0);
     for r in reports {
         println!(
@@ -237,7 +248,12 @@ pub fn tune(a: TuneArgs) -> Result<()> {
         (None, Some(f)) => collect_masks(&a, f, &g)?,
         (None, None) => return Err(Error::Other("give --masks FILE|DIR or --frames DIR".into())),
     };
-    let mut cfg = TuneConfig { prune_fraction: a.prune, held_out: a.held_out, time_budget: a.time_budget.map(Duration::from_secs_f64), ..Default::default() };
+    let mut cfg = TuneConfig {
+        prune_fraction: a.prune,
+        held_out: a.held_out,
+        time_budget: a.time_budget.map(Duration::from_secs_f64),
+        ..Default::default()
+    };
     cfg.search.k = a.k as usize;
     cfg.search.trials = a.trials.max(1);
     cfg.search.batch = a.batch.max(1);
@@ -260,7 +276,13 @@ pub fn tune(a: TuneArgs) -> Result<()> {
         let (profile, reports) = predict::predict(&dev, &ops, &masks, &stem, &cfg)?;
         profile.save(&a.output)?;
         summary(&reports);
-        println!("predicted profile for {} ({} ops, roofline only) written to {} in {:.1} s", dev.name, profile.ops.len(), a.output.display(), t0.elapsed().as_secs_f64());
+        println!(
+            "predicted profile for {} ({} ops, roofline only) written to {} in {:.1} s",
+            dev.name,
+            profile.ops.len(),
+            a.output.display(),
+            t0.elapsed().as_secs_f64()
+        );
         return Ok(());
     }
     let (mut measurer, mut dev, threads): (Box<dyn Measurer>, _, _) = match a.backend {
@@ -320,7 +342,13 @@ pub fn tune(a: TuneArgs) -> Result<()> {
             Some(t) => microbench::fit_cpu(&mut dev, t)?,
             None => microbench::fit_gpu(&mut dev, measurer.as_mut(), &masks)?,
         }
-        for (k, v) in [("alpha_s", dev.alpha_s), ("gamma_s", dev.gamma_s), ("bandwidth_gbs", dev.mem_bandwidth_gbs), ("latency_s", dev.latency_s), ("serial_op_s", dev.serial_op_s)] {
+        for (k, v) in [
+            ("alpha_s", dev.alpha_s),
+            ("gamma_s", dev.gamma_s),
+            ("bandwidth_gbs", dev.mem_bandwidth_gbs),
+            ("latency_s", dev.latency_s),
+            ("serial_op_s", dev.serial_op_s),
+        ] {
             log.record("#device", k, 0, v)?;
         }
     }

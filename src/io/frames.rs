@@ -178,15 +178,7 @@ impl FfmpegStream {
                 t.push_back(line);
             }
         });
-        Ok(FfmpegStream {
-            src: src.to_path_buf(),
-            child,
-            stdout,
-            stderr_tail,
-            stderr_reader: Some(stderr_reader),
-            size,
-            finished: false,
-        })
+        Ok(FfmpegStream { src: src.to_path_buf(), child, stdout, stderr_tail, stderr_reader: Some(stderr_reader), size, finished: false })
     }
 
     fn next_frame(&mut self) -> Result<Option<RgbImage>> {

@@ -89,8 +89,5 @@ pub fn encode_png(img: &RgbImage) -> Result<Vec<u8>> {
 
 /// True for file names the image decoder handles.
 pub fn is_image(path: &Path) -> bool {
-    matches!(
-        path.extension().and_then(|e| e.to_str()).map(|e| e.to_ascii_lowercase()).as_deref(),
-        Some("png" | "jpg" | "jpeg" | "bmp")
-    )
+    matches!(path.extension().and_then(|e| e.to_str()).map(|e| e.to_ascii_lowercase()).as_deref(), Some("png" | "jpg" | "jpeg" | "bmp"))
 }

@@ -66,12 +66,8 @@ fn field<'a>(header: &'a str, key: &str) -> Result<&'a str> {
         .ok_or_else(|| bad(format!("header lacks '{key}'")))?;
     let rest = &header[k + key.len() + 2..];
     let rest = rest.trim_start().strip_prefix(':').ok_or_else(|| bad("malformed header"))?.trim_start();
-    let end = if rest.starts_with('(') {
-        rest.find(')').map(|e| e + 1)
-    } else {
-        rest.find([',', '}'])
-    }
-    .ok_or_else(|| bad("malformed header"))?;
+    let end =
+        if rest.starts_with('(') { rest.find(')').map(|e| e + 1) } else { rest.find([',', '}']) }.ok_or_else(|| bad("malformed header"))?;
     Ok(&rest[..end])
 }
 

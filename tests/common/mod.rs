@@ -173,9 +173,10 @@ pub fn close(a: &Tensor, b: &Tensor, rtol: f64, atol: f64) -> Result<(), String>
 /// The seed of a test's random inputs: `DYNASPA_TEST_SEED`, else the clock; printed so a
 /// failure can be replayed.
 pub fn seed() -> u64 {
-    let s = std::env::var("DYNASPA_TEST_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| {
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(1, |d| d.as_nanos() as u64)
-    });
+    let s = std::env::var("DYNASPA_TEST_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(1, |d| d.as_nanos() as u64));
     eprintln!("seed {s} (replay with DYNASPA_TEST_SEED={s})");
     s | 1
 }

@@ -34,9 +34,7 @@ pub fn input_sets(model: &std::path::Path, g: &Graph, seed: &mut u64) -> Vec<Vec
         };
         let cases = meta["cases"].as_array().unwrap().len();
         return (0..cases)
-            .map(|i| {
-                inputs.iter().map(|n| (n.clone(), npy::read(&dir.join(format!("{n}_{i}.npy"))).unwrap())).collect()
-            })
+            .map(|i| inputs.iter().map(|n| (n.clone(), npy::read(&dir.join(format!("{n}_{i}.npy"))).unwrap())).collect())
             .collect();
     }
     // No goldens: random inputs, binary where the input is a mask source.

@@ -1,8 +1,8 @@
 //! Builds small ONNX models in memory for tests that need a specific (often broken) model.
 
 use dynaspa::runtime::onnx::proto::onnx::{
-    tensor_shape_proto, type_proto, AttributeProto, GraphProto, ModelProto, NodeProto, OperatorSetIdProto,
-    TensorProto, TensorShapeProto, TypeProto, ValueInfoProto,
+    tensor_shape_proto, type_proto, AttributeProto, GraphProto, ModelProto, NodeProto, OperatorSetIdProto, TensorProto, TensorShapeProto,
+    TypeProto, ValueInfoProto,
 };
 use protobuf::Message;
 

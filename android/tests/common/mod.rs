@@ -19,11 +19,7 @@ pub fn seed() -> u64 {
     let s = std::env::var("DYNASPA_TEST_SEED")
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(1, |d| d.as_nanos() as u64)
-        });
+        .unwrap_or_else(|| std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(1, |d| d.as_nanos() as u64));
     eprintln!("seed {s} (replay with DYNASPA_TEST_SEED={s})");
     s | 1
 }
@@ -39,9 +35,7 @@ impl Rng {
         (self.0 >> 40) as f32 / (1u64 << 24) as f32
     }
     pub fn frame(&mut self, n: usize) -> Vec<f32> {
-        (0..n)
-            .map(|_| (0..4).map(|_| self.uniform()).sum::<f32>() - 2.0)
-            .collect()
+        (0..n).map(|_| (0..4).map(|_| self.uniform()).sum::<f32>() - 2.0).collect()
     }
 }
 
@@ -61,18 +55,9 @@ pub fn rust_outputs(model: &Path, cache: &Path, dense: bool, inputs: &[Vec<f32>]
         .inputs
         .iter()
         .zip(inputs)
-        .map(|(&i, v)| {
-            (
-                g.values[i].name.clone(),
-                dynaspa::Tensor::from_f32(g.values[i].shape.clone(), v.clone()).unwrap(),
-            )
-        })
+        .map(|(&i, v)| (g.values[i].name.clone(), dynaspa::Tensor::from_f32(g.values[i].shape.clone(), v.clone()).unwrap()))
         .collect();
-    s.run(feeds)
-        .expect("the Rust API runs")
-        .into_iter()
-        .map(|(_, t)| t.as_f32().unwrap().to_vec())
-        .collect()
+    s.run(feeds).expect("the Rust API runs").into_iter().map(|(_, t)| t.as_f32().unwrap().to_vec()).collect()
 }
 
 pub fn last_error() -> String {
@@ -83,11 +68,7 @@ pub fn last_error() -> String {
 
 /// Asserts a call failed with `code` and a message containing every one of `words`.
 pub fn assert_fails(rc: c_int, code: c_int, words: &[&str]) -> String {
-    let msg = if rc == DYNASPA_OK {
-        String::new()
-    } else {
-        last_error()
-    };
+    let msg = if rc == DYNASPA_OK { String::new() } else { last_error() };
     assert_eq!(rc, code, "expected code {code}, got {rc} ({msg})");
     for w in words {
         assert!(msg.contains(w), "message '{msg}' does not name '{w}'");
@@ -108,11 +89,7 @@ unsafe impl Send for CSession {}
 
 impl CSession {
     pub fn open(model: &Path, cache: &Path, dense: bool) -> CSession {
-        let (m, b, c) = (
-            cstr(model.to_str().unwrap()),
-            cstr("cpu"),
-            cstr(cache.to_str().unwrap()),
-        );
+        let (m, b, c) = (cstr(model.to_str().unwrap()), cstr("cpu"), cstr(cache.to_str().unwrap()));
         let mut o = std::mem::MaybeUninit::<dynaspa_options>::uninit();
         unsafe {
             ok(dynaspa_options_init(o.as_mut_ptr()));
@@ -130,11 +107,7 @@ impl CSession {
     fn shape(&self, output: bool, i: usize) -> Vec<usize> {
         let mut dims = [0i64; 8];
         let mut rank = dims.len();
-        let f = if output {
-            dynaspa_output_shape
-        } else {
-            dynaspa_input_shape
-        };
+        let f = if output { dynaspa_output_shape } else { dynaspa_input_shape };
         ok(unsafe { f(self.0, i, dims.as_mut_ptr(), &mut rank) });
         dims[..rank].iter().map(|&d| d as usize).collect()
     }
@@ -150,17 +123,10 @@ impl CSession {
     }
     /// Runs a frame into NaN-poisoned output buffers and returns them.
     pub fn run(&mut self, inputs: &[Vec<f32>]) -> Vec<Vec<f32>> {
-        let mut outs: Vec<Vec<f32>> = self
-            .output_shapes()
-            .iter()
-            .map(|s| vec![f32::NAN; s.iter().product()])
-            .collect();
+        let mut outs: Vec<Vec<f32>> = self.output_shapes().iter().map(|s| vec![f32::NAN; s.iter().product()]).collect();
         ok(self.try_run(inputs, &mut outs));
         for (j, o) in outs.iter().enumerate() {
-            assert!(
-                o.iter().all(|v| v.is_finite()),
-                "output {j} was not (entirely) written"
-            );
+            assert!(o.iter().all(|v| v.is_finite()), "output {j} was not (entirely) written");
         }
         outs
     }
@@ -169,15 +135,7 @@ impl CSession {
         let in_lens: Vec<usize> = inputs.iter().map(Vec::len).collect();
         let out_ptrs: Vec<*mut f32> = outs.iter_mut().map(|v| v.as_mut_ptr()).collect();
         let out_lens: Vec<usize> = outs.iter().map(Vec::len).collect();
-        unsafe {
-            dynaspa_run_f32(
-                self.0,
-                ins.as_ptr(),
-                in_lens.as_ptr(),
-                out_ptrs.as_ptr(),
-                out_lens.as_ptr(),
-            )
-        }
+        unsafe { dynaspa_run_f32(self.0, ins.as_ptr(), in_lens.as_ptr(), out_ptrs.as_ptr(), out_lens.as_ptr()) }
     }
 }
 
@@ -193,10 +151,7 @@ pub fn cstr(s: &str) -> CString {
 
 /// Fresh random inputs for `shapes`.
 pub fn random_inputs(rng: &mut Rng, shapes: &[Vec<usize>]) -> Vec<Vec<f32>> {
-    shapes
-        .iter()
-        .map(|s| rng.frame(s.iter().product()))
-        .collect()
+    shapes.iter().map(|s| rng.frame(s.iter().product())).collect()
 }
 
 /// Asserts `got` equals `want` output by output (same members chosen, same threads: the same
@@ -208,9 +163,6 @@ pub fn assert_matches(got: &[Vec<f32>], want: &[Vec<f32>], what: &str) {
         let num: f64 = g.iter().zip(w).map(|(a, b)| ((a - b) as f64).powi(2)).sum();
         let den: f64 = w.iter().map(|b| (*b as f64).powi(2)).sum();
         let rel = (num / den.max(1e-30)).sqrt();
-        assert!(
-            rel <= 1e-6,
-            "{what}: output {j} differs from the Rust result: relative L2 {rel:.3e}"
-        );
+        assert!(rel <= 1e-6, "{what}: output {j} differs from the Rust result: relative L2 {rel:.3e}");
     }
 }

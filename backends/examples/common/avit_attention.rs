@@ -21,10 +21,12 @@
 //! with `--dump-masks DIR` as `avit_{size}_d{density}_b{batch}.npy` (uint8 [B, T]) for
 //! `benches/ops.py attention DIR`. Inputs random non-zero.
 
-use dynaspa_backends::{ForceMember, SparseConfig};
 use dynaspa_backends::gpu::{GpuDevice, GpuExecutable, GpuOptions, NodePart};
+use dynaspa_backends::{ForceMember, SparseConfig};
 use dynaspa_runtime::backend::Executable;
-use dynaspa_runtime::graph::{Attention, BinaryKind, FillPolicy, Graph, KeyMaskBias, MaskKind, MaskSource, Node, Op, ScoreScale, SparseSpec, Value};
+use dynaspa_runtime::graph::{
+    Attention, BinaryKind, FillPolicy, Graph, KeyMaskBias, MaskKind, MaskSource, Node, Op, ScoreScale, SparseSpec, Value,
+};
 use dynaspa_runtime::{DType, Error, Result, Tensor};
 use std::io::Write;
 use std::sync::Arc;
@@ -36,10 +38,8 @@ pub struct Size {
     pub head_dim: usize,
 }
 
-pub const SIZES: [Size; 2] = [
-    Size { name: "deit_s", tokens: 197, heads: 6, head_dim: 64 },
-    Size { name: "small", tokens: 109, heads: 2, head_dim: 32 },
-];
+pub const SIZES: [Size; 2] =
+    [Size { name: "deit_s", tokens: 197, heads: 6, head_dim: 64 }, Size { name: "small", tokens: 109, heads: 2, head_dim: 32 }];
 
 pub struct Settings<'a> {
     pub samples: usize,
@@ -174,7 +174,8 @@ fn block_graph(s: &Size, b: usize, rng: &mut Rng) -> Result<Graph> {
 fn op_graph(s: &Size, b: usize) -> Result<Graph> {
     let (t, h, dh) = (s.tokens, s.heads, s.head_dim);
     let mut bd = Builder { g: Graph { name: format!("avit_{}_attention", s.name), opset: 17, ..Default::default() } };
-    let (q, k, v) = (bd.value("q", vec![b, h, t, dh], None), bd.value("k", vec![b, h, t, dh], None), bd.value("v", vec![b, h, t, dh], None));
+    let (q, k, v) =
+        (bd.value("q", vec![b, h, t, dh], None), bd.value("k", vec![b, h, t, dh], None), bd.value("v", vec![b, h, t, dh], None));
     let m2 = bd.value("m", vec![b, t], None);
     let bias = bd.key_bias(m2, b, t, 1e4)?;
     let o = bd.value("attention", vec![b, h, t, dh], None);
@@ -240,10 +241,27 @@ fn opts(force: Option<ForceMember>) -> GpuOptions {
 
 pub fn bench<D: GpuDevice + 'static>(dev: Arc<D>, set: &mut Settings) -> Result<()> {
     let info = dev.info().clone();
-    println!("A-ViT token ops on {} ({}, {}), µs per run, median of {} samples x {} runs, dense/sparse interleaved", info.name, info.backend, info.driver, set.samples, set.runs);
+    println!(
+        "A-ViT token ops on {} ({}, {}), µs per run, median of {} samples x {} runs, dense/sparse interleaved",
+        info.name, info.backend, info.driver, set.samples, set.runs
+    );
     println!(
         "{:<7} {:>5} {:>7} | {:>9} {:>9} {:>7} {:>7} | {:>9} {:>9} {:>7} | {:>8} | {:>8} {:>8} | {:>8} {:>8}",
-        "size", "batch", "density", "attn dn", "attn sp", "speedup", "target", "op dn", "op sp", "speedup", "compact", "qkv dn", "qkv sp", "proj dn", "proj sp"
+        "size",
+        "batch",
+        "density",
+        "attn dn",
+        "attn sp",
+        "speedup",
+        "target",
+        "op dn",
+        "op sp",
+        "speedup",
+        "compact",
+        "qkv dn",
+        "qkv sp",
+        "proj dn",
+        "proj sp"
     );
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
     for s in SIZES.iter().filter(|s| set.only.is_none_or(|o| s.name.contains(o))) {
@@ -256,12 +274,16 @@ pub fn bench<D: GpuDevice + 'static>(dev: Arc<D>, set: &mut Settings) -> Result<
             let mut os = GpuExecutable::compile(dev.clone(), &info.backend, &go, &opts(None))?;
             let mut odn = GpuExecutable::compile(dev.clone(), &info.backend, &go, &opts(Some(ForceMember::Dense)))?;
             let ops = bs.token_ops();
-            let att = ops.iter().find(|o| o.kind == "attention").ok_or_else(|| Error::Other("the block's attention is not on the token path".into()))?;
+            let att = ops
+                .iter()
+                .find(|o| o.kind == "attention")
+                .ok_or_else(|| Error::Other("the block's attention is not on the token path".into()))?;
             if !att.keys_zero || ops.len() != 3 || !bdn.token_ops().is_empty() {
                 return Err(Error::Other(format!("unexpected token plan: {ops:?}")));
             }
             let x = Tensor::from_f32(vec![b, t, c], rng.vec(b * t * c, 1.0))?;
-            let qkv: Vec<Tensor> = (0..3).map(|_| Tensor::from_f32(vec![b, s.heads, t, s.head_dim], rng.vec(b * t * c, 1.0))).collect::<Result<_>>()?;
+            let qkv: Vec<Tensor> =
+                (0..3).map(|_| Tensor::from_f32(vec![b, s.heads, t, s.head_dim], rng.vec(b * t * c, 1.0))).collect::<Result<_>>()?;
             for &d in set.densities {
                 let m = token_mask(&mut rng, b, t, d);
                 let real = m.iter().sum::<f32>() as f64 / m.len() as f64;

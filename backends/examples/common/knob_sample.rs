@@ -69,7 +69,15 @@ pub fn sample(info: &DeviceInfo, n: usize, seed: u64) -> Vec<GemmKnobs> {
     // one-stage tile at batch 4. The first two of batches 1 and 2 also with the early trigger
     // (ET), which ran them 0.5-0.6 µs faster there and the batch-4 tiles slower: members of
     // their own, so the frame's counts choose.
-    for (tm, tn, tk, wm, wn, wk) in [(32, 8, 256, 2, 4, 8), (32, 8, 256, 1, 4, 4), (16, 16, 256, 2, 4, 8), (16, 8, 256, 2, 4, 16), (64, 8, 256, 4, 4, 8), (64, 16, 256, 4, 4, 4), (64, 16, 256, 8, 4, 8)] {
+    for (tm, tn, tk, wm, wn, wk) in [
+        (32, 8, 256, 2, 4, 8),
+        (32, 8, 256, 1, 4, 4),
+        (16, 16, 256, 2, 4, 8),
+        (16, 8, 256, 2, 4, 16),
+        (64, 8, 256, 4, 4, 8),
+        (64, 16, 256, 4, 4, 4),
+        (64, 16, 256, 8, 4, 8),
+    ] {
         keep(GemmKnobs { tm, tn, tk, wm, wn, ks: 1, wk, et: false }, &mut out);
     }
     for (tm, tn, tk, wm, wn, wk) in [(32, 8, 256, 2, 4, 8), (64, 8, 256, 4, 4, 8)] {

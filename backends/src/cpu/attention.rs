@@ -239,21 +239,7 @@ pub fn attention_dense(
             } else {
                 let qa = &q[(bh * tq + r0) * dk..];
                 // SAFETY: `sc` is this task's own rows x tk buffer.
-                unsafe {
-                    sgemm(
-                        rows,
-                        tk,
-                        dk,
-                        1.0,
-                        qa,
-                        Layout::row_major(dk),
-                        &k[bh * tk * dk..],
-                        kl,
-                        sc.as_mut_ptr(),
-                        tk,
-                        false,
-                    )
-                };
+                unsafe { sgemm(rows, tk, dk, 1.0, qa, Layout::row_major(dk), &k[bh * tk * dk..], kl, sc.as_mut_ptr(), tk, false) };
             }
             for (i, row) in sc.chunks_exact_mut(tk).enumerate() {
                 let rb = bias.map_or(RowBias::None, |b| b.row(bh / heads, bh % heads, r0 + i, tk));
@@ -263,19 +249,7 @@ pub fn attention_dense(
             // SAFETY: rows r0..r0+rows of head bh belong to this item alone.
             unsafe {
                 let o = outp.get().add((bh * tq + r0) * dv);
-                sgemm(
-                    rows,
-                    dv,
-                    tk,
-                    1.0,
-                    sc,
-                    Layout::row_major(tk),
-                    &v[bh * tk * dv..],
-                    Layout::row_major(dv),
-                    o,
-                    dv,
-                    false,
-                )
+                sgemm(rows, dv, tk, 1.0, sc, Layout::row_major(tk), &v[bh * tk * dv..], Layout::row_major(dv), o, dv, false)
             };
         });
     });
@@ -291,15 +265,11 @@ pub(crate) struct NodeOperands<'a> {
     pub bias: Option<ScoreBias<'a>>,
 }
 
-pub(crate) fn node_operands<'a>(
-    op: &Attention,
-    ins: &[Option<&'a Tensor>],
-    out: &TensorSpec,
-) -> Result<NodeOperands<'a>> {
+pub(crate) fn node_operands<'a>(op: &Attention, ins: &[Option<&'a Tensor>], out: &TensorSpec) -> Result<NodeOperands<'a>> {
     const OP: &str = "Attention";
     let (q, k, v) = (input(ins, 0, OP)?, input(ins, 1, OP)?, input(ins, 2, OP)?);
-    let [batch, heads, tq, tk, dk, dv] = shape_attention::dims(op, q.shape(), k.shape(), v.shape())
-        .map_err(|e| dynaspa_runtime::Error::Other(format!("{OP}: {e}")))?;
+    let [batch, heads, tq, tk, dk, dv] =
+        shape_attention::dims(op, q.shape(), k.shape(), v.shape()).map_err(|e| dynaspa_runtime::Error::Other(format!("{OP}: {e}")))?;
     if out.shape != [batch, heads, tq, dv] {
         return err(format!("{OP}: output shape {:?} must be [{batch}, {heads}, {tq}, {dv}]", out.shape));
     }

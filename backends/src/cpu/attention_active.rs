@@ -60,16 +60,11 @@ fn check_lists(active: &[&[u32]], batch: usize, t: usize) -> Result<()> {
     }
     for (b, l) in active.iter().enumerate() {
         if let Some(w) = l.windows(2).find(|w| w[0] >= w[1]) {
-            return err(format!(
-                "attention_active: active tokens of batch {b} are not strictly increasing ({} then {})",
-                w[0], w[1]
-            ));
+            return err(format!("attention_active: active tokens of batch {b} are not strictly increasing ({} then {})", w[0], w[1]));
         }
         if let Some(&last) = l.last() {
             if last as usize >= t {
-                return err(format!(
-                    "attention_active: active token {last} of batch {b} is out of range for {t} tokens"
-                ));
+                return err(format!("attention_active: active token {last} of batch {b} is out of range for {t} tokens"));
             }
         }
     }
@@ -176,21 +171,7 @@ pub fn attention_active(
                     sco.fill(0.0);
                 } else {
                     // SAFETY: `sco` is this task's rows x ta buffer.
-                    unsafe {
-                        sgemm(
-                            rows,
-                            ta,
-                            dk,
-                            1.0,
-                            qc,
-                            Layout::row_major(dk),
-                            kc,
-                            Layout::col_major(dk),
-                            sco.as_mut_ptr(),
-                            ta,
-                            false,
-                        )
-                    };
+                    unsafe { sgemm(rows, ta, dk, 1.0, qc, Layout::row_major(dk), kc, Layout::col_major(dk), sco.as_mut_ptr(), ta, false) };
                 }
                 let mut redo = Vec::new();
                 for (i, row) in sco.chunks_exact_mut(ta).enumerate() {
@@ -203,25 +184,10 @@ pub fn attention_active(
                     exp_normalise(row, max);
                 }
                 // SAFETY: `o` is this task's rows x dv buffer.
-                unsafe {
-                    sgemm(
-                        rows,
-                        dv,
-                        ta,
-                        1.0,
-                        sco,
-                        Layout::row_major(ta),
-                        vc,
-                        Layout::row_major(dv),
-                        o.as_mut_ptr(),
-                        dv,
-                        false,
-                    )
-                };
+                unsafe { sgemm(rows, dv, ta, 1.0, sco, Layout::row_major(ta), vc, Layout::row_major(dv), o.as_mut_ptr(), dv, false) };
                 for (i, (src, &tok)) in o.chunks_exact(dv).zip(toks).enumerate() {
                     // SAFETY: the row of token `tok` in head `bh` is written by this item alone.
-                    let dst =
-                        unsafe { std::slice::from_raw_parts_mut(outp.get().add((bh * t + tok as usize) * dv), dv) };
+                    let dst = unsafe { std::slice::from_raw_parts_mut(outp.get().add((bh * t + tok as usize) * dv), dv) };
                     if redo.contains(&i) {
                         dense_row(s, scale, c, l, &qh[tok as usize * dk..], &k[bh * t * dk..], &v[bh * t * dv..], dst);
                     } else {
@@ -306,16 +272,7 @@ fn halted_keys_vanish(max: f32, q: &[f32], kin: f32, scale: ScoreScale, c: f32) 
 /// One query row over all keys with the graph's bias (0 on active keys, -c on the others):
 /// what the dense graph computes, for rows the compacted kernel cannot prove equal.
 #[allow(clippy::too_many_arguments)]
-fn dense_row(
-    s: &AttnShape,
-    scale: ScoreScale,
-    c: f32,
-    active: &[u32],
-    q: &[f32],
-    kh: &[f32],
-    vh: &[f32],
-    out: &mut [f32],
-) {
+fn dense_row(s: &AttnShape, scale: ScoreScale, c: f32, active: &[u32], q: &[f32], kh: &[f32], vh: &[f32], out: &mut [f32]) {
     let (t, dk, dv) = (s.tk, s.dk, s.dv);
     let mut row = vec![0.0f32; t];
     if dk > 0 {

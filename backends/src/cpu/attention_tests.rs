@@ -11,9 +11,10 @@ use dynaspa_runtime::graph::{Attention, BinaryKind, KeyMaskBias, Op, ScoreScale}
 use dynaspa_runtime::Tensor;
 
 fn seed() -> u64 {
-    std::env::var("DYNASPA_TEST_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| {
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(7, |d| d.as_nanos() as u64)
-    })
+    std::env::var("DYNASPA_TEST_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(7, |d| d.as_nanos() as u64))
 }
 
 fn pool(threads: usize) -> rayon::ThreadPool {
@@ -38,8 +39,7 @@ fn reference(s: &AttnShape, scale: ScoreScale, q: &[f32], k: &[f32], v: &[f32], 
                     .map(|j| {
                         let dot: f64 = (0..dk)
                             .map(|p| {
-                                let kv =
-                                    if k_transposed { k[(bh * dk + p) * tk + j] } else { k[(bh * tk + j) * dk + p] };
+                                let kv = if k_transposed { k[(bh * dk + p) * tk + j] } else { k[(bh * tk + j) * dk + p] };
                                 q[(bh * tq + i) * dk + p] as f64 * kv as f64
                             })
                             .sum();
@@ -113,8 +113,7 @@ fn dense_matches_reference_on_random_shapes() {
                 let k = rng.vec(n(s.tk, s.dk));
                 let v = rng.vec(n(s.tk, s.dv));
                 let dims = random_bias_dims(&mut rng, &s);
-                let bdata =
-                    dims.map(|d| rng.vec(d.iter().product::<usize>()).iter().map(|x| 4.0 * x).collect::<Vec<f32>>());
+                let bdata = dims.map(|d| rng.vec(d.iter().product::<usize>()).iter().map(|x| 4.0 * x).collect::<Vec<f32>>());
                 let bias = dims.zip(bdata.as_deref()).map(|(dims, data)| ScoreBias { data, dims });
                 let mut out = vec![f32::NAN; n(s.tq, s.dv)];
                 attention_dense(&s, scale, &q, &k, &v, bias, &mut out).unwrap();
@@ -166,15 +165,7 @@ struct AvitCase {
     bias: Vec<f32>,
 }
 
-fn avit_case(
-    rng: &mut Rng,
-    batch: usize,
-    heads: usize,
-    t: usize,
-    dh: usize,
-    density: f64,
-    zero_halted: bool,
-) -> AvitCase {
+fn avit_case(rng: &mut Rng, batch: usize, heads: usize, t: usize, dh: usize, density: f64, zero_halted: bool) -> AvitCase {
     let s = AttnShape { batch, heads, tq: t, tk: t, dk: dh, dv: dh, k_transposed: false };
     let mask: Vec<f32> = (0..batch * t)
         .map(|i| {
@@ -207,8 +198,7 @@ fn dense_node_matches_unfused_chain() {
         let mut s = random_shape(&mut rng);
         s.k_transposed = false;
         let scale = random_scale(&mut rng);
-        let (qs, ks, vs) =
-            ([s.batch, s.heads, s.tq, s.dk], [s.batch, s.heads, s.tk, s.dk], [s.batch, s.heads, s.tk, s.dv]);
+        let (qs, ks, vs) = ([s.batch, s.heads, s.tq, s.dk], [s.batch, s.heads, s.tk, s.dk], [s.batch, s.heads, s.tk, s.dv]);
         let q = tensor(&qs, rng.vec(qs.iter().product()).iter().map(|x| 3.0 * x).collect());
         let (k, v) = (rng.tensor(&ks), rng.tensor(&vs));
         let bias = (case % 2 == 0).then(|| rng.tensor(&[s.batch, 1, 1, s.tk]));
@@ -286,16 +276,10 @@ fn check_active_rows(got: &[f32], dense: &[f32], c: &AvitCase, tol: f32, what: &
         if c.mask[b * t + tok] == 1.0 {
             let scale = w.iter().fold(0f32, |m, x| m.max(x.abs()));
             for (j, (&x, &y)) in g.iter().zip(w).enumerate() {
-                assert!(
-                    (x - y).abs() <= tol * y.abs().max(scale),
-                    "{what}: row {r} (token {tok}) [{j}]: {x} vs dense {y}"
-                );
+                assert!((x - y).abs() <= tol * y.abs().max(scale), "{what}: row {r} (token {tok}) [{j}]: {x} vs dense {y}");
             }
         } else {
-            assert!(
-                g.iter().all(|x| x.to_bits() == POISON.to_bits()),
-                "{what}: inactive row {r} (token {tok}) was written"
-            );
+            assert!(g.iter().all(|x| x.to_bits() == POISON.to_bits()), "{what}: inactive row {r} (token {tok}) was written");
         }
     }
 }
@@ -452,16 +436,11 @@ fn bad_input_is_an_error_not_a_panic() {
     assert!(e(attention_active(&c.s, sc, f32::NAN, &c.q, &c.k, &c.v, &[&l[0]], &mut out)).contains("positive"));
     let cross = AttnShape { tq: 10, ..c.s };
     let mut o2 = vec![0.0; 2 * 10 * 8];
-    assert!(
-        e(attention_active(&cross, sc, 1e4, &c.q[..160], &c.k, &c.v, &[&l[0]], &mut o2)).contains("as many queries")
-    );
+    assert!(e(attention_active(&cross, sc, 1e4, &c.q[..160], &c.k, &c.v, &[&l[0]], &mut o2)).contains("as many queries"));
     let huge = AttnShape { batch: usize::MAX, ..c.s };
     assert!(attention_dense(&huge, sc, &c.q, &c.k, &c.v, None, &mut out).is_err());
     let bad_bias = ScoreBias { data: &c.bias, dims: [1, 1, 2, 20] };
-    assert!(attention_dense(&c.s, sc, &c.q, &c.k, &c.v, Some(bad_bias), &mut out)
-        .unwrap_err()
-        .to_string()
-        .contains("broadcast"));
+    assert!(attention_dense(&c.s, sc, &c.q, &c.k, &c.v, Some(bad_bias), &mut out).unwrap_err().to_string().contains("broadcast"));
     let short_bias = ScoreBias { data: &c.bias[1..], dims: [1, 1, 1, 20] };
     assert!(attention_dense(&c.s, sc, &c.q, &c.k, &c.v, Some(short_bias), &mut out).is_err());
 
@@ -476,8 +455,7 @@ fn bad_input_is_an_error_not_a_panic() {
     wrong[l[0][1] as usize] = -5.0;
     let wrong = tensor(&[1, 1, 1, 20], wrong);
     let op = key_mask_op(2);
-    let err =
-        attention_node_active(&op, &[Some(&q), Some(&k), Some(&v), Some(&wrong), Some(&mask)], &spec(&sh)).unwrap_err();
+    let err = attention_node_active(&op, &[Some(&q), Some(&k), Some(&v), Some(&wrong), Some(&mask)], &spec(&sh)).unwrap_err();
     assert!(err.to_string().contains("not (M - 1)"), "{err}");
     let bias = tensor(&[1, 1, 1, 20], c.bias.clone());
     let no_mask = Attention { key_mask: None, ..op.clone() };
@@ -487,10 +465,7 @@ fn bad_input_is_an_error_not_a_panic() {
     assert!(eval_op(&dense_op, &[Some(&q), Some(&k)], &[spec(&sh)]).unwrap_err().to_string().contains("input 2"));
     assert!(eval_op(&dense_op, &[Some(&q), Some(&k), Some(&v)], &[spec(&[1, 2, 20, 9])]).is_err());
     let i64t = Tensor::from_i64(sh.to_vec(), vec![1; 320]).unwrap();
-    assert!(eval_op(&dense_op, &[Some(&q), Some(&i64t), Some(&v)], &[spec(&sh)])
-        .unwrap_err()
-        .to_string()
-        .contains("FLOAT"));
+    assert!(eval_op(&dense_op, &[Some(&q), Some(&i64t), Some(&v)], &[spec(&sh)]).unwrap_err().to_string().contains("FLOAT"));
 }
 
 /// Random small shapes (zeros included), op fields, output specs, input counts and token
@@ -507,8 +482,7 @@ fn kernels_never_panic_on_garbage() {
         let (q, k, v) = (dims(&mut rng, 3, 3), dims(&mut rng, 3, 3), dims(&mut rng, 3, 3));
         let (b, m, out) = (dims(&mut rng, 0, 6), dims(&mut rng, 1, 3), dims(&mut rng, 3, 3));
         let (qt, kt, vt, bt) = (rng.tensor(&q), rng.tensor(&k), rng.tensor(&v), rng.tensor(&b));
-        let mt =
-            Tensor::from_f32(m.clone(), (0..m.iter().product()).map(|_| rng.below(3) as f32 * 0.5).collect()).unwrap();
+        let mt = Tensor::from_f32(m.clone(), (0..m.iter().product()).map(|_| rng.below(3) as f32 * 0.5).collect()).unwrap();
         let op = Attention {
             heads: rng.below(5),
             scale: random_scale(&mut rng),
@@ -517,8 +491,7 @@ fn kernels_never_panic_on_garbage() {
         };
         let all = [Some(&qt), Some(&kt), Some(&vt), Some(&bt), Some(&mt)];
         let ins = &all[..rng.below(6)];
-        let lists: Vec<Vec<u32>> =
-            (0..rng.below(3)).map(|_| (0..rng.below(4)).map(|_| rng.below(6) as u32).collect()).collect();
+        let lists: Vec<Vec<u32>> = (0..rng.below(3)).map(|_| (0..rng.below(4)).map(|_| rng.below(6) as u32).collect()).collect();
         let refs: Vec<&[u32]> = lists.iter().map(|l| l.as_slice()).collect();
         let s = AttnShape {
             batch: rng.below(3),
@@ -537,9 +510,6 @@ fn kernels_never_panic_on_garbage() {
             let _ = attention_dense(&s, op.scale, qd, kd, vd, None, &mut o);
             let _ = attention_active(&s, op.scale, 1e4, qd, kd, vd, &refs, &mut o);
         });
-        assert!(
-            r.is_ok(),
-            "seed {seed} case {case}: q {q:?} k {k:?} v {v:?} bias {b:?} mask {m:?} out {out:?} {op:?} {s:?} {lists:?}"
-        );
+        assert!(r.is_ok(), "seed {seed} case {case}: q {q:?} k {k:?} v {v:?} bias {b:?} mask {m:?} out {out:?} {op:?} {s:?} {lists:?}");
     }
 }

@@ -37,11 +37,7 @@ pub(crate) fn binary(k: BinaryKind, ins: &[Option<&Tensor>], out: &TensorSpec) -
             };
             make(&shape, v)
         }
-        BinaryKind::Greater
-        | BinaryKind::Less
-        | BinaryKind::Equal
-        | BinaryKind::GreaterOrEqual
-        | BinaryKind::LessOrEqual => {
+        BinaryKind::Greater | BinaryKind::Less | BinaryKind::Equal | BinaryKind::GreaterOrEqual | BinaryKind::LessOrEqual => {
             map_data!(a.data(), av => compare(k, av, ash, typed(b, name)?, bsh, &shape))
         }
         BinaryKind::Min | BinaryKind::Max => extremum(k, ins, out),

@@ -51,15 +51,7 @@ fn check_len(len: usize, shape: &[usize], what: &str) -> Result<()> {
 }
 
 /// `out[i] = f(a[..], b[..])` over the broadcast shape `osh`.
-pub(crate) fn map2<A, B, O, F>(
-    a: &[A],
-    ash: &[usize],
-    b: &[B],
-    bsh: &[usize],
-    osh: &[usize],
-    what: &str,
-    f: F,
-) -> Result<Vec<O>>
+pub(crate) fn map2<A, B, O, F>(a: &[A], ash: &[usize], b: &[B], bsh: &[usize], osh: &[usize], what: &str, f: F) -> Result<Vec<O>>
 where
     A: Copy + Sync,
     B: Copy + Sync,

@@ -53,10 +53,7 @@ fn check(p: &Conv, xs: &[usize], ws: &[usize], out: &[usize]) -> Result<Dims> {
         match (span, eff) {
             (Some(s), Some(e)) if kernel[a] > 0 && s >= e => osp.push((s - e) / stride[a] + 1),
             _ => {
-                return err(format!(
-                    "{OP}: kernel {kernel:?} (dilations {dil:?}) does not fit input {xs:?} with pads {:?}",
-                    p.window.pads
-                ))
+                return err(format!("{OP}: kernel {kernel:?} (dilations {dil:?}) does not fit input {xs:?} with pads {:?}", p.window.pads))
             }
         }
     }
@@ -92,12 +89,7 @@ pub(crate) fn prepare_winograd(p: &Conv, w: &Tensor) -> Option<super::conv_winog
 
 /// Conv with weights prepared at compile time (`prepare_winograd`).
 #[cfg(target_arch = "x86_64")]
-pub(crate) fn conv_winograd(
-    p: &Conv,
-    ins: &[Option<&Tensor>],
-    out: &TensorSpec,
-    wt: &super::conv_winograd::WinoWeights,
-) -> Result<Tensor> {
+pub(crate) fn conv_winograd(p: &Conv, ins: &[Option<&Tensor>], out: &TensorSpec, wt: &super::conv_winograd::WinoWeights) -> Result<Tensor> {
     conv_with(p, ins, out, Path::Auto, Some(wt))
 }
 
@@ -206,11 +198,7 @@ fn conv_with(p: &Conv, ins: &[Option<&Tensor>], out: &TensorSpec, path: Path, wi
     let add = if p.fused_add {
         let a = input(ins, 3, OP)?;
         if a.shape() != out.shape.as_slice() {
-            return err(format!(
-                "{OP}: fused addend shape {:?} must equal the output shape {:?}",
-                a.shape(),
-                out.shape
-            ));
+            return err(format!("{OP}: fused addend shape {:?} must equal the output shape {:?}", a.shape(), out.shape));
         }
         Some(f32_data(a, OP, "fused addend")?)
     } else {
@@ -411,16 +399,10 @@ mod tests {
         let got_wino = prepare_winograd(&p, &w).map(|wt| conv_winograd(&p, &ins, &spec(&os), &wt).unwrap());
         #[cfg(not(target_arch = "x86_64"))]
         let got_wino: Option<Tensor> = None;
-        let want = reference(
-            c,
-            x.as_f32().unwrap(),
-            w.as_f32().unwrap(),
-            c.bias.then(|| b.as_f32().unwrap()),
-            c.add.then(|| a.as_f32().unwrap()),
-        );
+        let want =
+            reference(c, x.as_f32().unwrap(), w.as_f32().unwrap(), c.bias.then(|| b.as_f32().unwrap()), c.add.then(|| a.as_f32().unwrap()));
         assert_eq!(got.shape(), os.as_slice());
-        let what =
-            format!("conv x={:?} m={} g={} k={:?} s={:?} d={:?} p={:?}", c.x, c.m, c.group, c.k, c.s, c.d, c.pads);
+        let what = format!("conv x={:?} m={} g={} k={:?} s={:?} d={:?} p={:?}", c.x, c.m, c.group, c.k, c.s, c.d, c.pads);
         assert_close(got.as_f32().unwrap(), &want, 1e-4, &what);
         if let Some(g) = got_simd {
             assert_close(g.as_f32().unwrap(), &want, 1e-4, &format!("{what} (avx512)"));
@@ -431,18 +413,7 @@ mod tests {
     }
 
     fn case(x: &[usize], m: usize, group: usize, k: &[usize], s: &[usize], d: &[usize], pads: &[usize]) -> Case {
-        Case {
-            x: x.into(),
-            m,
-            group,
-            k: k.into(),
-            s: s.into(),
-            d: d.into(),
-            pads: pads.into(),
-            bias: true,
-            add: false,
-            act: None,
-        }
+        Case { x: x.into(), m, group, k: k.into(), s: s.into(), d: d.into(), pads: pads.into(), bias: true, add: false, act: None }
     }
 
     #[test]
@@ -582,13 +553,7 @@ mod tests {
         let x = rng.tensor(&[1, 4, 5, 5]);
         let w = rng.tensor(&[2, 4, 3, 3]);
         let p = Conv {
-            window: Window {
-                kernel_shape: vec![3, 3],
-                strides: vec![],
-                pads: vec![],
-                dilations: vec![],
-                auto_pad: AutoPad::NotSet,
-            },
+            window: Window { kernel_shape: vec![3, 3], strides: vec![], pads: vec![], dilations: vec![], auto_pad: AutoPad::NotSet },
             group: 1,
             fused_add: false,
             activation: None,
@@ -699,19 +664,7 @@ mod tests {
             let mut cm = vec![0.0; m * pn];
             let bare = std::env::var("BENCH_NO_BARE").is_err();
             let dg = time_it(if bare { 30 } else { 0 }, || {
-                crate::cpu::gemm_util::par_sgemm(
-                    m,
-                    pn,
-                    kd,
-                    1.0,
-                    &a,
-                    Layout::row_major(kd),
-                    &bm,
-                    Layout::row_major(pn),
-                    &mut cm,
-                    pn,
-                    false,
-                )
+                crate::cpu::gemm_util::par_sgemm(m, pn, kd, 1.0, &a, Layout::row_major(kd), &bm, Layout::row_major(pn), &mut cm, pn, false)
             });
             let flops = 2.0 * (m * c * k * k * o * o) as f64;
             total += dt * count as f64;

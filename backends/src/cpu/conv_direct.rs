@@ -61,7 +61,15 @@ pub(crate) struct Image<'a> {
 
 impl DirectConv {
     /// `w` is `[M, C, kh, kw]` (one group), `bias` `[M]`.
-    pub fn new(g: Geo2, c: usize, m: usize, w: &[f32], bias: Option<&[f32]>, act: Option<Activation>, fused_add: bool) -> Option<DirectConv> {
+    pub fn new(
+        g: Geo2,
+        c: usize,
+        m: usize,
+        w: &[f32],
+        bias: Option<&[f32]>,
+        act: Option<Activation>,
+        fused_add: bool,
+    ) -> Option<DirectConv> {
         let taps = g.taps();
         let mpad = m.div_ceil(16) * 16;
         // Scatter indices are 32-bit lane offsets of `M x Ho x Wo`.
@@ -84,9 +92,7 @@ impl DirectConv {
             return None;
         }
         let bases = (0..g.ho).flat_map(|oy| (0..g.wo).map(move |ox| (oy * g.sh * rs + ox * g.sw) as u32)).collect();
-        let offs = (0..c)
-            .flat_map(|ci| (0..g.kh).flat_map(move |a| (0..g.kw).map(move |b| ci * ps + a * g.dh * rs + b * g.dw)))
-            .collect();
+        let offs = (0..c).flat_map(|ci| (0..g.kh).flat_map(move |a| (0..g.kw).map(move |b| ci * ps + a * g.dh * rs + b * g.dw))).collect();
         Some(DirectConv { g, c, m, mpad, wt, bias: b, act, fused_add, bases, offs })
     }
 
@@ -305,7 +311,8 @@ mod avx512 {
                 let at = out.add(m0 * oplane as usize + pos as usize);
                 let mut y = _mm512_add_ps(v, _mm512_loadu_ps(d.bias.as_ptr().add(m0)));
                 if let Some(r) = residual {
-                    let rv = _mm512_mask_i32gather_ps::<4>(_mm512_setzero_ps(), k, lanes, r.as_ptr().add(m0 * oplane as usize + pos as usize));
+                    let rv =
+                        _mm512_mask_i32gather_ps::<4>(_mm512_setzero_ps(), k, lanes, r.as_ptr().add(m0 * oplane as usize + pos as usize));
                     y = _mm512_add_ps(y, rv);
                 }
                 match d.act {
@@ -401,7 +408,10 @@ mod tests {
                     let got = out[mo * ho * wo + p];
                     if listed.contains(&(p as u32)) {
                         let want = reference(&d, &wv, &x, res, p, mo);
-                        assert!((got - want).abs() <= 1e-4 * (1.0 + want.abs()), "case {case} {g:?} c{c} m{m} pos {p} ch {mo}: {got} vs {want}");
+                        assert!(
+                            (got - want).abs() <= 1e-4 * (1.0 + want.abs()),
+                            "case {case} {g:?} c{c} m{m} pos {p} ch {mo}: {got} vs {want}"
+                        );
                     } else {
                         assert!(got.is_nan(), "case {case}: unlisted position {p} channel {mo} was written");
                     }

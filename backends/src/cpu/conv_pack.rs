@@ -145,11 +145,7 @@ mod tests {
             let plan = PanelPlan::new(&g, p0, p1, split);
             unsafe { pack(if split { &xs } else { &x }, g.image_len(), c_n, &plan, &mut got) };
             for r in 0..rows {
-                assert_eq!(
-                    &got[r * 64..r * 64 + p1 - p0],
-                    &want[r * 64..r * 64 + p1 - p0],
-                    "case {case} {g:?} p {p0}..{p1} row {r}"
-                );
+                assert_eq!(&got[r * 64..r * 64 + p1 - p0], &want[r * 64..r * 64 + p1 - p0], "case {case} {g:?} p {p0}..{p1} row {r}");
             }
         }
     }

@@ -162,7 +162,24 @@ impl RowsConv {
             lanes.push((k, before));
             before += k.count_ones();
         }
-        Some(RowsConv { g, c, m, block, mpad, wt, bias: b, act, fused_add, wq, hq, phases, offs, lanes, buf_len, buf: Mutex::new(Vec::new()) })
+        Some(RowsConv {
+            g,
+            c,
+            m,
+            block,
+            mpad,
+            wt,
+            bias: b,
+            act,
+            fused_add,
+            wq,
+            hq,
+            phases,
+            offs,
+            lanes,
+            buf_len,
+            buf: Mutex::new(Vec::new()),
+        })
     }
 
     pub fn geometry(&self) -> &Geo2 {

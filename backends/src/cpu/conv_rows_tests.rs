@@ -1,7 +1,17 @@
 use super::*;
 use crate::cpu::test_util::Rng;
 
-fn reference(g: &Geo2, c: usize, w: &[f32], bias: &[f32], x: &[f32], r: Option<&[f32]>, act: Option<Activation>, mo: usize, pos: usize) -> f32 {
+fn reference(
+    g: &Geo2,
+    c: usize,
+    w: &[f32],
+    bias: &[f32],
+    x: &[f32],
+    r: Option<&[f32]>,
+    act: Option<Activation>,
+    mo: usize,
+    pos: usize,
+) -> f32 {
     let (oy, ox) = (pos / g.wo, pos % g.wo);
     let mut s = 0.0f64;
     for ci in 0..c {

@@ -331,11 +331,7 @@ unsafe fn kernel<const R: usize, const V: usize>(a: &Args) {
         for kk in k0..k1 {
             let mut x = [_mm512_setzero_ps(); V];
             for v in 0..V {
-                x[v] = if v + 1 == V {
-                    _mm512_maskz_loadu_ps(mask, bp.add(16 * v))
-                } else {
-                    _mm512_loadu_ps(bp.add(16 * v))
-                };
+                x[v] = if v + 1 == V { _mm512_maskz_loadu_ps(mask, bp.add(16 * v)) } else { _mm512_loadu_ps(bp.add(16 * v)) };
             }
             for r in 0..R {
                 let w = _mm512_set1_ps(*wr[r].add(kk));

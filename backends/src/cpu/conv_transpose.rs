@@ -24,16 +24,12 @@ pub(crate) fn conv_transpose(p: &ConvTranspose, ins: &[Option<&Tensor>], out: &T
     let (xs, ws, os) = (x.shape(), w.shape(), out.shape.as_slice());
     let r = xs.len();
     if !(3..=5).contains(&r) || ws.len() != r || os.len() != r {
-        return err(format!(
-            "{OP}: X {xs:?}, W {ws:?} and output {os:?} must all be (N, C, spatial...) with 1 to 3 spatial axes"
-        ));
+        return err(format!("{OP}: X {xs:?}, W {ws:?} and output {os:?} must all be (N, C, spatial...) with 1 to 3 spatial axes"));
     }
     let sp = r - 2;
     let (n, c, groups) = (xs[0], xs[1], p.group);
     if groups == 0 || c % groups != 0 || ws[0] != c {
-        return err(format!(
-            "{OP}: group {groups} and weight {ws:?} do not fit X channels {c} (need W[0] = C, C divisible by group)"
-        ));
+        return err(format!("{OP}: group {groups} and weight {ws:?} do not fit X channels {c} (need W[0] = C, C divisible by group)"));
     }
     let (cg, mg) = (c / groups, ws[1]);
     let m = mg * groups;
@@ -201,12 +197,7 @@ mod tests {
         };
         let got = conv_transpose(&p, &[Some(&x), Some(&w), Some(&b)], &spec(&os)).unwrap();
         let want = reference(c, x.as_f32().unwrap(), w.as_f32().unwrap(), b.as_f32().unwrap());
-        assert_close(
-            got.as_f32().unwrap(),
-            &want,
-            1e-4,
-            &format!("convT x={:?} k={:?} s={:?} d={:?} p={:?}", c.x, c.k, c.s, c.d, c.pads),
-        );
+        assert_close(got.as_f32().unwrap(), &want, 1e-4, &format!("convT x={:?} k={:?} s={:?} d={:?} p={:?}", c.x, c.k, c.s, c.d, c.pads));
     }
 
     #[test]
@@ -237,13 +228,7 @@ mod tests {
         let x = rng.tensor(&[1, 4, 5, 5]);
         let w = rng.tensor(&[4, 2, 3, 3]);
         let p = ConvTranspose {
-            window: Window {
-                kernel_shape: vec![],
-                strides: vec![],
-                pads: vec![],
-                dilations: vec![],
-                auto_pad: AutoPad::NotSet,
-            },
+            window: Window { kernel_shape: vec![], strides: vec![], pads: vec![], dilations: vec![], auto_pad: AutoPad::NotSet },
             group: 1,
             output_padding: vec![],
             output_shape: None,

@@ -336,7 +336,18 @@ mod tests {
 
     /// Direct 3x3 correlation with zero padding, in f64.
     #[allow(clippy::too_many_arguments)]
-    fn reference(x: &[f32], w: &[f32], n: usize, c: usize, m: usize, h: usize, wd: usize, pad: (usize, usize), ho: usize, wo: usize) -> Vec<f32> {
+    fn reference(
+        x: &[f32],
+        w: &[f32],
+        n: usize,
+        c: usize,
+        m: usize,
+        h: usize,
+        wd: usize,
+        pad: (usize, usize),
+        ho: usize,
+        wo: usize,
+    ) -> Vec<f32> {
         let mut y = vec![0.0f32; n * m * ho * wo];
         for img in 0..n {
             for mi in 0..m {
@@ -396,7 +407,11 @@ mod tests {
             unsafe { conv(&job, SendPtr::new(&mut y)) };
             let scale = (c * 9) as f32;
             for (i, (a, b)) in y.iter().zip(&want).enumerate() {
-                assert!((a - b).abs() <= 1e-5 * scale.sqrt() * (1.0 + b.abs()), "case {:?}: element {i}: {a} vs {b}", (n, c, m, h, wd, pad));
+                assert!(
+                    (a - b).abs() <= 1e-5 * scale.sqrt() * (1.0 + b.abs()),
+                    "case {:?}: element {i}: {a} vs {b}",
+                    (n, c, m, h, wd, pad)
+                );
             }
         }
     }

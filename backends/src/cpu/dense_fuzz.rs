@@ -54,18 +54,9 @@ fn kernels_never_panic_on_garbage() {
                 activation: [None, Some(Activation::Relu)][rng.below(2)],
             };
             let _ = conv::conv(&conv_p, ins, &out);
-            let ct = ConvTranspose {
-                window: window(&mut rng, sp),
-                group: rng.below(3),
-                output_padding: vec![],
-                output_shape: None,
-            };
+            let ct = ConvTranspose { window: window(&mut rng, sp), group: rng.below(3), output_padding: vec![], output_shape: None };
             let _ = conv_transpose::conv_transpose(&ct, ins, &out);
-            let pool_p = Pool {
-                window: window(&mut rng, sp),
-                ceil_mode: rng.below(2) == 0,
-                count_include_pad: rng.below(2) == 0,
-            };
+            let pool_p = Pool { window: window(&mut rng, sp), ceil_mode: rng.below(2) == 0, count_include_pad: rng.below(2) == 0 };
             let _ = pool::max_pool(&pool_p, ins, &out);
             let _ = pool::average_pool(&pool_p, ins, &out);
             let _ = pool::global_average_pool(ins, &out);
@@ -78,13 +69,6 @@ fn kernels_never_panic_on_garbage() {
             let _ = norm::instance_norm(1e-5, ins, &out);
             let _ = norm::group_norm(rng.below(4), 1e-5, rng.below(2) == 0, ins, &out);
         });
-        assert!(
-            r.is_ok(),
-            "case {case}: x {:?} w {:?} b {:?} out {:?} inputs {cut}",
-            x.shape(),
-            w.shape(),
-            b.shape(),
-            out.shape
-        );
+        assert!(r.is_ok(), "case {case}: x {:?} w {:?} b {:?} out {:?} inputs {cut}", x.shape(), w.shape(), b.shape(), out.shape);
     }
 }

@@ -277,9 +277,7 @@ pub(crate) fn norm_axis(axis: i64, rank: usize, what: &str) -> Result<usize> {
 /// small enough to allocate at all.
 pub(crate) fn expect_out(what: &str, dtype: DType, shape: &[usize], want_dtype: DType, want: &[usize]) -> Result<()> {
     if dtype != want_dtype || shape != want {
-        return Err(Error::Other(format!(
-            "{what}: computed {dtype} {shape:?} but the output is declared {want_dtype} {want:?}"
-        )));
+        return Err(Error::Other(format!("{what}: computed {dtype} {shape:?} but the output is declared {want_dtype} {want:?}")));
     }
     checked_numel(shape, what).map(|_| ())
 }

@@ -38,7 +38,15 @@ fn int_unary<T: Arith>(k: UnaryKind, v: &[T]) -> Option<Result<TensorData>> {
         UnaryKind::Relu => map1(v, |x| if x < z { z } else { x }),
         UnaryKind::Neg => map1(v, |x| x.neg()),
         UnaryKind::Abs => map1(v, |x| x.abs()),
-        UnaryKind::Sign => map1(v, |x| T::from_i64(if x > z { 1 } else if x < z { -1 } else { 0 })),
+        UnaryKind::Sign => map1(v, |x| {
+            T::from_i64(if x > z {
+                1
+            } else if x < z {
+                -1
+            } else {
+                0
+            })
+        }),
         _ => return None,
     };
     Some(r.map(T::wrap))
@@ -80,7 +88,15 @@ fn real_unary<T: Real>(k: UnaryKind, v: &[T]) -> Result<Vec<T>> {
         UnaryKind::Abs => map1(v, |x| x.abs()),
         UnaryKind::Not => Ok(v.to_vec()),
         // Zeros (of either sign) and NaN stay as they are.
-        UnaryKind::Sign => map1(v, |x| if x > zero { one } else if x < zero { one.neg() } else { x }),
+        UnaryKind::Sign => map1(v, |x| {
+            if x > zero {
+                one
+            } else if x < zero {
+                one.neg()
+            } else {
+                x
+            }
+        }),
         UnaryKind::Round => map1(v, |x| x.round_even()),
         UnaryKind::Floor => map1(v, |x| x.floor()),
         UnaryKind::Ceil => map1(v, |x| x.ceil()),
@@ -88,13 +104,7 @@ fn real_unary<T: Real>(k: UnaryKind, v: &[T]) -> Result<Vec<T>> {
         UnaryKind::Log => map1_heavy(v, |x| x.ln()),
         // ln(1 + e^x) as max(x, 0) + ln(1 + e^-|x|): no overflow for large x, and the small
         // values of the negative tail keep their relative accuracy.
-        UnaryKind::Softplus => map1_heavy(v, |x| {
-            if x > zero {
-                x.add(x.neg().exp().ln_1p())
-            } else {
-                x.exp().ln_1p()
-            }
-        }),
+        UnaryKind::Softplus => map1_heavy(v, |x| if x > zero { x.add(x.neg().exp().ln_1p()) } else { x.exp().ln_1p() }),
         UnaryKind::Sin => map1_heavy(v, |x| x.sin()),
         UnaryKind::Cos => map1_heavy(v, |x| x.cos()),
     }
@@ -186,14 +196,7 @@ pub(crate) fn where_(ins: &[Option<&Tensor>], out: &TensorSpec) -> Result<Tensor
     map_data!(x.data(), xv => where_typed(cond, c.shape(), xv, x.shape(), y, &shape))
 }
 
-fn where_typed<T: Elem>(
-    c: &[bool],
-    csh: &[usize],
-    x: &[T],
-    xsh: &[usize],
-    y: &Tensor,
-    osh: &[usize],
-) -> Result<Tensor> {
+fn where_typed<T: Elem>(c: &[bool], csh: &[usize], x: &[T], xsh: &[usize], y: &Tensor, osh: &[usize]) -> Result<Tensor> {
     let yv = typed::<T>(y, "Where Y")?;
     let v = map3((c, csh), (x, xsh), (yv, y.shape()), osh, "Where", |c, x, y| if c { x } else { y })?;
     make(osh, v)

@@ -142,8 +142,7 @@ fn binary_broadcast_random_vs_naive() {
             assert_close(&got, &naive2(&b, bsh, &a, ash, osh, f), 1e-6);
         }
         let got = bin(BinaryKind::Greater, &ta, &tb, DType::Bool, osh).unwrap();
-        let want: Vec<bool> =
-            naive2(&a, ash, &b, bsh, osh, |x, y| (x > y) as u8 as f32).iter().map(|&v| v == 1.0).collect();
+        let want: Vec<bool> = naive2(&a, ash, &b, bsh, osh, |x, y| (x > y) as u8 as f32).iter().map(|&v| v == 1.0).collect();
         assert_eq!(got.into_data(), TensorData::Bool(want));
     }
 }
@@ -152,14 +151,8 @@ fn binary_broadcast_random_vs_naive() {
 fn binary_integer_semantics() {
     let a = data(&[4], TensorData::I32(vec![-7, 7, -7, i32::MIN]));
     let b = data(&[4], TensorData::I32(vec![2, -2, -2, -1]));
-    assert_eq!(
-        bin(BinaryKind::Div, &a, &b, DType::I32, &[4]).unwrap().into_data(),
-        TensorData::I32(vec![-3, -3, 3, i32::MIN])
-    );
-    assert_eq!(
-        bin(BinaryKind::Add, &a, &b, DType::I32, &[4]).unwrap().into_data(),
-        TensorData::I32(vec![-5, 5, -9, i32::MAX])
-    );
+    assert_eq!(bin(BinaryKind::Div, &a, &b, DType::I32, &[4]).unwrap().into_data(), TensorData::I32(vec![-3, -3, 3, i32::MIN]));
+    assert_eq!(bin(BinaryKind::Add, &a, &b, DType::I32, &[4]).unwrap().into_data(), TensorData::I32(vec![-5, 5, -9, i32::MAX]));
     let z = data(&[1], TensorData::I32(vec![0]));
     assert!(bin(BinaryKind::Div, &a, &z, DType::I32, &[4]).unwrap_err().to_string().contains("division by zero"));
     let u = data(&[2], TensorData::U8(vec![250, 3]));
@@ -168,24 +161,12 @@ fn binary_integer_semantics() {
     assert_eq!(bin(BinaryKind::Sub, &u, &v, DType::U8, &[2]).unwrap().into_data(), TensorData::U8(vec![240, 249]));
     let l = data(&[3], TensorData::I64(vec![1, 5, 9]));
     let r = data(&[1], TensorData::I64(vec![5]));
-    assert_eq!(
-        bin(BinaryKind::Equal, &l, &r, DType::Bool, &[3]).unwrap().into_data(),
-        TensorData::Bool(vec![false, true, false])
-    );
-    assert_eq!(
-        bin(BinaryKind::Less, &l, &r, DType::Bool, &[3]).unwrap().into_data(),
-        TensorData::Bool(vec![true, false, false])
-    );
+    assert_eq!(bin(BinaryKind::Equal, &l, &r, DType::Bool, &[3]).unwrap().into_data(), TensorData::Bool(vec![false, true, false]));
+    assert_eq!(bin(BinaryKind::Less, &l, &r, DType::Bool, &[3]).unwrap().into_data(), TensorData::Bool(vec![true, false, false]));
     let p = data(&[2], TensorData::Bool(vec![true, true]));
     let q = data(&[2, 1], TensorData::Bool(vec![true, false]));
-    assert_eq!(
-        bin(BinaryKind::And, &p, &q, DType::Bool, &[2, 2]).unwrap().into_data(),
-        TensorData::Bool(vec![true, true, false, false])
-    );
-    assert_eq!(
-        bin(BinaryKind::Equal, &p, &q, DType::Bool, &[2, 2]).unwrap().into_data(),
-        TensorData::Bool(vec![true, true, false, false])
-    );
+    assert_eq!(bin(BinaryKind::And, &p, &q, DType::Bool, &[2, 2]).unwrap().into_data(), TensorData::Bool(vec![true, true, false, false]));
+    assert_eq!(bin(BinaryKind::Equal, &p, &q, DType::Bool, &[2, 2]).unwrap().into_data(), TensorData::Bool(vec![true, true, false, false]));
     // Mixed types, bool arithmetic, bad shapes and bad declared outputs are errors.
     assert!(bin(BinaryKind::Add, &a, &l, DType::I32, &[4]).is_err());
     assert!(bin(BinaryKind::Add, &p, &p, DType::Bool, &[2]).is_err());
@@ -206,10 +187,7 @@ fn pow_type_combinations() {
     assert_eq!(bin(BinaryKind::Pow, &xi, &ef, DType::I32, &[3]).unwrap().into_data(), TensorData::I32(vec![1, 32, 1]));
     let xl = data(&[4], TensorData::I64(vec![2, -3, 2, 1]));
     let el = data(&[4], TensorData::I64(vec![10, 3, -1, -5]));
-    assert_eq!(
-        bin(BinaryKind::Pow, &xl, &el, DType::I64, &[4]).unwrap().into_data(),
-        TensorData::I64(vec![1024, -27, 0, 1])
-    );
+    assert_eq!(bin(BinaryKind::Pow, &xl, &el, DType::I64, &[4]).unwrap().into_data(), TensorData::I64(vec![1024, -27, 0, 1]));
     let b = data(&[1], TensorData::Bool(vec![true]));
     assert!(bin(BinaryKind::Pow, &x, &b, DType::F32, &[3]).is_err());
 }
@@ -262,11 +240,7 @@ fn where_broadcasts_three_ways() {
     let yv = rng.vec_i64(30, -9, 9);
     let got = run(
         &Op::Where,
-        &[
-            Some(&data(&csh, TensorData::Bool(cv.clone()))),
-            Some(&i64t(&xsh[..1], xv.clone())),
-            Some(&i64t(&ysh, yv.clone())),
-        ],
+        &[Some(&data(&csh, TensorData::Bool(cv.clone()))), Some(&i64t(&xsh[..1], xv.clone())), Some(&i64t(&ysh, yv.clone()))],
         spec(DType::I64, &osh),
     );
     // X of shape [3] does not broadcast with [.., 6].
@@ -274,11 +248,7 @@ fn where_broadcasts_three_ways() {
     let xv = rng.vec_i64(6, -9, 9);
     let got = run(
         &Op::Where,
-        &[
-            Some(&data(&csh, TensorData::Bool(cv.clone()))),
-            Some(&i64t(&[6], xv.clone())),
-            Some(&i64t(&ysh, yv.clone())),
-        ],
+        &[Some(&data(&csh, TensorData::Bool(cv.clone()))), Some(&i64t(&[6], xv.clone())), Some(&i64t(&ysh, yv.clone()))],
         spec(DType::I64, &osh),
     )
     .unwrap();
@@ -378,14 +348,8 @@ fn inclusive_comparisons_and_logic() {
     );
     let p = data(&[2], TensorData::Bool(vec![true, false]));
     let q = data(&[2, 1], TensorData::Bool(vec![true, false]));
-    assert_eq!(
-        bin(BinaryKind::Or, &p, &q, DType::Bool, &[2, 2]).unwrap().into_data(),
-        TensorData::Bool(vec![true, true, true, false])
-    );
-    assert_eq!(
-        bin(BinaryKind::Xor, &p, &q, DType::Bool, &[2, 2]).unwrap().into_data(),
-        TensorData::Bool(vec![false, true, true, false])
-    );
+    assert_eq!(bin(BinaryKind::Or, &p, &q, DType::Bool, &[2, 2]).unwrap().into_data(), TensorData::Bool(vec![true, true, true, false]));
+    assert_eq!(bin(BinaryKind::Xor, &p, &q, DType::Bool, &[2, 2]).unwrap().into_data(), TensorData::Bool(vec![false, true, true, false]));
     assert!(bin(BinaryKind::Or, &l, &r, DType::Bool, &[4]).is_err());
     assert!(bin(BinaryKind::LessOrEqual, &l, &r, DType::I64, &[4]).is_err());
 }

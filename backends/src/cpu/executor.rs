@@ -3,8 +3,8 @@
 
 use super::eval_op;
 use super::sparse_exec::{build_steps, MaskMemo, SparseStep};
-use crate::SparseConfig;
 use super::zero_pool::{Dirty, ZeroPool};
+use crate::SparseConfig;
 use dynaspa_runtime::backend::{Backend, Executable, OpEvaluator, TensorSpec};
 use dynaspa_runtime::graph::{Graph, Op};
 use dynaspa_runtime::report::FrameReport;
@@ -42,8 +42,7 @@ impl CpuBackend {
             .filter(|&i| graph.nodes[i].sparse.is_some())
             .map(|i| {
                 let n = &graph.nodes[i];
-                super::SparseOpTimer::new(graph.clone(), i, self.pool.clone())
-                    .map_err(|e| Error::node(&n.name, n.op.name(), e.to_string()))
+                super::SparseOpTimer::new(graph.clone(), i, self.pool.clone()).map_err(|e| Error::node(&n.name, n.op.name(), e.to_string()))
             })
             .collect()
     }
@@ -63,12 +62,7 @@ impl Backend for CpuBackend {
         let specs: Vec<Vec<TensorSpec>> = graph
             .nodes
             .iter()
-            .map(|n| {
-                n.outputs
-                    .iter()
-                    .map(|&o| TensorSpec { dtype: graph.values[o].dtype, shape: graph.values[o].shape.clone() })
-                    .collect()
-            })
+            .map(|n| n.outputs.iter().map(|&o| TensorSpec { dtype: graph.values[o].dtype, shape: graph.values[o].shape.clone() }).collect())
             .collect();
         let prepared: Vec<Option<Prepared>> = graph.nodes.iter().map(|n| prepare(&graph, n)).collect();
         let dense = |ni: usize, ins: &[Option<&Tensor>]| -> Result<Tensor> {
@@ -178,14 +172,13 @@ impl Executable for CpuExecutable {
             for (ni, node) in g.nodes.iter().enumerate() {
                 let _span = tracing::trace_span!("node", name = %node.name, op = node.op.name()).entered();
                 let t_node = Instant::now();
-                let ins: Vec<Option<&Tensor>> =
-                    node.inputs.iter().map(|i| i.and_then(|i| vals[i].as_deref())).collect();
+                let ins: Vec<Option<&Tensor>> = node.inputs.iter().map(|i| i.and_then(|i| vals[i].as_deref())).collect();
                 let wrap = |e: Error| Error::node(&node.name, node.op.name(), e.to_string());
                 let outs = match steps[ni].as_mut() {
                     Some(step) => {
-                        let mask = vals[step.spec.mask].as_deref().ok_or_else(|| {
-                            wrap(Error::Other(format!("mask '{}' was not computed before the op", step.mask_name)))
-                        })?;
+                        let mask = vals[step.spec.mask]
+                            .as_deref()
+                            .ok_or_else(|| wrap(Error::Other(format!("mask '{}' was not computed before the op", step.mask_name))))?;
                         let dense = |ins: &[Option<&Tensor>]| -> Result<Tensor> {
                             let mut o = eval_node(&node.op, prepared[ni].as_ref(), ins, &specs[ni])?;
                             Ok(o.swap_remove(0))
@@ -223,9 +216,7 @@ impl Executable for CpuExecutable {
         g.outputs
             .iter()
             .map(|&o| {
-                let t = vals[o].take().ok_or_else(|| {
-                    Error::Other(format!("graph output '{}' was not computed", g.values[o].name))
-                })?;
+                let t = vals[o].take().ok_or_else(|| Error::Other(format!("graph output '{}' was not computed", g.values[o].name)))?;
                 Ok(Arc::try_unwrap(t).unwrap_or_else(|a| (*a).clone()))
             })
             .collect()

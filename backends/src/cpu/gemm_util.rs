@@ -174,11 +174,7 @@ pub(crate) fn with_scratch2<R>(len: usize, f: impl FnOnce(&mut [f32]) -> R) -> R
     scratch(&SCRATCH2, len, f)
 }
 
-fn scratch<R>(
-    key: &'static std::thread::LocalKey<RefCell<Vec<f32>>>,
-    len: usize,
-    f: impl FnOnce(&mut [f32]) -> R,
-) -> R {
+fn scratch<R>(key: &'static std::thread::LocalKey<RefCell<Vec<f32>>>, len: usize, f: impl FnOnce(&mut [f32]) -> R) -> R {
     key.with(|s| match s.try_borrow_mut() {
         Ok(mut v) => {
             if v.len() < len {

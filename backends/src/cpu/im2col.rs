@@ -31,14 +31,7 @@ fn to3(v: &[usize], fill: usize) -> [usize; 3] {
 
 impl Geom {
     /// All slices have the same length, 1 to 3.
-    pub fn new(
-        image: &[usize],
-        out: &[usize],
-        kernel: &[usize],
-        stride: &[usize],
-        dilation: &[usize],
-        pad: &[usize],
-    ) -> Geom {
+    pub fn new(image: &[usize], out: &[usize], kernel: &[usize], stride: &[usize], dilation: &[usize], pad: &[usize]) -> Geom {
         Geom {
             image: to3(image, 1),
             out: to3(out, 1),
@@ -156,16 +149,7 @@ pub(crate) struct Run {
 /// `p1 - p0` are left alone). Padding reads as 0. `split`: the rows of `x` are phase-split
 /// (`split_row`), which turns strided gathers into copies.
 #[allow(clippy::too_many_arguments)]
-pub(crate) fn im2col(
-    x: &[f32],
-    channels: usize,
-    g: &Geom,
-    p0: usize,
-    p1: usize,
-    col: &mut [f32],
-    ld: usize,
-    split: bool,
-) {
+pub(crate) fn im2col(x: &[f32], channels: usize, g: &Geom, p0: usize, p1: usize, col: &mut [f32], ld: usize, split: bool) {
     let (pt, img, klen) = (p1 - p0, g.image_len(), g.kernel_len());
     if pt == 0 || img == 0 || klen == 0 {
         return;
@@ -367,14 +351,10 @@ mod tests {
                                 for ow in 0..g.out[2] {
                                     let i = [od, oh, ow];
                                     let k = [kd, kh, kw];
-                                    let pos: Vec<isize> = (0..3)
-                                        .map(|a| {
-                                            (i[a] * g.stride[a] + k[a] * g.dilation[a]) as isize - g.pad[a] as isize
-                                        })
-                                        .collect();
+                                    let pos: Vec<isize> =
+                                        (0..3).map(|a| (i[a] * g.stride[a] + k[a] * g.dilation[a]) as isize - g.pad[a] as isize).collect();
                                     if (0..3).all(|a| pos[a] >= 0 && pos[a] < g.image[a] as isize) {
-                                        let idx = ((pos[0] as usize * g.image[1]) + pos[1] as usize) * g.image[2]
-                                            + pos[2] as usize;
+                                        let idx = ((pos[0] as usize * g.image[1]) + pos[1] as usize) * g.image[2] + pos[2] as usize;
                                         col[r * p_n + p] = x[c * g.image_len() + idx];
                                     }
                                     p += 1;
@@ -430,11 +410,7 @@ mod tests {
                 im2col(&xs, c_n, &g, p0, p1, &mut col2, p1 - p0, true);
                 assert_eq!(col, col2, "split case {case}");
                 for r in 0..rows {
-                    assert_eq!(
-                        &col[r * (p1 - p0)..(r + 1) * (p1 - p0)],
-                        &want[r * p_n + p0..r * p_n + p1],
-                        "case {case} {g:?}"
-                    );
+                    assert_eq!(&col[r * (p1 - p0)..(r + 1) * (p1 - p0)], &want[r * p_n + p0..r * p_n + p1], "case {case} {g:?}");
                 }
                 p0 = p1;
             }

@@ -33,10 +33,7 @@ fn slice_onnx_examples() {
     assert_eq!(f32s(&got), vec![2.0, 3.0, 4.0]);
     // Negative steps, ends past the front, INT64 extremes.
     let v = iota(&[6]);
-    assert_eq!(
-        f32s(&slice(&v, &[-1], &[i64::MIN], None, Some(&[-1]), &[6]).unwrap()),
-        vec![5.0, 4.0, 3.0, 2.0, 1.0, 0.0]
-    );
+    assert_eq!(f32s(&slice(&v, &[-1], &[i64::MIN], None, Some(&[-1]), &[6]).unwrap()), vec![5.0, 4.0, 3.0, 2.0, 1.0, 0.0]);
     assert_eq!(f32s(&slice(&v, &[4], &[0], None, Some(&[-2]), &[2]).unwrap()), vec![4.0, 2.0]);
     assert_eq!(f32s(&slice(&v, &[1], &[i64::MAX], None, Some(&[2]), &[3]).unwrap()), vec![1.0, 3.0, 5.0]);
     assert_eq!(f32s(&slice(&v, &[100], &[1000], None, None, &[0]).unwrap()), Vec::<f32>::new());
@@ -113,11 +110,9 @@ fn gather_axes_and_negative_indices() {
     let got = run(&Op::Gather { axis: 1 }, &[Some(&x), Some(&Tensor::scalar_i64(-2))], spec(DType::F32, &[3])).unwrap();
     assert_eq!(f32s(&got), vec![2.0, 6.0, 10.0]);
     let b = data(&[2, 2], TensorData::Bool(vec![true, false, false, true]));
-    let got =
-        run(&Op::Gather { axis: 0 }, &[Some(&b), Some(&i64t(&[1], vec![1]))], spec(DType::Bool, &[1, 2])).unwrap();
+    let got = run(&Op::Gather { axis: 0 }, &[Some(&b), Some(&i64t(&[1], vec![1]))], spec(DType::Bool, &[1, 2])).unwrap();
     assert_eq!(got.into_data(), TensorData::Bool(vec![false, true]));
-    let err =
-        run(&Op::Gather { axis: 0 }, &[Some(&x), Some(&i64t(&[1], vec![3]))], spec(DType::F32, &[1, 4])).unwrap_err();
+    let err = run(&Op::Gather { axis: 0 }, &[Some(&x), Some(&i64t(&[1], vec![3]))], spec(DType::F32, &[1, 4])).unwrap_err();
     assert!(err.to_string().contains("out of range"), "{err}");
     assert!(run(&Op::Gather { axis: 0 }, &[Some(&x), Some(&i64t(&[1], vec![-4]))], spec(DType::F32, &[1, 4])).is_err());
     assert!(run(&Op::Gather { axis: 2 }, &[Some(&x), Some(&i64t(&[1], vec![0]))], spec(DType::F32, &[3, 4])).is_err());
@@ -130,12 +125,9 @@ fn gather_large_rows() {
     let (n, d) = (1000usize, 96usize);
     let table = rng.vec_f32(n * d, -1.0, 1.0);
     let idx = rng.vec_i64(700, -(n as i64), n as i64);
-    let got = run(
-        &Op::Gather { axis: 0 },
-        &[Some(&f32t(&[n, d], table.clone())), Some(&i64t(&[700], idx.clone()))],
-        spec(DType::F32, &[700, d]),
-    )
-    .unwrap();
+    let got =
+        run(&Op::Gather { axis: 0 }, &[Some(&f32t(&[n, d], table.clone())), Some(&i64t(&[700], idx.clone()))], spec(DType::F32, &[700, d]))
+            .unwrap();
     let want: Vec<f32> = idx
         .iter()
         .flat_map(|&i| {

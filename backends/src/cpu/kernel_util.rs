@@ -5,9 +5,7 @@ use dynaspa_runtime::{Error, Result, Tensor};
 
 /// The f32 contents of `t`, or an error naming the op, the input and the dtype found.
 pub(crate) fn f32_data<'a>(t: &'a Tensor, op: &str, what: &str) -> Result<&'a [f32]> {
-    t.as_f32().map_err(|_| {
-        Error::Other(format!("{op}: input {what} must be FLOAT, got {} (only f32 is supported)", t.dtype()))
-    })
+    t.as_f32().map_err(|_| Error::Other(format!("{op}: input {what} must be FLOAT, got {} (only f32 is supported)", t.dtype())))
 }
 
 pub(crate) fn err<T>(msg: String) -> Result<T> {

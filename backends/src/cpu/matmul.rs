@@ -26,9 +26,8 @@ pub(crate) fn matmul(ins: &[Option<&Tensor>], out: &TensorSpec) -> Result<Tensor
     }
     let ba = &sa[..ra.saturating_sub(2)];
     let bb = &sb[..rb.saturating_sub(2)];
-    let batch = broadcast(ba, bb).ok_or_else(|| {
-        dynaspa_runtime::Error::Other(format!("{OP}: batch dimensions of A {sa:?} and B {sb:?} do not broadcast"))
-    })?;
+    let batch = broadcast(ba, bb)
+        .ok_or_else(|| dynaspa_runtime::Error::Other(format!("{OP}: batch dimensions of A {sa:?} and B {sb:?} do not broadcast")))?;
     let mut want = batch.clone();
     if ra > 1 {
         want.push(m);
@@ -106,14 +105,7 @@ fn batch_offsets(dims: &[usize], batch: &[usize], mat: usize) -> Vec<usize> {
         .collect()
 }
 
-pub(crate) fn gemm(
-    alpha: f32,
-    beta: f32,
-    ta: bool,
-    tb: bool,
-    ins: &[Option<&Tensor>],
-    out: &TensorSpec,
-) -> Result<Tensor> {
+pub(crate) fn gemm(alpha: f32, beta: f32, ta: bool, tb: bool, ins: &[Option<&Tensor>], out: &TensorSpec) -> Result<Tensor> {
     const OP: &str = "Gemm";
     let (a, b) = (input(ins, 0, OP)?, input(ins, 1, OP)?);
     let (ad, bd) = (f32_data(a, OP, "A")?, f32_data(b, OP, "B")?);
@@ -242,8 +234,7 @@ mod tests {
     fn gemm_transposes_alpha_beta_and_c_broadcast() {
         let mut rng = Rng::new(8);
         let (m, k, n) = (13, 29, 17);
-        let c_shapes: &[Option<&[usize]>] =
-            &[None, Some(&[]), Some(&[1]), Some(&[n]), Some(&[1, n]), Some(&[m, 1]), Some(&[m, n])];
+        let c_shapes: &[Option<&[usize]>] = &[None, Some(&[]), Some(&[1]), Some(&[n]), Some(&[1, n]), Some(&[m, 1]), Some(&[m, n])];
         for &(ta, tb) in &[(false, false), (true, false), (false, true), (true, true)] {
             for cs in c_shapes {
                 for &(alpha, beta) in &[(1.0, 1.0), (0.5, -2.0), (1.5, 0.0)] {

@@ -8,18 +8,20 @@ mod binary;
 mod broadcast;
 mod conv;
 mod conv_direct;
-mod conv_rows;
 mod conv_dw;
 #[cfg(target_arch = "x86_64")]
 mod conv_dw_lanes;
 mod conv_gemm;
 #[cfg(target_arch = "x86_64")]
 mod conv_pack;
+mod conv_rows;
 #[cfg(target_arch = "x86_64")]
 mod conv_simd;
+mod conv_transpose;
 #[cfg(target_arch = "x86_64")]
 mod conv_winograd;
-mod conv_transpose;
+#[cfg(test)]
+mod dense_fuzz;
 mod elem;
 mod elementwise;
 mod executor;
@@ -31,6 +33,8 @@ mod mathf;
 mod matmul;
 mod movement;
 mod norm;
+#[cfg(test)]
+mod ops_testkit;
 mod pad;
 mod par;
 mod pool;
@@ -38,25 +42,21 @@ mod pool2d;
 mod reduce;
 mod resize;
 mod softmax;
-mod unary_f32;
-pub(crate) mod sparse_exec;
-mod zero_pool;
-mod strided;
 pub mod sparse;
-#[cfg(test)]
-mod ops_testkit;
-#[cfg(test)]
-mod dense_fuzz;
+pub(crate) mod sparse_exec;
+mod strided;
 #[cfg(test)]
 mod test_util;
+mod unary_f32;
+mod zero_pool;
 
 pub use attention::{attention_dense, AttnShape, ScoreBias};
 pub use attention_active::{active_tokens, attention_active, attention_node_active};
 pub use executor::{CpuBackend, CpuEvaluator};
-pub use sparse_exec::{cpu_device_id, SparseOpTimer};
 /// Index planning the GPU backends share with the CPU kernels, so both read the same positions.
 pub(crate) use pad::pad_maps;
 pub(crate) use resize::{resize_plans, AxisPlan};
+pub use sparse_exec::{cpu_device_id, SparseOpTimer};
 
 use dynaspa_runtime::backend::TensorSpec;
 use dynaspa_runtime::graph::Op;
@@ -64,10 +64,7 @@ use dynaspa_runtime::{Error, Result, Tensor};
 
 /// The required input `i` of an op, or an error naming it.
 pub(crate) fn input<'a>(ins: &[Option<&'a Tensor>], i: usize, op: &str) -> Result<&'a Tensor> {
-    ins.get(i)
-        .copied()
-        .flatten()
-        .ok_or_else(|| Error::Other(format!("{op}: required input {i} is missing")))
+    ins.get(i).copied().flatten().ok_or_else(|| Error::Other(format!("{op}: required input {i} is missing")))
 }
 
 /// Evaluates one op. `outs` are the output specs shape inference computed.
@@ -81,13 +78,9 @@ pub fn eval_op(op: &Op, ins: &[Option<&Tensor>], outs: &[TensorSpec]) -> Result<
         Op::Clip => one(elementwise::clip(ins, &outs[0])),
         Op::Binary(k) => one(elementwise::binary(*k, ins, &outs[0])),
         Op::MatMul => one(matmul::matmul(ins, &outs[0])),
-        Op::Gemm { alpha, beta, trans_a, trans_b } => {
-            one(matmul::gemm(*alpha, *beta, *trans_a, *trans_b, ins, &outs[0]))
-        }
+        Op::Gemm { alpha, beta, trans_a, trans_b } => one(matmul::gemm(*alpha, *beta, *trans_a, *trans_b, ins, &outs[0])),
         Op::Softmax { axis, legacy } => one(softmax::softmax(*axis, *legacy, ins, &outs[0])),
-        Op::LayerNormalization { axis, epsilon } => {
-            one(norm::layer_norm(*axis, *epsilon, ins, &outs[0]))
-        }
+        Op::LayerNormalization { axis, epsilon } => one(norm::layer_norm(*axis, *epsilon, ins, &outs[0])),
         Op::InstanceNormalization { epsilon } => one(norm::instance_norm(*epsilon, ins, &outs[0])),
         Op::GroupNormalization { num_groups, epsilon, per_channel_affine } => {
             one(norm::group_norm(*num_groups, *epsilon, *per_channel_affine, ins, &outs[0]))

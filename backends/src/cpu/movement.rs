@@ -61,8 +61,7 @@ pub(crate) fn concat(axis: i64, ins: &[Option<&Tensor>], out: &TensorSpec) -> Re
 
 fn concat_typed<T: Elem>(_witness: &[T], parts: &[&Tensor], shape: &[usize], ax: usize) -> Result<Tensor> {
     let inner: usize = shape[ax + 1..].iter().product();
-    let srcs: Vec<(&[T], usize)> =
-        parts.iter().map(|p| Ok((typed::<T>(p, "Concat")?, p.shape()[ax] * inner))).collect::<Result<_>>()?;
+    let srcs: Vec<(&[T], usize)> = parts.iter().map(|p| Ok((typed::<T>(p, "Concat")?, p.shape()[ax] * inner))).collect::<Result<_>>()?;
     let row = shape[ax] * inner;
     let mut v = alloc(numel(shape), T::default())?;
     par_rows(&mut v, row, |o, dst| {
@@ -147,10 +146,7 @@ pub(crate) fn shape(start: i64, end: Option<i64>, ins: &[Option<&Tensor>], out: 
 
 pub(crate) fn constant_of_shape(value: &Tensor, out: &TensorSpec) -> Result<Tensor> {
     if value.len() != 1 {
-        return Err(Error::Other(format!(
-            "ConstantOfShape: value must have one element, got shape {:?}",
-            value.shape()
-        )));
+        return Err(Error::Other(format!("ConstantOfShape: value must have one element, got shape {:?}", value.shape())));
     }
     // A value of another type than the output would be an importer slip; convert it.
     let v = if value.dtype() == out.dtype {

@@ -12,13 +12,9 @@ fn iota(shape: &[usize]) -> Tensor {
 #[test]
 fn reshape_family_copies_data() {
     let x = iota(&[2, 3]);
-    for op in [
-        Op::Reshape { allowzero: false },
-        Op::Flatten { axis: 1 },
-        Op::Squeeze { axes: None },
-        Op::Unsqueeze { axes: None },
-        Op::Identity,
-    ] {
+    for op in
+        [Op::Reshape { allowzero: false }, Op::Flatten { axis: 1 }, Op::Squeeze { axes: None }, Op::Unsqueeze { axes: None }, Op::Identity]
+    {
         let got = run(&op, &[Some(&x)], spec(DType::F32, &[3, 1, 2])).unwrap();
         assert_eq!(got.shape(), &[3, 1, 2]);
         assert_eq!(f32s(&got), f32s(&x));
@@ -55,9 +51,7 @@ fn transpose_random_vs_naive() {
         let v = rng.vec_f32(count(shape), -1.0, 1.0);
         let full: Vec<usize> = if perm.is_empty() { (0..shape.len()).rev().collect() } else { perm.to_vec() };
         let oshape: Vec<usize> = full.iter().map(|&p| shape[p]).collect();
-        let got =
-            run(&Op::Transpose { perm: perm.to_vec() }, &[Some(&f32t(shape, v.clone()))], spec(DType::F32, &oshape))
-                .unwrap();
+        let got = run(&Op::Transpose { perm: perm.to_vec() }, &[Some(&f32t(shape, v.clone()))], spec(DType::F32, &oshape)).unwrap();
         assert_eq!(f32s(&got), naive_transpose(&v, shape, &full), "{shape:?} {perm:?}");
     }
     let x = data(&[2, 2], TensorData::U8(vec![1, 2, 3, 4]));

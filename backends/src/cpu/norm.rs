@@ -153,13 +153,7 @@ pub(crate) fn instance_norm(eps: f32, ins: &[Option<&Tensor>], out: &TensorSpec)
     grouped_norm(OP, x, c, eps, |ch| (scale[ch], bias[ch]))
 }
 
-pub(crate) fn group_norm(
-    groups: usize,
-    eps: f32,
-    per_channel: bool,
-    ins: &[Option<&Tensor>],
-    out: &TensorSpec,
-) -> Result<Tensor> {
+pub(crate) fn group_norm(groups: usize, eps: f32, per_channel: bool, ins: &[Option<&Tensor>], out: &TensorSpec) -> Result<Tensor> {
     const OP: &str = "GroupNormalization";
     let x = input(ins, 0, OP)?;
     check_out(OP, x, out)?;
@@ -183,13 +177,7 @@ pub(crate) fn group_norm(
 
 /// Normalises each of the `groups` contiguous channel blocks of every image on its own, then
 /// applies the affine of each channel (`affine_of(channel)` = (scale, bias)).
-fn grouped_norm(
-    op: &str,
-    x: &Tensor,
-    groups: usize,
-    eps: f32,
-    affine_of: impl Fn(usize) -> (f32, f32) + Sync,
-) -> Result<Tensor> {
+fn grouped_norm(op: &str, x: &Tensor, groups: usize, eps: f32, affine_of: impl Fn(usize) -> (f32, f32) + Sync) -> Result<Tensor> {
     let xd = f32_data(x, op, "X")?;
     let xs = x.shape();
     let c = xs[1];
@@ -253,18 +241,12 @@ mod tests {
     #[test]
     fn layer_norm_axes_and_broadcast_params() {
         let mut rng = Rng::new(2);
-        let cases: &[(&[usize], i64, &[usize])] = &[
-            (&[2, 3, 8], -1, &[8]),
-            (&[2, 3, 8], 1, &[3, 8]),
-            (&[2, 3, 8], 1, &[1, 8]),
-            (&[2, 3, 8], 0, &[2, 3, 8]),
-            (&[4, 5], -2, &[5]),
-        ];
+        let cases: &[(&[usize], i64, &[usize])] =
+            &[(&[2, 3, 8], -1, &[8]), (&[2, 3, 8], 1, &[3, 8]), (&[2, 3, 8], 1, &[1, 8]), (&[2, 3, 8], 0, &[2, 3, 8]), (&[4, 5], -2, &[5])];
         for &(xs, axis, ps) in cases {
             for with_bias in [true, false] {
                 // Offset the data so a one-pass variance would visibly lose precision.
-                let x = Tensor::from_f32(xs.to_vec(), rng.vec(xs.iter().product()).iter().map(|v| v + 300.0).collect())
-                    .unwrap();
+                let x = Tensor::from_f32(xs.to_vec(), rng.vec(xs.iter().product()).iter().map(|v| v + 300.0).collect()).unwrap();
                 let (s, b) = (rng.tensor(ps), rng.tensor(ps));
                 let ax = if axis < 0 { (axis + xs.len() as i64) as usize } else { axis as usize };
                 let inner = &xs[ax..];

@@ -117,12 +117,7 @@ fn ops(rng: &mut Rng) -> Op {
                 CoordTransform::Asymmetric,
                 CoordTransform::TfCropAndResize,
             ][pick(rng, 6)],
-            nearest: [
-                NearestMode::RoundPreferFloor,
-                NearestMode::RoundPreferCeil,
-                NearestMode::Floor,
-                NearestMode::Ceil,
-            ][pick(rng, 4)],
+            nearest: [NearestMode::RoundPreferFloor, NearestMode::RoundPreferCeil, NearestMode::Floor, NearestMode::Ceil][pick(rng, 4)],
             exclude_outside: rng.below(2) == 0,
             extrapolation_value: 1.5,
             antialias: rng.below(2) == 0,
@@ -138,11 +133,7 @@ fn computed_spec(msg: &str) -> Option<TensorSpec> {
     let rest = &msg[msg.find("computed ")? + 9..];
     let (dt, rest) = rest.split_once(' ')?;
     let dims = &rest[rest.find('[')? + 1..rest.find(']')?];
-    let shape = dims
-        .split(',')
-        .filter(|s| !s.trim().is_empty())
-        .map(|s| s.trim().parse().ok())
-        .collect::<Option<Vec<usize>>>()?;
+    let shape = dims.split(',').filter(|s| !s.trim().is_empty()).map(|s| s.trim().parse().ok()).collect::<Option<Vec<usize>>>()?;
     let dtype = *DTYPES.iter().find(|d| d.to_string() == dt)?;
     Some(TensorSpec { dtype, shape })
 }
@@ -153,18 +144,14 @@ fn hostile_inputs_never_panic() {
     let mut reached_kernel = 0;
     for iter in 0..30_000 {
         let op = ops(&mut rng);
-        let ins: Vec<Option<Tensor>> =
-            (0..rng.below(6)).map(|_| if rng.below(8) == 0 { None } else { Some(tensor(&mut rng)) }).collect();
+        let ins: Vec<Option<Tensor>> = (0..rng.below(6)).map(|_| if rng.below(8) == 0 { None } else { Some(tensor(&mut rng)) }).collect();
         let refs: Vec<Option<&Tensor>> = ins.iter().map(|t| t.as_ref()).collect();
         let first = ins.iter().flatten().next();
         let n_out = if matches!(op, Op::Split { .. }) { 1 + rng.below(3) as usize } else { 1 };
         let outs: Vec<TensorSpec> = (0..n_out)
             .map(|_| match (rng.below(2), first) {
                 (0, Some(t)) => TensorSpec { dtype: t.dtype(), shape: t.shape().to_vec() },
-                _ => TensorSpec {
-                    dtype: DTYPES[rng.below(7) as usize],
-                    shape: (0..rng.below(4)).map(|_| rng.below(4) as usize).collect(),
-                },
+                _ => TensorSpec { dtype: DTYPES[rng.below(7) as usize], shape: (0..rng.below(4)).map(|_| rng.below(4) as usize).collect() },
             })
             .collect();
         let run = |outs: &[TensorSpec]| std::panic::catch_unwind(|| crate::cpu::eval_op(&op, &refs, outs));

@@ -8,8 +8,7 @@ use rayon::prelude::*;
 /// larger than memory gets an error, not an abort.
 pub(crate) fn alloc<T: Clone>(n: usize, v: T) -> Result<Vec<T>> {
     let mut out = Vec::new();
-    out.try_reserve_exact(n)
-        .map_err(|_| Error::Other(format!("cannot allocate {n} elements of {} bytes", std::mem::size_of::<T>())))?;
+    out.try_reserve_exact(n).map_err(|_| Error::Other(format!("cannot allocate {n} elements of {} bytes", std::mem::size_of::<T>())))?;
     out.resize(n, v);
     Ok(out)
 }
@@ -17,8 +16,7 @@ pub(crate) fn alloc<T: Clone>(n: usize, v: T) -> Result<Vec<T>> {
 /// `[f(0), f(1), .., f(n - 1)]`, with the allocation failing as an error like [`alloc`].
 pub(crate) fn alloc_with<T>(n: usize, f: impl FnMut(usize) -> T) -> Result<Vec<T>> {
     let mut out = Vec::new();
-    out.try_reserve_exact(n)
-        .map_err(|_| Error::Other(format!("cannot allocate {n} elements of {} bytes", std::mem::size_of::<T>())))?;
+    out.try_reserve_exact(n).map_err(|_| Error::Other(format!("cannot allocate {n} elements of {} bytes", std::mem::size_of::<T>())))?;
     out.extend((0..n).map(f));
     Ok(out)
 }
@@ -62,18 +60,11 @@ pub(crate) fn map1<T: Copy + Sync, O: Copy + Default + Send>(src: &[T], f: impl 
 }
 
 /// [`map1`] for an expensive `f`: goes parallel on smaller inputs.
-pub(crate) fn map1_heavy<T: Copy + Sync, O: Copy + Default + Send>(
-    src: &[T],
-    f: impl Fn(T) -> O + Sync,
-) -> Result<Vec<O>> {
+pub(crate) fn map1_heavy<T: Copy + Sync, O: Copy + Default + Send>(src: &[T], f: impl Fn(T) -> O + Sync) -> Result<Vec<O>> {
     map1_from(src, PAR_MIN_HEAVY, f)
 }
 
-fn map1_from<T: Copy + Sync, O: Copy + Default + Send>(
-    src: &[T],
-    min: usize,
-    f: impl Fn(T) -> O + Sync,
-) -> Result<Vec<O>> {
+fn map1_from<T: Copy + Sync, O: Copy + Default + Send>(src: &[T], min: usize, f: impl Fn(T) -> O + Sync) -> Result<Vec<O>> {
     let mut out = alloc(src.len(), O::default())?;
     par_chunks_from(&mut out, min, |start, out: &mut [O]| {
         let n = out.len();

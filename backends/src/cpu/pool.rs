@@ -6,8 +6,8 @@
 use super::gemm_util::with_scratch;
 use super::im2col::{phase_offset, split_row, Geom, ValidTable};
 use super::input;
-use super::pool2d;
 use super::kernel_util::{err, f32_data, multiversion, per_axis, split_pads};
+use super::pool2d;
 use dynaspa_runtime::backend::TensorSpec;
 use dynaspa_runtime::graph::*;
 use dynaspa_runtime::{Result, Tensor};
@@ -45,9 +45,7 @@ fn pool_with(op: &str, kind: Kind, p: &Pool, ins: &[Option<&Tensor>], out: &Tens
     let (xs, os) = (x.shape(), out.shape.as_slice());
     let r = xs.len();
     if !(3..=5).contains(&r) || os.len() != r || os[..2] != xs[..2] {
-        return err(format!(
-            "{op}: X {xs:?} and output {os:?} must both be (N, C, spatial...) with 1 to 3 spatial axes"
-        ));
+        return err(format!("{op}: X {xs:?} and output {os:?} must both be (N, C, spatial...) with 1 to 3 spatial axes"));
     }
     let sp = r - 2;
     let kernel = &p.window.kernel_shape;
@@ -230,16 +228,7 @@ mod tests {
 
     /// Per-output definition over N-D windows, following the ONNX reference's counting.
     #[allow(clippy::too_many_arguments)]
-    fn reference(
-        kind: Kind,
-        xs: &[usize],
-        x: &[f32],
-        os: &[usize],
-        k: &[usize],
-        s: &[usize],
-        d: &[usize],
-        pads: &[usize],
-    ) -> Vec<f32> {
+    fn reference(kind: Kind, xs: &[usize], x: &[f32], os: &[usize], k: &[usize], s: &[usize], d: &[usize], pads: &[usize]) -> Vec<f32> {
         let sp = k.len();
         let isz: usize = xs[2..].iter().product();
         let osz: usize = os[2..].iter().product();
@@ -259,11 +248,9 @@ mod tests {
                 let (mut mx, mut sum, mut cnt_valid, mut cnt_pad) = (f32::NEG_INFINITY, 0.0f64, 0, 0);
                 for kk in 0..ksz {
                     let ki = unravel(kk, k);
-                    let pos: Vec<i64> =
-                        (0..sp).map(|a| (oi[a] * s[a] + ki[a] * d[a]) as i64 - pads[a] as i64).collect();
+                    let pos: Vec<i64> = (0..sp).map(|a| (oi[a] * s[a] + ki[a] * d[a]) as i64 - pads[a] as i64).collect();
                     let inside = (0..sp).all(|a| pos[a] >= 0 && pos[a] < xs[2 + a] as i64);
-                    let in_pad =
-                        (0..sp).all(|a| pos[a] >= -(pads[a] as i64) && pos[a] < (xs[2 + a] + pads[sp + a]) as i64);
+                    let in_pad = (0..sp).all(|a| pos[a] >= -(pads[a] as i64) && pos[a] < (xs[2 + a] + pads[sp + a]) as i64);
                     if in_pad {
                         cnt_pad += 1;
                     }
@@ -277,9 +264,7 @@ mod tests {
                 }
                 y.push(match kind {
                     Kind::Max => mx,
-                    Kind::Avg { count_include_pad } => {
-                        (sum / if count_include_pad { cnt_pad } else { cnt_valid } as f64) as f32
-                    }
+                    Kind::Avg { count_include_pad } => (sum / if count_include_pad { cnt_pad } else { cnt_valid } as f64) as f32,
                 });
             }
         }
@@ -306,13 +291,7 @@ mod tests {
         }
         let x = rng.tensor(xs);
         let p = Pool {
-            window: Window {
-                kernel_shape: k.into(),
-                strides: s.into(),
-                pads: pads.into(),
-                dilations: d.into(),
-                auto_pad: AutoPad::NotSet,
-            },
+            window: Window { kernel_shape: k.into(), strides: s.into(), pads: pads.into(), dilations: d.into(), auto_pad: AutoPad::NotSet },
             ceil_mode: ceil,
             count_include_pad: matches!(kind, Kind::Avg { count_include_pad: true }),
         };
@@ -322,12 +301,7 @@ mod tests {
         }
         .unwrap();
         let want = reference(kind, xs, x.as_f32().unwrap(), &os, k, s, d, pads);
-        assert_close(
-            got.as_f32().unwrap(),
-            &want,
-            1e-5,
-            &format!("pool x={xs:?} k={k:?} s={s:?} d={d:?} p={pads:?} ceil={ceil}"),
-        );
+        assert_close(got.as_f32().unwrap(), &want, 1e-5, &format!("pool x={xs:?} k={k:?} s={s:?} d={d:?} p={pads:?} ceil={ceil}"));
     }
 
     #[test]
@@ -383,8 +357,7 @@ mod tests {
         for xs in [vec![2, 3, 4, 5], vec![1, 4, 7], vec![1, 2, 2, 3, 4]] {
             let x = rng.tensor(&xs);
             let plane: usize = xs[2..].iter().product();
-            let want: Vec<f32> =
-                x.as_f32().unwrap().chunks(plane).map(|c| c.iter().sum::<f32>() / plane as f32).collect();
+            let want: Vec<f32> = x.as_f32().unwrap().chunks(plane).map(|c| c.iter().sum::<f32>() / plane as f32).collect();
             let os: Vec<usize> = xs.iter().enumerate().map(|(i, &d)| if i < 2 { d } else { 1 }).collect();
             let got = global_average_pool(&[Some(&x)], &spec(&os)).unwrap();
             assert_close(got.as_f32().unwrap(), &want, 1e-5, "gap");
@@ -398,13 +371,7 @@ mod tests {
         let mut rng = Rng::new(6);
         let x = rng.tensor(&[1, 2, 5, 5]);
         let p = Pool {
-            window: Window {
-                kernel_shape: vec![2, 2],
-                strides: vec![],
-                pads: vec![],
-                dilations: vec![],
-                auto_pad: AutoPad::NotSet,
-            },
+            window: Window { kernel_shape: vec![2, 2], strides: vec![], pads: vec![], dilations: vec![], auto_pad: AutoPad::NotSet },
             ceil_mode: false,
             count_include_pad: false,
         };
@@ -428,7 +395,13 @@ mod tests {
     fn bench_dynconv_pools() {
         let nt: usize = std::env::var("BENCH_THREADS").ok().and_then(|v| v.parse().ok()).unwrap_or(2);
         let win = |k: usize, s: usize, p: usize| Pool {
-            window: Window { kernel_shape: vec![k, k], strides: vec![s, s], pads: vec![p; 4], dilations: vec![], auto_pad: AutoPad::NotSet },
+            window: Window {
+                kernel_shape: vec![k, k],
+                strides: vec![s, s],
+                pads: vec![p; 4],
+                dilations: vec![],
+                auto_pad: AutoPad::NotSet,
+            },
             ceil_mode: false,
             count_include_pad: false,
         };
@@ -492,10 +465,7 @@ mod tests {
             let b = rng.tensor(&[1000, 512]);
             let c = rng.tensor(&[1000]);
             let dt = time_it(30, || {
-                drop(
-                    crate::cpu::matmul::gemm(1.0, 1.0, false, true, &[Some(&a), Some(&b), Some(&c)], &spec(&[1, 1000]))
-                        .unwrap(),
-                )
+                drop(crate::cpu::matmul::gemm(1.0, 1.0, false, true, &[Some(&a), Some(&b), Some(&c)], &spec(&[1, 1000])).unwrap())
             });
             println!("gemm 1x512 x 512x1000: {:.3} ms", dt * 1e3);
         });

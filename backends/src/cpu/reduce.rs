@@ -34,8 +34,7 @@ pub(crate) fn reduce(r: &Reduce, ins: &[Option<&Tensor>], out: &TensorSpec) -> R
     for &a in &axes {
         red[norm_axis(a, rank, name)?] = true;
     }
-    let shape: Vec<usize> =
-        (0..rank).filter(|&d| r.keepdims || !red[d]).map(|d| if red[d] { 1 } else { x.shape()[d] }).collect();
+    let shape: Vec<usize> = (0..rank).filter(|&d| r.keepdims || !red[d]).map(|d| if red[d] { 1 } else { x.shape()[d] }).collect();
     expect_out(name, x.dtype(), &shape, out.dtype, &out.shape)?;
     let count: usize = (0..rank).filter(|&d| red[d]).map(|d| x.shape()[d]).product();
     match r.kind {
@@ -58,10 +57,7 @@ fn sum_reduce<T: Elem>(src: &[T], shape: &[usize], red: &[bool], mean: bool, cou
         Ok(acc.into_iter().map(|a| T::from_f64(if mean && count == 0 { f64::NAN } else { a * scale })).collect())
     } else {
         let acc = fold_reduce(src, shape, red, 0i64, |a, x: T| a.wrapping_add(x.to_i64()))?;
-        Ok(acc
-            .into_iter()
-            .map(|a| T::from_i64(if mean { a.checked_div(count as i64).unwrap_or(0) } else { a }))
-            .collect())
+        Ok(acc.into_iter().map(|a| T::from_i64(if mean { a.checked_div(count as i64).unwrap_or(0) } else { a })).collect())
     }
 }
 

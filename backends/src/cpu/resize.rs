@@ -23,11 +23,7 @@ pub(crate) struct AxisPlan {
 impl AxisPlan {
     fn is_identity(&self, in_len: usize) -> bool {
         self.taps.len() == in_len
-            && self
-                .taps
-                .iter()
-                .enumerate()
-                .all(|(j, t)| t.iter().all(|&(i, w)| if i == j { w == 1.0 } else { w == 0.0 }) && !t.is_empty())
+            && self.taps.iter().enumerate().all(|(j, t)| t.iter().all(|&(i, w)| if i == j { w == 1.0 } else { w == 0.0 }) && !t.is_empty())
     }
 }
 
@@ -55,12 +51,7 @@ pub(crate) fn resize(p: &Resize, ins: &[Option<&Tensor>], out: &TensorSpec) -> R
 
 /// Per axis of an `in_shape` -> `out_shape` Resize, how it is resampled (`None`: unchanged).
 /// `ins[1..]` (roi, scales, sizes) must be host tensors; the GPU backends plan from this too.
-pub(crate) fn resize_plans(
-    p: &Resize,
-    ins: &[Option<&Tensor>],
-    in_shape: &[usize],
-    out_shape: &[usize],
-) -> Result<Vec<Option<AxisPlan>>> {
+pub(crate) fn resize_plans(p: &Resize, ins: &[Option<&Tensor>], in_shape: &[usize], out_shape: &[usize]) -> Result<Vec<Option<AxisPlan>>> {
     let r = in_shape.len();
     let axes: Vec<usize> = match &p.axes {
         Some(a) => a.iter().map(|&a| norm_axis(a, r, "Resize")).collect::<Result<_>>()?,
@@ -137,14 +128,7 @@ pub(crate) fn resize_plans(
 /// Source coordinate of output index `x` along an axis, or `None` where tf_crop_and_resize
 /// extrapolates. Follows the ONNX reference, including that "output length" in the
 /// formulas is `scale * in_len`, not the rounded size.
-pub(crate) fn source_coord(
-    coord: CoordTransform,
-    x: f64,
-    in_len: usize,
-    out_len: usize,
-    scale: f64,
-    roi: (f64, f64),
-) -> Option<f64> {
+pub(crate) fn source_coord(coord: CoordTransform, x: f64, in_len: usize, out_len: usize, scale: f64, roi: (f64, f64)) -> Option<f64> {
     let inl = in_len as f64;
     let out_w = scale * inl;
     Some(match coord {
@@ -170,11 +154,8 @@ pub(crate) fn source_coord(
         }
         CoordTransform::Asymmetric => x / scale,
         CoordTransform::TfCropAndResize => {
-            let v = if out_w == 1.0 {
-                (roi.1 - roi.0) * (inl - 1.0) / 2.0
-            } else {
-                x * (roi.1 - roi.0) * (inl - 1.0) / (out_w - 1.0)
-            } + roi.0 * (inl - 1.0);
+            let v = if out_w == 1.0 { (roi.1 - roi.0) * (inl - 1.0) / 2.0 } else { x * (roi.1 - roi.0) * (inl - 1.0) / (out_w - 1.0) }
+                + roi.0 * (inl - 1.0);
             if !(0.0..=inl - 1.0).contains(&v) {
                 return None;
             }
@@ -262,13 +243,7 @@ fn nearest<T: Elem>(src: &[T], shape: &[usize], plans: &[Option<AxisPlan>], fill
     make(out, gather_axes(src, shape, &maps, fill, "Resize")?)
 }
 
-fn linear<T: Elem>(
-    src: &[T],
-    shape: &[usize],
-    plans: &[Option<AxisPlan>],
-    extrapolation: f64,
-    out: &[usize],
-) -> Result<Tensor> {
+fn linear<T: Elem>(src: &[T], shape: &[usize], plans: &[Option<AxisPlan>], extrapolation: f64, out: &[usize]) -> Result<Tensor> {
     let mut cur: Option<Vec<f64>> = None;
     let mut cur_shape = shape.to_vec();
     for (d, plan) in plans.iter().enumerate() {

@@ -124,8 +124,7 @@ impl Ref<'_> {
                 let s = scale.min(1.0);
                 let start = (-1.0 / s).floor() as i64 + 1;
                 let fp = 2 - 2 * start;
-                let c: Vec<f64> =
-                    (start..start + fp).map(|i| (1.0 - ((i as f64 - ratio) * s).abs()).clamp(0.0, 1.0)).collect();
+                let c: Vec<f64> = (start..start + fp).map(|i| (1.0 - ((i as f64 - ratio) * s).abs()).clamp(0.0, 1.0)).collect();
                 let sum: f64 = c.iter().sum();
                 c.iter().map(|v| v / sum).collect()
             }
@@ -145,11 +144,7 @@ impl Ref<'_> {
             }
             CoordTransform::Asymmetric => x / scale,
             CoordTransform::TfCropAndResize => {
-                let v = if outw == 1.0 {
-                    (roi.1 - roi.0) * (inw - 1.0) / 2.0
-                } else {
-                    x * (roi.1 - roi.0) * (inw - 1.0) / (outw - 1.0)
-                };
+                let v = if outw == 1.0 { (roi.1 - roi.0) * (inw - 1.0) / 2.0 } else { x * (roi.1 - roi.0) * (inw - 1.0) / (outw - 1.0) };
                 let v = v + roi.0 * (inw - 1.0);
                 if v < 0.0 || v > inw - 1.0 {
                     return self.p.extrapolation_value as f64;
@@ -173,9 +168,8 @@ impl Ref<'_> {
         let mut c = self.coeffs(ratio, scale);
         let n = c.len();
         let pad = n.div_ceil(2);
-        let padded: Vec<f64> = (0..data.len() + 2 * pad)
-            .map(|i| data[(i as i64 - pad as i64).clamp(0, data.len() as i64 - 1) as usize])
-            .collect();
+        let padded: Vec<f64> =
+            (0..data.len() + 2 * pad).map(|i| data[(i as i64 - pad as i64).clamp(0, data.len() as i64 - 1) as usize]).collect();
         let xp = x_ori + pad as f64;
         let mut idx: Vec<usize> = (0..padded.len()).collect();
         idx.sort_by(|&a, &b| ((xp - a as f64).abs(), a).partial_cmp(&((xp - b as f64).abs(), b)).unwrap());
@@ -194,30 +188,13 @@ impl Ref<'_> {
         idx.iter().zip(&c).map(|(&i, w)| w * padded[i]).sum()
     }
 
-    fn interp_nd(
-        &self,
-        data: &[f64],
-        shape: &[usize],
-        scales: &[f64],
-        out: &[usize],
-        x: &[usize],
-        roi: &[(f64, f64)],
-    ) -> f64 {
+    fn interp_nd(&self, data: &[f64], shape: &[usize], scales: &[f64], out: &[usize], x: &[usize], roi: &[(f64, f64)]) -> f64 {
         if shape.len() == 1 {
             return self.interp_1d(data, scales[0], out[0], x[0] as f64, roi[0]);
         }
         let inner = data.len() / shape[0];
         let res: Vec<f64> = (0..shape[0])
-            .map(|i| {
-                self.interp_nd(
-                    &data[i * inner..(i + 1) * inner],
-                    &shape[1..],
-                    &scales[1..],
-                    &out[1..],
-                    &x[1..],
-                    &roi[1..],
-                )
-            })
+            .map(|i| self.interp_nd(&data[i * inner..(i + 1) * inner], &shape[1..], &scales[1..], &out[1..], &x[1..], &roi[1..]))
             .collect();
         self.interp_1d(&res, scales[0], out[0], x[0] as f64, roi[0])
     }
@@ -252,15 +229,11 @@ fn resize_random_vs_reference_transliteration() {
             let shape = [1 + rng.below(2) as usize, 1 + rng.below(6) as usize, 1 + rng.below(7) as usize];
             let x = rng.vec_f32(count(&shape), -4.0, 4.0);
             let t = f32t(&shape, x.clone());
-            let roi: Vec<(f64, f64)> = (0..3)
-                .map(|d| if d == 0 { (0.0, 1.0) } else { (rng.f32(-0.3, 0.5) as f64, rng.f32(0.5, 1.3) as f64) })
-                .collect();
+            let roi: Vec<(f64, f64)> =
+                (0..3).map(|d| if d == 0 { (0.0, 1.0) } else { (rng.f32(-0.3, 0.5) as f64, rng.f32(0.5, 1.3) as f64) }).collect();
             let roi_in: Vec<f32> = roi.iter().map(|r| r.0 as f32).chain(roi.iter().map(|r| r.1 as f32)).collect();
             let roi_arg = (coord == CoordTransform::TfCropAndResize).then_some(roi_in.as_slice());
-            let rref = Ref {
-                p: &p,
-                roi: if coord == CoordTransform::TfCropAndResize { roi.clone() } else { vec![(0.0, 1.0); 3] },
-            };
+            let rref = Ref { p: &p, roi: if coord == CoordTransform::TfCropAndResize { roi.clone() } else { vec![(0.0, 1.0); 3] } };
             if trial % 3 == 0 {
                 // Sizes: scale = out / in.
                 let out = [shape[0], 1 + rng.below(9) as usize, 1 + rng.below(9) as usize];

@@ -22,8 +22,7 @@ pub(crate) fn softmax(axis: i64, legacy: bool, ins: &[Option<&Tensor>], out: &Te
         return Tensor::from_f32(vec![], y);
     }
     let ax = norm_axis(OP, axis, xs.len(), false)?;
-    let (len, inner) =
-        if legacy { (xs[ax..].iter().product::<usize>(), 1) } else { (xs[ax], xs[ax + 1..].iter().product::<usize>()) };
+    let (len, inner) = if legacy { (xs[ax..].iter().product::<usize>(), 1) } else { (xs[ax], xs[ax + 1..].iter().product::<usize>()) };
     let block = len * inner;
     if block == 0 {
         return Tensor::from_f32(xs.to_vec(), y);

@@ -111,9 +111,7 @@ pub(crate) fn check_view(len: usize, offset: isize, shape: &[usize], strides: &[
         }
     }
     if lo < 0 || hi >= len as isize {
-        return Err(Error::Other(format!(
-            "{what}: view {shape:?} with strides {strides:?} at {offset} reads outside {len} elements"
-        )));
+        return Err(Error::Other(format!("{what}: view {shape:?} with strides {strides:?} at {offset} reads outside {len} elements")));
     }
     Ok(())
 }
@@ -167,8 +165,7 @@ fn tiled_transpose<T: Copy + Default + Send + Sync>(src: &[T], walk: &Walk<1>, n
     }
     // Rows of the output are (batch..., k); walk over rows of length `ni` with a walk of
     // the outer dims to find each batch's base.
-    let outer =
-        Walk::<1> { sizes: walk.sizes[..r - 1].to_vec(), strides: walk.strides[..r - 1].to_vec(), base: walk.base };
+    let outer = Walk::<1> { sizes: walk.sizes[..r - 1].to_vec(), strides: walk.strides[..r - 1].to_vec(), base: walk.base };
     let mut out = match alloc(n, T::default()) {
         Ok(v) => v,
         Err(e) => return Some(Err(e)),

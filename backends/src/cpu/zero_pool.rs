@@ -16,7 +16,10 @@ pub(crate) enum Dirty {
     All,
     /// The buffer is `images` x `channels` planes of `mask.len()` positions and only the set
     /// positions of each image's mask were written, in every channel.
-    Positions { masks: std::sync::Arc<[BitMask]>, channels: usize },
+    Positions {
+        masks: std::sync::Arc<[BitMask]>,
+        channels: usize,
+    },
 }
 
 struct Returned {
@@ -188,10 +191,7 @@ mod tests {
 
     #[test]
     fn positions_clear_only_what_was_written_and_all_of_it() {
-        let masks = vec![
-            BitMask::from_fn(3, 5, |y, x| (y * 5 + x) % 3 == 0),
-            BitMask::from_fn(3, 5, |y, x| y == 1 || x == 4),
-        ];
+        let masks = vec![BitMask::from_fn(3, 5, |y, x| (y * 5 + x) % 3 == 0), BitMask::from_fn(3, 5, |y, x| y == 1 || x == 4)];
         let channels = 2;
         let mut buf = vec![0.0f32; 2 * channels * 15];
         for (img, m) in buf.chunks_mut(channels * 15).zip(&masks) {

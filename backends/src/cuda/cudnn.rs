@@ -61,7 +61,11 @@ struct Owned {
 }
 
 impl Owned {
-    fn new(h: &CudnnHandle, (create, destroy): (unsafe extern "C" fn(*mut Desc) -> Status, unsafe extern "C" fn(Desc) -> Status), what: &str) -> Result<Owned> {
+    fn new(
+        h: &CudnnHandle,
+        (create, destroy): (unsafe extern "C" fn(*mut Desc) -> Status, unsafe extern "C" fn(Desc) -> Status),
+        what: &str,
+    ) -> Result<Owned> {
         let mut p: Desc = std::ptr::null_mut();
         // SAFETY: writes the new descriptor.
         h.check(unsafe { create(&mut p) }, what)?;
@@ -180,7 +184,21 @@ impl CudnnConv {
             // descriptors describe; alpha/beta are host floats, as cuDNN reads them for float
             // data; the call only queues work on the handle's stream.
             None => unsafe {
-                (api.conv_fwd)(h, (&one as *const f32).cast(), x_d, p(x), w_d, p(w), conv_d, algo, p(ws), self.workspace, (&zero as *const f32).cast(), y_d, p(y))
+                (api.conv_fwd)(
+                    h,
+                    (&one as *const f32).cast(),
+                    x_d,
+                    p(x),
+                    w_d,
+                    p(w),
+                    conv_d,
+                    algo,
+                    p(ws),
+                    self.workspace,
+                    (&zero as *const f32).cast(),
+                    y_d,
+                    p(y),
+                )
             },
             Some((bias_d, act, residual)) => {
                 let alpha2: f32 = if *residual { 1.0 } else { 0.0 };
@@ -224,10 +242,28 @@ fn int(v: usize) -> Option<c_int> {
 /// does not compute the conv as ONNX does (its output extent differs: asymmetric pads) or a
 /// size does not fit its ints.
 fn descriptors(h: &CudnnHandle, d: &VendorConvDesc) -> Result<Option<[Owned; 4]>> {
-    let dims: Option<Vec<c_int>> = [d.n, d.cin, d.h, d.w, d.cout, d.cin / d.groups.max(1), d.kernel[0], d.kernel[1], d.pad[0], d.pad[1], d.stride[0], d.stride[1], d.dilation[0], d.dilation[1], d.groups, d.oh, d.ow]
-        .iter()
-        .map(|&v| int(v))
-        .collect();
+    let dims: Option<Vec<c_int>> = [
+        d.n,
+        d.cin,
+        d.h,
+        d.w,
+        d.cout,
+        d.cin / d.groups.max(1),
+        d.kernel[0],
+        d.kernel[1],
+        d.pad[0],
+        d.pad[1],
+        d.stride[0],
+        d.stride[1],
+        d.dilation[0],
+        d.dilation[1],
+        d.groups,
+        d.oh,
+        d.ow,
+    ]
+    .iter()
+    .map(|&v| int(v))
+    .collect();
     let Some(v) = dims else { return Ok(None) };
     let [n, cin, ih, iw, cout, cin_g, kh, kw, ph, pw, sh, sw, dh, dw, groups, oh, ow] = v[..] else { return Ok(None) };
     let api = &h.lib.api;
@@ -240,7 +276,10 @@ fn descriptors(h: &CudnnHandle, d: &VendorConvDesc) -> Result<Option<[Owned; 4]>
     let cd = Owned::new(h, api.conv_fns(), "cudnnCreateConvolutionDescriptor")?;
     // SAFETY: as above.
     unsafe {
-        h.check((api.set_conv_2d)(cd.p, ph, pw, sh, sw, dh, dw, lib::CROSS_CORRELATION, lib::DATA_FLOAT), "cudnnSetConvolution2dDescriptor")?;
+        h.check(
+            (api.set_conv_2d)(cd.p, ph, pw, sh, sw, dh, dw, lib::CROSS_CORRELATION, lib::DATA_FLOAT),
+            "cudnnSetConvolution2dDescriptor",
+        )?;
         h.check((api.set_conv_groups)(cd.p, groups), "cudnnSetConvolutionGroupCount")?;
         h.check((api.set_conv_math)(cd.p, lib::FMA_MATH), "cudnnSetConvolutionMathType")?;
     }
@@ -259,13 +298,25 @@ fn descriptors(h: &CudnnHandle, d: &VendorConvDesc) -> Result<Option<[Owned; 4]>
 
 /// Bytes x, w, y and the bias of `d` take.
 fn tensor_bytes(d: &VendorConvDesc) -> [usize; 4] {
-    [4 * d.n * d.cin * d.h * d.w, 4 * d.cout * (d.cin / d.groups.max(1)) * d.kernel[0] * d.kernel[1], 4 * d.n * d.cout * d.oh * d.ow, 4 * d.cout]
+    [
+        4 * d.n * d.cin * d.h * d.w,
+        4 * d.cout * (d.cin / d.groups.max(1)) * d.kernel[0] * d.kernel[1],
+        4 * d.n * d.cout * d.oh * d.ow,
+        4 * d.cout,
+    ]
 }
 
 /// Plans `d` on the legacy API's fastest FMA algorithms (up to `LEGACY_ALGOS`), searching them
 /// on `x`, `w` and `y` (overwritten) the first time this geometry is seen. None where cuDNN
 /// does not compute this conv as ONNX does or has no FMA algorithm for it.
-pub(crate) fn plan(h: &Arc<CudnnHandle>, d: &VendorConvDesc, x: &CudaBuffer, w: &CudaBuffer, y: &CudaBuffer, device_mem_bytes: u64) -> Result<Vec<CudnnConv>> {
+pub(crate) fn plan(
+    h: &Arc<CudnnHandle>,
+    d: &VendorConvDesc,
+    x: &CudaBuffer,
+    w: &CudaBuffer,
+    y: &CudaBuffer,
+    device_mem_bytes: u64,
+) -> Result<Vec<CudnnConv>> {
     let Some(first) = descriptors(h, d)? else { return Ok(Vec::new()) };
     let bytes = tensor_bytes(d);
     for (b, need, what) in [(x, bytes[0], "input"), (w, bytes[1], "weight"), (y, bytes[2], "output")] {
@@ -307,7 +358,13 @@ pub(crate) fn plan(h: &Arc<CudnnHandle>, d: &VendorConvDesc, x: &CudaBuffer, w: 
 
 /// One legacy plan: the bare conv on `algo`, or the fused form (the identity moves it to
 /// IMPLICIT_PRECOMP_GEMM, the one algorithm it runs).
-fn legacy_plan(h: &Arc<CudnnHandle>, d: &VendorConvDesc, [xd, wd, yd, cd]: [Owned; 4], mut algo: c_int, mut workspace: usize) -> Result<Option<CudnnConv>> {
+fn legacy_plan(
+    h: &Arc<CudnnHandle>,
+    d: &VendorConvDesc,
+    [xd, wd, yd, cd]: [Owned; 4],
+    mut algo: c_int,
+    mut workspace: usize,
+) -> Result<Option<CudnnConv>> {
     let api = &h.lib.api;
     let mut fused = None;
     let mut what = String::new();
@@ -348,7 +405,13 @@ fn legacy_plan(h: &Arc<CudnnHandle>, d: &VendorConvDesc, [xd, wd, yd, cd]: [Owne
 /// Plans `d`'s bare conv on the backend API's fastest fp32 engine, searching the engines on
 /// `x`, `w` and `y` (overwritten) the first time this geometry is seen; `Ok(None)` where none
 /// runs it.
-pub(crate) fn plan_engine(h: &Arc<CudnnHandle>, d: &VendorConvDesc, x: &CudaBuffer, w: &CudaBuffer, y: &CudaBuffer) -> Result<Option<CudnnConv>> {
+pub(crate) fn plan_engine(
+    h: &Arc<CudnnHandle>,
+    d: &VendorConvDesc,
+    x: &CudaBuffer,
+    w: &CudaBuffer,
+    y: &CudaBuffer,
+) -> Result<Option<CudnnConv>> {
     if d.fused.is_some() {
         return Ok(None);
     }
@@ -386,7 +449,12 @@ pub(crate) fn plan_engine(h: &Arc<CudnnHandle>, d: &VendorConvDesc, x: &CudaBuff
 
 /// cuDNN's timed search over its algorithms on the real buffers, with a workspace as large as
 /// the hungriest algorithm wants (up to the cap); the fastest FMA algorithm that succeeded.
-fn search(h: &CudnnHandle, (xd, wd, cd, yd): (&Owned, &Owned, &Owned, &Owned), (x, w, y): (&CudaBuffer, &CudaBuffer, &CudaBuffer), device_mem_bytes: u64) -> Result<Found> {
+fn search(
+    h: &CudnnHandle,
+    (xd, wd, cd, yd): (&Owned, &Owned, &Owned, &Owned),
+    (x, w, y): (&CudaBuffer, &CudaBuffer, &CudaBuffer),
+    device_mem_bytes: u64,
+) -> Result<Found> {
     let api = &h.lib.api;
     let mut want = 0usize;
     for algo in 0..lib::ALGO_COUNT {
@@ -415,13 +483,24 @@ fn search(h: &CudnnHandle, (xd, wd, cd, yd): (&Owned, &Owned, &Owned, &Owned), (
     let results = &perf[..(returned.max(0) as usize).min(perf.len())];
     let text: Vec<String> = results
         .iter()
-        .map(|r| format!("{}: status {} math {} {:.1} us {} B", lib::ALGO_NAMES.get(r.algo as usize).unwrap_or(&"?"), r.status, r.math_type, r.time * 1e3, r.memory))
+        .map(|r| {
+            format!(
+                "{}: status {} math {} {:.1} us {} B",
+                lib::ALGO_NAMES.get(r.algo as usize).unwrap_or(&"?"),
+                r.status,
+                r.math_type,
+                r.time * 1e3,
+                r.memory
+            )
+        })
         .collect();
     tracing::debug!(workspace = ws_bytes, "cuDNN algorithm search: {}", text.join(", "));
     // Results come fastest first; only FMA math keeps fp32 semantics.
     let best: Found = results
         .iter()
-        .filter(|r| r.status == lib::SUCCESS && r.math_type == lib::FMA_MATH && r.memory <= ws_bytes && (0..lib::ALGO_COUNT).contains(&r.algo))
+        .filter(|r| {
+            r.status == lib::SUCCESS && r.math_type == lib::FMA_MATH && r.memory <= ws_bytes && (0..lib::ALGO_COUNT).contains(&r.algo)
+        })
         .map(|r| (r.algo, r.memory))
         .take(LEGACY_ALGOS)
         .collect();

@@ -160,7 +160,8 @@ fn engine_of(h: &CudnnHandle, cfg: &BackendDesc) -> Result<(i64, bool)> {
     engine.get(g::ENGINE_GLOBAL_INDEX, g::TYPE_INT64, &mut index)?;
     let mut notes = [0 as std::ffi::c_int; 16];
     let n = engine.get(g::ENGINE_NUMERICAL_NOTE, g::TYPE_NUMERICAL_NOTE, &mut notes)?.min(notes.len());
-    let fp32 = !notes[..n].iter().any(|&v| [g::NOTE_TENSOR_CORE, g::NOTE_DOWN_CONVERT_INPUTS, g::NOTE_REDUCED_PRECISION_REDUCTION].contains(&v));
+    let fp32 =
+        !notes[..n].iter().any(|&v| [g::NOTE_TENSOR_CORE, g::NOTE_DOWN_CONVERT_INPUTS, g::NOTE_REDUCED_PRECISION_REDUCTION].contains(&v));
     Ok((index[0], fp32))
 }
 

@@ -56,7 +56,15 @@ impl CudnnHandle {
             unsafe { (api.destroy)(h) };
             return Err(format!("cudnnSetStream: {}", api.status_text(s)));
         }
-        Ok(CudnnHandle { lib, raw: Mutex::new(RawHandle(h)), ctx, stream: stream as usize, found: Mutex::new(HashMap::new()), engines: Mutex::new(HashMap::new()), engine_note: Mutex::new(None) })
+        Ok(CudnnHandle {
+            lib,
+            raw: Mutex::new(RawHandle(h)),
+            ctx,
+            stream: stream as usize,
+            found: Mutex::new(HashMap::new()),
+            engines: Mutex::new(HashMap::new()),
+            engine_note: Mutex::new(None),
+        })
     }
 
     pub(crate) fn version(&self) -> (usize, usize, usize) {

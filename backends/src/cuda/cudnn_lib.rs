@@ -351,7 +351,10 @@ fn open_by_name(name: &str) -> Result<Option<Loaded>, String> {
 /// Where the loaded library `name` lives, from /proc/self/maps (the linker does not say).
 fn mapped_path(name: &str) -> Option<PathBuf> {
     let maps = std::fs::read_to_string("/proc/self/maps").ok()?;
-    maps.lines().filter_map(|l| l.split_whitespace().nth(5)).map(PathBuf::from).find(|p| p.file_name().is_some_and(|f| f.to_string_lossy().starts_with(name)))
+    maps.lines()
+        .filter_map(|l| l.split_whitespace().nth(5))
+        .map(PathBuf::from)
+        .find(|p| p.file_name().is_some_and(|f| f.to_string_lossy().starts_with(name)))
 }
 
 fn open_at(path: &Path) -> Result<Loaded, String> {
@@ -443,7 +446,11 @@ pub fn describe() -> String {
     match load() {
         Ok(l) => {
             let (a, b, c) = l.version;
-            let mut s = format!("cuDNN {a}.{b}.{c} ({}; {} sub-libraries preloaded; for dense convs where faster)", l.path.display(), l.sublibs.len());
+            let mut s = format!(
+                "cuDNN {a}.{b}.{c} ({}; {} sub-libraries preloaded; for dense convs where faster)",
+                l.path.display(),
+                l.sublibs.len()
+            );
             if !l.problems.is_empty() {
                 s.push_str(&format!("; not loaded: {}", l.problems.join("; ")));
             }

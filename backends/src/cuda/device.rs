@@ -8,15 +8,15 @@
 //! thread.
 
 pub use super::buffer::CudaBuffer;
-pub use super::context::CudaEvent;
 use super::context::Context;
-use super::error::{err, Ctx};
-use super::kernel_cache::{CacheStats, KernelCache, Origin};
+pub use super::context::CudaEvent;
 use super::cudnn::{self, CudnnConv};
 use super::cudnn_handle::CudnnHandle;
 use super::cudnn_lib;
-use super::staging::CudaStaging;
+use super::error::{err, Ctx};
 use super::graph::CudaGraph;
+use super::kernel_cache::{CacheStats, KernelCache, Origin};
+use super::staging::CudaStaging;
 use super::{graph, launch_local, libs, nvrtc, pdl, probe};
 use crate::gpu::{Arg, DeviceInfo, GpuDevice, KernelSpec, VendorConv, VendorConvDesc, VendorPolicy};
 use cudarc::driver::{result, sys};
@@ -268,7 +268,14 @@ impl CudaDevice {
     }
 
     /// Queues `kernel` on `stream` (cuDNN convs run on the main stream, their handle's).
-    fn launch_on(&self, stream: sys::CUstream, kernel: &CudaKernel, groups: [u32; 3], local: [u32; 3], args: &[Arg<'_, CudaBuffer>]) -> Result<()> {
+    fn launch_on(
+        &self,
+        stream: sys::CUstream,
+        kernel: &CudaKernel,
+        groups: [u32; 3],
+        local: [u32; 3],
+        args: &[Arg<'_, CudaBuffer>],
+    ) -> Result<()> {
         self.same_device(&kernel.ctx, "kernel")?;
         let name = &kernel.name;
         let (func, param_sizes, max_threads, launch_local, programmatic) = match &kernel.body {
@@ -310,9 +317,7 @@ impl CudaDevice {
         if let Some(sizes) = param_sizes {
             let got: Vec<usize> = args.iter().map(|a| if matches!(a, Arg::Buf(_)) { 8 } else { 4 }).collect();
             if &got != sizes {
-                return Err(err(format!(
-                    "{name}: arguments of {got:?} bytes do not match the kernel's parameters of {sizes:?} bytes"
-                )));
+                return Err(err(format!("{name}: arguments of {got:?} bytes do not match the kernel's parameters of {sizes:?} bytes")));
             }
         }
         // An empty grid (no DISTiles this frame) is nothing to do.
@@ -349,14 +354,7 @@ impl CudaDevice {
         // kernel's signature where the driver tells it; `slots` outlives the call (the driver
         // copies parameters at launch).
         unsafe {
-            result::launch_kernel(
-                func,
-                (groups[0], groups[1], groups[2]),
-                (local[0], local[1], local[2]),
-                launch_local,
-                stream,
-                params,
-            )
+            result::launch_kernel(func, (groups[0], groups[1], groups[2]), (local[0], local[1], local[2]), launch_local, stream, params)
         }
         .ctx(|| format!("cuLaunchKernel({name}, {groups:?} x {local:?})"))
     }
@@ -567,10 +565,9 @@ impl GpuDevice for CudaDevice {
         let func = unsafe { result::module::get_function(module.module, entry) }
             .ctx(|| format!("{} has no kernel '{}' (cuModuleGetFunction)", spec.file, spec.entry))?;
         // SAFETY: live function.
-        let max_threads = unsafe {
-            result::function::get_function_attribute(func, sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK)
-        }
-        .ctx(|| "cuFuncGetAttribute".into())?;
+        let max_threads =
+            unsafe { result::function::get_function_attribute(func, sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK) }
+                .ctx(|| "cuFuncGetAttribute".into())?;
         let launch_local = launch_local::allow(func, spec, &self.info)?;
         Ok(CudaKernel {
             ctx: self.ctx.clone(),
@@ -605,7 +602,14 @@ impl GpuDevice for CudaDevice {
         graph::launch(&self.ctx, g, self.main)
     }
 
-    fn launch_async(&self, kernel: &CudaKernel, groups: [u32; 3], local: [u32; 3], args: &[Arg<'_, CudaBuffer>], after: &[CudaEvent]) -> Result<CudaEvent> {
+    fn launch_async(
+        &self,
+        kernel: &CudaKernel,
+        groups: [u32; 3],
+        local: [u32; 3],
+        args: &[Arg<'_, CudaBuffer>],
+        after: &[CudaEvent],
+    ) -> Result<CudaEvent> {
         if matches!(kernel.body, Body::Cudnn(_)) {
             return Err(err(format!("{}: cuDNN convs run on the main stream only", kernel.name)));
         }

@@ -62,11 +62,7 @@ impl KernelCache {
     }
 
     pub fn stats(&self) -> CacheStats {
-        CacheStats {
-            memory_hits: 0,
-            disk_hits: self.disk_hits.load(Ordering::Relaxed),
-            compiles: self.compiles.load(Ordering::Relaxed),
-        }
+        CacheStats { memory_hits: 0, disk_hits: self.disk_hits.load(Ordering::Relaxed), compiles: self.compiles.load(Ordering::Relaxed) }
     }
 
     pub fn key(&self, spec: &KernelSpec, arch: &str) -> Result<CacheKey> {

@@ -19,12 +19,7 @@ pub const DIALECT_TILES: [u32; 3] = [8, 16, 32];
 pub const DIALECT_ACTS: [u32; 4] = [0, 1, 2, 3];
 
 pub fn bitmask_spec(block: u32) -> KernelSpec {
-    KernelSpec {
-        file: BITMASK_FILE,
-        source: BITMASK_SOURCE,
-        entry: "bitmask_tiles",
-        defines: vec![("BLOCK".into(), block.to_string())],
-    }
+    KernelSpec { file: BITMASK_FILE, source: BITMASK_SOURCE, entry: "bitmask_tiles", defines: vec![("BLOCK".into(), block.to_string())] }
 }
 
 pub fn axpb_act_spec(act: u32) -> KernelSpec {
@@ -32,12 +27,7 @@ pub fn axpb_act_spec(act: u32) -> KernelSpec {
 }
 
 pub fn transpose_spec(tile: u32) -> KernelSpec {
-    KernelSpec {
-        file: DIALECT_FILE,
-        source: DIALECT_SOURCE,
-        entry: "transpose_scale",
-        defines: vec![("TILE".into(), tile.to_string())],
-    }
+    KernelSpec { file: DIALECT_FILE, source: DIALECT_SOURCE, entry: "transpose_scale", defines: vec![("TILE".into(), tile.to_string())] }
 }
 
 /// Every (source, entry, schedule) of the CUDA backend's own kernels.

@@ -192,9 +192,8 @@ pub(crate) fn python_package_dirs() -> Vec<PathBuf> {
     if let Some(venv) = std::env::var_os("VIRTUAL_ENV") {
         roots.push(PathBuf::from(venv).join("lib"));
     }
-    let pyenv = std::env::var_os("PYENV_ROOT")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".pyenv")));
+    let pyenv =
+        std::env::var_os("PYENV_ROOT").map(PathBuf::from).or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".pyenv")));
     if let Some(Ok(rd)) = pyenv.map(|p| std::fs::read_dir(p.join("versions"))) {
         roots.extend(rd.filter_map(|e| e.ok()).map(|e| e.path().join("lib")));
     }
@@ -270,11 +269,7 @@ fn cudarc_uses(which: Which, addr: usize, path: &Path) -> Result<(), String> {
         ));
     }
     if cudarc_marker(which) != Some(addr) {
-        return Err(format!(
-            "{}: cudarc would use another {} found on the linker path instead",
-            path.display(),
-            which.stem()
-        ));
+        return Err(format!("{}: cudarc would use another {} found on the linker path instead", path.display(), which.stem()));
     }
     Ok(())
 }
@@ -372,10 +367,8 @@ mod tests {
         for f in ["libnvrtc.so.12", "libnvrtc.so", "libnvrtc.so.13", "libnvrtc-builtins.so.13.2", "libnvrtc.so.13.x"] {
             std::fs::write(dir.join(f), b"").unwrap();
         }
-        let names: Vec<String> = candidates_in(&dir, "libnvrtc.so")
-            .iter()
-            .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
-            .collect();
+        let names: Vec<String> =
+            candidates_in(&dir, "libnvrtc.so").iter().map(|p| p.file_name().unwrap().to_string_lossy().into_owned()).collect();
         std::fs::remove_dir_all(&dir).unwrap();
         assert_eq!(names, ["libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"]);
     }

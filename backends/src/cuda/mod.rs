@@ -45,9 +45,9 @@ mod nvrtc_tests;
 mod selfcheck_test;
 
 pub use device::{CudaBuffer, CudaDevice, CudaEvent, CudaKernel};
-pub use staging::CudaStaging;
 pub use kernel_cache::{CacheStats, KernelCache};
 pub use probe::{probe, Unavailable};
+pub use staging::CudaStaging;
 
 use crate::gpu::{GpuBackend, GpuOptions};
 use dynaspa_runtime::Result;
@@ -69,11 +69,7 @@ pub fn select(selector: Option<&str>) -> Result<usize> {
     let list = probe::list().map_err(|m| error::err(format!("unavailable: {m}")))?;
     let names = || list.iter().enumerate().map(|(i, d)| format!("[{i}] {}", d.name)).collect::<Vec<_>>().join(", ");
     if let Ok(i) = sel.parse::<usize>() {
-        return if i < list.len() {
-            Ok(i)
-        } else {
-            Err(error::err(format!("no CUDA device {i}; this machine has {}", names())))
-        };
+        return if i < list.len() { Ok(i) } else { Err(error::err(format!("no CUDA device {i}; this machine has {}", names()))) };
     }
     let lower = sel.to_lowercase();
     list.iter()

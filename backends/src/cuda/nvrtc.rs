@@ -59,13 +59,9 @@ pub fn arch_for(cc: (i32, i32)) -> Result<String> {
     }
     match archs.iter().copied().filter(|a| a / 10 == cc.0 && *a <= want).max() {
         Some(a) => Ok(format!("sm_{a}")),
-        None => Err(err(format!(
-            "NVRTC {:?} cannot compile for compute capability {}.{} (it supports sm_{:?})",
-            version()?,
-            cc.0,
-            cc.1,
-            archs
-        ))),
+        None => {
+            Err(err(format!("NVRTC {:?} cannot compile for compute capability {}.{} (it supports sm_{:?})", version()?, cc.0, cc.1, archs)))
+        }
     }
 }
 
@@ -148,7 +144,8 @@ pub fn compile(spec: &KernelSpec, arch: &str) -> Result<Compiled> {
     let src = CString::new(full_source(spec)).map_err(|_| err(format!("{}: source contains a NUL byte", spec.file)))?;
     let name = CString::new(spec.file).map_err(|_| err(format!("kernel file name {:?} contains NUL", spec.file)))?;
     let prog = Program(result::create_program(&src, Some(&name)).ctx(|| format!("nvrtcCreateProgram({})", spec.file))?);
-    let c_opts: Vec<CString> = opts.iter().map(|o| CString::new(o.as_str())).collect::<Result<_, _>>().map_err(|_| err("NUL in an NVRTC option"))?;
+    let c_opts: Vec<CString> =
+        opts.iter().map(|o| CString::new(o.as_str())).collect::<Result<_, _>>().map_err(|_| err("NUL in an NVRTC option"))?;
     let ptrs: Vec<*const c_char> = c_opts.iter().map(|c| c.as_ptr()).collect();
     // SAFETY: `prog` is live; `ptrs` point into `c_opts`, which outlives the call.
     let status = unsafe { sys::nvrtcCompileProgram(prog.0, ptrs.len() as i32, ptrs.as_ptr()) };
@@ -167,9 +164,7 @@ pub fn compile(spec: &KernelSpec, arch: &str) -> Result<Compiled> {
     // SAFETY: compiled program; the buffer is sized as NVRTC says.
     unsafe { sys::nvrtcGetCUBINSize(prog.0, &mut size) }.result().ctx(|| format!("nvrtcGetCUBINSize({})", spec.file))?;
     let mut cubin = vec![0u8; size];
-    unsafe { sys::nvrtcGetCUBIN(prog.0, cubin.as_mut_ptr() as *mut c_char) }
-        .result()
-        .ctx(|| format!("nvrtcGetCUBIN({})", spec.file))?;
+    unsafe { sys::nvrtcGetCUBIN(prog.0, cubin.as_mut_ptr() as *mut c_char) }.result().ctx(|| format!("nvrtcGetCUBIN({})", spec.file))?;
     if cubin.is_empty() {
         return Err(err(format!("NVRTC returned an empty CUBIN for {} ({arch})", spec.file)));
     }

@@ -108,7 +108,8 @@ fn every_kernel_source_compiles_for_every_schedule() {
     // `DYNASPA_TEST_NVRTC_DEFINES=SELF_LIST=1,KS=4` only those with every define named.
     let only = std::env::var("DYNASPA_TEST_NVRTC_FILE").ok();
     let wanted = std::env::var("DYNASPA_TEST_NVRTC_DEFINES").unwrap_or_default();
-    let wanted: Vec<(String, String)> = wanted.split(',').filter_map(|d| d.split_once('=')).map(|(k, v)| (k.trim().to_string(), v.trim().to_string())).collect();
+    let wanted: Vec<(String, String)> =
+        wanted.split(',').filter_map(|d| d.split_once('=')).map(|(k, v)| (k.trim().to_string(), v.trim().to_string())).collect();
     programs.retain(|(_, file, defines), _| only.as_deref().is_none_or(|o| o == *file) && wanted.iter().all(|w| defines.contains(w)));
     // The slowest programs are named at the end: CI's time here grows with the schedule lists.
     // On every core: NVRTC compiles programs of its own concurrently.
@@ -140,7 +141,10 @@ fn every_kernel_source_compiles_for_every_schedule() {
     assert_eq!(slowest.len(), compiled);
     let total: f64 = slowest.iter().map(|s| s.0).sum();
     eprintln!("{:.0} s on {threads} threads", t0.elapsed().as_secs_f64());
-    eprintln!("compiled {compiled} kernel programs in {total:.0} s from {:?}", files.iter().map(|f| f.file_name().unwrap()).collect::<Vec<_>>());
+    eprintln!(
+        "compiled {compiled} kernel programs in {total:.0} s from {:?}",
+        files.iter().map(|f| f.file_name().unwrap()).collect::<Vec<_>>()
+    );
     slowest.sort_by(|a, b| b.0.total_cmp(&a.0));
     for (t, what) in slowest.iter().take(5) {
         eprintln!("  {t:.2} s  {what}");
@@ -289,7 +293,8 @@ fn gemm_variant_compiles(name: &str, value: &str) {
     if !have_nvrtc() {
         return;
     }
-    let specs: Vec<KernelSpec> = crate::gpu::kernels::all_specs().into_iter().filter(|s| s.entry == "sparse_conv_gemm_f32").take(4).collect();
+    let specs: Vec<KernelSpec> =
+        crate::gpu::kernels::all_specs().into_iter().filter(|s| s.entry == "sparse_conv_gemm_f32").take(4).collect();
     assert!(!specs.is_empty(), "no sparse GEMM schedules");
     for mut spec in specs {
         spec.defines.push((name.into(), value.into()));

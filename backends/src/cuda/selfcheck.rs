@@ -236,8 +236,7 @@ pub fn check_disk_cache(ordinal: usize, seed: u64) -> Outcome {
         // The cached kernel runs.
         let x = upload_f32(&dev2, &[-1.0, 2.0])?;
         let y = upload_f32(&dev2, &[f32::NAN; 2])?;
-        dev2.launch(&k, [1, 1, 1], [32, 1, 1], &[Arg::Buf(&x), Arg::Buf(&y), Arg::I32(2), Arg::F32(1.0), Arg::F32(0.5)])
-            .map_err(e2s)?;
+        dev2.launch(&k, [1, 1, 1], [32, 1, 1], &[Arg::Buf(&x), Arg::Buf(&y), Arg::I32(2), Arg::F32(1.0), Arg::F32(0.5)]).map_err(e2s)?;
         let got = download_f32(&dev2, &y, 2)?;
         if got != [0.0, 2.5] {
             return Err(format!("kernel from the disk cache computed {got:?}, expected [0, 2.5]"));
@@ -323,15 +322,13 @@ pub fn compare_with_host(values: &[f32], h: usize, w: usize, gs: &[Granularity],
 /// checks draw from.
 pub const BITMASK_SHAPES: [(usize, usize); 10] =
     [(1, 1), (7, 9), (1, 1000), (56, 56), (64, 64), (100, 3), (112, 112), (224, 224), (300, 301), (513, 257)];
-pub const BITMASK_GRANULARITIES: [(u16, u16); 10] = [(1, 1), (2, 2), (4, 8), (8, 8), (3, 5), (0, 2), (16, 16), (1, 64), (33, 1), (224, 224)];
+pub const BITMASK_GRANULARITIES: [(u16, u16); 10] =
+    [(1, 1), (2, 2), (4, 8), (8, 8), (3, 5), (0, 2), (16, 16), (1, 64), (33, 1), (224, 224)];
 
 /// One to five granularities from the list above (repeats allowed, as the host allows them).
 pub fn random_granularities(rng: &mut Rng) -> Vec<Granularity> {
     let k = rng.range(1, 6);
-    (0..k)
-        .map(|_| BITMASK_GRANULARITIES[rng.range(0, BITMASK_GRANULARITIES.len())])
-        .map(|(a, b)| Granularity::new(a, b))
-        .collect()
+    (0..k).map(|_| BITMASK_GRANULARITIES[rng.range(0, BITMASK_GRANULARITIES.len())]).map(|(a, b)| Granularity::new(a, b)).collect()
 }
 
 /// Random shapes (ragged edges, one row, taller than wide), densities and granularity sets,
@@ -401,7 +398,8 @@ pub fn check_errors(dev: &CudaDevice) -> Outcome {
     if dev.launch(&k, [1, 1, 1], [4096, 1, 1], &[]).is_ok() {
         return Err("a block of 4096 threads was accepted".into());
     }
-    let broken = KernelSpec { file: "broken.cl", source: "KERNEL void f(GLOBAL float *x) { x[0] = undefined_name; }", entry: "f", defines: vec![] };
+    let broken =
+        KernelSpec { file: "broken.cl", source: "KERNEL void f(GLOBAL float *x) { x[0] = undefined_name; }", entry: "f", defines: vec![] };
     match dev.kernel(&broken) {
         Ok(_) => return Err("a kernel using an undefined name compiled".into()),
         Err(e) if !e.to_string().contains("undefined_name") => return Err(format!("compile error without NVRTC's log: {e}")),
@@ -454,8 +452,7 @@ pub fn check_programmatic_chain(dev: &CudaDevice, rng: &mut Rng) -> Outcome {
     }
     let got = download_f32(dev, &bufs[steps % 2], n)?;
     let after_fill = (steps - 1 - steps / 2) as f32;
-    let want: Vec<f32> =
-        (0..n).map(|i| if (lo..hi).contains(&i) { after_fill * d[i] } else { x0[i] + steps as f32 * d[i] }).collect();
+    let want: Vec<f32> = (0..n).map(|i| if (lo..hi).contains(&i) { after_fill * d[i] } else { x0[i] + steps as f32 * d[i] }).collect();
     if let Some((i, g, w)) = first_mismatch(&got, &want, 0.0) {
         return Err(format!("after {steps} dependent launches (zeroed [{lo}, {hi}) midway): y[{i}] = {g}, expected {w}"));
     }

@@ -9,8 +9,8 @@ use super::cudnn_lib;
 use super::device::CudaDevice;
 use super::selfcheck_kit::{Outcome, Rng};
 use crate::cpu::CpuBackend;
-use crate::{ForceMember, SparseConfig};
 use crate::gpu::{GpuExecutable, GpuOptions, VendorPolicy};
+use crate::{ForceMember, SparseConfig};
 use dynaspa_runtime::backend::{Backend, Executable};
 use dynaspa_runtime::graph::{Activation, AutoPad, Conv, FillPolicy, Graph, MaskKind, MaskSource, Node, Op, SparseSpec, Value, Window};
 use dynaspa_runtime::{DType, Tensor};
@@ -32,13 +32,61 @@ struct Case {
 
 const CASES: [Case; 8] = [
     Case { n: 2, name: "3x3 s1 bias+relu", cin: 64, cout: 96, hw: 24, k: 3, s: 1, bias: true, residual: false, relu: true, fill: None },
-    Case { n: 2, name: "3x3 s1 bias+residual+relu", cin: 64, cout: 64, hw: 20, k: 3, s: 1, bias: true, residual: true, relu: true, fill: None },
+    Case {
+        n: 2,
+        name: "3x3 s1 bias+residual+relu",
+        cin: 64,
+        cout: 64,
+        hw: 20,
+        k: 3,
+        s: 1,
+        bias: true,
+        residual: true,
+        relu: true,
+        fill: None,
+    },
     Case { n: 2, name: "3x3 s2 bias", cin: 128, cout: 64, hw: 26, k: 3, s: 2, bias: true, residual: false, relu: false, fill: None },
     Case { n: 2, name: "1x1 residual", cin: 256, cout: 128, hw: 14, k: 1, s: 1, bias: false, residual: true, relu: false, fill: None },
     Case { n: 2, name: "1x1 plain", cin: 96, cout: 80, hw: 17, k: 1, s: 1, bias: false, residual: false, relu: false, fill: None },
-    Case { n: 2, name: "3x3 s1 dense member, zero fill", cin: 64, cout: 96, hw: 24, k: 3, s: 1, bias: true, residual: false, relu: true, fill: Some(FillPolicy::Zero) },
-    Case { n: 1, name: "3x3 s1 40x40 256->256 dense member", cin: 256, cout: 256, hw: 40, k: 3, s: 1, bias: true, residual: false, relu: true, fill: Some(FillPolicy::Zero) },
-    Case { n: 2, name: "3x3 s1 dense member, residual fill", cin: 64, cout: 64, hw: 20, k: 3, s: 1, bias: true, residual: true, relu: true, fill: Some(FillPolicy::Residual) },
+    Case {
+        n: 2,
+        name: "3x3 s1 dense member, zero fill",
+        cin: 64,
+        cout: 96,
+        hw: 24,
+        k: 3,
+        s: 1,
+        bias: true,
+        residual: false,
+        relu: true,
+        fill: Some(FillPolicy::Zero),
+    },
+    Case {
+        n: 1,
+        name: "3x3 s1 40x40 256->256 dense member",
+        cin: 256,
+        cout: 256,
+        hw: 40,
+        k: 3,
+        s: 1,
+        bias: true,
+        residual: false,
+        relu: true,
+        fill: Some(FillPolicy::Zero),
+    },
+    Case {
+        n: 2,
+        name: "3x3 s1 dense member, residual fill",
+        cin: 64,
+        cout: 64,
+        hw: 20,
+        k: 3,
+        s: 1,
+        bias: true,
+        residual: true,
+        relu: true,
+        fill: Some(FillPolicy::Residual),
+    },
 ];
 
 fn value(g: &mut Graph, name: &str, shape: Vec<usize>, constant: Option<Vec<f32>>) -> dynaspa_runtime::Result<usize> {
@@ -73,11 +121,24 @@ fn build(c: &Case, n: usize, rng: &mut Rng) -> dynaspa_runtime::Result<(Graph, V
         Some(fill) => {
             let m = value(&mut g, "m", vec![n, 1, o, o], None)?;
             g.inputs.push(m);
-            Some(SparseSpec { mask: m, kind: MaskKind::Spatial, source: MaskSource::ModelInput { name: "m".into() }, dilation: [0, 0], fill, fused_mul: true })
+            Some(SparseSpec {
+                mask: m,
+                kind: MaskKind::Spatial,
+                source: MaskSource::ModelInput { name: "m".into() },
+                dilation: [0, 0],
+                fill,
+                fused_mul: true,
+            })
         }
         None => None,
     };
-    let window = Window { kernel_shape: vec![c.k, c.k], strides: vec![c.s, c.s], pads: vec![c.k / 2; 4], dilations: vec![1, 1], auto_pad: AutoPad::NotSet };
+    let window = Window {
+        kernel_shape: vec![c.k, c.k],
+        strides: vec![c.s, c.s],
+        pads: vec![c.k / 2; 4],
+        dilations: vec![1, 1],
+        auto_pad: AutoPad::NotSet,
+    };
     let op = Op::Conv(Conv { window, group: 1, fused_add: c.residual, activation: c.relu.then_some(Activation::Relu) });
     g.nodes.push(Node { name: "conv".into(), op, inputs, outputs: vec![y], sparse });
     g.outputs = vec![y];
@@ -162,6 +223,13 @@ pub fn check_cudnn_conv(ordinal: usize, rng: &mut Rng) -> Outcome {
         (0, Some(why)) => format!("no backend-API engine plan ({why})"),
         (n, _) => format!("{n} on backend-API engines"),
     };
-    Ok(format!("cuDNN {}.{}.{}: {}; {} plans ({engines}), {} searches", version.0, version.1, version.2, notes.join(", "), s.plans, s.searches))
+    Ok(format!(
+        "cuDNN {}.{}.{}: {}; {} plans ({engines}), {} searches",
+        version.0,
+        version.1,
+        version.2,
+        notes.join(", "),
+        s.plans,
+        s.searches
+    ))
 }
-

@@ -33,7 +33,8 @@ impl Rng {
 
 /// The seed: `DYNASPA_TEST_SEED`, else the clock.
 pub fn seed_from_env() -> u64 {
-    std::env::var("DYNASPA_TEST_SEED").ok().and_then(|s| s.trim().parse().ok()).unwrap_or_else(|| {
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(1)
-    })
+    std::env::var("DYNASPA_TEST_SEED")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or_else(|| std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(1))
 }

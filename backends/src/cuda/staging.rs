@@ -93,10 +93,7 @@ impl CudaStaging {
     }
 
     pub(crate) fn set_done(&self, ev: CudaEvent) -> Result<()> {
-        let mut d = self
-            .done
-            .lock()
-            .map_err(|_| super::error::err("staging lock poisoned"))?;
+        let mut d = self.done.lock().map_err(|_| super::error::err("staging lock poisoned"))?;
         *d = Some(ev);
         self.main_later.store(false, std::sync::atomic::Ordering::Release);
         Ok(())
@@ -136,10 +133,7 @@ impl CudaStaging {
 
     /// Waits for the last copy and copies `out.len()` bytes (at most the staging's) out.
     pub(crate) fn read(&self, out: &mut [u8]) -> Result<()> {
-        let d = self
-            .done
-            .lock()
-            .map_err(|_| super::error::err("staging lock poisoned"))?;
+        let d = self.done.lock().map_err(|_| super::error::err("staging lock poisoned"))?;
         if let Some(ev) = d.as_ref() {
             ev.synchronize()?;
         }

@@ -209,7 +209,14 @@ pub trait GpuDevice: Send + Sync {
     /// Queues `kernel` on the second queue once `after` (main-queue events) are done; the
     /// returned event completes when it has run. Later main-queue work does not wait for it
     /// unless it `wait_for`s the event. Devices with one queue run it in order on it.
-    fn launch_async(&self, kernel: &Self::Kernel, groups: [u32; 3], local: [u32; 3], args: &[Arg<'_, Self::Buffer>], after: &[Self::Event]) -> Result<Self::Event> {
+    fn launch_async(
+        &self,
+        kernel: &Self::Kernel,
+        groups: [u32; 3],
+        local: [u32; 3],
+        args: &[Arg<'_, Self::Buffer>],
+        after: &[Self::Event],
+    ) -> Result<Self::Event> {
         self.wait_for(after)?;
         self.launch(kernel, groups, local, args)?;
         self.marker()
@@ -242,7 +249,13 @@ pub trait GpuDevice: Send + Sync {
     /// conv), each timed by the lowering against the others and our kernels. `x`, `w` and `y`
     /// are buffers of the conv's shapes the device may run it on to choose algorithms (`y` is
     /// overwritten).
-    fn vendor_convs(&self, desc: &VendorConvDesc, x: &Self::Buffer, w: &Self::Buffer, y: &Self::Buffer) -> Result<Vec<VendorConv<Self::Kernel>>> {
+    fn vendor_convs(
+        &self,
+        desc: &VendorConvDesc,
+        x: &Self::Buffer,
+        w: &Self::Buffer,
+        y: &Self::Buffer,
+    ) -> Result<Vec<VendorConv<Self::Kernel>>> {
         let _ = (desc, x, w, y);
         Ok(Vec::new())
     }

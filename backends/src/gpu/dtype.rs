@@ -67,17 +67,13 @@ pub(crate) fn write_words(t: &Tensor, what: &str, out: &mut [u8]) -> Result<()> 
         TensorData::I64(v) => {
             for (i, (o, &x)) in out.chunks_exact_mut(4).zip(v.iter()).enumerate() {
                 let y = i32::try_from(x).map_err(|_| {
-                    Error::Other(format!(
-                        "{what}: INT64 element {i} = {x} does not fit in 32 bits, which the GPU backends store INT64 in"
-                    ))
+                    Error::Other(format!("{what}: INT64 element {i} = {x} does not fit in 32 bits, which the GPU backends store INT64 in"))
                 })?;
                 o.copy_from_slice(&(y as u32).to_le_bytes());
             }
         }
         TensorData::F64(_) => {
-            return Err(Error::Unsupported(vec![format!(
-                "{what}: DOUBLE tensors are not supported on the GPU backends"
-            )]))
+            return Err(Error::Unsupported(vec![format!("{what}: DOUBLE tensors are not supported on the GPU backends")]))
         }
     }
     Ok(())
@@ -93,9 +89,7 @@ pub(crate) fn from_words(bytes: &[u8], dtype: DType, shape: Vec<usize>) -> Resul
         DType::I8 => TensorData::I8(words.map(|w| w as i32 as i8).collect()),
         DType::U8 => TensorData::U8(words.map(|w| w as u8).collect()),
         DType::Bool => TensorData::Bool(words.map(|w| w != 0).collect()),
-        DType::F64 => {
-            return Err(Error::Unsupported(vec!["DOUBLE tensors are not supported on the GPU backends".into()]))
-        }
+        DType::F64 => return Err(Error::Unsupported(vec!["DOUBLE tensors are not supported on the GPU backends".into()])),
     };
     Tensor::new(shape, data)
 }

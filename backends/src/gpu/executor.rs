@@ -14,9 +14,9 @@
 
 use super::device::{Arg, GpuDevice, VendorPolicy};
 use super::dtype;
+use super::lower::ctx::replay_launches;
 use super::lower::ctx::{BufId, Ctx, LArg, Launch, Resources};
 use super::lower::{compile_time_outputs, lower};
-use super::lower::ctx::replay_launches;
 use super::plan::{is_view, liveness};
 use super::sparse::profile::profile_polys;
 use super::sparse::split;
@@ -188,10 +188,7 @@ impl<D: GpuDevice> GpuExecutable<D> {
             let val = &g.values[v];
             if dtype::word(val.dtype).is_none() {
                 // Still given a buffer, so its readers go on to report what they cannot do.
-                problems.push(format!(
-                    "input '{}' on the {backend} backend: {} tensors are not supported",
-                    val.name, val.dtype
-                ));
+                problems.push(format!("input '{}' on the {backend} backend: {} tensors are not supported", val.name, val.dtype));
             }
             if consumers[v].is_empty() && !g.is_graph_output(v) {
                 inputs.push(None);
@@ -211,10 +208,7 @@ impl<D: GpuDevice> GpuExecutable<D> {
                     return Err(wrap(Error::Other("a view needs an input and an output".into())));
                 };
                 if res.slot[*src].is_none() {
-                    let t = g.values[*src]
-                        .constant
-                        .as_ref()
-                        .ok_or_else(|| wrap(Error::Other("input has no buffer".into())))?;
+                    let t = g.values[*src].constant.as_ref().ok_or_else(|| wrap(Error::Other("input has no buffer".into())))?;
                     let b = res.upload(&*dev, t, &g.values[*src].name).map_err(wrap)?;
                     mark(&mut pooled, b, false);
                     res.slot[*src] = Some(b);
@@ -242,8 +236,7 @@ impl<D: GpuDevice> GpuExecutable<D> {
                     }
                 }
                 let before = res.bufs.len();
-                let mut cx =
-                    Ctx { dev: &*dev, graph: g, node, res: &mut res, launches: Vec::new(), scratch: Vec::new() };
+                let mut cx = Ctx { dev: &*dev, graph: g, node, res: &mut res, launches: Vec::new(), scratch: Vec::new() };
                 let mut sparse = None;
                 let ops_before = frames.ops.len();
                 let lowered = match (&node.op, &node.sparse) {
@@ -368,8 +361,7 @@ impl<D: GpuDevice> GpuExecutable<D> {
             }
             if let Some(fill) = &self.poison {
                 for &(b, n) in step.writes.iter().filter(|w| w.1 > 0) {
-                    let args =
-                        [Arg::Buf(&self.bufs[b]), Arg::I32(0), Arg::I32(n as i32), Arg::I32(f32::NAN.to_bits() as i32)];
+                    let args = [Arg::Buf(&self.bufs[b]), Arg::I32(0), Arg::I32(n as i32), Arg::I32(f32::NAN.to_bits() as i32)];
                     self.dev.launch(fill, [(n as u32).div_ceil(lw), 1, 1], [lw, 1, 1], &args).map_err(wrap)?;
                 }
             }
@@ -510,7 +502,16 @@ impl<D: GpuDevice> Executable for GpuExecutable<D> {
         };
         let sparse_ops = sparse_ops.into_iter().map(|(_, r)| r).collect();
         // Per-node times would need a queue sync per node; the GPU report holds the frame total.
-        self.report = Some(FrameReport { total: t0.elapsed(), sparse_ops, step_times, phases_queued: true, replayed, queued, device, ..Default::default() });
+        self.report = Some(FrameReport {
+            total: t0.elapsed(),
+            sparse_ops,
+            step_times,
+            phases_queued: true,
+            replayed,
+            queued,
+            device,
+            ..Default::default()
+        });
         Ok(outs)
     }
     fn last_report(&self) -> Option<&FrameReport> {
@@ -522,8 +523,8 @@ impl<D: GpuDevice> Executable for GpuExecutable<D> {
 mod bench;
 #[path = "frame_graphs.rs"]
 mod frame_graphs;
-pub use frame_graphs::FrameGraphStats;
 pub use bench::{NodePart, SparseOpInfo, TokenOpInfo};
+pub use frame_graphs::FrameGraphStats;
 
 fn replay_launches_refs<D: GpuDevice>(dev: &D, bufs: &[D::Buffer], launches: &[&Launch<D::Kernel>]) -> Result<()> {
     for l in launches {

@@ -5,9 +5,9 @@
 use super::{replay_launches_refs, GpuExecutable};
 use crate::gpu::device::GpuDevice;
 use crate::gpu::lower::ctx::{LArg, Launch};
-pub use crate::gpu::token::lower::TokenOpInfo;
-use crate::gpu::sparse_conv::features::SparseConvFeatures;
 use crate::gpu::sparse::step::CountsSync;
+use crate::gpu::sparse_conv::features::SparseConvFeatures;
+pub use crate::gpu::token::lower::TokenOpInfo;
 use dynaspa_runtime::dispatch::Schedule;
 use dynaspa_runtime::sparsity::Granularity;
 use dynaspa_runtime::{Error, Result};
@@ -163,7 +163,14 @@ impl<D: GpuDevice> GpuExecutable<D> {
     /// `time_dispatched`'s samples, each with the host's share: µs per run the host spent
     /// queueing the runs, before it waited for the queue. Where the two are equal the device
     /// waited for the host, and what the host does per frame sets the pace.
-    pub fn time_dispatched_queueing(&mut self, op: usize, member: &str, sync: CountsSync, samples: usize, runs: usize) -> Result<Vec<(f64, f64)>> {
+    pub fn time_dispatched_queueing(
+        &mut self,
+        op: usize,
+        member: &str,
+        sync: CountsSync,
+        samples: usize,
+        runs: usize,
+    ) -> Result<Vec<(f64, f64)>> {
         let saved = std::mem::replace(&mut self.frames.sync, sync);
         let r = (|| {
             self.dev.finish()?;
@@ -219,23 +226,24 @@ impl<D: GpuDevice> GpuExecutable<D> {
     /// them, only its mask's compaction, or all but that), timed as `time_member` does. Run a
     /// frame first.
     pub fn time_node(&mut self, node: &str, part: NodePart, samples: usize, runs: usize) -> Result<Vec<f64>> {
-        let step = self
-            .steps
-            .iter()
-            .find(|s| s.node == node)
-            .ok_or_else(|| Error::Other(format!("no step runs node '{node}'")))?;
+        let step = self.steps.iter().find(|s| s.node == node).ok_or_else(|| Error::Other(format!("no step runs node '{node}'")))?;
         let compaction = self.tokens.compaction_of(node);
         let first = self.tokens.ops.iter().any(|o| o.node == node && o.compacts);
-        let is_compaction = |l: &Launch<D::Kernel>| first && compaction.is_some_and(|c| std::ptr::eq(&*c.kernel, &*l.kernel) && c.args == l.args);
+        let is_compaction =
+            |l: &Launch<D::Kernel>| first && compaction.is_some_and(|c| std::ptr::eq(&*c.kernel, &*l.kernel) && c.args == l.args);
         // A PolyKernel op's step: its mask's compaction (or bitmask) launch when it is the
         // mask's first reader, then the member the last frame ran.
         let own: Vec<&Launch<D::Kernel>> = match step.sparse {
             Some(i) => {
                 let op = &self.frames.ops[i];
-                let member = op.last_pick.and_then(|p| op.members.get(p)).ok_or_else(|| Error::Other(format!("node '{node}' has not run a frame")))?;
+                let member = op
+                    .last_pick
+                    .and_then(|p| op.members.get(p))
+                    .ok_or_else(|| Error::Other(format!("node '{node}' has not run a frame")))?;
                 let reads_first = self.frames.ops.iter().position(|o| o.mask == op.mask) == Some(i);
                 // A member that counts the mask itself runs without the launch (step.rs).
-                let counts_itself = op.residual_fill.is_empty() && op.last_pick.and_then(|p| op.reports_counts.get(p).copied()).unwrap_or(false);
+                let counts_itself =
+                    op.residual_fill.is_empty() && op.last_pick.and_then(|p| op.reports_counts.get(p).copied()).unwrap_or(false);
                 (reads_first && !counts_itself).then_some(&self.frames.masks[op.mask].bitmask).into_iter().chain(member).collect()
             }
             None => step.launches.iter().collect(),
@@ -258,7 +266,13 @@ impl<D: GpuDevice> GpuExecutable<D> {
 }
 
 /// Time per run (µs) of `launches`, as `time_runs`.
-fn time_launches<D: GpuDevice>(dev: &D, bufs: &[D::Buffer], launches: &[&Launch<D::Kernel>], samples: usize, runs: usize) -> Result<Vec<f64>> {
+fn time_launches<D: GpuDevice>(
+    dev: &D,
+    bufs: &[D::Buffer],
+    launches: &[&Launch<D::Kernel>],
+    samples: usize,
+    runs: usize,
+) -> Result<Vec<f64>> {
     time_runs(dev, samples, runs, || replay_launches_refs(dev, bufs, launches))
 }
 

@@ -22,13 +22,7 @@ fn value(g: &mut Graph, name: &str, shape: &[usize]) -> usize {
 
 fn push(g: &mut Graph, op: Op, inputs: &[usize], output: usize) {
     let name = format!("n{}", g.nodes.len());
-    g.nodes.push(Node {
-        name,
-        op,
-        inputs: inputs.iter().map(|&i| Some(i)).collect(),
-        outputs: vec![output],
-        sparse: None,
-    });
+    g.nodes.push(Node { name, op, inputs: inputs.iter().map(|&i| Some(i)).collect(), outputs: vec![output], sparse: None });
 }
 
 /// x -> (Neg, Abs, Neg, ...) x `len` -> Reshape -> Add(x) -> y: a chain whose intermediates die young.
@@ -105,20 +99,8 @@ fn unsupported_nodes_are_named_with_op_and_type() {
     g.values.push(Value { name: "y".into(), dtype: DType::F64, shape: vec![3], constant: None });
     g.values.push(Value { name: "z".into(), dtype: DType::F32, shape: vec![3], constant: None });
     g.inputs = vec![0];
-    g.nodes.push(Node {
-        name: "neg".into(),
-        op: Op::Unary(UnaryKind::Neg),
-        inputs: vec![Some(0)],
-        outputs: vec![1],
-        sparse: None,
-    });
-    g.nodes.push(Node {
-        name: "cast".into(),
-        op: Op::Cast { to: DType::F32 },
-        inputs: vec![Some(1)],
-        outputs: vec![2],
-        sparse: None,
-    });
+    g.nodes.push(Node { name: "neg".into(), op: Op::Unary(UnaryKind::Neg), inputs: vec![Some(0)], outputs: vec![1], sparse: None });
+    g.nodes.push(Node { name: "cast".into(), op: Op::Cast { to: DType::F32 }, inputs: vec![Some(1)], outputs: vec![2], sparse: None });
     g.outputs = vec![2];
     let e = GpuExecutable::compile(dev, "opencl", &g, &GpuOptions::default()).err().expect("DOUBLE is refused");
     let msg = e.to_string();

@@ -168,7 +168,9 @@ impl<D: GpuDevice> GpuExecutable<D> {
         match self.frame_graphs.plan(&key) {
             Plan::Plain => self.replay(),
             Plan::Replay => {
-                let Some(Entry::Ready { graph, records, .. }) = self.frame_graphs.entries.get(&key) else { unreachable!("planned from this entry") };
+                let Some(Entry::Ready { graph, records, .. }) = self.frame_graphs.entries.get(&key) else {
+                    unreachable!("planned from this entry")
+                };
                 self.dev.launch_graph(graph)?;
                 let records = records.clone();
                 self.frames.after_frame_graph(&*self.dev, &self.bufs, &key)?;

@@ -143,13 +143,7 @@ impl Tile {
     }
 
     pub(crate) fn defines(self) -> [(&'static str, i64); 5] {
-        [
-            ("TM", self.tm as i64),
-            ("TN", self.tn as i64),
-            ("TK", self.tk as i64),
-            ("WM", self.wm as i64),
-            ("WN", self.wn as i64),
-        ]
+        [("TM", self.tm as i64), ("TN", self.tn as i64), ("TK", self.tk as i64), ("WM", self.wm as i64), ("WN", self.wn as i64)]
     }
 
     /// Work-items per work-group along x (columns) and y (rows).
@@ -217,7 +211,9 @@ pub(crate) fn entries(source: &'static str) -> Vec<&'static str> {
 #[cfg(test)]
 fn schedules(src: Src, entry: &str) -> Vec<Vec<(&'static str, i64)>> {
     match (src, entry) {
-        (Src::Matmul, "gemm_f32") | (Src::Conv, "conv_gemm_f32" | "convt_gemm_f32") => vec![Tile::LARGE.defines().to_vec(), Tile::SMALL.defines().to_vec()],
+        (Src::Matmul, "gemm_f32") | (Src::Conv, "conv_gemm_f32" | "convt_gemm_f32") => {
+            vec![Tile::LARGE.defines().to_vec(), Tile::SMALL.defines().to_vec()]
+        }
         (Src::Reduce, _) => vec![vec![("WG", REDUCE_WG as i64)]],
         // TP: positions per work-group (lower/conv.rs).
         (Src::Conv, "conv_thin_f32") => [8, 16, 32].into_iter().map(|tp| vec![("TP", tp)]).collect(),
@@ -271,7 +267,9 @@ fn schedules(src: Src, entry: &str) -> Vec<Vec<(&'static str, i64)>> {
 pub(crate) fn code_path(defines: &[(String, String)]) -> Vec<(String, String)> {
     defines
         .iter()
-        .map(|(k, v)| (k.clone(), if matches!(v.as_str(), "0" | "1") && !matches!(k.as_str(), "GH" | "GW") { v.clone() } else { String::new() }))
+        .map(|(k, v)| {
+            (k.clone(), if matches!(v.as_str(), "0" | "1") && !matches!(k.as_str(), "GH" | "GW") { v.clone() } else { String::new() })
+        })
         .collect()
 }
 

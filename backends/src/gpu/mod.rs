@@ -38,9 +38,9 @@ pub mod sparse_conv_knobs {
 #[cfg(feature = "wgpu")]
 pub(crate) use kernels::LINEAR_WG;
 
-#[cfg(all(test, feature = "opencl"))]
-mod vendor_tests;
-#[cfg(test)]
-pub(crate) mod test_rng;
 #[cfg(test)]
 mod test_compare;
+#[cfg(test)]
+pub(crate) mod test_rng;
+#[cfg(all(test, feature = "opencl"))]
+mod vendor_tests;

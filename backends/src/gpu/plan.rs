@@ -53,8 +53,7 @@ pub(crate) struct Pool {
 
 impl Pool {
     pub(crate) fn take(&mut self, bytes: usize) -> Option<usize> {
-        let best =
-            self.free.iter().enumerate().filter(|(_, &(cap, _))| cap >= bytes).min_by_key(|(_, &(cap, _))| cap)?.0;
+        let best = self.free.iter().enumerate().filter(|(_, &(cap, _))| cap >= bytes).min_by_key(|(_, &(cap, _))| cap)?.0;
         Some(self.free.swap_remove(best).1)
     }
 

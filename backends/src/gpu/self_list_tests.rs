@@ -4,9 +4,9 @@
 
 use super::tests::device;
 use super::*;
-use crate::ForceMember;
 use crate::gpu::test_compare::rel_l2;
 use crate::gpu::test_rng::Rng;
+use crate::ForceMember;
 use dynaspa_runtime::graph::{Activation, AutoPad, Conv, FillPolicy, MaskKind, MaskSource, Node, Op, SparseSpec, Value, Window};
 use dynaspa_runtime::sparsity::Granularity;
 
@@ -28,7 +28,8 @@ fn graph(rng: &mut Rng, h: usize, w: usize) -> Graph {
     let b = value("b", vec![M], Some(Tensor::from_f32(vec![M], rng.vec(M, 1.0)).unwrap()));
     let m = value("m", vec![1, 1, h, w], None);
     let y = value("y", vec![1, M, h, w], None);
-    let window = Window { kernel_shape: vec![3, 3], strides: vec![1, 1], pads: vec![1; 4], dilations: vec![1, 1], auto_pad: AutoPad::NotSet };
+    let window =
+        Window { kernel_shape: vec![3, 3], strides: vec![1, 1], pads: vec![1; 4], dilations: vec![1, 1], auto_pad: AutoPad::NotSet };
     let sparse = SparseSpec {
         mask: m,
         kind: MaskKind::Spatial,
@@ -51,10 +52,27 @@ fn graph(rng: &mut Rng, h: usize, w: usize) -> Graph {
 
 /// The executable with member `force` of the conv, and its output for `inputs` (a frame with
 /// exact counts, then one with lagged ones: the second must equal the first).
-fn run_forced(dev: &Arc<crate::opencl::OpenClDevice>, g: &Graph, force: ForceMember, inputs: &[Tensor], cache: &std::path::Path) -> (GpuExecutable<crate::opencl::OpenClDevice>, Vec<f32>) {
+fn run_forced(
+    dev: &Arc<crate::opencl::OpenClDevice>,
+    g: &Graph,
+    force: ForceMember,
+    inputs: &[Tensor],
+    cache: &std::path::Path,
+) -> (GpuExecutable<crate::opencl::OpenClDevice>, Vec<f32>) {
     let sparse = crate::SparseConfig { cache_dir: Some(cache.to_path_buf()), force: Some(force), profile: None };
     // Asked for: PoCL's default is off (sparse_conv/schedule.rs says why); this batch-1 conv it computes right.
-    let mut exe = GpuExecutable::compile(dev.clone(), "opencl", g, &GpuOptions { poison: true, sparse, sparse_conv: SparseConvOverrides { self_list: Some(true), ..Default::default() }, ..Default::default() }).unwrap();
+    let mut exe = GpuExecutable::compile(
+        dev.clone(),
+        "opencl",
+        g,
+        &GpuOptions {
+            poison: true,
+            sparse,
+            sparse_conv: SparseConvOverrides { self_list: Some(true), ..Default::default() },
+            ..Default::default()
+        },
+    )
+    .unwrap();
     let first = exe.run(inputs).unwrap().remove(0).as_f32().unwrap().to_vec();
     let second = exe.run(inputs).unwrap().remove(0).as_f32().unwrap().to_vec();
     assert_eq!(first, second, "{force:?}: the lagged frame differs from the exact one");
@@ -96,12 +114,17 @@ fn one_by_one_members_read_the_mask_not_the_bitmask_lists() {
     let g = graph(&mut rng, H, W);
     let cache = std::env::temp_dir().join(format!("dynaspa-self-list-{}", std::process::id()));
     let mask: Vec<f32> = (0..H * W).map(|_| (rng.next() < 0.3) as u8 as f32).collect();
-    let inputs = [Tensor::from_f32(vec![1, C, H, W], rng.vec(C * H * W, 1.0)).unwrap(), Tensor::from_f32(vec![1, 1, H, W], mask.clone()).unwrap()];
+    let inputs =
+        [Tensor::from_f32(vec![1, C, H, W], rng.vec(C * H * W, 1.0)).unwrap(), Tensor::from_f32(vec![1, 1, H, W], mask.clone()).unwrap()];
 
     let (mut exe, want) = run_forced(&dev, &g, ForceMember::Tiles(Granularity::new(1, 1)), &inputs, &cache);
     let op = &exe.frames.ops[0];
     let pick = op.last_pick.unwrap();
-    assert!(op.meta_free.get(pick).copied().unwrap_or(false), "PoCL's 1x1 member {} should list its own columns", op.poly.members()[pick].schedule.name);
+    assert!(
+        op.meta_free.get(pick).copied().unwrap_or(false),
+        "PoCL's 1x1 member {} should list its own columns",
+        op.poly.members()[pick].schedule.name
+    );
     let got = member_over_garbage_lists(&mut exe);
     assert!(active_equal(&got, &want, &mask), "the self-listing member read the bitmask kernel's lists");
 
@@ -183,7 +206,18 @@ fn members_count_a_mask_of_1x1_tiles_alone_with_no_bitmask_launch() {
     let compile = |with_2x8: bool| {
         let sparse = crate::SparseConfig { cache_dir: None, force: None, profile: Some(profile(&dev, &g, with_2x8)) };
         // Asked for: PoCL's default is off (sparse_conv/schedule.rs says why); this batch-1 conv it computes right.
-        GpuExecutable::compile(dev.clone(), "opencl", &g, &GpuOptions { poison: true, sparse, sparse_conv: SparseConvOverrides { self_list: Some(true), ..Default::default() }, ..Default::default() }).unwrap()
+        GpuExecutable::compile(
+            dev.clone(),
+            "opencl",
+            &g,
+            &GpuOptions {
+                poison: true,
+                sparse,
+                sparse_conv: SparseConvOverrides { self_list: Some(true), ..Default::default() },
+                ..Default::default()
+            },
+        )
+        .unwrap()
     };
     // The control: a second granularity in the plan, so the bitmask kernel makes the counts.
     let (mut counted, mut listed) = (compile(false), compile(true));
@@ -251,12 +285,26 @@ fn narrowed_grids_cover_a_frame_denser_than_the_last() {
     let (sparse, dense) = (frame(&mut rng, 0.05), frame(&mut rng, 0.9));
     let compile = |force: ForceMember| {
         let sparse = crate::SparseConfig { cache_dir: Some(cache.clone()), force: Some(force), profile: None };
-        GpuExecutable::compile(dev.clone(), "opencl", &g, &GpuOptions { poison: true, sparse, sparse_conv: SparseConvOverrides { self_list: Some(true), ..Default::default() }, ..Default::default() }).unwrap()
+        GpuExecutable::compile(
+            dev.clone(),
+            "opencl",
+            &g,
+            &GpuOptions {
+                poison: true,
+                sparse,
+                sparse_conv: SparseConvOverrides { self_list: Some(true), ..Default::default() },
+                ..Default::default()
+            },
+        )
+        .unwrap()
     };
     let mut exe = compile(ForceMember::Tiles(Granularity::new(1, 1)));
     exe.run(&sparse).unwrap();
     // Selected with the sparse frame's counts: the grids it launches for them.
-    let expect = crate::gpu::sparse::step::expected_columns(&exe.frames.masks[0].layout, &exe.frames.counts_of(0).expect("the first frame's counts"));
+    let expect = crate::gpu::sparse::step::expected_columns(
+        &exe.frames.masks[0].layout,
+        &exe.frames.counts_of(0).expect("the first frame's counts"),
+    );
     let after_sparse = exe.frames.frame_key();
     let got = exe.run(&dense).unwrap().remove(0).as_f32().unwrap().to_vec();
     // The same member, other grids: a frame graph recorded after one frame must not replay
@@ -267,8 +315,12 @@ fn narrowed_grids_cover_a_frame_denser_than_the_last() {
     let op = &exe.frames.ops[0];
     let pick = op.last_pick.unwrap();
     assert!(op.meta_free[pick], "the 1x1 member should list its own columns");
-    let narrowed: Vec<_> = op.members[pick].iter().filter_map(|l| l.columns.map(|c| (l.groups[c.dim], l.groups_for(expect)[c.dim]))).collect();
-    assert!(!narrowed.is_empty() && narrowed.iter().all(|(whole, n)| n < whole), "no grid was narrowed for the sparse frame: {narrowed:?} (expect {expect:?})");
+    let narrowed: Vec<_> =
+        op.members[pick].iter().filter_map(|l| l.columns.map(|c| (l.groups[c.dim], l.groups_for(expect)[c.dim]))).collect();
+    assert!(
+        !narrowed.is_empty() && narrowed.iter().all(|(whole, n)| n < whole),
+        "no grid was narrowed for the sparse frame: {narrowed:?} (expect {expect:?})"
+    );
     let want = compile(ForceMember::Dense).run(&dense).unwrap().remove(0).as_f32().unwrap().to_vec();
     let e = rel_l2(&got, &want);
     assert!(e <= 1e-5, "narrowed grids on a frame of density 0.9 after one of 0.05, against the dense member: relative L2 {e:.2e}");
@@ -287,7 +339,8 @@ fn gated(rng: &mut Rng, between: &str) -> Graph {
         g.values.push(Value { name: name.into(), dtype: DType::F32, shape, constant: None });
         g.values.len() - 1
     };
-    let node = |name: &str, op: Op, i: usize, o: usize| Node { name: name.into(), op, inputs: vec![Some(i)], outputs: vec![o], sparse: None };
+    let node =
+        |name: &str, op: Op, i: usize, o: usize| Node { name: name.into(), op, inputs: vec![Some(i)], outputs: vec![o], sparse: None };
     let gate = value(&mut g, "gate", m);
     let mut pre = vec![node("gate", Op::Unary(dynaspa_runtime::graph::UnaryKind::Abs), m, gate)];
     let mut mask = gate;
@@ -320,7 +373,12 @@ fn members_read_the_mask_before_their_wait_only_where_the_launch_ahead_does_not_
     let Some(dev) = device() else { return };
     let seed = 0x9e_3a17 ^ std::process::id() as u64;
     // Every graph from the same draw: the same weights.
-    let cases = [("input", graph(&mut Rng(seed), H, W), true), ("other", gated(&mut Rng(seed), "other"), true), ("none", gated(&mut Rng(seed), "none"), false), ("view", gated(&mut Rng(seed), "view"), false)];
+    let cases = [
+        ("input", graph(&mut Rng(seed), H, W), true),
+        ("other", gated(&mut Rng(seed), "other"), true),
+        ("none", gated(&mut Rng(seed), "none"), false),
+        ("view", gated(&mut Rng(seed), "view"), false),
+    ];
     let mut rng = Rng(seed ^ 0x5eed);
     let mask: Vec<f32> = (0..H * W).map(|_| (rng.next() < 0.3) as u8 as f32).collect();
     let inputs = [Tensor::from_f32(vec![1, C, H, W], rng.vec(C * H * W, 1.0)).unwrap(), Tensor::from_f32(vec![1, 1, H, W], mask).unwrap()];

@@ -10,8 +10,8 @@ use super::device::{Arg, DeviceInfo, GpuDevice, KernelSpec, VendorConv, VendorCo
 use super::test_compare::rel_l2;
 use super::{GpuExecutable, GpuOptions};
 use crate::cpu::CpuBackend;
-use crate::{ForceMember, SparseConfig};
 use crate::opencl::{ClBuffer, ClEvent, ClKernel, ClStaging, OpenClDevice};
+use crate::{ForceMember, SparseConfig};
 use dynaspa_runtime::backend::{Backend, Executable};
 use dynaspa_runtime::graph::{Activation, AutoPad, Conv, FillPolicy, Graph, MaskKind, MaskSource, Node, Op, SparseSpec, Value, Window};
 use dynaspa_runtime::{DType, Error, Result, Tensor};
@@ -66,8 +66,20 @@ impl Shim {
             }
         };
         // A name of its own: remembered decisions are per device.
-        let info = DeviceInfo { name: format!("{} (vendor shim {tag}, {})", inner.info().name, std::process::id()), ..inner.info().clone() };
-        Some(Shim { inner, info, policy, repeat: [1, 1], refuse_fused: false, plans: AtomicUsize::new(0), launches: AtomicUsize::new(0), fused_launches: AtomicUsize::new(0), last_workspace: AtomicUsize::new(0), gemm_limit: None })
+        let info =
+            DeviceInfo { name: format!("{} (vendor shim {tag}, {})", inner.info().name, std::process::id()), ..inner.info().clone() };
+        Some(Shim {
+            inner,
+            info,
+            policy,
+            repeat: [1, 1],
+            refuse_fused: false,
+            plans: AtomicUsize::new(0),
+            launches: AtomicUsize::new(0),
+            fused_launches: AtomicUsize::new(0),
+            last_workspace: AtomicUsize::new(0),
+            gemm_limit: None,
+        })
     }
 
     fn run_vendor(&self, d: &VendorConvDesc, workspace: usize, alt: bool, args: &[Arg<'_, ShimBuf>]) -> Result<()> {
@@ -97,8 +109,27 @@ impl Shim {
         let (cin_g, cout_g) = (d.cin / d.groups, d.cout / d.groups);
         let mut a = vec![Arg::Buf(&x.b), Arg::Buf(&w.b), Arg::Buf(&bias.b), Arg::Buf(&z.b), Arg::Buf(&y.b)];
         let ints = [
-            cin_g, cout_g, d.groups, 1, d.h, d.w, 1, d.oh, d.ow, 1, d.kernel[0], d.kernel[1], 1, d.stride[0], d.stride[1], 0, d.pad[0], d.pad[1], 1,
-            d.dilation[0], d.dilation[1],
+            cin_g,
+            cout_g,
+            d.groups,
+            1,
+            d.h,
+            d.w,
+            1,
+            d.oh,
+            d.ow,
+            1,
+            d.kernel[0],
+            d.kernel[1],
+            1,
+            d.stride[0],
+            d.stride[1],
+            0,
+            d.pad[0],
+            d.pad[1],
+            1,
+            d.dilation[0],
+            d.dilation[1],
         ];
         a.extend(ints.iter().map(|&v| Arg::I32(v as i32)));
         let (has_res, act) = match d.fused {
@@ -106,7 +137,14 @@ impl Shim {
             None => (0, -1),
         };
         let total = d.n * d.cout * d.oh * d.ow;
-        a.extend([Arg::I32(d.fused.is_some() as i32), Arg::I32(has_res), Arg::I32(act), Arg::F32(0.0), Arg::F32(0.0), Arg::I32(total as i32)]);
+        a.extend([
+            Arg::I32(d.fused.is_some() as i32),
+            Arg::I32(has_res),
+            Arg::I32(act),
+            Arg::F32(0.0),
+            Arg::F32(0.0),
+            Arg::I32(total as i32),
+        ]);
         let k = self.inner.kernel(&super::kernels::spec(super::kernels::Src::Conv, "conv_direct_f32", &[]))?;
         let repeat = if alt { 40 } else { self.repeat[d.fused.is_some() as usize] };
         for _ in 0..repeat {
@@ -263,13 +301,26 @@ fn graph(n: usize, hw: usize, layers: &[Layer], fill: Option<FillPolicy>, rng: &
             inputs.push(Some(r));
         }
         let y = value(&mut g, &format!("y{i}"), &[n, l.cout, out, out], None);
-        let window = Window { kernel_shape: vec![l.k, l.k], strides: vec![l.s, l.s], pads: vec![l.k / 2; 4], dilations: vec![1, 1], auto_pad: AutoPad::NotSet };
+        let window = Window {
+            kernel_shape: vec![l.k, l.k],
+            strides: vec![l.s, l.s],
+            pads: vec![l.k / 2; 4],
+            dilations: vec![1, 1],
+            auto_pad: AutoPad::NotSet,
+        };
         let op = Op::Conv(Conv { window, group: l.group, fused_add: l.residual, activation: l.act });
         let sparse = match fill {
             Some(fill) if i + 1 == layers.len() => {
                 let m = value(&mut g, "m", &[n, 1, out, out], None);
                 g.inputs.push(m);
-                Some(SparseSpec { mask: m, kind: MaskKind::Spatial, source: MaskSource::ModelInput { name: "m".into() }, dilation: [0, 0], fill, fused_mul: true })
+                Some(SparseSpec {
+                    mask: m,
+                    kind: MaskKind::Spatial,
+                    source: MaskSource::ModelInput { name: "m".into() },
+                    dilation: [0, 0],
+                    fill,
+                    fused_mul: true,
+                })
             }
             _ => None,
         };
@@ -287,14 +338,22 @@ fn inputs(g: &Graph, rng: &mut Rng, density: f64) -> Vec<Tensor> {
         .map(|&v| {
             let val = &g.values[v];
             let n: usize = val.shape.iter().product();
-            let data = if val.name == "m" { rng.vec(n).iter().map(|&r| ((r + 1.0) / 2.0 < density as f32) as u8 as f32).collect() } else { rng.vec(n) };
+            let data = if val.name == "m" {
+                rng.vec(n).iter().map(|&r| ((r + 1.0) / 2.0 < density as f32) as u8 as f32).collect()
+            } else {
+                rng.vec(n)
+            };
             Tensor::from_f32(val.shape.clone(), data).unwrap()
         })
         .collect()
 }
 
 fn opts(force_dense: bool) -> GpuOptions {
-    GpuOptions { poison: true, sparse: SparseConfig { cache_dir: None, force: force_dense.then_some(ForceMember::Dense), profile: None }, ..Default::default() }
+    GpuOptions {
+        poison: true,
+        sparse: SparseConfig { cache_dir: None, force: force_dense.then_some(ForceMember::Dense), profile: None },
+        ..Default::default()
+    }
 }
 
 /// Runs `frames` (input sets) through `g` on the shim and the CPU; every output within 1e-5
@@ -452,8 +511,17 @@ fn a_profile_member_the_compiled_kernel_cannot_run_sends_its_op_to_calibration()
         let device = DeviceId { backend: "shim".into(), name: info.name.clone(), fingerprint: info.fingerprint() };
         let mut p = Profile::new(device, "limit", false, "test", MaskSetInfo::default());
         let node = &g.nodes[0];
-        p.ops.push(OpProfile { node: node.name.clone(), signature: OpSignature::of(&g, node), poly: PolyKernel::new(members).unwrap(), stats: None });
-        let o = GpuOptions { poison: true, sparse: SparseConfig { cache_dir: None, force: None, profile: Some(Arc::new(p)) }, ..Default::default() };
+        p.ops.push(OpProfile {
+            node: node.name.clone(),
+            signature: OpSignature::of(&g, node),
+            poly: PolyKernel::new(members).unwrap(),
+            stats: None,
+        });
+        let o = GpuOptions {
+            poison: true,
+            sparse: SparseConfig { cache_dir: None, force: None, profile: Some(Arc::new(p)) },
+            ..Default::default()
+        };
         let mut exe = GpuExecutable::compile(shim, "shim", &g, &o).unwrap_or_else(|e| panic!("limit {limit:?}: {e}"));
         let op = &exe.sparse_ops()[0];
         assert_eq!(op.from_profile, profiled, "limit {limit:?}: {op:?}");

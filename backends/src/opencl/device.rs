@@ -191,11 +191,7 @@ impl OpenClDevice {
                     let log = p.get_build_log(self.device.id()).unwrap_or_default();
                     return Err(Error::Backend {
                         backend: "opencl".into(),
-                        msg: format!(
-                            "compiling {} with '{options}' failed ({e}); build log:\n{}",
-                            spec.file,
-                            log.trim()
-                        ),
+                        msg: format!("compiling {} with '{options}' failed ({e}); build log:\n{}", spec.file, log.trim()),
                     });
                 }
                 let log = p.get_build_log(self.device.id()).unwrap_or_default();
@@ -229,10 +225,7 @@ pub(crate) fn vendor_options(vendor: &str) -> &'static str {
 
 fn device_major_version(d: &Device) -> u32 {
     // "OpenCL <major>.<minor> <vendor info>"
-    d.version()
-        .ok()
-        .and_then(|v| v.split_whitespace().nth(1).and_then(|n| n.split('.').next()).and_then(|m| m.parse().ok()))
-        .unwrap_or(1)
+    d.version().ok().and_then(|v| v.split_whitespace().nth(1).and_then(|n| n.split('.').next()).and_then(|m| m.parse().ok())).unwrap_or(1)
 }
 
 fn events(list: &[ClEvent]) -> Vec<cl_event> {
@@ -353,8 +346,8 @@ impl GpuDevice for OpenClDevice {
 
     fn kernel(&self, spec: &KernelSpec) -> Result<ClKernel> {
         let program = self.program(spec)?;
-        let kernel = Kernel::create(&program, spec.entry)
-            .map_err(|e| self.err(&format!("creating kernel {} of {}", spec.entry, spec.file), e))?;
+        let kernel =
+            Kernel::create(&program, spec.entry).map_err(|e| self.err(&format!("creating kernel {} of {}", spec.entry, spec.file), e))?;
         Ok(ClKernel { kernel: Mutex::new(KernelState::new(kernel)), name: spec.entry.to_string(), _program: program })
     }
 
@@ -362,7 +355,14 @@ impl GpuDevice for OpenClDevice {
         self.enqueue(&self.main, kernel, groups, local, args, &[], false).map(drop)
     }
 
-    fn launch_async(&self, kernel: &ClKernel, groups: [u32; 3], local: [u32; 3], args: &[Arg<'_, ClBuffer>], after: &[ClEvent]) -> Result<ClEvent> {
+    fn launch_async(
+        &self,
+        kernel: &ClKernel,
+        groups: [u32; 3],
+        local: [u32; 3],
+        args: &[Arg<'_, ClBuffer>],
+        after: &[ClEvent],
+    ) -> Result<ClEvent> {
         let ev = self.enqueue(&self.fill, kernel, groups, local, args, &events(after), true)?;
         // Submitted now, so it runs while the main queue works.
         let _ = self.fill.flush();

@@ -9,8 +9,8 @@ mod program_cache;
 mod staging;
 
 pub use device::{ClBuffer, ClEvent, ClKernel, OpenClDevice, ProgramStats};
-pub use staging::ClStaging;
 pub use platform::{list, runtime_loaded, select, ClDeviceEntry};
+pub use staging::ClStaging;
 
 use crate::gpu::{GpuBackend, GpuOptions};
 use dynaspa_runtime::Result;
@@ -38,11 +38,7 @@ pub fn shared_device(selector: Option<&str>, cache_root: Option<&Path>) -> Resul
     Ok(dev)
 }
 
-pub fn backend(
-    selector: Option<&str>,
-    cache_root: Option<&Path>,
-    opts: GpuOptions,
-) -> Result<GpuBackend<OpenClDevice>> {
+pub fn backend(selector: Option<&str>, cache_root: Option<&Path>, opts: GpuOptions) -> Result<GpuBackend<OpenClDevice>> {
     Ok(GpuBackend::new(shared_device(selector, cache_root)?, "opencl", opts))
 }
 

@@ -67,23 +67,13 @@ pub fn list() -> Result<Vec<ClDeviceEntry>> {
         let ids = p.get_devices(CL_DEVICE_TYPE_ALL).unwrap_or_default();
         for (di, &id) in ids.iter().enumerate() {
             let info = describe(id, &pversion).map_err(|e| cl_err(&format!("querying device {di} of '{pname}'"), e))?;
-            out.push(ClDeviceEntry {
-                index: out.len(),
-                platform_index: pi,
-                device_index: di,
-                platform: pname.clone(),
-                info,
-                id,
-            });
+            out.push(ClDeviceEntry { index: out.len(), platform_index: pi, device_index: di, platform: pname.clone(), info, id });
         }
     }
     Ok(out)
 }
 
-fn describe(
-    id: cl_device_id,
-    platform_version: &str,
-) -> std::result::Result<DeviceInfo, opencl3::error_codes::ClError> {
+fn describe(id: cl_device_id, platform_version: &str) -> std::result::Result<DeviceInfo, opencl3::error_codes::ClError> {
     let d = Device::new(id);
     let t = d.dev_type()?;
     let kind = if t & CL_DEVICE_TYPE_GPU != 0 {
@@ -118,10 +108,7 @@ pub fn select(devices: &[ClDeviceEntry], selector: Option<&str>) -> Result<ClDev
         devices
             .iter()
             .map(|d| {
-                format!(
-                    "{} = {}:{} '{}' on '{}' ({})",
-                    d.index, d.platform_index, d.device_index, d.info.name, d.platform, d.info.kind
-                )
+                format!("{} = {}:{} '{}' on '{}' ({})", d.index, d.platform_index, d.device_index, d.info.name, d.platform, d.info.kind)
             })
             .collect::<Vec<_>>()
             .join("; ")
@@ -134,25 +121,17 @@ pub fn select(devices: &[ClDeviceEntry], selector: Option<&str>) -> Result<ClDev
                 .into(),
         });
     }
-    let none = |s: &str| Error::Backend {
-        backend: "opencl".into(),
-        msg: format!("no OpenCL device matches '{s}'; devices: {}", names()),
-    };
+    let none = |s: &str| Error::Backend { backend: "opencl".into(), msg: format!("no OpenCL device matches '{s}'; devices: {}", names()) };
     let sel = match selector.map(str::trim).filter(|s| !s.is_empty()) {
         None => devices.iter().find(|d| d.info.kind == "gpu").unwrap_or(&devices[0]),
         Some(s) => {
             if let Ok(i) = s.parse::<usize>() {
                 devices.get(i).ok_or_else(|| none(s))?
-            } else if let Some((p, d)) =
-                s.split_once(':').and_then(|(p, d)| Some((p.parse::<usize>().ok()?, d.parse::<usize>().ok()?)))
-            {
+            } else if let Some((p, d)) = s.split_once(':').and_then(|(p, d)| Some((p.parse::<usize>().ok()?, d.parse::<usize>().ok()?))) {
                 devices.iter().find(|e| e.platform_index == p && e.device_index == d).ok_or_else(|| none(s))?
             } else {
                 let low = s.to_lowercase();
-                devices
-                    .iter()
-                    .find(|e| format!("{} {}", e.platform, e.info.name).to_lowercase().contains(&low))
-                    .ok_or_else(|| none(s))?
+                devices.iter().find(|e| format!("{} {}", e.platform, e.info.name).to_lowercase().contains(&low)).ok_or_else(|| none(s))?
             }
         }
     };
@@ -176,11 +155,7 @@ mod tests {
 
     #[test]
     fn selection_prefers_gpus_and_takes_index_pair_or_name() {
-        let devs = vec![
-            entry(0, 0, 0, "cpu", "Some CPU"),
-            entry(1, 1, 0, "gpu", "Big GPU"),
-            entry(2, 1, 1, "gpu", "Small GPU"),
-        ];
+        let devs = vec![entry(0, 0, 0, "cpu", "Some CPU"), entry(1, 1, 0, "gpu", "Big GPU"), entry(2, 1, 1, "gpu", "Small GPU")];
         assert_eq!(select(&devs, None).unwrap().index, 1);
         assert_eq!(select(&devs, Some("0")).unwrap().index, 0);
         assert_eq!(select(&devs, Some("1:1")).unwrap().index, 2);

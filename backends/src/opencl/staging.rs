@@ -17,10 +17,7 @@ unsafe impl Sync for ClStaging {}
 
 impl ClStaging {
     pub(super) fn new(bytes: usize) -> ClStaging {
-        ClStaging {
-            data: Mutex::new(vec![0u8; bytes].into_boxed_slice()),
-            done: Mutex::new(None),
-        }
+        ClStaging { data: Mutex::new(vec![0u8; bytes].into_boxed_slice()), done: Mutex::new(None) }
     }
 
     pub fn len(&self) -> usize {
@@ -35,18 +32,9 @@ impl ClStaging {
     /// second queue, so the new one lands after it and its event stands for both. (Waiting
     /// here held the host on each frame's copy when frames were queued back to back: 3-37 µs
     /// per frame on NVIDIA's OpenCL; RESULTS.md, "NVIDIA OpenCL's counts copy no longer waits".)
-    pub(super) fn start(
-        &self,
-        enqueue: impl FnOnce(*mut u8, usize) -> Result<Event, String>,
-    ) -> Result<(), String> {
-        let mut done = self
-            .done
-            .lock()
-            .map_err(|_| "staging lock poisoned".to_string())?;
-        let mut data = self
-            .data
-            .lock()
-            .map_err(|_| "staging lock poisoned".to_string())?;
+    pub(super) fn start(&self, enqueue: impl FnOnce(*mut u8, usize) -> Result<Event, String>) -> Result<(), String> {
+        let mut done = self.done.lock().map_err(|_| "staging lock poisoned".to_string())?;
+        let mut data = self.data.lock().map_err(|_| "staging lock poisoned".to_string())?;
         let ev = enqueue(data.as_mut_ptr(), data.len())?;
         *done = Some(ev);
         Ok(())
@@ -54,18 +42,11 @@ impl ClStaging {
 
     /// Waits for the last copy and copies its bytes into `out` (as many as it holds).
     pub(super) fn read(&self, out: &mut [u8]) -> Result<(), String> {
-        let mut done = self
-            .done
-            .lock()
-            .map_err(|_| "staging lock poisoned".to_string())?;
+        let mut done = self.done.lock().map_err(|_| "staging lock poisoned".to_string())?;
         if let Some(ev) = done.take() {
-            ev.wait()
-                .map_err(|e| format!("waiting for a download: {e}"))?;
+            ev.wait().map_err(|e| format!("waiting for a download: {e}"))?;
         }
-        let data = self
-            .data
-            .lock()
-            .map_err(|_| "staging lock poisoned".to_string())?;
+        let data = self.data.lock().map_err(|_| "staging lock poisoned".to_string())?;
         let n = out.len().min(data.len());
         out[..n].copy_from_slice(&data[..n]);
         Ok(())

@@ -31,7 +31,10 @@ pub(crate) fn adapters() -> Result<Vec<wgpu::Adapter>> {
 }
 
 pub(crate) fn panic_text(p: &(dyn std::any::Any + Send)) -> String {
-    p.downcast_ref::<String>().cloned().or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string())).unwrap_or_else(|| "wgpu panicked".into())
+    p.downcast_ref::<String>()
+        .cloned()
+        .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_else(|| "wgpu panicked".into())
 }
 
 pub(crate) fn describe(a: &wgpu::Adapter) -> DeviceInfo {

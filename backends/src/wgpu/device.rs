@@ -86,11 +86,7 @@ impl WgpuDevice {
     /// mobile drivers that promise no more.
     pub fn open(adapter: &wgpu::Adapter, entry: &WgpuAdapterEntry) -> Result<WgpuDevice> {
         let name = &entry.info.name;
-        let desc = wgpu::DeviceDescriptor {
-            label: Some("dynaspa"),
-            required_limits: wgpu::Limits::default(),
-            ..Default::default()
-        };
+        let desc = wgpu::DeviceDescriptor { label: Some("dynaspa"), required_limits: wgpu::Limits::default(), ..Default::default() };
         let (device, queue) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| pollster::block_on(adapter.request_device(&desc))))
             .map_err(|p| wgpu_err(&format!("opening '{name}'"), panic_text(&p)))?
             .map_err(|e| wgpu_err(&format!("opening '{name}'"), e))?;
@@ -124,7 +120,8 @@ impl WgpuDevice {
             ty: wgpu::BindingType::Buffer { ty: wgpu::BufferBindingType::Uniform, has_dynamic_offset: false, min_binding_size: None },
             count: None,
         });
-        let group_layout = device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor { label: Some("dynaspa args"), entries: &entries });
+        let group_layout =
+            device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor { label: Some("dynaspa args"), entries: &entries });
         let layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
             label: Some("dynaspa"),
             bind_group_layouts: &[Some(&group_layout)],
@@ -210,10 +207,9 @@ impl WgpuDevice {
         }
         let source = shaders::source(spec.file).ok_or_else(|| self.err("compiling", format!("no WGSL version of {}", spec.file)))?;
         let scope = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
-        let module = self.device.create_shader_module(wgpu::ShaderModuleDescriptor {
-            label: Some(spec.file),
-            source: wgpu::ShaderSource::Wgsl(source.into()),
-        });
+        let module = self
+            .device
+            .create_shader_module(wgpu::ShaderModuleDescriptor { label: Some(spec.file), source: wgpu::ShaderSource::Wgsl(source.into()) });
         if let Some(e) = pollster::block_on(scope.pop()) {
             return Err(self.err(&format!("compiling {}", shaders::wgsl_name(spec.file)), e));
         }
@@ -264,7 +260,9 @@ impl GpuDevice for WgpuDevice {
         let limits = self.device.limits();
         let max = limits.max_buffer_size.min(limits.max_storage_buffer_binding_size as u64);
         if size > max {
-            return Err(self.err("allocating", format!("a buffer of {size} bytes exceeds the device's limit of {max} bytes per storage binding")));
+            return Err(
+                self.err("allocating", format!("a buffer of {size} bytes exceeds the device's limit of {max} bytes per storage binding"))
+            );
         }
         let buf = self.device.create_buffer(&wgpu::BufferDescriptor {
             label: None,
@@ -364,7 +362,10 @@ impl GpuDevice for WgpuDevice {
         }
         let max = self.device.limits().max_compute_workgroups_per_dimension;
         if groups.iter().any(|&g| g > max) {
-            return Err(self.err(&format!("launching {}", kernel.entry), format!("a grid of {groups:?} work-groups exceeds the limit of {max} per dimension")));
+            return Err(self.err(
+                &format!("launching {}", kernel.entry),
+                format!("a grid of {groups:?} work-groups exceeds the limit of {max} per dimension"),
+            ));
         }
         let pipeline = self.pipeline(kernel, local)?;
         let mut bufs: Vec<&wgpu::Buffer> = Vec::new();
@@ -378,7 +379,10 @@ impl GpuDevice for WgpuDevice {
             }
         }
         if bufs.len() > MAX_BUFFERS as usize {
-            return Err(self.err(&format!("launching {}", kernel.entry), format!("{} buffer arguments exceed the {MAX_BUFFERS} storage bindings", bufs.len())));
+            return Err(self.err(
+                &format!("launching {}", kernel.entry),
+                format!("{} buffer arguments exceed the {MAX_BUFFERS} storage bindings", bufs.len()),
+            ));
         }
         // A uniform struct's size is a multiple of 16 bytes; an empty one is still bound.
         params.resize(params.len().max(16).next_multiple_of(16), 0);
@@ -391,7 +395,8 @@ impl GpuDevice for WgpuDevice {
             .map(|i| wgpu::BindGroupEntry { binding: i as u32, resource: bufs.get(i).copied().unwrap_or(&self.filler).as_entire_binding() })
             .collect();
         entries.push(wgpu::BindGroupEntry { binding: PARAMS_BINDING, resource: ubuf.as_entire_binding() });
-        let group = self.device.create_bind_group(&wgpu::BindGroupDescriptor { label: None, layout: &self.group_layout, entries: &entries });
+        let group =
+            self.device.create_bind_group(&wgpu::BindGroupDescriptor { label: None, layout: &self.group_layout, entries: &entries });
         self.record(|enc| {
             let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor { label: None, timestamp_writes: None });
             pass.set_pipeline(&pipeline);

@@ -44,7 +44,9 @@ fn defines(file: &str) -> Vec<(&'static str, &'static str)> {
         "matmul.cl" | "conv.cl" => vec![("TM", "32"), ("TN", "32"), ("TK", "16"), ("WM", "2"), ("WN", "2")],
         "reduce.cl" => vec![("WG", "256")],
         "attention.cl" => vec![("WG", "128"), ("TK_MAX", "256")],
-        "sparse_conv_gemm.cl" => vec![("TM", "64"), ("TN", "32"), ("TK", "16"), ("WM", "4"), ("WN", "2"), ("GH", "2"), ("GW", "8"), ("KS", "4")],
+        "sparse_conv_gemm.cl" => {
+            vec![("TM", "64"), ("TN", "32"), ("TK", "16"), ("WM", "4"), ("WN", "2"), ("GH", "2"), ("GW", "8"), ("KS", "4")]
+        }
         "sparse_conv_dw.cl" => vec![("GH", "2"), ("GW", "8")],
         "bitmask.cl" => vec![("BLOCK", "256")],
         _ => vec![],

@@ -52,10 +52,7 @@ impl PolyKernel {
     /// 1×1, schedule names distinct (profiles and caches key kernels by them).
     pub fn new(members: Vec<Member>) -> Result<PolyKernel> {
         if members.len() > MAX_MEMBERS {
-            return Err(Error::Other(format!(
-                "PolyKernel: {} members; at most {MAX_MEMBERS} are allowed",
-                members.len()
-            )));
+            return Err(Error::Other(format!("PolyKernel: {} members; at most {MAX_MEMBERS} are allowed", members.len())));
         }
         let dense: Vec<usize> = (0..members.len()).filter(|&i| members[i].schedule.is_dense()).collect();
         match dense.len() {
@@ -79,17 +76,11 @@ impl PolyKernel {
         for (i, m) in members.iter().enumerate() {
             if let Some(g) = m.schedule.granularity {
                 if g.h == 0 || g.w == 0 {
-                    return Err(Error::Other(format!(
-                        "PolyKernel: member '{}': granularity {g} has a zero side",
-                        m.schedule.name
-                    )));
+                    return Err(Error::Other(format!("PolyKernel: member '{}': granularity {g} has a zero side", m.schedule.name)));
                 }
             }
             if members[..i].iter().any(|o| o.schedule.name == m.schedule.name) {
-                return Err(Error::Other(format!(
-                    "PolyKernel: two members are named '{}'; names must be distinct",
-                    m.schedule.name
-                )));
+                return Err(Error::Other(format!("PolyKernel: two members are named '{}'; names must be distinct", m.schedule.name)));
             }
         }
         let mut grans: Vec<Granularity> = members.iter().filter_map(|m| m.schedule.granularity).collect();
@@ -118,17 +109,9 @@ impl PolyKernel {
     pub fn member_counts(&self, counts: &[usize]) -> Result<Vec<usize>> {
         let gs = &self.grans;
         if counts.len() != gs.len() {
-            return Err(Error::Other(format!(
-                "PolyKernel: {} tile counts for {} granularities",
-                counts.len(),
-                gs.len()
-            )));
+            return Err(Error::Other(format!("PolyKernel: {} tile counts for {} granularities", counts.len(), gs.len())));
         }
-        Ok(self
-            .members
-            .iter()
-            .map(|m| m.schedule.granularity.and_then(|g| gs.binary_search(&g).ok()).map_or(0, |k| counts[k]))
-            .collect())
+        Ok(self.members.iter().map(|m| m.schedule.granularity.and_then(|g| gs.binary_search(&g).ok()).map_or(0, |k| counts[k])).collect())
     }
 
     /// Predicted time (µs) of member `i` at `tiles` DISTiles; the dense member's does not depend
@@ -144,11 +127,7 @@ impl PolyKernel {
     /// member. Errors if `counts` does not have one count per member.
     pub fn try_select(&self, counts: &[usize]) -> Result<usize> {
         if counts.len() != self.members.len() {
-            return Err(Error::Other(format!(
-                "PolyKernel: {} tile counts for {} members",
-                counts.len(),
-                self.members.len()
-            )));
+            return Err(Error::Other(format!("PolyKernel: {} tile counts for {} members", counts.len(), self.members.len())));
         }
         let mut best = (self.dense, self.members[self.dense].table.last_time_us());
         for (i, (m, &c)) in self.members.iter().zip(counts).enumerate() {
@@ -172,9 +151,7 @@ impl PolyKernel {
     pub fn select_lazy(&self, ones: usize, mut count: impl FnMut(Granularity) -> usize) -> usize {
         // (time, member); `better` orders by time, then dense first, then index.
         let dense = self.dense;
-        let better = |t: f64, i: usize, best: (f64, usize)| {
-            t < best.0 || (t == best.0 && best.1 != dense && i < best.1)
-        };
+        let better = |t: f64, i: usize, best: (f64, usize)| t < best.0 || (t == best.0 && best.1 != dense && i < best.1);
         let mut best = (self.members[dense].table.last_time_us(), dense);
         let one = Granularity::new(1, 1);
         for (i, m) in self.members.iter().enumerate() {
@@ -232,15 +209,9 @@ mod tests {
     /// 122.6 µs); 8×8 tiles 6 µs + 2 µs per tile (49 tiles: 104 µs).
     fn synthetic() -> PolyKernel {
         PolyKernel::new(vec![
-            member(
-                Schedule::sparse("conv_4x4", Granularity::new(4, 4)).with_knob("unroll", 4),
-                vec![(0, 5.0), (196, 5.0 + 0.6 * 196.0)],
-            ),
+            member(Schedule::sparse("conv_4x4", Granularity::new(4, 4)).with_knob("unroll", 4), vec![(0, 5.0), (196, 5.0 + 0.6 * 196.0)]),
             member(Schedule::dense("conv_dense"), vec![(0, 100.0)]),
-            member(
-                Schedule::sparse("conv_8x8", Granularity::new(8, 8)),
-                vec![(0, 6.0), (49, 6.0 + 2.0 * 49.0)],
-            ),
+            member(Schedule::sparse("conv_8x8", Granularity::new(8, 8)), vec![(0, 6.0), (49, 6.0 + 2.0 * 49.0)]),
         ])
         .unwrap()
     }
@@ -312,11 +283,8 @@ mod tests {
             let pk = PolyKernel::new(members).unwrap();
             let (h, w) = (rng.side(80), rng.side(80));
             let m = rng.mask(h, w);
-            let counts: Vec<usize> = pk
-                .members()
-                .iter()
-                .map(|mb| mb.schedule.granularity.map_or(0, |g| m.count_aligned_tiles(g)))
-                .collect();
+            let counts: Vec<usize> =
+                pk.members().iter().map(|mb| mb.schedule.granularity.map_or(0, |g| m.count_aligned_tiles(g))).collect();
             let pick = pk.select_for_mask(&m);
             assert_eq!(pick, pk.select(&counts), "case {case}");
             // The lazy form picks the same member, counting no more granularities than it must.
@@ -376,7 +344,11 @@ mod tests {
         let mut asked = Vec::new();
         let pick = slow.select_lazy(64, |g| {
             asked.push(g);
-            if g == Granularity::new(8, 8) { 1 } else { 4 }
+            if g == Granularity::new(8, 8) {
+                1
+            } else {
+                4
+            }
         });
         // 4x4 counted first (bar is dense's 100 µs): 4 tiles, 16 µs; 8x8 could reach 11 µs: counted, wins.
         assert_eq!((pick, asked), (2, vec![Granularity::new(4, 4), Granularity::new(8, 8)]));

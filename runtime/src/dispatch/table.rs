@@ -44,14 +44,10 @@ impl DispatchTable {
         }
         for (i, &(tiles, t)) in points.iter().enumerate() {
             if !t.is_finite() {
-                return Err(Error::Other(format!(
-                    "dispatch table: point {i} (tiles {tiles}): time {t} µs is not finite"
-                )));
+                return Err(Error::Other(format!("dispatch table: point {i} (tiles {tiles}): time {t} µs is not finite")));
             }
             if t < 0.0 {
-                return Err(Error::Other(format!(
-                    "dispatch table: point {i} (tiles {tiles}): time {t} µs is negative"
-                )));
+                return Err(Error::Other(format!("dispatch table: point {i} (tiles {tiles}): time {t} µs is negative")));
             }
             if i > 0 && tiles <= points[i - 1].0 {
                 return Err(Error::Other(format!(

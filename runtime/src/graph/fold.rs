@@ -25,8 +25,7 @@ pub fn infer_and_fold(g: &mut Graph, eval: &dyn OpEvaluator) -> Result<()> {
                 })
                 .collect();
             let op_name = node.op.name();
-            let specs = shape::infer(&mut node.op, &ins, node.outputs.len())
-                .map_err(|e| Error::node(&name, op_name, strip(e)))?;
+            let specs = shape::infer(&mut node.op, &ins, node.outputs.len()).map_err(|e| Error::node(&name, op_name, strip(e)))?;
             if specs.len() != node.outputs.len() {
                 return Err(Error::node(&name, op_name, format!("{} outputs requested, op gives {}", node.outputs.len(), specs.len())));
             }

@@ -172,8 +172,7 @@ impl<'g> Ctx<'g> {
         let mut inputs = vec![Some(q), Some(k), Some(v)];
         if let Some(bv) = bias {
             let bs = self.shape(bv);
-            let fits =
-                bs.len() <= 4 && super::shape::broadcast(&[bs, &score_shape]).ok().as_deref() == Some(&score_shape[..]);
+            let fits = bs.len() <= 4 && super::shape::broadcast(&[bs, &score_shape]).ok().as_deref() == Some(&score_shape[..]);
             if !self.is_f32(bv) || !fits {
                 return None;
             }
@@ -203,9 +202,7 @@ impl<'g> Ctx<'g> {
                     _ => return None,
                 }
             }
-            Op::Binary(BinaryKind::Div) => {
-                (ScoreScale::Div(self.g.scalar_f32(self.input(xi, 1)?)?), self.input(xi, 0)?)
-            }
+            Op::Binary(BinaryKind::Div) => (ScoreScale::Div(self.g.scalar_f32(self.input(xi, 1)?)?), self.input(xi, 0)?),
             _ => return None,
         };
         // A scalar of higher rank than the scores would broadcast them into a bigger tensor.

@@ -68,7 +68,8 @@ fn match_gelu(g: &Graph, prod: &[Option<usize>], cons: &[Vec<usize>], e: usize) 
     } else {
         // (x * 0.5) * (1 + erf).
         let half = &g.nodes[prod[with]?];
-        let ok = half.op == Op::Binary(BinaryKind::Mul) && other(prod[with]?, x).and_then(|c| g.scalar_f32(c)).is_some_and(|c| near(c, 0.5));
+        let ok =
+            half.op == Op::Binary(BinaryKind::Mul) && other(prod[with]?, x).and_then(|c| g.scalar_f32(c)).is_some_and(|c| near(c, 0.5));
         ok.then_some((m1, x))
     }
 }

@@ -131,9 +131,9 @@ fn binary(g: &Graph, links: &Links, v: ValueId, budget: &mut usize) -> Result<Bi
     };
     let map = |origin| Ok(Bin::Map(MaskTrace { origin, halo: [0, 0] }));
     match &node.op {
-        Op::Binary(
-            BinaryKind::Greater | BinaryKind::Less | BinaryKind::Equal | BinaryKind::GreaterOrEqual | BinaryKind::LessOrEqual,
-        ) => map(Origin::Threshold(p)),
+        Op::Binary(BinaryKind::Greater | BinaryKind::Less | BinaryKind::Equal | BinaryKind::GreaterOrEqual | BinaryKind::LessOrEqual) => {
+            map(Origin::Threshold(p))
+        }
         Op::Cast { to } => {
             let x = input(0)?;
             match binary(g, links, x, budget) {
@@ -342,7 +342,11 @@ fn range(g: &Graph, links: &Links, v: ValueId, budget: &mut usize) -> Option<Ran
                     BinaryKind::Sub => Range { lo: acc.lo - y.hi, hi: acc.hi - y.lo, integral },
                     BinaryKind::Mul => {
                         let c = [acc.lo * y.lo, acc.lo * y.hi, acc.hi * y.lo, acc.hi * y.hi];
-                        Range { lo: c.iter().copied().fold(f64::INFINITY, f64::min), hi: c.iter().copied().fold(f64::NEG_INFINITY, f64::max), integral }
+                        Range {
+                            lo: c.iter().copied().fold(f64::INFINITY, f64::min),
+                            hi: c.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+                            integral,
+                        }
                     }
                     BinaryKind::Min => Range { lo: acc.lo.min(y.lo), hi: acc.hi.min(y.hi), integral },
                     _ => Range { lo: acc.lo.max(y.lo), hi: acc.hi.max(y.hi), integral },

@@ -1,24 +1,24 @@
 //! The IR: values (typed, statically shaped tensors, some constant) and nodes in execution order.
 
-pub mod op;
-pub mod shape;
-pub mod shape_move;
-pub mod shape_attention;
-pub mod window;
 pub mod fold;
 pub mod fuse;
 pub mod fuse_attention;
 mod fuse_gelu;
-pub mod sparse_residual;
-pub mod sparse;
-pub mod sparse_attention;
-pub mod sparse_detect;
-pub mod sparse_lower;
 mod mask_trace;
 mod needed;
 mod needed_floor;
 mod needed_mask;
+pub mod op;
 mod order;
+pub mod shape;
+pub mod shape_attention;
+pub mod shape_move;
+pub mod sparse;
+pub mod sparse_attention;
+pub mod sparse_detect;
+pub mod sparse_lower;
+pub mod sparse_residual;
+pub mod window;
 mod zero_support;
 
 pub use op::*;

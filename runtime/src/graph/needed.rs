@@ -133,7 +133,9 @@ impl Need {
             (Need::Unread, n) | (n, Need::Unread) => n,
             (w @ Need::Whole(_), _) | (_, w @ Need::Whole(_)) => w,
             (Need::Part(a), Need::Part(b)) => Need::Part(Region::join(vec![a, b], false)),
-            (Need::Part(a), Need::AtLeast(t, b)) | (Need::AtLeast(t, b), Need::Part(a)) => Need::AtLeast(t, Region::join(vec![a, b], false)),
+            (Need::Part(a), Need::AtLeast(t, b)) | (Need::AtLeast(t, b), Need::Part(a)) => {
+                Need::AtLeast(t, Region::join(vec![a, b], false))
+            }
             (Need::AtLeast(s, a), Need::AtLeast(t, b)) => Need::AtLeast(s.max(t), Region::join(vec![a, b], false)),
         }
     }
@@ -420,7 +422,9 @@ fn token_scalar(
     inputs
         .iter()
         .map(|&x| match &out {
-            Need::Part(_) if g.values[x].shape != *shape => (x, Need::whole(format!("{} broadcasts '{}' over tokens", who(), g.values[x].name))),
+            Need::Part(_) if g.values[x].shape != *shape => {
+                (x, Need::whole(format!("{} broadcasts '{}' over tokens", who(), g.values[x].name)))
+            }
             n => (x, n.clone()),
         })
         .collect()

@@ -30,13 +30,12 @@ pub(crate) fn at_least(g: &Graph, links: &Links, node: &Node, t: f32, r: &Region
         Op::Binary(BinaryKind::Add) => {
             let &[Some(a), Some(b)] = node.inputs.as_slice() else { return None };
             [(a, b), (b, a)].into_iter().find_map(|(base, step)| {
-                (non_negative(g, links, step) && floored_off(g, links, base, t, r))
-                    .then(|| {
-                        [(base, Need::AtLeast(t, r.clone())), (step, Need::AtLeast(0.0, r.clone()))]
-                            .into_iter()
-                            .filter(|(v, _)| g.values[*v].constant.is_none())
-                            .collect()
-                    })
+                (non_negative(g, links, step) && floored_off(g, links, base, t, r)).then(|| {
+                    [(base, Need::AtLeast(t, r.clone())), (step, Need::AtLeast(0.0, r.clone()))]
+                        .into_iter()
+                        .filter(|(v, _)| g.values[*v].constant.is_none())
+                        .collect()
+                })
             })
         }
         _ => None,
@@ -157,7 +156,13 @@ fn within(g: &Graph, links: &Links, a: ValueId, b: ValueId) -> bool {
         if cur == b {
             return true;
         }
-        let next = links.prod.get(cur).copied().flatten().and_then(|p| compared_below(g, &g.nodes[p])).and_then(|(x, t)| earlier_map(g, links, x, t));
+        let next = links
+            .prod
+            .get(cur)
+            .copied()
+            .flatten()
+            .and_then(|p| compared_below(g, &g.nodes[p]))
+            .and_then(|(x, t)| earlier_map(g, links, x, t));
         match next {
             Some(q) => cur = q,
             None => return false,

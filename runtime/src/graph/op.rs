@@ -110,7 +110,9 @@ pub enum BinaryKind {
     Pow,
     /// `fmod`: the remainder takes the dividend's sign (C's fmod; required for floats);
     /// otherwise the divisor's (Python's `%`, integers only).
-    Mod { fmod: bool },
+    Mod {
+        fmod: bool,
+    },
     Greater,
     Less,
     Equal,
@@ -291,7 +293,9 @@ pub enum Op {
     /// X, W, [B]
     ConvTranspose(ConvTranspose),
     /// X, scale, B, mean, var (inference form only)
-    BatchNormalization { epsilon: f32 },
+    BatchNormalization {
+        epsilon: f32,
+    },
     Unary(UnaryKind),
     /// X, [min], [max]
     Clip,
@@ -301,52 +305,101 @@ pub enum Op {
     /// A, B with numpy matmul semantics.
     MatMul,
     /// A, B, [C]
-    Gemm { alpha: f32, beta: f32, trans_a: bool, trans_b: bool },
+    Gemm {
+        alpha: f32,
+        beta: f32,
+        trans_a: bool,
+        trans_b: bool,
+    },
     /// `legacy`: opset < 13, input coerced to 2-D at `axis`.
-    Softmax { axis: i64, legacy: bool },
+    Softmax {
+        axis: i64,
+        legacy: bool,
+    },
     /// X, scale, [B]
-    LayerNormalization { axis: i64, epsilon: f32 },
+    LayerNormalization {
+        axis: i64,
+        epsilon: f32,
+    },
     /// X, scale, B
-    InstanceNormalization { epsilon: f32 },
+    InstanceNormalization {
+        epsilon: f32,
+    },
     /// X, scale, bias; `per_channel_affine`: opset 21 (scale/bias per channel) vs 18 (per group).
-    GroupNormalization { num_groups: usize, epsilon: f32, per_channel_affine: bool },
+    GroupNormalization {
+        num_groups: usize,
+        epsilon: f32,
+        per_channel_affine: bool,
+    },
     MaxPool(Pool),
     AveragePool(Pool),
     GlobalAveragePool,
     /// X, [axes]
     Reduce(Reduce),
     /// data, shape
-    Reshape { allowzero: bool },
-    Flatten { axis: i64 },
+    Reshape {
+        allowzero: bool,
+    },
+    Flatten {
+        axis: i64,
+    },
     /// Empty `perm` means reverse.
-    Transpose { perm: Vec<usize> },
-    Concat { axis: i64 },
+    Transpose {
+        perm: Vec<usize>,
+    },
+    Concat {
+        axis: i64,
+    },
     /// data, starts, ends, [axes], [steps]
     Slice,
     /// X, [split]; `split` from the attribute in older opsets; `num_outputs` from opset 18.
-    Split { axis: i64, split: Option<Vec<i64>>, num_outputs: Option<usize> },
+    Split {
+        axis: i64,
+        split: Option<Vec<i64>>,
+        num_outputs: Option<usize>,
+    },
     /// data, indices
-    Gather { axis: i64 },
+    Gather {
+        axis: i64,
+    },
     /// data, [axes]; `axes` from the attribute in older opsets.
-    Squeeze { axes: Option<Vec<i64>> },
-    Unsqueeze { axes: Option<Vec<i64>> },
+    Squeeze {
+        axes: Option<Vec<i64>>,
+    },
+    Unsqueeze {
+        axes: Option<Vec<i64>>,
+    },
     /// input, shape
     Expand,
-    Shape { start: i64, end: Option<i64> },
+    Shape {
+        start: i64,
+        end: Option<i64>,
+    },
     /// The value, already decoded from whichever attribute carried it.
-    Constant { value: std::sync::Arc<crate::tensor::Tensor> },
+    Constant {
+        value: std::sync::Arc<crate::tensor::Tensor>,
+    },
     /// shape input; value is a one-element tensor (float 0 when absent).
-    ConstantOfShape { value: std::sync::Arc<crate::tensor::Tensor> },
+    ConstantOfShape {
+        value: std::sync::Arc<crate::tensor::Tensor>,
+    },
     Identity,
-    Cast { to: crate::tensor::DType },
+    Cast {
+        to: crate::tensor::DType,
+    },
     /// X, [roi], [scales], [sizes]
     Resize(Resize),
     /// data, pads, [constant_value], [axes]
-    Pad { mode: PadMode },
+    Pad {
+        mode: PadMode,
+    },
     /// condition, X, Y
     Where,
     /// x, axis
-    CumSum { exclusive: bool, reverse: bool },
+    CumSum {
+        exclusive: bool,
+        reverse: bool,
+    },
     /// q, k, v, [bias], [mask]: not an ONNX op, made by `fuse_attention`.
     Attention(Attention),
 }

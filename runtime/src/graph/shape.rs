@@ -29,9 +29,7 @@ pub fn const_ints(ins: &[Option<In>], i: usize, what: &str) -> Result<Option<Vec
         None => Ok(None),
         Some(x) => match x.value {
             Some(t) => t.to_i64_vec().map(Some).map_err(|e| err(format!("{what}: {e}"))),
-            None => Err(err(format!(
-                "{what} (input {i}) is computed at run time; only constant {what} is supported (static shapes)"
-            ))),
+            None => Err(err(format!("{what} (input {i}) is computed at run time; only constant {what} is supported (static shapes)"))),
         },
     }
 }
@@ -324,9 +322,7 @@ pub fn infer(op: &mut Op, ins: &[Option<In>], n_out: usize) -> Result<Vec<Tensor
 
 /// Non-negative dims from an int vector.
 pub fn dims(v: &[i64]) -> Result<Vec<usize>> {
-    v.iter()
-        .map(|&d| usize::try_from(d).map_err(|_| err(format!("negative dimension {d} in {v:?}"))))
-        .collect()
+    v.iter().map(|&d| usize::try_from(d).map_err(|_| err(format!("negative dimension {d} in {v:?}")))).collect()
 }
 
 pub fn matmul_shape(a: &[usize], b: &[usize]) -> Result<Vec<usize>> {

@@ -39,9 +39,7 @@ pub fn dims(a: &Attention, q: &[usize], k: &[usize], v: &[usize]) -> Result<[usi
 }
 
 pub fn infer(a: &Attention, ins: &[Option<In>]) -> Result<Vec<TensorSpec>> {
-    let get = |i: usize, what: &str| {
-        ins.get(i).copied().flatten().ok_or_else(|| err(format!("required input {i} ({what}) is missing")))
-    };
+    let get = |i: usize, what: &str| ins.get(i).copied().flatten().ok_or_else(|| err(format!("required input {i} ({what}) is missing")));
     let (q, k, v) = (get(0, "q")?, get(1, "k")?, get(2, "v")?);
     for (i, x) in [q, k, v].iter().enumerate() {
         if x.dtype != DType::F32 {
@@ -56,10 +54,7 @@ pub fn infer(a: &Attention, ins: &[Option<In>]) -> Result<Vec<TensorSpec>> {
             return Err(err(format!("bias (input 3) is {}; only FLOAT is supported", x.dtype)));
         }
         if x.shape.len() > 4 || broadcast(&[x.shape, &scores]).ok().as_deref() != Some(&scores[..]) {
-            return Err(err(format!(
-                "bias (input 3) of shape {:?} does not broadcast to the scores {scores:?}",
-                x.shape
-            )));
+            return Err(err(format!("bias (input 3) of shape {:?} does not broadcast to the scores {scores:?}", x.shape)));
         }
     }
     let mask = ins.get(4).copied().flatten();
@@ -78,10 +73,7 @@ pub fn infer(a: &Attention, ins: &[Option<In>]) -> Result<Vec<TensorSpec>> {
             }
             let ok_shape = m.shape == [b, tk] || m.shape == [b, tk, 1];
             if m.dtype != DType::F32 || !ok_shape || numel(m.shape) != b * tk {
-                return Err(err(format!(
-                    "token mask (input 4) must be FLOAT [{b}, {tk}] or [{b}, {tk}, 1], is {} {:?}",
-                    m.dtype, m.shape
-                )));
+                return Err(err(format!("token mask (input 4) must be FLOAT [{b}, {tk}] or [{b}, {tk}, 1], is {} {:?}", m.dtype, m.shape)));
             }
         }
         (None, None) => {}
@@ -95,12 +87,7 @@ mod tests {
     use crate::graph::op::{KeyMaskBias, ScoreScale};
 
     fn op(heads: usize, kt: bool, mask: bool) -> Attention {
-        Attention {
-            heads,
-            scale: ScoreScale::Mul(0.125),
-            k_transposed: kt,
-            key_mask: mask.then_some(KeyMaskBias { c: 1e4 }),
-        }
+        Attention { heads, scale: ScoreScale::Mul(0.125), k_transposed: kt, key_mask: mask.then_some(KeyMaskBias { c: 1e4 }) }
     }
 
     fn input(shape: &[usize]) -> Option<In<'_>> {
@@ -126,13 +113,9 @@ mod tests {
         let e = infer(&op(3, false, false), &[input(&[2, 3, 5]), input(&k), input(&v)]).unwrap_err().to_string();
         assert!(e.contains("q (input 0)"), "{e}");
         // A bias that would grow the scores is not an attention bias.
-        let e = infer(&op(3, false, false), &[input(&q), input(&k), input(&v), input(&[4, 2, 3, 5, 7])])
-            .unwrap_err()
-            .to_string();
+        let e = infer(&op(3, false, false), &[input(&q), input(&k), input(&v), input(&[4, 2, 3, 5, 7])]).unwrap_err().to_string();
         assert!(e.contains("bias"), "{e}");
-        let e = infer(&op(3, false, false), &[input(&q), input(&k), input(&v), input(&[2, 3, 5, 6])])
-            .unwrap_err()
-            .to_string();
+        let e = infer(&op(3, false, false), &[input(&q), input(&k), input(&v), input(&[2, 3, 5, 6])]).unwrap_err().to_string();
         assert!(e.contains("bias"), "{e}");
         let i64in = Some(In { dtype: DType::I64, shape: &v, value: None });
         assert!(infer(&op(3, false, false), &[input(&q), input(&k), i64in]).is_err());
@@ -150,17 +133,13 @@ mod tests {
         assert!(e.contains("input 4"), "{e}");
         let e = infer(&a, &[input(&q), input(&k), input(&v), input(&bias), input(&[2, 6])]).unwrap_err().to_string();
         assert!(e.contains("token mask"), "{e}");
-        let e = infer(&op(3, false, false), &[input(&q), input(&k), input(&v), input(&bias), input(&[2, 7])])
-            .unwrap_err()
-            .to_string();
+        let e = infer(&op(3, false, false), &[input(&q), input(&k), input(&v), input(&bias), input(&[2, 7])]).unwrap_err().to_string();
         assert!(e.contains("no key mask"), "{e}");
         let mut bad = a.clone();
         bad.key_mask = Some(KeyMaskBias { c: f32::NAN });
         assert!(infer(&bad, &[input(&q), input(&k), input(&v), input(&bias), input(&[2, 7])]).is_err());
         // Cross attention (Tq != Tk) cannot share one token mask between queries and keys.
-        let e = infer(&a, &[input(&[2, 3, 5, 8]), input(&k), input(&v), input(&[2, 1, 1, 7]), input(&[2, 7])])
-            .unwrap_err()
-            .to_string();
+        let e = infer(&a, &[input(&[2, 3, 5, 8]), input(&k), input(&v), input(&[2, 1, 1, 7]), input(&[2, 7])]).unwrap_err().to_string();
         assert!(e.contains("as many queries as keys"), "{e}");
     }
 }

@@ -10,8 +10,8 @@ use super::needed::{self, Need, Region};
 use super::needed_mask::{self, MaskBuilder};
 use super::op::{BinaryKind, Op};
 use super::order;
-use super::zero_support;
 use super::sparse::{FillPolicy, MaskKind, MaskSource, SparseSpec};
+use super::zero_support;
 use super::{Graph, ValueId};
 use crate::tensor::DType;
 use serde::Serialize;
@@ -274,13 +274,15 @@ fn halo(r: &Region, of_map: &dyn Fn(ValueId) -> [usize; 2]) -> [usize; 2] {
         Region::Map(m) | Region::Tokens(m) => of_map(*m),
         Region::Spread(inner, w) => {
             let h = halo(inner, of_map);
-            std::array::from_fn(|a| {
-                if w.transposed {
-                    (h[a] + w.extent(a)).div_ceil(w.stride[a])
-                } else {
-                    h[a] * w.stride[a] + w.extent(a)
-                }
-            })
+            std::array::from_fn(
+                |a| {
+                    if w.transposed {
+                        (h[a] + w.extent(a)).div_ceil(w.stride[a])
+                    } else {
+                        h[a] * w.stride[a] + w.extent(a)
+                    }
+                },
+            )
         }
         Region::Both(v) => v.iter().map(|x| halo(x, of_map)).reduce(|a, b| [a[0].min(b[0]), a[1].min(b[1])]).unwrap_or([0, 0]),
         Region::Any(v) => v.iter().map(|x| halo(x, of_map)).reduce(|a, b| [a[0].max(b[0]), a[1].max(b[1])]).unwrap_or([0, 0]),

@@ -347,7 +347,16 @@ fn random_op(rng: &mut Rng) -> Op {
         dilations: vec![1 + rng.below(2); 2],
         auto_pad: AutoPad::NotSet,
     };
-    let binary = [BinaryKind::Add, BinaryKind::Sub, BinaryKind::Mul, BinaryKind::Div, BinaryKind::Greater, BinaryKind::Less, BinaryKind::Equal, BinaryKind::And];
+    let binary = [
+        BinaryKind::Add,
+        BinaryKind::Sub,
+        BinaryKind::Mul,
+        BinaryKind::Div,
+        BinaryKind::Greater,
+        BinaryKind::Less,
+        BinaryKind::Equal,
+        BinaryKind::And,
+    ];
     let unary = [UnaryKind::Relu, UnaryKind::Sigmoid, UnaryKind::Erf, UnaryKind::Not, UnaryKind::Tanh, UnaryKind::Exp];
     match rng.below(16) {
         0 => Op::Conv(Conv { window: w, group: 1, fused_add: rng.chance(20), activation: None }),
@@ -394,7 +403,9 @@ fn random_graphs_never_panic() {
             let (dtype, constant) = match rng.below(4) {
                 0 => (DType::F32, None),
                 1 => (DType::Bool, None),
-                2 => (DType::F32, Some(Tensor::new(shape.clone(), TensorData::F32((0..n).map(|_| rng.below(2) as f32).collect())).unwrap())),
+                2 => {
+                    (DType::F32, Some(Tensor::new(shape.clone(), TensorData::F32((0..n).map(|_| rng.below(2) as f32).collect())).unwrap()))
+                }
                 _ => (DType::F32, Some(Tensor::new(shape.clone(), TensorData::F32((0..n).map(|j| j as f32 * 0.3).collect())).unwrap())),
             };
             let is_input = constant.is_none();
@@ -413,7 +424,11 @@ fn random_graphs_never_panic() {
                     _ => Some(ready[rng.below(ready.len())]),
                 })
                 .collect();
-            let shape = if rng.chance(50) { g.values[ready[rng.below(ready.len())]].shape.clone() } else { shapes[rng.below(shapes.len())].to_vec() };
+            let shape = if rng.chance(50) {
+                g.values[ready[rng.below(ready.len())]].shape.clone()
+            } else {
+                shapes[rng.below(shapes.len())].to_vec()
+            };
             let dtype = if rng.chance(20) { DType::Bool } else { DType::F32 };
             let out = if rng.chance(3) && !ready.is_empty() {
                 ready[rng.below(ready.len())]

@@ -140,10 +140,7 @@ pub fn conv_transpose(p: &mut ConvTranspose, ins: &[Option<In>]) -> Result<Vec<T
     }
     let wd = &mut p.window;
     let full: Vec<i64> = (0..r)
-        .map(|i| {
-            (wd.strides[i] * (x.shape[2 + i] - 1) + p.output_padding[i] + (wd.kernel_shape[i] - 1) * wd.dilations[i] + 1)
-                as i64
-        })
+        .map(|i| (wd.strides[i] * (x.shape[2 + i] - 1) + p.output_padding[i] + (wd.kernel_shape[i] - 1) * wd.dilations[i] + 1) as i64)
         .collect();
     // Explicit output_shape or SAME_* decide the total padding; split it as the spec says.
     let target: Option<Vec<usize>> = match (&p.output_shape, wd.auto_pad) {

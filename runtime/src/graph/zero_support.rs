@@ -71,9 +71,7 @@ fn forward(g: &Graph, links: &Links, node: &Node, zs: &[Option<Region>]) -> Opti
         Op::MatMul if kind == needed::layout(&g.values[node.inputs.first().copied().flatten()?].shape)? => {
             let w = g.values[node.inputs.get(1).copied().flatten()?].constant.as_ref()?;
             let x = node.inputs.first().copied().flatten()?;
-            (w.rank() == 2 && g.values[x].shape[..out_shape.len() - 1] == out_shape[..out_shape.len() - 1])
-                .then(|| zs[x].clone())
-                .flatten()
+            (w.rank() == 2 && g.values[x].shape[..out_shape.len() - 1] == out_shape[..out_shape.len() - 1]).then(|| zs[x].clone()).flatten()
         }
         _ => None,
     }

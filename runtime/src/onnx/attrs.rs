@@ -62,9 +62,7 @@ impl<'a> Attrs<'a> {
     pub fn string(&self, key: &str) -> Result<Option<String>> {
         match self.typed(key, AttributeType::STRING)? {
             None => Ok(None),
-            Some(a) => String::from_utf8(a.s().to_vec())
-                .map(Some)
-                .map_err(|_| self.err(format!("attribute '{key}' is not valid UTF-8"))),
+            Some(a) => String::from_utf8(a.s().to_vec()).map(Some).map_err(|_| self.err(format!("attribute '{key}' is not valid UTF-8"))),
         }
     }
     pub fn string_or(&self, key: &str, d: &str) -> Result<String> {

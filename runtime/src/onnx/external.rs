@@ -39,9 +39,7 @@ impl ExternalData {
         let file = &loc.location;
         let err = |msg: String| Error::InvalidModel(format!("{what}: external data file '{file}': {msg}"));
         let Some(dir) = &self.dir else {
-            return Err(err(
-                "the model was given as bytes, with no folder to find it in; load it from its path".into(),
-            ));
+            return Err(err("the model was given as bytes, with no folder to find it in; load it from its path".into()));
         };
         check_relative(file).map_err(err)?;
         let root: &Path = match &mut self.canonical_dir {

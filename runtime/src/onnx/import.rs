@@ -1,8 +1,8 @@
 //! ModelProto -> Graph: values, initializers, nodes in topological order, static input shapes.
 //! Shapes of intermediate values are filled in afterwards by `graph::shape`.
 
-use super::proto::onnx::{type_proto, ModelProto, ValueInfoProto};
 use super::external::ExternalData;
+use super::proto::onnx::{type_proto, ModelProto, ValueInfoProto};
 use super::{ops, tensor_proto};
 use crate::error::{Error, Result};
 use crate::graph::{Graph, Node, Op, Value, ValueId};
@@ -47,9 +47,7 @@ pub fn parse_model(bytes: &[u8]) -> Result<ModelProto> {
     let mut input = protobuf::CodedInputStream::from_bytes(bytes);
     input.set_recursion_limit(RECURSION_LIMIT);
     let mut m = ModelProto::new();
-    m.merge_from(&mut input)
-        .and_then(|_| input.check_eof())
-        .map_err(|e| Error::Decode(format!("not a valid ONNX protobuf ({e})")))?;
+    m.merge_from(&mut input).and_then(|_| input.check_eof()).map_err(|e| Error::Decode(format!("not a valid ONNX protobuf ({e})")))?;
     if !m.graph.is_some() {
         return Err(Error::Decode("the file parses but holds no graph: not an ONNX model".into()));
     }
@@ -180,20 +178,11 @@ pub fn import(m: &ModelProto, opts: &LoadOptions) -> Result<Graph> {
         .output
         .iter()
         .map(|o| {
-            b.by_name
-                .get(o.name())
-                .copied()
-                .ok_or_else(|| Error::InvalidModel(format!("graph output '{}' is never produced", o.name())))
+            b.by_name.get(o.name()).copied().ok_or_else(|| Error::InvalidModel(format!("graph output '{}' is never produced", o.name())))
         })
         .collect::<Result<Vec<_>>>()?;
     let nodes = topo_sort(ir_nodes, b.values.len())?;
-    let onnx_parameters = b
-        .values
-        .iter()
-        .filter_map(|v| v.constant.as_ref())
-        .filter(|t| t.dtype().is_float())
-        .map(|t| t.len())
-        .sum();
+    let onnx_parameters = b.values.iter().filter_map(|v| v.constant.as_ref()).filter(|t| t.dtype().is_float()).map(|t| t.len()).sum();
     Ok(Graph {
         name: g.name().to_string(),
         values: b.values,
@@ -213,8 +202,7 @@ fn input_type(vi: &ValueInfoProto, opts: &LoadOptions) -> Result<(DType, Vec<usi
         return Err(err("only tensor inputs are supported".into()));
     };
     let code = tt.elem_type();
-    let dtype = DType::from_onnx(code)
-        .ok_or_else(|| err(format!("element type {} is not supported", DType::onnx_name(code))))?;
+    let dtype = DType::from_onnx(code).ok_or_else(|| err(format!("element type {} is not supported", DType::onnx_name(code))))?;
     if !tt.shape.is_some() {
         return Err(err("the model gives no shape for this input".into()));
     }
@@ -226,9 +214,7 @@ fn input_type(vi: &ValueInfoProto, opts: &LoadOptions) -> Result<(DType, Vec<usi
             Some(D::DimValue(v)) => return Err(err(format!("dimension {i} is negative ({v})"))),
             Some(D::DimParam(p)) if opts.dims.contains_key(p) => opts.dims[p],
             _ if i == 0 => opts.batch,
-            Some(D::DimParam(p)) => {
-                return Err(err(format!("dimension {i} is symbolic ('{p}'); give its size as a load option")))
-            }
+            Some(D::DimParam(p)) => return Err(err(format!("dimension {i} is symbolic ('{p}'); give its size as a load option"))),
             None => return Err(err(format!("dimension {i} has no size; give it as a load option"))),
         };
         shape.push(v);

@@ -16,9 +16,7 @@ pub fn parse(node: &NodeProto, name: &str, opset: i64) -> Result<Option<Op>> {
             Op::Conv(Conv { window: window(&a)?, group: group(&a)?, fused_add: false, activation: None })
         }
         "ConvTranspose" => {
-            a.check_known(&[
-                "auto_pad", "dilations", "group", "kernel_shape", "pads", "strides", "output_padding", "output_shape",
-            ])?;
+            a.check_known(&["auto_pad", "dilations", "group", "kernel_shape", "pads", "strides", "output_padding", "output_shape"])?;
             Op::ConvTranspose(ConvTranspose {
                 window: window(&a)?,
                 group: group(&a)?,
@@ -129,11 +127,7 @@ pub fn parse(node: &NodeProto, name: &str, opset: i64) -> Result<Option<Op>> {
             if g <= 0 {
                 return Err(a.err(format!("num_groups must be positive, is {g}")));
             }
-            Op::GroupNormalization {
-                num_groups: g as usize,
-                epsilon: a.float_or("epsilon", 1e-5)?,
-                per_channel_affine: opset >= 21,
-            }
+            Op::GroupNormalization { num_groups: g as usize, epsilon: a.float_or("epsilon", 1e-5)?, per_channel_affine: opset >= 21 }
         }
         "MaxPool" => {
             a.check_known(&["auto_pad", "ceil_mode", "dilations", "kernel_shape", "pads", "storage_order", "strides"])?;
@@ -217,8 +211,7 @@ pub fn parse(node: &NodeProto, name: &str, opset: i64) -> Result<Option<Op>> {
         "Cast" => {
             a.check_known(&["to", "saturate", "round_mode"])?;
             let to = a.int("to")?.ok_or_else(|| a.err("attribute 'to' is required"))? as i32;
-            let to = DType::from_onnx(to)
-                .ok_or_else(|| a.err(format!("cast to {} is not supported", DType::onnx_name(to))))?;
+            let to = DType::from_onnx(to).ok_or_else(|| a.err(format!("cast to {} is not supported", DType::onnx_name(to))))?;
             Op::Cast { to }
         }
         "Resize" => Op::Resize(resize(&a)?),
@@ -297,11 +290,7 @@ fn pool(a: &Attrs, average: bool) -> Result<Pool> {
     if a.int_or("storage_order", 0)? != 0 {
         return Err(a.err("storage_order=1 is not supported"));
     }
-    Ok(Pool {
-        window: w,
-        ceil_mode: a.bool_or("ceil_mode", false)?,
-        count_include_pad: average && a.bool_or("count_include_pad", false)?,
-    })
+    Ok(Pool { window: w, ceil_mode: a.bool_or("ceil_mode", false)?, count_include_pad: average && a.bool_or("count_include_pad", false)? })
 }
 
 fn reduce(a: &Attrs, kind: ReduceKind, axes_attr: bool) -> Result<Op> {

@@ -14,9 +14,8 @@ pub fn decode(t: &TensorProto, what: &str) -> Result<Tensor> {
 /// Decodes a tensor whose data may be stored externally, in a file that `external` finds.
 pub fn decode_in(t: &TensorProto, what: &str, external: &mut ExternalData) -> Result<Tensor> {
     let code = t.data_type.unwrap_or(0);
-    let dtype = DType::from_onnx(code).ok_or_else(|| {
-        Error::InvalidModel(format!("{what}: data type {} is not supported", DType::onnx_name(code)))
-    })?;
+    let dtype = DType::from_onnx(code)
+        .ok_or_else(|| Error::InvalidModel(format!("{what}: data type {} is not supported", DType::onnx_name(code))))?;
     let mut shape = Vec::with_capacity(t.dims.len());
     for &d in &t.dims {
         if d < 0 {
@@ -49,13 +48,7 @@ pub fn decode_in(t: &TensorProto, what: &str, external: &mut ExternalData) -> Re
 fn from_raw(raw: &[u8], dtype: DType, n: usize, what: &str) -> Result<TensorData> {
     let sz = dtype.size_of();
     if raw.len() != n * sz {
-        return Err(Error::InvalidModel(format!(
-            "{what}: raw data is {} bytes, {} elements of {} need {}",
-            raw.len(),
-            n,
-            dtype,
-            n * sz
-        )));
+        return Err(Error::InvalidModel(format!("{what}: raw data is {} bytes, {} elements of {} need {}", raw.len(), n, dtype, n * sz)));
     }
     macro_rules! le {
         ($t:ty) => {
@@ -87,9 +80,7 @@ fn from_fields(t: &TensorProto, dtype: DType, what: &str) -> Result<TensorData> 
 }
 
 fn narrow<T: TryFrom<i32>>(v: &[i32], what: &str) -> Result<Vec<T>> {
-    v.iter()
-        .map(|&x| T::try_from(x).map_err(|_| Error::InvalidModel(format!("{what}: value {x} out of range"))))
-        .collect()
+    v.iter().map(|&x| T::try_from(x).map_err(|_| Error::InvalidModel(format!("{what}: value {x} out of range")))).collect()
 }
 
 /// Encodes a host tensor (raw little-endian data); used to write test data and goldens.

@@ -128,9 +128,7 @@ impl Profile {
         }
         match obj.get("version").and_then(|f| f.as_u64()) {
             Some(n) if n == VERSION as u64 => {}
-            Some(n) => {
-                return Err(format!("schema version {n}; this build reads version {VERSION} (re-tune with `dynaspa tune`)"))
-            }
+            Some(n) => return Err(format!("schema version {n}; this build reads version {VERSION} (re-tune with `dynaspa tune`)")),
             None => return Err("no numeric \"version\" field".into()),
         }
         let p: Profile = serde_json::from_value(v).map_err(|e| format!("invalid profile: {e}"))?;
@@ -175,10 +173,7 @@ impl Profile {
     pub fn check_device(&self, backend: &str, fingerprint: &str, name: &str) -> Result<()> {
         let d = &self.device;
         if d.backend != backend {
-            return Err(Error::Other(format!(
-                "profile for model '{}' was made for backend '{}', not '{backend}'",
-                self.model, d.backend
-            )));
+            return Err(Error::Other(format!("profile for model '{}' was made for backend '{}', not '{backend}'", self.model, d.backend)));
         }
         let ok = if self.predicted {
             !d.name.is_empty() && name.to_lowercase().contains(&d.name.to_lowercase())

@@ -50,7 +50,11 @@ fn round_trips_through_a_file_atomically() {
     let back = Profile::load(&f).unwrap();
     assert_eq!(back, p);
     // No temporary is left beside it.
-    let left: Vec<_> = std::fs::read_dir(f.parent().unwrap()).unwrap().filter_map(|e| e.ok()).filter(|e| e.file_name().to_string_lossy().contains(".tmp")).collect();
+    let left: Vec<_> = std::fs::read_dir(f.parent().unwrap())
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().contains(".tmp"))
+        .collect();
     assert!(left.is_empty(), "{left:?}");
     // Reviewable: granularities and knob-free schedules read as plain JSON.
     let text = std::fs::read_to_string(&f).unwrap();

@@ -130,10 +130,7 @@ impl BitMask {
     /// their bit patterns).
     pub fn from_f32(height: usize, width: usize, values: &[f32]) -> Result<BitMask> {
         if height.checked_mul(width) != Some(values.len()) {
-            return Err(Error::Other(format!(
-                "BitMask {height}x{width} from f32: got {} values",
-                values.len()
-            )));
+            return Err(Error::Other(format!("BitMask {height}x{width} from f32: got {} values", values.len())));
         }
         let mut m = BitMask::zeros(height, width);
         m.refill_f32(values)?;
@@ -264,27 +261,18 @@ pub(crate) fn pack_portable(values: &[f32], raw: &mut [u64]) -> bool {
 }
 
 impl BitMask {
-
     /// From bytes packed least significant bit first (bit `i` in byte `i / 8`, bit `i % 8`), as
     /// `numpy.packbits(..., bitorder="little")` writes them. Needs exactly
     /// `ceil(height * width / 8)` bytes, and the padding bits of the last byte must be zero.
     pub fn from_packed_bytes(height: usize, width: usize, bytes: &[u8]) -> Result<BitMask> {
-        let n = height
-            .checked_mul(width)
-            .ok_or_else(|| Error::Other(format!("BitMask {height}x{width}: size overflows")))?;
+        let n = height.checked_mul(width).ok_or_else(|| Error::Other(format!("BitMask {height}x{width}: size overflows")))?;
         if bytes.len() != n.div_ceil(8) {
-            return Err(Error::Other(format!(
-                "BitMask {height}x{width}: needs {} packed bytes, got {}",
-                n.div_ceil(8),
-                bytes.len()
-            )));
+            return Err(Error::Other(format!("BitMask {height}x{width}: needs {} packed bytes, got {}", n.div_ceil(8), bytes.len())));
         }
         if n % 8 != 0 {
             let last = bytes[bytes.len() - 1];
             if last >> (n % 8) != 0 {
-                return Err(Error::Other(format!(
-                    "BitMask {height}x{width}: padding bits after the last position are not zero"
-                )));
+                return Err(Error::Other(format!("BitMask {height}x{width}: padding bits after the last position are not zero")));
             }
         }
         let raw = bytes
@@ -375,18 +363,15 @@ impl BitMask {
     /// the mask of a layer `r` times coarser. `r` must divide both sides.
     pub fn max_pool(&self, r: usize) -> Result<BitMask> {
         if r == 0 || (self.height % r, self.width % r) != (0, 0) {
-            return Err(Error::Other(format!(
-                "BitMask {}x{}: cannot max-pool by {r}",
-                self.height, self.width
-            )));
+            return Err(Error::Other(format!("BitMask {}x{}: cannot max-pool by {r}", self.height, self.width)));
         }
         if r == 1 {
             return Ok(self.clone());
         }
         // A pooled cell is set exactly when the aligned r×r DISTile at its block exists.
-        let g = u16::try_from(r).map(|r| super::Granularity::new(r, r)).map_err(|_| {
-            Error::Other(format!("BitMask: max-pool factor {r} is larger than a tile side can be"))
-        })?;
+        let g = u16::try_from(r)
+            .map(|r| super::Granularity::new(r, r))
+            .map_err(|_| Error::Other(format!("BitMask: max-pool factor {r} is larger than a tile side can be")))?;
         let mut out = BitMask::zeros(self.height / r, self.width / r);
         for t in &self.aligned_tiles(g).tiles {
             out.set(t.y as usize / r, t.x as usize / r, true);

@@ -93,9 +93,11 @@ struct Reader<'a> {
 
 impl<'a> Reader<'a> {
     fn take(&mut self, n: usize, what: &str) -> Result<&'a [u8]> {
-        let end = self.pos.checked_add(n).filter(|&e| e <= self.b.len()).ok_or_else(|| {
-            bad(format!("truncated: {what} needs {n} bytes at offset {}, the file has {}", self.pos, self.b.len()))
-        })?;
+        let end = self
+            .pos
+            .checked_add(n)
+            .filter(|&e| e <= self.b.len())
+            .ok_or_else(|| bad(format!("truncated: {what} needs {n} bytes at offset {}, the file has {}", self.pos, self.b.len())))?;
         let s = &self.b[self.pos..end];
         self.pos = end;
         Ok(s)
@@ -119,12 +121,7 @@ impl<'a> Reader<'a> {
 
 impl MaskDataset {
     /// Builds a dataset, checking that everything fits together (what `from_bytes` checks).
-    pub fn new(
-        meta: serde_json::Value,
-        maps: Vec<MapInfo>,
-        ops: Vec<SparseOp>,
-        frames: Vec<Vec<BitMask>>,
-    ) -> Result<MaskDataset> {
+    pub fn new(meta: serde_json::Value, maps: Vec<MapInfo>, ops: Vec<SparseOp>, frames: Vec<Vec<BitMask>>) -> Result<MaskDataset> {
         if !meta.is_object() {
             return Err(bad("metadata must be a JSON object"));
         }
@@ -184,8 +181,7 @@ impl MaskDataset {
         let meta_len = r.u32("header")? as usize;
         debug_assert_eq!(r.pos, HEADER_LEN);
         let meta_raw = r.take(meta_len, "metadata")?;
-        let meta: serde_json::Value = serde_json::from_slice(meta_raw)
-            .map_err(|e| bad(format!("metadata is not valid JSON: {e}")))?;
+        let meta: serde_json::Value = serde_json::from_slice(meta_raw).map_err(|e| bad(format!("metadata is not valid JSON: {e}")))?;
         // Every map record takes at least 15 bytes and every op record 19, so counts beyond
         // what the file can hold are rejected before anything is allocated for them.
         if n_maps > bytes.len() / 15 || n_ops > bytes.len() / 19 {
@@ -239,10 +235,7 @@ impl MaskDataset {
             let mut per = Vec::with_capacity(n_maps);
             for m in &maps {
                 let raw = r.take((m.height * m.width).div_ceil(8), "payload")?;
-                per.push(
-                    BitMask::from_packed_bytes(m.height, m.width, raw)
-                        .map_err(|e| bad(format!("frame {f}, map '{}': {e}", m.name)))?,
-                );
+                per.push(BitMask::from_packed_bytes(m.height, m.width, raw).map_err(|e| bad(format!("frame {f}, map '{}': {e}", m.name)))?);
             }
             frames.push(per);
         }
@@ -339,9 +332,7 @@ fn check_map(m: &MapInfo) -> Result<()> {
 }
 
 fn check_op(op: &SparseOp, maps: &[MapInfo]) -> Result<()> {
-    let m = maps.get(op.map).ok_or_else(|| {
-        bad(format!("op '{}' refers to map {}, but there are {} maps", op.name, op.map, maps.len()))
-    })?;
+    let m = maps.get(op.map).ok_or_else(|| bad(format!("op '{}' refers to map {}, but there are {} maps", op.name, op.map, maps.len())))?;
     if op.reduce == 0 || m.height % op.reduce != 0 || m.width % op.reduce != 0 {
         return Err(bad(format!(
             "op '{}': reduce factor {} does not divide map '{}' ({}x{})",
@@ -372,14 +363,7 @@ mod tests {
             MapInfo { name: "spatial".into(), height: 4, width: 6, prefix_tokens: 0 },
             MapInfo { name: "tokens".into(), height: 2, width: 3, prefix_tokens: 1 },
         ];
-        let op = |name: &str, map, reduce, dilate, h, w| SparseOp {
-            name: name.into(),
-            map,
-            reduce,
-            dilate,
-            height: h,
-            width: w,
-        };
+        let op = |name: &str, map, reduce, dilate, h, w| SparseOp { name: name.into(), map, reduce, dilate, height: h, width: w };
         let ops = vec![
             op("/conv1/Conv", 0, 1, 3, 4, 6),
             op("/conv2/Conv", 0, 1, 1, 4, 6),
@@ -387,12 +371,7 @@ mod tests {
             op("/blocks.1/attn/MatMul", 1, 1, 1, 2, 3),
         ];
         let frames = (0..3)
-            .map(|f| {
-                vec![
-                    BitMask::from_fn(4, 6, |y, x| (y * 6 + x + f) % 5 == 0),
-                    BitMask::from_fn(2, 3, |y, x| (y + x + f) % 2 == 0),
-                ]
-            })
+            .map(|f| vec![BitMask::from_fn(4, 6, |y, x| (y * 6 + x + f) % 5 == 0), BitMask::from_fn(2, 3, |y, x| (y + x + f) % 2 == 0)])
             .collect();
         MaskDataset::new(serde_json::json!({"model": "tiny", "density_target": 0.3}), maps, ops, frames).unwrap()
     }
@@ -569,7 +548,6 @@ mod tests {
         };
         assert!(err(&big(70_000)).contains("too large"));
         assert!(err(&big(50_000)).contains("does not match")); // op records still say 2x5
-
     }
 
     #[test]

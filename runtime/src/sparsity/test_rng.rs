@@ -16,10 +16,7 @@ impl TestRng {
         let seed = match std::env::var("DYNASPA_TEST_SEED") {
             Ok(s) => s.trim().parse().expect("DYNASPA_TEST_SEED must be a u64"),
             Err(_) => {
-                let t = std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .map(|d| d.as_nanos() as u64)
-                    .unwrap_or(0);
+                let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0);
                 // Tests start in parallel threads, possibly within one clock tick.
                 t ^ STARTED.fetch_add(1, Ordering::Relaxed).wrapping_mul(0x9e37_79b9_7f4a_7c15)
             }

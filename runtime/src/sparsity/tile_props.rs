@@ -17,11 +17,7 @@ fn check_tiles(m: &BitMask, t: &TileSet, what: &str) {
     assert_eq!((t.height, t.width), (h, w), "{what}: size");
     for &tile in &t.tiles {
         let (y0, y1, x0, x1) = t.extent(tile);
-        assert!(
-            y0 < y1 && y1 <= h && x0 < x1 && x1 <= w,
-            "{what}: tile {tile:?} extent {:?}",
-            (y0, y1, x0, x1)
-        );
+        assert!(y0 < y1 && y1 <= h && x0 < x1 && x1 <= w, "{what}: tile {tile:?} extent {:?}", (y0, y1, x0, x1));
         for dy in 0..gh {
             for dx in 0..gw {
                 let (y, x) = (y0 + dy, x0 + dx);
@@ -114,8 +110,7 @@ fn component_tiles_naive(m: &BitMask, g: Granularity) -> Vec<DisTile> {
     for (id, c) in comps.iter().enumerate() {
         for ty in (c.y0..c.y1).step_by(gh) {
             for tx in (c.x0..c.x1).step_by(gw) {
-                let own = (ty..(ty + gh).min(m.height()))
-                    .any(|y| (tx..(tx + gw).min(m.width())).any(|x| label[y * m.width() + x] == id));
+                let own = (ty..(ty + gh).min(m.height())).any(|y| (tx..(tx + gw).min(m.width())).any(|x| label[y * m.width() + x] == id));
                 if own {
                     tiles.push(DisTile { y: ty as u32, x: tx as u32 });
                 }
@@ -148,10 +143,7 @@ fn aligned_tiles_equal_the_reference_at_every_granularity_up_to_16() {
                 assert_eq!(t, naive, "{what}\n{m:?}");
                 assert_eq!(m.count_aligned_tiles(g), t.len(), "{what}");
                 for tile in &t.tiles {
-                    assert!(
-                        tile.y % gh as u32 == 0 && tile.x % gw as u32 == 0,
-                        "{what}: {tile:?} not aligned"
-                    );
+                    assert!(tile.y % gh as u32 == 0 && tile.x % gw as u32 == 0, "{what}: {tile:?} not aligned");
                 }
                 check_tiles(&m, &t, &what);
                 if (gh + gw) % 5 == 0 {
@@ -174,8 +166,7 @@ fn aligned_tiles_at_large_granularities_and_wide_masks() {
     for case in 0..150 {
         let (h, w) = (rng.side(70), rng.range(1, 300));
         let m = rng.mask(h, w);
-        let gs: Vec<Granularity> =
-            (0..6).map(|_| Granularity::new(rng.range(1, 80) as u16, rng.range(1, 140) as u16)).collect();
+        let gs: Vec<Granularity> = (0..6).map(|_| Granularity::new(rng.range(1, 80) as u16, rng.range(1, 140) as u16)).collect();
         for &g in &gs {
             let t = m.aligned_tiles(g);
             assert_eq!(t, aligned_tiles_naive(&m, g), "case {case} {h}x{w} g {g}\n{m:?}");
@@ -268,8 +259,7 @@ fn dilate_xy_equals_the_reference() {
         let (ry, rx) = (rng.range(0, 9), rng.range(0, 9));
         let (ry, rx) = if rng.range(0, 10) == 0 { (ry * 20, rx * 20) } else { (ry, rx) };
         let want = BitMask::from_fn(h, w, |y, x| {
-            (y.saturating_sub(ry)..(y + ry + 1).min(h))
-                .any(|yy| (x.saturating_sub(rx)..(x + rx + 1).min(w)).any(|xx| m.get(yy, xx)))
+            (y.saturating_sub(ry)..(y + ry + 1).min(h)).any(|yy| (x.saturating_sub(rx)..(x + rx + 1).min(w)).any(|xx| m.get(yy, xx)))
         });
         let got = m.dilate_xy(ry, rx);
         assert_eq!(got, want, "case {case} ry {ry} rx {rx}\n{m:?}");
@@ -287,8 +277,7 @@ fn max_pool_equals_the_reference() {
         let r = rng.range(1, 9);
         let (a, b) = (rng.side(20), rng.side(20));
         let m = rng.mask(a * r, b * r);
-        let want =
-            BitMask::from_fn(a, b, |y, x| (0..r).any(|dy| (0..r).any(|dx| m.get(y * r + dy, x * r + dx))));
+        let want = BitMask::from_fn(a, b, |y, x| (0..r).any(|dy| (0..r).any(|dx| m.get(y * r + dy, x * r + dx))));
         assert_eq!(m.max_pool(r).unwrap(), want, "case {case} r {r}\n{m:?}");
     }
 }
@@ -365,9 +354,8 @@ fn f32_packings_agree() {
     for case in 0..500 {
         let n = rng.range(0, 300);
         let bad_rate = [0, 0, 1, 50][rng.range(0, 4)];
-        let v: Vec<f32> = (0..n)
-            .map(|_| if rng.range(0, 1000) < bad_rate { vals[rng.range(3, vals.len())] } else { vals[rng.range(0, 3)] })
-            .collect();
+        let v: Vec<f32> =
+            (0..n).map(|_| if rng.range(0, 1000) < bad_rate { vals[rng.range(3, vals.len())] } else { vals[rng.range(0, 3)] }).collect();
         let (mut a, mut b) = (vec![0u64; n.div_ceil(64)], vec![0u64; n.div_ceil(64)]);
         let (ok_a, ok_b) = (super::bitmask::pack_all(&v, &mut a), super::bitmask::pack_portable(&v, &mut b));
         assert_eq!(ok_a, ok_b, "case {case}: validity");
@@ -408,10 +396,7 @@ fn from_f32_rejects_non_binary_values_naming_the_first() {
         }
         let e = BitMask::from_f32(m.height(), m.width(), &v).unwrap_err().to_string();
         let (y, x) = (i / m.width(), i % m.width());
-        assert!(
-            e.contains(&format!("(y {y}, x {x})")) && e.contains(&format!("is {value:?}")),
-            "case {case}: {e}"
-        );
+        assert!(e.contains(&format!("(y {y}, x {x})")) && e.contains(&format!("is {value:?}")), "case {case}: {e}");
     }
     let e = BitMask::from_f32(3, 4, &[0.0; 11]).unwrap_err().to_string();
     assert!(e.contains("3x4") && e.contains("11"), "{e}");

@@ -84,8 +84,7 @@ fn tile_timing() {
         });
         println!("  4 granularities: count_tiles_many {many:.0} ns, 4 x count_aligned_tiles {single:.0} ns");
         // Equal heights: the case where count_tiles_many shares the row pass.
-        let same_h =
-            [Granularity::new(4, 2), Granularity::new(4, 4), Granularity::new(4, 8), Granularity::new(4, 16)];
+        let same_h = [Granularity::new(4, 2), Granularity::new(4, 4), Granularity::new(4, 8), Granularity::new(4, 16)];
         let many_same = ns_per_call(|| {
             black_box(black_box(&m).count_tiles_many(&same_h));
         });
@@ -97,9 +96,7 @@ fn tile_timing() {
                 })
             })
             .sum();
-        println!(
-            "  4x2, 4x4, 4x8, 4x16: count_tiles_many {many_same:.0} ns, 4 x count_aligned_tiles {singles_same:.0} ns"
-        );
+        println!("  4x2, 4x4, 4x8, 4x16: count_tiles_many {many_same:.0} ns, 4 x count_aligned_tiles {singles_same:.0} ns");
         let v: Vec<f32> = m.to_bools().iter().map(|&b| b as u8 as f32).collect();
         let f = ns_per_call(|| {
             black_box(BitMask::from_f32(h, w, black_box(&v)).unwrap());
@@ -125,8 +122,7 @@ fn tile_ops_fixed() {
     let (mut rng, _seed) = TestRng::fresh();
     let m = blobby(&mut rng, side, side);
     let gs = [Granularity::new(2, 2), Granularity::new(4, 4), Granularity::new(8, 8), Granularity::new(3, 5)];
-    let same_h =
-        [Granularity::new(4, 2), Granularity::new(4, 4), Granularity::new(4, 8), Granularity::new(4, 16)];
+    let same_h = [Granularity::new(4, 2), Granularity::new(4, 4), Granularity::new(4, 8), Granularity::new(4, 16)];
     let v: Vec<f32> = m.to_bools().iter().map(|&b| b as u8 as f32).collect();
     for i in 0..n {
         let g = gs[i % 4];

@@ -133,8 +133,7 @@ pub fn aligned_tiles_naive(mask: &BitMask, g: Granularity) -> TileSet {
     let mut tiles = Vec::new();
     for ty in (0..mask.height()).step_by(gh) {
         for tx in (0..mask.width()).step_by(gw) {
-            let any = (ty..(ty + gh).min(mask.height()))
-                .any(|y| (tx..(tx + gw).min(mask.width())).any(|x| mask.get(y, x)));
+            let any = (ty..(ty + gh).min(mask.height())).any(|y| (tx..(tx + gw).min(mask.width())).any(|x| mask.get(y, x)));
             if any {
                 tiles.push(DisTile { y: ty as u32, x: tx as u32 });
             }
@@ -236,12 +235,7 @@ fn count_impl<B: RowBuf>(m: &BitMask, g: Granularity, make: impl Fn() -> B) -> u
 /// rows, and their window ORs widen from one width to the next. (Keeping every row copied out
 /// once and ORing tile rows of a height from those of a divisor of it was tried: it ran no
 /// fewer instructions than re-reading the packed rows, so it is not done.)
-fn count_sorted_impl<B: RowBuf>(
-    m: &BitMask,
-    order: &[(Granularity, usize)],
-    out: &mut [usize],
-    make: impl Fn() -> B,
-) {
+fn count_sorted_impl<B: RowBuf>(m: &BitMask, order: &[(Granularity, usize)], out: &mut [usize], make: impl Fn() -> B) {
     let (mut acc, mut mask, mut win) = (make(), make(), make());
     let mut starts: Vec<B> = order.iter().map(|_| make()).collect();
     for (s, (g, _)) in starts.iter_mut().zip(order) {
@@ -278,11 +272,7 @@ impl BitMask {
     /// past the edge (phantom). Same result as [`aligned_tiles_naive`], by word operations.
     pub fn aligned_tiles(&self, g: Granularity) -> TileSet {
         let g = g.effective();
-        let tiles = if self.is_empty() {
-            Vec::new()
-        } else {
-            by_row_words!(self.width().div_ceil(64), aligned_impl(self, g))
-        };
+        let tiles = if self.is_empty() { Vec::new() } else { by_row_words!(self.width().div_ceil(64), aligned_impl(self, g)) };
         TileSet { granularity: g, height: self.height(), width: self.width(), tiles }
     }
 
@@ -303,8 +293,7 @@ impl BitMask {
         if self.is_empty() || gs.is_empty() {
             return out;
         }
-        let shared_height =
-            gs.iter().enumerate().any(|(i, a)| gs[..i].iter().any(|b| b.effective().h == a.effective().h));
+        let shared_height = gs.iter().enumerate().any(|(i, a)| gs[..i].iter().any(|b| b.effective().h == a.effective().h));
         if !shared_height {
             // Nothing to share: skip the bookkeeping (and its allocations).
             for (o, &g) in out.iter_mut().zip(gs) {
@@ -312,8 +301,7 @@ impl BitMask {
             }
             return out;
         }
-        let mut order: Vec<(Granularity, usize)> =
-            gs.iter().enumerate().map(|(i, g)| (g.effective(), i)).collect();
+        let mut order: Vec<(Granularity, usize)> = gs.iter().enumerate().map(|(i, g)| (g.effective(), i)).collect();
         order.sort_unstable_by_key(|&(g, _)| (g.h, g.w));
         by_row_words!(self.width().div_ceil(64), count_sorted_impl(self, &order, &mut out));
         out

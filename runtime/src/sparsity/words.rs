@@ -181,8 +181,7 @@ mod tests {
             let win = |len: usize, down: bool| -> Vec<u64> {
                 let mut o = vec![0u64; nw];
                 for p in 0..nw * 64 {
-                    let any =
-                        (0..len).any(|d| if down { bit(&row, p + d) } else { p >= d && bit(&row, p - d) });
+                    let any = (0..len).any(|d| if down { bit(&row, p + d) } else { p >= d && bit(&row, p - d) });
                     if any {
                         o[p / 64] |= 1 << (p % 64);
                     }

@@ -97,21 +97,14 @@ impl SparseConv {
     }
 
     /// `new` with the path chosen by the caller (`simd` is ignored where AVX-512 is missing).
-    pub(crate) fn build(
-        p: &Conv,
-        input: &[usize],
-        weight: &Tensor,
-        bias: Option<&Tensor>,
-        simd: bool,
-    ) -> Result<SparseConv> {
+    pub(crate) fn build(p: &Conv, input: &[usize], weight: &Tensor, bias: Option<&Tensor>, simd: bool) -> Result<SparseConv> {
         let chw = match input {
             [_, c, h, w] | [c, h, w] => [*c, *h, *w],
             _ => return bad(format!("input shape {input:?} must be [N, C, H, W] or [C, H, W]")),
         };
         let [c, h, w] = chw;
         let ws = weight.shape();
-        let wd =
-            weight.as_f32().map_err(|_| Error::Other(format!("{OP}: weight must be FLOAT, got {}", weight.dtype())))?;
+        let wd = weight.as_f32().map_err(|_| Error::Other(format!("{OP}: weight must be FLOAT, got {}", weight.dtype())))?;
         let &[m, cg, kh, kw] = ws else {
             return bad(format!("weight shape {ws:?} must be [M, C / group, kh, kw] (2 spatial axes)"));
         };
@@ -131,10 +124,7 @@ impl SparseConv {
             (span >= eff).then(|| (span - eff) / s[i] + 1)
         };
         let (Some(ho), Some(wo)) = (out_side(0, h, kh), out_side(1, w, kw)) else {
-            return bad(format!(
-                "kernel {kh}x{kw} (dilations {d:?}) does not fit a {h}x{w} input with pads {:?}",
-                p.window.pads
-            ));
+            return bad(format!("kernel {kh}x{kw} (dilations {d:?}) does not fit a {h}x{w} input with pads {:?}", p.window.pads));
         };
         // Gather/scatter offsets are 32-bit lanes.
         let lim = i32::MAX as usize;
@@ -150,8 +140,7 @@ impl SparseConv {
         }
         let bias = match bias {
             Some(b) => {
-                let bd =
-                    b.as_f32().map_err(|_| Error::Other(format!("{OP}: bias must be FLOAT, got {}", b.dtype())))?;
+                let bd = b.as_f32().map_err(|_| Error::Other(format!("{OP}: bias must be FLOAT, got {}", b.dtype())))?;
                 if b.shape() != [m] {
                     return bad(format!("bias shape {:?} must be [{m}]", b.shape()));
                 }
@@ -188,14 +177,7 @@ impl SparseConv {
     /// Computes the conv of one image `x` (`C x H x W`) at the positions of `tiles` and writes
     /// `out` (`M x Ho x Wo`) where `mask` is set. `residual` (output-shaped) is required exactly
     /// when the conv was prepared with `fused_add`.
-    pub fn run(
-        &self,
-        x: &[f32],
-        out: &mut [f32],
-        tiles: &TileSet,
-        mask: &BitMask,
-        residual: Option<&[f32]>,
-    ) -> Result<()> {
+    pub fn run(&self, x: &[f32], out: &mut [f32], tiles: &TileSet, mask: &BitMask, residual: Option<&[f32]>) -> Result<()> {
         self.run_timed(x, out, tiles, mask, residual, None)
     }
 
@@ -247,13 +229,7 @@ impl SparseConv {
         match tiles {
             Some(t) => columns::check(OP, t, mask, self.g.ho, self.g.wo)?,
             None if (mask.height(), mask.width()) != (self.g.ho, self.g.wo) => {
-                return bad(format!(
-                    "mask is {}x{}, the output is {}x{}",
-                    mask.height(),
-                    mask.width(),
-                    self.g.ho,
-                    self.g.wo
-                ));
+                return bad(format!("mask is {}x{}, the output is {}x{}", mask.height(), mask.width(), self.g.ho, self.g.wo));
             }
             None => {}
         }
@@ -339,15 +315,7 @@ impl SparseConv {
         });
     }
 
-    fn gemm_shared(
-        &self,
-        x: &[f32],
-        y: SendPtr,
-        residual: Option<&[f32]>,
-        cols: &Columns,
-        want: usize,
-        times: Option<&PhaseTimes>,
-    ) {
+    fn gemm_shared(&self, x: &[f32], y: SendPtr, residual: Option<&[f32]>, cols: &Columns, want: usize, times: Option<&PhaseTimes>) {
         let p_n = cols.len();
         let panels = p_n.div_ceil(NR);
         let (cg, taps) = (self.cg(), self.g.taps());
@@ -393,16 +361,7 @@ impl SparseConv {
 
     /// Input channels `c0..c1` (within group `gi`) of the panel's im2col rows into `panel`.
     #[allow(clippy::too_many_arguments)]
-    fn gather_group(
-        &self,
-        x: &[f32],
-        plan: &PanelPlan,
-        gi: usize,
-        c0: usize,
-        c1: usize,
-        panel: &mut [f32],
-        times: Option<&PhaseTimes>,
-    ) {
+    fn gather_group(&self, x: &[f32], plan: &PanelPlan, gi: usize, c0: usize, c1: usize, panel: &mut [f32], times: Option<&PhaseTimes>) {
         let (cg, plane) = (self.cg(), self.g.plane());
         let xg = &x[(gi * cg + c0) * plane..(gi * cg + c1) * plane];
         let _t = Clock::start(times, |t| &t.gather);
@@ -437,18 +396,7 @@ impl SparseConv {
         {
             let _t = Clock::start(times, |t| &t.gemm);
             if self.simd {
-                simd_gemm(
-                    &self.w,
-                    gi,
-                    mg,
-                    kdim,
-                    t0,
-                    t1,
-                    panel,
-                    plan.cols,
-                    self.bias.as_deref().map(|b| &b[m0..m0 + mg]),
-                    acc,
-                );
+                simd_gemm(&self.w, gi, mg, kdim, t0, t1, panel, plan.cols, self.bias.as_deref().map(|b| &b[m0..m0 + mg]), acc);
             } else {
                 let wg = &self.w[(m0 + r0) * kdim..(m0 + r1) * kdim];
                 sgemm(
@@ -606,18 +554,7 @@ fn simd_gemm(
 }
 #[cfg(not(target_arch = "x86_64"))]
 #[allow(clippy::too_many_arguments)]
-fn simd_gemm(
-    _: &[f32],
-    _: usize,
-    _: usize,
-    _: usize,
-    _: usize,
-    _: usize,
-    _: &[f32],
-    _: usize,
-    _: Option<&[f32]>,
-    _: &mut [f32],
-) {
+fn simd_gemm(_: &[f32], _: usize, _: usize, _: usize, _: usize, _: usize, _: &[f32], _: usize, _: Option<&[f32]>, _: &mut [f32]) {
     unreachable!("the AVX-512 path is never chosen off x86-64")
 }
 

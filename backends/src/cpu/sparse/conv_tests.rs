@@ -109,8 +109,7 @@ fn check_case(c: &Case, seed: u64, masks: &[BitMask], grans: &[Granularity]) {
             let mut one = vec![f32::NAN; c.m * p.ho * p.wo];
             let res = c.add.then(|| p.res.as_f32().unwrap());
             sc.run_positions(p.x.as_f32().unwrap(), &mut pos, mask, res).unwrap();
-            sc.run(p.x.as_f32().unwrap(), &mut one, &aligned_tiles_naive(mask, Granularity::new(1, 1)), mask, res)
-                .unwrap();
+            sc.run(p.x.as_f32().unwrap(), &mut one, &aligned_tiles_naive(mask, Granularity::new(1, 1)), mask, res).unwrap();
             check_masked(&pos, &p.dense, mask, f32::NAN, 1e-5, &format!("{c:?} simd={simd} mask {mi} positions"));
             if !sc.has_direct() {
                 assert!(pos.iter().zip(&one).all(|(a, b)| a.to_bits() == b.to_bits()), "positions vs 1x1 tiles");
@@ -253,17 +252,14 @@ fn empty_and_full_masks() {
         // Empty mask, no tiles: nothing is written.
         let empty = BitMask::zeros(16, 16);
         let mut out = vec![1e30; 10 * 256];
-        sc.run(p.x.as_f32().unwrap(), &mut out, &aligned_tiles_naive(&empty, Granularity::new(4, 4)), &empty, res)
-            .unwrap();
+        sc.run(p.x.as_f32().unwrap(), &mut out, &aligned_tiles_naive(&empty, Granularity::new(4, 4)), &empty, res).unwrap();
         assert!(out.iter().all(|&v| v == 1e30));
         // Tiles over an empty mask (a cached-fill caller may pass stale tiles): still no write.
         let full = BitMask::ones(16, 16);
-        sc.run(p.x.as_f32().unwrap(), &mut out, &aligned_tiles_naive(&full, Granularity::new(4, 4)), &empty, res)
-            .unwrap();
+        sc.run(p.x.as_f32().unwrap(), &mut out, &aligned_tiles_naive(&full, Granularity::new(4, 4)), &empty, res).unwrap();
         assert!(out.iter().all(|&v| v == 1e30));
         // Full mask: the dense result everywhere.
-        sc.run(p.x.as_f32().unwrap(), &mut out, &aligned_tiles_naive(&full, Granularity::new(8, 8)), &full, res)
-            .unwrap();
+        sc.run(p.x.as_f32().unwrap(), &mut out, &aligned_tiles_naive(&full, Granularity::new(8, 8)), &full, res).unwrap();
         check_masked(&out, &p.dense, &full, 1e30, 1e-5, "full mask");
     }
 }
@@ -278,13 +274,7 @@ fn overlapping_tiles_and_partial_cover() {
         granularity: Granularity::new(5, 5),
         height: 12,
         width: 12,
-        tiles: vec![
-            DisTile { y: 2, x: 3 },
-            DisTile { y: 2, x: 7 },
-            DisTile { y: 4, x: 6 },
-            DisTile { y: 7, x: 3 },
-            DisTile { y: 7, x: 8 },
-        ],
+        tiles: vec![DisTile { y: 2, x: 3 }, DisTile { y: 2, x: 7 }, DisTile { y: 4, x: 6 }, DisTile { y: 7, x: 3 }, DisTile { y: 7, x: 8 }],
     };
     for simd in paths() {
         let sc = SparseConv::build(&conv_attrs(&c), &[1, 10, 12, 12], &p.w, Some(&p.b), simd).unwrap();

@@ -99,9 +99,7 @@ impl Job<'_> {
                     let b = self.bias.map_or(0.0, |b| b[m]);
                     // SAFETY: AVX-512 was detected at preparation; the plan is for these planes;
                     // this task alone writes channel m at the panel's positions.
-                    unsafe {
-                        channel_simd(plan, xc, &self.w[m * taps..(m + 1) * taps], b, res, self.act, y.get().add(m * op))
-                    };
+                    unsafe { channel_simd(plan, xc, &self.w[m * taps..(m + 1) * taps], b, res, self.act, y.get().add(m * op)) };
                 }
             })
         });
@@ -187,15 +185,7 @@ fn run_taps(g: &Geo2, xc: &[f32], wm: &[f32], y: usize, x0: usize, acc: &mut [f3
 /// # Safety
 /// AVX-512F; `plan` built for planes like `xc` (input) and `y` (output, whole plane).
 #[cfg(target_arch = "x86_64")]
-unsafe fn channel_simd(
-    plan: &PanelPlan,
-    xc: &[f32],
-    wm: &[f32],
-    bias: f32,
-    res: Option<&[f32]>,
-    act: Option<Activation>,
-    y: *mut f32,
-) {
+unsafe fn channel_simd(plan: &PanelPlan, xc: &[f32], wm: &[f32], bias: f32, res: Option<&[f32]>, act: Option<Activation>, y: *mut f32) {
     use super::gather::simd::{read_out, write_out};
     let mut v = [0.0f32; 64];
     match plan.vecs {
@@ -312,13 +302,7 @@ unsafe fn blocks_simd(g: &Geo2, blocks: &[Block], xc: &[f32], wm: &[f32], buf: &
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
 #[allow(clippy::needless_range_loop)] // constant trip counts keep weights and sums in registers
-unsafe fn blocks_fixed<const KH: usize, const KW: usize>(
-    g: &Geo2,
-    blocks: &[Block],
-    xc: &[f32],
-    wm: &[f32],
-    buf: &mut [f32],
-) {
+unsafe fn blocks_fixed<const KH: usize, const KW: usize>(g: &Geo2, blocks: &[Block], xc: &[f32], wm: &[f32], buf: &mut [f32]) {
     use std::arch::x86_64::*;
     let mut wv = [[_mm512_setzero_ps(); KW]; KH];
     for a in 0..KH {

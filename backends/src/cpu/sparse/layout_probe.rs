@@ -95,11 +95,7 @@ impl<'a> NhwcGatherProbe<'a> {
     fn check(&self, x: &[f32], tiles: &TileSet, mask: &BitMask) -> Result<()> {
         let g = &self.conv.g;
         if x.len() != self.conv.input_len() {
-            return Err(Error::Other(format!(
-                "NhwcGatherProbe: input has {} values, expected {}",
-                x.len(),
-                self.conv.input_len()
-            )));
+            return Err(Error::Other(format!("NhwcGatherProbe: input has {} values, expected {}", x.len(), self.conv.input_len())));
         }
         columns::check("NhwcGatherProbe", tiles, mask, g.ho, g.wo)
     }

@@ -34,15 +34,7 @@ pub struct SparseLinear {
 
 impl std::fmt::Debug for SparseLinear {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "SparseLinear {{ {} -> {}, bias {}, {:?}, avx512 {} }}",
-            self.k,
-            self.n,
-            self.bias.is_some(),
-            self.act,
-            self.simd
-        )
+        write!(f, "SparseLinear {{ {} -> {}, bias {}, {:?}, avx512 {} }}", self.k, self.n, self.bias.is_some(), self.act, self.simd)
     }
 }
 
@@ -52,24 +44,17 @@ impl SparseLinear {
         SparseLinear::build(weight, bias, act, simd_available())
     }
 
-    pub(crate) fn build(
-        weight: &Tensor,
-        bias: Option<&Tensor>,
-        act: Option<Activation>,
-        simd: bool,
-    ) -> Result<SparseLinear> {
+    pub(crate) fn build(weight: &Tensor, bias: Option<&Tensor>, act: Option<Activation>, simd: bool) -> Result<SparseLinear> {
         let &[k, n] = weight.shape() else {
             return bad(format!("weight shape {:?} must be [K, N]", weight.shape()));
         };
-        let wd =
-            weight.as_f32().map_err(|_| Error::Other(format!("{OP}: weight must be FLOAT, got {}", weight.dtype())))?;
+        let wd = weight.as_f32().map_err(|_| Error::Other(format!("{OP}: weight must be FLOAT, got {}", weight.dtype())))?;
         let bias = match bias {
             Some(b) => {
                 if b.shape() != [n] {
                     return bad(format!("bias shape {:?} must be [{n}]", b.shape()));
                 }
-                let bd =
-                    b.as_f32().map_err(|_| Error::Other(format!("{OP}: bias must be FLOAT, got {}", b.dtype())))?;
+                let bd = b.as_f32().map_err(|_| Error::Other(format!("{OP}: bias must be FLOAT, got {}", b.dtype())))?;
                 Some(bd.to_vec())
             }
             None => None,
@@ -91,14 +76,7 @@ impl SparseLinear {
     }
 
     /// `run`, adding the time of each phase to `times`.
-    pub fn run_timed(
-        &self,
-        x: &[f32],
-        tokens: usize,
-        out: &mut [f32],
-        rows: &[u32],
-        times: Option<&PhaseTimes>,
-    ) -> Result<()> {
+    pub fn run_timed(&self, x: &[f32], tokens: usize, out: &mut [f32], rows: &[u32], times: Option<&PhaseTimes>) -> Result<()> {
         let (k, n) = (self.k, self.n);
         if tokens.checked_mul(k) != Some(x.len()) {
             return bad(format!("input has {} values, expected tokens*K = {tokens}*{k}", x.len()));

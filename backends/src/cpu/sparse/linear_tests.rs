@@ -68,8 +68,7 @@ fn linear_vit_shapes() {
 
 #[test]
 fn linear_odd_shapes_and_epilogues() {
-    let acts =
-        [None, Some(Activation::Relu), Some(Activation::Sigmoid), Some(Activation::Tanh), Some(Activation::HardSwish)];
+    let acts = [None, Some(Activation::Relu), Some(Activation::Sigmoid), Some(Activation::Tanh), Some(Activation::HardSwish)];
     let mut rng = Rng::new(5);
     for i in 0..60 {
         let t = 1 + rng.below(70);

@@ -197,13 +197,7 @@ unsafe fn tile<const R: usize, const V: usize>(g: &Args) {
 /// of 64.
 #[target_feature(enable = "avx512f")]
 #[allow(clippy::needless_range_loop)]
-pub(crate) unsafe fn tile_rows<const R: usize, const V: usize>(
-    k: usize,
-    a: &[*const f32; MR],
-    b: *const f32,
-    c: *mut f32,
-    load: bool,
-) {
+pub(crate) unsafe fn tile_rows<const R: usize, const V: usize>(k: usize, a: &[*const f32; MR], b: *const f32, c: *mut f32, load: bool) {
     let mut acc = [[_mm512_setzero_ps(); V]; R];
     if load {
         for r in 0..R {
@@ -239,15 +233,7 @@ pub(crate) unsafe fn tile_rows<const R: usize, const V: usize>(
 ///
 /// # Safety
 /// As for [`tile_rows`].
-pub(crate) unsafe fn tile_rows_dyn(
-    rows: usize,
-    vecs: usize,
-    k: usize,
-    a: &[*const f32; MR],
-    b: *const f32,
-    c: *mut f32,
-    load: bool,
-) {
+pub(crate) unsafe fn tile_rows_dyn(rows: usize, vecs: usize, k: usize, a: &[*const f32; MR], b: *const f32, c: *mut f32, load: bool) {
     macro_rules! go {
         ($($r:literal)*) => {
             match (rows, vecs) {
@@ -288,8 +274,7 @@ mod tests {
             let tiles = rows.div_ceil(MR);
             for (t0, with_bias) in [(0, true), (tiles / 2, false)] {
                 let mut c = vec![f32::NAN; tiles * MR * NR];
-                let g =
-                    PanelGemm { a: &pa, kdim, rows, t0, t1: tiles, b: &b, cols, bias: with_bias.then_some(&bias[..]) };
+                let g = PanelGemm { a: &pa, kdim, rows, t0, t1: tiles, b: &b, cols, bias: with_bias.then_some(&bias[..]) };
                 unsafe { g.run(&mut c) };
                 for i in t0 * MR..rows {
                     let want: Vec<f32> = (0..cols)

@@ -79,13 +79,7 @@ impl PhaseTimes {
     /// Phases timed with `clock` (nanoseconds from any origin) instead of wall time, e.g. the
     /// thread's CPU time, which other processes on a shared machine do not inflate.
     pub fn with_clock(clock: fn() -> u64) -> PhaseTimes {
-        PhaseTimes {
-            plan: AtomicU64::new(0),
-            gather: AtomicU64::new(0),
-            gemm: AtomicU64::new(0),
-            scatter: AtomicU64::new(0),
-            clock,
-        }
+        PhaseTimes { plan: AtomicU64::new(0), gather: AtomicU64::new(0), gemm: AtomicU64::new(0), scatter: AtomicU64::new(0), clock }
     }
     /// `[plan, gather, gemm, scatter]` in seconds.
     pub fn secs(&self) -> [f64; 4] {

@@ -65,21 +65,10 @@ impl NhwcConv {
     }
 
     /// `x` is one image `H x W x C`, `out` `Ho x Wo x M`; writes where `mask` is set.
-    pub fn run_timed(
-        &self,
-        x: &[f32],
-        out: &mut [f32],
-        tiles: &TileSet,
-        mask: &BitMask,
-        times: Option<&PhaseTimes>,
-    ) -> Result<()> {
+    pub fn run_timed(&self, x: &[f32], out: &mut [f32], tiles: &TileSet, mask: &BitMask, times: Option<&PhaseTimes>) -> Result<()> {
         let g = &self.g;
         if x.len() != self.c * g.plane() || out.len() != self.m * g.out_plane() {
-            return Err(Error::Other(format!(
-                "{OP}: input {} / output {} values do not fit the prepared shapes",
-                x.len(),
-                out.len()
-            )));
+            return Err(Error::Other(format!("{OP}: input {} / output {} values do not fit the prepared shapes", x.len(), out.len())));
         }
         columns::check(OP, tiles, mask, g.ho, g.wo)?;
         with_columns(|cols| {
@@ -205,21 +194,10 @@ impl NhwcDepthwise {
     }
 
     /// `x` is one image `H x W x C`, `out` `Ho x Wo x C`; writes the active positions of `tiles`.
-    pub fn run_timed(
-        &self,
-        x: &[f32],
-        out: &mut [f32],
-        tiles: &TileSet,
-        mask: &BitMask,
-        times: Option<&PhaseTimes>,
-    ) -> Result<()> {
+    pub fn run_timed(&self, x: &[f32], out: &mut [f32], tiles: &TileSet, mask: &BitMask, times: Option<&PhaseTimes>) -> Result<()> {
         let (g, c) = (&self.g, self.c);
         if x.len() != c * g.plane() || out.len() != c * g.out_plane() {
-            return Err(Error::Other(format!(
-                "NhwcDepthwise: input {} / output {} values do not fit",
-                x.len(),
-                out.len()
-            )));
+            return Err(Error::Other(format!("NhwcDepthwise: input {} / output {} values do not fit", x.len(), out.len())));
         }
         columns::check("NhwcDepthwise", tiles, mask, g.ho, g.wo)?;
         with_columns(|cols| {
@@ -308,9 +286,7 @@ mod tests {
             };
             let ho = (h - 1) / s + 1;
             let (x, w, b) = (rng.tensor(&[1, c, h, h]), rng.tensor(&[c, 1, 3, 3]), rng.tensor(&[c]));
-            let dense = eval_op(&Op::Conv(p.clone()), &[Some(&x), Some(&w), Some(&b)], &[spec(&[1, c, ho, ho])])
-                .unwrap()
-                .remove(0);
+            let dense = eval_op(&Op::Conv(p.clone()), &[Some(&x), Some(&w), Some(&b)], &[spec(&[1, c, ho, ho])]).unwrap().remove(0);
             let nd = NhwcDepthwise::new(&p, x.shape(), &w, Some(&b)).unwrap();
             let xd = x.as_f32().unwrap();
             let xh: Vec<f32> = (0..c * h * h).map(|i| xd[(i % c) * h * h + i / c]).collect();
@@ -319,14 +295,7 @@ mod tests {
                 let mut out = vec![f32::NAN; c * ho * ho];
                 nd.run_timed(&xh, &mut out, &aligned_tiles_naive(&mask, Granularity::new(4, 4)), &mask, None).unwrap();
                 let planes: Vec<f32> = (0..c * ho * ho).map(|i| out[(i % (ho * ho)) * c + i / (ho * ho)]).collect();
-                check_masked(
-                    &planes,
-                    dense.as_f32().unwrap(),
-                    &mask,
-                    f32::NAN,
-                    1e-5,
-                    &format!("nhwc dw c {c} s {s} d {d}"),
-                );
+                check_masked(&planes, dense.as_f32().unwrap(), &mask, f32::NAN, 1e-5, &format!("nhwc dw c {c} s {s} d {d}"));
             }
         }
     }
@@ -352,9 +321,7 @@ mod tests {
             };
             let ho = (h + 2 * (k / 2) - k) / s + 1;
             let (x, w, b) = (rng.tensor(&[1, c, h, h]), rng.tensor(&[m, c, k, k]), rng.tensor(&[m]));
-            let dense = eval_op(&Op::Conv(p.clone()), &[Some(&x), Some(&w), Some(&b)], &[spec(&[1, m, ho, ho])])
-                .unwrap()
-                .remove(0);
+            let dense = eval_op(&Op::Conv(p.clone()), &[Some(&x), Some(&w), Some(&b)], &[spec(&[1, m, ho, ho])]).unwrap().remove(0);
             let nc = NhwcConv::new(&p, x.shape(), &w, Some(&b)).unwrap();
             let xd = x.as_f32().unwrap();
             let xh: Vec<f32> = (0..c * h * h).map(|i| xd[(i % c) * h * h + i / c]).collect();
@@ -364,14 +331,7 @@ mod tests {
                 nc.run_timed(&xh, &mut out, &aligned_tiles_naive(&mask, Granularity::new(1, 1)), &mask, None).unwrap();
                 // Back to planes for the check.
                 let planes: Vec<f32> = (0..m * ho * ho).map(|i| out[(i % (ho * ho)) * m + i / (ho * ho)]).collect();
-                check_masked(
-                    &planes,
-                    dense.as_f32().unwrap(),
-                    &mask,
-                    f32::NAN,
-                    1e-5,
-                    &format!("nhwc c {c} k {k} s {s} d {d}"),
-                );
+                check_masked(&planes, dense.as_f32().unwrap(), &mask, f32::NAN, 1e-5, &format!("nhwc c {c} k {k} s {s} d {d}"));
             }
         }
     }

@@ -110,8 +110,7 @@ fn min_time(f: &dyn Fn() -> Result<()>, runs: usize) -> Result<f64> {
 fn measure(s: &Subject) -> Result<PolyKernel> {
     let dense = min_time(s.time_dense, s.runs_per_call)?;
     let mut members = vec![Member { schedule: Schedule::dense("dense"), table: DispatchTable::constant(dense)? }];
-    let masks: Vec<BitMask> =
-        DENSITIES.iter().enumerate().map(|(i, &d)| blob_mask(s.height, s.width, d, 0x9e37 + i as u64)).collect();
+    let masks: Vec<BitMask> = DENSITIES.iter().enumerate().map(|(i, &d)| blob_mask(s.height, s.width, d, 0x9e37 + i as u64)).collect();
     for &g in &s.granularities {
         let mut points: Vec<(u32, f64)> = Vec::new();
         for m in &masks {
@@ -147,8 +146,7 @@ fn prune(poly: PolyKernel, h: usize, w: usize) -> Result<PolyKernel> {
         let m = blob_mask(h, w, d, 0x51ed + i as u64);
         wins[poly.select_for_mask(&m)] = true;
     }
-    let kept: Vec<Member> =
-        poly.members().iter().zip(&wins).filter(|(_, &win)| win).map(|(m, _)| m.clone()).collect();
+    let kept: Vec<Member> = poly.members().iter().zip(&wins).filter(|(_, &win)| win).map(|(m, _)| m.clone()).collect();
     PolyKernel::new(kept)
 }
 
@@ -236,7 +234,15 @@ mod tests {
             Ok(())
         };
         let sig = format!("test-op-{}", std::process::id());
-        let s = Subject { signature: sig, height: 8, width: 8, granularities: vec![Granularity::new(2, 2)], time_dense: &dense, time_sparse: &sparse, runs_per_call: 1 };
+        let s = Subject {
+            signature: sig,
+            height: 8,
+            width: 8,
+            granularities: vec![Granularity::new(2, 2)],
+            time_dense: &dense,
+            time_sparse: &sparse,
+            runs_per_call: 1,
+        };
         let p = poly_kernel(&s, 2, Some(&dir)).unwrap();
         let measured = calls.load(std::sync::atomic::Ordering::Relaxed);
         assert!(measured > 0);

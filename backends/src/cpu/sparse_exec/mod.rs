@@ -11,8 +11,8 @@ mod residual;
 mod step_build;
 
 pub(crate) use memo::MaskMemo;
-pub(crate) use step_build::build_steps;
 pub use op_timer::SparseOpTimer;
+pub(crate) use step_build::build_steps;
 
 /// The profile identity of this machine's CPU backend at `threads` workers: what `dynaspa
 /// tune` writes into a profile and what a loaded profile must match.
@@ -104,9 +104,7 @@ impl SparseStep {
 
         let ran_sparse = gran.is_some() && !first_cached_frame && !matches!(self.kernel, Kernel::DenseOnly);
         let (tensor, tiles, dirty) = match gran {
-            Some(g) if ran_sparse => {
-                self.run_sparse(op, ins, &masks, g, spec_out, pool, &mut ph)?
-            }
+            Some(g) if ran_sparse => self.run_sparse(op, ins, &masks, g, spec_out, pool, &mut ph)?,
             _ => {
                 let t = Instant::now();
                 let _s = tracing::trace_span!("kernel").entered();
@@ -252,9 +250,7 @@ impl SparseStep {
         let dirty = match (&self.kernel, reusable) {
             (_, false) => None,
             (Kernel::Conv(_), true) => match self.spec.kind {
-                MaskKind::Spatial => {
-                    Some(Dirty::Positions { masks: masks.clone(), channels: len / (images * self.h * self.w) })
-                }
+                MaskKind::Spatial => Some(Dirty::Positions { masks: masks.clone(), channels: len / (images * self.h * self.w) }),
                 MaskKind::Token => Some(Dirty::All),
             },
             (_, true) => Some(Dirty::All),

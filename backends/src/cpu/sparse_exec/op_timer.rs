@@ -34,11 +34,7 @@ impl Operands {
     }
 
     pub fn ins<'a>(&'a self, g: &'a Graph, n: &Node) -> Vec<Option<&'a Tensor>> {
-        n.inputs
-            .iter()
-            .zip(&self.owned)
-            .map(|(v, o)| o.as_ref().or_else(|| v.and_then(|v| g.values[v].constant.as_deref())))
-            .collect()
+        n.inputs.iter().zip(&self.owned).map(|(v, o)| o.as_ref().or_else(|| v.and_then(|v| g.values[v].constant.as_deref()))).collect()
     }
 }
 
@@ -127,11 +123,8 @@ impl SparseOpTimer {
         let n = &graph.nodes[node];
         let spec = n.sparse.clone().ok_or_else(|| Error::Other(format!("node '{}' is not sparse", n.name)))?;
         let (kernel, geom) = super::step_build::kernel_for(&graph, n, spec.kind)?;
-        let specs: Vec<TensorSpec> = n
-            .outputs
-            .iter()
-            .map(|&o| TensorSpec { dtype: graph.values[o].dtype, shape: graph.values[o].shape.clone() })
-            .collect();
+        let specs: Vec<TensorSpec> =
+            n.outputs.iter().map(|&o| TensorSpec { dtype: graph.values[o].dtype, shape: graph.values[o].shape.clone() }).collect();
         let out_len: usize = specs[0].shape.iter().product();
         Ok(SparseOpTimer {
             signature: OpSignature::of(&graph, n),

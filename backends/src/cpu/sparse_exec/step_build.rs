@@ -88,9 +88,7 @@ pub(crate) fn kernel_for(g: &Graph, n: &Node, kind: MaskKind) -> Result<(Kernel,
         }
         (Op::Attention(a), MaskKind::Token) if out.len() == 4 => (Kernel::Attention(a.clone()), (out[0], 1, out[2])),
         (_, MaskKind::Spatial) if out.len() == 4 => (Kernel::DenseOnly, (out[0], out[2], out[3])),
-        (_, MaskKind::Token) if out.len() >= 2 => {
-            (Kernel::DenseOnly, (if out.len() == 3 { out[0] } else { 1 }, 1, out[out.len() - 2]))
-        }
+        (_, MaskKind::Token) if out.len() >= 2 => (Kernel::DenseOnly, (if out.len() == 3 { out[0] } else { 1 }, 1, out[out.len() - 2])),
         _ => return Err(Error::Other(format!("sparse annotation on an output of shape {out:?} is not supported"))),
     })
 }
@@ -134,7 +132,9 @@ fn poly_for(
                 tracing::debug!(node = %n.name, "PolyKernel from the profile");
                 return Ok(poly.clone());
             }
-            Some(_) => tracing::warn!(node = %n.name, "profile's PolyKernel has granularities this op's CPU kernel cannot run; calibrating"),
+            Some(_) => {
+                tracing::warn!(node = %n.name, "profile's PolyKernel has granularities this op's CPU kernel cannot run; calibrating")
+            }
             None => tracing::info!(node = %n.name, "not in the profile; calibrating"),
         }
     }
@@ -156,6 +156,14 @@ fn poly_for(
     let time_sparse = |m: &BitMask, gr: Granularity| -> Result<()> {
         op_timer::run_sparse_member(kernel, g, n, &ins, &mut buf.borrow_mut(), m, gr, (images, h, w))
     };
-    let subject = Subject { signature: signature(g, n), height: h, width: w, granularities, time_dense: &time_dense, time_sparse: &time_sparse, runs_per_call: 1 };
+    let subject = Subject {
+        signature: signature(g, n),
+        height: h,
+        width: w,
+        granularities,
+        time_dense: &time_dense,
+        time_sparse: &time_sparse,
+        runs_per_call: 1,
+    };
     calibrate::poly_kernel(&subject, threads, cfg.cache_dir.as_deref())
 }

@@ -54,16 +54,7 @@ impl BitmaskPlan {
         // One warp per word: a small mask does not need 32 idle warps.
         let words = n.div_ceil(32);
         let block = if words <= 8 * 256 / 32 { 256 } else { 1024 };
-        Ok(BitmaskPlan {
-            height,
-            width,
-            granularities: granularities.to_vec(),
-            params,
-            capacity,
-            words,
-            tile_words: offset,
-            block,
-        })
+        Ok(BitmaskPlan { height, width, granularities: granularities.to_vec(), params, capacity, words, tile_words: offset, block })
     }
 
     pub fn kernel_spec(&self) -> crate::gpu::KernelSpec {

@@ -80,7 +80,10 @@ fn emulated_bitmask_kernel_matches_the_host_bitmask() {
         let (words, counts, tiles) = run(&emu, &plan, &values);
         let e = plan.decode(words, &counts, &tiles, Some(&values)).unwrap_err().to_string();
         let host = dynaspa_runtime::sparsity::BitMask::from_f32(h, w, &values).unwrap_err().to_string();
-        assert!(host.contains(&format!("(index {bad})")) && e.contains(&format!("(y {}, x {}) (index {bad}) is 0.5", bad / w, bad % w)), "{e} / {host}");
+        assert!(
+            host.contains(&format!("(index {bad})")) && e.contains(&format!("(y {}, x {}) (index {bad}) is 0.5", bad / w, bad % w)),
+            "{e} / {host}"
+        );
     }
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -51,15 +51,8 @@ pub(crate) fn attention<D: GpuDevice>(cx: &mut Ctx<D>, a: &Attention) -> Result<
     let (q, k, v, y) = (cx.x(0)?, cx.x(1)?, cx.x(2)?, cx.y(0)?);
     let bias = cx.x_or_dummy(3)?;
     let mut args = vec![LArg::Buf(q), LArg::Buf(k), LArg::Buf(v), LArg::Buf(bias), LArg::Buf(y)];
-    for (x, what) in [
-        (h, "heads"),
-        (tq, "queries"),
-        (tk, "keys"),
-        (dk, "key width"),
-        (dv, "value width"),
-        (skj, "stride"),
-        (skd, "stride"),
-    ] {
+    for (x, what) in [(h, "heads"), (tq, "queries"), (tk, "keys"), (dk, "key width"), (dv, "value width"), (skj, "stride"), (skd, "stride")]
+    {
         args.push(LArg::I32(int(x, what)?));
     }
     args.extend([LArg::I32(mode), LArg::F32(scale), LArg::I32(has_bias)]);

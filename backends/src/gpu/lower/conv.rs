@@ -11,11 +11,7 @@ use dynaspa_runtime::{DType, Result};
 
 /// The geometry arguments in the order conv.cl's CONV_GEOMETRY takes them.
 fn geometry_args(cin_g: usize, cout_g: usize, groups: usize, g: &Geom3) -> Result<Vec<LArg>> {
-    let mut v = vec![
-        LArg::I32(int(cin_g, "channels")?),
-        LArg::I32(int(cout_g, "channels")?),
-        LArg::I32(int(groups, "groups")?),
-    ];
+    let mut v = vec![LArg::I32(int(cin_g, "channels")?), LArg::I32(int(cout_g, "channels")?), LArg::I32(int(groups, "groups")?)];
     for arr in [&g.input, &g.output, &g.kernel, &g.stride, &g.pad, &g.dil] {
         for &x in arr.iter() {
             v.push(LArg::I32(int(x, "conv geometry")?));
@@ -88,17 +84,15 @@ fn conv_ours<D: GpuDevice>(cx: &mut Ctx<D>, p: &Conv) -> Result<()> {
     let (act, p0, p1) = activation_code(p.activation);
     let mut args = vec![LArg::Buf(x), LArg::Buf(w), LArg::Buf(bias), LArg::Buf(res), LArg::Buf(y)];
     args.extend(geometry_args(cin_g, cout_g, groups, &g)?);
-    args.extend([
-        LArg::I32(has_bias as i32),
-        LArg::I32(p.fused_add as i32),
-        LArg::I32(act),
-        LArg::F32(p0),
-        LArg::F32(p1),
-    ]);
+    args.extend([LArg::I32(has_bias as i32), LArg::I32(p.fused_add as i32), LArg::I32(act), LArg::F32(p0), LArg::F32(p1)]);
     let positions: usize = g.output.iter().product();
     // A GEMM tile needs rows (output channels) and depth (input taps) to fill; depthwise and
     // other thin convolutions run one work-item per output instead.
-    if cout_g < 8 && cin_g >= THIN_MIN_CHANNELS && cx.dev.info().dialect() != KernelDialect::Wgsl && cx.dev.info().max_work_group_size >= THIN_WG {
+    if cout_g < 8
+        && cin_g >= THIN_MIN_CHANNELS
+        && cx.dev.info().dialect() != KernelDialect::Wgsl
+        && cx.dev.info().max_work_group_size >= THIN_WG
+    {
         // Positions per work-group: as many as still give the device two groups per compute
         // unit, at least 8 (a 32-byte sector of consecutive positions).
         let want = 2 * cx.dev.info().compute_units.max(1) as usize;

@@ -92,7 +92,12 @@ pub(crate) fn replay_launches<D: GpuDevice>(dev: &D, bufs: &[D::Buffer], launche
 }
 
 /// `replay_launches` for a frame expecting `expect` columns per image (`Launch::groups_for`).
-pub(crate) fn replay_expecting<D: GpuDevice>(dev: &D, bufs: &[D::Buffer], launches: &[Launch<D::Kernel>], expect: Option<usize>) -> Result<()> {
+pub(crate) fn replay_expecting<D: GpuDevice>(
+    dev: &D,
+    bufs: &[D::Buffer],
+    launches: &[Launch<D::Kernel>],
+    expect: Option<usize>,
+) -> Result<()> {
     for l in launches {
         dev.launch(&l.kernel, l.groups_for(expect), l.local, &device_args(bufs, l))?;
     }
@@ -359,13 +364,7 @@ impl<'a, D: GpuDevice> Ctx<'a, D> {
         self.res.kernel(self.dev, kernels::spec(src, entry, defines))
     }
 
-    pub(crate) fn launch(
-        &mut self,
-        kernel: Arc<D::Kernel>,
-        groups: [usize; 3],
-        local: [u32; 3],
-        args: Vec<LArg>,
-    ) -> Result<()> {
+    pub(crate) fn launch(&mut self, kernel: Arc<D::Kernel>, groups: [usize; 3], local: [u32; 3], args: Vec<LArg>) -> Result<()> {
         let threads: u64 = local.iter().map(|&l| l as u64).product();
         let max = self.dev.info().max_work_group_size as u64;
         if max > 0 && threads > max {
@@ -427,7 +426,13 @@ mod tests {
         assert_eq!(column_bucket(205), 512);
         assert_eq!((column_bucket(0), column_bucket(1)), (1, 2));
         assert_eq!((expected_tiles(160, 64), expected_tiles(160, 128), expected_tiles(0, 64)), (4, 2, 1));
-        let l = Launch { kernel: Arc::new(()), groups: [2, 8, 25], local: [64, 1, 1], args: vec![], columns: Some(ColumnGrid { dim: 2, width: 64 }) };
+        let l = Launch {
+            kernel: Arc::new(()),
+            groups: [2, 8, 25],
+            local: [64, 1, 1],
+            args: vec![],
+            columns: Some(ColumnGrid { dim: 2, width: 64 }),
+        };
         assert_eq!(l.groups_for(Some(160)), [2, 8, 4]);
         assert_eq!(l.groups_for(Some(1600)), [2, 8, 25], "never wider than lowered");
         assert_eq!(l.groups_for(None), [2, 8, 25]);

@@ -63,14 +63,7 @@ pub(crate) fn unary<D: GpuDevice>(cx: &mut Ctx<D>, k: UnaryKind) -> Result<()> {
             cx.launch_linear(
                 kern,
                 n,
-                vec![
-                    LArg::Buf(x),
-                    LArg::Buf(y),
-                    LArg::I32(int(n, "elements")?),
-                    LArg::I32(code),
-                    LArg::F32(p0),
-                    LArg::F32(p1),
-                ],
+                vec![LArg::Buf(x), LArg::Buf(y), LArg::I32(int(n, "elements")?), LArg::I32(code), LArg::F32(p0), LArg::F32(p1)],
             )
         }
         (Word::I32, UnaryKind::Relu | UnaryKind::Neg | UnaryKind::Abs | UnaryKind::Sign | UnaryKind::Not)
@@ -78,11 +71,7 @@ pub(crate) fn unary<D: GpuDevice>(cx: &mut Ctx<D>, k: UnaryKind) -> Result<()> {
         {
             let kern = cx.kernel(Src::Elementwise, "unary_i32", &[])?;
             let nw = narrow(dt);
-            cx.launch_linear(
-                kern,
-                n,
-                vec![LArg::Buf(x), LArg::Buf(y), LArg::I32(int(n, "elements")?), LArg::I32(code), LArg::I32(nw)],
-            )
+            cx.launch_linear(kern, n, vec![LArg::Buf(x), LArg::Buf(y), LArg::I32(int(n, "elements")?), LArg::I32(code), LArg::I32(nw)])
         }
         _ => unsupported(format!("{} on {dt}", cx.node.op.name())),
     }
@@ -314,14 +303,8 @@ pub(crate) fn clip<D: GpuDevice>(cx: &mut Ctx<D>) -> Result<()> {
     }
     let entry = if w == Word::F32 { "clip_f32" } else { "clip_i32" };
     let kern = cx.kernel(Src::Elementwise, entry, &[])?;
-    let args = vec![
-        LArg::Buf(x),
-        LArg::Buf(y),
-        LArg::I32(int(n, "elements")?),
-        LArg::Buf(bounds[0]),
-        LArg::Buf(bounds[1]),
-        LArg::I32(flags),
-    ];
+    let args =
+        vec![LArg::Buf(x), LArg::Buf(y), LArg::I32(int(n, "elements")?), LArg::Buf(bounds[0]), LArg::Buf(bounds[1]), LArg::I32(flags)];
     cx.launch_linear(kern, n, args)
 }
 

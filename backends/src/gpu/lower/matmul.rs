@@ -92,10 +92,8 @@ pub(crate) fn matmul<D: GpuDevice>(cx: &mut Ctx<D>) -> Result<()> {
     if sa.is_empty() || sb.is_empty() {
         return unsupported("MatMul of a scalar");
     }
-    let (m, k, a_batch) =
-        if sa.len() == 1 { (1, sa[0], &sa[..0]) } else { (sa[sa.len() - 2], sa[sa.len() - 1], &sa[..sa.len() - 2]) };
-    let (kb, n, b_batch) =
-        if sb.len() == 1 { (sb[0], 1, &sb[..0]) } else { (sb[sb.len() - 2], sb[sb.len() - 1], &sb[..sb.len() - 2]) };
+    let (m, k, a_batch) = if sa.len() == 1 { (1, sa[0], &sa[..0]) } else { (sa[sa.len() - 2], sa[sa.len() - 1], &sa[..sa.len() - 2]) };
+    let (kb, n, b_batch) = if sb.len() == 1 { (sb[0], 1, &sb[..0]) } else { (sb[sb.len() - 2], sb[sb.len() - 1], &sb[..sb.len() - 2]) };
     if k != kb {
         return unsupported(format!("MatMul of {sa:?} and {sb:?}"));
     }

@@ -10,8 +10,8 @@ mod matmul;
 mod movement;
 mod reduce;
 mod resize;
-pub(crate) mod vendor_conv;
 pub(crate) mod shapes;
+pub(crate) mod vendor_conv;
 
 use crate::gpu::device::GpuDevice;
 use ctx::{unsupported, Ctx};
@@ -83,17 +83,11 @@ pub(crate) fn compile_time_outputs(g: &Graph, n: &Node) -> Option<Result<Vec<Ten
         }
         Op::Constant { value } => Some(Ok(vec![(**value).clone()])),
         Op::ConstantOfShape { .. } => {
-            let ins: Option<Vec<Option<&Tensor>>> = n
-                .inputs
-                .iter()
-                .map(|i| i.map(|v| g.values[v].constant.as_deref()).map_or(Some(None), |c| c.map(Some)))
-                .collect();
+            let ins: Option<Vec<Option<&Tensor>>> =
+                n.inputs.iter().map(|i| i.map(|v| g.values[v].constant.as_deref()).map_or(Some(None), |c| c.map(Some))).collect();
             let ins = ins?;
-            let specs: Vec<TensorSpec> = n
-                .outputs
-                .iter()
-                .map(|&o| TensorSpec { dtype: g.values[o].dtype, shape: g.values[o].shape.clone() })
-                .collect();
+            let specs: Vec<TensorSpec> =
+                n.outputs.iter().map(|&o| TensorSpec { dtype: g.values[o].dtype, shape: g.values[o].shape.clone() }).collect();
             Some(crate::cpu::eval_op(&n.op, &ins, &specs))
         }
         _ => None,

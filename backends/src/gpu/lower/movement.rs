@@ -93,10 +93,7 @@ pub(crate) fn slice<D: GpuDevice>(cx: &mut Ctx<D>) -> Result<()> {
     let ss: Vec<i64> = plan.iter().zip(&st).map(|(p, s)| p.step * s).collect();
     let dims: Vec<usize> = plan.iter().map(|p| p.len).collect();
     if dims != cx.out_shape(0) {
-        return Err(dynaspa_runtime::Error::Other(format!(
-            "Slice planned {dims:?}, shape inference said {:?}",
-            cx.out_shape(0)
-        )));
+        return Err(dynaspa_runtime::Error::Other(format!("Slice planned {dims:?}, shape inference said {:?}", cx.out_shape(0))));
     }
     let (x, y) = (cx.x(0)?, cx.y(0)?);
     strided_copy(cx, x, base, &ss, y, 0, &contiguous(&dims), &dims)
@@ -165,9 +162,7 @@ pub(crate) fn gather<D: GpuDevice>(cx: &mut Ctx<D>, axis: i64) -> Result<()> {
         // Known indices are checked here; the kernel clamps the ones computed at run time.
         for i in t.to_i64_vec()? {
             if i < -(len as i64) || i >= len as i64 {
-                return Err(dynaspa_runtime::Error::Other(format!(
-                    "Gather: index {i} is out of range for axis {ax} of size {len}"
-                )));
+                return Err(dynaspa_runtime::Error::Other(format!("Gather: index {i} is out of range for axis {ax} of size {len}")));
             }
         }
     }
@@ -230,14 +225,7 @@ pub(crate) fn axis_map_gather<D: GpuDevice>(cx: &mut Ctx<D>, maps: &[Vec<i64>], 
     let meta = cx.meta(&meta)?;
     let (x, y) = (cx.x(0)?, cx.y(0)?);
     let kern = cx.kernel(Src::Movement, "axis_map_gather", &[])?;
-    let args = vec![
-        LArg::Buf(x),
-        LArg::Buf(y),
-        LArg::I32(int(n, "elements")?),
-        LArg::I32(r as i32),
-        LArg::Buf(meta),
-        LArg::Buf(fill),
-    ];
+    let args = vec![LArg::Buf(x), LArg::Buf(y), LArg::I32(int(n, "elements")?), LArg::I32(r as i32), LArg::Buf(meta), LArg::Buf(fill)];
     cx.launch_linear(kern, n, args)
 }
 
@@ -247,17 +235,12 @@ pub(crate) fn pad<D: GpuDevice>(cx: &mut Ctx<D>, mode: PadMode) -> Result<()> {
     let mut host: Vec<Option<&Tensor>> = vec![None; 4];
     for i in [1, 3] {
         if cx.has_input(i) {
-            host[i] = Some(
-                cx.constant(i).map_or_else(|| unsupported(format!("Pad with input {i} computed at run time")), Ok)?,
-            );
+            host[i] = Some(cx.constant(i).map_or_else(|| unsupported(format!("Pad with input {i} computed at run time")), Ok)?);
         }
     }
     let (shape, maps) = crate::cpu::pad_maps(mode, xs, &host)?;
     if shape != cx.out_shape(0) {
-        return Err(dynaspa_runtime::Error::Other(format!(
-            "Pad planned {shape:?}, shape inference said {:?}",
-            cx.out_shape(0)
-        )));
+        return Err(dynaspa_runtime::Error::Other(format!("Pad planned {shape:?}, shape inference said {:?}", cx.out_shape(0))));
     }
     let has_value = cx.has_input(2) && cx.in_shape(2)?.iter().product::<usize>() > 0;
     let fill = if !has_value {

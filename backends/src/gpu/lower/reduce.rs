@@ -36,13 +36,7 @@ fn launch_reduce<D: GpuDevice>(cx: &mut Ctx<D>, xs: &[usize], red: &[bool], kind
         return Ok(());
     }
     let mut meta: Vec<i32> = Vec::new();
-    for v in kd
-        .iter()
-        .map(|&d| d as i64)
-        .chain(ks.iter().copied())
-        .chain(rd.iter().map(|&d| d as i64))
-        .chain(rs.iter().copied())
-    {
+    for v in kd.iter().map(|&d| d as i64).chain(ks.iter().copied()).chain(rd.iter().map(|&d| d as i64)).chain(rs.iter().copied()) {
         meta.push(super::ctx::sint(v, "reduction index")?);
     }
     meta.push(0); // never empty
@@ -141,24 +135,14 @@ pub(crate) fn softmax<D: GpuDevice>(cx: &mut Ctx<D>, ax: i64, legacy: bool) -> R
     if xs.is_empty() {
         // A single element is its own distribution.
         let kern = cx.kernel(Src::Elementwise, "fill_words", &[])?;
-        return cx.launch_linear(
-            kern,
-            1,
-            vec![LArg::Buf(y), LArg::I32(0), LArg::I32(1), LArg::I32(1.0f32.to_bits() as i32)],
-        );
+        return cx.launch_linear(kern, 1, vec![LArg::Buf(y), LArg::I32(0), LArg::I32(1), LArg::I32(1.0f32.to_bits() as i32)]);
     }
     let a = axis(ax, xs.len(), "Softmax")?;
-    let (len, inner) =
-        if legacy { (xs[a..].iter().product::<usize>(), 1) } else { (xs[a], xs[a + 1..].iter().product::<usize>()) };
+    let (len, inner) = if legacy { (xs[a..].iter().product::<usize>(), 1) } else { (xs[a], xs[a + 1..].iter().product::<usize>()) };
     let outer = n / (len * inner);
     if inner == 1 {
         let kern = cx.kernel(Src::Reduce, "softmax_rows", &WG)?;
-        cx.launch(
-            kern,
-            [outer, 1, 1],
-            [REDUCE_WG, 1, 1],
-            vec![LArg::Buf(x), LArg::Buf(y), LArg::I32(int(len, "softmax length")?)],
-        )
+        cx.launch(kern, [outer, 1, 1], [REDUCE_WG, 1, 1], vec![LArg::Buf(x), LArg::Buf(y), LArg::I32(int(len, "softmax length")?)])
     } else {
         let kern = cx.kernel(Src::Reduce, "softmax_cols", &WG)?;
         let args = vec![
@@ -221,11 +205,7 @@ pub(crate) fn group_norm<D: GpuDevice>(cx: &mut Ctx<D>, groups: usize, eps: f32,
     let plen = if per_channel { c } else { groups };
     for i in [1, 2] {
         if cx.in_shape(i)?.iter().product::<usize>() != plen {
-            return unsupported(format!(
-                "{} parameter of shape {:?}, expected {plen} values",
-                cx.node.op.name(),
-                cx.in_shape(i)?
-            ));
+            return unsupported(format!("{} parameter of shape {:?}, expected {plen} values", cx.node.op.name(), cx.in_shape(i)?));
         }
     }
     let plane: usize = xs[2..].iter().product();

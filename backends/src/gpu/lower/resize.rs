@@ -109,13 +109,7 @@ fn linear<D: GpuDevice>(cx: &mut Ctx<D>, plans: &[Option<AxisPlan>], extrapolati
         let meta = cx.meta(&meta)?;
         let n = cx.out_len(0);
         let kern = cx.kernel(Src::Movement, "extrapolate", &[])?;
-        let args = vec![
-            LArg::Buf(y),
-            LArg::I32(int(n, "elements")?),
-            LArg::I32(r as i32),
-            LArg::Buf(meta),
-            LArg::F32(extrapolation),
-        ];
+        let args = vec![LArg::Buf(y), LArg::I32(int(n, "elements")?), LArg::I32(r as i32), LArg::Buf(meta), LArg::F32(extrapolation)];
         cx.launch_linear(kern, n, args)?;
     }
     Ok(())

@@ -19,8 +19,7 @@ pub(crate) fn simplify(dims: &[usize], strides: &[Vec<i64>]) -> (Vec<usize>, Vec
     let mut od: Vec<usize> = Vec::new();
     let mut os: Vec<Vec<i64>> = vec![Vec::new(); strides.len()];
     for &d in &keep {
-        let mergeable =
-            !od.is_empty() && strides.iter().zip(&os).all(|(s, o)| *o.last().unwrap() == s[d] * dims[d] as i64);
+        let mergeable = !od.is_empty() && strides.iter().zip(&os).all(|(s, o)| *o.last().unwrap() == s[d] * dims[d] as i64);
         if mergeable {
             *od.last_mut().unwrap() *= dims[d];
             for (s, o) in strides.iter().zip(os.iter_mut()) {

@@ -8,12 +8,12 @@
 //! adds what the vendor did not: bias, residual, activation and, for a sparse op's dense
 //! member, the masked store that leaves inactive positions to the fill policy.
 
+use super::ctx::replay_launches;
 use super::ctx::{int, BufId, Ctx, LArg, Launch};
 use super::elementwise::activation_code;
+use super::geom::geom;
 use crate::gpu::device::{GpuDevice, VendorConvDesc, VendorFused, VendorPolicy};
 use crate::gpu::kernels::Src;
-use super::geom::geom;
-use super::ctx::replay_launches;
 use crate::gpu::sparse::meta::MetaLayout;
 use crate::gpu::sparse_conv::schedule::SparseConvSchedule;
 use dynaspa_runtime::graph::{Activation, Conv};
@@ -310,7 +310,8 @@ fn fastest<D: GpuDevice>(cx: &mut Ctx<D>, p: &Conv, mask: Mask, cands: &[Candida
             t[t.len() / 2]
         })
         .collect();
-    let report: Vec<String> = cands.iter().zip(&medians).map(|(c, m)| format!("{} {m:.1} us", c.label.as_deref().unwrap_or("ours"))).collect();
+    let report: Vec<String> =
+        cands.iter().zip(&medians).map(|(c, m)| format!("{} {m:.1} us", c.label.as_deref().unwrap_or("ours"))).collect();
     tracing::debug!(node = %cx.node.name, "dense conv timed: {}", report.join(", "));
     Ok(medians.iter().enumerate().min_by(|a, b| a.1.total_cmp(b.1)).map_or(0, |(i, _)| i))
 }

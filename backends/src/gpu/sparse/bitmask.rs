@@ -48,7 +48,15 @@ pub(crate) fn bitmask_defines(info: &DeviceInfo, h: usize, w: usize) -> Vec<(&'s
 
 /// The launch of bitmask.cl reading `mask` (`mask_stride` floats per image) into `meta`, and
 /// its counts into `host` too (mapped host memory, `GpuDevice::host_mapped`) where given.
-pub(crate) fn bitmask_launch<D: GpuDevice>(cx: &mut Ctx<D>, mask: usize, mask_stride: usize, meta: usize, grans: usize, l: &MetaLayout, host: Option<BufId>) -> Result<Launch<D::Kernel>> {
+pub(crate) fn bitmask_launch<D: GpuDevice>(
+    cx: &mut Ctx<D>,
+    mask: usize,
+    mask_stride: usize,
+    meta: usize,
+    grans: usize,
+    l: &MetaLayout,
+    host: Option<BufId>,
+) -> Result<Launch<D::Kernel>> {
     let mut defines = bitmask_defines(cx.dev.info(), l.h, l.w);
     if host.is_some() {
         defines.push(("HOST_COUNTS", 1));

@@ -3,9 +3,9 @@
 //! sizes; and the first non-binary position.
 
 use super::meta::MetaLayout;
-use crate::gpu::sparse_conv::schedule::GRANULARITIES;
 use crate::gpu::device::{Arg, GpuDevice, KernelDialect};
 use crate::gpu::kernels::{spec, Src};
+use crate::gpu::sparse_conv::schedule::GRANULARITIES;
 use dynaspa_runtime::sparsity::{BitMask, Granularity};
 
 use crate::gpu::test_rng::Rng;
@@ -105,8 +105,14 @@ fn check<D: GpuDevice>(dev: &D, what: &str) {
 #[test]
 fn mask_words_go_to_local_memory_where_they_fit() {
     use crate::gpu::device::DeviceInfo;
-    let dev = |backend: &str, local_mem_bytes: u64| DeviceInfo { backend: backend.into(), max_work_group_size: 1024, local_mem_bytes, ..Default::default() };
-    let lwords = |info: &DeviceInfo, h: usize, w: usize| super::bitmask::bitmask_defines(info, h, w).iter().find(|d| d.0 == "LWORDS").map(|d| d.1);
+    let dev = |backend: &str, local_mem_bytes: u64| DeviceInfo {
+        backend: backend.into(),
+        max_work_group_size: 1024,
+        local_mem_bytes,
+        ..Default::default()
+    };
+    let lwords =
+        |info: &DeviceInfo, h: usize, w: usize| super::bitmask::bitmask_defines(info, h, w).iter().find(|d| d.0 == "LWORDS").map(|d| d.1);
     let cuda = dev("cuda", 49152);
     assert_eq!(lwords(&cuda, 40, 40), Some(50));
     assert_eq!(lwords(&cuda, 19, 23), Some(14));

@@ -3,8 +3,8 @@
 //! `run_op` would have left, set without running it.
 
 use super::{choose, expected_columns, CountsSync, Frames};
-use crate::gpu::lower::ctx::column_bucket;
 use crate::gpu::device::GpuDevice;
+use crate::gpu::lower::ctx::column_bucket;
 use dynaspa_runtime::graph::FillPolicy;
 use dynaspa_runtime::Result;
 

@@ -1,13 +1,13 @@
 //! The PolyKernels a tuned profile gives the GPU's PolyKernel ops (sparse convs and token
 //! projections), checked against what this device's kernels run.
 
-use crate::SparseConfig;
 use crate::gpu::device::DeviceInfo;
 use crate::gpu::sparse_conv::knobs::GpuLimits;
 use crate::gpu::sparse_conv::schedule::{member_schedule, SparseConvSchedule};
 use crate::gpu::sparse_conv::select::{runs_sparse, sparse_conv_dims};
 use crate::gpu::token::poly::member_knobs;
 use crate::gpu::token::select::runs_token_projection;
+use crate::SparseConfig;
 use dynaspa_runtime::dispatch::PolyKernel;
 use dynaspa_runtime::graph::Graph;
 use dynaspa_runtime::profile::OpSignature;
@@ -85,4 +85,3 @@ fn token_projection(g: &Graph, n: &dynaspa_runtime::graph::Node) -> Option<(usiz
     let y = &g.values[*n.outputs.first()?].shape;
     (y.len() >= 2).then(|| (y[y.len() - 2], y[y.len() - 1]))
 }
-

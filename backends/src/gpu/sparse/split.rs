@@ -17,11 +17,8 @@ pub(crate) fn split(g: &Graph, tokens: bool) -> (Graph, TokenActs) {
     if !g.nodes.iter().any(|n| n.sparse.is_some()) {
         return (g.clone(), acts);
     }
-    let keep: Vec<bool> = g
-        .nodes
-        .iter()
-        .map(|n| runs_sparse(g, n) || runs_cached_dense(g, n) || (tokens && runs_token_sparse(g, n)))
-        .collect();
+    let keep: Vec<bool> =
+        g.nodes.iter().map(|n| runs_sparse(g, n) || runs_cached_dense(g, n) || (tokens && runs_token_sparse(g, n))).collect();
     let mut stripped = g.clone();
     let mut kept = Vec::new();
     for (n, &k) in stripped.nodes.iter_mut().zip(&keep) {

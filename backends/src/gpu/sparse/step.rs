@@ -30,9 +30,9 @@
 //! launches alone.
 
 use super::meta::MetaLayout;
-use crate::ForceMember;
 use crate::gpu::device::GpuDevice;
 use crate::gpu::lower::ctx::{replay_async, replay_expecting, replay_launches, BufId, LArg, Launch};
+use crate::ForceMember;
 use dynaspa_runtime::dispatch::PolyKernel;
 use dynaspa_runtime::graph::FillPolicy;
 use dynaspa_runtime::report::{PhaseTimes, SparseOpRecord};
@@ -100,7 +100,13 @@ pub(crate) struct SparseOp<K> {
 impl<K> SparseOp<K> {
     /// Node `n`'s op running `members` of `poly` over mask plan `mask`, with nothing else: no
     /// residual, cached or zero fill, not from a profile, no member forced, no vendor call.
-    pub(crate) fn new(n: &dynaspa_runtime::graph::Node, mask: usize, fill: FillPolicy, poly: PolyKernel, members: Vec<Vec<Launch<K>>>) -> SparseOp<K> {
+    pub(crate) fn new(
+        n: &dynaspa_runtime::graph::Node,
+        mask: usize,
+        fill: FillPolicy,
+        poly: PolyKernel,
+        members: Vec<Vec<Launch<K>>>,
+    ) -> SparseOp<K> {
         SparseOp {
             node: n.name.clone(),
             op: n.op.name(),
@@ -341,7 +347,15 @@ impl<D: GpuDevice> Frames<D> {
     /// where `off_path`) is done. Others are copied, where `copy`, behind `after` (the bitmask
     /// launch's event off the main path, so the main queue gets no marker between its
     /// kernels) or behind the main queue's work.
-    pub(crate) fn queue_counts(&mut self, dev: &D, bufs: &[D::Buffer], m: usize, after: Option<&D::Event>, off_path: bool, copy: bool) -> Result<()> {
+    pub(crate) fn queue_counts(
+        &mut self,
+        dev: &D,
+        bufs: &[D::Buffer],
+        m: usize,
+        after: Option<&D::Event>,
+        off_path: bool,
+        copy: bool,
+    ) -> Result<()> {
         let mc = &mut self.counts[m];
         if mc.mapped {
             dev.staging_written(mc.staging.as_ref().expect("mapped counts have their memory"), off_path)?;
@@ -500,12 +514,7 @@ fn choose<K>(op: &SparseOp<K>, layout: &MetaLayout, counts: &[usize]) -> Result<
                 .map_or(op.poly.dense_index(), |(_, i)| i)
         }
         None => {
-            let per_gran: Vec<usize> = op
-                .poly
-                .granularities()
-                .iter()
-                .map(|&g| layout.index(g).map_or(usize::MAX, |k| counts[k]))
-                .collect();
+            let per_gran: Vec<usize> = op.poly.granularities().iter().map(|&g| layout.index(g).map_or(usize::MAX, |k| counts[k])).collect();
             op.poly.try_select(&op.poly.member_counts(&per_gran)?)?
         }
     };

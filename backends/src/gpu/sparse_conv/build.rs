@@ -9,13 +9,13 @@ use super::lower::{launch_blend_cached, prepare, MaskColumns, SparseConvOp, Spli
 use super::schedule::{member_schedule, SparseConvSchedule, GRANULARITIES};
 use super::select::{runs_sparse, SparseConvKind};
 use crate::cpu::sparse_exec::calibrate::{self, blob_mask, random_tensor, Subject};
-use crate::SparseConfig;
 use crate::gpu::device::GpuDevice;
 use crate::gpu::lower::ctx::{replay_launches, BufId, Ctx, Launch};
 use crate::gpu::lower::vendor_conv::lower_dense;
 use crate::gpu::sparse::bitmask::{bitmask_launch, MaskLoader};
 use crate::gpu::sparse::meta::MetaLayout;
 use crate::gpu::sparse::step::{Frames, MaskPlan, SparseOp};
+use crate::SparseConfig;
 use dynaspa_runtime::dispatch::{DispatchTable, Member, PolyKernel, Schedule};
 use dynaspa_runtime::graph::{Conv, FillPolicy, Graph, SparseSpec};
 use dynaspa_runtime::sparsity::{BitMask, Granularity};
@@ -29,7 +29,12 @@ const RUNS_PER_CALL: usize = 4;
 
 /// The mask plan for `spec`'s mask read as images x h x w, made on first use, with tile lists
 /// for the granularities `frames.grans` planned for it (else the calibrated members').
-fn mask_plan<D: GpuDevice>(cx: &mut Ctx<D>, frames: &mut Frames<D>, spec: &SparseSpec, (images, h, w): (usize, usize, usize)) -> Result<usize> {
+fn mask_plan<D: GpuDevice>(
+    cx: &mut Ctx<D>,
+    frames: &mut Frames<D>,
+    spec: &SparseSpec,
+    (images, h, w): (usize, usize, usize),
+) -> Result<usize> {
     let value = spec.mask;
     if let Some(i) = frames.masks.iter().position(|m| m.value == value && (m.layout.images, m.layout.h, m.layout.w) == (images, h, w)) {
         return Ok(i);
@@ -104,7 +109,10 @@ pub(crate) fn lower_sparse_conv<D: GpuDevice>(
     let dense = op.dense_schedule(cx);
     let limits = GpuLimits { self_list: cx.res.features.self_list, ..GpuLimits::of(cx.dev.info()) };
     let schedules_of = |poly: &PolyKernel| -> Result<Vec<SparseConvSchedule>> {
-        poly.members().iter().map(|mb| member_schedule(op.kind, op.cout, op.k, dense, &mb.schedule, &limits).map_err(Error::Other)).collect()
+        poly.members()
+            .iter()
+            .map(|mb| member_schedule(op.kind, op.cout, op.k, dense, &mb.schedule, &limits).map_err(Error::Other))
+            .collect()
     };
     // Calibration's candidates: the dense member and each granularity with the default tile
     // (also the fallback when a profile's members cannot be built here).
@@ -314,7 +322,8 @@ fn poly_kernel<D: GpuDevice>(
     if features.two_stages_in_flight != defaults.two_stages_in_flight {
         paths.push_str(if features.two_stages_in_flight { "|two stages in flight" } else { "|one stage in flight" });
     }
-    let signature = format!("{CALIBRATION_VERSION}|{kind}|{:?}|{}|images {images}|finish {finish}{lists}{paths}", cx.node.op, shapes.join(","));
+    let signature =
+        format!("{CALIBRATION_VERSION}|{kind}|{:?}|{}|images {images}|finish {finish}{lists}{paths}", cx.node.op, shapes.join(","));
     let subject = Subject {
         signature,
         height: h,
@@ -329,4 +338,3 @@ fn poly_kernel<D: GpuDevice>(
     tracing::debug!(node = %cx.node.name, ms = t0.elapsed().as_secs_f64() * 1e3, "gpu sparse PolyKernel ready");
     Ok(poly)
 }
-

@@ -35,7 +35,11 @@ pub(crate) fn all(entry: &str) -> Vec<Defines> {
 fn plain() -> Vec<SparseConvSchedule> {
     let grans = std::iter::once(None).chain(GRANULARITIES.iter().copied().map(Some));
     let mut v: Vec<SparseConvSchedule> = grans
-        .flat_map(|gran| [GEMM_LARGE, GEMM_SMALL].into_iter().flat_map(move |tile| SPLITS.map(|ks| SparseConvSchedule { tile, ks, gran, self_list: false, wk: 1, et: false })))
+        .flat_map(|gran| {
+            [GEMM_LARGE, GEMM_SMALL]
+                .into_iter()
+                .flat_map(move |tile| SPLITS.map(|ks| SparseConvSchedule { tile, ks, gran, self_list: false, wk: 1, et: false }))
+        })
         .collect();
     v.extend(shipped_gpu_schedules());
     v.extend(space_sample());
@@ -54,7 +58,8 @@ fn gemm() -> Vec<Defines> {
     let one = Some(Granularity::new(1, 1));
     // Each switch set as a function of a plain schedule: its defines, where it applies.
     type Switch<'a> = Box<dyn Fn(&SparseConvSchedule) -> Option<Defines> + 'a>;
-    let mut switches: Vec<Switch> = vec![Box::new(|s: &SparseConvSchedule| Some(s.gemm_defines(true)).filter(|d| d.contains(&("FUSED_FINISH", 1))))];
+    let mut switches: Vec<Switch> =
+        vec![Box::new(|s: &SparseConvSchedule| Some(s.gemm_defines(true)).filter(|d| d.contains(&("FUSED_FINISH", 1))))];
     // CUDA's own form of a member (`sparse_conv::lower`): two stages in flight and, for groups
     // of 256 to 512, the register bound. The plain list is what OpenCL launches.
     let cuda = |d: Defines, s: &SparseConvSchedule| -> Defines {
@@ -82,14 +87,25 @@ fn gemm() -> Vec<Defines> {
     // Work-groups in slices (WK): each unsplit plain schedule of 1x1 tiles or every position
     // in slices of 2 to 16 where it can, and the sliced tiles measured fastest on an H200; as
     // OpenCL and CUDA launch them, self-listing or not.
-    let limits = GpuLimits { wgsl: false, max_group_threads: 1024, local_mem_bytes: 48 * 1024, launch_local_bytes: 0, registers_per_group: 65536, registers_per_thread: 255, self_list: true };
-    let sliced: Vec<SparseConvSchedule> = plain
-        .iter()
-        .filter(|s| s.ks == 1 && (s.gran.is_none() || s.gran == one))
-        .flat_map(|s| [2, 4, 8, 16].map(|wk| SparseConvSchedule { wk, ..*s }))
-        .chain(SLICED_MEASURED.iter().map(|&(tm, tn, tk, wm, wn, wk)| SparseConvSchedule::from_knobs(GemmKnobs { tm, tn, tk, wm, wn, ks: 1, wk, et: false }, one)))
-        .filter(|s| s.knobs().check(&limits).is_ok())
-        .collect();
+    let limits = GpuLimits {
+        wgsl: false,
+        max_group_threads: 1024,
+        local_mem_bytes: 48 * 1024,
+        launch_local_bytes: 0,
+        registers_per_group: 65536,
+        registers_per_thread: 255,
+        self_list: true,
+    };
+    let sliced: Vec<SparseConvSchedule> =
+        plain
+            .iter()
+            .filter(|s| s.ks == 1 && (s.gran.is_none() || s.gran == one))
+            .flat_map(|s| [2, 4, 8, 16].map(|wk| SparseConvSchedule { wk, ..*s }))
+            .chain(SLICED_MEASURED.iter().map(|&(tm, tn, tk, wm, wn, wk)| {
+                SparseConvSchedule::from_knobs(GemmKnobs { tm, tn, tk, wm, wn, ks: 1, wk, et: false }, one)
+            }))
+            .filter(|s| s.knobs().check(&limits).is_ok())
+            .collect();
     let listed = |s: &SparseConvSchedule| SparseConvSchedule { self_list: true, ..*s }.gemm_defines(false);
     let ones = || sliced.iter().filter(|s| s.gran == one);
     v.extend(cover(sliced.iter().map(|s| s.gemm_defines(false)).collect()));
@@ -101,13 +117,19 @@ fn gemm() -> Vec<Defines> {
     let one_stage = [("SPARSE_CONV_ONE_STAGE", 1)];
     v.extend(cover(sliced.iter().filter(whole).map(|s| with(s.gemm_defines(false), &one_stage)).collect()));
     v.extend(cover(sliced.iter().filter(whole).map(|s| cuda(with(s.gemm_defines(false), &one_stage), s)).collect()));
-    v.extend(cover(ones().filter(whole).map(|s| cuda(with(listed(s), &[("SELF_COUNT", 1), ("SL_EARLY", 1), ("SL_PREWAIT", 1), ("SPARSE_CONV_ONE_STAGE", 1)]), s)).collect()));
+    v.extend(cover(
+        ones()
+            .filter(whole)
+            .map(|s| cuda(with(listed(s), &[("SELF_COUNT", 1), ("SL_EARLY", 1), ("SL_PREWAIT", 1), ("SPARSE_CONV_ONE_STAGE", 1)]), s))
+            .collect(),
+    ));
     // Past CUDA's static limit the launch provides the weights' stage (DSP_DYN_SMEM): one-stage
     // tiles that need it, self-listing as CUDA launches them.
     for &(tm, tn, tk, wm, wn, wk) in &LAUNCH_LOCAL_TILES {
         let s = SparseConvSchedule::from_knobs(GemmKnobs { tm, tn, tk, wm, wn, ks: 1, wk, et: false }, one);
         let dynamic = ("DSP_DYN_SMEM", s.knobs().weights_stage_bytes() as i64);
-        let launched = cuda(with(listed(&s), &[("SELF_COUNT", 1), ("SL_EARLY", 1), ("SL_PREWAIT", 1), ("SPARSE_CONV_ONE_STAGE", 1), dynamic]), &s);
+        let launched =
+            cuda(with(listed(&s), &[("SELF_COUNT", 1), ("SL_EARLY", 1), ("SL_PREWAIT", 1), ("SPARSE_CONV_ONE_STAGE", 1), dynamic]), &s);
         // And with the early trigger of members whose knobs ask for it (`ET`).
         v.push(with(launched.clone(), &[("SPARSE_CONV_EARLY_TRIGGER", 1)]));
         v.push(launched);
@@ -149,7 +171,13 @@ fn finish() -> Vec<Defines> {
 /// (every position, 1x1, tiles) and the split as whether there is one.
 fn traits(d: &Defines) -> BTreeSet<(&'static str, i64)> {
     let get = |n: &str| d.iter().find(|x| x.0 == n).map_or(0, |x| x.1);
-    let gran = if get("TILED") == 0 { 0 } else if get("GH") == 1 && get("GW") == 1 { 1 } else { 2 };
+    let gran = if get("TILED") == 0 {
+        0
+    } else if get("GH") == 1 && get("GW") == 1 {
+        1
+    } else {
+        2
+    };
     d.iter()
         .filter(|x| !matches!(x.0, "GH" | "GW" | "TILED" | "KS"))
         .copied()
@@ -179,7 +207,8 @@ fn shipped_gpu_members() -> Vec<(std::path::PathBuf, String, dynaspa_runtime::di
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../profiles");
     let mut out = Vec::new();
     let Ok(dirs) = std::fs::read_dir(&root) else { return out };
-    let mut files: Vec<std::path::PathBuf> = dirs.flatten().flat_map(|d| std::fs::read_dir(d.path()).into_iter().flatten().flatten().map(|f| f.path())).collect();
+    let mut files: Vec<std::path::PathBuf> =
+        dirs.flatten().flat_map(|d| std::fs::read_dir(d.path()).into_iter().flatten().flatten().map(|f| f.path())).collect();
     files.sort();
     for f in files.iter().filter(|f| f.extension().is_some_and(|e| e == "json")) {
         let p = dynaspa_runtime::profile::Profile::load(f).unwrap_or_else(|e| panic!("{e}"));
@@ -201,7 +230,8 @@ fn shipped_gpu_schedules() -> Vec<SparseConvSchedule> {
         if kind != "Conv" || s.granularity.is_none() {
             continue;
         }
-        let k = GemmKnobs::from_map(&s.knobs, SparseConvSchedule::for_op(64, 576, s.granularity).knobs()).unwrap_or_else(|e| panic!("{}: {}: {e}", f.display(), s.name));
+        let k = GemmKnobs::from_map(&s.knobs, SparseConvSchedule::for_op(64, 576, s.granularity).knobs())
+            .unwrap_or_else(|e| panic!("{}: {}: {e}", f.display(), s.name));
         out.push(SparseConvSchedule::from_knobs(k, s.granularity));
     }
     out
@@ -215,7 +245,8 @@ pub(crate) fn token_gemm_defines() -> Vec<[(&'static str, i64); 6]> {
     let mut out = Vec::new();
     for (f, kind, s) in shipped_gpu_members() {
         if kind == "MatMul" {
-            let k = GemmKnobs::from_map(&s.knobs, token::default_knobs(64, 64)).unwrap_or_else(|e| panic!("{}: {}: {e}", f.display(), s.name));
+            let k =
+                GemmKnobs::from_map(&s.knobs, token::default_knobs(64, 64)).unwrap_or_else(|e| panic!("{}: {}: {e}", f.display(), s.name));
             out.push(token::defines(&k, s.is_dense()));
         }
     }
@@ -227,7 +258,15 @@ pub(crate) fn token_gemm_defines() -> Vec<[(&'static str, i64); 6]> {
 
 /// Valid points of the tuner's GEMM space spread so that every value of every knob appears.
 fn space_sample() -> Vec<SparseConvSchedule> {
-    let limits = GpuLimits { wgsl: false, max_group_threads: 1024, local_mem_bytes: 48 * 1024, launch_local_bytes: 0, registers_per_group: 65536, registers_per_thread: 255, self_list: false };
+    let limits = GpuLimits {
+        wgsl: false,
+        max_group_threads: 1024,
+        local_mem_bytes: 48 * 1024,
+        launch_local_bytes: 0,
+        registers_per_group: 65536,
+        registers_per_thread: 255,
+        self_list: false,
+    };
     let d = |i: usize| GEMM_DOMAINS[i].1;
     let mut valid = Vec::new();
     for &tm in d(0) {
@@ -236,7 +275,16 @@ fn space_sample() -> Vec<SparseConvSchedule> {
                 for &wm in d(3) {
                     for &wn in d(4) {
                         for &ks in d(5) {
-                            let k = GemmKnobs { tm: tm as u32, tn: tn as u32, tk: tk as u32, wm: wm as u32, wn: wn as u32, ks: ks as u32, wk: 1, et: false };
+                            let k = GemmKnobs {
+                                tm: tm as u32,
+                                tn: tn as u32,
+                                tk: tk as u32,
+                                wm: wm as u32,
+                                wn: wn as u32,
+                                ks: ks as u32,
+                                wk: 1,
+                                et: false,
+                            };
                             if k.check(&limits).is_ok() && k.threads() >= 16 {
                                 valid.push(k);
                             }
@@ -276,16 +324,52 @@ mod tests {
         for s in plain() {
             assert!(gemm.contains(&s.gemm_defines(false)), "{s:?}");
         }
-        let switches = ["FUSED_FINISH", "SELF_LIST", "SELF_COUNT", "SL_EARLY", "SL_PREWAIT", "SPARSE_CONV_DEPTH", "WK", "SPARSE_CONV_ONE_STAGE", "DSP_DYN_SMEM", "SPARSE_CONV_EARLY_TRIGGER"];
+        let switches = [
+            "FUSED_FINISH",
+            "SELF_LIST",
+            "SELF_COUNT",
+            "SL_EARLY",
+            "SL_PREWAIT",
+            "SPARSE_CONV_DEPTH",
+            "WK",
+            "SPARSE_CONV_ONE_STAGE",
+            "DSP_DYN_SMEM",
+            "SPARSE_CONV_EARLY_TRIGGER",
+        ];
         let on = |d: &Vec<(&str, i64)>| switches.iter().filter(|n| d.iter().any(|x| x.0 == **n)).copied().collect::<Vec<_>>();
         let sets: BTreeSet<Vec<&str>> = gemm.iter().map(on).collect();
         let cuda_listed = vec!["SELF_LIST", "SELF_COUNT", "SL_EARLY", "SL_PREWAIT", "SPARSE_CONV_DEPTH"];
         let sliced = vec!["SELF_LIST", "SELF_COUNT", "SL_EARLY", "SL_PREWAIT", "SPARSE_CONV_DEPTH", "WK"];
         let whole = vec!["SELF_LIST", "SELF_COUNT", "SL_EARLY", "SL_PREWAIT", "SPARSE_CONV_DEPTH", "WK", "SPARSE_CONV_ONE_STAGE"];
-        let dynamic = vec!["SELF_LIST", "SELF_COUNT", "SL_EARLY", "SL_PREWAIT", "SPARSE_CONV_DEPTH", "WK", "SPARSE_CONV_ONE_STAGE", "DSP_DYN_SMEM"];
-        let early = vec!["SELF_LIST", "SELF_COUNT", "SL_EARLY", "SL_PREWAIT", "SPARSE_CONV_DEPTH", "WK", "SPARSE_CONV_ONE_STAGE", "DSP_DYN_SMEM", "SPARSE_CONV_EARLY_TRIGGER"];
-        let needs = [vec!["WK"], vec!["SPARSE_CONV_DEPTH", "WK"], vec!["SELF_LIST", "SPARSE_CONV_DEPTH", "WK"], sliced, vec!["WK", "SPARSE_CONV_ONE_STAGE"], vec!["SPARSE_CONV_DEPTH", "WK", "SPARSE_CONV_ONE_STAGE"], whole, dynamic, early];
-        for needed in [vec!["FUSED_FINISH"], vec!["SELF_LIST", "SELF_COUNT", "SL_EARLY", "SL_PREWAIT"], vec!["SPARSE_CONV_DEPTH"], cuda_listed].into_iter().chain(needs) {
+        let dynamic =
+            vec!["SELF_LIST", "SELF_COUNT", "SL_EARLY", "SL_PREWAIT", "SPARSE_CONV_DEPTH", "WK", "SPARSE_CONV_ONE_STAGE", "DSP_DYN_SMEM"];
+        let early = vec![
+            "SELF_LIST",
+            "SELF_COUNT",
+            "SL_EARLY",
+            "SL_PREWAIT",
+            "SPARSE_CONV_DEPTH",
+            "WK",
+            "SPARSE_CONV_ONE_STAGE",
+            "DSP_DYN_SMEM",
+            "SPARSE_CONV_EARLY_TRIGGER",
+        ];
+        let needs = [
+            vec!["WK"],
+            vec!["SPARSE_CONV_DEPTH", "WK"],
+            vec!["SELF_LIST", "SPARSE_CONV_DEPTH", "WK"],
+            sliced,
+            vec!["WK", "SPARSE_CONV_ONE_STAGE"],
+            vec!["SPARSE_CONV_DEPTH", "WK", "SPARSE_CONV_ONE_STAGE"],
+            whole,
+            dynamic,
+            early,
+        ];
+        for needed in
+            [vec!["FUSED_FINISH"], vec!["SELF_LIST", "SELF_COUNT", "SL_EARLY", "SL_PREWAIT"], vec!["SPARSE_CONV_DEPTH"], cuda_listed]
+                .into_iter()
+                .chain(needs)
+        {
             assert!(sets.contains(&needed), "{needed:?} not compiled");
         }
         assert!(!sets.iter().any(|s| s.contains(&"FUSED_FINISH") && s.contains(&"SELF_LIST")), "self-listing members never fuse");

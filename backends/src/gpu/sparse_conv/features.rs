@@ -144,10 +144,20 @@ mod tests {
 
     #[test]
     fn overrides_apply_where_the_kernels_have_the_path() {
-        let all = SparseConvOverrides { fused_finish: Some(true), self_list: Some(true), hoisted_gather: Some(false), two_stages_in_flight: Some(true) };
+        let all = SparseConvOverrides {
+            fused_finish: Some(true),
+            self_list: Some(true),
+            hoisted_gather: Some(false),
+            two_stages_in_flight: Some(true),
+        };
         let pocl = SparseConvFeatures::for_device(&device("opencl", "GenuineIntel", "PoCL 6.0"), &all);
         assert!(pocl.fused_finish && pocl.self_list && !pocl.hoisted_gather && pocl.two_stages_in_flight);
-        let none = SparseConvOverrides { fused_finish: Some(false), self_list: Some(false), hoisted_gather: Some(true), two_stages_in_flight: Some(false) };
+        let none = SparseConvOverrides {
+            fused_finish: Some(false),
+            self_list: Some(false),
+            hoisted_gather: Some(true),
+            two_stages_in_flight: Some(false),
+        };
         let nv_cl = SparseConvFeatures::for_device(&device("opencl", "NVIDIA Corporation", "580"), &none);
         assert!(!nv_cl.fused_finish && !nv_cl.self_list && nv_cl.hoisted_gather && !nv_cl.two_stages_in_flight);
         // The WGSL twin has none of these paths: asking cannot turn them on.

@@ -194,7 +194,9 @@ impl GemmKnobs {
             }
         }
         if et && !self.one_stage_capable() {
-            return Err(format!("{self}: the early trigger (ET) is for members that can run one stage (WK > 1, KS = 1, TM a multiple of 4)"));
+            return Err(format!(
+                "{self}: the early trigger (ET) is for members that can run one stage (WK > 1, KS = 1, TM a multiple of 4)"
+            ));
         }
         if tm % wm != 0 || tn % wn != 0 {
             return Err(format!("{self}: WM must divide TM and WN divide TN (each work-item owns WM x WN of the tile)"));
@@ -208,7 +210,11 @@ impl GemmKnobs {
         }
         let local = self.local_bytes(limits.wgsl);
         if !limits.fits_local(local, self.weights_stage_bytes()) {
-            let launch = if limits.launch_local_bytes > 0 { format!(" ({} with the weights' stage from the launch)", limits.launch_local_bytes) } else { String::new() };
+            let launch = if limits.launch_local_bytes > 0 {
+                format!(" ({} with the weights' stage from the launch)", limits.launch_local_bytes)
+            } else {
+                String::new()
+            };
             return Err(format!("{self}: {local} B of local memory per group; the device allows {}{launch}", limits.local_mem_bytes));
         }
         // One-stage members hold no prefetch registers on the ops whose reduction fits in TK
@@ -260,7 +266,8 @@ impl GemmKnobs {
                     ))
                 }
             };
-            *slot = u32::try_from(v).ok().filter(|v| (1..=1024).contains(v)).ok_or_else(|| format!("knob {name} = {v} is outside 1..=1024"))?;
+            *slot =
+                u32::try_from(v).ok().filter(|v| (1..=1024).contains(v)).ok_or_else(|| format!("knob {name} = {v} is outside 1..=1024"))?;
         }
         Ok(k)
     }
@@ -329,7 +336,15 @@ mod tests {
     use super::*;
 
     fn lim(wgsl: bool) -> GpuLimits {
-        GpuLimits { wgsl, max_group_threads: 1024, local_mem_bytes: 48 * 1024, launch_local_bytes: 0, registers_per_group: 65536, registers_per_thread: 255, self_list: false }
+        GpuLimits {
+            wgsl,
+            max_group_threads: 1024,
+            local_mem_bytes: 48 * 1024,
+            launch_local_bytes: 0,
+            registers_per_group: 65536,
+            registers_per_thread: 255,
+            self_list: false,
+        }
     }
 
     #[test]
@@ -347,7 +362,8 @@ mod tests {
         // WGSL: 16 accumulators and 256 invocations.
         let e = GemmKnobs { tm: 128, tn: 64, wm: 8, wn: 4, ..k }.check(&lim(true)).unwrap_err();
         assert!(e.contains("WGSL"), "{e}");
-        let l = GpuLimits::of(&DeviceInfo { backend: "wgpu".into(), max_work_group_size: 1024, local_mem_bytes: 65536, ..Default::default() });
+        let l =
+            GpuLimits::of(&DeviceInfo { backend: "wgpu".into(), max_work_group_size: 1024, local_mem_bytes: 65536, ..Default::default() });
         assert_eq!((l.max_group_threads, l.local_mem_bytes), (256, 16384));
         let e = GemmKnobs { tm: 64, tn: 64, wm: 2, wn: 2, ..k }.check(&l).unwrap_err();
         assert!(e.contains("1024 work-items"), "{e}");
@@ -357,7 +373,9 @@ mod tests {
         assert_eq!((sliced.threads(), sliced.local_bytes(false)), (256, 4 * (32 * 72 + 24 + 8 * 64 * 8)));
         // 8 x 32 x 8 sums fit in a stage of 128 x 32 weights.
         assert_eq!(GemmKnobs { tm: 32, tk: 128, wm: 2, ..sliced }.local_bytes(false), 4 * (128 * 40 + 24));
-        for (bad, why) in [(GemmKnobs { ks: 2, ..sliced }, "KS"), (GemmKnobs { tk: 12, ..sliced }, "TK"), (GemmKnobs { wk: 32, ..sliced }, "WK <=")] {
+        for (bad, why) in
+            [(GemmKnobs { ks: 2, ..sliced }, "KS"), (GemmKnobs { tk: 12, ..sliced }, "TK"), (GemmKnobs { wk: 32, ..sliced }, "WK <=")]
+        {
             let e = bad.check(&lim(false)).unwrap_err();
             assert!(e.contains(why), "{why}: {e}");
         }

@@ -7,9 +7,9 @@ use super::schedule::{launch_local_bytes, register_bound, SparseConvSchedule};
 use super::select::SparseConvKind;
 use crate::gpu::device::{GpuDevice, KernelDialect};
 use crate::gpu::kernels::Src;
-use crate::gpu::lower::geom::geom;
 use crate::gpu::lower::ctx::{int, BufId, Ctx, LArg};
 use crate::gpu::lower::elementwise::activation_code;
+use crate::gpu::lower::geom::geom;
 use crate::gpu::sparse::meta::MetaLayout;
 use dynaspa_runtime::graph::Conv;
 use dynaspa_runtime::sparsity::Granularity;
@@ -97,7 +97,22 @@ pub(crate) fn prepare<D: GpuDevice>(cx: &mut Ctx<D>, p: &Conv) -> Result<Option<
     let bias = cx.x_or_dummy(2)?;
     let res = if p.fused_add { cx.x(3)? } else { cx.dummy()? };
     let mut geometry = Vec::with_capacity(14);
-    for v in [cin, cout, g.input[1], g.input[2], g.output[1], g.output[2], kh, kw, g.stride[1], g.stride[2], g.pad[1], g.pad[2], g.dil[1], g.dil[2]] {
+    for v in [
+        cin,
+        cout,
+        g.input[1],
+        g.input[2],
+        g.output[1],
+        g.output[2],
+        kh,
+        kw,
+        g.stride[1],
+        g.stride[2],
+        g.pad[1],
+        g.pad[2],
+        g.dil[1],
+        g.dil[2],
+    ] {
         geometry.push(LArg::I32(int(v, "conv geometry")?));
     }
     let (act, p0, p1) = activation_code(p.activation);
@@ -118,11 +133,27 @@ pub(crate) fn prepare<D: GpuDevice>(cx: &mut Ctx<D>, p: &Conv) -> Result<Option<
 
 /// The `Cached` blend of an op without sparse kernels: `fresh` (its dense result, shaped like
 /// `y`) into `y` where the mask bit is 1, or everywhere without `masked`.
-pub(crate) fn launch_blend_cached<D: GpuDevice>(cx: &mut Ctx<D>, fresh: BufId, y: BufId, meta: BufId, layout: &MetaLayout, masked: bool) -> Result<()> {
+pub(crate) fn launch_blend_cached<D: GpuDevice>(
+    cx: &mut Ctx<D>,
+    fresh: BufId,
+    y: BufId,
+    meta: BufId,
+    layout: &MetaLayout,
+    masked: bool,
+) -> Result<()> {
     let os = cx.out_shape(0);
     let (n, c, oh, ow) = (os[0], os[1], os[2], os[3]);
     let dummy = cx.dummy()?;
-    let mut a = vec![LArg::Buf(fresh), LArg::Buf(dummy), LArg::Buf(dummy), LArg::Buf(dummy), LArg::Buf(y), LArg::Buf(meta), LArg::Buf(dummy), LArg::Buf(dummy)];
+    let mut a = vec![
+        LArg::Buf(fresh),
+        LArg::Buf(dummy),
+        LArg::Buf(dummy),
+        LArg::Buf(dummy),
+        LArg::Buf(y),
+        LArg::Buf(meta),
+        LArg::Buf(dummy),
+        LArg::Buf(dummy),
+    ];
     for v in [0, c, 0, 0, oh, ow, 0, 0, 0, 0, 0, 0, 0, 0, layout.cstride, 0, layout.data0, layout.img_stride, 0, 0] {
         a.push(LArg::I32(int(v, "blend geometry")?));
     }
@@ -189,13 +220,29 @@ pub(crate) struct SplitBufs {
 
 impl SparseConvOp {
     /// Buffers and scalars in the order every sparse conv kernel takes them.
-    fn args<D: GpuDevice>(&self, cx: &mut Ctx<D>, meta: Meta, gi: usize, part: Option<BufId>, cap: usize, masked: bool) -> Result<Vec<LArg>> {
-        let lists = meta.map(|(b, m)| (b, ListAt { cstride: m.cstride, gi, data0: m.data0, img_stride: m.img_stride, tiles_at: m.tiles_at[gi] }));
+    fn args<D: GpuDevice>(
+        &self,
+        cx: &mut Ctx<D>,
+        meta: Meta,
+        gi: usize,
+        part: Option<BufId>,
+        cap: usize,
+        masked: bool,
+    ) -> Result<Vec<LArg>> {
+        let lists =
+            meta.map(|(b, m)| (b, ListAt { cstride: m.cstride, gi, data0: m.data0, img_stride: m.img_stride, tiles_at: m.tiles_at[gi] }));
         self.args_at(cx, lists, part, cap, masked)
     }
 
     /// `args` with the list buffer and where its counts and lists lie given explicitly.
-    fn args_at<D: GpuDevice>(&self, cx: &mut Ctx<D>, lists: Option<(BufId, ListAt)>, part: Option<BufId>, cap: usize, masked: bool) -> Result<Vec<LArg>> {
+    fn args_at<D: GpuDevice>(
+        &self,
+        cx: &mut Ctx<D>,
+        lists: Option<(BufId, ListAt)>,
+        part: Option<BufId>,
+        cap: usize,
+        masked: bool,
+    ) -> Result<Vec<LArg>> {
         let dummy = cx.dummy()?;
         let [x, w, bias, res] = self.bufs;
         let meta = lists.map_or(dummy, |t| t.0);
@@ -247,7 +294,11 @@ impl SparseConvOp {
     /// `sched` with only the splits of this op's reduction that get a stage (see
     /// `SparseConvSchedule::working_splits`; depthwise convs never split).
     pub(crate) fn working_splits(&self, sched: &SparseConvSchedule) -> SparseConvSchedule {
-        if self.splits(sched) { sched.working_splits(self.k) } else { *sched }
+        if self.splits(sched) {
+            sched.working_splits(self.k)
+        } else {
+            *sched
+        }
     }
 
     /// Floats of split-K partial sums `sched` needs (0 without a split).
@@ -286,7 +337,11 @@ impl SparseConvOp {
         }
         Ok(SplitBufs {
             part: if part > 0 { Some(cx.scratch(part)?) } else { None },
-            counters: if counters > 0 && cx.res.features.fused_finish { Some(cx.zeroed_ints(counters, "split-K tile counters")?) } else { None },
+            counters: if counters > 0 && cx.res.features.fused_finish {
+                Some(cx.zeroed_ints(counters, "split-K tile counters")?)
+            } else {
+                None
+            },
             columns: None,
         })
     }
@@ -331,7 +386,11 @@ impl SparseConvOp {
         let columns = match (sched.self_list, split.columns) {
             (false, _) => None,
             (true, Some(c)) if self.kind == SparseConvKind::Gemm && sched.gran == Some(Granularity::new(1, 1)) => Some(c),
-            (true, c) => return Err(Error::Other(format!("member {sched:?} lists its own columns: a 1x1 GEMM member with the mask at hand ({c:?})"))),
+            (true, c) => {
+                return Err(Error::Other(format!(
+                    "member {sched:?} lists its own columns: a 1x1 GEMM member with the mask at hand ({c:?})"
+                )))
+            }
         };
         let args = match columns {
             None => self.args(cx, meta, gi.unwrap_or(0), split.part, cap, masked)?,

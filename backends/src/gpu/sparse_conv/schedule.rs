@@ -141,7 +141,14 @@ impl SparseConvSchedule {
     }
 
     pub(crate) fn from_knobs(k: GemmKnobs, gran: Option<Granularity>) -> SparseConvSchedule {
-        SparseConvSchedule { tile: Tile { tm: k.tm, tn: k.tn, tk: k.tk, wm: k.wm, wn: k.wn }, ks: k.ks, gran, self_list: false, wk: k.wk.max(1), et: k.et }
+        SparseConvSchedule {
+            tile: Tile { tm: k.tm, tn: k.tn, tk: k.tk, wm: k.wm, wn: k.wn },
+            ks: k.ks,
+            gran,
+            self_list: false,
+            wk: k.wk.max(1),
+            et: k.et,
+        }
     }
 
     /// This schedule listing its own columns where it can: a 1x1 GEMM member on a device
@@ -161,11 +168,7 @@ impl SparseConvSchedule {
 
     fn gran_defines(gran: Option<Granularity>) -> [(&'static str, i64); 3] {
         let g = gran.map(Granularity::effective);
-        [
-            ("GH", g.map_or(1, |g| g.h as i64)),
-            ("GW", g.map_or(1, |g| g.w as i64)),
-            ("TILED", gran.is_some() as i64),
-        ]
+        [("GH", g.map_or(1, |g| g.h as i64)), ("GW", g.map_or(1, |g| g.w as i64)), ("TILED", gran.is_some() as i64)]
     }
 
     /// Whether this variant finishes its split reduction in the GEMM's last work-group per tile
@@ -232,7 +235,14 @@ pub fn default_gemm(cout: usize, k: usize, dense: bool, positions: usize, images
 /// for on a conv of `kind` with `cout` output channels and reduction `k`: its granularity, and
 /// for the GEMM its knobs over the defaults (`dense` for the dense member, `for_op` for sparse
 /// ones), checked against the device's `limits`. The error names the member and what is wrong.
-pub(crate) fn member_schedule(kind: SparseConvKind, cout: usize, k: usize, dense: SparseConvSchedule, s: &Schedule, limits: &GpuLimits) -> Result<SparseConvSchedule, String> {
+pub(crate) fn member_schedule(
+    kind: SparseConvKind,
+    cout: usize,
+    k: usize,
+    dense: SparseConvSchedule,
+    s: &Schedule,
+    limits: &GpuLimits,
+) -> Result<SparseConvSchedule, String> {
     let gran = s.granularity;
     if let Some(g) = gran {
         if g.h == 0 || g.w == 0 || g.h > 64 || g.w > 64 {
@@ -257,9 +267,24 @@ mod tests {
     #[test]
     fn working_splits_drop_only_the_splits_that_get_no_stage() {
         use super::{SparseConvSchedule, Tile};
-        let with = |tk: u32, ks: u32| SparseConvSchedule { tile: Tile { tm: 128, tn: 64, tk, wm: 8, wn: 4 }, ks, gran: None, self_list: false, wk: 1, et: false };
+        let with = |tk: u32, ks: u32| SparseConvSchedule {
+            tile: Tile { tm: 128, tn: 64, tk, wm: 8, wn: 4 },
+            ks,
+            gran: None,
+            self_list: false,
+            wk: 1,
+            et: false,
+        };
         // (k, TK, KS asked, KS kept): chunks of roundup(ceil(k / KS), TK) each.
-        for (k, tk, ks, kept) in [(1152, 16, 32, 24), (2304, 16, 32, 29), (2304, 16, 36, 36), (2304, 32, 72, 72), (256, 16, 32, 16), (16, 16, 2, 1), (1, 16, 8, 1)] {
+        for (k, tk, ks, kept) in [
+            (1152, 16, 32, 24),
+            (2304, 16, 32, 29),
+            (2304, 16, 36, 36),
+            (2304, 32, 72, 72),
+            (256, 16, 32, 16),
+            (16, 16, 2, 1),
+            (1, 16, 8, 1),
+        ] {
             assert_eq!(with(tk, ks).working_splits(k).ks, kept, "k {k}, TK {tk}, KS {ks}");
         }
         // Every kept split has work and the chunks (hence the sums) are those asked for.
@@ -276,7 +301,14 @@ mod tests {
     #[test]
     fn only_unsplit_sliced_members_whose_stage_holds_the_reduction_run_one_stage() {
         use super::{SparseConvSchedule, Tile};
-        let s = |tm, tn, tk, wm, wn, ks, wk| SparseConvSchedule { tile: Tile { tm, tn, tk, wm, wn }, ks, gran: None, self_list: false, wk, et: false };
+        let s = |tm, tn, tk, wm, wn, ks, wk| SparseConvSchedule {
+            tile: Tile { tm, tn, tk, wm, wn },
+            ks,
+            gran: None,
+            self_list: false,
+            wk,
+            et: false,
+        };
         let m = s(32, 8, 256, 2, 4, 1, 8);
         assert!(m.one_stage(256) && m.one_stage(72) && !m.one_stage(257));
         // gpu_sliced's members on its ops (reductions of 72 and 108) run as one stage.
@@ -298,7 +330,14 @@ mod tests {
         use super::{launch_local_bytes, GpuLimits, SparseConvKind, SparseConvSchedule, Tile};
         use dynaspa_runtime::sparsity::Granularity;
         let one = Some(Granularity::new(1, 1));
-        let s = |tm, tn, tk, wm, wn, wk| SparseConvSchedule { tile: Tile { tm, tn, tk, wm, wn }, ks: 1, gran: one, self_list: false, wk, et: false };
+        let s = |tm, tn, tk, wm, wn, wk| SparseConvSchedule {
+            tile: Tile { tm, tn, tk, wm, wn },
+            ks: 1,
+            gran: one,
+            self_list: false,
+            wk,
+            et: false,
+        };
         // An H200 as CUDA reports it: 48 KiB static, 227 KiB with the launch's.
         let cuda = DeviceInfo { backend: "cuda".into(), local_mem_bytes: 48 * 1024, local_mem_launch_bytes: 232_448, ..Default::default() };
         let pocl = DeviceInfo { backend: "opencl".into(), local_mem_bytes: 48 * 1024, ..Default::default() };
@@ -345,7 +384,15 @@ mod tests {
     fn only_1x1_gemm_members_list_their_own_columns_and_only_where_the_scan_fits() {
         use super::{GpuLimits, SparseConvKind, SparseConvSchedule};
         use dynaspa_runtime::sparsity::Granularity;
-        let on = GpuLimits { wgsl: false, max_group_threads: 1024, local_mem_bytes: 48 * 1024, launch_local_bytes: 0, registers_per_group: 65536, registers_per_thread: 255, self_list: true };
+        let on = GpuLimits {
+            wgsl: false,
+            max_group_threads: 1024,
+            local_mem_bytes: 48 * 1024,
+            launch_local_bytes: 0,
+            registers_per_group: 65536,
+            registers_per_thread: 255,
+            self_list: true,
+        };
         let one = SparseConvSchedule::for_op(256, 2304, Some(Granularity::new(1, 1)));
         assert!(one.with_self_list(SparseConvKind::Gemm, &on).self_list);
         assert!(one.with_self_list(SparseConvKind::Gemm, &on).gemm_defines(false).contains(&("SELF_LIST", 1)));
@@ -357,7 +404,12 @@ mod tests {
             (one, SparseConvKind::Gemm, GpuLimits { self_list: false, ..on.clone() }, "turned off for the device"),
             (one, SparseConvKind::Gemm, GpuLimits { wgsl: true, ..on.clone() }, "WGSL"),
             // The tiles' own local memory fits, the scan's 8 bytes per work-item do not.
-            (one, SparseConvKind::Gemm, GpuLimits { local_mem_bytes: one.knobs().local_bytes(false) + 4, ..on.clone() }, "no room for the scan"),
+            (
+                one,
+                SparseConvKind::Gemm,
+                GpuLimits { local_mem_bytes: one.knobs().local_bytes(false) + 4, ..on.clone() },
+                "no room for the scan",
+            ),
         ] {
             assert!(!s.with_self_list(kind, &limits).self_list, "{why}");
         }
@@ -374,14 +426,24 @@ mod tests {
         assert!(early(device("cuda", "NVIDIA", "13.0")));
         let all = super::super::ci_schedules::all("sparse_conv_gemm_f32");
         let early = |d: &Vec<(&str, i64)>| d.contains(&("SL_EARLY", 1));
-        assert!(all.iter().any(|d| early(d) && d.contains(&("SELF_COUNT", 1))) && all.iter().any(|d| early(d) && !d.contains(&("SELF_COUNT", 1))));
+        assert!(
+            all.iter().any(|d| early(d) && d.contains(&("SELF_COUNT", 1)))
+                && all.iter().any(|d| early(d) && !d.contains(&("SELF_COUNT", 1)))
+        );
         assert!(all.iter().filter(|d| early(d)).all(|d| d.contains(&("SELF_LIST", 1))), "only self-listing members scan");
     }
 
     #[test]
     fn only_splits_of_tiles_with_few_partial_sums_fuse_their_finish() {
         use super::{SparseConvSchedule, Tile};
-        let s = |tm, tn, ks, self_list| SparseConvSchedule { tile: Tile { tm, tn, tk: 16, wm: 4, wn: 2 }, ks, gran: None, self_list, wk: 1, et: false };
+        let s = |tm, tn, ks, self_list| SparseConvSchedule {
+            tile: Tile { tm, tn, tk: 16, wm: 4, wn: 2 },
+            ks,
+            gran: None,
+            self_list,
+            wk: 1,
+            et: false,
+        };
         let max = super::super::knobs::FUSED_FINISH_MAX_PARTIALS;
         assert_eq!(max, 128 * 64 * 4, "the cases below straddle the limit as written");
         assert!(s(128, 64, 4, false).fuses_finish(true) && s(64, 32, 16, false).fuses_finish(true));

@@ -23,10 +23,7 @@ pub(crate) fn runs_sparse(g: &Graph, n: &Node) -> bool {
     let (cin, cout) = (x.shape[1], y.shape[1]);
     let gemm = p.group == 1 && w.shape[1] == cin && w.constant.is_some();
     let depthwise = p.group == cin && cout == cin && w.shape[1] == 1;
-    let mask_ok = m.shape.len() == 4
-        && (m.shape[0] == 1 || m.shape[0] == y.shape[0])
-        && m.shape[1] == 1
-        && m.shape[2..] == y.shape[2..];
+    let mask_ok = m.shape.len() == 4 && (m.shape[0] == 1 || m.shape[0] == y.shape[0]) && m.shape[1] == 1 && m.shape[2..] == y.shape[2..];
     (gemm || depthwise) && mask_ok && w.shape[0] == cout && y.shape.iter().product::<usize>() > 0
 }
 

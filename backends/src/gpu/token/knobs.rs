@@ -48,14 +48,7 @@ pub fn member_knobs(s: &Schedule, tokens: usize, features: usize, limits: &GpuLi
 
 /// token_gemm_f32's defines for `k` (its tile transposed) and whether it is the dense member.
 pub fn defines(k: &GemmKnobs, dense: bool) -> [(&'static str, i64); 6] {
-    [
-        ("TM", k.tn as i64),
-        ("TN", k.tm as i64),
-        ("TK", k.tk as i64),
-        ("WM", k.wn as i64),
-        ("WN", k.wm as i64),
-        ("DENSE", dense as i64),
-    ]
+    [("TM", k.tn as i64), ("TN", k.tm as i64), ("TK", k.tk as i64), ("WM", k.wn as i64), ("WN", k.wm as i64), ("DENSE", dense as i64)]
 }
 
 #[cfg(test)]
@@ -63,13 +56,22 @@ mod tests {
     use super::*;
 
     fn lim() -> GpuLimits {
-        GpuLimits { wgsl: false, max_group_threads: 1024, local_mem_bytes: 48 * 1024, launch_local_bytes: 0, registers_per_group: 65536, registers_per_thread: 255, self_list: false }
+        GpuLimits {
+            wgsl: false,
+            max_group_threads: 1024,
+            local_mem_bytes: 48 * 1024,
+            launch_local_bytes: 0,
+            registers_per_group: 65536,
+            registers_per_thread: 255,
+            self_list: false,
+        }
     }
 
     #[test]
     fn the_token_gemm_refuses_the_early_trigger_having_no_slices() {
         let cuda = GpuLimits { launch_local_bytes: 232_448, ..lim() };
-        let member = GemmKnobs { tm: 32, tn: 16, tk: 16, wm: 2, wn: 2, ks: 1, wk: 1, et: true }.apply(Schedule::sparse("t", Granularity::new(1, 1)));
+        let member =
+            GemmKnobs { tm: 32, tn: 16, tk: 16, wm: 2, wn: 2, ks: 1, wk: 1, et: true }.apply(Schedule::sparse("t", Granularity::new(1, 1)));
         assert!(member_knobs(&member, 196, 768, &cuda).unwrap_err().contains("ET"));
     }
 

@@ -17,7 +17,14 @@ pub(crate) fn early_exit(info: &DeviceInfo) -> i64 {
 
 /// The launch of token_compact reading `mask` (`stride` floats per image, 0: one mask for all)
 /// into `meta` (not queued in `cx`).
-pub(crate) fn compaction_launch<D: GpuDevice>(cx: &mut Ctx<D>, mask: BufId, meta: BufId, tokens: usize, stride: usize, images: usize) -> Result<Launch<D::Kernel>> {
+pub(crate) fn compaction_launch<D: GpuDevice>(
+    cx: &mut Ctx<D>,
+    mask: BufId,
+    meta: BufId,
+    tokens: usize,
+    stride: usize,
+    images: usize,
+) -> Result<Launch<D::Kernel>> {
     // The bitmask kernel's work-group: a power of two within the device's limit.
     let block = bitmask_block(cx.dev.info().max_work_group_size);
     let kern = cx.kernel(Src::Token, "token_compact", &[("BLOCK", block as i64)])?;

@@ -7,14 +7,14 @@
 
 use super::knobs as token_knobs;
 use super::launches::{compaction_launch, TokenGemm};
+use crate::cpu::sparse_exec::calibrate::{self, blob_mask, random_tensor, Subject};
+use crate::gpu::device::GpuDevice;
+use crate::gpu::lower::ctx::{replay_launches, Ctx, Launch};
 use crate::gpu::sparse::bitmask::MaskLoader;
 use crate::gpu::sparse::meta::MetaLayout;
 use crate::gpu::sparse::step::{Frames, MaskPlan, SparseOp};
 use crate::gpu::sparse_conv::knobs::{schedule_name, GemmKnobs, GpuLimits};
-use crate::cpu::sparse_exec::calibrate::{self, blob_mask, random_tensor, Subject};
 use crate::SparseConfig;
-use crate::gpu::device::GpuDevice;
-use crate::gpu::lower::ctx::{replay_launches, Ctx, Launch};
 use dynaspa_runtime::dispatch::{DispatchTable, Member, PolyKernel, Schedule};
 use dynaspa_runtime::graph::SparseSpec;
 use dynaspa_runtime::sparsity::{BitMask, Granularity};
@@ -31,14 +31,29 @@ pub(crate) fn member_knobs(poly: &PolyKernel, t: usize, n: usize, limits: &GpuLi
 }
 
 /// The mask plan of compaction buffer `g.meta`, made on first use.
-fn mask_plan<D: GpuDevice>(cx: &Ctx<D>, frames: &mut Frames<D>, spec: &SparseSpec, g: &TokenGemm, compaction: Launch<D::Kernel>) -> Result<usize> {
+fn mask_plan<D: GpuDevice>(
+    cx: &Ctx<D>,
+    frames: &mut Frames<D>,
+    spec: &SparseSpec,
+    g: &TokenGemm,
+    compaction: Launch<D::Kernel>,
+) -> Result<usize> {
     if let Some(i) = frames.masks.iter().position(|m| m.meta == g.meta) {
         return Ok(i);
     }
     let name = cx.graph.values[spec.mask].name.clone();
     let mask_buf = cx.res.slot[spec.mask].ok_or_else(|| Error::Other(format!("token mask '{name}' has no buffer")))?;
     let layout = MetaLayout::tokens(g.images, g.t);
-    frames.masks.push(MaskPlan { name, value: spec.mask, mask_buf, mask_stride: g.t, meta: g.meta, layout, bitmask: compaction, report: None });
+    frames.masks.push(MaskPlan {
+        name,
+        value: spec.mask,
+        mask_buf,
+        mask_stride: g.t,
+        meta: g.meta,
+        layout,
+        bitmask: compaction,
+        report: None,
+    });
     Ok(frames.masks.len() - 1)
 }
 
@@ -131,10 +146,8 @@ fn calibrated<D: GpuDevice>(cx: &mut Ctx<D>, g: &TokenGemm, cfg: &SparseConfig) 
         loader.load(mask)?;
         run(&lowered[1])
     };
-    let signature = format!(
-        "{CALIBRATION_VERSION}|images {}|T {}|K {}|N {}|bias {}|act {}|tile {tile}",
-        g.images, g.t, g.k, g.n, g.has_bias, g.act
-    );
+    let signature =
+        format!("{CALIBRATION_VERSION}|images {}|T {}|K {}|N {}|bias {}|act {}|tile {tile}", g.images, g.t, g.k, g.n, g.has_bias, g.act);
     let subject = Subject {
         signature,
         height: 1,

@@ -116,9 +116,8 @@ pub(crate) fn fold_epilogues(g: &mut Graph, acts: &mut TokenActs) -> usize {
         let Some(bias) = binary_with_constant(g, ai, BinaryKind::Add, y) else { continue };
         let bv = &g.values[bias];
         // Broadcast along the rows only: [N], [1, N], [1, 1, N].
-        let row_vector = bv.shape.len() <= shape.len()
-            && bv.shape.last() == Some(&nout)
-            && bv.shape[..bv.shape.len() - 1].iter().all(|&d| d == 1);
+        let row_vector =
+            bv.shape.len() <= shape.len() && bv.shape.last() == Some(&nout) && bv.shape[..bv.shape.len() - 1].iter().all(|&d| d == 1);
         let a_out = g.nodes[ai].outputs[0];
         if bv.dtype != DType::F32 || !row_vector || g.values[a_out].shape != *shape {
             continue;

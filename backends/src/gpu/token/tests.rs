@@ -49,7 +49,11 @@ fn compact<D: GpuDevice>(dev: &D, mask: &[f32], images: usize, tokens: usize, sh
 /// The EARLY_EXIT values to test on a device: the executor's, and 0 as well where that is 1.
 fn exits(info: &crate::gpu::DeviceInfo) -> Vec<i64> {
     let e = crate::gpu::token::launches::early_exit(info);
-    if e == 1 { vec![1, 0] } else { vec![e] }
+    if e == 1 {
+        vec![1, 0]
+    } else {
+        vec![e]
+    }
 }
 
 fn masks(rng: &mut Rng, images: usize, tokens: usize, d: f64) -> Vec<f32> {
@@ -143,7 +147,10 @@ fn check_gemm<D: GpuDevice>(dev: &D, what: &str) {
                     dev.launch(&kern, groups, tile.local(), &args).unwrap();
                     let got = floats(&read(dev, &yb, images * t * n));
                     for (i, (&g, &wv)) in got.iter().zip(&want).enumerate() {
-                        let c = format!("{what} T={t} K={k} N={n} d={d} tile {}x{} early exit {early} dense {dense} run {rep}, element {i}", tile.tm, tile.tn);
+                        let c = format!(
+                            "{what} T={t} K={k} N={n} d={d} tile {}x{} early exit {early} dense {dense} run {rep}, element {i}",
+                            tile.tm, tile.tn
+                        );
                         assert!((g - wv).abs() <= 1e-4 * (1.0 + wv.abs()), "{c}: {g} vs {wv}");
                         if wv == 0.0 && m[i / n] != 1.0 {
                             assert_eq!(g.to_bits(), 0, "{c}: inactive row not zeroed");
@@ -261,7 +268,14 @@ fn attention_case<D: GpuDevice>(dev: &D, what: &str, case: &AttnCase, rng: &mut 
     // (name, entry, defines, grid) of each kernel to check.
     let mut kernels: Vec<(String, &'static str, Vec<(&str, i64)>, [u32; 3])> = exits(dev.info())
         .into_iter()
-        .map(|e| (format!("row kernel, early exit {e}"), "token_attention_f32", vec![("WG", ATTENTION_WG as i64), ("TK_MAX", tk_max), ("EARLY_EXIT", e)], [t as u32, bh, 1]))
+        .map(|e| {
+            (
+                format!("row kernel, early exit {e}"),
+                "token_attention_f32",
+                vec![("WG", ATTENTION_WG as i64), ("TK_MAX", tk_max), ("EARLY_EXIT", e)],
+                [t as u32, bh, 1],
+            )
+        })
         .collect();
     if dev.info().backend != "wgpu" {
         use crate::gpu::token::lower::{TiledAttention, TILED_QB};
@@ -285,7 +299,8 @@ fn attention_case<D: GpuDevice>(dev: &D, what: &str, case: &AttnCase, rng: &mut 
                 args.extend([Arg::I32(skj as i32), Arg::I32(skd as i32), Arg::I32(b as i32)]);
                 dev.launch(&norms, [bh, parts as u32, 1], [ATTENTION_WG, 1, 1], &args).unwrap();
             }
-            let mut args = vec![Arg::Buf(&qb), Arg::Buf(&kb), Arg::Buf(&vb), Arg::Buf(&biasb), Arg::Buf(&out), Arg::Buf(meta), Arg::Buf(&kin)];
+            let mut args =
+                vec![Arg::Buf(&qb), Arg::Buf(&kb), Arg::Buf(&vb), Arg::Buf(&biasb), Arg::Buf(&out), Arg::Buf(meta), Arg::Buf(&kin)];
             args.extend(dims.iter().map(|&x| Arg::I32(x)));
             args.extend([Arg::I32(dh as i32), Arg::I32(skj as i32), Arg::I32(skd as i32), Arg::I32(mode)]);
             args.extend([Arg::F32(factor), Arg::F32(smag), Arg::F32(c), Arg::I32(keys_zero as i32)]);
@@ -355,16 +370,36 @@ fn check_key_norms<D: GpuDevice>(dev: &D, what: &str) {
                 let defines = [("WG", ATTENTION_WG as i64), ("TK_MAX", tk_max), ("EARLY_EXIT", early)];
                 let norms = dev.kernel(&spec(Src::Token, "token_key_norms", &defines)).unwrap();
                 let kin = buf_f32(dev, &vec![f32::NAN; b * heads * parts]);
-                let args = [Arg::Buf(&kb), Arg::Buf(&meta), Arg::Buf(&kin), Arg::I32(heads as i32), Arg::I32(t as i32), Arg::I32(dh as i32), Arg::I32(dh as i32), Arg::I32(1), Arg::I32(b as i32)];
+                let args = [
+                    Arg::Buf(&kb),
+                    Arg::Buf(&meta),
+                    Arg::Buf(&kin),
+                    Arg::I32(heads as i32),
+                    Arg::I32(t as i32),
+                    Arg::I32(dh as i32),
+                    Arg::I32(dh as i32),
+                    Arg::I32(1),
+                    Arg::I32(b as i32),
+                ];
                 dev.launch(&norms, [(b * heads) as u32, parts as u32, 1], [ATTENTION_WG, 1, 1], &args).unwrap();
                 let got = floats(&read(dev, &kin, b * heads * parts));
                 for bh in 0..b * heads {
                     let bi = bh / heads;
-                    let g = got[bh * parts..(bh + 1) * parts].iter().fold(f32::NEG_INFINITY, |a, &x| if a.is_nan() || x.is_nan() { f32::NAN } else { a.max(x) });
+                    let g = got[bh * parts..(bh + 1) * parts].iter().fold(f32::NEG_INFINITY, |a, &x| {
+                        if a.is_nan() || x.is_nan() {
+                            f32::NAN
+                        } else {
+                            a.max(x)
+                        }
+                    });
                     let want = (0..t).filter(|&j| m[bi * t + j] != 1.0).fold(f32::NEG_INFINITY, |a, j| {
                         let row = &k[(bh * t + j) * dh..(bh * t + j + 1) * dh];
                         let n = row.iter().map(|x| x * x).sum::<f32>().sqrt();
-                        if a.is_nan() || n.is_nan() { f32::NAN } else { a.max(n) }
+                        if a.is_nan() || n.is_nan() {
+                            f32::NAN
+                        } else {
+                            a.max(n)
+                        }
                     });
                     let c = format!("{what} T={t} heads {heads} dh {dh} d={d} parts {parts} early exit {early}, head {bh}");
                     if want.is_nan() || want == f32::NEG_INFINITY {

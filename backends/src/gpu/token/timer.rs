@@ -64,7 +64,19 @@ impl<D: GpuDevice + 'static> TokenTimer<D> {
         let mut cx = Ctx { dev: &*dev, graph: &g, node: n, res: &mut res, launches: Vec::new(), scratch: Vec::new() };
         let meta = cx.res.upload(cx.dev, &Tensor::new(vec![words], TensorData::I32(vec![0; words]))?, "token order")?;
         let (bias, has_bias) = if cx.has_input(2) { (cx.x(2)?, 1) } else { (cx.dummy()?, 0) };
-        let gemm = TokenGemm { x: xb, w: cx.x(1)?, y, meta, bias, has_bias, act: acts.get(&n.outputs[0]).copied().unwrap_or(-1), images, t, k, n: nout };
+        let gemm = TokenGemm {
+            x: xb,
+            w: cx.x(1)?,
+            y,
+            meta,
+            bias,
+            has_bias,
+            act: acts.get(&n.outputs[0]).copied().unwrap_or(-1),
+            images,
+            t,
+            k,
+            n: nout,
+        };
         // One mask for every image (stride 0), as calibration and the CPU's timer use.
         let compact = compaction_launch(&mut cx, mask_buf, meta, t, 0, images)?;
         let limits = GpuLimits::of(dev.info());
@@ -109,7 +121,7 @@ impl<D: GpuDevice + 'static> SparseOpTimer for TokenTimer<D> {
             Some(s) => (token_knobs::member_knobs(s, self.gemm.t, self.gemm.n, &self.limits).map_err(Error::Other)?, s.is_dense()),
         };
         if self.loaded.as_ref() != Some(mask) {
-                        self.dev.upload(&self.res.bufs[self.mask_buf], 0, &mask_floats(mask))?;
+            self.dev.upload(&self.res.bufs[self.mask_buf], 0, &mask_floats(mask))?;
             replay_launches(&*self.dev, &self.res.bufs, std::slice::from_ref(&self.compact))?;
             self.dev.finish()?;
             self.loaded = Some(mask.clone());
