@@ -133,22 +133,19 @@ impl Session {
         }
         let ordered: Vec<Tensor> = ordered.into_iter().flatten().collect();
         self.fetched.clear();
-        // Fetched inputs are copied before the inputs go to the run.
-        let kept: Vec<Option<Tensor>> =
+        // Fetched inputs are copied before the inputs go to the run; the rest after it.
+        let mut fetched: Vec<Option<Tensor>> =
             self.fetches.iter().map(|f| if let FetchFrom::Input(i) = f.from { Some(ordered[i].clone()) } else { None }).collect();
         let mut outs = self.exec.run_owned(ordered)?;
         if !self.fetches.is_empty() {
-            self.fetched = self
-                .fetches
-                .iter()
-                .zip(kept)
-                .map(|(f, kept)| match (&f.from, kept) {
-                    (_, Some(t)) => t,
-                    (FetchFrom::Constant(c), None) => (**c).clone(),
-                    (FetchFrom::Output(i), None) => outs[*i].clone(),
-                    (FetchFrom::Input(_), None) => unreachable!("fetched inputs are kept above"),
-                })
-                .collect();
+            for (slot, f) in fetched.iter_mut().zip(&self.fetches) {
+                match &f.from {
+                    FetchFrom::Input(_) => {}
+                    FetchFrom::Constant(c) => *slot = Some((**c).clone()),
+                    FetchFrom::Output(i) => *slot = Some(outs[*i].clone()),
+                }
+            }
+            self.fetched = fetched.into_iter().flatten().collect();
             outs.truncate(g.outputs.len());
         }
         Ok(g.outputs.iter().map(|&o| g.values[o].name.clone()).zip(outs).collect())
