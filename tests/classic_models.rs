@@ -151,6 +151,47 @@ classic! {
     unet_from_dynamo_matches_onnx_runtime: "unet", "dynamo.onnx";
 }
 
+/// A FLOAT16 export (tests/classic/half/, make_half.py): loads widened to fp32 on the CPU and
+/// matches ONNX Runtime on the same graph widened in Python.
+fn check_half(file: &str) {
+    let dir = common::repo_path("tests/classic/half");
+    let meta = json(&dir.join("meta.json"));
+    let export = meta["exports"].as_array().unwrap().iter().find(|e| e["file"] == file).unwrap_or_else(|| panic!("no export {file}"));
+    let mut s = common::poisoned("cpu").open(dir.join(file)).unwrap_or_else(|e| panic!("{file}: {e}"));
+    assert!(s.graph().stored_half, "{file}: the graph does not record that the file stores FLOAT16");
+    let input = export["input"].as_str().unwrap().to_string();
+    let iv = s.graph().find_value(&input).unwrap_or_else(|| panic!("{file}: no input {input}"));
+    assert_eq!(s.graph().values[iv].dtype, dynaspa::DType::F32, "{file}: a FLOAT16 input is exchanged as FLOAT");
+    let frame = common::repo_path(meta["frame"].as_str().unwrap());
+    let (mean, std) = ([0.485, 0.456, 0.406], [0.229, 0.224, 0.225]);
+    let x = image::load_for_input(&frame, &[1, 3, 224, 224], &mean, &std).unwrap();
+    let outs = s.run(vec![(input, x)]).unwrap_or_else(|e| panic!("{file}: {e}"));
+    let want = npy::read(&dir.join(export["golden"].as_str().unwrap())).unwrap();
+    let name = export["output"].as_str().unwrap();
+    let got = &outs.iter().find(|(n, _)| n == name).unwrap_or_else(|| panic!("{file}: no output {name}")).1;
+    assert_eq!(got.shape(), want.shape(), "{file}");
+    let err = common::rel_l2(got.as_f32().unwrap(), want.as_f32().unwrap());
+    println!("half {file}: rel L2 {err:.2e}");
+    assert!(err <= MAX_REL_L2, "{file}: rel L2 {err:.3e} > {MAX_REL_L2:e}");
+}
+
+macro_rules! half {
+    ($($test:ident: $model:literal, $file:literal;)*) => {
+        $(
+            #[test]
+            fn $test() {
+                check_half($file);
+            }
+        )*
+    };
+}
+
+half! {
+    mobilenet_v2_stored_in_float16_loads_and_matches_onnx_runtime: "half", "mobilenet_v2_w035_torchscript.onnx";
+    unet_stored_in_float16_from_torchscript_loads_and_matches_onnx_runtime: "half", "unet_torchscript.onnx";
+    unet_stored_in_float16_from_dynamo_loads_and_matches_onnx_runtime: "half", "unet_dynamo.onnx";
+}
+
 #[test]
 fn every_committed_export_has_a_test() {
     let src = std::fs::read_to_string(common::repo_path("tests/classic_models.rs")).unwrap();

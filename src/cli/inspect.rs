@@ -37,6 +37,7 @@ pub fn inspect(a: InspectArgs) -> dynaspa::Result<()> {
             "nodes": g.nodes.len(),
             "ops": ops.iter().map(|(k, v)| (k.clone(), serde_json::json!(v))).collect::<serde_json::Map<_, _>>(),
             "parameters": g.onnx_parameters,
+            "stored_half": g.stored_half,
             "parameters_after_folding": g.parameter_count(),
             "memory": {
                 "constant_bytes": mem.constant_bytes,
@@ -64,6 +65,9 @@ pub fn inspect(a: InspectArgs) -> dynaspa::Result<()> {
         println!("  {op:<24}{n:>5}");
     }
     println!("params  {} ({} after BatchNormalization folding)", g.onnx_parameters, g.parameter_count());
+    if g.stored_half {
+        println!("precision  the file stores half-precision floats; computed in fp32 (inputs and outputs exchanged as FLOAT)");
+    }
     println!(
         "memory  weights {}, peak activations {}, peak total {}",
         mib(mem.constant_bytes),

@@ -65,6 +65,9 @@ pub struct Graph {
     pub metadata: HashMap<String, String>,
     /// Elements of the float initializers as the ONNX file stores them (before any folding).
     pub onnx_parameters: usize,
+    /// The file stores half-precision floats (FLOAT16 or BFLOAT16 initializers, inputs,
+    /// outputs or casts); they were widened at load and are computed in fp32.
+    pub stored_half: bool,
 }
 
 impl Graph {

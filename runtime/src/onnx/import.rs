@@ -192,7 +192,19 @@ pub fn import(m: &ModelProto, opts: &LoadOptions) -> Result<Graph> {
         opset,
         metadata: m.metadata_props.iter().map(|p| (p.key().to_string(), p.value().to_string())).collect(),
         onnx_parameters,
+        stored_half: stores_half(g),
     })
+}
+
+/// Whether any initializer, graph input or output, or Cast of `g` is a half-precision float.
+fn stores_half(g: &super::proto::onnx::GraphProto) -> bool {
+    let elem = |vi: &ValueInfoProto| match &vi.type_.value {
+        Some(type_proto::Value::TensorType(tt)) => tensor_proto::is_half(tt.elem_type()),
+        _ => false,
+    };
+    let cast_to_half =
+        |n: &super::proto::onnx::NodeProto| n.op_type() == "Cast" && n.attribute.iter().any(|a| a.name() == "to" && tensor_proto::is_half(a.i() as i32));
+    g.initializer.iter().any(|t| tensor_proto::is_half(t.data_type())) || g.input.iter().chain(&g.output).any(elem) || g.node.iter().any(cast_to_half)
 }
 
 fn input_type(vi: &ValueInfoProto, opts: &LoadOptions) -> Result<(DType, Vec<usize>)> {
@@ -202,7 +214,7 @@ fn input_type(vi: &ValueInfoProto, opts: &LoadOptions) -> Result<(DType, Vec<usi
         return Err(err("only tensor inputs are supported".into()));
     };
     let code = tt.elem_type();
-    let dtype = DType::from_onnx(code).ok_or_else(|| err(format!("element type {} is not supported", DType::onnx_name(code))))?;
+    let dtype = tensor_proto::widened(code).ok_or_else(|| err(format!("element type {} is not supported", DType::onnx_name(code))))?;
     if !tt.shape.is_some() {
         return Err(err("the model gives no shape for this input".into()));
     }

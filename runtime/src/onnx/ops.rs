@@ -211,7 +211,8 @@ pub fn parse(node: &NodeProto, name: &str, opset: i64) -> Result<Option<Op>> {
         "Cast" => {
             a.check_known(&["to", "saturate", "round_mode"])?;
             let to = a.int("to")?.ok_or_else(|| a.err("attribute 'to' is required"))? as i32;
-            let to = DType::from_onnx(to).ok_or_else(|| a.err(format!("cast to {} is not supported", DType::onnx_name(to))))?;
+            // A cast to FLOAT16/BFLOAT16 computes in fp32 like every half value here.
+            let to = super::tensor_proto::widened(to).ok_or_else(|| a.err(format!("cast to {} is not supported", DType::onnx_name(to))))?;
             Op::Cast { to }
         }
         "Resize" => Op::Resize(resize(&a)?),
