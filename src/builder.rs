@@ -2,6 +2,7 @@
 //! like the CLI's flags, resolved when the session opens.
 
 use crate::backends::{self, gpu::SparseConvOverrides, gpu::VendorPolicy, BackendOptions};
+use crate::delta::{DeltaOptions, DeltaState};
 use crate::options::{Backend, DebugOptions, Precision, ProfileChoice};
 use crate::profiles;
 use crate::session::Session;
@@ -35,6 +36,7 @@ pub struct SessionBuilder {
     frame_graphs: Option<bool>,
     sparse_conv: SparseConvOverrides,
     vendor_convs: Option<VendorPolicy>,
+    delta: Option<DeltaOptions>,
     debug: DebugOptions,
 }
 
@@ -123,6 +125,13 @@ impl SessionBuilder {
         self.vendor_convs = Some(policy);
         self
     }
+    /// Delta mode: every frame, the runtime finds where the frame input changed since the last
+    /// computed frame and every conv recomputes only outputs whose inputs changed, keeping its
+    /// last activations elsewhere. The model's own masks are not used.
+    pub fn delta(mut self, delta: Option<DeltaOptions>) -> Self {
+        self.delta = delta;
+        self
+    }
     pub fn debug(mut self, debug: DebugOptions) -> Self {
         self.debug = debug;
         self
@@ -130,9 +139,10 @@ impl SessionBuilder {
 
     /// Loads and optimises `path` and, unless `dense`, finds its sparse ops: the graph `open`
     /// compiles, for a caller that wants to see it first (which ops run sparse, their masks).
+    /// In delta mode no sparse ops are found here: `open_graph` adds the change map.
     pub fn load(&self, path: impl AsRef<Path>) -> Result<Graph> {
         let mut g = crate::load_graph(path, &self.load)?;
-        if !self.dense {
+        if !self.dense && self.delta.is_none() {
             let found = detect_sparse_regions(&mut g, &SparseOptions { cached_model_input_masks: self.cached });
             tracing::debug!(sparse_ops = found.len(), "sparse regions");
         }
@@ -147,7 +157,21 @@ impl SessionBuilder {
 
     /// Compiles a graph from [`SessionBuilder::load`]; `model` is the file it came from, by
     /// which the shipped profile is looked up (`None`: no shipped profile).
-    pub fn open_graph(&self, g: Graph, model: Option<&Path>) -> Result<Session> {
+    pub fn open_graph(&self, mut g: Graph, model: Option<&Path>) -> Result<Session> {
+        let delta = match (&self.delta, self.dense) {
+            (Some(d), false) => {
+                d.check()?;
+                let input = match &d.input {
+                    Some(name) => name.clone(),
+                    None => frame_input(&g)?,
+                };
+                let plan =
+                    dynaspa_runtime::graph::delta::add_change_map(&mut g, &input).map_err(|e| Error::Other(format!("delta mode: {e}")))?;
+                tracing::info!(convs = plan.convs.len(), map = %plan.map_input, "delta mode");
+                Some(DeltaState::new(plan, d.clone()))
+            }
+            _ => None,
+        };
         if self.precision != Precision::F32 {
             return Err(Error::Unavailable {
                 backend: self.backend.to_string(),
@@ -179,6 +203,23 @@ impl SessionBuilder {
         let b = backends::create_configured(backend, &opts)?;
         let mut session = Session::with_fetches(g, b.as_ref(), &self.fetch)?;
         session.set_profile_used(line);
+        session.set_delta(delta);
         Ok(session)
+    }
+}
+
+/// The model's only 4-D FLOAT input: the frame delta mode watches when none is named.
+fn frame_input(g: &Graph) -> Result<String> {
+    let four: Vec<&str> = g
+        .inputs
+        .iter()
+        .map(|&i| &g.values[i])
+        .filter(|v| v.shape.len() == 4 && v.dtype == dynaspa_runtime::DType::F32)
+        .map(|v| v.name.as_str())
+        .collect();
+    match four.as_slice() {
+        [one] => Ok(one.to_string()),
+        [] => Err(Error::Other("delta mode needs a frame input [N, C, H, W] of FLOAT; the model has none".into())),
+        many => Err(Error::Other(format!("delta mode: the model has several frame inputs ({}); name one", many.join(", ")))),
     }
 }

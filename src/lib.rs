@@ -10,12 +10,14 @@
 //! ```
 
 mod builder;
+mod delta;
 pub mod io;
 mod options;
 pub mod profiles;
 mod session;
 
 pub use builder::SessionBuilder;
+pub use delta::DeltaOptions;
 pub use dynaspa_backends as backends;
 pub use dynaspa_runtime as runtime;
 pub use dynaspa_runtime::onnx::LoadOptions;

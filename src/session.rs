@@ -1,6 +1,7 @@
 //! Session: a loaded, optimised graph compiled for one backend; runs frames.
 
 use crate::builder::SessionBuilder;
+use crate::delta::DeltaState;
 use dynaspa_runtime::backend::{Backend, Executable};
 use dynaspa_runtime::graph::Graph;
 use dynaspa_runtime::{Error, Result, Tensor};
@@ -17,6 +18,8 @@ pub struct Session {
     fetched: Vec<Tensor>,
     /// Which tuned profile the sparse ops use, as [`Session::profile_used`] says it.
     profile: Option<String>,
+    /// Delta mode: the change map fed with every frame.
+    delta: Option<DeltaState>,
 }
 
 /// Where a fetched value comes from in a run.
@@ -79,7 +82,16 @@ impl Session {
             compiled.outputs.extend(extra);
             backend.compile(Arc::new(compiled))?
         };
-        Ok(Session { graph, exec, backend: backend.name().to_string(), check_finite: true, fetches, fetched: Vec::new(), profile: None })
+        Ok(Session {
+            graph,
+            exec,
+            backend: backend.name().to_string(),
+            check_finite: true,
+            fetches,
+            fetched: Vec::new(),
+            profile: None,
+            delta: None,
+        })
     }
 
     /// The value `name` (one of the session's fetches) as the last successful `run` computed
@@ -102,6 +114,20 @@ impl Session {
     pub(crate) fn set_profile_used(&mut self, line: String) {
         self.profile = Some(line);
     }
+    pub(crate) fn set_delta(&mut self, delta: Option<DeltaState>) {
+        self.delta = delta;
+    }
+    /// Delta mode: the fraction of the frame's positions that counted as changed in the last
+    /// run (1.0 for a frame computed whole); `None` outside delta mode or before a run.
+    pub fn last_changed_fraction(&self) -> Option<f64> {
+        self.delta.as_ref().and_then(|d| d.last_changed)
+    }
+    /// Delta mode: the next frame is computed whole (after a scene cut, or to reset drift).
+    pub fn refresh(&mut self) {
+        if let Some(d) = self.delta.as_mut() {
+            d.must_refresh = true;
+        }
+    }
     /// Per sparse op: density, chosen kernel and phase times of the last `run`.
     pub fn last_report(&self) -> Option<&dynaspa_runtime::report::FrameReport> {
         self.exec.last_report()
@@ -110,7 +136,11 @@ impl Session {
     pub fn run(&mut self, inputs: Vec<(String, Tensor)>) -> Result<Vec<(String, Tensor)>> {
         let g = &self.graph;
         let mut ordered: Vec<Option<Tensor>> = vec![None; g.inputs.len()];
+        let map_input = self.delta.as_ref().map(|d| d.plan.map_input.clone());
         for (name, t) in inputs {
+            if map_input.as_ref() == Some(&name) {
+                return Err(Error::Input { name, msg: "is delta mode's change map, which the session computes; do not give it".into() });
+            }
             let pos = g.inputs.iter().position(|&i| g.values[i].name == name).ok_or_else(|| Error::Input {
                 name: name.clone(),
                 msg: format!("the model has no such input; its inputs are: {}", g.input_names().join(", ")),
@@ -126,10 +156,28 @@ impl Session {
                 return Err(Error::Input { name: v.name.clone(), msg: "given more than once".into() });
             }
         }
-        let missing: Vec<&str> =
-            g.inputs.iter().zip(&ordered).filter(|(_, t)| t.is_none()).map(|(&i, _)| g.values[i].name.as_str()).collect();
+        let missing: Vec<&str> = g
+            .inputs
+            .iter()
+            .zip(&ordered)
+            .filter(|(&i, t)| t.is_none() && map_input.as_deref() != Some(g.values[i].name.as_str()))
+            .map(|(&i, _)| g.values[i].name.as_str())
+            .collect();
         if !missing.is_empty() {
             return Err(Error::Input { name: missing.join(", "), msg: "required input not given".into() });
+        }
+        if let Some(d) = self.delta.as_mut() {
+            let pos_of = |name: &str| g.inputs.iter().position(|&i| g.values[i].name == name);
+            let (Some(f), Some(m)) = (pos_of(&d.plan.frame_input), pos_of(&d.plan.map_input)) else {
+                return Err(Error::Other("delta mode: the compiled graph lost its frame or change-map input".into()));
+            };
+            let frame = ordered[f]
+                .as_ref()
+                .ok_or_else(|| Error::Input { name: d.plan.frame_input.clone(), msg: "required input not given".into() })?;
+            let map = d.map_for(frame)?;
+            ordered[m] = Some(map);
+            // A failed run may leave some ops' caches updated and others not.
+            d.must_refresh = true;
         }
         let ordered: Vec<Tensor> = ordered.into_iter().flatten().collect();
         self.fetched.clear();
@@ -137,6 +185,9 @@ impl Session {
         let mut fetched: Vec<Option<Tensor>> =
             self.fetches.iter().map(|f| if let FetchFrom::Input(i) = f.from { Some(ordered[i].clone()) } else { None }).collect();
         let mut outs = self.exec.run_owned(ordered)?;
+        if let Some(d) = self.delta.as_mut() {
+            d.must_refresh = false;
+        }
         if !self.fetches.is_empty() {
             for (slot, f) in fetched.iter_mut().zip(&self.fetches) {
                 match &f.from {

@@ -1,6 +1,7 @@
 //! `dynaspa bench`: the same frames through the sparse session and a dense session of the same
 //! model, interleaved so that drift (clock, temperature, other load) hits both alike.
 
+use super::delta_opts::DeltaOpts;
 use super::feed::FrameOpts;
 use super::frames::note_skipped;
 use super::open_session::{self, ProfileOpts};
@@ -37,6 +38,11 @@ frames, --max-frames still counts frames (default 30 runs), and a last group sho
 left out. Without --batch every run takes one frame, copied into each item of a fixed batch.
 --output-dir writes the sparse warm-up pass's outputs of run i as DIR/i/<output>.npy.
 
+--delta T times delta mode (the sparse session recomputes only where the frame changed; the
+model's own masks are not used) against dense on the frames in camera order; every round starts
+with a whole frame. The density column then gives each frame's changed fraction, and a
+'relative L2' line the largest and median error against dense over the warm-up pass.
+
 --overlay writes each frame as `run --overlay` does, from the sparse warm-up pass's mask and
 report, with the frame's median sparse latency; the sparse session then keeps that mask as an
 extra output. The sparse session uses the shipped profile for this device and model unless
@@ -65,6 +71,8 @@ pub struct BenchArgs {
     /// Write the sparse session's outputs of each run (warm-up pass) as DIR/<run>/<name>.npy.
     #[arg(long, value_name = "DIR")]
     output_dir: Option<PathBuf>,
+    #[command(flatten)]
+    delta: DeltaOpts,
 }
 
 /// What the sparse warm-up pass keeps of a frame for its overlay.
@@ -114,11 +122,14 @@ fn time_run(session: &mut Session, feeds: &[(String, Tensor)]) -> Result<f64> {
 pub fn bench(a: BenchArgs) -> Result<()> {
     let per_run = a.batch.map_or(1, |n| n as usize);
     let base = open_session::builder(a.src.backend, a.src.device.as_deref(), a.src.threads)
-        .load_options(LoadOptions { batch: per_run, ..Default::default() });
+        .load_options(LoadOptions { batch: per_run, ..Default::default() })
+        .delta(a.delta.options(""));
     let t = Instant::now();
     let g = base.load(&a.model)?;
     let load_graph_ms = t.elapsed().as_secs_f64() * 1e3;
     let feeder = a.src.feeder(&g)?;
+    let base = base.delta(a.delta.options(&feeder.frame_input));
+    let delta = a.delta.delta.is_some();
     if a.batch.is_some() && feeder.shape[0] != per_run {
         return Err(Error::Other(format!(
             "--batch {per_run}: the frame input '{}' has a fixed batch of {} ({:?})",
@@ -189,13 +200,14 @@ pub fn bench(a: BenchArgs) -> Result<()> {
     // Warm-up pass, which also supplies the outputs to compare and each frame's mask density
     // (a property of the frame: every round computes the same masks).
     let mut worst = (0.0f64, String::new(), 0usize);
+    let mut errors = Vec::with_capacity(frames.len());
     let mut densities = Vec::with_capacity(frames.len());
     let mut kept = Vec::new();
     for (i, (label, feeds)) in frames.iter().enumerate() {
         let ctx = |e: Error| Error::Other(format!("frame {i} ({label}): {e}"));
         let d = dense.run(feeds.clone()).map_err(ctx)?;
         let s = sparse.run(feeds.clone()).map_err(ctx)?;
-        densities.push(stats::frame_density(sparse.last_report()));
+        densities.push(if delta { sparse.last_changed_fraction() } else { stats::frame_density(sparse.last_report()) });
         if let Some(dir) = &a.output_dir {
             write_outputs(&dir.join(i.to_string()), &s)?;
         }
@@ -204,6 +216,7 @@ pub fn bench(a: BenchArgs) -> Result<()> {
             kept.push(Kept { mask, outputs: s.clone(), report: sparse.last_report().cloned() });
         }
         let (e, name) = compare(&s, &d);
+        errors.push(e);
         if e.is_nan() || e > worst.0 {
             worst = (e, name, i);
         }
@@ -220,6 +233,8 @@ pub fn bench(a: BenchArgs) -> Result<()> {
         let order = if r % 2 == 0 { [0, 1] } else { [1, 0] };
         for which in order {
             let session = if which == 0 { &mut dense } else { &mut sparse };
+            // Delta mode replays the clip: its first frame is computed whole every round.
+            session.refresh();
             for (i, (label, feeds)) in frames.iter().enumerate() {
                 let ms = time_run(session, feeds).map_err(|e| Error::Other(format!("frame {i} ({label}): {e}")))?;
                 times[which][i].push(ms);
@@ -233,7 +248,8 @@ pub fn bench(a: BenchArgs) -> Result<()> {
     }
 
     let unit = if a.batch.is_some() { "run" } else { "frame" };
-    println!("{unit:>5}  {:<24} {:>10} {:>10} {:>7} {:>8}", "", "dense ms", "sparse ms", "ratio", "density");
+    let (label, col) = if delta { ("delta ms", "changed") } else { ("sparse ms", "density") };
+    println!("{unit:>5}  {:<24} {:>10} {label:>10} {:>7} {col:>8}", "", "dense ms", "ratio");
     let (mut med_d, mut med_s) = (Vec::new(), Vec::new());
     for (i, (label, _)) in frames.iter().enumerate() {
         let d = stats::median(&times[0][i]).unwrap_or(0.0);
@@ -246,7 +262,13 @@ pub fn bench(a: BenchArgs) -> Result<()> {
     let s = stats::median(&med_s).unwrap_or(0.0);
     let mean_density = stats::mean(&densities.iter().flatten().copied().collect::<Vec<_>>());
     println!("{:>5}  {:<24} {d:>10.3} {s:>10.3} {:>7.2} {:>8}", "", "median", d / s.max(1e-9), stats::fmt_density(mean_density));
-    if worst.0.is_finite() && worst.0 <= AGREE_REL_L2 {
+    if delta {
+        let median = stats::median(&errors).unwrap_or(f64::NAN);
+        println!(
+            "relative L2 {:.2e} (largest, on output '{}' of {unit} {}), median {median:.2e}, against dense",
+            worst.0, worst.1, worst.2
+        );
+    } else if worst.0.is_finite() && worst.0 <= AGREE_REL_L2 {
         println!("outputs agree: max relative L2 {:.2e} over {} {unit}s", worst.0, frames.len());
     } else {
         eprintln!(

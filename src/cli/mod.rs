@@ -1,6 +1,7 @@
 //! Command definitions and dispatch.
 
 mod bench;
+mod delta_opts;
 mod devices;
 mod feed;
 mod frames;

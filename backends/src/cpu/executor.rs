@@ -193,7 +193,11 @@ impl Executable for CpuExecutable {
                 check_outputs(&node.name, &node.op, &outs, &specs[ni])?;
                 frame.node_times.push(t_node.elapsed());
                 for (&o, t) in node.outputs.iter().zip(outs) {
-                    vals[o] = Some(Arc::new(t));
+                    let t = Arc::new(t);
+                    if let Some(step) = steps[ni].as_mut() {
+                        step.keep(&t);
+                    }
+                    vals[o] = Some(t);
                 }
                 let reads = node.inputs.iter().flatten().chain(steps[ni].as_ref().map(|s| &s.spec.mask));
                 for &i in reads {

@@ -1,5 +1,6 @@
 //! The IR: values (typed, statically shaped tensors, some constant) and nodes in execution order.
 
+pub mod delta;
 pub mod fold;
 pub mod fuse;
 pub mod fuse_attention;

@@ -202,9 +202,12 @@ fn stores_half(g: &super::proto::onnx::GraphProto) -> bool {
         Some(type_proto::Value::TensorType(tt)) => tensor_proto::is_half(tt.elem_type()),
         _ => false,
     };
-    let cast_to_half =
-        |n: &super::proto::onnx::NodeProto| n.op_type() == "Cast" && n.attribute.iter().any(|a| a.name() == "to" && tensor_proto::is_half(a.i() as i32));
-    g.initializer.iter().any(|t| tensor_proto::is_half(t.data_type())) || g.input.iter().chain(&g.output).any(elem) || g.node.iter().any(cast_to_half)
+    let cast_to_half = |n: &super::proto::onnx::NodeProto| {
+        n.op_type() == "Cast" && n.attribute.iter().any(|a| a.name() == "to" && tensor_proto::is_half(a.i() as i32))
+    };
+    g.initializer.iter().any(|t| tensor_proto::is_half(t.data_type()))
+        || g.input.iter().chain(&g.output).any(elem)
+        || g.node.iter().any(cast_to_half)
 }
 
 fn input_type(vi: &ValueInfoProto, opts: &LoadOptions) -> Result<(DType, Vec<usize>)> {

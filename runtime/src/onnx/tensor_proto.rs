@@ -33,7 +33,8 @@ pub fn is_half(code: i32) -> bool {
 /// Decodes a tensor whose data may be stored externally, in a file that `external` finds.
 pub fn decode_in(t: &TensorProto, what: &str, external: &mut ExternalData) -> Result<Tensor> {
     let code = t.data_type.unwrap_or(0);
-    let dtype = widened(code).ok_or_else(|| Error::InvalidModel(format!("{what}: data type {} is not supported", DType::onnx_name(code))))?;
+    let dtype =
+        widened(code).ok_or_else(|| Error::InvalidModel(format!("{what}: data type {} is not supported", DType::onnx_name(code))))?;
     let mut shape = Vec::with_capacity(t.dims.len());
     for &d in &t.dims {
         if d < 0 {
@@ -84,7 +85,9 @@ fn half_values(t: &TensorProto, code: i32, n: usize, what: &str, external: &mut 
         None => t
             .int32_data
             .iter()
-            .map(|&v| u16::try_from(v).map(widen).map_err(|_| Error::InvalidModel(format!("{what}: {v} is not the bits of a 16-bit float"))))
+            .map(|&v| {
+                u16::try_from(v).map(widen).map_err(|_| Error::InvalidModel(format!("{what}: {v} is not the bits of a 16-bit float")))
+            })
             .collect(),
     }
 }

@@ -52,8 +52,9 @@ pub(crate) struct SparseStep {
     pub h: usize,
     pub w: usize,
     pub force: Option<ForceMember>,
-    /// `Cached` fill: the last output, reused as the next frame's buffer.
-    cache: Option<Tensor>,
+    /// `Cached` fill: the last output, shared with the executor's value (`keep`) and reused as
+    /// the next frame's buffer once that value is freed, so nothing is copied.
+    cache: Option<Arc<Tensor>>,
 }
 
 /// What one sparse op produced.
@@ -114,7 +115,9 @@ impl SparseStep {
                 // first cached frame has none yet and computes everything).
                 match (self.spec.fill, self.cache.take()) {
                     (FillPolicy::Zero, _) if self.spec.fused_mul => apply_mask(&mut out, &masks, self.spec.kind, None)?,
-                    (FillPolicy::Cached, Some(c)) => apply_mask(&mut out, &masks, self.spec.kind, Some(&c))?,
+                    (FillPolicy::Cached, Some(c)) if info.ones < masks.iter().map(BitMask::len).sum::<usize>() => {
+                        apply_mask(&mut out, &masks, self.spec.kind, Some(&c))?
+                    }
                     (FillPolicy::Residual, _) => {
                         let r = residual_of(ins)?.ok_or_else(|| Error::Other("residual fill without a residual input".into()))?;
                         residual::fill_inactive(op, out.as_f32_mut()?, r, &masks)?;
@@ -125,12 +128,6 @@ impl SparseStep {
                 let dirty = (self.spec.fill == FillPolicy::Zero).then_some(Dirty::All);
                 (out, 0, dirty)
             }
-        };
-        let tensor = if self.spec.fill == FillPolicy::Cached {
-            self.cache = Some(tensor.clone());
-            tensor
-        } else {
-            tensor
         };
         let record = SparseOpRecord {
             node: node.to_string(),
@@ -146,6 +143,14 @@ impl SparseStep {
             phases: ph,
         };
         Ok(StepOutput { tensor, record, dirty })
+    }
+
+    /// Keeps the op's result (`Cached` fill) for the next frame; the executor's value and the
+    /// cache share it.
+    pub fn keep(&mut self, result: &Arc<Tensor>) {
+        if self.spec.fill == FillPolicy::Cached {
+            self.cache = Some(result.clone());
+        }
     }
 
     fn choose(&self, info: &mut memo::MaskInfo, counting: &mut std::time::Duration) -> usize {
@@ -185,7 +190,11 @@ impl SparseStep {
         let (mut buf, reusable) = {
             let _s = tracing::trace_span!("zero_fill").entered();
             match (self.spec.fill, self.cache.take()) {
-                (_, Some(c)) => (c.into_data().into_f32().map_err(|_| Error::Other("cached activations are not FLOAT".into()))?, false),
+                (_, Some(c)) => {
+                    // The value is freed by now unless it is a graph output: then copy.
+                    let c = Arc::try_unwrap(c).unwrap_or_else(|shared| (*shared).clone());
+                    (c.into_data().into_f32().map_err(|_| Error::Other("cached activations are not FLOAT".into()))?, false)
+                }
                 (FillPolicy::Residual, None) => {
                     let r = residual_of(ins)?.ok_or_else(|| Error::Other("residual fill without a residual input".into()))?;
                     (residual::start_buffer(op, r)?, false)
@@ -269,6 +278,7 @@ pub(crate) fn residual_of<'a>(ins: &[Option<&'a Tensor>]) -> Result<Option<&'a [
 /// float per position once per image, so the per-element work is a multiply or a select that
 /// vectorises (this runs on the whole output whenever the dense member is chosen).
 pub(crate) fn apply_mask(out: &mut Tensor, masks: &[BitMask], kind: MaskKind, keep: Option<&Tensor>) -> Result<()> {
+    use rayon::prelude::*;
     let images = masks.len().max(1);
     let keep = match keep {
         Some(k) if k.shape() == out.shape() => Some(k.as_f32()?),
@@ -278,25 +288,42 @@ pub(crate) fn apply_mask(out: &mut Tensor, masks: &[BitMask], kind: MaskKind, ke
     let v = out.as_f32_mut()?;
     let per = v.len() / images;
     for (img, m) in masks.iter().enumerate() {
-        let mv: Vec<f32> = m.to_bools().into_iter().map(|b| b as u8 as f32).collect();
+        // The inactive runs of the mask, as [start, end) over its positions.
+        let mut idle = Vec::new();
+        let mut at = 0;
+        m.for_each_run(|a, b| {
+            if a > at {
+                idle.push((at, a));
+            }
+            at = b;
+        });
+        if at < m.len() {
+            idle.push((at, m.len()));
+        }
+        if idle.is_empty() {
+            continue;
+        }
         let o = &mut v[img * per..][..per];
         let k = keep.map(|k| &k[img * per..][..per]);
-        // Spatial: each channel plane against the mask; token: each row against one bit.
-        let (chunk, expand) = match kind {
-            MaskKind::Spatial => (mv.len().max(1), 1),
-            MaskKind::Token => (per, (per / mv.len().max(1)).max(1)),
+        // Spatial: each channel plane against the mask; token: position t is a row of
+        // `per / tokens` values.
+        let (plane, unit) = match kind {
+            MaskKind::Spatial => (m.len().max(1), 1),
+            MaskKind::Token => (per, (per / m.len().max(1)).max(1)),
         };
-        for (ci, oc) in o.chunks_mut(chunk).enumerate() {
-            let base = ci * chunk;
-            match k {
-                None => oc.iter_mut().enumerate().for_each(|(i, x)| *x *= mv[i / expand]),
-                Some(k) => oc.iter_mut().enumerate().for_each(|(i, x)| {
-                    if mv[i / expand] == 0.0 {
-                        *x = k[base + i];
+        o.par_chunks_mut(plane).enumerate().for_each(|(ci, oc)| {
+            for &(a, b) in &idle {
+                let r = a * unit..(b * unit).min(oc.len());
+                match k {
+                    // The graph's multiplication by 0 (an infinite value becomes NaN, as there).
+                    None => oc[r].iter_mut().for_each(|x| *x *= 0.0),
+                    Some(k) => {
+                        let base = ci * plane;
+                        oc[r.clone()].copy_from_slice(&k[base + r.start..base + r.end]);
                     }
-                }),
+                }
             }
-        }
+        });
     }
     Ok(())
 }

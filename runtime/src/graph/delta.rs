@@ -1,0 +1,198 @@
+//! Delta mode's graph: a change map of the frame input, given per frame as an extra model
+//! input, carried forward through the graph so that every conv recomputes only the outputs whose
+//! receptive field saw a change and keeps its last activations elsewhere (`FillPolicy::Cached`).
+//!
+//! Each value gets one of three states: unchanged (it does not depend on the frame), changed on a
+//! map (`[N, 1, H, W]`, 1 where it may differ from the last frame) or changed anywhere. A conv or
+//! pool takes its input's map through a max-pool with its own window (an output changes when any
+//! position it reads changed); elementwise ops and BatchNormalization keep the map; binary ops,
+//! a conv's fused addend and channel concatenations join maps by their maximum. Anything else
+//! (global pooling, reshapes, matrix products, resampling) ends the map: its result and
+//! everything computed from it count as changed everywhere and run densely.
+
+use super::op::{AutoPad, BinaryKind, Op, Pool, Window};
+use super::sparse::{FillPolicy, MaskKind, MaskSource, SparseSpec};
+use super::{order, Graph, Node, Value, ValueId};
+
+use crate::tensor::DType;
+
+/// What `add_change_map` did.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DeltaPlan {
+    /// The frame input the change map describes.
+    pub frame_input: String,
+    /// The model input the change map is fed as, `[N, 1, H, W]` FLOAT of 0 and 1.
+    pub map_input: String,
+    /// Convs that recompute only where their map says (the rest run densely).
+    pub convs: Vec<String>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Change {
+    None,
+    Map(ValueId),
+    All,
+}
+
+/// Rewrites `g` for delta mode on its input `frame_input` (`[N, C, H, W]`): adds the change
+/// map input and its max-pools, and marks every conv the map reaches as sparse with cached fill.
+/// Nodes that already run sparse keep their own masks. Fails, leaving `g` unchanged, when the
+/// input is not a 4-D graph input.
+pub fn add_change_map(g: &mut Graph, frame_input: &str) -> Result<DeltaPlan, String> {
+    let x = g
+        .inputs
+        .iter()
+        .copied()
+        .find(|&i| g.values[i].name == frame_input)
+        .ok_or_else(|| format!("the model has no input '{frame_input}'; its inputs are: {}", g.input_names().join(", ")))?;
+    let shape = g.values[x].shape.clone();
+    if shape.len() != 4 {
+        return Err(format!("delta mode needs a frame input [N, C, H, W]; '{frame_input}' is {shape:?}"));
+    }
+    let mut out = g.clone();
+    let map_name = unique(&out, &format!("{frame_input}:changed"));
+    out.values.push(Value { name: map_name.clone(), dtype: DType::F32, shape: vec![shape[0], 1, shape[2], shape[3]], constant: None });
+    let map = out.values.len() - 1;
+    out.inputs.push(map);
+    let mut change = vec![Change::None; out.values.len()];
+    change[map] = Change::None;
+    for &i in &g.inputs {
+        change[i] = if i == x { Change::Map(map) } else { Change::All };
+    }
+    let mut b = Builder { g: &mut out, source: map_name.clone(), convs: Vec::new(), count: 0 };
+    let nodes = b.g.nodes.len();
+    for ni in 0..nodes {
+        let ins: Vec<Change> =
+            b.g.nodes[ni].inputs.iter().map(|v| v.map_or(Change::None, |v| change.get(v).copied().unwrap_or(Change::None))).collect();
+        let result = if ins.iter().all(|c| *c == Change::None) { Change::None } else { b.node(ni, &ins) };
+        for &o in &b.g.nodes[ni].outputs.clone() {
+            if o >= change.len() {
+                change.resize(o + 1, Change::None);
+            }
+            change[o] = result;
+        }
+        change.resize(b.g.values.len(), Change::None);
+    }
+    let convs = std::mem::take(&mut b.convs);
+    order::restore_order(&mut out)?;
+    *g = out;
+    Ok(DeltaPlan { frame_input: frame_input.to_string(), map_input: map_name, convs })
+}
+
+fn unique(g: &Graph, base: &str) -> String {
+    let mut name = base.to_string();
+    let mut k = 1;
+    while g.values.iter().any(|v| v.name == name) {
+        k += 1;
+        name = format!("{base}{k}");
+    }
+    name
+}
+
+struct Builder<'a> {
+    g: &'a mut Graph,
+    source: String,
+    convs: Vec<String>,
+    count: usize,
+}
+
+impl Builder<'_> {
+    /// The change of node `ni`'s results from its inputs' changes (not all `None`).
+    fn node(&mut self, ni: usize, ins: &[Change]) -> Change {
+        if ins.contains(&Change::All) {
+            return Change::All;
+        }
+        let n = &self.g.nodes[ni];
+        let out = n.outputs.first().copied();
+        let result = match (&n.op, out) {
+            (Op::Conv(c), Some(o)) if n.outputs.len() == 1 => {
+                let Change::Map(m) = ins[0] else { return Change::All };
+                if ins.get(1..3).is_some_and(|w| w.iter().any(|c| *c != Change::None)) {
+                    return Change::All;
+                }
+                let window = c.window.clone();
+                let Some(mut r) = self.through_window(m, &window, false, o) else { return Change::All };
+                if let Some(&Change::Map(a)) = ins.get(3) {
+                    r = self.join(r, a);
+                }
+                let n = &mut self.g.nodes[ni];
+                if n.sparse.is_none() && window.kernel_shape.len() == 2 {
+                    n.sparse = Some(SparseSpec {
+                        mask: r,
+                        kind: MaskKind::Spatial,
+                        source: MaskSource::ModelInput { name: self.source.clone() },
+                        dilation: [0, 0],
+                        fill: FillPolicy::Cached,
+                        fused_mul: true,
+                    });
+                    self.convs.push(n.name.clone());
+                }
+                Some(r)
+            }
+            (Op::MaxPool(p) | Op::AveragePool(p), Some(o)) if n.outputs.len() == 1 => {
+                let Change::Map(m) = ins[0] else { return Change::All };
+                let (window, ceil) = (p.window.clone(), p.ceil_mode);
+                self.through_window(m, &window, ceil, o)
+            }
+            (Op::Unary(_) | Op::Clip | Op::BatchNormalization { .. } | Op::Identity, Some(o)) => match ins[0] {
+                Change::Map(m) if ins[1..].iter().all(|c| *c == Change::None) => self.same_plane(m, o),
+                _ => None,
+            },
+            (Op::Binary(k), Some(o)) if !matches!(k, BinaryKind::Min | BinaryKind::Max) || ins.len() == 2 => {
+                let maps: Vec<ValueId> = ins.iter().filter_map(|c| if let Change::Map(m) = c { Some(*m) } else { None }).collect();
+                let joined = maps.iter().copied().reduce(|a, b| self.join(a, b));
+                joined.and_then(|m| self.same_plane(m, o))
+            }
+            (Op::Concat { axis }, Some(o)) if self.g.values[o].shape.len() == 4 && (*axis == 1 || *axis == -3) => {
+                let maps: Vec<ValueId> = ins.iter().filter_map(|c| if let Change::Map(m) = c { Some(*m) } else { None }).collect();
+                let joined = maps.iter().copied().reduce(|a, b| self.join(a, b));
+                joined.and_then(|m| self.same_plane(m, o))
+            }
+            _ => None,
+        };
+        result.map_or(Change::All, Change::Map)
+    }
+
+    /// `m` when it is the change map of an `[N, C, H, W]` value `o` of the same plane.
+    fn same_plane(&self, m: ValueId, o: ValueId) -> Option<ValueId> {
+        let (ms, os) = (&self.g.values[m].shape, &self.g.values[o].shape);
+        (os.len() == 4 && ms[0] == os[0] && ms[2..] == os[2..]).then_some(m)
+    }
+
+    /// The change map of a windowed op's output `o` whose input changed on `m`: a max-pool with
+    /// the op's window (a 1x1 stride-1 window keeps `m`).
+    fn through_window(&mut self, m: ValueId, w: &Window, ceil_mode: bool, o: ValueId) -> Option<ValueId> {
+        let os = self.g.values[o].shape.clone();
+        if os.len() != 4 || w.kernel_shape.len() != 2 || w.auto_pad != AutoPad::NotSet {
+            return None;
+        }
+        let ones = |v: &[usize]| v.is_empty() || v.iter().all(|&s| s == 1);
+        if w.kernel_shape == [1, 1] && ones(&w.strides) && w.pads.iter().all(|&p| p == 0) {
+            return self.same_plane(m, o);
+        }
+        let mv = &self.g.values[m];
+        let shape = vec![mv.shape[0], 1, os[2], os[3]];
+        let mut op = Op::MaxPool(Pool { window: w.clone(), ceil_mode, count_include_pad: false });
+        let input = super::shape::In { dtype: DType::F32, shape: &mv.shape, value: None };
+        let specs = super::shape::infer(&mut op, &[Some(input)], 1).ok()?;
+        (specs.first().map(|s| &s.shape) == Some(&shape)).then(|| self.push(op, vec![m], shape))
+    }
+
+    /// The elementwise maximum of two maps of one plane (a union of changes).
+    fn join(&mut self, a: ValueId, b: ValueId) -> ValueId {
+        if a == b {
+            return a;
+        }
+        let shape = self.g.values[a].shape.clone();
+        self.push(Op::Binary(BinaryKind::Max), vec![a, b], shape)
+    }
+
+    fn push(&mut self, op: Op, inputs: Vec<ValueId>, shape: Vec<usize>) -> ValueId {
+        self.count += 1;
+        let name = unique(self.g, &format!("delta/{}_{}", op.name(), self.count));
+        self.g.values.push(Value { name: name.clone(), dtype: DType::F32, shape, constant: None });
+        let out = self.g.values.len() - 1;
+        self.g.nodes.push(Node { name, op, inputs: inputs.into_iter().map(Some).collect(), outputs: vec![out], sparse: None });
+        out
+    }
+}

@@ -1,0 +1,135 @@
+//! Delta mode on stock exports (tests/classic: torchvision's ResNet-18, a U-Net): the runtime
+//! finds where each frame changed and recomputes only there. With threshold 0 the outputs equal
+//! the dense session's on every frame; the change map reaches the convs it should and stops at
+//! ops it cannot cross; misuse gets a clear error.
+
+#[path = "common/classic.rs"]
+mod classic;
+mod common;
+#[allow(dead_code)]
+#[path = "common/onnx_build.rs"]
+mod onnx_build;
+
+use dynaspa::io::image;
+use dynaspa::runtime::graph::FillPolicy;
+use dynaspa::{DeltaOptions, Session, Tensor};
+
+const MEAN: [f32; 3] = [0.485, 0.456, 0.406];
+const STD: [f32; 3] = [0.229, 0.224, 0.225];
+
+/// A camera-like clip from real frames: vtest frame 0 as the still background, with a 48x40
+/// patch of a later frame (a walking person's area) pasted at a place that moves every frame,
+/// starting at a random offset. Outside the patch and where it was, frames are bit-identical.
+fn clip(frames: usize) -> Vec<Tensor> {
+    let dir = common::repo_path("models/frames/vtest");
+    let base = image::load_for_input(&dir.join("vtest_000.jpg"), &[1, 3, 224, 224], &MEAN, &STD).unwrap();
+    let donor = image::load_for_input(&dir.join("vtest_300.jpg"), &[1, 3, 224, 224], &MEAN, &STD).unwrap();
+    let (b, d) = (base.as_f32().unwrap(), donor.as_f32().unwrap());
+    let start = (common::seed() % 60) as usize;
+    (0..frames)
+        .map(|f| {
+            let mut x = b.to_vec();
+            if f > 0 {
+                let (y0, x0) = (40 + start / 2 + 3 * f, 20 + start + 7 * f);
+                for c in 0..3 {
+                    for y in y0..y0 + 40 {
+                        for xx in x0..x0 + 48 {
+                            let i = (c * 224 + y) * 224 + xx;
+                            x[i] = d[(c * 224 + y) * 224 + xx];
+                        }
+                    }
+                }
+            }
+            Tensor::from_f32(vec![1, 3, 224, 224], x).unwrap()
+        })
+        .collect()
+}
+
+/// Runs the clip through delta mode (threshold 0) and dense on `backend`; returns per frame the
+/// changed fraction and the relative L2 error against dense, asserting the latter <= 1e-5.
+fn exact_against_dense(model: &str, backend: &str) -> Vec<(f64, f64)> {
+    let p = classic::prepare(model, "torchscript17.onnx", true);
+    let opts = DeltaOptions { max_changed: 1.0, ..DeltaOptions::new(0.0) };
+    let mut delta = common::poisoned(backend).delta(Some(opts)).open(&p.model).unwrap_or_else(|e| panic!("{model} delta: {e}"));
+    let mut dense = common::open_on(backend).dense(true).open(&p.model).unwrap();
+    let input = p.export["input"].as_str().unwrap().to_string();
+    let output = p.export["output"].as_str().unwrap();
+    let mut seen = Vec::new();
+    for (f, x) in clip(5).into_iter().enumerate() {
+        let got = delta.run(vec![(input.clone(), x.clone())]).unwrap_or_else(|e| panic!("{model} frame {f}: {e}"));
+        let want = dense.run(vec![(input.clone(), x)]).unwrap();
+        let pick = |o: &[(String, Tensor)]| o.iter().find(|(n, _)| n == output).unwrap().1.clone();
+        let err = common::rel_l2(pick(&got).as_f32().unwrap(), pick(&want).as_f32().unwrap());
+        let changed = delta.last_changed_fraction().expect("delta mode reports the changed fraction");
+        println!("{model} on {backend}, frame {f}: changed {changed:.4}, rel L2 {err:.2e}");
+        assert!(err <= 1e-5, "{model} on {backend}, frame {f}: rel L2 {err:.3e} against dense");
+        seen.push((changed, err));
+    }
+    assert_eq!(seen[0].0, 1.0, "the first frame is computed whole");
+    // The patch and where it was: two 48x40 areas, a small part of the frame, recomputed only.
+    assert!(seen[1..].iter().all(|&(c, _)| c > 0.0 && c <= 2.0 * 48.0 * 40.0 / (224.0 * 224.0) + 1e-9), "{seen:?}");
+    let sparse_ran = delta.last_report().is_some_and(|r| r.sparse_ops.iter().any(|o| o.density < 0.5));
+    assert!(sparse_ran, "{model}: no op computed a partial frame");
+    seen
+}
+
+backend_test!(resnet18_at_threshold_zero_equals_dense_on_every_frame, [cpu], |backend| {
+    exact_against_dense("resnet18", backend);
+});
+
+backend_test!(unet_at_threshold_zero_equals_dense_on_every_frame, |backend| {
+    exact_against_dense("unet", backend);
+});
+
+#[test]
+fn the_change_map_reaches_every_conv_before_global_pooling_and_stops_at_resampling() {
+    let p = classic::prepare("resnet18", "torchscript17.onnx", true);
+    let s = Session::builder().delta(Some(DeltaOptions::new(0.1))).open(&p.model).unwrap();
+    let g = s.graph();
+    let convs: Vec<_> = g.nodes.iter().filter(|n| n.op.name() == "Conv").collect();
+    assert_eq!(convs.len(), 20);
+    assert!(
+        convs.iter().all(|n| n.sparse.as_ref().is_some_and(|sp| sp.fill == FillPolicy::Cached)),
+        "every ResNet-18 conv recomputes by map"
+    );
+    assert!(g.nodes.iter().filter(|n| n.op.name() != "Conv").all(|n| n.sparse.is_none()), "only convs run by map");
+    let map = g.inputs.iter().map(|&i| &g.values[i]).find(|v| v.name.ends_with(":changed")).expect("the change-map input");
+    assert_eq!(map.shape, vec![1, 1, 224, 224]);
+
+    // The U-Net's decoder reads a ConvTranspose and a bilinear Resize: convs after them are dense.
+    let p = classic::prepare("unet", "torchscript17.onnx", true);
+    let s = Session::builder().delta(Some(DeltaOptions::new(0.1))).open(&p.model).unwrap();
+    let g = s.graph();
+    let (by_map, dense): (Vec<_>, Vec<_>) = g.nodes.iter().filter(|n| n.op.name() == "Conv").partition(|n| n.sparse.is_some());
+    assert_eq!((by_map.len(), dense.len()), (6, 5), "encoder convs by map, decoder convs dense");
+}
+
+#[test]
+fn misuse_is_a_clear_error() {
+    let p = classic::prepare("unet", "torchscript17.onnx", true);
+    let named = DeltaOptions { input: Some("frames".into()), ..DeltaOptions::new(0.0) };
+    let e = Session::builder().delta(Some(named)).open(&p.model).err().expect("an input the model lacks");
+    assert!(e.to_string().contains("no input 'frames'"), "{e}");
+    let e = Session::builder().delta(Some(DeltaOptions::new(-1.0))).open(&p.model).err().expect("a negative threshold");
+    assert!(e.to_string().contains("threshold"), "{e}");
+
+    let mut s = Session::builder().delta(Some(DeltaOptions::new(0.0))).open(&p.model).unwrap();
+    let input = p.export["input"].as_str().unwrap().to_string();
+    let x = clip(1).remove(0);
+    let map = Tensor::from_f32(vec![1, 1, 224, 224], vec![1.0; 224 * 224]).unwrap();
+    let e = s.run(vec![(input.clone(), x.clone()), (format!("{input}:changed"), map)]).unwrap_err();
+    assert!(e.to_string().contains("delta mode's change map"), "{e}");
+    let e = s.run(vec![]).unwrap_err();
+    assert!(e.to_string().contains(&input) && e.to_string().contains("not given"), "{e}");
+    s.run(vec![(input, x)]).expect("the session still runs after refused calls");
+
+    // A model with no [N, C, H, W] input.
+    use onnx_build::*;
+    let bytes =
+        model(vec![node("Relu", "r", &["x"], &["y"])], vec![value_info("x", 1, &[1, 16])], vec![value_info("y", 1, &[1, 16])], vec![]);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("flat.onnx");
+    std::fs::write(&path, bytes).unwrap();
+    let e = Session::builder().delta(Some(DeltaOptions::new(0.0))).open(&path).err().expect("no frame input");
+    assert!(e.to_string().contains("frame input"), "{e}");
+}
