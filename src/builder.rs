@@ -158,9 +158,18 @@ impl SessionBuilder {
     /// Compiles a graph from [`SessionBuilder::load`]; `model` is the file it came from, by
     /// which the shipped profile is looked up (`None`: no shipped profile).
     pub fn open_graph(&self, mut g: Graph, model: Option<&Path>) -> Result<Session> {
+        if self.precision != Precision::F32 {
+            return Err(Error::Unavailable {
+                backend: self.backend.to_string(),
+                reason: format!("no backend computes in {} yet; use f32", self.precision),
+            });
+        }
         let delta = match (&self.delta, self.dense) {
             (Some(d), false) => {
                 d.check()?;
+                if matches!(self.profile, ProfileChoice::File(_) | ProfileChoice::Loaded { .. }) {
+                    return Err(Error::Other("delta mode calibrates its own sparse ops and takes no profile".into()));
+                }
                 let input = match &d.input {
                     Some(name) => name.clone(),
                     None => frame_input(&g)?,
@@ -172,15 +181,11 @@ impl SessionBuilder {
             }
             _ => None,
         };
-        if self.precision != Precision::F32 {
-            return Err(Error::Unavailable {
-                backend: self.backend.to_string(),
-                reason: format!("no backend computes in {} yet; use f32", self.precision),
-            });
-        }
         let backend = self.backend.name();
-        let (line, checked) =
-            profiles::choose(&self.profile, model, &g, || profiles::this_device(backend, self.threads, self.device.as_deref()))?;
+        let (line, checked) = match delta {
+            Some(_) => ("none (delta mode); calibrating".to_string(), None),
+            None => profiles::choose(&self.profile, model, &g, || profiles::this_device(backend, self.threads, self.device.as_deref()))?,
+        };
         let mut sparse = backends::SparseConfig::from_env();
         if let Some(dir) = &self.cache_dir {
             sparse.cache_dir = Some(dir.clone());

@@ -429,3 +429,32 @@ fn profile_of_a_dense_model_says_there_is_no_breakdown() {
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert!(frame_lines(&r.stdout).iter().all(|l| l.2 == "-"), "no density without sparse ops: {}", r.stdout);
 }
+
+#[test]
+fn delta_mode_runs_checks_and_benches_on_street_frames() {
+    // cnn_small has no masks of its own: delta mode is its only sparsity.
+    let m = common::repo_path("models/cnn_small.onnx").display().to_string();
+    let (dir, _) = frames_dir(5);
+    let frames = dir.path().display().to_string();
+    let o = dynaspa(&["run", &m, "--frames", &frames, "--backend", "cpu", "--threads", "2", "--delta", "0", "--check"]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let lines: Vec<&str> = o.stdout.lines().filter(|l| l.starts_with("frame ")).collect();
+    assert_eq!(lines.len(), 5, "{}", o.stdout);
+    assert!(lines[0].contains("changed 1.000"), "the first frame is whole: {}", lines[0]);
+    for l in &lines {
+        let e: f64 = l.rsplit("rel L2 ").next().unwrap().trim().parse().unwrap_or_else(|_| panic!("no error in {l}"));
+        assert!(e <= 1e-5, "threshold 0 must equal dense: {l}");
+    }
+    assert!(o.stdout.contains("mean changed fraction") && o.stdout.contains("relative L2 against dense: max"), "{}", o.stdout);
+
+    let o = dynaspa(&["bench", &m, "--frames", &frames, "--backend", "cpu", "--threads", "2", "--rounds", "1", "--delta", "0.3"]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert!(o.stdout.contains("delta ms") && o.stdout.contains("relative L2 ") && o.stdout.contains("speedup_vs_dense:"), "{}", o.stdout);
+
+    let o = dynaspa(&["run", &m, "-i", &format!("{frames}/vtest_000.jpg"), "--backend", "cpu", "--delta", "0"]);
+    assert_eq!(o.code, 1);
+    assert!(o.stderr.contains("--delta needs --frames"), "{}", o.stderr);
+    let o = dynaspa(&["run", &m, "--frames", &frames, "--backend", "cpu", "--delta", "nan"]);
+    assert_eq!(o.code, 1);
+    assert!(o.stderr.contains("threshold"), "{}", o.stderr);
+}

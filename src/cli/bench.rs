@@ -82,34 +82,6 @@ struct Kept {
     report: Option<FrameReport>,
 }
 
-/// ||a - b|| / ||b|| with `b` the reference; 0 when both are zero.
-fn rel_l2(a: &[f32], b: &[f32]) -> f64 {
-    let num: f64 = a.iter().zip(b).map(|(x, y)| (*x as f64 - *y as f64).powi(2)).sum();
-    let den: f64 = b.iter().map(|y| (*y as f64).powi(2)).sum();
-    if num == 0.0 {
-        0.0
-    } else {
-        (num / den.max(f64::MIN_POSITIVE)).sqrt()
-    }
-}
-
-/// Largest difference over the outputs of one frame: (rel L2, output name).
-fn compare(sparse: &[(String, Tensor)], dense: &[(String, Tensor)]) -> (f64, String) {
-    let mut worst = (0.0, String::new());
-    for ((name, s), (_, d)) in sparse.iter().zip(dense) {
-        let e = match (s.as_f32(), d.as_f32()) {
-            _ if s.shape() != d.shape() => f64::INFINITY,
-            (Ok(s), Ok(d)) => rel_l2(s, d),
-            _ if s == d => 0.0,
-            _ => f64::INFINITY,
-        };
-        if e.is_nan() || e > worst.0 {
-            worst = (e, name.clone());
-        }
-    }
-    worst
-}
-
 /// Wall time of one run, from the caller's tensors to the outputs on the host. The copy of the
 /// feeds a run consumes is made before the clock starts: an application hands over its frame.
 fn time_run(session: &mut Session, feeds: &[(String, Tensor)]) -> Result<f64> {
@@ -215,7 +187,7 @@ pub fn bench(a: BenchArgs) -> Result<()> {
             let mask = fetch.first().and_then(|v| sparse.fetched(v)).cloned();
             kept.push(Kept { mask, outputs: s.clone(), report: sparse.last_report().cloned() });
         }
-        let (e, name) = compare(&s, &d);
+        let (e, name) = stats::compare(&s, &d);
         errors.push(e);
         if e.is_nan() || e > worst.0 {
             worst = (e, name, i);

@@ -36,7 +36,8 @@ pub fn run_frames(a: &RunArgs, src: &Path, g: Graph, builder: SessionBuilder, t0
         Some(dir) => Some(Overlay::new(&g, a.overlay_op.as_deref(), (h as usize, w as usize), dir.clone())?),
         None => None,
     };
-    let builder = builder.fetch(overlay.as_ref().map(Overlay::fetches).unwrap_or_default());
+    let builder = builder.fetch(overlay.as_ref().map(Overlay::fetches).unwrap_or_default()).delta(a.delta.options(&feeder.frame_input));
+    let mut dense = if a.check { Some(builder.clone().dense(true).open_graph(g.clone(), Some(&a.model))?) } else { None };
     let mut session = super::open_session::open(builder, &a.profiles, g, &a.model)?;
     let load_ms = t0.elapsed().as_secs_f64() * 1e3;
     let source = FrameSource::open(src, (w, h), a.max_frames.map(|n| n as usize))?;
@@ -56,6 +57,7 @@ pub fn run_frames(a: &RunArgs, src: &Path, g: Graph, builder: SessionBuilder, t0
 
     let mut latencies = Vec::new();
     let mut densities = Vec::new();
+    let mut errors = Vec::new();
     // Frames queued as one recorded graph (CUDA), and the host's time to queue each (GPU).
     let mut replayed = 0usize;
     let mut queued = Vec::new();
@@ -63,7 +65,17 @@ pub fn run_frames(a: &RunArgs, src: &Path, g: Graph, builder: SessionBuilder, t0
         let frame = frame?;
         let (outs, ms) = run_one(&mut session, &feeder, &frame)?;
         let report = session.last_report();
-        let density = stats::frame_density(report);
+        let delta = session.last_changed_fraction();
+        let density = delta.or_else(|| stats::frame_density(report));
+        let check = match dense.as_mut() {
+            Some(d) => {
+                let (want, _) = run_one(d, &feeder, &frame)?;
+                let (e, _) = stats::compare(&outs, &want);
+                errors.push(e);
+                format!("  rel L2 {e:.2e}")
+            }
+            None => String::new(),
+        };
         replayed += usize::from(report.is_some_and(|r| r.replayed));
         queued.extend(report.map(|r| r.queued.as_secs_f64() * 1e3).filter(|&ms| ms > 0.0));
         let kernels = stats::kernel_summary(report.into_iter().flat_map(|r| r.sparse_ops.iter()));
@@ -83,10 +95,11 @@ pub fn run_frames(a: &RunArgs, src: &Path, g: Graph, builder: SessionBuilder, t0
             format!("  overlay density {}{tiles}", stats::fmt_density(d.op_density))
         });
         println!(
-            "frame {:>5}  {:<24} {:>9.3} ms  density {:>5}  kernels {kernels}{drawn}",
+            "frame {:>5}  {:<24} {:>9.3} ms  {} {:>5}  kernels {kernels}{drawn}{check}",
             frame.index,
             frame.label,
             ms,
+            if delta.is_some() { "changed" } else { "density" },
             stats::fmt_density(density)
         );
         latencies.push(ms);
@@ -96,11 +109,13 @@ pub fn run_frames(a: &RunArgs, src: &Path, g: Graph, builder: SessionBuilder, t0
         return Err(Error::Other(format!("no frames could be read from {}", src.display())));
     }
     println!(
-        "summary: {} frames, latency median {:.3} ms, p90 {:.3} ms, mean density {}{}{}",
+        "summary: {} frames, latency median {:.3} ms, p90 {:.3} ms, mean {} {}{}{}{}",
         latencies.len(),
         stats::median(&latencies).unwrap_or(0.0),
         stats::percentile(&latencies, 90.0).unwrap_or(0.0),
+        if a.delta.delta.is_some() { "changed fraction" } else { "density" },
         stats::fmt_density(stats::mean(&densities)),
+        errors.iter().copied().reduce(f64::max).map_or_else(String::new, |e| format!(", relative L2 against dense: max {e:.2e}")),
         match stats::median(&queued) {
             Some(q) => format!(
                 ", host queueing median {q:.3} ms{}",

@@ -1,6 +1,7 @@
 //! `dynaspa run`: feed inputs, run, write outputs, report timing. With `--frames` the loop over
 //! frames lives in `frames.rs`.
 
+use super::delta_opts::DeltaOpts;
 use super::feed;
 use super::open_session::{self, ProfileOpts};
 use dynaspa::io::{npy, write_atomic};
@@ -81,6 +82,12 @@ pub struct RunArgs {
     /// Run this many times and report the median (the first run is a warm-up when > 1).
     #[arg(long, default_value_t = 1, conflicts_with = "frames")]
     pub repeat: usize,
+    #[command(flatten)]
+    pub delta: DeltaOpts,
+    /// With --delta: also run every frame densely and print how far delta mode's outputs are
+    /// from it (relative L2).
+    #[arg(long, requires = "delta")]
+    pub check: bool,
 }
 
 /// Output names become file names: anything outside [A-Za-z0-9._-] turns into '_'.
@@ -105,8 +112,12 @@ pub fn write_outputs(dir: &Path, outs: &[(String, Tensor)]) -> Result<()> {
 
 pub fn run(a: RunArgs) -> Result<()> {
     let t0 = Instant::now();
-    let builder =
-        open_session::builder(a.backend, a.device.as_deref(), a.threads).load_options(LoadOptions { batch: a.batch, ..Default::default() });
+    if a.delta.delta.is_some() && a.frames.is_none() {
+        return Err(Error::Other("--delta needs --frames: it recomputes each frame where it differs from the last".into()));
+    }
+    let builder = open_session::builder(a.backend, a.device.as_deref(), a.threads)
+        .load_options(LoadOptions { batch: a.batch, ..Default::default() })
+        .delta(a.delta.options(""));
     let g = builder.load(&a.model)?;
     if let Some(src) = a.frames.clone() {
         return super::frames::run_frames(&a, &src, g, builder, t0);

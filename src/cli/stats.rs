@@ -2,6 +2,7 @@
 //! what a frame's report says about its sparse ops.
 
 use dynaspa::runtime::report::{FrameReport, SparseOpRecord};
+use dynaspa::Tensor;
 
 /// Nearest-rank percentile (`p` in 0..=100) of unsorted samples; `None` when empty.
 pub fn percentile(samples: &[f64], p: f64) -> Option<f64> {
@@ -106,4 +107,32 @@ mod tests {
         assert_eq!(fmt_density(None), "-");
         assert_eq!(kernel_label(&rec("tiles4x8", g, 0.1)), "tiles4x8");
     }
+}
+
+/// ||a - b|| / ||b|| with `b` the reference; 0 when both are zero.
+pub fn rel_l2(a: &[f32], b: &[f32]) -> f64 {
+    let num: f64 = a.iter().zip(b).map(|(x, y)| (*x as f64 - *y as f64).powi(2)).sum();
+    let den: f64 = b.iter().map(|y| (*y as f64).powi(2)).sum();
+    if num == 0.0 {
+        0.0
+    } else {
+        (num / den.max(f64::MIN_POSITIVE)).sqrt()
+    }
+}
+
+/// Largest difference over the outputs of one frame (`sparse` against `dense`): (rel L2, output name).
+pub fn compare(sparse: &[(String, Tensor)], dense: &[(String, Tensor)]) -> (f64, String) {
+    let mut worst = (0.0, String::new());
+    for ((name, s), (_, d)) in sparse.iter().zip(dense) {
+        let e = match (s.as_f32(), d.as_f32()) {
+            _ if s.shape() != d.shape() => f64::INFINITY,
+            (Ok(s), Ok(d)) => rel_l2(s, d),
+            _ if s == d => 0.0,
+            _ => f64::INFINITY,
+        };
+        if e.is_nan() || e > worst.0 {
+            worst = (e, name.clone());
+        }
+    }
+    worst
 }
