@@ -172,7 +172,7 @@ impl SessionBuilder {
                 }
                 let input = match &d.input {
                     Some(name) => name.clone(),
-                    None => frame_input(&g)?,
+                    None => dynaspa_runtime::graph::delta::default_frame_input(&g).map_err(Error::Other)?,
                 };
                 let plan =
                     dynaspa_runtime::graph::delta::add_change_map(&mut g, &input).map_err(|e| Error::Other(format!("delta mode: {e}")))?;
@@ -210,21 +210,5 @@ impl SessionBuilder {
         session.set_profile_used(line);
         session.set_delta(delta);
         Ok(session)
-    }
-}
-
-/// The model's only 4-D FLOAT input: the frame delta mode watches when none is named.
-fn frame_input(g: &Graph) -> Result<String> {
-    let four: Vec<&str> = g
-        .inputs
-        .iter()
-        .map(|&i| &g.values[i])
-        .filter(|v| v.shape.len() == 4 && v.dtype == dynaspa_runtime::DType::F32)
-        .map(|v| v.name.as_str())
-        .collect();
-    match four.as_slice() {
-        [one] => Ok(one.to_string()),
-        [] => Err(Error::Other("delta mode needs a frame input [N, C, H, W] of FLOAT; the model has none".into())),
-        many => Err(Error::Other(format!("delta mode: the model has several frame inputs ({}); name one", many.join(", ")))),
     }
 }

@@ -95,6 +95,11 @@ fn the_change_map_reaches_every_conv_before_global_pooling_and_stops_at_resampli
     assert!(g.nodes.iter().filter(|n| n.op.name() != "Conv").all(|n| n.sparse.is_none()), "only convs run by map");
     let map = g.inputs.iter().map(|&i| &g.values[i]).find(|v| v.name.ends_with(":changed")).expect("the change-map input");
     assert_eq!(map.shape, vec![1, 1, 224, 224]);
+    // Every conv's result stays from frame to frame, and the memory plan says so.
+    let kept: usize = convs.iter().map(|n| g.values[n.outputs[0]].shape.iter().product::<usize>() * 4).sum();
+    let mem = dynaspa::runtime::plan::plan(g);
+    assert_eq!(mem.cached_bytes, kept);
+    assert!(mem.peak_activation_bytes >= kept);
 
     // The U-Net's decoder reads a ConvTranspose and a bilinear Resize: convs after them are dense.
     let p = classic::prepare("unet", "torchscript17.onnx", true);

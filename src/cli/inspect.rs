@@ -1,6 +1,7 @@
 //! `dynaspa inspect`: what a model is made of and what it will need.
 
 use super::InspectArgs;
+use dynaspa::runtime::graph::delta;
 use dynaspa::runtime::graph::sparse_detect::{self, SparseOptions, SparseRegionInfo};
 use dynaspa::runtime::graph::{FillPolicy, MaskKind, MaskSource};
 use dynaspa::runtime::plan;
@@ -12,10 +13,31 @@ fn mib(b: usize) -> String {
 
 pub fn inspect(a: InspectArgs) -> dynaspa::Result<()> {
     let opts = LoadOptions { batch: a.batch, ..Default::default() };
-    let g = dynaspa::load_graph(&a.model, &opts)?;
-    // Loading does not run the pass yet (the executor does not honour annotations): the rest of
-    // the report describes the graph that runs, this part what the pass would make sparse.
-    let found = sparse_detect::detect(&mut g.clone(), &SparseOptions::default());
+    let mut g = dynaspa::load_graph(&a.model, &opts)?;
+    let found = match a.delta {
+        // Delta mode's rewrite is what runs; the memory plan below includes what it caches.
+        Some(_) => {
+            let input = match &a.frame_input {
+                Some(name) => name.clone(),
+                None => delta::default_frame_input(&g).map_err(dynaspa::Error::Other)?,
+            };
+            let plan = delta::add_change_map(&mut g, &input).map_err(|e| dynaspa::Error::Other(format!("delta mode: {e}")))?;
+            let reaches = |n: &dynaspa::runtime::graph::Node| n.sparse.is_some() || !sparse_detect::is_compute_op(&n.op);
+            let dense = g
+                .nodes
+                .iter()
+                .filter(|n| !reaches(n))
+                .map(|n| sparse_detect::DenseOpInfo {
+                    node: n.name.clone(),
+                    op: n.op.name().to_string(),
+                    reason: format!("the change map of '{}' does not reach it", plan.frame_input),
+                })
+                .collect();
+            sparse_detect::Detection { sparse: sparse_detect::sparse_ops(&g), dense }
+        }
+        // The rest of the report describes the loaded graph, this part what detection makes sparse.
+        None => sparse_detect::detect(&mut g.clone(), &SparseOptions::default()),
+    };
     let sparse = &found.sparse;
     let compute_ops = g.nodes.iter().filter(|n| sparse_detect::is_compute_op(&n.op)).count();
     let mem = plan::plan(&g);
@@ -44,6 +66,7 @@ pub fn inspect(a: InspectArgs) -> dynaspa::Result<()> {
                 "peak_activation_bytes": mem.peak_activation_bytes,
                 "peak_total_bytes": mem.total_peak_bytes(),
                 "peak_at_node": mem.peak_at_node,
+                "cached_bytes": mem.cached_bytes,
             },
             "metadata": g.metadata,
             "compute_ops": compute_ops,
@@ -69,10 +92,11 @@ pub fn inspect(a: InspectArgs) -> dynaspa::Result<()> {
         println!("precision  the file stores half-precision floats; computed in fp32 (inputs and outputs exchanged as FLOAT)");
     }
     println!(
-        "memory  weights {}, peak activations {}, peak total {}",
+        "memory  weights {}, peak activations {}, peak total {}{}",
         mib(mem.constant_bytes),
         mib(mem.peak_activation_bytes),
-        mib(mem.total_peak_bytes())
+        mib(mem.total_peak_bytes()),
+        if mem.cached_bytes > 0 { format!(" (cached between frames: {})", mib(mem.cached_bytes)) } else { String::new() }
     );
     println!("sparse ops: {} of {} compute ops", sparse.len(), compute_ops);
     for s in sparse {

@@ -74,6 +74,13 @@ pub struct InspectArgs {
     /// Batch size for a symbolic first input dimension.
     #[arg(long, default_value_t = 1)]
     batch: usize,
+    /// Show the graph delta mode runs (`run --delta`): which convs the frame's change map
+    /// reaches, and the activations it keeps between frames. The value is not used here.
+    #[arg(long, value_name = "T")]
+    delta: Option<f32>,
+    /// With --delta: the frame input (default: the only [N, C, H, W] FLOAT input).
+    #[arg(long, value_name = "NAME", requires = "delta")]
+    frame_input: Option<String>,
 }
 
 impl Cli {

@@ -79,6 +79,17 @@ pub fn add_change_map(g: &mut Graph, frame_input: &str) -> Result<DeltaPlan, Str
     Ok(DeltaPlan { frame_input: frame_input.to_string(), map_input: map_name, convs })
 }
 
+/// The input delta mode watches when none is named: the model's only `[N, C, H, W]` FLOAT input.
+pub fn default_frame_input(g: &Graph) -> Result<String, String> {
+    let four: Vec<&str> =
+        g.inputs.iter().map(|&i| &g.values[i]).filter(|v| v.shape.len() == 4 && v.dtype == DType::F32).map(|v| v.name.as_str()).collect();
+    match four.as_slice() {
+        [one] => Ok(one.to_string()),
+        [] => Err("delta mode needs a frame input [N, C, H, W] of FLOAT; the model has none".into()),
+        many => Err(format!("delta mode: the model has several frame inputs ({}); name one", many.join(", "))),
+    }
+}
+
 fn unique(g: &Graph, base: &str) -> String {
     let mut name = base.to_string();
     let mut k = 1;

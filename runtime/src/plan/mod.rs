@@ -1,7 +1,7 @@
 //! Buffer planning from liveness. Today: the peak of live activation bytes when nodes run in
 //! graph order and each intermediate is freed after its last reader (what the CPU executor does).
 
-use crate::graph::Graph;
+use crate::graph::{FillPolicy, Graph};
 use crate::tensor::numel;
 
 #[derive(Clone, Debug, Default, serde::Serialize)]
@@ -12,6 +12,9 @@ pub struct MemoryPlan {
     pub peak_activation_bytes: usize,
     /// Node at which the peak occurs.
     pub peak_at_node: Option<String>,
+    /// Bytes of the results `Cached`-fill ops keep from frame to frame (SIGE's cached mode,
+    /// delta mode): live all the time, so part of the peak too.
+    pub cached_bytes: usize,
 }
 
 impl MemoryPlan {
@@ -37,24 +40,32 @@ pub fn plan(g: &Graph) -> MemoryPlan {
             }
         }
     }
-    let mut live: usize = g.inputs.iter().map(|&v| bytes(g, v)).sum();
-    let mut plan = MemoryPlan { constant_bytes, peak_activation_bytes: live, peak_at_node: None };
+    // A cached op's result outlives the frame: live from the start, never freed.
+    let mut cached = vec![false; g.values.len()];
+    for n in g.nodes.iter().filter(|n| n.sparse.as_ref().is_some_and(|s| s.fill == FillPolicy::Cached)) {
+        for &o in &n.outputs {
+            cached[o] = true;
+        }
+    }
+    let cached_bytes: usize = (0..g.values.len()).filter(|&v| cached[v]).map(|v| bytes(g, v)).sum();
+    let mut live: usize = g.inputs.iter().map(|&v| bytes(g, v)).sum::<usize>() + cached_bytes;
+    let mut plan = MemoryPlan { constant_bytes, peak_activation_bytes: live, peak_at_node: None, cached_bytes };
     for (i, n) in g.nodes.iter().enumerate() {
-        live += n.outputs.iter().map(|&o| bytes(g, o)).sum::<usize>();
+        live += n.outputs.iter().filter(|&&o| !cached[o]).map(|&o| bytes(g, o)).sum::<usize>();
         if live > plan.peak_activation_bytes {
             plan.peak_activation_bytes = live;
             plan.peak_at_node = Some(n.name.clone());
         }
         let mut freed = vec![];
         for &v in n.inputs.iter().flatten() {
-            if !is_const(v) && last[v] == Some(i) && !g.is_graph_output(v) && !freed.contains(&v) {
+            if !is_const(v) && !cached[v] && last[v] == Some(i) && !g.is_graph_output(v) && !freed.contains(&v) {
                 freed.push(v);
                 live -= bytes(g, v);
             }
         }
         // Outputs nobody reads die at once.
         for &o in &n.outputs {
-            if cons[o].is_empty() && !g.is_graph_output(o) {
+            if cons[o].is_empty() && !g.is_graph_output(o) && !cached[o] {
                 live -= bytes(g, o);
             }
         }
