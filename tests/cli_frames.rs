@@ -458,3 +458,22 @@ fn delta_mode_runs_checks_and_benches_on_street_frames() {
     assert_eq!(o.code, 1);
     assert!(o.stderr.contains("threshold"), "{}", o.stderr);
 }
+
+#[test]
+fn an_edit_runs_against_its_reference() {
+    let m = common::repo_path("models/cnn_small.onnx").display().to_string();
+    let original = common::repo_path("models/frames/vtest/vtest_120.jpg").display().to_string();
+    let edited = common::repo_path("models/frames/edits/vtest120_person_pasted_edited.png").display().to_string();
+    let o =
+        dynaspa(&["run", &m, "--reference", &original, "-i", &edited, "--backend", "cpu", "--threads", "2", "--check", "--repeat", "2"]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let last = o.stdout.lines().last().unwrap_or_default();
+    assert!(last.contains("reference") && last.contains("(whole)") && last.contains("edit"), "{last}");
+    let changed: f64 = last.split("changed ").nth(1).and_then(|r| r.split_whitespace().next()).and_then(|v| v.parse().ok()).expect(last);
+    assert!(changed > 0.0 && changed < 1.0, "{last}");
+    let e: f64 = last.rsplit("relative L2 against dense ").next().unwrap().trim().parse().expect(last);
+    assert!(e <= 1e-5, "threshold 0: the edit equals its dense run: {last}");
+    let o = dynaspa(&["run", &m, "-i", &edited, "--backend", "cpu", "--check"]);
+    assert_eq!(o.code, 1);
+    assert!(o.stderr.contains("--check compares"), "{}", o.stderr);
+}

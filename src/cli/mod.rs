@@ -3,6 +3,7 @@
 mod bench;
 mod delta_opts;
 mod devices;
+mod edit;
 mod feed;
 mod frames;
 mod inspect;

@@ -84,10 +84,15 @@ pub struct RunArgs {
     pub repeat: usize,
     #[command(flatten)]
     pub delta: DeltaOpts,
-    /// With --delta: also run every frame densely and print how far delta mode's outputs are
-    /// from it (relative L2).
-    #[arg(long, requires = "delta")]
+    /// With --delta or --reference: also run densely and print how far the outputs are from it
+    /// (relative L2).
+    #[arg(long)]
     pub check: bool,
+    /// An edit, as SIGE runs it: the frame input from this file (image or .npy) is computed
+    /// whole first, then the --input file recomputes only where it differs from it (by more
+    /// than --delta T, default 0), keeping the reference's activations elsewhere.
+    #[arg(long, value_name = "PATH", conflicts_with = "frames")]
+    pub reference: Option<PathBuf>,
 }
 
 /// Output names become file names: anything outside [A-Za-z0-9._-] turns into '_'.
@@ -112,15 +117,23 @@ pub fn write_outputs(dir: &Path, outs: &[(String, Tensor)]) -> Result<()> {
 
 pub fn run(a: RunArgs) -> Result<()> {
     let t0 = Instant::now();
-    if a.delta.delta.is_some() && a.frames.is_none() {
-        return Err(Error::Other("--delta needs --frames: it recomputes each frame where it differs from the last".into()));
+    if a.delta.delta.is_some() && a.frames.is_none() && a.reference.is_none() {
+        return Err(Error::Other(
+            "--delta needs --frames (each frame against the last) or --reference (an edit against its original)".into(),
+        ));
+    }
+    if a.check && a.delta.delta.is_none() && a.reference.is_none() {
+        return Err(Error::Other("--check compares delta mode with dense: give --delta or --reference".into()));
     }
     let builder = open_session::builder(a.backend, a.device.as_deref(), a.threads)
         .load_options(LoadOptions { batch: a.batch, ..Default::default() })
-        .delta(a.delta.options(""));
+        .delta(a.delta.options("").or_else(|| a.reference.as_ref().map(|_| dynaspa::DeltaOptions::new(0.0))));
     let g = builder.load(&a.model)?;
     if let Some(src) = a.frames.clone() {
         return super::frames::run_frames(&a, &src, g, builder, t0);
+    }
+    if let Some(reference) = a.reference.clone() {
+        return super::edit::run_edit(&a, &reference, g, builder, t0);
     }
     let mut session = open_session::open(builder, &a.profiles, g, &a.model)?;
     let load_ms = t0.elapsed().as_secs_f64() * 1e3;
