@@ -138,3 +138,35 @@ fn misuse_is_a_clear_error() {
     let e = Session::builder().delta(Some(DeltaOptions::new(0.0))).open(&path).err().expect("no frame input");
     assert!(e.to_string().contains("frame input"), "{e}");
 }
+
+/// SIGE's GauGAN generator (the authors' SPADE code, exported stock): the edit case of its
+/// goldens computed against the original, through every Resize of the seg map, equals the dense
+/// run and ONNX Runtime's output.
+fn gaugan_edit_equals_dense(backend: &str) {
+    use dynaspa::io::npy;
+    let dir = common::repo_path("tests/goldens/sige_gaugan_ngf8");
+    let model = common::repo_path("models/authors/sige_gaugan_ngf8.onnx");
+    let (original, edited) = (npy::read(&dir.join("input_0.npy")).unwrap(), npy::read(&dir.join("input_1.npy")).unwrap());
+    let want = npy::read(&dir.join("output_1.npy")).unwrap();
+    let mut delta =
+        common::poisoned(backend).delta(Some(DeltaOptions { max_changed: 1.0, ..DeltaOptions::new(0.0) })).open(&model).unwrap();
+    let reached = delta.graph().nodes.iter().filter(|n| n.op.name() == "Conv" && n.sparse.is_some()).count();
+    assert_eq!(reached, 74, "every conv of the generator is reached through its Resizes");
+    let mut dense = common::open_on(backend).dense(true).open(&model).unwrap();
+    delta.run(vec![("input".into(), original)]).unwrap();
+    let got = delta.run(vec![("input".into(), edited.clone())]).unwrap().remove(0).1;
+    let changed = delta.last_changed_fraction().unwrap();
+    let base = dense.run(vec![("input".into(), edited)]).unwrap().remove(0).1;
+    let (g, d, w) = (got.as_f32().unwrap(), base.as_f32().unwrap(), want.as_f32().unwrap());
+    let (e_dense, e_ort) = (common::rel_l2(g, d), common::rel_l2(g, w));
+    println!(
+        "sige_gaugan_ngf8 edit on {backend}: changed {changed:.3}, rel L2 {e_dense:.2e} against dense, {e_ort:.2e} against ONNX Runtime"
+    );
+    assert!(changed > 0.0 && changed < 0.5, "{changed}");
+    assert!(e_dense <= 1e-5 && e_ort <= 1e-4, "{e_dense:.2e} / {e_ort:.2e}");
+    assert!(delta.last_report().is_some_and(|r| r.sparse_ops.iter().any(|o| o.density < 1.0)), "no op computed part of the edit");
+}
+
+backend_test!(gaugan_edit_at_threshold_zero_equals_dense_and_onnx_runtime, [cpu], |backend| {
+    gaugan_edit_equals_dense(backend);
+});

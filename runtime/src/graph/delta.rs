@@ -10,7 +10,7 @@
 //! (global pooling, reshapes, matrix products, resampling) ends the map: its result and
 //! everything computed from it count as changed everywhere and run densely.
 
-use super::op::{AutoPad, BinaryKind, Op, Pool, Window};
+use super::op::{AutoPad, BinaryKind, CoordTransform, KeepAspect, NearestMode, Op, Pool, Resize, ResizeMode, Window};
 use super::sparse::{FillPolicy, MaskKind, MaskSource, SparseSpec};
 use super::{order, Graph, Node, Value, ValueId};
 
@@ -145,6 +145,10 @@ impl Builder<'_> {
                 let (window, ceil) = (p.window.clone(), p.ceil_mode);
                 self.through_window(m, &window, ceil, o)
             }
+            (Op::Resize(_), Some(o)) if n.outputs.len() == 1 => match ins[0] {
+                Change::Map(m) if ins[1..].iter().all(|c| *c == Change::None) => self.through_resize(m, o),
+                _ => None,
+            },
             (Op::Unary(_) | Op::Clip | Op::BatchNormalization { .. } | Op::Identity, Some(o)) => match ins[0] {
                 Change::Map(m) if ins[1..].iter().all(|c| *c == Change::None) => self.same_plane(m, o),
                 _ => None,
@@ -187,6 +191,84 @@ impl Builder<'_> {
         let input = super::shape::In { dtype: DType::F32, shape: &mv.shape, value: None };
         let specs = super::shape::infer(&mut op, &[Some(input)], 1).ok()?;
         (specs.first().map(|s| &s.shape) == Some(&shape)).then(|| self.push(op, vec![m], shape))
+    }
+
+    /// The change map of a Resize's output `o` by whole factors: upsampling reads each output
+    /// from the input position it maps to and its neighbour (nearest or linear, any coordinate
+    /// mode), so the map widened by one and repeated; downsampling by `f` reads within
+    /// `[o f - 1, o f + f]`, a max-pool of `f + 2` at stride `f`. Other ratios end the map.
+    fn through_resize(&mut self, m: ValueId, o: ValueId) -> Option<ValueId> {
+        let (ms, os) = (self.g.values[m].shape.clone(), self.g.values[o].shape.clone());
+        if os.len() != 4 || os[0] != ms[0] {
+            return None;
+        }
+        let (h, w, oh, ow) = (ms[2], ms[3], os[2], os[3]);
+        let whole = |a: usize, b: usize| a > 0 && b > 0 && a % b == 0;
+        let pool = |kernel: Vec<usize>, strides: Vec<usize>| Window {
+            kernel_shape: kernel,
+            strides,
+            pads: vec![1, 1, 1, 1],
+            dilations: vec![1, 1],
+            auto_pad: AutoPad::NotSet,
+        };
+        if (oh, ow) == (h, w) {
+            return Some(m);
+        }
+        if oh >= h && ow >= w && whole(oh, h) && whole(ow, w) {
+            let wide = self.through_pool(m, pool(vec![3, 3], vec![1, 1]), vec![ms[0], 1, h, w])?;
+            let sizes =
+                crate::tensor::Tensor::new(vec![4], crate::tensor::TensorData::I64(vec![ms[0] as i64, 1, oh as i64, ow as i64])).ok()?;
+            let sizes = self.constant(sizes);
+            let mut op = Op::Resize(Resize {
+                mode: ResizeMode::Nearest,
+                coord: CoordTransform::Asymmetric,
+                nearest: NearestMode::Floor,
+                exclude_outside: false,
+                extrapolation_value: 0.0,
+                antialias: false,
+                axes: None,
+                keep_aspect: KeepAspect::Stretch,
+            });
+            let shape = vec![ms[0], 1, oh, ow];
+            let specs = {
+                let (wv, sv) = (&self.g.values[wide], &self.g.values[sizes]);
+                let ins = [
+                    Some(super::shape::In { dtype: DType::F32, shape: &wv.shape, value: None }),
+                    None,
+                    None,
+                    Some(super::shape::In { dtype: DType::I64, shape: &sv.shape, value: sv.constant.as_deref() }),
+                ];
+                super::shape::infer(&mut op, &ins, 1).ok()?
+            };
+            if specs.first().map(|s| &s.shape) != Some(&shape) {
+                return None;
+            }
+            let out = self.push(op, vec![wide], shape);
+            // Resize's inputs: X, roi, scales, sizes (the optional ones left out).
+            let node = self.g.nodes.last_mut()?;
+            node.inputs = vec![Some(wide), None, None, Some(sizes)];
+            return Some(out);
+        }
+        if oh <= h && ow <= w && whole(h, oh) && whole(w, ow) {
+            let (fy, fx) = (h / oh, w / ow);
+            return self.through_pool(m, pool(vec![fy + 2, fx + 2], vec![fy, fx]), vec![ms[0], 1, oh, ow]);
+        }
+        None
+    }
+
+    /// `m` through a max-pool with window `w`, when it gives `shape`.
+    fn through_pool(&mut self, m: ValueId, w: Window, shape: Vec<usize>) -> Option<ValueId> {
+        let mut op = Op::MaxPool(Pool { window: w, ceil_mode: false, count_include_pad: false });
+        let input = super::shape::In { dtype: DType::F32, shape: &self.g.values[m].shape, value: None };
+        let specs = super::shape::infer(&mut op, &[Some(input)], 1).ok()?;
+        (specs.first().map(|s| &s.shape) == Some(&shape)).then(|| self.push(op, vec![m], shape))
+    }
+
+    fn constant(&mut self, t: crate::tensor::Tensor) -> ValueId {
+        self.count += 1;
+        let name = unique(self.g, &format!("delta/const_{}", self.count));
+        self.g.values.push(Value { name, dtype: t.dtype(), shape: t.shape().to_vec(), constant: Some(std::sync::Arc::new(t)) });
+        self.g.values.len() - 1
     }
 
     /// The elementwise maximum of two maps of one plane (a union of changes).
