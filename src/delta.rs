@@ -74,9 +74,10 @@ impl DeltaState {
                     None
                 } else {
                     for (img, m) in map.chunks_exact(plane).enumerate() {
+                        let changed: Vec<usize> = m.iter().enumerate().filter(|(_, &v)| v != 0.0).map(|(p, _)| p).collect();
                         for ch in 0..c {
                             let at = (img * c + ch) * plane;
-                            for (p, _) in m.iter().enumerate().filter(|(_, &v)| v != 0.0) {
+                            for &p in &changed {
                                 r[at + p] = x[at + p];
                             }
                         }

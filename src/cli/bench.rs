@@ -95,12 +95,12 @@ pub fn bench(a: BenchArgs) -> Result<()> {
     let per_run = a.batch.map_or(1, |n| n as usize);
     let base = open_session::builder(a.src.backend, a.src.device.as_deref(), a.src.threads)
         .load_options(LoadOptions { batch: per_run, ..Default::default() })
-        .delta(a.delta.options(""));
+        .delta(a.delta.options(None));
     let t = Instant::now();
     let g = base.load(&a.model)?;
     let load_graph_ms = t.elapsed().as_secs_f64() * 1e3;
     let feeder = a.src.feeder(&g)?;
-    let base = base.delta(a.delta.options(&feeder.frame_input));
+    let base = base.delta(a.delta.options(Some(&feeder.frame_input)));
     let delta = a.delta.delta.is_some();
     if a.batch.is_some() && feeder.shape[0] != per_run {
         return Err(Error::Other(format!(

@@ -21,14 +21,15 @@ pub struct DeltaOpts {
 }
 
 impl DeltaOpts {
-    /// The library's options for frames fed to `frame_input`; `None` without --delta.
-    pub fn options(&self, frame_input: &str) -> Option<DeltaOptions> {
+    /// The library's options for frames fed to `frame_input` (`None`: the model's only frame
+    /// input); `None` without --delta.
+    pub fn options(&self, frame_input: Option<&str>) -> Option<DeltaOptions> {
         self.delta.map(|t| DeltaOptions {
             threshold: t,
             block: self.delta_block as usize,
             refresh_every: self.delta_refresh as usize,
             max_changed: self.delta_max_changed,
-            input: Some(frame_input.to_string()),
+            input: frame_input.map(str::to_string),
         })
     }
 }

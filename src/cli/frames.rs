@@ -36,7 +36,8 @@ pub fn run_frames(a: &RunArgs, src: &Path, g: Graph, builder: SessionBuilder, t0
         Some(dir) => Some(Overlay::new(&g, a.overlay_op.as_deref(), (h as usize, w as usize), dir.clone())?),
         None => None,
     };
-    let builder = builder.fetch(overlay.as_ref().map(Overlay::fetches).unwrap_or_default()).delta(a.delta.options(&feeder.frame_input));
+    let builder =
+        builder.fetch(overlay.as_ref().map(Overlay::fetches).unwrap_or_default()).delta(a.delta.options(Some(&feeder.frame_input)));
     let mut dense = if a.check { Some(builder.clone().dense(true).open_graph(g.clone(), Some(&a.model))?) } else { None };
     let mut session = super::open_session::open(builder, &a.profiles, g, &a.model)?;
     let load_ms = t0.elapsed().as_secs_f64() * 1e3;

@@ -127,7 +127,7 @@ pub fn run(a: RunArgs) -> Result<()> {
     }
     let builder = open_session::builder(a.backend, a.device.as_deref(), a.threads)
         .load_options(LoadOptions { batch: a.batch, ..Default::default() })
-        .delta(a.delta.options("").or_else(|| a.reference.as_ref().map(|_| dynaspa::DeltaOptions::new(0.0))));
+        .delta(a.delta.options(None).or_else(|| a.reference.as_ref().map(|_| dynaspa::DeltaOptions::new(0.0))));
     let g = builder.load(&a.model)?;
     if let Some(src) = a.frames.clone() {
         return super::frames::run_frames(&a, &src, g, builder, t0);

@@ -55,23 +55,20 @@ pub fn add_change_map(g: &mut Graph, frame_input: &str) -> Result<DeltaPlan, Str
     let map = out.values.len() - 1;
     out.inputs.push(map);
     let mut change = vec![Change::None; out.values.len()];
-    change[map] = Change::None;
     for &i in &g.inputs {
         change[i] = if i == x { Change::Map(map) } else { Change::All };
     }
-    let mut b = Builder { g: &mut out, source: map_name.clone(), convs: Vec::new(), count: 0 };
+    let mut b = Builder { g: &mut out, source: map_name.clone(), convs: Vec::new(), pools: Vec::new(), count: 0 };
     let nodes = b.g.nodes.len();
     for ni in 0..nodes {
         let ins: Vec<Change> =
-            b.g.nodes[ni].inputs.iter().map(|v| v.map_or(Change::None, |v| change.get(v).copied().unwrap_or(Change::None))).collect();
+            b.g.nodes[ni].inputs.iter().map(|v| v.and_then(|v| change.get(v).copied()).unwrap_or(Change::None)).collect();
         let result = if ins.iter().all(|c| *c == Change::None) { Change::None } else { b.node(ni, &ins) };
-        for &o in &b.g.nodes[ni].outputs.clone() {
-            if o >= change.len() {
-                change.resize(o + 1, Change::None);
-            }
+        // Values the node's rewrite added (maps) are never read by the graph's own nodes.
+        change.resize(b.g.values.len(), Change::None);
+        for &o in &b.g.nodes[ni].outputs {
             change[o] = result;
         }
-        change.resize(b.g.values.len(), Change::None);
     }
     let convs = std::mem::take(&mut b.convs);
     order::restore_order(&mut out)?;
@@ -104,6 +101,8 @@ struct Builder<'a> {
     g: &'a mut Graph,
     source: String,
     convs: Vec<String>,
+    /// Max-pools made so far: (map, pool, result).
+    pools: Vec<(ValueId, Pool, ValueId)>,
     count: usize,
 }
 
@@ -185,12 +184,8 @@ impl Builder<'_> {
         if w.kernel_shape == [1, 1] && ones(&w.strides) && w.pads.iter().all(|&p| p == 0) {
             return self.same_plane(m, o);
         }
-        let mv = &self.g.values[m];
-        let shape = vec![mv.shape[0], 1, os[2], os[3]];
-        let mut op = Op::MaxPool(Pool { window: w.clone(), ceil_mode, count_include_pad: false });
-        let input = super::shape::In { dtype: DType::F32, shape: &mv.shape, value: None };
-        let specs = super::shape::infer(&mut op, &[Some(input)], 1).ok()?;
-        (specs.first().map(|s| &s.shape) == Some(&shape)).then(|| self.push(op, vec![m], shape))
+        let shape = vec![self.g.values[m].shape[0], 1, os[2], os[3]];
+        self.through_pool(m, w.clone(), ceil_mode, shape)
     }
 
     /// The change map of a Resize's output `o` by whole factors: upsampling reads each output
@@ -215,7 +210,7 @@ impl Builder<'_> {
             return Some(m);
         }
         if oh >= h && ow >= w && whole(oh, h) && whole(ow, w) {
-            let wide = self.through_pool(m, pool(vec![3, 3], vec![1, 1]), vec![ms[0], 1, h, w])?;
+            let wide = self.through_pool(m, pool(vec![3, 3], vec![1, 1]), false, vec![ms[0], 1, h, w])?;
             let sizes =
                 crate::tensor::Tensor::new(vec![4], crate::tensor::TensorData::I64(vec![ms[0] as i64, 1, oh as i64, ow as i64])).ok()?;
             let sizes = self.constant(sizes);
@@ -243,25 +238,32 @@ impl Builder<'_> {
             if specs.first().map(|s| &s.shape) != Some(&shape) {
                 return None;
             }
-            let out = self.push(op, vec![wide], shape);
             // Resize's inputs: X, roi, scales, sizes (the optional ones left out).
-            let node = self.g.nodes.last_mut()?;
-            node.inputs = vec![Some(wide), None, None, Some(sizes)];
-            return Some(out);
+            return Some(self.push(op, vec![Some(wide), None, None, Some(sizes)], shape));
         }
         if oh <= h && ow <= w && whole(h, oh) && whole(w, ow) {
             let (fy, fx) = (h / oh, w / ow);
-            return self.through_pool(m, pool(vec![fy + 2, fx + 2], vec![fy, fx]), vec![ms[0], 1, oh, ow]);
+            return self.through_pool(m, pool(vec![fy + 2, fx + 2], vec![fy, fx]), false, vec![ms[0], 1, oh, ow]);
         }
         None
     }
 
-    /// `m` through a max-pool with window `w`, when it gives `shape`.
-    fn through_pool(&mut self, m: ValueId, w: Window, shape: Vec<usize>) -> Option<ValueId> {
-        let mut op = Op::MaxPool(Pool { window: w, ceil_mode: false, count_include_pad: false });
+    /// `m` through a max-pool with window `w`, when it gives `shape`; an identical pool of the
+    /// same map (two convs reading one value with one window) is reused.
+    fn through_pool(&mut self, m: ValueId, w: Window, ceil_mode: bool, shape: Vec<usize>) -> Option<ValueId> {
+        let pool = Pool { window: w, ceil_mode, count_include_pad: false };
+        if let Some(&(_, _, v)) = self.pools.iter().find(|(pm, pp, _)| *pm == m && *pp == pool) {
+            return Some(v);
+        }
+        let mut op = Op::MaxPool(pool.clone());
         let input = super::shape::In { dtype: DType::F32, shape: &self.g.values[m].shape, value: None };
         let specs = super::shape::infer(&mut op, &[Some(input)], 1).ok()?;
-        (specs.first().map(|s| &s.shape) == Some(&shape)).then(|| self.push(op, vec![m], shape))
+        if specs.first().map(|s| &s.shape) != Some(&shape) {
+            return None;
+        }
+        let v = self.push(op, vec![Some(m)], shape);
+        self.pools.push((m, pool, v));
+        Some(v)
     }
 
     fn constant(&mut self, t: crate::tensor::Tensor) -> ValueId {
@@ -277,15 +279,15 @@ impl Builder<'_> {
             return a;
         }
         let shape = self.g.values[a].shape.clone();
-        self.push(Op::Binary(BinaryKind::Max), vec![a, b], shape)
+        self.push(Op::Binary(BinaryKind::Max), vec![Some(a), Some(b)], shape)
     }
 
-    fn push(&mut self, op: Op, inputs: Vec<ValueId>, shape: Vec<usize>) -> ValueId {
+    fn push(&mut self, op: Op, inputs: Vec<Option<ValueId>>, shape: Vec<usize>) -> ValueId {
         self.count += 1;
         let name = unique(self.g, &format!("delta/{}_{}", op.name(), self.count));
         self.g.values.push(Value { name: name.clone(), dtype: DType::F32, shape, constant: None });
         let out = self.g.values.len() - 1;
-        self.g.nodes.push(Node { name, op, inputs: inputs.into_iter().map(Some).collect(), outputs: vec![out], sparse: None });
+        self.g.nodes.push(Node { name, op, inputs, outputs: vec![out], sparse: None });
         out
     }
 }

@@ -47,11 +47,16 @@ pub fn decode_in(t: &TensorProto, what: &str, external: &mut ExternalData) -> Re
         .try_fold(1usize, |a, &d| a.checked_mul(d))
         .filter(|&n| n.checked_mul(8).is_some())
         .ok_or_else(|| Error::InvalidModel(format!("{what}: shape {:?} is too large", t.dims)))?;
-    let data = match &t.raw_data {
-        _ if is_half(code) => TensorData::F32(half_values(t, code, n, what, external)?),
-        _ if is_external(t) => from_raw(external.bytes(t, what)?, dtype, n, what)?,
-        Some(raw) if !raw.is_empty() || n == 0 => from_raw(raw, dtype, n, what)?,
-        _ => from_fields(t, dtype, what)?,
+    // The bytes of the data, external or inline; `None`: the typed fields hold it.
+    let raw = match &t.raw_data {
+        _ if is_external(t) => Some(external.bytes(t, what)?),
+        Some(raw) if !raw.is_empty() || n == 0 => Some(raw.as_slice()),
+        _ => None,
+    };
+    let data = match (is_half(code), raw) {
+        (true, raw) => TensorData::F32(half_values(t, raw, code, n, what)?),
+        (false, Some(raw)) => from_raw(raw, dtype, n, what)?,
+        (false, None) => from_fields(t, dtype, what)?,
     };
     if data.len() != n {
         return Err(Error::InvalidModel(format!(
@@ -66,14 +71,10 @@ pub fn decode_in(t: &TensorProto, what: &str, external: &mut ExternalData) -> Re
 }
 
 /// The `n` values of a FLOAT16 or BFLOAT16 tensor as f32 (exact: both widen without rounding).
-/// Raw data holds two little-endian bytes per value; `int32_data` one value's bits per entry.
-fn half_values(t: &TensorProto, code: i32, n: usize, what: &str, external: &mut ExternalData) -> Result<Vec<f32>> {
+/// Raw data holds two little-endian bytes per value; without it `int32_data` holds one value's
+/// bits per entry.
+fn half_values(t: &TensorProto, raw: Option<&[u8]>, code: i32, n: usize, what: &str) -> Result<Vec<f32>> {
     let widen = |bits: u16| if code == 10 { half::f16::from_bits(bits).to_f32() } else { half::bf16::from_bits(bits).to_f32() };
-    let raw = match &t.raw_data {
-        _ if is_external(t) => Some(external.bytes(t, what)?),
-        Some(raw) if !raw.is_empty() || n == 0 => Some(raw.as_slice()),
-        _ => None,
-    };
     match raw {
         Some(raw) if raw.len() != n * 2 => Err(Error::InvalidModel(format!(
             "{what}: raw data is {} bytes, {n} elements of {} need {}",
