@@ -198,7 +198,7 @@ impl Builder<'_> {
             return None;
         }
         let (h, w, oh, ow) = (ms[2], ms[3], os[2], os[3]);
-        let whole = |a: usize, b: usize| a > 0 && b > 0 && a % b == 0;
+        let whole = |a: usize, b: usize| a > 0 && b > 0 && a.is_multiple_of(b);
         let pool = |kernel: Vec<usize>, strides: Vec<usize>| Window {
             kernel_shape: kernel,
             strides,
