@@ -158,12 +158,6 @@ impl SessionBuilder {
     /// Compiles a graph from [`SessionBuilder::load`]; `model` is the file it came from, by
     /// which the shipped profile is looked up (`None`: no shipped profile).
     pub fn open_graph(&self, mut g: Graph, model: Option<&Path>) -> Result<Session> {
-        if self.precision != Precision::F32 {
-            return Err(Error::Unavailable {
-                backend: self.backend.to_string(),
-                reason: format!("no backend computes in {} yet; use f32", self.precision),
-            });
-        }
         let delta = match (&self.delta, self.dense) {
             (Some(d), false) => {
                 d.check()?;
@@ -203,6 +197,10 @@ impl SessionBuilder {
             frame_graphs: self.frame_graphs,
             sparse_conv: self.sparse_conv,
             vendor_convs: self.vendor_convs,
+            precision: match self.precision {
+                Precision::F32 => backends::gpu::Precision::F32,
+                Precision::F16 => backends::gpu::Precision::F16,
+            },
             ..Default::default()
         };
         let b = backends::create_configured(backend, &opts)?;

@@ -68,6 +68,9 @@ pub struct BackendOptions {
     /// GPU backends with a vendor library (cuDNN on CUDA): how dense convs use it
     /// (`GpuOptions::vendor_convs`; `None`: timed against our kernels).
     pub vendor_convs: Option<gpu::VendorPolicy>,
+    /// GPU backends (CUDA, OpenCL): how float tensors are stored (`GpuOptions::precision`). The
+    /// CPU backend computes in f32 only and refuses `F16`.
+    pub precision: gpu::Precision,
 }
 
 /// `auto` picks the best backend present; today that is the CPU (the GPU backends run sparse
@@ -94,12 +97,16 @@ fn gpu_options(o: &BackendOptions) -> gpu::GpuOptions {
         frame_graphs: o.frame_graphs,
         convt_gemm: o.convt_gemm,
         vendor_convs: o.vendor_convs,
+        precision: o.precision,
     }
 }
 
 pub fn create_configured(name: &str, o: &BackendOptions) -> Result<Box<dyn Backend>> {
     let sparse = o.sparse.clone().unwrap_or_else(SparseConfig::from_env);
     match name {
+        "auto" | "cpu" if o.precision == gpu::Precision::F16 => {
+            Err(unavailable_error("cpu", "the CPU backend computes in f32 only; fp16 runs on the cuda and opencl backends"))
+        }
         "auto" | "cpu" => Ok(Box::new(cpu::CpuBackend::new(o.threads)?.with_sparse_config(sparse))),
         "opencl" => {
             #[cfg(feature = "opencl")]

@@ -93,7 +93,7 @@ fn time_run(session: &mut Session, feeds: &[(String, Tensor)]) -> Result<f64> {
 
 pub fn bench(a: BenchArgs) -> Result<()> {
     let per_run = a.batch.map_or(1, |n| n as usize);
-    let base = open_session::builder(a.src.backend, a.src.device.as_deref(), a.src.threads)
+    let base = open_session::builder(a.src.backend, a.src.device.as_deref(), a.src.threads, a.src.precision)
         .load_options(LoadOptions { batch: per_run, ..Default::default() })
         .delta(a.delta.options(None));
     let t = Instant::now();

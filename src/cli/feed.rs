@@ -169,6 +169,10 @@ pub struct FrameOpts {
     /// Backend: auto, cpu, opencl, cuda or wgpu (`dynaspa devices` lists what this machine has).
     #[arg(long, default_value = "auto")]
     pub backend: dynaspa::Backend,
+    /// Float precision: f32, or f16 (GPU backends: weights and activations stored as half,
+    /// arithmetic in f32; the CPU computes in f32 only).
+    #[arg(long, default_value = "f32")]
+    pub precision: dynaspa::Precision,
     /// GPU device: a number from `dynaspa devices`, PLATFORM:DEVICE (OpenCL), or part of its
     /// name (default: $DYNASPA_OPENCL_DEVICE / $DYNASPA_CUDA_DEVICE / $DYNASPA_WGPU_DEVICE, else
     /// the first GPU).

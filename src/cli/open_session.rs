@@ -1,9 +1,9 @@
-//! How the commands open sessions: `--backend`, `--device`, `--threads` and `--profile FILE` /
+//! How the commands open sessions: `--backend`, `--device`, `--threads`, `--precision` and `--profile FILE` /
 //! `--no-profile` become a `SessionBuilder`; the profile the session uses (shipped for this
 //! device by default) is printed as one line.
 
 use dynaspa::runtime::graph::Graph;
-use dynaspa::{Backend, Error, ProfileChoice, Result, Session, SessionBuilder};
+use dynaspa::{Backend, Error, Precision, ProfileChoice, Result, Session, SessionBuilder};
 use std::path::{Path, PathBuf};
 
 #[derive(clap::Args, Clone, Debug, Default)]
@@ -28,9 +28,9 @@ impl ProfileOpts {
     }
 }
 
-/// The builder for `--backend`, `--device` and `--threads`.
-pub fn builder(backend: Backend, device: Option<&str>, threads: Option<usize>) -> SessionBuilder {
-    let b = Session::builder().backend(backend).threads_opt(threads);
+/// The builder for `--backend`, `--device`, `--threads` and `--precision`.
+pub fn builder(backend: Backend, device: Option<&str>, threads: Option<usize>, precision: Precision) -> SessionBuilder {
+    let b = Session::builder().backend(backend).threads_opt(threads).precision(precision);
     match device {
         Some(d) => b.device(d),
         None => b,

@@ -154,7 +154,7 @@ pub fn profile(a: ProfileArgs, recorder: Option<Recorder>) -> Result<()> {
     // frame queued op by op.
     // Per-node times on a GPU backend wait for the device after every node (`--nodes`).
     let step_times = a.nodes.is_some();
-    let builder = super::open_session::builder(a.src.backend, a.src.device.as_deref(), a.src.threads)
+    let builder = super::open_session::builder(a.src.backend, a.src.device.as_deref(), a.src.threads, a.src.precision)
         .frame_graphs(false)
         .debug(DebugOptions { step_times, ..Default::default() });
     let g = builder.load(&a.model)?;

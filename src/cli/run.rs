@@ -57,6 +57,10 @@ pub struct RunArgs {
     /// Backend: auto, cpu, opencl, cuda or wgpu (`dynaspa devices` lists what this machine has).
     #[arg(long, default_value = "auto")]
     pub backend: Backend,
+    /// Float precision: f32, or f16 (GPU backends: weights and activations stored as half,
+    /// arithmetic in f32; the CPU computes in f32 only).
+    #[arg(long, default_value = "f32")]
+    pub precision: dynaspa::Precision,
     /// GPU device: a number from `dynaspa devices`, PLATFORM:DEVICE (OpenCL), or part of its
     /// name (default: $DYNASPA_OPENCL_DEVICE / $DYNASPA_CUDA_DEVICE / $DYNASPA_WGPU_DEVICE, else
     /// the first GPU).
@@ -125,7 +129,7 @@ pub fn run(a: RunArgs) -> Result<()> {
     if a.check && a.delta.delta.is_none() && a.reference.is_none() {
         return Err(Error::Other("--check compares delta mode with dense: give --delta or --reference".into()));
     }
-    let builder = open_session::builder(a.backend, a.device.as_deref(), a.threads)
+    let builder = open_session::builder(a.backend, a.device.as_deref(), a.threads, a.precision)
         .load_options(LoadOptions { batch: a.batch, ..Default::default() })
         .delta(a.delta.options(None).or_else(|| a.reference.as_ref().map(|_| dynaspa::DeltaOptions::new(0.0))));
     let g = builder.load(&a.model)?;

@@ -15,7 +15,7 @@ use super::cudnn_handle::{CudnnHandle, Found};
 use super::cudnn_lib::{self as lib, Desc, FwdAlgoPerf, Status};
 use super::cudnn_plan::EnginePlan;
 use super::error::err;
-use crate::gpu::VendorConvDesc;
+use crate::gpu::{Precision, VendorConvDesc};
 use cudarc::driver::sys::CUstream;
 use dynaspa_runtime::Result;
 use std::ffi::{c_int, c_void};
@@ -269,10 +269,11 @@ fn descriptors(h: &CudnnHandle, d: &VendorConvDesc) -> Result<Option<[Owned; 4]>
     let api = &h.lib.api;
     let xd = Owned::new(h, api.tensor_fns(), "cudnnCreateTensorDescriptor")?;
     // SAFETY: live descriptor; plain values.
-    h.check(unsafe { (api.set_tensor_4d)(xd.p, lib::TENSOR_NCHW, lib::DATA_FLOAT, n, cin, ih, iw) }, "cudnnSetTensor4dDescriptor (x)")?;
+    let data = data_type(d);
+    h.check(unsafe { (api.set_tensor_4d)(xd.p, lib::TENSOR_NCHW, data, n, cin, ih, iw) }, "cudnnSetTensor4dDescriptor (x)")?;
     let wd = Owned::new(h, api.filter_fns(), "cudnnCreateFilterDescriptor")?;
     // SAFETY: as above (the filter takes the data type before the format).
-    h.check(unsafe { (api.set_filter_4d)(wd.p, lib::DATA_FLOAT, lib::TENSOR_NCHW, cout, cin_g, kh, kw) }, "cudnnSetFilter4dDescriptor")?;
+    h.check(unsafe { (api.set_filter_4d)(wd.p, data, lib::TENSOR_NCHW, cout, cin_g, kh, kw) }, "cudnnSetFilter4dDescriptor")?;
     let cd = Owned::new(h, api.conv_fns(), "cudnnCreateConvolutionDescriptor")?;
     // SAFETY: as above.
     unsafe {
@@ -281,7 +282,7 @@ fn descriptors(h: &CudnnHandle, d: &VendorConvDesc) -> Result<Option<[Owned; 4]>
             "cudnnSetConvolution2dDescriptor",
         )?;
         h.check((api.set_conv_groups)(cd.p, groups), "cudnnSetConvolutionGroupCount")?;
-        h.check((api.set_conv_math)(cd.p, lib::FMA_MATH), "cudnnSetConvolutionMathType")?;
+        h.check((api.set_conv_math)(cd.p, math_type(d)), "cudnnSetConvolutionMathType")?;
     }
     let mut out = [0 as c_int; 4];
     // SAFETY: live descriptors; writes four ints.
@@ -292,17 +293,44 @@ fn descriptors(h: &CudnnHandle, d: &VendorConvDesc) -> Result<Option<[Owned; 4]>
     }
     let yd = Owned::new(h, api.tensor_fns(), "cudnnCreateTensorDescriptor")?;
     // SAFETY: as above.
-    h.check(unsafe { (api.set_tensor_4d)(yd.p, lib::TENSOR_NCHW, lib::DATA_FLOAT, n, cout, oh, ow) }, "cudnnSetTensor4dDescriptor (y)")?;
+    h.check(unsafe { (api.set_tensor_4d)(yd.p, lib::TENSOR_NCHW, data, n, cout, oh, ow) }, "cudnnSetTensor4dDescriptor (y)")?;
     Ok(Some([xd, wd, yd, cd]))
+}
+
+/// The data type of `d`'s tensors: FLOAT, or HALF (with f32 accumulation: the conv's compute
+/// type stays FLOAT, cuDNN's "pseudo half" configuration).
+pub(crate) fn data_type(d: &VendorConvDesc) -> c_int {
+    match d.precision {
+        Precision::F32 => lib::DATA_FLOAT,
+        Precision::F16 => lib::DATA_HALF,
+    }
+}
+
+/// The math `d` allows: FMA only in f32 (no TF32, the semantics of our kernels); tensor cores
+/// for half tensors.
+fn math_type(d: &VendorConvDesc) -> c_int {
+    match d.precision {
+        Precision::F32 => lib::FMA_MATH,
+        Precision::F16 => lib::TENSOR_OP_MATH,
+    }
+}
+
+/// Whether a searched algorithm's math keeps `d`'s semantics.
+fn math_allowed(d: &VendorConvDesc, math: c_int) -> bool {
+    match d.precision {
+        Precision::F32 => math == lib::FMA_MATH,
+        Precision::F16 => math == lib::TENSOR_OP_MATH || math == lib::DEFAULT_MATH,
+    }
 }
 
 /// Bytes x, w, y and the bias of `d` take.
 fn tensor_bytes(d: &VendorConvDesc) -> [usize; 4] {
+    let e = d.precision.elem_bytes(dynaspa_runtime::DType::F32);
     [
-        4 * d.n * d.cin * d.h * d.w,
-        4 * d.cout * (d.cin / d.groups.max(1)) * d.kernel[0] * d.kernel[1],
-        4 * d.n * d.cout * d.oh * d.ow,
-        4 * d.cout,
+        e * d.n * d.cin * d.h * d.w,
+        e * d.cout * (d.cin / d.groups.max(1)) * d.kernel[0] * d.kernel[1],
+        e * d.n * d.cout * d.oh * d.ow,
+        e * d.cout,
     ]
 }
 
@@ -330,7 +358,7 @@ pub(crate) fn plan(
         Some(f) => f,
         None => {
             let [xd, wd, yd, cd] = &first;
-            let f = search(h, (xd, wd, cd, yd), (x, w, y), device_mem_bytes)?;
+            let f = search(h, d, (xd, wd, cd, yd), (x, w, y), device_mem_bytes)?;
             if let Ok(mut m) = h.found.lock() {
                 m.insert(geometry, f.clone());
             }
@@ -375,7 +403,7 @@ fn legacy_plan(
         let mode = if f.relu { lib::ACTIVATION_RELU } else { lib::ACTIVATION_IDENTITY };
         // SAFETY: live descriptors; plain values.
         unsafe {
-            h.check((api.set_tensor_4d)(bd.p, lib::TENSOR_NCHW, lib::DATA_FLOAT, 1, cout, 1, 1), "cudnnSetTensor4dDescriptor (bias)")?;
+            h.check((api.set_tensor_4d)(bd.p, lib::TENSOR_NCHW, data_type(d), 1, cout, 1, 1), "cudnnSetTensor4dDescriptor (bias)")?;
             h.check((api.set_activation)(ad.p, mode, lib::NOT_PROPAGATE_NAN, 0.0), "cudnnSetActivationDescriptor")?;
         }
         if !f.relu && algo != lib::ALGO_IMPLICIT_PRECOMP_GEMM {
@@ -451,6 +479,7 @@ pub(crate) fn plan_engine(
 /// the hungriest algorithm wants (up to the cap); the fastest FMA algorithm that succeeded.
 fn search(
     h: &CudnnHandle,
+    d: &VendorConvDesc,
     (xd, wd, cd, yd): (&Owned, &Owned, &Owned, &Owned),
     (x, w, y): (&CudaBuffer, &CudaBuffer, &CudaBuffer),
     device_mem_bytes: u64,
@@ -495,17 +524,17 @@ fn search(
         })
         .collect();
     tracing::debug!(workspace = ws_bytes, "cuDNN algorithm search: {}", text.join(", "));
-    // Results come fastest first; only FMA math keeps fp32 semantics.
+    // Results come fastest first; in f32 only FMA math keeps fp32 semantics.
     let best: Found = results
         .iter()
         .filter(|r| {
-            r.status == lib::SUCCESS && r.math_type == lib::FMA_MATH && r.memory <= ws_bytes && (0..lib::ALGO_COUNT).contains(&r.algo)
+            r.status == lib::SUCCESS && math_allowed(d, r.math_type) && r.memory <= ws_bytes && (0..lib::ALGO_COUNT).contains(&r.algo)
         })
         .map(|r| (r.algo, r.memory))
         .take(LEGACY_ALGOS)
         .collect();
     if best.is_empty() {
-        tracing::warn!("cuDNN offers no FMA-math algorithm for this conv: {}", text.join(", "));
+        tracing::warn!(precision = ?d.precision, "cuDNN offers no algorithm of the allowed math for this conv: {}", text.join(", "));
     }
     Ok(best)
 }

@@ -9,7 +9,7 @@ use super::buffer::CudaBuffer;
 use super::cudnn_handle::CudnnHandle;
 use super::cudnn_lib::{graph as g, Desc};
 use super::cudnn_plan::EnginePlan;
-use crate::gpu::VendorConvDesc;
+use crate::gpu::{Precision, VendorConvDesc};
 use dynaspa_runtime::{Error, Result};
 use std::ffi::c_void;
 use std::time::Instant;
@@ -87,11 +87,11 @@ impl Drop for BackendDesc<'_> {
     }
 }
 
-fn tensor<'h>(h: &'h CudnnHandle, uid: i64, dims: [usize; 4]) -> Result<BackendDesc<'h>> {
+fn tensor<'h>(h: &'h CudnnHandle, uid: i64, dims: [usize; 4], data: std::ffi::c_int) -> Result<BackendDesc<'h>> {
     let t = BackendDesc::new(h, g::TENSOR_DESCRIPTOR)?;
     let d: [i64; 4] = dims.map(|v| v as i64);
     let strides = [d[1] * d[2] * d[3], d[2] * d[3], d[3], 1];
-    t.set(g::TENSOR_DATA_TYPE, g::TYPE_DATA_TYPE, &[super::cudnn_lib::DATA_FLOAT])?;
+    t.set(g::TENSOR_DATA_TYPE, g::TYPE_DATA_TYPE, &[data])?;
     t.set(g::TENSOR_DIMENSIONS, g::TYPE_INT64, &d)?;
     t.set(g::TENSOR_STRIDES, g::TYPE_INT64, &strides)?;
     t.set(g::TENSOR_UNIQUE_ID, g::TYPE_INT64, &[uid])?;
@@ -104,9 +104,10 @@ fn tensor<'h>(h: &'h CudnnHandle, uid: i64, dims: [usize; 4]) -> Result<BackendD
 /// The operation graph of `d`'s bare conv (the graph last, after what it refers to); `None`
 /// where cuDNN refuses it.
 fn op_graph<'h>(h: &'h CudnnHandle, d: &VendorConvDesc) -> Result<Option<Vec<BackendDesc<'h>>>> {
-    let x = tensor(h, UID_X, [d.n, d.cin, d.h, d.w])?;
-    let w = tensor(h, UID_W, [d.cout, d.cin / d.groups, d.kernel[0], d.kernel[1]])?;
-    let y = tensor(h, UID_Y, [d.n, d.cout, d.oh, d.ow])?;
+    let data = super::cudnn::data_type(d);
+    let x = tensor(h, UID_X, [d.n, d.cin, d.h, d.w], data)?;
+    let w = tensor(h, UID_W, [d.cout, d.cin / d.groups, d.kernel[0], d.kernel[1]], data)?;
+    let y = tensor(h, UID_Y, [d.n, d.cout, d.oh, d.ow], data)?;
     let conv = BackendDesc::new(h, g::CONVOLUTION_DESCRIPTOR)?;
     let two = |v: [usize; 2]| [v[0] as i64, v[1] as i64];
     conv.set(g::CONVOLUTION_COMP_TYPE, g::TYPE_DATA_TYPE, &[super::cudnn_lib::DATA_FLOAT])?;
@@ -151,8 +152,10 @@ fn configs<'h>(h: &'h CudnnHandle, graph: &BackendDesc<'h>, mode: std::ffi::c_in
     Ok(cfgs.into_iter().take(got).collect())
 }
 
-/// The engine of `cfg`: its global index and whether its numerical notes keep fp32 semantics.
-fn engine_of(h: &CudnnHandle, cfg: &BackendDesc) -> Result<(i64, bool)> {
+/// The engine of `cfg`: its global index and whether its numerical notes keep the semantics of
+/// `precision`: f32 allows no tensor cores, down-converted inputs or reduced-precision
+/// reductions; half tensors allow tensor cores but still accumulate in f32.
+fn engine_of(h: &CudnnHandle, cfg: &BackendDesc, precision: Precision) -> Result<(i64, bool)> {
     let engine = BackendDesc::new(h, g::ENGINE_DESCRIPTOR)?;
     let mut e = [engine.p];
     cfg.get(g::ENGINECFG_ENGINE, g::TYPE_BACKEND_DESCRIPTOR, &mut e)?;
@@ -160,9 +163,12 @@ fn engine_of(h: &CudnnHandle, cfg: &BackendDesc) -> Result<(i64, bool)> {
     engine.get(g::ENGINE_GLOBAL_INDEX, g::TYPE_INT64, &mut index)?;
     let mut notes = [0 as std::ffi::c_int; 16];
     let n = engine.get(g::ENGINE_NUMERICAL_NOTE, g::TYPE_NUMERICAL_NOTE, &mut notes)?.min(notes.len());
-    let fp32 =
-        !notes[..n].iter().any(|&v| [g::NOTE_TENSOR_CORE, g::NOTE_DOWN_CONVERT_INPUTS, g::NOTE_REDUCED_PRECISION_REDUCTION].contains(&v));
-    Ok((index[0], fp32))
+    let refused: &[std::ffi::c_int] = match precision {
+        Precision::F32 => &[g::NOTE_TENSOR_CORE, g::NOTE_DOWN_CONVERT_INPUTS, g::NOTE_REDUCED_PRECISION_REDUCTION],
+        Precision::F16 => &[g::NOTE_REDUCED_PRECISION_REDUCTION],
+    };
+    let keeps = !notes[..n].iter().any(|v| refused.contains(v));
+    Ok((index[0], keeps))
 }
 
 /// A variant pack for one execution: the tensors' pointers and the workspace.
@@ -211,7 +217,7 @@ pub(crate) fn search(h: &CudnnHandle, d: &VendorConvDesc, x: &CudaBuffer, w: &Cu
             notes.push(format!("{} configs left untried ({} plans, {:?})", cfgs.len() - ci, plans.len(), t0.elapsed()));
             break;
         }
-        let (index, fp32) = match engine_of(h, cfg) {
+        let (index, fp32) = match engine_of(h, cfg, d.precision) {
             Ok(e) => e,
             Err(e) => {
                 notes.push(format!("config {ci}: {e}"));

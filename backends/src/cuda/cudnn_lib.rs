@@ -29,10 +29,15 @@ pub(crate) type Desc = *mut c_void;
 // Values of the cuDNN 9 headers' enums (cudnn_graph.h, cudnn_cnn.h, cudnn_ops.h).
 pub(crate) const SUCCESS: Status = 0;
 pub(crate) const DATA_FLOAT: c_int = 0;
+pub(crate) const DATA_HALF: c_int = 2;
 pub(crate) const TENSOR_NCHW: c_int = 0;
 pub(crate) const CROSS_CORRELATION: c_int = 1;
 /// CUDNN_FMA_MATH: FMA kernels only (no TF32 tensor cores), fp32 semantics as our kernels.
 pub(crate) const FMA_MATH: c_int = 3;
+/// CUDNN_DEFAULT_MATH and CUDNN_TENSOR_OP_MATH: half tensors may take tensor cores (f32
+/// accumulation: the conv descriptor's compute type stays FLOAT).
+pub(crate) const DEFAULT_MATH: c_int = 0;
+pub(crate) const TENSOR_OP_MATH: c_int = 1;
 pub(crate) const ACTIVATION_RELU: c_int = 1;
 pub(crate) const ACTIVATION_IDENTITY: c_int = 5;
 pub(crate) const NOT_PROPAGATE_NAN: c_int = 0;

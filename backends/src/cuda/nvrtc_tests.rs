@@ -151,6 +151,46 @@ fn every_kernel_source_compiles_for_every_schedule() {
     }
 }
 
+/// fp16 storage (`DSP_HALF`, and `MOVE16`'s 16-bit words) on every code path of every shared
+/// source: the half prelude's element type is a struct, so an access that bypasses LDF/STF
+/// does not compile.
+#[test]
+fn every_shared_kernel_compiles_with_half_storage() {
+    if !have_nvrtc() {
+        return;
+    }
+    // One program per source and schedule, then one per source and code path.
+    let mut by_program: BTreeMap<(&str, Vec<(String, String)>), Vec<KernelSpec>> = BTreeMap::new();
+    for mut s in crate::gpu::kernels::all_specs() {
+        s.defines.extend([("DSP_HALF".to_string(), "1".to_string()), ("MOVE16".to_string(), "1".to_string())]);
+        s.defines.sort();
+        by_program.entry((s.file, s.defines.clone())).or_default().push(s);
+    }
+    let mut paths = BTreeSet::new();
+    let programs: Vec<Vec<KernelSpec>> = by_program
+        .into_iter()
+        .filter(|((file, defines), _)| paths.insert((*file, crate::gpu::kernels::code_path(defines))))
+        .map(|(_, v)| v)
+        .collect();
+    assert!(programs.len() >= crate::gpu::kernels::Src::ALL.len(), "{}", programs.len());
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(8);
+    std::thread::scope(|sc| {
+        for _ in 0..threads {
+            sc.spawn(|| {
+                while let Some(users) = programs.get(next.fetch_add(1, std::sync::atomic::Ordering::Relaxed)) {
+                    let c = nvrtc::compile(&users[0], "sm_90").unwrap_or_else(|e| panic!("half storage: {e}"));
+                    for s in users {
+                        let entry = s.entry.as_bytes();
+                        assert!(c.cubin.windows(entry.len()).any(|w| w == entry), "{}: entry {} not in the CUBIN", s.file, s.entry);
+                    }
+                }
+            });
+        }
+    });
+    eprintln!("compiled {} half-storage programs", programs.len());
+}
+
 /// Names a prelude `#define`s.
 fn defined_macros(prelude: &str) -> BTreeSet<String> {
     prelude

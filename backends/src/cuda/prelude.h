@@ -118,3 +118,50 @@ typedef unsigned long long ulong;
 #define PDL_TRIGGER() do { } while (0)
 #define PDL_WAIT() do { } while (0)
 #endif
+
+// Storage of float tensors in global memory (prelude_opencl.h says how kernels use FLT, LDF,
+// STF, LDF4, STF2, STF4 and MOVE_T). With DSP_HALF an element is an IEEE half inside a struct,
+// so a bare p[i] in arithmetic does not compile and no access slips past the macros; the
+// conversions are PTX's cvt (round to nearest even), with no header.
+#if DSP_HALF
+struct dsp_half { unsigned short b; };
+#define FLT dsp_half
+__device__ __forceinline__ float dsp_h2f(unsigned short h) {
+    float f;
+    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
+    return f;
+}
+__device__ __forceinline__ unsigned short dsp_f2h(float f) {
+    unsigned short h;
+    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
+    return h;
+}
+#define LDF(p, i) dsp_h2f((p)[i].b)
+#define STF(p, i, v) ((p)[i].b = dsp_f2h(v))
+#define LDF4(d, p)                                                                                     \
+    do {                                                                                               \
+        uint2 u_ = *(const uint2*)(p);                                                                 \
+        (d)[0] = dsp_h2f((unsigned short)(u_.x & 0xffffu)), (d)[1] = dsp_h2f((unsigned short)(u_.x >> 16)); \
+        (d)[2] = dsp_h2f((unsigned short)(u_.y & 0xffffu)), (d)[3] = dsp_h2f((unsigned short)(u_.y >> 16)); \
+    } while (0)
+#define STF2(p, a, b) (*(uint*)(p) = (uint)dsp_f2h(a) | ((uint)dsp_f2h(b) << 16))
+#define STF4(p, a, b, c, d)                                                                            \
+    do {                                                                                               \
+        uint2 u_;                                                                                      \
+        u_.x = (uint)dsp_f2h(a) | ((uint)dsp_f2h(b) << 16);                                            \
+        u_.y = (uint)dsp_f2h(c) | ((uint)dsp_f2h(d) << 16);                                            \
+        *(uint2*)(p) = u_;                                                                             \
+    } while (0)
+#else
+#define FLT float
+#define LDF(p, i) ((p)[i])
+#define STF(p, i, v) ((p)[i] = (v))
+#define LDF4(d, p) GLOBAL_LOAD_VEC4(d, p)
+#define STF2(p, a, b) GLOBAL_STORE_VEC2(p, a, b)
+#define STF4(p, a, b, c, d) GLOBAL_STORE_VEC4(p, a, b, c, d)
+#endif
+#if MOVE16
+#define MOVE_T ushort
+#else
+#define MOVE_T int
+#endif

@@ -92,8 +92,9 @@ pub enum VendorPolicy {
     Always,
 }
 
-/// A dense 2-D convolution as a vendor library takes it: fp32, NCHW, the ONNX window with the
-/// begin pads (the device refuses a conv whose output extent then differs from `oh` x `ow`).
+/// A dense 2-D convolution as a vendor library takes it: NCHW, f32 or half tensors (`precision`;
+/// accumulated in f32 either way), the ONNX window with the begin pads (the device refuses a
+/// conv whose output extent then differs from `oh` x `ow`).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct VendorConvDesc {
     pub n: usize,
@@ -110,6 +111,8 @@ pub struct VendorConvDesc {
     pub groups: usize,
     /// `None`: y = conv(x). `Some`: y = act(conv(x) + bias + z), z the residual or ignored.
     pub fused: Option<VendorFused>,
+    /// How x, w, bias, z and y are stored.
+    pub precision: super::dtype::Precision,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

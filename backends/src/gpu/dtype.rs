@@ -1,10 +1,55 @@
-//! Element types on the device. Every element is one 32-bit word: FLOAT as f32, every integer
-//! type and BOOL as i32 (so one set of kernels serves them, and WGSL, which has no 64-bit or
-//! 8-bit integers, can share the layout). INT64 values must fit in 32 bits, checked on upload;
-//! INT8/UINT8/BOOL results are wrapped back into their range by the kernels (`narrow` codes).
-//! DOUBLE is not supported on the GPU backends.
+//! Element types on the device. Every integer type and BOOL is one 32-bit word, i32 (so one set
+//! of kernels serves them, and WGSL, which has no 64-bit or 8-bit integers, can share the
+//! layout); FLOAT is an f32 word, or an IEEE half with the fp16 precision (`Precision`). INT64
+//! values must fit in 32 bits, checked on upload; INT8/UINT8/BOOL results are wrapped back into
+//! their range by the kernels (`narrow` codes). DOUBLE is not supported on the GPU backends.
 
 use dynaspa_runtime::{DType, Error, Result, Tensor, TensorData};
+
+/// How float tensors are stored on the device: f32, or IEEE half (fp16: weights and activations
+/// in 16 bits, every kernel's arithmetic in f32, the kernels compiled with `DSP_HALF`). Integer
+/// tensors are i32 words either way.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Precision {
+    #[default]
+    F32,
+    F16,
+}
+
+impl Precision {
+    /// Bytes of one element of `dt` on the device.
+    pub(crate) fn elem_bytes(self, dt: DType) -> usize {
+        if self == Precision::F16 && dt == DType::F32 {
+            2
+        } else {
+            4
+        }
+    }
+
+    /// Whether elements of `dt` are 16-bit here (the data-movement kernels then copy 16-bit
+    /// words: `MOVE16`).
+    pub(crate) fn narrow_words(self, dt: DType) -> bool {
+        self.elem_bytes(dt) == 2
+    }
+
+    /// The bits of `v` as a stored element of a float tensor, widened to the i32 a fill kernel
+    /// takes.
+    pub(crate) fn float_bits(self, v: f32) -> i32 {
+        match self {
+            Precision::F32 => v.to_bits() as i32,
+            Precision::F16 => half::f16::from_f32(v).to_bits() as i32,
+        }
+    }
+}
+
+/// The identity calibration caches and profiles key on: the device's fingerprint, and the
+/// precision past f32 (times and winners measured in f32 say nothing of half kernels).
+pub(crate) fn fingerprint(info: &crate::gpu::DeviceInfo, p: Precision) -> String {
+    match p {
+        Precision::F32 => info.fingerprint(),
+        Precision::F16 => format!("{}|f16", info.fingerprint()),
+    }
+}
 
 /// What a device word holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -41,17 +86,24 @@ pub(crate) fn int_range(dt: DType) -> (f32, f32) {
     }
 }
 
-/// A tensor as device words.
-pub(crate) fn to_words(t: &Tensor, what: &str) -> Result<Vec<u8>> {
-    let mut out = vec![0u8; t.len() * 4];
-    write_words(t, what, &mut out)?;
+/// A tensor as device elements at precision `p`.
+pub(crate) fn to_words(t: &Tensor, what: &str, p: Precision) -> Result<Vec<u8>> {
+    let mut out = vec![0u8; t.len() * p.elem_bytes(t.dtype())];
+    write_words(t, what, &mut out, p)?;
     Ok(out)
 }
 
-/// `t` as device words (`to_words`) into `out`, which holds exactly `t.len()` words.
-pub(crate) fn write_words(t: &Tensor, what: &str, out: &mut [u8]) -> Result<()> {
-    if out.len() != t.len() * 4 {
-        return Err(Error::Other(format!("{what}: {} bytes of room for {} words", out.len(), t.len())));
+/// `t` as device elements (`to_words`) into `out`, which holds exactly `t.len()` of them.
+pub(crate) fn write_words(t: &Tensor, what: &str, out: &mut [u8], p: Precision) -> Result<()> {
+    let size = p.elem_bytes(t.dtype());
+    if out.len() != t.len() * size {
+        return Err(Error::Other(format!("{what}: {} bytes of room for {} elements of {size} bytes", out.len(), t.len())));
+    }
+    if let (TensorData::F32(v), 2) = (t.data(), size) {
+        for (o, &x) in out.chunks_exact_mut(2).zip(v) {
+            o.copy_from_slice(&half::f16::from_f32(x).to_le_bytes());
+        }
+        return Ok(());
     }
     fn put<T: Copy>(v: &[T], out: &mut [u8], word: impl Fn(T) -> u32) {
         for (o, &x) in out.chunks_exact_mut(4).zip(v) {
@@ -79,8 +131,12 @@ pub(crate) fn write_words(t: &Tensor, what: &str, out: &mut [u8]) -> Result<()> 
     Ok(())
 }
 
-/// Device words back to a host tensor of `dtype`.
-pub(crate) fn from_words(bytes: &[u8], dtype: DType, shape: Vec<usize>) -> Result<Tensor> {
+/// Device elements at precision `p` back to a host tensor of `dtype`.
+pub(crate) fn from_words(bytes: &[u8], dtype: DType, shape: Vec<usize>, p: Precision) -> Result<Tensor> {
+    if p.elem_bytes(dtype) == 2 {
+        let v = bytes.chunks_exact(2).map(|c| half::f16::from_le_bytes([c[0], c[1]]).to_f32()).collect();
+        return Tensor::new(shape, TensorData::F32(v));
+    }
     let words = bytes.chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]));
     let data = match dtype {
         DType::F32 => TensorData::F32(words.map(f32::from_bits).collect()),
@@ -109,14 +165,34 @@ mod tests {
             Tensor::new(vec![2], TensorData::Bool(vec![true, false])).unwrap(),
         ];
         for t in cases {
-            let w = to_words(&t, "t").unwrap();
-            assert_eq!(w.len(), t.len() * 4);
-            let back = from_words(&w, t.dtype(), t.shape().to_vec()).unwrap();
-            assert_eq!(format!("{back:?}"), format!("{t:?}"));
+            for p in [Precision::F32, Precision::F16] {
+                let w = to_words(&t, "t", p).unwrap();
+                assert_eq!(w.len(), t.len() * p.elem_bytes(t.dtype()));
+                let back = from_words(&w, t.dtype(), t.shape().to_vec(), p).unwrap();
+                assert_eq!(format!("{back:?}"), format!("{t:?}"), "{p:?}");
+            }
         }
         let big = Tensor::new(vec![1], TensorData::I64(vec![1 << 40])).unwrap();
-        assert!(to_words(&big, "x").unwrap_err().to_string().contains("32 bits"));
+        assert!(to_words(&big, "x", Precision::F32).unwrap_err().to_string().contains("32 bits"));
         let d = Tensor::new(vec![1], TensorData::F64(vec![1.0])).unwrap();
-        assert!(to_words(&d, "x").unwrap_err().to_string().contains("DOUBLE"));
+        assert!(to_words(&d, "x", Precision::F16).unwrap_err().to_string().contains("DOUBLE"));
+    }
+
+    /// Half storage rounds to nearest even and keeps what f16 can hold: the exact bits of a few
+    /// values, overflow to infinity, and NaN.
+    #[test]
+    fn half_storage_rounds_to_nearest_even() {
+        // Ties at 1 + 2^-11 (between 0x3c00 and 0x3c01) and 1 + 3 * 2^-11 (0x3c01 / 0x3c02) go
+        // to the even neighbour.
+        let v = vec![1.0, -2.5, 65504.0, 1.0e6, 1.0 + 1.0 / 2048.0, 1.0 + 3.0 / 2048.0, f32::NAN];
+        let t = Tensor::from_f32(vec![7], v).unwrap();
+        let w = to_words(&t, "t", Precision::F16).unwrap();
+        let bits: Vec<u16> = w.chunks_exact(2).map(|c| u16::from_le_bytes([c[0], c[1]])).collect();
+        assert_eq!(&bits[..6], &[0x3c00, 0xc100, 0x7bff, 0x7c00, 0x3c00, 0x3c02]);
+        assert_eq!(bits[6] & 0x7c00, 0x7c00);
+        assert_ne!(bits[6] & 0x03ff, 0);
+        assert_eq!(Precision::F16.float_bits(1.0), 0x3c00);
+        assert_eq!(Precision::F32.float_bits(1.0), 0x3f80_0000);
+        assert_eq!(Precision::F16.elem_bytes(DType::I64), 4);
     }
 }

@@ -12,8 +12,9 @@
 //! read the count, so they need no per-frame host work. Other annotations run in their dense
 //! form.
 
+use super::device::KernelDialect;
 use super::device::{Arg, GpuDevice, VendorPolicy};
-use super::dtype;
+use super::dtype::{self, Precision};
 use super::lower::ctx::replay_launches;
 use super::lower::ctx::{BufId, Ctx, LArg, Launch, Resources};
 use super::lower::{compile_time_outputs, lower};
@@ -65,6 +66,9 @@ pub struct GpuOptions {
     /// (`VendorPolicy::Timed`); `Never` runs our kernels only; `Always` the vendor's wherever it
     /// runs the conv (checks and measurements).
     pub vendor_convs: Option<VendorPolicy>,
+    /// How float tensors are stored and kernels compiled (`Precision::F16`: half storage, f32
+    /// arithmetic; CUDA and OpenCL, not wgpu).
+    pub precision: Precision,
 }
 
 /// A `Backend` over one GPU device.
@@ -96,9 +100,10 @@ impl<D: GpuDevice + 'static> GpuBackend<D> {
         for (i, n) in g.nodes.iter().enumerate() {
             let wrap = |e: Error| Error::node(&n.name, n.op.name(), e.to_string());
             if runs_sparse(&g, n) {
-                out.push(Box::new(SparseConvOpTimer::new(self.dev.clone(), g.clone(), i, features).map_err(wrap)?));
+                let t = SparseConvOpTimer::new(self.dev.clone(), g.clone(), i, features, self.opts.precision).map_err(wrap)?;
+                out.push(Box::new(t));
             } else if runs_token_projection(&g, n) {
-                out.push(Box::new(TokenTimer::new(self.dev.clone(), g.clone(), &acts, i).map_err(wrap)?));
+                out.push(Box::new(TokenTimer::new(self.dev.clone(), g.clone(), &acts, i, self.opts.precision).map_err(wrap)?));
             }
         }
         Ok(out)
@@ -120,7 +125,7 @@ struct Step<K> {
     node: String,
     op: &'static str,
     launches: Vec<Launch<K>>,
-    writes: Vec<(BufId, usize)>,
+    writes: Vec<(BufId, usize, DType)>,
     /// Index of the node's sparse op in `Frames::ops`.
     sparse: Option<usize>,
 }
@@ -137,8 +142,9 @@ pub struct GpuExecutable<D: GpuDevice> {
     inputs: Vec<Option<(BufId, String)>>,
     steps: Vec<Step<D::Kernel>>,
     outputs: Vec<Output>,
-    /// The fill kernel when poisoning.
-    poison: Option<Arc<D::Kernel>>,
+    /// The fill kernels when poisoning: of 32-bit words, and of the 16-bit ones half tensors
+    /// have (the same kernel at f32).
+    poison: Option<[Arc<D::Kernel>; 2]>,
     frames: Frames<D>,
     /// Token-sparse ops: ordinary steps (no per-frame host work), listed for benchmarks.
     tokens: TokenPlans<D::Kernel>,
@@ -156,6 +162,7 @@ pub struct GpuExecutable<D: GpuDevice> {
     /// The timestamps of the frame in flight, before its first step and after every step, where
     /// steps are timed on the device.
     stamps: Vec<D::Event>,
+    precision: Precision,
 }
 
 type StepRecords = (Vec<(usize, SparseOpRecord)>, Vec<StepTime>);
@@ -166,14 +173,21 @@ fn words(shape: &[usize]) -> usize {
 
 impl<D: GpuDevice> GpuExecutable<D> {
     pub fn compile(dev: Arc<D>, backend: &str, graph: &Graph, opts: &GpuOptions) -> Result<GpuExecutable<D>> {
+        if opts.precision == Precision::F16 && dev.info().dialect() == KernelDialect::Wgsl {
+            return Err(Error::Unavailable {
+                backend: backend.to_string(),
+                reason: "fp16: the WGSL kernels compute and store f32 only; use f32, or the cuda or opencl backend".into(),
+            });
+        }
         let (split_graph, acts) = split::split(graph, opts.sparse.force != Some(ForceMember::Dense));
         let g = &split_graph;
         let mut frames = Frames::new(opts.counts);
-        let tuned = profile_polys(dev.info(), backend, g, &opts.sparse);
+        let tuned = profile_polys(dev.info(), backend, g, &opts.sparse, opts.precision);
         frames.grans = build::plan_granularities(g, &tuned.polys);
         let live = liveness(g);
         let mut tokens = TokenPlans::new(live.root.clone(), acts);
-        let mut res = Resources::<D>::new(g.values.len(), SparseConvFeatures::for_device(dev.info(), &opts.sparse_conv));
+        let features = SparseConvFeatures::for_device(dev.info(), &opts.sparse_conv);
+        let mut res = Resources::<D>::new(g.values.len(), features, opts.precision);
         res.convt_gemm = opts.convt_gemm.unwrap_or(dev.info().kind != "cpu");
         res.vendor_policy = match dev.vendor_policy() {
             VendorPolicy::Never => VendorPolicy::Never,
@@ -232,7 +246,7 @@ impl<D: GpuDevice> GpuExecutable<D> {
                     mark(&mut pooled, b, !cached);
                     res.slot[o] = Some(b);
                     if !cached {
-                        writes.push((b, words(&val.shape)));
+                        writes.push((b, words(&val.shape), val.dtype));
                     }
                 }
                 let before = res.bufs.len();
@@ -312,7 +326,12 @@ impl<D: GpuDevice> GpuExecutable<D> {
             return Err(Error::Unsupported(problems));
         }
         let poison = if opts.poison {
-            Some(res.kernel(&*dev, super::kernels::spec(super::kernels::Src::Elementwise, "fill_words", &[]))?)
+            let fill = |res: &mut Resources<D>, defines: &[(&str, i64)]| {
+                res.kernel(&*dev, super::kernels::spec(super::kernels::Src::Elementwise, "fill_words", defines))
+            };
+            let words = fill(&mut res, &[])?;
+            let halves = if opts.precision == Precision::F16 { fill(&mut res, &[("MOVE16", 1)])? } else { words.clone() };
+            Some([words, halves])
         } else {
             None
         };
@@ -336,6 +355,7 @@ impl<D: GpuDevice> GpuExecutable<D> {
             settle_before,
             frame_graphs: frame_graphs::FrameGraphs::new(opts.frame_graphs.unwrap_or(true)),
             stamps: Vec::new(),
+            precision: opts.precision,
         })
     }
 
@@ -359,9 +379,13 @@ impl<D: GpuDevice> GpuExecutable<D> {
             for &m in &self.settle_before[si] {
                 self.frames.settle(&*self.dev, m).map_err(wrap)?;
             }
-            if let Some(fill) = &self.poison {
-                for &(b, n) in step.writes.iter().filter(|w| w.1 > 0) {
-                    let args = [Arg::Buf(&self.bufs[b]), Arg::I32(0), Arg::I32(n as i32), Arg::I32(f32::NAN.to_bits() as i32)];
+            if let Some([words, halves]) = &self.poison {
+                for &(b, n, dt) in step.writes.iter().filter(|w| w.1 > 0) {
+                    let (fill, bits) = match self.precision.narrow_words(dt) {
+                        true => (halves, self.precision.float_bits(f32::NAN)),
+                        false => (words, f32::NAN.to_bits() as i32),
+                    };
+                    let args = [Arg::Buf(&self.bufs[b]), Arg::I32(0), Arg::I32(n as i32), Arg::I32(bits)];
                     self.dev.launch(fill, [(n as u32).div_ceil(lw), 1, 1], [lw, 1, 1], &args).map_err(wrap)?;
                 }
             }
@@ -460,9 +484,9 @@ impl<D: GpuDevice> GpuExecutable<D> {
             None => Err(Error::Other(format!("output {i}: the graph has {}", self.outputs.len()))),
             Some(Output::Host(t)) => Ok((**t).clone()),
             Some(Output::Device { buf, dtype, shape }) => {
-                let mut bytes = vec![0u8; words(shape) * 4];
+                let mut bytes = vec![0u8; words(shape) * self.precision.elem_bytes(*dtype)];
                 self.dev.download(&self.bufs[*buf], 0, &mut bytes)?;
-                dtype::from_words(&bytes, *dtype, shape.clone())
+                dtype::from_words(&bytes, *dtype, shape.clone(), self.precision)
             }
         }
     }
@@ -480,7 +504,9 @@ impl<D: GpuDevice> Executable for GpuExecutable<D> {
         for (t, slot) in inputs.iter().zip(&self.inputs) {
             if let Some((b, name)) = slot {
                 let what = format!("input '{name}'");
-                self.dev.upload_staged(&self.bufs[*b], 0, t.len() * 4, &mut |out| dtype::write_words(t, &what, out))?;
+                let p = self.precision;
+                self.dev
+                    .upload_staged(&self.bufs[*b], 0, t.len() * p.elem_bytes(t.dtype()), &mut |out| dtype::write_words(t, &what, out, p))?;
             }
         }
         if self.step_times {

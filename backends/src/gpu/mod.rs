@@ -2,7 +2,7 @@
 //! implements, and the graph executor that lowers ops to kernel launches on it.
 
 pub mod device;
-mod dtype;
+pub(crate) mod dtype;
 mod executor;
 pub(crate) mod kernels;
 pub(crate) mod lower;
@@ -12,6 +12,7 @@ pub(crate) mod sparse_conv;
 pub(crate) mod token;
 
 pub use device::{Arg, DeviceInfo, GpuDevice, KernelDialect, KernelSpec, VendorConv, VendorConvDesc, VendorFused, VendorPolicy};
+pub use dtype::Precision;
 pub use executor::{FrameGraphStats, GpuBackend, GpuExecutable, GpuOptions, NodePart, SparseOpInfo, TokenOpInfo};
 pub use sparse::step::CountsSync;
 pub use sparse::timer::{SparseOpTimer, RUNS_PER_CALL};

@@ -61,6 +61,18 @@ fn every_kernel_source_builds_on_every_code_path() {
     }
 }
 
+/// fp16 storage: every program builds with `DSP_HALF` and `MOVE16` (vload_half/vstore_half are
+/// core OpenCL C; without cl_khr_fp16 a bare access to a half element does not build).
+#[test]
+fn every_kernel_source_builds_with_half_storage() {
+    let Some(d) = device(None) else { return };
+    let half = [("DSP_HALF", 1), ("MOVE16", 1)];
+    for src in Src::ALL {
+        let entry = crate::gpu::kernels::entries(src.source())[0];
+        d.kernel(&spec(src, entry, &half)).unwrap_or_else(|e| panic!("{} with half storage: {e}", src.file()));
+    }
+}
+
 #[test]
 fn build_errors_carry_the_build_log_and_bad_defines_are_refused() {
     let Some(d) = device(None) else { return };

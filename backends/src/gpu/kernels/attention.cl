@@ -25,23 +25,23 @@ FUNC float att_reduce(LOCAL_PTR float* s, float v, int is_max) {
 /* q [BH, Tq, dk]; k element (bh, j, d) at bh*Tk*dk + j*skj + d*skd (transposed or not);
  * v [BH, Tk, dv]; out [BH, Tq, dv]. bias (b, h, i, j) at b*sb0 + h*sb1 + i*sb2 + j*sb3 (zero
  * strides broadcast). scale_mode 0: scores * scale, 1: scores / scale. Grid: (Tq, BH). */
-KERNEL attention_f32(GLOBAL const float* q, GLOBAL const float* k, GLOBAL const float* v, GLOBAL const float* bias,
-                     GLOBAL float* out, int heads, int tq, int tk, int dk, int dv, int skj, int skd, int scale_mode,
+KERNEL attention_f32(GLOBAL const FLT* q, GLOBAL const FLT* k, GLOBAL const FLT* v, GLOBAL const FLT* bias,
+                     GLOBAL FLT* out, int heads, int tq, int tk, int dk, int dv, int skj, int skd, int scale_mode,
                      float scale, int has_bias, int sb0, int sb1, int sb2, int sb3) {
     PDL_ENTRY();
     LOCAL float sc[TK_MAX];
     LOCAL float red[WG];
     int i = GROUP_ID(0), bh = GROUP_ID(1), t = LOCAL_ID(0);
     int b = bh / heads, h = bh - b * heads;
-    GLOBAL const float* qr = q + (bh * tq + i) * dk;
-    GLOBAL const float* kb = k + bh * tk * dk;
-    GLOBAL const float* vb = v + bh * tk * dv;
+    GLOBAL const FLT* qr = q + (bh * tq + i) * dk;
+    GLOBAL const FLT* kb = k + bh * tk * dk;
+    GLOBAL const FLT* vb = v + bh * tk * dv;
     float m = -F32_INF;
     for (int j = t; j < tk; j += WG) {
         float acc = 0.0f;
-        for (int d = 0; d < dk; ++d) acc += qr[d] * kb[j * skj + d * skd];
+        for (int d = 0; d < dk; ++d) acc += LDF(qr, d) * LDF(kb, j * skj + d * skd);
         float x = scale_mode == 0 ? acc * scale : acc / scale;
-        if (has_bias) x += bias[b * sb0 + h * sb1 + i * sb2 + j * sb3];
+        if (has_bias) x += LDF(bias, b * sb0 + h * sb1 + i * sb2 + j * sb3);
         sc[j] = x;
         m = FMAXF(m, x);
     }
@@ -56,10 +56,10 @@ KERNEL attention_f32(GLOBAL const float* q, GLOBAL const float* k, GLOBAL const 
     float inv = 1.0f / sum;
     for (int j = t; j < tk; j += WG) sc[j] *= inv;
     LOCAL_BARRIER();
-    GLOBAL float* orow = out + (bh * tq + i) * dv;
+    GLOBAL FLT* orow = out + (bh * tq + i) * dv;
     for (int d = t; d < dv; d += WG) {
         float acc = 0.0f;
-        for (int j = 0; j < tk; ++j) acc += sc[j] * vb[j * dv + d];
-        orow[d] = acc;
+        for (int j = 0; j < tk; ++j) acc += sc[j] * LDF(vb, j * dv + d);
+        STF(orow, d, acc);
     }
 }

@@ -77,7 +77,7 @@ FUNC int bits_any(WORDS_SPACE const int* words, int lo, int hi) {
     return any != 0u;
 }
 
-KERNEL bitmask_tiles(GLOBAL const float* mask, GLOBAL int* meta, GLOBAL const int* grans, int h, int w,
+KERNEL bitmask_tiles(GLOBAL const FLT* mask, GLOBAL int* meta, GLOBAL const int* grans, int h, int w,
                      int mask_stride, int n_gran, int data0, int img_stride BITMASK_HOST_ARGS) {
     PDL_ENTRY();
     /* Two scan buffers (ping-pong), and a byte per position (packing) or tile (listing). */
@@ -87,7 +87,7 @@ KERNEL bitmask_tiles(GLOBAL const float* mask, GLOBAL int* meta, GLOBAL const in
     LOCAL int lw[LWORDS];
 #endif
     int tid = LOCAL_ID(0), n = GROUP_ID(0);
-    GLOBAL const float* m = mask + n * mask_stride;
+    GLOBAL const FLT* m = mask + n * mask_stride;
     GLOBAL int* counts = meta + n * (n_gran + 1);
     GLOBAL int* out = meta + data0 + n * img_stride;
     int P = h * w, n_words = (P + 31) / 32;
@@ -96,7 +96,7 @@ KERNEL bitmask_tiles(GLOBAL const float* mask, GLOBAL int* meta, GLOBAL const in
         for (int u = 0; u < PER_ITEM; ++u) {
             int i = c0 + u * BLOCK + tid;
             /* Clamped rather than skipped, so no load waits on a branch. */
-            float v = m[IMIN(i, P - 1)];
+            float v = LDF(m, IMIN(i, P - 1));
             int in = i < P;
             int one = in && v == 1.0f;
             flag[u * BLOCK + tid] = (uchar)one;

@@ -1,8 +1,10 @@
 /* Helpers every kernel file starts with (after the backend prelude). Written in the common
  * subset of OpenCL C 1.2 and CUDA C++: plain C, `int`/`float`, the prelude's macros.
  *
- * Conventions: every element is a 32-bit word (float, or int for every integer type and bool);
- * offsets and sizes are in elements; `meta` buffers hold int index tables made at compile time. */
+ * Conventions: integer and bool tensors are int words; float tensors are FLT elements, read and
+ * written through LDF/STF (the prelude: float, or half with the host's fp16 precision), and all
+ * arithmetic is float; offsets and sizes are in elements; `meta` buffers hold int index tables
+ * made at compile time. */
 
 /* Offset of row-major element `i` of a tensor with `rank` dims `dims`, in a tensor laid out with
  * `strides` (0 for broadcast dims). */

@@ -30,16 +30,16 @@
     int cin_g, int cout_g, int groups, int id, int ih, int iw, int od, int oh, int ow, int kd, int kh, int kw, \
         int sd, int sh, int sw, int pd, int ph, int pw, int dd, int dh, int dw
 
-FUNC float conv_epilogue(float v, int co, GLOBAL const float* bias, int has_bias, GLOBAL const float* res,
+FUNC float conv_epilogue(float v, int co, GLOBAL const FLT* bias, int has_bias, GLOBAL const FLT* res,
                          int has_res, int at, int act, float p0, float p1) {
-    if (has_bias) v += bias[co];
-    if (has_res) v += res[at];
+    if (has_bias) v += LDF(bias, co);
+    if (has_res) v += LDF(res, at);
     return activate(act, v, p0, p1);
 }
 
 /* Grid: (ceil(P / TN), ceil(cout_g / TM), N * groups), local (TX, TY); P = od * oh * ow. */
-KERNEL conv_gemm_f32(GLOBAL const float* X, GLOBAL const float* W, GLOBAL const float* bias,
-                     GLOBAL const float* res, GLOBAL float* Y, CONV_GEOMETRY, int has_bias, int has_res, int act,
+KERNEL conv_gemm_f32(GLOBAL const FLT* X, GLOBAL const FLT* W, GLOBAL const FLT* bias,
+                     GLOBAL const FLT* res, GLOBAL FLT* Y, CONV_GEOMETRY, int has_bias, int has_res, int act,
                      float p0, float p1) {
     PDL_ENTRY();
     LOCAL float As[TK][TM];
@@ -53,8 +53,8 @@ KERNEL conv_gemm_f32(GLOBAL const float* X, GLOBAL const float* W, GLOBAL const 
     int K = cin_g * kvol;
     int P = od * oh * ow, ohw = oh * ow;
     int ivol = id * ih * iw;
-    GLOBAL const float* Wg = W + g * cout_g * K;
-    GLOBAL const float* Xg = X + (n * groups + g) * cin_g * ivol;
+    GLOBAL const FLT* Wg = W + g * cout_g * K;
+    GLOBAL const FLT* Xg = X + (n * groups + g) * cin_g * ivol;
     float acc[WM][WN];
     for (int i = 0; i < WM; ++i)
         for (int j = 0; j < WN; ++j) acc[i][j] = 0.0f;
@@ -62,7 +62,7 @@ KERNEL conv_gemm_f32(GLOBAL const float* X, GLOBAL const float* W, GLOBAL const 
         for (int e = tid; e < TM * TK; e += NT) {
             int k = e % TK, m = e / TK;
             int gm = m0 + m, gk = k0 + k;
-            As[k][m] = (gm < cout_g && gk < K) ? Wg[gm * K + gk] : 0.0f;
+            As[k][m] = (gm < cout_g && gk < K) ? LDF(Wg, gm * K + gk) : 0.0f;
         }
         for (int e = tid; e < TN * TK; e += NT) {
             int pp = e % TN, k = e / TN;
@@ -77,7 +77,7 @@ KERNEL conv_gemm_f32(GLOBAL const float* X, GLOBAL const float* W, GLOBAL const 
                 int oy = q / ow, ox = q - oy * ow;
                 int iz = oz * sd - pd + kz * dd, iy = oy * sh - ph + ky * dh, ix = ox * sw - pw + kx * dw;
                 if (iz >= 0 && iz < id && iy >= 0 && iy < ih && ix >= 0 && ix < iw)
-                    v = Xg[ci * ivol + (iz * ih + iy) * iw + ix];
+                    v = LDF(Xg, ci * ivol + (iz * ih + iy) * iw + ix);
             }
             Bs[k][pp] = v;
         }
@@ -99,14 +99,14 @@ KERNEL conv_gemm_f32(GLOBAL const float* X, GLOBAL const float* W, GLOBAL const 
         for (int j = 0; j < WN; ++j) {
             int p = p0_ + tx + j * TX;
             if (p >= P) continue;
-            Y[row + p] = conv_epilogue(acc[i][j], co, bias, has_bias, res, has_res, row + p, act, p0, p1);
+            STF(Y, row + p, conv_epilogue(acc[i][j], co, bias, has_bias, res, has_res, row + p, act, p0, p1));
         }
     }
 }
 
 /* One work-item per output element; for convolutions whose GEMM is too thin to tile (depthwise). */
-KERNEL conv_direct_f32(GLOBAL const float* X, GLOBAL const float* W, GLOBAL const float* bias,
-                       GLOBAL const float* res, GLOBAL float* Y, CONV_GEOMETRY, int has_bias, int has_res, int act,
+KERNEL conv_direct_f32(GLOBAL const FLT* X, GLOBAL const FLT* W, GLOBAL const FLT* bias,
+                       GLOBAL const FLT* res, GLOBAL FLT* Y, CONV_GEOMETRY, int has_bias, int has_res, int act,
                        float p0, float p1, int total) {
     PDL_ENTRY();
     int i = GLOBAL_ID(0);
@@ -120,8 +120,8 @@ KERNEL conv_direct_f32(GLOBAL const float* X, GLOBAL const float* W, GLOBAL cons
     int oz = p / ohw, q = p - oz * ohw;
     int oy = q / ow, ox = q - oy * ow;
     int ivol = id * ih * iw;
-    GLOBAL const float* Xg = X + (n * groups + g) * cin_g * ivol;
-    GLOBAL const float* Wc = W + co * cin_g * kd * kh * kw;
+    GLOBAL const FLT* Xg = X + (n * groups + g) * cin_g * ivol;
+    GLOBAL const FLT* Wc = W + co * cin_g * kd * kh * kw;
     float acc = 0.0f;
     for (int ci = 0; ci < cin_g; ++ci) {
         for (int kz = 0; kz < kd; ++kz) {
@@ -133,12 +133,12 @@ KERNEL conv_direct_f32(GLOBAL const float* X, GLOBAL const float* W, GLOBAL cons
                 for (int kx = 0; kx < kw; ++kx) {
                     int ix = ox * sw - pw + kx * dw;
                     if (ix < 0 || ix >= iw) continue;
-                    acc += Wc[((ci * kd + kz) * kh + ky) * kw + kx] * Xg[ci * ivol + (iz * ih + iy) * iw + ix];
+                    acc += LDF(Wc, ((ci * kd + kz) * kh + ky) * kw + kx) * LDF(Xg, ci * ivol + (iz * ih + iy) * iw + ix);
                 }
             }
         }
     }
-    Y[i] = conv_epilogue(acc, co, bias, has_bias, res, has_res, i, act, p0, p1);
+    STF(Y, i, conv_epilogue(acc, co, bias, has_bias, res, has_res, i, act, p0, p1));
 }
 
 /* One work-group of RBLOCK work-items per output element, striding over the reduction (cin_g x
@@ -146,8 +146,8 @@ KERNEL conv_direct_f32(GLOBAL const float* X, GLOBAL const float* W, GLOBAL cons
  * 2048 channels), which one work-item per output would run alone, thousands of steps deep.
  * Grid: (min(total, 65535), ceil(total / 65535)), local (RBLOCK, 1, 1). */
 #define RBLOCK 128
-KERNEL conv_reduce_f32(GLOBAL const float* X, GLOBAL const float* W, GLOBAL const float* bias,
-                       GLOBAL const float* res, GLOBAL float* Y, CONV_GEOMETRY, int has_bias, int has_res, int act,
+KERNEL conv_reduce_f32(GLOBAL const FLT* X, GLOBAL const FLT* W, GLOBAL const FLT* bias,
+                       GLOBAL const FLT* res, GLOBAL FLT* Y, CONV_GEOMETRY, int has_bias, int has_res, int act,
                        float p0, float p1, int total) {
     PDL_ENTRY();
     LOCAL float s[RBLOCK];
@@ -162,8 +162,8 @@ KERNEL conv_reduce_f32(GLOBAL const float* X, GLOBAL const float* W, GLOBAL cons
     int oz = p / ohw, q = p - oz * ohw;
     int oy = q / ow, ox = q - oy * ow;
     int ivol = id * ih * iw, taps = kd * kh * kw, khw = kh * kw;
-    GLOBAL const float* Xg = X + (n * groups + g) * cin_g * ivol;
-    GLOBAL const float* Wc = W + co * cin_g * taps;
+    GLOBAL const FLT* Xg = X + (n * groups + g) * cin_g * ivol;
+    GLOBAL const FLT* Wc = W + co * cin_g * taps;
     float acc = 0.0f;
     for (int r = tid; r < cin_g * taps; r += RBLOCK) {
         int ci = r / taps, t = r - ci * taps;
@@ -171,10 +171,10 @@ KERNEL conv_reduce_f32(GLOBAL const float* X, GLOBAL const float* W, GLOBAL cons
         int ky = t2 / kw, kx = t2 - ky * kw;
         int iz = oz * sd - pd + kz * dd, iy = oy * sh - ph + ky * dh, ix = ox * sw - pw + kx * dw;
         if (iz >= 0 && iz < id && iy >= 0 && iy < ih && ix >= 0 && ix < iw)
-            acc += Wc[r] * Xg[ci * ivol + (iz * ih + iy) * iw + ix];
+            acc += LDF(Wc, r) * LDF(Xg, ci * ivol + (iz * ih + iy) * iw + ix);
     }
     acc = group_sum(s, acc, RBLOCK);
-    if (tid == 0) Y[i] = conv_epilogue(acc, co, bias, has_bias, res, has_res, i, act, p0, p1);
+    if (tid == 0) STF(Y, i, conv_epilogue(acc, co, bias, has_bias, res, has_res, i, act, p0, p1));
 }
 
 /* Thin convs (fewer than 8 output channels per group) with a long reduction, e.g. a mask unit's
@@ -186,8 +186,8 @@ KERNEL conv_reduce_f32(GLOBAL const float* X, GLOBAL const float* W, GLOBAL cons
 #define TP 32
 #endif
 #define THIN_LANES (256 / TP)
-KERNEL conv_thin_f32(GLOBAL const float* X, GLOBAL const float* W, GLOBAL const float* bias,
-                     GLOBAL const float* res, GLOBAL float* Y, CONV_GEOMETRY, int has_bias, int has_res, int act,
+KERNEL conv_thin_f32(GLOBAL const FLT* X, GLOBAL const FLT* W, GLOBAL const FLT* bias,
+                     GLOBAL const FLT* res, GLOBAL FLT* Y, CONV_GEOMETRY, int has_bias, int has_res, int act,
                      float p0, float p1) {
     PDL_ENTRY();
     LOCAL float s[256];
@@ -203,12 +203,12 @@ KERNEL conv_thin_f32(GLOBAL const float* X, GLOBAL const float* W, GLOBAL const 
     int oz = pp / ohw, q = pp - oz * ohw;
     int oy = q / ow, ox = q - oy * ow;
     int ivol = id * ih * iw, taps = kd * kh * kw;
-    GLOBAL const float* Xg = X + (n * groups + g) * cin_g * ivol;
-    GLOBAL const float* Wc = W + co * cin_g * taps;
+    GLOBAL const FLT* Xg = X + (n * groups + g) * cin_g * ivol;
+    GLOBAL const FLT* Wc = W + co * cin_g * taps;
     float acc = 0.0f;
     for (int ci = live ? ly : cin_g; ci < cin_g; ci += THIN_LANES) {
-        GLOBAL const float* Xc = Xg + ci * ivol;
-        GLOBAL const float* Wk = Wc + ci * taps;
+        GLOBAL const FLT* Xc = Xg + ci * ivol;
+        GLOBAL const FLT* Wk = Wc + ci * taps;
         for (int kz = 0; kz < kd; ++kz) {
             int iz = oz * sd - pd + kz * dd;
             if (iz < 0 || iz >= id) continue;
@@ -218,7 +218,7 @@ KERNEL conv_thin_f32(GLOBAL const float* X, GLOBAL const float* W, GLOBAL const 
                 for (int kx = 0; kx < kw; ++kx) {
                     int ix = ox * sw - pw + kx * dw;
                     if (ix < 0 || ix >= iw) continue;
-                    acc += Wk[(kz * kh + ky) * kw + kx] * Xc[(iz * ih + iy) * iw + ix];
+                    acc += LDF(Wk, (kz * kh + ky) * kw + kx) * LDF(Xc, (iz * ih + iy) * iw + ix);
                 }
             }
         }
@@ -231,14 +231,14 @@ KERNEL conv_thin_f32(GLOBAL const float* X, GLOBAL const float* W, GLOBAL const 
     }
     if (ly == 0 && live) {
         int i = nc * P + p;
-        Y[i] = conv_epilogue(s[lx], co, bias, has_bias, res, has_res, i, act, p0, p1);
+        STF(Y, i, conv_epilogue(s[lx], co, bias, has_bias, res, has_res, i, act, p0, p1));
     }
 }
 
 /* ConvTranspose as a gather: output (n, co, z, y, x) sums every (ci, tap) whose scattered
  * position lands on it. W is [Cin, cout_g, kd, kh, kw]; here cin_g/cout_g are per group. */
-KERNEL conv_transpose_f32(GLOBAL const float* X, GLOBAL const float* W, GLOBAL const float* bias,
-                          GLOBAL float* Y, CONV_GEOMETRY, int has_bias, int total) {
+KERNEL conv_transpose_f32(GLOBAL const FLT* X, GLOBAL const FLT* W, GLOBAL const FLT* bias,
+                          GLOBAL FLT* Y, CONV_GEOMETRY, int has_bias, int total) {
     PDL_ENTRY();
     int i = GLOBAL_ID(0);
     if (i >= total) return;
@@ -267,13 +267,13 @@ KERNEL conv_transpose_f32(GLOBAL const float* X, GLOBAL const float* W, GLOBAL c
                 int tap = (kz * kh + ky) * kw + kx;
                 for (int ci = 0; ci < cin_g; ++ci) {
                     int c = g * cin_g + ci;
-                    acc += X[(n * groups * cin_g + c) * ivol + (iz * ih + iy) * iw + ix] *
-                           W[(c * cout_g + cg) * kvol + tap];
+                    acc += LDF(X, (n * groups * cin_g + c) * ivol + (iz * ih + iy) * iw + ix) *
+                           LDF(W, (c * cout_g + cg) * kvol + tap);
                 }
             }
         }
     }
-    Y[i] = has_bias ? acc + bias[co] : acc;
+    STF(Y, i, has_bias ? acc + LDF(bias, co) : acc);
 }
 
 /* ConvTranspose with unit dilations as an implicit GEMM per output phase. Along a dimension of
@@ -318,17 +318,17 @@ FUNC_INLINE int convt_tap(int u, const int* cd, const int* ch, const int* cw, in
 
 /* One stage's operands into registers: W's tap `tap` for TM channels from m0 and TK input
  * channels from c0 (ra), the columns' inputs boff of those input channels (rb); 0 outside. */
-FUNC_INLINE void convt_load(GLOBAL const float* Wg, GLOBAL const float* Xg, float* ra, float* rb, const int* boff, int tap,
+FUNC_INLINE void convt_load(GLOBAL const FLT* Wg, GLOBAL const FLT* Xg, float* ra, float* rb, const int* boff, int tap,
                             int tid, int m0, int c0, int cin_g, int cout_g, int kvol, int ivol) {
     for (int l = 0; l < CT_AL; ++l) {
         int e = tid + l * NT;
         int gm = m0 + e % TM, ci = c0 + e / TM;
-        ra[l] = (e < TM * TK && gm < cout_g && ci < cin_g) ? Wg[(ci * cout_g + gm) * kvol + tap] : 0.0f;
+        ra[l] = (e < TM * TK && gm < cout_g && ci < cin_g) ? LDF(Wg, (ci * cout_g + gm) * kvol + tap) : 0.0f;
     }
     for (int l = 0; l < CT_BL; ++l) {
         int e = tid + l * NT;
         int ci = c0 + e / TN;
-        rb[l] = (e < TN * TK && boff[l] >= 0 && ci < cin_g) ? Xg[ci * ivol + boff[l]] : 0.0f;
+        rb[l] = (e < TN * TK && boff[l] >= 0 && ci < cin_g) ? LDF(Xg, ci * ivol + boff[l]) : 0.0f;
     }
 }
 
@@ -342,8 +342,8 @@ FUNC_INLINE void convt_load(GLOBAL const float* Wg, GLOBAL const float* Xg, floa
  * token.cl's EARLY_EXIT).
  * Grid: (ceil(Pmax / TN), ceil(cout_g / TM), N * groups * sd * sh * sw), local (TX, TY), where
  * Pmax = ceil(od / sd) * ceil(oh / sh) * ceil(ow / sw) bounds every phase's outputs. */
-KERNEL convt_gemm_f32(GLOBAL const float* X, GLOBAL const float* W, GLOBAL const float* bias,
-                      GLOBAL float* Y, CONV_GEOMETRY, int has_bias) {
+KERNEL convt_gemm_f32(GLOBAL const FLT* X, GLOBAL const FLT* W, GLOBAL const FLT* bias,
+                      GLOBAL FLT* Y, CONV_GEOMETRY, int has_bias) {
     PDL_ENTRY();
     LOCAL float As[TK][TM] ALIGN16;
     LOCAL float Bs[TK][TN] ALIGN16;
@@ -362,8 +362,8 @@ KERNEL convt_gemm_f32(GLOBAL const float* X, GLOBAL const float* W, GLOBAL const
     int tv = Dd.taps * Dh.taps * Dw.taps;
     int kvol = kd * kh * kw, ivol = id * ih * iw;
     int ntaps = j0 < P ? tv : 0;
-    GLOBAL const float* Xg = X + (n * groups + g) * cin_g * ivol;
-    GLOBAL const float* Wg = W + g * cin_g * cout_g * kvol;
+    GLOBAL const FLT* Xg = X + (n * groups + g) * cin_g * ivol;
+    GLOBAL const FLT* Wg = W + g * cin_g * cout_g * kvol;
     /* This work-item's B columns (the same in every stage) as phase coordinates; -1: none. */
     int cd[CT_BL], ch[CT_BL], cw[CT_BL];
     for (int l = 0; l < CT_BL; ++l) {
@@ -417,15 +417,15 @@ KERNEL convt_gemm_f32(GLOBAL const float* X, GLOBAL const float* W, GLOBAL const
         int m = m0 + ty * WM + i;
         if (m >= cout_g) continue;
         int co = g * cout_g + m;
-        GLOBAL float* Yc = Y + (n * groups * cout_g + co) * od * oh * ow;
-        float b = has_bias ? bias[co] : 0.0f;
+        GLOBAL FLT* Yc = Y + (n * groups * cout_g + co) * od * oh * ow;
+        float b = has_bias ? LDF(bias, co) : 0.0f;
         for (int j = 0; j < WN; ++j) {
             int gj = j0 + tx * WN + j;
             if (gj >= P) continue;
             int jd = gj / chw, q = gj - jd * chw;
             int jh = q / Dw.cnt, jw = q - jh * Dw.cnt;
             int oz = Dd.o0 + sd * jd, oy = Dh.o0 + sh * jh, ox = Dw.o0 + sw * jw;
-            Yc[(oz * oh + oy) * ow + ox] = acc[i * WN + j] + b;
+            STF(Yc, (oz * oh + oy) * ow + ox, acc[i * WN + j] + b);
         }
     }
 }

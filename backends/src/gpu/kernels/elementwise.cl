@@ -3,16 +3,16 @@
  * output dims, then one stride array per operand (0 along broadcast dims); `rank` 0 means every
  * operand has the output's shape. */
 
-KERNEL fill_words(GLOBAL int* y, int off, int n, int bits) {
+KERNEL fill_words(GLOBAL MOVE_T* y, int off, int n, int bits) {
     PDL_ENTRY();
     int i = GLOBAL_ID(0);
-    if (i < n) y[off + i] = bits;
+    if (i < n) y[off + i] = (MOVE_T)bits;
 }
 
-KERNEL unary_f32(GLOBAL const float* x, GLOBAL float* y, int n, int code, float p0, float p1) {
+KERNEL unary_f32(GLOBAL const FLT* x, GLOBAL FLT* y, int n, int code, float p0, float p1) {
     PDL_ENTRY();
     int i = GLOBAL_ID(0);
-    if (i < n) y[i] = activate(code, x[i], p0, p1);
+    if (i < n) STF(y, i, activate(code, LDF(x, i), p0, p1));
 }
 
 /* Relu (0), Neg (11), Abs (12), Sign (14) on integers, wrapping like two's complement; Not (20)
@@ -42,14 +42,14 @@ FUNC void operand_offsets(int i, int rank, GLOBAL const int* meta, int* ia, int*
 }
 
 /* op: 0 Add, 1 Sub, 2 Mul, 3 Div, 4 Pow, 5 Pow with the exponent known to be 2 (x * x, exact). */
-KERNEL binary_f32(GLOBAL const float* a, GLOBAL const float* b, GLOBAL float* y, int n, int op, int rank,
+KERNEL binary_f32(GLOBAL const FLT* a, GLOBAL const FLT* b, GLOBAL FLT* y, int n, int op, int rank,
                   GLOBAL const int* meta) {
     PDL_ENTRY();
     int i = GLOBAL_ID(0);
     if (i >= n) return;
     int ia, ib;
     operand_offsets(i, rank, meta, &ia, &ib);
-    float u = a[ia], v = b[ib], r;
+    float u = LDF(a, ia), v = LDF(b, ib), r;
     switch (op) {
     case 0: r = u + v; break;
     case 1: r = u - v; break;
@@ -62,7 +62,7 @@ KERNEL binary_f32(GLOBAL const float* a, GLOBAL const float* b, GLOBAL float* y,
     case 8: r = (ISNAN(v) || v > u) ? v : u; break;
     default: r = u * u; break;
     }
-    y[i] = r;
+    STF(y, i, r);
 }
 
 /* Integer arithmetic wraps (computed unsigned, then narrowed); division truncates, x / 0 = 0.
@@ -108,35 +108,35 @@ KERNEL binary_i32(GLOBAL const int* a, GLOBAL const int* b, GLOBAL int* y, int n
 }
 
 /* Pow with a float base and an integer exponent: the result is float. */
-KERNEL pow_f32_i32(GLOBAL const float* a, GLOBAL const int* b, GLOBAL float* y, int n, int rank, GLOBAL const int* meta) {
+KERNEL pow_f32_i32(GLOBAL const FLT* a, GLOBAL const int* b, GLOBAL FLT* y, int n, int rank, GLOBAL const int* meta) {
     PDL_ENTRY();
     int i = GLOBAL_ID(0);
     if (i >= n) return;
     int ia, ib;
     operand_offsets(i, rank, meta, &ia, &ib);
-    y[i] = POWF(a[ia], (float)b[ib]);
+    STF(y, i, POWF(LDF(a, ia), (float)b[ib]));
 }
 
 /* Pow with an integer base and a float exponent: the float power, truncated into the base's type. */
-KERNEL pow_i32_f32(GLOBAL const int* a, GLOBAL const float* b, GLOBAL int* y, int n, float lo, float hi, int narrow,
+KERNEL pow_i32_f32(GLOBAL const int* a, GLOBAL const FLT* b, GLOBAL int* y, int n, float lo, float hi, int narrow,
                    int rank, GLOBAL const int* meta) {
     PDL_ENTRY();
     int i = GLOBAL_ID(0);
     if (i >= n) return;
     int ia, ib;
     operand_offsets(i, rank, meta, &ia, &ib);
-    y[i] = narrow_int(float_to_int_sat(POWF((float)a[ia], b[ib]), lo, hi), narrow);
+    y[i] = narrow_int(float_to_int_sat(POWF((float)a[ia], LDF(b, ib)), lo, hi), narrow);
 }
 
 /* op: 0 Greater, 1 Less, 2 Equal, 4 GreaterOrEqual, 5 LessOrEqual; the result is bool (0/1). */
-KERNEL compare_f32(GLOBAL const float* a, GLOBAL const float* b, GLOBAL int* y, int n, int op, int rank,
+KERNEL compare_f32(GLOBAL const FLT* a, GLOBAL const FLT* b, GLOBAL int* y, int n, int op, int rank,
                    GLOBAL const int* meta) {
     PDL_ENTRY();
     int i = GLOBAL_ID(0);
     if (i >= n) return;
     int ia, ib;
     operand_offsets(i, rank, meta, &ia, &ib);
-    float u = a[ia], v = b[ib];
+    float u = LDF(a, ia), v = LDF(b, ib);
     int r;
     switch (op) {
     case 0: r = u > v; break;
@@ -171,8 +171,8 @@ KERNEL compare_i32(GLOBAL const int* a, GLOBAL const int* b, GLOBAL int* y, int 
     y[i] = r;
 }
 
-/* Where(c, x, y) on 32-bit words (float bits or ints alike): meta holds dims and three stride sets. */
-KERNEL where_words(GLOBAL const int* c, GLOBAL const int* x, GLOBAL const int* y, GLOBAL int* out, int n, int rank,
+/* Where(c, x, y) on words (MOVE_T: float bits or ints alike): meta holds dims and three stride sets. */
+KERNEL where_words(GLOBAL const int* c, GLOBAL const MOVE_T* x, GLOBAL const MOVE_T* y, GLOBAL MOVE_T* out, int n, int rank,
                    GLOBAL const int* meta) {
     PDL_ENTRY();
     int i = GLOBAL_ID(0);
@@ -187,14 +187,14 @@ KERNEL where_words(GLOBAL const int* c, GLOBAL const int* x, GLOBAL const int* y
 }
 
 /* Clip with optional bounds read from one-element buffers (bit 0: min given, bit 1: max given). */
-KERNEL clip_f32(GLOBAL const float* x, GLOBAL float* y, int n, GLOBAL const float* lo, GLOBAL const float* hi, int flags) {
+KERNEL clip_f32(GLOBAL const FLT* x, GLOBAL FLT* y, int n, GLOBAL const FLT* lo, GLOBAL const FLT* hi, int flags) {
     PDL_ENTRY();
     int i = GLOBAL_ID(0);
     if (i >= n) return;
-    float v = x[i];
-    if ((flags & 1) && v < lo[0]) v = lo[0];
-    if ((flags & 2) && v > hi[0]) v = hi[0];
-    y[i] = v;
+    float v = LDF(x, i);
+    if ((flags & 1) && v < LDF(lo, 0)) v = LDF(lo, 0);
+    if ((flags & 2) && v > LDF(hi, 0)) v = LDF(hi, 0);
+    STF(y, i, v);
 }
 
 KERNEL clip_i32(GLOBAL const int* x, GLOBAL int* y, int n, GLOBAL const int* lo, GLOBAL const int* hi, int flags) {
@@ -208,18 +208,18 @@ KERNEL clip_i32(GLOBAL const int* x, GLOBAL int* y, int n, GLOBAL const int* lo,
 }
 
 /* Casts. Float -> integer saturates into [lo, hi] then narrows; to bool is `x != 0` (NaN -> true). */
-KERNEL cast_f32_i32(GLOBAL const float* x, GLOBAL int* y, int n, float lo, float hi, int narrow) {
+KERNEL cast_f32_i32(GLOBAL const FLT* x, GLOBAL int* y, int n, float lo, float hi, int narrow) {
     PDL_ENTRY();
     int i = GLOBAL_ID(0);
     if (i >= n) return;
-    float v = x[i];
+    float v = LDF(x, i);
     y[i] = narrow == 3 ? (v != 0.0f) : narrow_int(float_to_int_sat(v, lo, hi), narrow);
 }
 
-KERNEL cast_i32_f32(GLOBAL const int* x, GLOBAL float* y, int n) {
+KERNEL cast_i32_f32(GLOBAL const int* x, GLOBAL FLT* y, int n) {
     PDL_ENTRY();
     int i = GLOBAL_ID(0);
-    if (i < n) y[i] = (float)x[i];
+    if (i < n) STF(y, i, (float)x[i]);
 }
 
 KERNEL cast_i32_i32(GLOBAL const int* x, GLOBAL int* y, int n, int narrow) {
@@ -230,12 +230,12 @@ KERNEL cast_i32_i32(GLOBAL const int* x, GLOBAL int* y, int n, int narrow) {
 
 /* Inference BatchNormalization over [N, C, inner], folded per channel as the CPU does:
  * a = scale / sqrt(var + eps), y = x * a + (bias - mean * a). */
-KERNEL batch_norm(GLOBAL const float* x, GLOBAL const float* scale, GLOBAL const float* bias, GLOBAL const float* mean,
-                  GLOBAL const float* var, GLOBAL float* y, int n, int channels, int inner, float eps) {
+KERNEL batch_norm(GLOBAL const FLT* x, GLOBAL const FLT* scale, GLOBAL const FLT* bias, GLOBAL const FLT* mean,
+                  GLOBAL const FLT* var, GLOBAL FLT* y, int n, int channels, int inner, float eps) {
     PDL_ENTRY();
     int i = GLOBAL_ID(0);
     if (i >= n) return;
     int c = (i / inner) % channels;
-    float a = scale[c] / SQRTF(var[c] + eps);
-    y[i] = x[i] * a + (bias[c] - mean[c] * a);
+    float a = LDF(scale, c) / SQRTF(LDF(var, c) + eps);
+    STF(y, i, LDF(x, i) * a + (LDF(bias, c) - LDF(mean, c) * a));
 }

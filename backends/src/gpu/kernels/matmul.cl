@@ -28,8 +28,8 @@
 /* A[m, k] at a + m*sam + k*sak; B[k, n] at b + k*sbk + n*sbn; C[m, n] at c + m*scm + n.
  * boff holds per batch the element offsets of A, B and C. bias[m, n] at m*sbm + n*sbn_ (Gemm's
  * C, broadcast by zero strides), added times beta when has_bias. */
-KERNEL gemm_f32(GLOBAL const float* A, GLOBAL const float* B, GLOBAL float* C, int M, int N, int K, int sam,
-                int sak, int sbk, int sbn, int scm, GLOBAL const int* boff, float alpha, GLOBAL const float* bias,
+KERNEL gemm_f32(GLOBAL const FLT* A, GLOBAL const FLT* B, GLOBAL FLT* C, int M, int N, int K, int sam,
+                int sak, int sbk, int sbn, int scm, GLOBAL const int* boff, float alpha, GLOBAL const FLT* bias,
                 int has_bias, float beta, int sbm, int sbn_, int act, float p0, float p1) {
     PDL_ENTRY();
     LOCAL float As[TK][TM];
@@ -37,8 +37,8 @@ KERNEL gemm_f32(GLOBAL const float* A, GLOBAL const float* B, GLOBAL float* C, i
     int tx = LOCAL_ID(0), ty = LOCAL_ID(1);
     int tid = ty * TX + tx;
     int n0 = GROUP_ID(0) * TN, m0 = GROUP_ID(1) * TM, bt = GROUP_ID(2);
-    GLOBAL const float* Ab = A + boff[3 * bt];
-    GLOBAL const float* Bb = B + boff[3 * bt + 1];
+    GLOBAL const FLT* Ab = A + boff[3 * bt];
+    GLOBAL const FLT* Bb = B + boff[3 * bt + 1];
     float acc[WM][WN];
     for (int i = 0; i < WM; ++i)
         for (int j = 0; j < WN; ++j) acc[i][j] = 0.0f;
@@ -54,7 +54,7 @@ KERNEL gemm_f32(GLOBAL const float* A, GLOBAL const float* B, GLOBAL float* C, i
                 k = e / TM;
             }
             int gm = m0 + m, gk = k0 + k;
-            As[k][m] = (gm < M && gk < K) ? Ab[gm * sam + gk * sak] : 0.0f;
+            As[k][m] = (gm < M && gk < K) ? LDF(Ab, gm * sam + gk * sak) : 0.0f;
         }
         for (int e = tid; e < TN * TK; e += NT) {
             int n, k;
@@ -66,7 +66,7 @@ KERNEL gemm_f32(GLOBAL const float* A, GLOBAL const float* B, GLOBAL float* C, i
                 n = e / TK;
             }
             int gn = n0 + n, gk = k0 + k;
-            Bs[k][n] = (gn < N && gk < K) ? Bb[gk * sbk + gn * sbn] : 0.0f;
+            Bs[k][n] = (gn < N && gk < K) ? LDF(Bb, gk * sbk + gn * sbn) : 0.0f;
         }
         LOCAL_BARRIER();
         for (int kk = 0; kk < TK; ++kk) {
@@ -78,7 +78,7 @@ KERNEL gemm_f32(GLOBAL const float* A, GLOBAL const float* B, GLOBAL float* C, i
         }
         LOCAL_BARRIER();
     }
-    GLOBAL float* Cb = C + boff[3 * bt + 2];
+    GLOBAL FLT* Cb = C + boff[3 * bt + 2];
     for (int i = 0; i < WM; ++i) {
         int m = m0 + ty + i * TY;
         if (m >= M) continue;
@@ -86,8 +86,8 @@ KERNEL gemm_f32(GLOBAL const float* A, GLOBAL const float* B, GLOBAL float* C, i
             int n = n0 + tx + j * TX;
             if (n >= N) continue;
             float v = alpha * acc[i][j];
-            if (has_bias) v += beta * bias[m * sbm + n * sbn_];
-            Cb[m * scm + n] = activate(act, v, p0, p1);
+            if (has_bias) v += beta * LDF(bias, m * sbm + n * sbn_);
+            STF(Cb, m * scm + n, activate(act, v, p0, p1));
         }
     }
 }
@@ -97,21 +97,21 @@ KERNEL gemm_f32(GLOBAL const float* A, GLOBAL const float* B, GLOBAL float* C, i
  * step, so the op is latency bound. Here a work-group of GRB work-items sums one output's
  * reduction in a tree instead. Arguments as gemm_f32. Grid: (N, M, batch), local (GRB, 1, 1). */
 #define GRB 128
-KERNEL gemm_reduce_f32(GLOBAL const float* A, GLOBAL const float* B, GLOBAL float* C, int M, int N, int K,
+KERNEL gemm_reduce_f32(GLOBAL const FLT* A, GLOBAL const FLT* B, GLOBAL FLT* C, int M, int N, int K,
                        int sam, int sak, int sbk, int sbn, int scm, GLOBAL const int* boff, float alpha,
-                       GLOBAL const float* bias, int has_bias, float beta, int sbm, int sbn_, int act, float p0,
+                       GLOBAL const FLT* bias, int has_bias, float beta, int sbm, int sbn_, int act, float p0,
                        float p1) {
     PDL_ENTRY();
     LOCAL float s[GRB];
     int n = GROUP_ID(0), m = GROUP_ID(1), bt = GROUP_ID(2), tid = LOCAL_ID(0);
-    GLOBAL const float* Am = A + boff[3 * bt] + m * sam;
-    GLOBAL const float* Bn = B + boff[3 * bt + 1] + n * sbn;
+    GLOBAL const FLT* Am = A + boff[3 * bt] + m * sam;
+    GLOBAL const FLT* Bn = B + boff[3 * bt + 1] + n * sbn;
     float acc = 0.0f;
-    for (int k = tid; k < K; k += GRB) acc += Am[k * sak] * Bn[k * sbk];
+    for (int k = tid; k < K; k += GRB) acc += LDF(Am, k * sak) * LDF(Bn, k * sbk);
     acc = group_sum(s, acc, GRB);
     if (tid == 0) {
         float v = alpha * acc;
-        if (has_bias) v += beta * bias[m * sbm + n * sbn_];
-        C[boff[3 * bt + 2] + m * scm + n] = activate(act, v, p0, p1);
+        if (has_bias) v += beta * LDF(bias, m * sbm + n * sbn_);
+        STF(C, boff[3 * bt + 2] + m * scm + n, activate(act, v, p0, p1));
     }
 }

@@ -12,7 +12,7 @@ FUNC int taps_inside(int o, int s, int pb, int k, int d, int lo, int hi) {
 }
 
 /* kind: 0 max, 1 average without pads, 2 average counting pads. pe*: end pads. */
-KERNEL pool_f32(GLOBAL const float* X, GLOBAL float* Y, int total, int id, int ih, int iw, int od, int oh, int ow,
+KERNEL pool_f32(GLOBAL const FLT* X, GLOBAL FLT* Y, int total, int id, int ih, int iw, int od, int oh, int ow,
                 int kd, int kh, int kw, int sd, int sh, int sw, int pd, int ph, int pw, int dd, int dh, int dw, int ped,
                 int peh, int pew, int kind) {
     PDL_ENTRY();
@@ -22,7 +22,7 @@ KERNEL pool_f32(GLOBAL const float* X, GLOBAL float* Y, int total, int id, int i
     int p = i % P, plane = i / P;
     int oz = p / ohw, q = p - oz * ohw;
     int oy = q / ow, ox = q - oy * ow;
-    GLOBAL const float* Xp = X + plane * id * ih * iw;
+    GLOBAL const FLT* Xp = X + plane * id * ih * iw;
     float acc = kind == 0 ? -F32_INF : 0.0f;
     for (int kz = 0; kz < kd; ++kz) {
         int iz = oz * sd - pd + kz * dd;
@@ -33,7 +33,7 @@ KERNEL pool_f32(GLOBAL const float* X, GLOBAL float* Y, int total, int id, int i
             for (int kx = 0; kx < kw; ++kx) {
                 int ix = ox * sw - pw + kx * dw;
                 if (ix < 0 || ix >= iw) continue;
-                float v = Xp[(iz * ih + iy) * iw + ix];
+                float v = LDF(Xp, (iz * ih + iy) * iw + ix);
                 if (kind == 0) acc = v > acc ? v : acc;
                 else acc += v;
             }
@@ -45,5 +45,5 @@ KERNEL pool_f32(GLOBAL const float* X, GLOBAL float* Y, int total, int id, int i
                   (float)taps_inside(oy, sh, ph, kh, dh, inc ? -ph : 0, inc ? ih + peh : ih);
         acc /= c * (float)taps_inside(ox, sw, pw, kw, dw, inc ? -pw : 0, inc ? iw + pew : iw);
     }
-    Y[i] = acc;
+    STF(Y, i, acc);
 }

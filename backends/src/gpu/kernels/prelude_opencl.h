@@ -84,3 +84,35 @@
 #define POPCOUNT(x) ((int)popcount((uint)(x)))
 #define AS_FLOAT(i) as_float(i)
 #define AS_INT(f) as_int(f)
+
+/* Storage of float tensors in GLOBAL memory. Kernels declare such pointers FLT, read an element
+ * as float with LDF(p, i), write one from float with STF(p, i, v), and move 2 or 4 of them at
+ * once with LDF4 / STF2 / STF4 (p aligned to as many elements). With DSP_HALF (the host's fp16
+ * precision) FLT is IEEE half: vload_half/vstore_half are core OpenCL C and need no cl_khr_fp16,
+ * and without that extension a bare p[i] does not compile, so no access slips past the macros.
+ * Arithmetic is float either way. Tables the host makes (tap weights, partial sums) stay float.
+ * MOVE_T is the word the data-movement kernels copy: 16 bits with MOVE16 (a half tensor). */
+#if DSP_HALF
+#define FLT half
+#define LDF(p, i) vload_half((i), (p))
+#define STF(p, i, v) vstore_half_rte((v), (i), (p))
+#define LDF4(d, p)                                                                                  \
+    do {                                                                                            \
+        float4 v_ = vload_half4(0, (p));                                                            \
+        (d)[0] = v_.x, (d)[1] = v_.y, (d)[2] = v_.z, (d)[3] = v_.w;                                 \
+    } while (0)
+#define STF2(p, a, b) vstore_half2_rte((float2)((a), (b)), 0, (p))
+#define STF4(p, a, b, c, d) vstore_half4_rte((float4)((a), (b), (c), (d)), 0, (p))
+#else
+#define FLT float
+#define LDF(p, i) ((p)[i])
+#define STF(p, i, v) ((p)[i] = (v))
+#define LDF4(d, p) GLOBAL_LOAD_VEC4(d, p)
+#define STF2(p, a, b) GLOBAL_STORE_VEC2(p, a, b)
+#define STF4(p, a, b, c, d) GLOBAL_STORE_VEC4(p, a, b, c, d)
+#endif
+#if MOVE16
+#define MOVE_T ushort
+#else
+#define MOVE_T int
+#endif

@@ -31,11 +31,11 @@ FUNC float wg_max(LOCAL_PTR float* s, float v) {
 
 /* A reduction as kept dims x reduced dims. meta: kept dims [orank], their input strides
  * [orank], reduced dims [rrank], their input strides [rrank]. kind: 0 sum, 1 mean, 2 max. */
-FUNC float reduce_one(GLOBAL const float* x, int base, int r0, int step, int nred, int rrank,
+FUNC float reduce_one(GLOBAL const FLT* x, int base, int r0, int step, int nred, int rrank,
                       GLOBAL const int* rdims, GLOBAL const int* rstrides, int kind) {
     float acc = kind == 2 ? -F32_INF : 0.0f;
     for (int r = r0; r < nred; r += step) {
-        float v = x[base + strided_offset(r, rrank, rdims, rstrides)];
+        float v = LDF(x, base + strided_offset(r, rrank, rdims, rstrides));
         acc = kind == 2 ? max_nan(acc, v) : acc + v;
     }
     return acc;
@@ -47,18 +47,18 @@ FUNC float reduce_finish(float acc, int kind, int nred) {
 }
 
 /* One work-item per output: for short reductions. */
-KERNEL reduce_f32_item(GLOBAL const float* x, GLOBAL float* y, int nout, int nred, int kind, int orank, int rrank,
+KERNEL reduce_f32_item(GLOBAL const FLT* x, GLOBAL FLT* y, int nout, int nred, int kind, int orank, int rrank,
                        GLOBAL const int* meta) {
     PDL_ENTRY();
     int o = GLOBAL_ID(0);
     if (o >= nout) return;
     int base = strided_offset(o, orank, meta, meta + orank);
     float acc = reduce_one(x, base, 0, 1, nred, rrank, meta + 2 * orank, meta + 2 * orank + rrank, kind);
-    y[o] = reduce_finish(acc, kind, nred);
+    STF(y, o, reduce_finish(acc, kind, nred));
 }
 
 /* One work-group per output: for long reductions. */
-KERNEL reduce_f32_group(GLOBAL const float* x, GLOBAL float* y, int nout, int nred, int kind, int orank, int rrank,
+KERNEL reduce_f32_group(GLOBAL const FLT* x, GLOBAL FLT* y, int nout, int nred, int kind, int orank, int rrank,
                         GLOBAL const int* meta) {
     PDL_ENTRY();
     LOCAL float s[WG];
@@ -66,7 +66,7 @@ KERNEL reduce_f32_group(GLOBAL const float* x, GLOBAL float* y, int nout, int nr
     int base = strided_offset(o, orank, meta, meta + orank);
     float acc = reduce_one(x, base, LOCAL_ID(0), WG, nred, rrank, meta + 2 * orank, meta + 2 * orank + rrank, kind);
     acc = kind == 2 ? wg_max(s, acc) : wg_sum(s, acc);
-    if (LOCAL_ID(0) == 0) y[o] = reduce_finish(acc, kind, nred);
+    if (LOCAL_ID(0) == 0) STF(y, o, reduce_finish(acc, kind, nred));
 }
 
 /* Integers (and bool for max): sums wrap in 32 bits, mean truncates, max of nothing is INT_MIN. */
@@ -90,55 +90,47 @@ KERNEL reduce_i32_item(GLOBAL const int* x, GLOBAL int* y, int nout, int nred, i
 }
 
 /* Softmax along contiguous rows of `len`, one work-group per row. */
-KERNEL softmax_rows(GLOBAL const float* x, GLOBAL float* y, int len) {
+KERNEL softmax_rows(GLOBAL const FLT* x, GLOBAL FLT* y, int len) {
     PDL_ENTRY();
     LOCAL float s[WG];
     int row = GROUP_ID(0), t = LOCAL_ID(0);
-    GLOBAL const float* xr = x + row * len;
-    GLOBAL float* yr = y + row * len;
+    GLOBAL const FLT* xr = x + row * len;
+    GLOBAL FLT* yr = y + row * len;
     float m = -F32_INF;
-    for (int i = t; i < len; i += WG) m = FMAXF(m, xr[i]);
+    for (int i = t; i < len; i += WG) m = FMAXF(m, LDF(xr, i));
     m = wg_max(s, m);
     float sum = 0.0f;
-    for (int i = t; i < len; i += WG) {
-        float e = EXPF(xr[i] - m);
-        yr[i] = e;
-        sum += e;
-    }
+    for (int i = t; i < len; i += WG) sum += EXPF(LDF(xr, i) - m);
     sum = wg_sum(s, sum);
     float inv = 1.0f / sum;
-    /* Each work-item rescales the elements it wrote itself, so no barrier is needed. */
-    for (int i = t; i < len; i += WG) yr[i] *= inv;
+    /* The exponentials again rather than read back: one rounding into storage, not two. */
+    for (int i = t; i < len; i += WG) STF(yr, i, EXPF(LDF(xr, i) - m) * inv);
 }
 
 /* Softmax along a strided axis: one work-item per (outer, inner) column of [outer, len, inner]. */
-KERNEL softmax_cols(GLOBAL const float* x, GLOBAL float* y, int outer, int len, int inner) {
+KERNEL softmax_cols(GLOBAL const FLT* x, GLOBAL FLT* y, int outer, int len, int inner) {
     PDL_ENTRY();
     int c = GLOBAL_ID(0);
     if (c >= outer * inner) return;
     int o = c / inner, i = c - o * inner;
     int base = o * len * inner + i;
     float m = -F32_INF;
-    for (int k = 0; k < len; ++k) m = FMAXF(m, x[base + k * inner]);
+    for (int k = 0; k < len; ++k) m = FMAXF(m, LDF(x, base + k * inner));
     float sum = 0.0f;
-    for (int k = 0; k < len; ++k) {
-        float e = EXPF(x[base + k * inner] - m);
-        y[base + k * inner] = e;
-        sum += e;
-    }
+    for (int k = 0; k < len; ++k) sum += EXPF(LDF(x, base + k * inner) - m);
     float inv = 1.0f / sum;
-    for (int k = 0; k < len; ++k) y[base + k * inner] *= inv;
+    for (int k = 0; k < len; ++k) STF(y, base + k * inner, EXPF(LDF(x, base + k * inner) - m) * inv);
 }
 
 /* Mean and 1/sqrt(var + eps) of x[base .. base + len), two passes, over the work-group. */
-FUNC void wg_stats(LOCAL_PTR float* s, GLOBAL const float* x, int len, float eps, float* mean, float* inv) {
+FUNC void wg_stats(LOCAL_PTR float* s, GLOBAL const FLT* x, int len, float eps, float* mean, float* inv) {
     int t = LOCAL_ID(0);
     float acc = 0.0f;
-    for (int i = t; i < len; i += WG) acc += x[i];
+    for (int i = t; i < len; i += WG) acc += LDF(x, i);
     float m = wg_sum(s, acc) / (float)(len > 0 ? len : 1);
     acc = 0.0f;
     for (int i = t; i < len; i += WG) {
-        float d = x[i] - m;
+        float d = LDF(x, i) - m;
         acc += d * d;
     }
     float var = wg_sum(s, acc) / (float)(len > 0 ? len : 1);
@@ -148,44 +140,44 @@ FUNC void wg_stats(LOCAL_PTR float* s, GLOBAL const float* x, int len, float eps
 
 /* LayerNormalization over rows of `len`; scale/bias broadcast over the row through meta
  * (dims [prank], scale strides [prank], bias strides [prank]); prank 0: both hold `len` values. */
-KERNEL layer_norm(GLOBAL const float* x, GLOBAL const float* scale, GLOBAL const float* bias, GLOBAL float* y, int len,
+KERNEL layer_norm(GLOBAL const FLT* x, GLOBAL const FLT* scale, GLOBAL const FLT* bias, GLOBAL FLT* y, int len,
                   float eps, int has_bias, int prank, GLOBAL const int* meta) {
     PDL_ENTRY();
     LOCAL float s[WG];
     int row = GROUP_ID(0), t = LOCAL_ID(0);
-    GLOBAL const float* xr = x + row * len;
+    GLOBAL const FLT* xr = x + row * len;
     float mean, inv;
     wg_stats(s, xr, len, eps, &mean, &inv);
     for (int i = t; i < len; i += WG) {
         int is = prank == 0 ? i : strided_offset(i, prank, meta, meta + prank);
-        float v = (xr[i] - mean) * inv * scale[is];
-        if (has_bias) v += bias[prank == 0 ? i : strided_offset(i, prank, meta, meta + 2 * prank)];
-        y[row * len + i] = v;
+        float v = (LDF(xr, i) - mean) * inv * LDF(scale, is);
+        if (has_bias) v += LDF(bias, prank == 0 ? i : strided_offset(i, prank, meta, meta + 2 * prank));
+        STF(y, row * len + i, v);
     }
 }
 
 /* GroupNormalization over [N, groups, cpg * plane] blocks; scale/bias per channel
  * (per_channel) or per group. */
-KERNEL group_norm(GLOBAL const float* x, GLOBAL const float* scale, GLOBAL const float* bias, GLOBAL float* y,
+KERNEL group_norm(GLOBAL const FLT* x, GLOBAL const FLT* scale, GLOBAL const FLT* bias, GLOBAL FLT* y,
                   int groups, int cpg, int plane, float eps, int per_channel) {
     PDL_ENTRY();
     LOCAL float s[WG];
     int blk = GROUP_ID(0), t = LOCAL_ID(0);
     int len = cpg * plane;
-    GLOBAL const float* xb = x + blk * len;
+    GLOBAL const FLT* xb = x + blk * len;
     float mean, inv;
     wg_stats(s, xb, len, eps, &mean, &inv);
     int g = blk % groups;
     for (int i = t; i < len; i += WG) {
         int ch = g * cpg + i / plane;
         int p = per_channel ? ch : g;
-        float a = inv * scale[p];
-        y[blk * len + i] = xb[i] * a + (bias[p] - mean * a);
+        float a = inv * LDF(scale, p);
+        STF(y, blk * len + i, LDF(xb, i) * a + (LDF(bias, p) - mean * a));
     }
 }
 
 /* CumSum along the middle axis of [outer, len, inner]; one work-item per column. */
-KERNEL cumsum_f32(GLOBAL const float* x, GLOBAL float* y, int outer, int len, int inner, int exclusive, int reverse) {
+KERNEL cumsum_f32(GLOBAL const FLT* x, GLOBAL FLT* y, int outer, int len, int inner, int exclusive, int reverse) {
     PDL_ENTRY();
     int c = GLOBAL_ID(0);
     if (c >= outer * inner) return;
@@ -194,13 +186,13 @@ KERNEL cumsum_f32(GLOBAL const float* x, GLOBAL float* y, int outer, int len, in
     float acc = 0.0f;
     for (int s = 0; s < len; ++s) {
         int k = reverse ? len - 1 - s : s;
-        float v = x[base + k * inner];
+        float v = LDF(x, base + k * inner);
         if (exclusive) {
-            y[base + k * inner] = acc;
+            STF(y, base + k * inner, acc);
             acc += v;
         } else {
             acc += v;
-            y[base + k * inner] = acc;
+            STF(y, base + k * inner, acc);
         }
     }
 }

@@ -31,7 +31,7 @@
 /* Every sparse conv kernel takes the same arguments (unused ones are placeholders), so the
  * WGSL twin binds one set of buffers and one uniform struct for all of them. */
 #define SPARSE_CONV_ARGS                                                                                            \
-    GLOBAL const float *X, GLOBAL const float *W, GLOBAL const float *bias, GLOBAL const float *res, GLOBAL float *Y, \
+    GLOBAL const FLT *X, GLOBAL const FLT *W, GLOBAL const FLT *bias, GLOBAL const FLT *res, GLOBAL FLT *Y, \
         GLOBAL int *meta, GLOBAL float *part, GLOBAL const int *ktab, int cin, int cout, int ih, int iw, int oh, \
         int ow, int kh, int kw, int sh, int sw, int ph, int pw, int dh, int dw, int cstride, int gi, int data0,       \
         int img_stride, int tiles_at, int cap, int masked, int has_bias, int has_res, int act, float p0, float p1
@@ -63,9 +63,9 @@ FUNC int mask_bit(GLOBAL const int* meta, int base, int p) {
 }
 
 /* b: the output channel's bias (0 without), loaded where the caller can overlap it. */
-FUNC float sparse_conv_epilogue(float v, float b, GLOBAL const float* res, int has_res, int at, int act, float p0, float p1) {
+FUNC float sparse_conv_epilogue(float v, float b, GLOBAL const FLT* res, int has_res, int at, int act, float p0, float p1) {
     v += b;
-    if (has_res) v += res[at];
+    if (has_res) v += LDF(res, at);
     return activate(act, v, p0, p1);
 }
 

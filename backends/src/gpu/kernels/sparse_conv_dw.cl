@@ -11,8 +11,8 @@ KERNEL sparse_conv_dw_f32(SPARSE_CONV_ARGS) {
     if (p < 0 || (SPARSE_CONV_MAY_SKIP && masked && !mask_bit(meta, base, p))) return;
     int oy = p / ow, ox = p - (p / ow) * ow;
     int y0 = oy * sh - ph, x0 = ox * sw - pw;
-    GLOBAL const float* Xc = X + (n * cin + ch) * ih * iw;
-    GLOBAL const float* Wc = W + ch * kh * kw;
+    GLOBAL const FLT* Xc = X + (n * cin + ch) * ih * iw;
+    GLOBAL const FLT* Wc = W + ch * kh * kw;
     float acc = 0.0f;
     for (int ky = 0; ky < kh; ++ky) {
         int iy = y0 + ky * dh;
@@ -20,9 +20,9 @@ KERNEL sparse_conv_dw_f32(SPARSE_CONV_ARGS) {
         for (int kx = 0; kx < kw; ++kx) {
             int ix = x0 + kx * dw;
             if (ix < 0 || ix >= iw) continue;
-            acc += Wc[ky * kw + kx] * Xc[iy * iw + ix];
+            acc += LDF(Wc, ky * kw + kx) * LDF(Xc, iy * iw + ix);
         }
     }
     int at = (n * cout + ch) * oh * ow + p;
-    Y[at] = sparse_conv_epilogue(acc, has_bias ? bias[ch] : 0.0f, res, has_res, at, act, p0, p1);
+    STF(Y, at, sparse_conv_epilogue(acc, has_bias ? LDF(bias, ch) : 0.0f, res, has_res, at, act, p0, p1));
 }

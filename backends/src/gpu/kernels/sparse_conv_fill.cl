@@ -8,7 +8,7 @@ KERNEL sparse_conv_fill_residual_f32(SPARSE_CONV_ARGS) {
     int p = GLOBAL_ID(0), m = GROUP_ID(1), n = GROUP_ID(2);
     if (p >= oh * ow || mask_bit(meta, data0 + n * img_stride, p)) return;
     int at = (n * cout + m) * oh * ow + p;
-    Y[at] = activate(act, res[at], p0, p1);
+    STF(Y, at, activate(act, LDF(res, at), p0, p1));
 }
 
 /* Cached fill of an op without sparse kernels: Y (the cached activations) takes the freshly
@@ -19,5 +19,5 @@ KERNEL sparse_conv_blend_cached_f32(SPARSE_CONV_ARGS) {
     int p = GLOBAL_ID(0), m = GROUP_ID(1), n = GROUP_ID(2);
     if (p >= oh * ow || (masked && !mask_bit(meta, data0 + n * img_stride, p))) return;
     int at = (n * cout + m) * oh * ow + p;
-    Y[at] = X[at];
+    STF(Y, at, LDF(X, at));
 }

@@ -29,12 +29,12 @@ FUNC float sparse_conv_split_sum(GLOBAL const float* part, int n, int m, int c, 
  * the fill policy owns the position. Callers issue the loads of v and b before it, so the
  * checks here do not delay them: as a chain of dependent loads the split-K finish spent most
  * of its time waiting. */
-FUNC void sparse_conv_store_output(float v, float b, GLOBAL float* Y, GLOBAL const float* res, int has_res,
+FUNC void sparse_conv_store_output(float v, float b, GLOBAL FLT* Y, GLOBAL const FLT* res, int has_res,
                              GLOBAL const int* meta, int base, int masked, int n, int m, int p, int cout, int P,
                              int act, float p0, float p1) {
     if (p < 0 || (SPARSE_CONV_MAY_SKIP && masked && !mask_bit(meta, base, p))) return;
     int at = (n * cout + m) * P + p;
-    Y[at] = sparse_conv_epilogue(v, b, res, has_res, at, act, p0, p1);
+    STF(Y, at, sparse_conv_epilogue(v, b, res, has_res, at, act, p0, p1));
 }
 
 /* Stages in flight in the GEMM's reduction loop: 1 (registers for the next stage while this
@@ -115,7 +115,7 @@ KERNEL LAUNCH_BOUNDS(NT, SPARSE_CONV_MIN_BLOCKS) sparse_conv_gemm_f32(SPARSE_CON
      * one has passed here, and its wait still waits for this grid's end. */
     PDL_TRIGGER();
 #endif
-    GLOBAL const float* Wt = W;
+    GLOBAL const FLT* Wt = W;
 #ifdef DSP_DYN_SMEM
     /* Tiles past CUDA's static limit: the launch provides the weights' stage (the host sets it,
      * sparse_conv/schedule.rs `launch_local_bytes`). */
@@ -229,7 +229,7 @@ KERNEL LAUNCH_BOUNDS(NT, SPARSE_CONV_MIN_BLOCKS) sparse_conv_gemm_f32(SPARSE_CON
     float rtaps = 1.0f / (float)taps;
     int chunk = ((K + KS - 1) / KS + TK - 1) / TK * TK;
     int kb = ks * chunk, ke = IMIN(K, kb + chunk);
-    GLOBAL const float* Xn = X + n * cin * ihw;
+    GLOBAL const FLT* Xn = X + n * cin * ihw;
     float acc[NACC];
     for (int a = 0; a < NACC; ++a) acc[a] = 0.0f;
     LOCAL_BARRIER();
@@ -246,14 +246,14 @@ KERNEL LAUNCH_BOUNDS(NT, SPARSE_CONV_MIN_BLOCKS) sparse_conv_gemm_f32(SPARSE_CON
     int hoist = taps <= IMIN(SPARSE_CONV_TAPS, 32);
     int hc = tid % TN, hm = m0 + tid % TM;
     int aok = hm < cout;
-    GLOBAL const float* Wa = Wt + (aok ? hm : 0);
+    GLOBAL const FLT* Wa = Wt + (aok ? hm : 0);
     uint hv = 0u;
     for (int r = 0; hoist && r < taps; ++r) {
         int iy = cy[hc] + tapt[3 * r + 1], ix = cxs[hc] + tapt[3 * r + 2];
         hv |= (uint)(iy >= 0 && iy < ih && ix >= 0 && ix < iw) << (uint)r;
     }
     /* A phantom's origin is far outside the input: no tap is in, and no offset is formed. */
-    GLOBAL const float* Xc = Xn + (hv ? cy[hc] * iw + cxs[hc] : 0);
+    GLOBAL const FLT* Xc = Xn + (hv ? cy[hc] * iw + cxs[hc] : 0);
     int hsc = SPARSE_CONV_HSB / taps, hsr = SPARSE_CONV_HSB - (SPARSE_CONV_HSB / taps) * taps;
 #endif
     /* Software pipeline: the global loads of stage k0 + TK are issued into registers before
@@ -344,7 +344,7 @@ KERNEL LAUNCH_BOUNDS(NT, SPARSE_CONV_MIN_BLOCKS) sparse_conv_gemm_f32(SPARSE_CON
 #if KS > 1
         part[((n * KS + ks) * cout + m) * cap + c0 + c] = v;
 #else
-        sparse_conv_store_output(v, has_bias ? bias[m] : 0.0f, Y, res, has_res, meta, base, masked, n, m, p, cout, P, act,
+        sparse_conv_store_output(v, has_bias ? LDF(bias, m) : 0.0f, Y, res, has_res, meta, base, masked, n, m, p, cout, P, act,
                            p0, p1);
 #endif
     }
@@ -369,7 +369,7 @@ KERNEL LAUNCH_BOUNDS(NT, SPARSE_CONV_MIN_BLOCKS) sparse_conv_gemm_f32(SPARSE_CON
         for (int a = 0; a < NACC; ++a) {
             int m = m0 + sparse_conv_acc_m(a, tid), c = sparse_conv_acc_c(a, tid);
             if (m >= cout) continue;
-            sparse_conv_store_output(sparse_conv_split_sum(part, n, m, c0 + c, cout, cap), has_bias ? bias[m] : 0.0f, Y, res, has_res,
+            sparse_conv_store_output(sparse_conv_split_sum(part, n, m, c0 + c, cout, cap), has_bias ? LDF(bias, m) : 0.0f, Y, res, has_res,
                                meta, base, masked, n, m, cpos[c], cout, P, act, p0, p1);
         }
     }
@@ -429,7 +429,7 @@ KERNEL sparse_conv_finish_f32(SPARSE_CONV_ARGS) {
     {
         int p = sparse_conv_position(meta, base, tiles_at, c, oh, ow);
         float v = sparse_conv_split_sum(part, n, m, c, cout, cap);
-        float b = has_bias ? bias[m] : 0.0f;
+        float b = has_bias ? LDF(bias, m) : 0.0f;
         if (c >= IMIN(cap, sparse_conv_columns(meta, n, cstride, gi, oh, ow))) return;
         sparse_conv_store_output(v, b, Y, res, has_res, meta, base, masked, n, m, p, cout, oh * ow, act, p0, p1);
         c += cstep;
@@ -439,7 +439,7 @@ KERNEL sparse_conv_finish_f32(SPARSE_CONV_ARGS) {
     for (; c < cols; c += cstep) {
         int p = sparse_conv_position(meta, base, tiles_at, c, oh, ow);
         float v = sparse_conv_split_sum(part, n, m, c, cout, cap);
-        float b = has_bias ? bias[m] : 0.0f;
+        float b = has_bias ? LDF(bias, m) : 0.0f;
         sparse_conv_store_output(v, b, Y, res, has_res, meta, base, masked, n, m, p, cout, oh * ow, act, p0, p1);
     }
 }

@@ -4,9 +4,9 @@
 #if SELF_LIST && SELF_COUNT
 /* The mask tensor (floats, mk_stride per image: 0 when one mask serves every image), and where
  * SELF_COUNT stores the counts. */
-#define SPARSE_CONV_SELF_ARGS , GLOBAL const float *mk, int mk_stride, GLOBAL int *rep, int rep_stride
+#define SPARSE_CONV_SELF_ARGS , GLOBAL const FLT *mk, int mk_stride, GLOBAL int *rep, int rep_stride
 #elif SELF_LIST
-#define SPARSE_CONV_SELF_ARGS , GLOBAL const float *mk, int mk_stride
+#define SPARSE_CONV_SELF_ARGS , GLOBAL const FLT *mk, int mk_stride
 #endif
 #if SELF_LIST
 #if SELF_COUNT
@@ -50,7 +50,7 @@ typedef struct {
 /* sparse_conv_self_list's first half: the work-item's segment counted into *s. Under SL_EARLY it
  * returns the image's column count (the same in every work-item), and a group whose c0 is past
  * it is done; else 0x7fffffff, and sparse_conv_self_scan counts. */
-FUNC_INLINE int sparse_conv_self_count(GLOBAL const float* mk, LOCAL_PTR int* scan, LOCAL_PTR int* cpos, LOCAL_PTR int* lbad, int tid,
+FUNC_INLINE int sparse_conv_self_count(GLOBAL const FLT* mk, LOCAL_PTR int* scan, LOCAL_PTR int* cpos, LOCAL_PTR int* lbad, int tid,
                                  int P, SlSeg* s) {
     for (int c = tid; c < TN; c += NT) cpos[c] = -1;
     if (SELF_COUNT && tid == 0) *lbad = 0x7fffffff;
@@ -66,7 +66,7 @@ FUNC_INLINE int sparse_conv_self_count(GLOBAL const float* mk, LOCAL_PTR int* sc
     for (int b = lo; b < rb; b += 8) {
         uint x = 0u;
         for (int i = 0; i < 8; ++i) {
-            float v = mk[IMIN(b + i, rb - 1)];
+            float v = LDF(mk, IMIN(b + i, rb - 1));
             x |= (uint)(v == 1.0f && b + i < rb) << i;
             if (b + i < rb) SL_BAD(v, b + i);
         }
@@ -76,7 +76,7 @@ FUNC_INLINE int sparse_conv_self_count(GLOBAL const float* mk, LOCAL_PTR int* sc
     }
     int cnt = POPCOUNT(w0) + POPCOUNT(w1);
     for (int p = rb; p < hi; ++p) {
-        float v = mk[p];
+        float v = LDF(mk, p);
         cnt += (int)(v == 1.0f);
         SL_BAD(v, p);
     }
@@ -96,7 +96,7 @@ FUNC_INLINE int sparse_conv_self_count(GLOBAL const float* mk, LOCAL_PTR int* sc
 
 /* sparse_conv_self_list's second half, for a group sparse_conv_self_count left with columns: the scan of
  * the segments' counts and the group's columns into cpos; returns the image's column count. */
-FUNC_INLINE int sparse_conv_self_scan(GLOBAL const float* mk, LOCAL_PTR int* scan, LOCAL_PTR int* cpos, LOCAL_PTR int* lbad, int tid,
+FUNC_INLINE int sparse_conv_self_scan(GLOBAL const FLT* mk, LOCAL_PTR int* scan, LOCAL_PTR int* cpos, LOCAL_PTR int* lbad, int tid,
                                 int c0, const SlSeg* s) {
     int lo = s->lo, hi = s->hi, rb = s->rb, cnt = s->cnt;
     uint w0 = s->w0, w1 = s->w1;
@@ -124,7 +124,7 @@ FUNC_INLINE int sparse_conv_self_scan(GLOBAL const float* mk, LOCAL_PTR int* sca
             }
         }
         for (int q = rb; q < hi; ++q) {
-            if (mk[q] == 1.0f) {
+            if (LDF(mk, q) == 1.0f) {
                 if (r >= c0 && r < c0 + TN) cpos[r - c0] = q;
                 ++r;
             }
@@ -134,7 +134,7 @@ FUNC_INLINE int sparse_conv_self_scan(GLOBAL const float* mk, LOCAL_PTR int* sca
 }
 
 /* The work-group's columns (see the top of the listing): both halves. */
-FUNC_INLINE int sparse_conv_self_list(GLOBAL const float* mk, LOCAL_PTR int* scan, LOCAL_PTR int* cpos, LOCAL_PTR int* lbad, int tid, int c0, int P) {
+FUNC_INLINE int sparse_conv_self_list(GLOBAL const FLT* mk, LOCAL_PTR int* scan, LOCAL_PTR int* cpos, LOCAL_PTR int* lbad, int tid, int c0, int P) {
     SlSeg s;
     int early = sparse_conv_self_count(mk, scan, cpos, lbad, tid, P, &s);
     /* The same for the whole work-group: no barrier is skipped. */

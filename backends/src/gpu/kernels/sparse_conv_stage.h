@@ -57,10 +57,10 @@ FUNC_INLINE int sparse_conv_gather_at(GLOBAL const int* ktab, LOCAL_PTR int* cy,
 }
 
 /* The input of column c at reduction index gk, 0 outside the input. */
-FUNC_INLINE float sparse_conv_gather_elem(GLOBAL const float* Xn, GLOBAL const int* ktab, LOCAL_PTR int* cy, LOCAL_PTR int* cxs,
+FUNC_INLINE float sparse_conv_gather_elem(GLOBAL const FLT* Xn, GLOBAL const int* ktab, LOCAL_PTR int* cy, LOCAL_PTR int* cxs,
                                     LOCAL_PTR const int* tapt, int c, int gk, int ih, int iw, int taps, float rtaps) {
     int at = sparse_conv_gather_at(ktab, cy, cxs, tapt, c, gk, ih, iw, taps, rtaps);
-    return at >= 0 ? Xn[at] : 0.0f;
+    return at >= 0 ? LDF(Xn, at) : 0.0f;
 }
 
 /* Loads stage k0 (TK reduction indices, clipped at ke) of the transposed weight (ra) and of
@@ -76,14 +76,14 @@ FUNC_INLINE float sparse_conv_gather_elem(GLOBAL const float* Xn, GLOBAL const i
  * so LLVM folds every B (input) element to 0 and each split's partial sums come out 0.
  * NVRTC and NVIDIA's OpenCL computed these members right without the attribute (on an H100);
  * the forced inlining there is expected to change nothing but has not been timed. */
-FUNC_INLINE void sparse_conv_load_stage(GLOBAL const float* Wt, GLOBAL const float* Xn, GLOBAL const int* ktab, LOCAL_PTR int* cy,
+FUNC_INLINE void sparse_conv_load_stage(GLOBAL const FLT* Wt, GLOBAL const FLT* Xn, GLOBAL const int* ktab, LOCAL_PTR int* cy,
                            LOCAL_PTR int* cxs, LOCAL_PTR const int* tapt, float* ra, float* rb, int tid, int m0, int k0,
                            int ke, int cout, int ih, int iw, int taps, float rtaps) {
     for (int l = 0; l < SPARSE_CONV_AL; ++l) {
         int e = tid + l * NT;
         int m = e % TM, k = e / TM;
         int gm = m0 + m, gk = k0 + k;
-        ra[l] = (e < TM * TK && gm < cout && gk < ke) ? Wt[gk * cout + gm] : 0.0f;
+        ra[l] = (e < TM * TK && gm < cout && gk < ke) ? LDF(Wt, gk * cout + gm) : 0.0f;
     }
     for (int l = 0; l < SPARSE_CONV_BL; ++l) {
         int e = tid + l * NT;
@@ -113,19 +113,19 @@ FUNC_INLINE void sparse_conv_load_stage(GLOBAL const float* Wt, GLOBAL const flo
 /* sparse_conv_load_stage for hoisted members: Wa is the weight at (row 0, this item's channel), Xc the
  * input at this item's column's origin, aok whether that channel exists, hv its taps inside the
  * input (0 for a phantom), hsc and hsr SPARSE_CONV_HSB as whole input channels and taps. */
-FUNC_INLINE void sparse_conv_load_stage_h(GLOBAL const float* Wa, GLOBAL const float* Xc, LOCAL_PTR const int* tapt, float* ra,
+FUNC_INLINE void sparse_conv_load_stage_h(GLOBAL const FLT* Wa, GLOBAL const FLT* Xc, LOCAL_PTR const int* tapt, float* ra,
                                     float* rb, int tid, int k0, int ke, int cout, int aok, uint hv, int taps, float rtaps,
                                     int ihw, int hsc, int hsr) {
     int ka = tid / TM;
     for (int l = 0; l < SPARSE_CONV_AL; ++l) {
         int k = ka + l * SPARSE_CONV_HSA, gk = k0 + k;
-        ra[l] = (k < TK && aok && gk < ke) ? Wa[gk * cout] : 0.0f;
+        ra[l] = (k < TK && aok && gk < ke) ? LDF(Wa, gk * cout) : 0.0f;
     }
     int kb = tid / TN, gk = k0 + kb, r;
     int ci = sparse_conv_channel_of(gk, taps, rtaps, &r);
     for (int l = 0; l < SPARSE_CONV_BL; ++l) {
         float v = 0.0f;
-        if (kb + l * SPARSE_CONV_HSB < TK && gk < ke && ((hv >> (uint)r) & 1u)) v = Xc[ci * ihw + tapt[3 * r]];
+        if (kb + l * SPARSE_CONV_HSB < TK && gk < ke && ((hv >> (uint)r) & 1u)) v = LDF(Xc, ci * ihw + tapt[3 * r]);
         rb[l] = v;
         gk += SPARSE_CONV_HSB;
         ci += hsc;
@@ -140,16 +140,16 @@ FUNC_INLINE void sparse_conv_load_stage_h(GLOBAL const float* Wa, GLOBAL const f
  * multiple of 4 go one float at a time. (Copied with cp.async instead, which holds no registers,
  * they were slower on an H200: RESULTS.md, "How the one-stage members take their operands".) */
 #define SPARSE_CONV_W4 ((TK * TM / 4 + NT - 1) / NT)
-FUNC_INLINE void sparse_conv_weights_load(LOCAL_PTR float (*As)[TM], GLOBAL const float* Wt, int tid, int m0, int K, int cout) {
+FUNC_INLINE void sparse_conv_weights_load(LOCAL_PTR float (*As)[TM], GLOBAL const FLT* Wt, int tid, int m0, int K, int cout) {
     float wr[4 * SPARSE_CONV_W4];
     for (int l = 0; l < SPARSE_CONV_W4; ++l) {
         int e = tid + l * NT, k = e / (TM / 4), m = m0 + (e - k * (TM / 4)) * 4;
         int ok = e < TK * TM / 4 && k < K, whole = cout % 4 == 0 && m + 3 < cout;
-        GLOBAL const float* p = Wt + k * cout + m;
+        GLOBAL const FLT* p = Wt + k * cout + m;
         if (ok && whole) {
-            GLOBAL_LOAD_VEC4(wr + 4 * l, p);
+            LDF4(wr + 4 * l, p);
         } else {
-            for (int q = 0; q < 4; ++q) wr[4 * l + q] = (ok && m + q < cout) ? p[q] : 0.0f;
+            for (int q = 0; q < 4; ++q) wr[4 * l + q] = (ok && m + q < cout) ? LDF(p, q) : 0.0f;
         }
     }
     for (int l = 0; l < SPARSE_CONV_W4; ++l) {
@@ -162,7 +162,7 @@ FUNC_INLINE void sparse_conv_weights_load(LOCAL_PTR float (*As)[TM], GLOBAL cons
  * before the first store. A work-item keeps one column (NT is a
  * multiple of TN) and takes rows NT / TN apart. 1x1 convs index the input directly; others as
  * sparse_conv_load_stage. */
-FUNC_INLINE void sparse_conv_gather_all(LOCAL_PTR float (*Bs)[TN], GLOBAL const float* Xn, GLOBAL const int* ktab,
+FUNC_INLINE void sparse_conv_gather_all(LOCAL_PTR float (*Bs)[TN], GLOBAL const FLT* Xn, GLOBAL const int* ktab,
                                   LOCAL_PTR int* cy, LOCAL_PTR int* cxs, LOCAL_PTR const int* tapt, int tid, int K, int ih,
                                   int iw, int taps, float rtaps) {
     int c = tid % TN, k0 = tid / TN;
@@ -174,7 +174,7 @@ FUNC_INLINE void sparse_conv_gather_all(LOCAL_PTR float (*Bs)[TN], GLOBAL const 
         int at = k >= K ? -1
                  : taps == 1 ? (org >= 0 ? k * ih * iw + org : -1)
                              : sparse_conv_gather_at(ktab, cy, cxs, tapt, c, k, ih, iw, taps, rtaps);
-        rb[l] = at >= 0 ? Xn[at] : 0.0f;
+        rb[l] = at >= 0 ? LDF(Xn, at) : 0.0f;
     }
     for (int l = 0; l < SPARSE_CONV_BL; ++l) {
         int k = k0 + l * (NT / TN);

@@ -52,16 +52,16 @@
 /* mask: per image `tokens` floats at n * mask_stride (0: one mask for the whole batch); a token
  * is active where its value is exactly 1 (the masks this runs on are proven binary).
  * Grid: (images, 1, 1), local (BLOCK, 1, 1). */
-KERNEL token_compact(GLOBAL const float* mask, GLOBAL int* meta, int tokens, int mask_stride, int images) {
+KERNEL token_compact(GLOBAL const FLT* mask, GLOBAL int* meta, int tokens, int mask_stride, int images) {
     PDL_ENTRY();
     LOCAL int s[BLOCK];
     int tid = LOCAL_ID(0), n = GROUP_ID(0);
-    GLOBAL const float* m = mask + n * mask_stride;
+    GLOBAL const FLT* m = mask + n * mask_stride;
     GLOBAL int* order = meta + images + n * tokens;
     int found = 0;
     for (int t0 = 0; t0 < tokens; t0 += BLOCK) {
         int t = t0 + tid;
-        int on = (t < tokens && m[t] == 1.0f) ? 1 : 0;
+        int on = (t < tokens && LDF(m, t) == 1.0f) ? 1 : 0;
         /* Inclusive scan of the flags (Hillis-Steele; BLOCK is small). */
         s[tid] = on;
         LOCAL_BARRIER();
@@ -106,8 +106,8 @@ FUNC int tok_listed(GLOBAL const int* order, int count, int t) {
     return lo < count && order[lo] == t;
 }
 
-KERNEL token_gemm_f32(GLOBAL const float* X, GLOBAL const float* W, GLOBAL float* Y, GLOBAL const int* meta,
-                      GLOBAL const float* bias, int T, int N, int K, int images, int has_bias, int act, float p0,
+KERNEL token_gemm_f32(GLOBAL const FLT* X, GLOBAL const FLT* W, GLOBAL FLT* Y, GLOBAL const int* meta,
+                      GLOBAL const FLT* bias, int T, int N, int K, int images, int has_bias, int act, float p0,
                       float p1) {
     PDL_ENTRY();
     LOCAL float As[TK][TM];
@@ -120,8 +120,8 @@ KERNEL token_gemm_f32(GLOBAL const float* X, GLOBAL const float* W, GLOBAL float
     int n0 = GROUP_ID(0) * TN, m0 = GROUP_ID(1) * TM, img = GROUP_ID(2);
     int count = meta[img];
     GLOBAL const int* order = meta + images + img * T;
-    GLOBAL const float* Xb = X + img * T * K;
-    GLOBAL float* Yb = Y + img * T * N;
+    GLOBAL const FLT* Xb = X + img * T * K;
+    GLOBAL FLT* Yb = Y + img * T * N;
 #if DENSE
     int live = 1;
     int rows_in = T;
@@ -132,7 +132,7 @@ KERNEL token_gemm_f32(GLOBAL const float* X, GLOBAL const float* W, GLOBAL float
     if (!live) {
         for (int e = tid; e < TM * TN; e += NT) {
             int r = m0 + e / TN, c = n0 + e % TN;
-            if (r < T && c < N) Yb[order[r] * N + c] = 0.0f;
+            if (r < T && c < N) STF(Yb, order[r] * N + c, 0.0f);
         }
     }
     /* The same for the whole work-group, so returning skips no barrier another work-item of
@@ -156,12 +156,12 @@ KERNEL token_gemm_f32(GLOBAL const float* X, GLOBAL const float* W, GLOBAL float
         for (int e = tid; e < TM * TK; e += NT) {
             int k = e % TK, m = e / TK;
             int gk = k0 + k;
-            As[k][m] = (m0 + m < rows_in && gk < K) ? Xb[rows[m] * K + gk] : 0.0f;
+            As[k][m] = (m0 + m < rows_in && gk < K) ? LDF(Xb, rows[m] * K + gk) : 0.0f;
         }
         for (int e = tid; e < TN * TK; e += NT) {
             int n = e % TN, k = e / TN;
             int gn = n0 + n, gk = k0 + k;
-            Bs[k][n] = (gn < N && gk < K) ? W[gk * N + gn] : 0.0f;
+            Bs[k][n] = (gn < N && gk < K) ? LDF(W, gk * N + gn) : 0.0f;
         }
         LOCAL_BARRIER();
         for (int kk = 0; kk < TK; ++kk) {
@@ -183,10 +183,10 @@ KERNEL token_gemm_f32(GLOBAL const float* X, GLOBAL const float* W, GLOBAL float
             float v = 0.0f;
             if (row_live) {
                 v = acc[i][j];
-                if (has_bias) v += bias[n];
+                if (has_bias) v += LDF(bias, n);
                 v = activate(act, v, p0, p1);
             }
-            Yb[rows[m] * N + n] = v;
+            STF(Yb, rows[m] * N + n, v);
         }
     }
 }
@@ -222,7 +222,7 @@ FUNC float tok_reduce(LOCAL_PTR float* s, float v, int is_max) {
  * head's largest is the max over its `parts` (tok_kin), for token_attention_f32's proof. The
  * host launches parts = ceil(T / KN_KEYS), so every key has a group. k as in attention.cl:
  * element (bh, j, d) at bh*T*dk + j*skj + d*skd. Grid: (BH, parts, 1), local (WG, 1, 1). */
-KERNEL token_key_norms(GLOBAL const float* k, GLOBAL const int* meta, GLOBAL float* kin, int heads, int T, int dk,
+KERNEL token_key_norms(GLOBAL const FLT* k, GLOBAL const int* meta, GLOBAL float* kin, int heads, int T, int dk,
                        int skj, int skd, int images) {
     PDL_ENTRY();
     LOCAL float red[WG];
@@ -230,12 +230,12 @@ KERNEL token_key_norms(GLOBAL const float* k, GLOBAL const int* meta, GLOBAL flo
     int b = bh / heads;
     int count = meta[b];
     int lane = t % KN_LANES, jj = count + part * KN_KEYS + t / KN_LANES;
-    GLOBAL const float* kb = k + bh * T * dk;
+    GLOBAL const FLT* kb = k + bh * T * dk;
     float n2 = 0.0f;
     if (jj < T) {
         int j = meta[images + b * T + jj];
         for (int d = lane; d < dk; d += KN_LANES) {
-            float x = kb[j * skj + d * skd];
+            float x = LDF(kb, j * skj + d * skd);
             n2 += x * x;
         }
     }
@@ -282,8 +282,8 @@ FUNC int tok_keys_vanish(float mx, float qn, float kin, float smag, float c, int
  * tokens they belong to (TK_MAX >= T each), and the reduction scratch. */
 /* The arguments of both attention kernels (the lowering passes the same list to either). */
 #define TOK_ATTENTION_ARGS                                                                         \
-    GLOBAL const float *q, GLOBAL const float *k, GLOBAL const float *v, GLOBAL const float *bias, \
-        GLOBAL float *out, GLOBAL const int *meta, GLOBAL const float *kin, int heads, int T,     \
+    GLOBAL const FLT *q, GLOBAL const FLT *k, GLOBAL const FLT *v, GLOBAL const FLT *bias, \
+        GLOBAL FLT *out, GLOBAL const int *meta, GLOBAL const float *kin, int heads, int T,     \
         int dk, int dv, int skj, int skd, int scale_mode, float scale, float smag, float c,        \
         int keys_zero, int sb0, int sb1, int sb2, int sb3, int images, int kin_parts
 KERNEL token_attention_f32(TOK_ATTENTION_ARGS) {
@@ -296,10 +296,10 @@ KERNEL token_attention_f32(TOK_ATTENTION_ARGS) {
     int count = meta[b];
     GLOBAL const int* order = meta + images + b * T;
     int i = order[r];
-    GLOBAL float* orow = out + (bh * T + i) * dv;
+    GLOBAL FLT* orow = out + (bh * T + i) * dv;
     int live = r < count;
     if (!live) {
-        for (int d = t; d < dv; d += WG) orow[d] = 0.0f;
+        for (int d = t; d < dv; d += WG) STF(orow, d, 0.0f);
     }
     /* The same for the whole work-group: no barrier is skipped by part of it. */
     if (EARLY_EXIT && !live) return;
@@ -307,14 +307,14 @@ KERNEL token_attention_f32(TOK_ATTENTION_ARGS) {
     int na = live ? count : 0;
     /* Loaded here so that its loads overlap the scores below. */
     float kinv = (live && !keys_zero) ? tok_kin(kin, bh, kin_parts) : 0.0f;
-    GLOBAL const float* qr = q + (bh * T + i) * dk;
-    GLOBAL const float* kb = k + bh * T * dk;
-    GLOBAL const float* vb = v + bh * T * dv;
+    GLOBAL const FLT* qr = q + (bh * T + i) * dk;
+    GLOBAL const FLT* kb = k + bh * T * dk;
+    GLOBAL const FLT* vb = v + bh * T * dv;
     float mx = -F32_INF;
     for (int jj = t; jj < na; jj += WG) {
         int j = order[jj];
         float acc = 0.0f;
-        for (int d = 0; d < dk; ++d) acc += qr[d] * kb[j * skj + d * skd];
+        for (int d = 0; d < dk; ++d) acc += LDF(qr, d) * LDF(kb, j * skj + d * skd);
         /* The op adds (1 - 1) * c = 0 to active keys. */
         float x = (scale_mode == 0 ? acc * scale : acc / scale) + 0.0f;
         sc[jj] = x;
@@ -324,7 +324,7 @@ KERNEL token_attention_f32(TOK_ATTENTION_ARGS) {
     mx = tok_reduce(red, mx, 1);
     /* |q| by every work-item alike (a reduction would cost barriers), so `ok` is the group's. */
     float qq = 0.0f;
-    for (int d = 0; d < (live ? dk : 0); ++d) qq += qr[d] * qr[d];
+    for (int d = 0; d < (live ? dk : 0); ++d) qq += LDF(qr, d) * LDF(qr, d);
     int ok = !live || tok_keys_vanish(mx, SQRTF(qq), kinv, smag, c, dk);
     /* A row the proof fails for takes every key, with the op's bias: the dense kernel's row.
      * The same work-items as above write sc and keys, so no barrier is needed first. */
@@ -332,8 +332,8 @@ KERNEL token_attention_f32(TOK_ATTENTION_ARGS) {
     if (!ok) {
         for (int j = t; j < T; j += WG) {
             float acc = 0.0f;
-            for (int d = 0; d < dk; ++d) acc += qr[d] * kb[j * skj + d * skd];
-            float x = (scale_mode == 0 ? acc * scale : acc / scale) + bias[b * sb0 + h * sb1 + i * sb2 + j * sb3];
+            for (int d = 0; d < dk; ++d) acc += LDF(qr, d) * LDF(kb, j * skj + d * skd);
+            float x = (scale_mode == 0 ? acc * scale : acc / scale) + LDF(bias, b * sb0 + h * sb1 + i * sb2 + j * sb3);
             sc[j] = x;
             keys[j] = j;
             mx_all = FMAXF(mx_all, x);
@@ -360,8 +360,8 @@ KERNEL token_attention_f32(TOK_ATTENTION_ARGS) {
     LOCAL_BARRIER();
     for (int d = t; d < (live ? dv : 0); d += WG) {
         float acc = 0.0f;
-        for (int jj = 0; jj < n; ++jj) acc += sc[jj] * vb[keys[jj] * dv + d];
-        orow[d] = acc;
+        for (int jj = 0; jj < n; ++jj) acc += sc[jj] * LDF(vb, keys[jj] * dv + d);
+        STF(orow, d, acc);
     }
 }
 
@@ -427,8 +427,8 @@ KERNEL token_attention_tiled_f32(TOK_ATTENTION_ARGS) {
     /* Whether any row is active: the same for the whole group, as is every loop bound below. */
     int live = r0 < count;
     int na = live ? count : 0;
-    GLOBAL const float* kb = k + bh * T * dk;
-    GLOBAL const float* vb = v + bh * T * dv;
+    GLOBAL const FLT* kb = k + bh * T * dk;
+    GLOBAL const FLT* vb = v + bh * T * dv;
     /* Loaded here so that its loads overlap the scores below. */
     float kinv = (live && !keys_zero && t < QB) ? tok_kin(kin, bh, kin_parts) : 0.0f;
     /* The TA_RW work-items of row `qrow` load its q (0 for an inactive row) and sum its squares
@@ -440,7 +440,7 @@ KERNEL token_attention_tiled_f32(TOK_ATTENTION_ARGS) {
     if (lane == 0) rtok[qrow] = qtok;
     float qq = 0.0f;
     for (int d = lane; d < DMAX; d += TA_RW) {
-        float x = (qlive && d < dk) ? q[(bh * T + qtok) * dk + d] : 0.0f;
+        float x = (qlive && d < dk) ? LDF(q, (bh * T + qtok) * dk + d) : 0.0f;
         qs[qrow * DMAX + d] = x;
         qq += x * x;
     }
@@ -463,7 +463,7 @@ KERNEL token_attention_tiled_f32(TOK_ATTENTION_ARGS) {
                 }
                 int jj = j0 + kk;
                 float x = 0.0f;
-                if (jj < nl && d < dk) x = kb[(all ? jj : order[jj]) * skj + d * skd];
+                if (jj < nl && d < dk) x = LDF(kb, (all ? jj : order[jj]) * skj + d * skd);
                 kv[kk * TA_KS + d] = x;
             }
             LOCAL_BARRIER();
@@ -478,7 +478,7 @@ KERNEL token_attention_tiled_f32(TOK_ATTENTION_ARGS) {
                 for (int i = 0; i < TA_SR; ++i) {
                     int row = srow + i * TA_SS;
                     /* The op adds (1 - 1) * c = 0 to active keys. */
-                    float add = all ? bias[b * sb0 + h * sb1 + rtok[row] * sb2 + jj * sb3] : 0.0f;
+                    float add = all ? LDF(bias, b * sb0 + h * sb1 + rtok[row] * sb2 + jj * sb3) : 0.0f;
                     sc[row * TA_SCS + jj] = (scale_mode == 0 ? acc[i] * scale : acc[i] / scale) + add;
                 }
             }
@@ -525,7 +525,7 @@ KERNEL token_attention_tiled_f32(TOK_ATTENTION_ARGS) {
         for (int e = t; e < KC * DMAX; e += WG) {
             int kk = e / DMAX, d = e - kk * DMAX;
             int jj = j0 + kk;
-            kv[kk * TA_KS + d] = (jj < n && d < dv) ? vb[(all ? jj : order[jj]) * dv + d] : 0.0f;
+            kv[kk * TA_KS + d] = (jj < n && d < dv) ? LDF(vb, (all ? jj : order[jj]) * dv + d) : 0.0f;
         }
         LOCAL_BARRIER();
         int kn = IMIN(KC, n - j0);
@@ -537,7 +537,7 @@ KERNEL token_attention_tiled_f32(TOK_ATTENTION_ARGS) {
     }
     for (int i = 0; i < TA_OR; ++i) {
         int row = orow + i * TA_OS, r = r0 + row;
-        if (r < T && od < dv) out[(bh * T + rtok[row]) * dv + od] = r < count ? o[i] * rinv[row] : 0.0f;
+        if (r < T && od < dv) STF(out, (bh * T + rtok[row]) * dv + od, r < count ? o[i] * rinv[row] : 0.0f);
     }
 }
 #endif

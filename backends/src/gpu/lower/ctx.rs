@@ -3,7 +3,7 @@
 //! node becomes.
 
 use super::super::device::{Arg, GpuDevice, KernelSpec, VendorPolicy};
-use super::super::dtype::{self, Word};
+use super::super::dtype::{self, Precision, Word};
 use super::super::kernels::{self, Src, LINEAR_WG};
 use super::super::plan::Pool;
 use crate::gpu::sparse_conv::features::SparseConvFeatures;
@@ -133,6 +133,9 @@ pub(crate) struct Resources<D: GpuDevice> {
     /// How dense convs use the device's vendor library (`GpuOptions::vendor_convs` resolved for
     /// the device).
     pub vendor_policy: VendorPolicy,
+    /// How float tensors are stored: every kernel is compiled for it (`DSP_HALF`), every
+    /// float upload converted to it.
+    pub precision: Precision,
     /// Buffers the launches queued just ahead of the node being lowered may write: the outputs
     /// of the steps since the last one that launches anything, that one's included (none before
     /// the first step, nor in a timer's own executable). A programmatic launch may start while
@@ -141,7 +144,7 @@ pub(crate) struct Resources<D: GpuDevice> {
 }
 
 impl<D: GpuDevice> Resources<D> {
-    pub(crate) fn new(values: usize, features: SparseConvFeatures) -> Resources<D> {
+    pub(crate) fn new(values: usize, features: SparseConvFeatures, precision: Precision) -> Resources<D> {
         Resources {
             bufs: Vec::new(),
             caps: Vec::new(),
@@ -154,6 +157,7 @@ impl<D: GpuDevice> Resources<D> {
             features,
             convt_gemm: false,
             vendor_policy: VendorPolicy::Never,
+            precision,
             written_last: Vec::new(),
         }
     }
@@ -222,9 +226,16 @@ impl<D: GpuDevice> Resources<D> {
         Ok(())
     }
 
-    /// A buffer of its own (never pooled) holding `t` as device words.
+    /// A buffer of its own (never pooled) holding `t` as device elements (float ones at the
+    /// executable's precision).
     pub(crate) fn upload(&mut self, dev: &D, t: &Tensor, what: &str) -> Result<BufId> {
-        let words = dtype::to_words(t, what)?;
+        self.upload_at(dev, t, what, self.precision)
+    }
+
+    /// `upload` at precision `p`: `F32` for tables the kernels read as float whatever the
+    /// precision (tap weights).
+    pub(crate) fn upload_at(&mut self, dev: &D, t: &Tensor, what: &str, p: Precision) -> Result<BufId> {
+        let words = dtype::to_words(t, what, p)?;
         let b = dev.alloc(words.len())?;
         dev.upload(&b, 0, &words)?;
         self.bufs.push(b);
@@ -232,7 +243,17 @@ impl<D: GpuDevice> Resources<D> {
         Ok(self.bufs.len() - 1)
     }
 
-    pub(crate) fn kernel(&mut self, dev: &D, spec: KernelSpec) -> Result<Arc<D::Kernel>> {
+    /// Overwrites buffer `b` with `t` at the executable's precision (random operands for timing).
+    pub(crate) fn overwrite(&self, dev: &D, b: BufId, t: &Tensor, what: &str) -> Result<()> {
+        dev.upload(&self.bufs[b], 0, &dtype::to_words(t, what, self.precision)?)
+    }
+
+    /// The kernel of `spec`, compiled for the executable's precision.
+    pub(crate) fn kernel(&mut self, dev: &D, mut spec: KernelSpec) -> Result<Arc<D::Kernel>> {
+        if self.precision == Precision::F16 {
+            spec.defines.push(("DSP_HALF".into(), "1".into()));
+            spec.defines.sort();
+        }
         if let Some(k) = self.kernels.get(&spec) {
             return Ok(k.clone());
         }
@@ -340,8 +361,14 @@ impl<'a, D: GpuDevice> Ctx<'a, D> {
         let t = Tensor::new(vec![v.len()], dynaspa_runtime::TensorData::I32(v.to_vec()))?;
         self.res.upload(self.dev, &t, "index table")
     }
+    /// A table of floats the kernels read as float (f32 at every precision), uploaded once.
     pub(crate) fn meta_f32(&mut self, v: &[f32]) -> Result<BufId> {
-        self.res.upload(self.dev, &Tensor::from_f32(vec![v.len()], v.to_vec())?, "weight table")
+        self.res.upload_at(self.dev, &Tensor::from_f32(vec![v.len()], v.to_vec())?, "weight table", Precision::F32)
+    }
+    /// Float data the kernels read as a tensor (weights rearranged on the host), uploaded once
+    /// at the executable's precision.
+    pub(crate) fn float_data(&mut self, v: &[f32], what: &str) -> Result<BufId> {
+        self.res.upload(self.dev, &Tensor::from_f32(vec![v.len()], v.to_vec())?, what)
     }
     /// `len` zero ints of the node's own (never pooled), zeroed once here: state its kernels
     /// keep from launch to launch and leave zero behind.
@@ -354,6 +381,30 @@ impl<'a, D: GpuDevice> Ctx<'a, D> {
         let b = self.res.alloc(self.dev, elems.max(1) * 4)?;
         self.scratch.push(b);
         Ok(b)
+    }
+
+    /// A data-movement kernel (strided copies, gathers, Where, fills) for elements of `dt`: its
+    /// words are 16-bit where `dt`'s elements are (`MOVE16`).
+    pub(crate) fn word_kernel(&mut self, src: Src, entry: &'static str, dt: DType) -> Result<Arc<D::Kernel>> {
+        if self.res.precision.narrow_words(dt) {
+            self.kernel(src, entry, &[("MOVE16", 1)])
+        } else {
+            self.kernel(src, entry, &[])
+        }
+    }
+
+    /// Output 0 = input 0, element for element, `n` of them of type `dt`.
+    pub(crate) fn copy(&mut self, dt: DType, n: usize) -> Result<()> {
+        let (x, y) = (self.x(0)?, self.y(0)?);
+        let nn = LArg::I32(int(n, "elements")?);
+        if self.res.precision.narrow_words(dt) {
+            // Half elements: the identity activation (code -1) copies them; 32-bit words of
+            // every other type copy bit for bit below.
+            let kern = self.kernel(Src::Elementwise, "unary_f32", &[])?;
+            return self.launch_linear(kern, n, vec![LArg::Buf(x), LArg::Buf(y), nn, LArg::I32(-1), LArg::F32(0.0), LArg::F32(0.0)]);
+        }
+        let kern = self.kernel(Src::Elementwise, "cast_i32_i32", &[])?;
+        self.launch_linear(kern, n, vec![LArg::Buf(x), LArg::Buf(y), nn, LArg::I32(0)])
     }
 
     pub(crate) fn kernel(&mut self, src: Src, entry: &'static str, defines: &[(&str, i64)]) -> Result<Arc<D::Kernel>> {

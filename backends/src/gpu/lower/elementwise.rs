@@ -218,9 +218,7 @@ fn extremum<D: GpuDevice>(cx: &mut Ctx<D>, k: BinaryKind) -> Result<()> {
     let y = cx.y(0)?;
     let nn = LArg::I32(int(n, "elements")?);
     if inputs == 1 {
-        let kern = cx.kernel(Src::Elementwise, "cast_i32_i32", &[])?;
-        let x = cx.x(0)?;
-        return cx.launch_linear(kern, n, vec![LArg::Buf(x), LArg::Buf(y), nn, LArg::I32(0)]);
+        return cx.copy(dt, n);
     }
     let op = LArg::I32(if k == BinaryKind::Min { 7 } else { 8 });
     let (entry, extra) = match w {
@@ -255,7 +253,7 @@ pub(crate) fn where_<D: GpuDevice>(cx: &mut Ctx<D>) -> Result<()> {
     let (rank, meta) = broadcast_meta(out, &[cx.in_shape(0)?, cx.in_shape(1)?, cx.in_shape(2)?]);
     let meta = if rank == 0 { cx.dummy()? } else { cx.meta(&meta)? };
     let (c, x, y, o) = (cx.x(0)?, cx.x(1)?, cx.x(2)?, cx.y(0)?);
-    let kern = cx.kernel(Src::Elementwise, "where_words", &[])?;
+    let kern = cx.word_kernel(Src::Elementwise, "where_words", cx.in_dtype(1)?)?;
     let args = vec![
         LArg::Buf(c),
         LArg::Buf(x),
@@ -323,9 +321,9 @@ pub(crate) fn cast<D: GpuDevice>(cx: &mut Ctx<D>, to: DType) -> Result<()> {
             ("cast_f32_i32", vec![LArg::F32(lo), LArg::F32(hi), LArg::I32(narrow(to))])
         }
         (Word::I32, Word::F32) => ("cast_i32_f32", vec![]),
-        // Same word: a copy, narrowed when the target is smaller (float bits copy as ints).
+        // Same word: a copy, narrowed when the target is smaller.
         (Word::I32, Word::I32) => ("cast_i32_i32", vec![LArg::I32(if from == to { 0 } else { narrow(to) })]),
-        (Word::F32, Word::F32) => ("cast_i32_i32", vec![LArg::I32(0)]),
+        (Word::F32, Word::F32) => return cx.copy(from, n),
     };
     args.splice(0..0, [LArg::Buf(x), LArg::Buf(y), nn]);
     let kern = cx.kernel(Src::Elementwise, entry, &[])?;

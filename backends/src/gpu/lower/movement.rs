@@ -1,5 +1,5 @@
-//! Transpose, Slice, Expand, Concat, Split, Gather and Pad, all on 32-bit words so one kernel
-//! serves every element type.
+//! Transpose, Slice, Expand, Concat, Split, Gather and Pad, all on words (32-bit, or 16-bit for
+//! half tensors) so one kernel serves every element type.
 
 use super::ctx::{int, sint, unsupported, BufId, Ctx, LArg};
 use super::shapes::{broadcast_strides, simplify};
@@ -38,7 +38,9 @@ pub(crate) fn strided_copy<D: GpuDevice>(
     }
     meta.push(0);
     let meta = cx.meta(&meta)?;
-    let kern = cx.kernel(Src::Movement, "strided_copy", &[])?;
+    // The node's elements: every movement op's output has its input's type.
+    let dt = cx.graph.values[cx.node.outputs[0]].dtype;
+    let kern = cx.word_kernel(Src::Movement, "strided_copy", dt)?;
     let args = vec![
         LArg::Buf(src),
         LArg::I32(sint(soff, "offset")?),
@@ -173,7 +175,7 @@ pub(crate) fn gather<D: GpuDevice>(cx: &mut Ctx<D>, axis: i64) -> Result<()> {
     let nidx: usize = cx.in_shape(1)?.iter().product();
     let inner: usize = xs[ax + 1..].iter().product();
     let (x, idx, y) = (cx.x(0)?, cx.x(1)?, cx.y(0)?);
-    let kern = cx.kernel(Src::Movement, "gather_words", &[])?;
+    let kern = cx.word_kernel(Src::Movement, "gather_words", cx.in_dtype(0)?)?;
     let args = vec![
         LArg::Buf(x),
         LArg::Buf(idx),
@@ -224,7 +226,7 @@ pub(crate) fn axis_map_gather<D: GpuDevice>(cx: &mut Ctx<D>, maps: &[Vec<i64>], 
     meta.push(0);
     let meta = cx.meta(&meta)?;
     let (x, y) = (cx.x(0)?, cx.y(0)?);
-    let kern = cx.kernel(Src::Movement, "axis_map_gather", &[])?;
+    let kern = cx.word_kernel(Src::Movement, "axis_map_gather", cx.in_dtype(0)?)?;
     let args = vec![LArg::Buf(x), LArg::Buf(y), LArg::I32(int(n, "elements")?), LArg::I32(r as i32), LArg::Buf(meta), LArg::Buf(fill)];
     cx.launch_linear(kern, n, args)
 }

@@ -97,10 +97,8 @@ pub(crate) fn reduce<D: GpuDevice>(cx: &mut Ctx<D>, r: &Reduce) -> Result<()> {
 
 /// Output 0 = input 0, word for word.
 pub(crate) fn copy_words<D: GpuDevice>(cx: &mut Ctx<D>) -> Result<()> {
-    let n = cx.out_len(0);
-    let (x, y) = (cx.x(0)?, cx.y(0)?);
-    let kern = cx.kernel(Src::Elementwise, "cast_i32_i32", &[])?;
-    cx.launch_linear(kern, n, vec![LArg::Buf(x), LArg::Buf(y), LArg::I32(int(n, "elements")?), LArg::I32(0)])
+    let (dt, n) = (cx.in_dtype(0)?, cx.out_len(0));
+    cx.copy(dt, n)
 }
 
 pub(crate) fn global_average_pool<D: GpuDevice>(cx: &mut Ctx<D>) -> Result<()> {
@@ -134,8 +132,9 @@ pub(crate) fn softmax<D: GpuDevice>(cx: &mut Ctx<D>, ax: i64, legacy: bool) -> R
     let (x, y) = (cx.x(0)?, cx.y(0)?);
     if xs.is_empty() {
         // A single element is its own distribution.
-        let kern = cx.kernel(Src::Elementwise, "fill_words", &[])?;
-        return cx.launch_linear(kern, 1, vec![LArg::Buf(y), LArg::I32(0), LArg::I32(1), LArg::I32(1.0f32.to_bits() as i32)]);
+        let kern = cx.word_kernel(Src::Elementwise, "fill_words", DType::F32)?;
+        let one = cx.res.precision.float_bits(1.0);
+        return cx.launch_linear(kern, 1, vec![LArg::Buf(y), LArg::I32(0), LArg::I32(1), LArg::I32(one)]);
     }
     let a = axis(ax, xs.len(), "Softmax")?;
     let (len, inner) = if legacy { (xs[a..].iter().product::<usize>(), 1) } else { (xs[a], xs[a + 1..].iter().product::<usize>()) };

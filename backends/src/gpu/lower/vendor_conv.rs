@@ -160,6 +160,7 @@ fn describe<D: GpuDevice>(cx: &Ctx<D>, p: &Conv) -> Result<Option<VendorConvDesc
         dilation: [g.dil[1], g.dil[2]],
         groups,
         fused: None,
+        precision: cx.res.precision,
     }))
 }
 
@@ -195,7 +196,7 @@ fn vendor_candidates<D: GpuDevice>(cx: &mut Ctx<D>, p: &Conv, desc: &VendorConvD
         let fused = VendorConvDesc { fused: Some(VendorFused { residual: has_res, relu }), ..desc.clone() };
         let vs = cx.dev.vendor_convs(&fused, &cx.res.bufs[x], &cx.res.bufs[w], &cx.res.bufs[y])?;
         if !vs.is_empty() {
-            let bias = if has_bias { cx.x(2)? } else { cx.meta_f32(&vec![0.0; desc.cout])? };
+            let bias = if has_bias { cx.x(2)? } else { cx.float_data(&vec![0.0; desc.cout], "zero bias")? };
             let z = if has_res { cx.x(3)? } else { y };
             for v in vs {
                 let dummy = cx.dummy()?;
@@ -317,6 +318,5 @@ fn fastest<D: GpuDevice>(cx: &mut Ctx<D>, p: &Conv, mask: Mask, cands: &[Candida
 }
 
 fn upload_f32<D: GpuDevice>(cx: &Ctx<D>, b: BufId, t: &Tensor) -> Result<()> {
-    let bytes: Vec<u8> = t.as_f32()?.iter().flat_map(|f| f.to_le_bytes()).collect();
-    cx.dev.upload(&cx.res.bufs[b], 0, &bytes)
+    cx.res.overwrite(cx.dev, b, t, "random operand")
 }

@@ -4,6 +4,7 @@
 
 use super::meta::MetaLayout;
 use crate::gpu::device::{DeviceInfo, GpuDevice, KernelDialect};
+use crate::gpu::dtype::Precision;
 use crate::gpu::kernels::Src;
 use crate::gpu::lower::ctx::{int, replay_launches, BufId, Ctx, LArg, Launch};
 use dynaspa_runtime::sparsity::BitMask;
@@ -76,9 +77,11 @@ pub(crate) fn bitmask_launch<D: GpuDevice>(
     Ok(cx.launches.pop().expect("just pushed"))
 }
 
-/// `mask` as the floats a mask tensor holds (1 where set, 0 elsewhere), as bytes to upload.
-pub(crate) fn mask_floats(mask: &BitMask) -> Vec<u8> {
-    mask.to_bools().into_iter().flat_map(|b| (b as u8 as f32).to_le_bytes()).collect()
+/// `mask` as the floats a mask tensor holds (1 where set, 0 elsewhere), as bytes to upload at
+/// precision `p`.
+pub(crate) fn mask_floats(mask: &BitMask, p: Precision) -> Result<Vec<u8>> {
+    let v: Vec<f32> = mask.to_bools().into_iter().map(|b| b as u8 as f32).collect();
+    crate::gpu::dtype::to_words(&dynaspa_runtime::Tensor::from_f32(vec![v.len()], v)?, "mask", p)
 }
 
 /// Calibration's masks on the device: each is uploaded into `scratch`, then `launch` (the
@@ -89,19 +92,20 @@ pub(crate) struct MaskLoader<'a, D: GpuDevice> {
     bufs: &'a [D::Buffer],
     scratch: BufId,
     launch: &'a Launch<D::Kernel>,
+    precision: Precision,
     loaded: RefCell<Option<BitMask>>,
 }
 
 impl<'a, D: GpuDevice> MaskLoader<'a, D> {
-    pub(crate) fn new(dev: &'a D, bufs: &'a [D::Buffer], scratch: BufId, launch: &'a Launch<D::Kernel>) -> Self {
-        MaskLoader { dev, bufs, scratch, launch, loaded: RefCell::new(None) }
+    pub(crate) fn new(dev: &'a D, bufs: &'a [D::Buffer], scratch: BufId, launch: &'a Launch<D::Kernel>, precision: Precision) -> Self {
+        MaskLoader { dev, bufs, scratch, launch, precision, loaded: RefCell::new(None) }
     }
 
     pub(crate) fn load(&self, mask: &BitMask) -> Result<()> {
         if self.loaded.borrow().as_ref() == Some(mask) {
             return Ok(());
         }
-        self.dev.upload(&self.bufs[self.scratch], 0, &mask_floats(mask))?;
+        self.dev.upload(&self.bufs[self.scratch], 0, &mask_floats(mask, self.precision)?)?;
         replay_launches(self.dev, self.bufs, std::slice::from_ref(self.launch))?;
         self.dev.finish()?;
         *self.loaded.borrow_mut() = Some(mask.clone());

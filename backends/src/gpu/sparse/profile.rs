@@ -2,6 +2,7 @@
 //! projections), checked against what this device's kernels run.
 
 use crate::gpu::device::DeviceInfo;
+use crate::gpu::dtype::Precision;
 use crate::gpu::sparse_conv::knobs::GpuLimits;
 use crate::gpu::sparse_conv::schedule::{member_schedule, SparseConvSchedule};
 use crate::gpu::sparse_conv::select::{runs_sparse, sparse_conv_dims};
@@ -26,14 +27,14 @@ pub(crate) struct ProfileUse {
 /// the profile was made for another device or backend (refused with a warning naming both),
 /// none with a member forced; per op, only when every member is a schedule this device's
 /// kernels run (else that op is calibrated, with a warning naming the member and the reason).
-pub(crate) fn profile_polys(info: &DeviceInfo, backend: &str, g: &Graph, cfg: &SparseConfig) -> ProfileUse {
+pub(crate) fn profile_polys(info: &DeviceInfo, backend: &str, g: &Graph, cfg: &SparseConfig, precision: Precision) -> ProfileUse {
     let mut out = ProfileUse::default();
     let Some(p) = cfg.profile.as_deref() else { return out };
     if cfg.force.is_some() {
         tracing::info!("a member is forced: the profile's PolyKernels are not used");
         return out;
     }
-    if let Err(e) = p.check_device(backend, &info.fingerprint(), &info.name) {
+    if let Err(e) = p.check_device(backend, &crate::gpu::dtype::fingerprint(info, precision), &info.name) {
         tracing::warn!("{e}; ignoring the profile and calibrating instead");
         out.refused = Some(e.to_string());
         return out;

@@ -31,13 +31,14 @@
 
 use super::meta::MetaLayout;
 use crate::gpu::device::GpuDevice;
+use crate::gpu::dtype::Precision;
 use crate::gpu::lower::ctx::{replay_async, replay_expecting, replay_launches, BufId, LArg, Launch};
 use crate::ForceMember;
 use dynaspa_runtime::dispatch::PolyKernel;
 use dynaspa_runtime::graph::FillPolicy;
 use dynaspa_runtime::report::{PhaseTimes, SparseOpRecord};
 use dynaspa_runtime::sparsity::Granularity;
-use dynaspa_runtime::{Error, Result};
+use dynaspa_runtime::{DType, Error, Result};
 use std::time::Instant;
 
 /// One reading (images x h x w) of one mask value, and where its bitmask results live.
@@ -55,6 +56,8 @@ pub(crate) struct MaskPlan<K> {
     /// memory, else `meta`'s counts region (copied to the host as the launch's are). `None`
     /// where the mask's layout has more than the 1x1 count, which only the launch makes.
     pub report: Option<(BufId, usize)>,
+    /// How the mask's floats are stored.
+    pub precision: Precision,
 }
 
 /// One sparse op's members and fill.
@@ -283,8 +286,10 @@ impl<D: GpuDevice> Frames<D> {
         let ints: Vec<i32> = raw.chunks_exact(4).map(|c| i32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
         // The offending value, for the error message only.
         let value = |img: usize, pos: usize| {
-            let mut b = [0u8; 4];
-            dev.download(&bufs[mp.mask_buf], (img * mp.mask_stride + pos) * 4, &mut b).ok().map(|_| f32::from_le_bytes(b))
+            let size = mp.precision.elem_bytes(DType::F32);
+            let mut b = vec![0u8; size];
+            dev.download(&bufs[mp.mask_buf], (img * mp.mask_stride + pos) * size, &mut b).ok()?;
+            crate::gpu::dtype::from_words(&b, DType::F32, vec![1], mp.precision).ok()?.as_f32().ok().map(|v| v[0])
         };
         mp.layout.decode(&ints, &mp.name, value)
     }

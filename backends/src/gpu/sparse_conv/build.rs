@@ -59,7 +59,8 @@ fn mask_plan<D: GpuDevice>(
     // whose readers all do makes no bitmask launch (SELF_COUNT; on an H200 the fastest member
     // with dispatch: stride 2 at density 0.1 18.7 -> 15.3 µs, conv1x1 12.9 -> 9.5).
     let report = (layout.grans == [Granularity::new(1, 1)]).then_some((host.unwrap_or(meta), layout.cstride));
-    frames.masks.push(MaskPlan { name, value, mask_buf, mask_stride, meta, layout, bitmask, report });
+    let precision = cx.res.precision;
+    frames.masks.push(MaskPlan { name, value, mask_buf, mask_stride, meta, layout, bitmask, report, precision });
     let m = frames.masks.len() - 1;
     if let Some(st) = staging {
         frames.map_counts(m, st);
@@ -192,7 +193,7 @@ pub(crate) fn lower_sparse_conv<D: GpuDevice>(
         op.launch(cx, &dense, None, splitk, false)?;
         cached_first = std::mem::take(&mut cx.launches);
     }
-    let zero = (spec.fill == FillPolicy::Zero).then(|| (op.y, cx.out_len(0) * 4));
+    let zero = (spec.fill == FillPolicy::Zero).then(|| (op.y, cx.out_len(0) * cx.res.precision.elem_bytes(DType::F32)));
     frames.ops.push(SparseOp {
         from_profile: used_profile,
         residual_fill,
@@ -278,8 +279,7 @@ fn poly_kernel<D: GpuDevice>(
             let v = cx.in_value(i)?;
             let shape = cx.graph.values[v].shape.clone();
             let t = random_tensor(DType::F32, &shape, 0x51ed + i as u64);
-            let bytes: Vec<u8> = t.as_f32()?.iter().flat_map(|f| f.to_le_bytes()).collect();
-            cx.dev.upload(&cx.res.bufs[b], 0, &bytes)?;
+            cx.res.overwrite(cx.dev, b, &t, "random operand")?;
         }
     }
     let grans = cx.meta(&mp.layout.grans_table())?;
@@ -295,7 +295,7 @@ fn poly_kernel<D: GpuDevice>(
     };
     let by_gran = |g: Option<Granularity>| members.iter().find(|(h, _)| *h == g).map(|(_, l)| l.as_slice()).unwrap_or(&[]);
     // The dense member is timed on a half-full mask: its masked store skips the rest.
-    let loader = MaskLoader::new(dev, bufs, scratch_mask, &bitmask);
+    let loader = MaskLoader::new(dev, bufs, scratch_mask, &bitmask, cx.res.precision);
     let half = blob_mask(h, w, 0.5, 11);
     let time_dense = || -> Result<()> {
         loader.load(&half)?;
@@ -334,7 +334,8 @@ fn poly_kernel<D: GpuDevice>(
         runs_per_call: RUNS_PER_CALL,
     };
     let t0 = std::time::Instant::now();
-    let poly = calibrate::poly_kernel_on(&subject, &dev.info().fingerprint(), "gpu", cfg.cache_dir.as_deref())?;
+    let key = crate::gpu::dtype::fingerprint(dev.info(), cx.res.precision);
+    let poly = calibrate::poly_kernel_on(&subject, &key, "gpu", cfg.cache_dir.as_deref())?;
     tracing::debug!(node = %cx.node.name, ms = t0.elapsed().as_secs_f64() * 1e3, "gpu sparse PolyKernel ready");
     Ok(poly)
 }

@@ -78,7 +78,7 @@ pub(crate) fn prepare<D: GpuDevice>(cx: &mut Ctx<D>, p: &Conv) -> Result<Option<
                     wt[kk * cout + m] = wv[m * k + kk];
                 }
             }
-            let wt = cx.meta_f32(&wt)?;
+            let wt = cx.float_data(&wt, "transposed weights")?;
             let (ih, iw) = (g.input[1], g.input[2]);
             let (dh, dw) = (g.dil[1], g.dil[2]);
             let mut tab = Vec::with_capacity(3 * k);

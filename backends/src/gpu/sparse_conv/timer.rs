@@ -10,6 +10,7 @@ use super::lower::{prepare, MaskColumns, SparseConvOp, SplitBufs};
 use super::schedule::{member_schedule, SparseConvSchedule};
 use crate::cpu::sparse_exec::calibrate::random_tensor;
 use crate::gpu::device::GpuDevice;
+use crate::gpu::dtype::Precision;
 use crate::gpu::lower::ctx::{replay_launches, BufId, Ctx, Launch, Resources};
 use crate::gpu::sparse::bitmask::{bitmask_launch, mask_floats};
 use crate::gpu::sparse::meta::MetaLayout;
@@ -56,20 +57,25 @@ pub(crate) struct SparseConvOpTimer<D: GpuDevice> {
 /// A buffer of `shape`'s size filled with seeded random floats.
 fn random_buffer<D: GpuDevice>(res: &mut Resources<D>, dev: &D, shape: &[usize], seed: u64) -> Result<BufId> {
     let t = random_tensor(DType::F32, shape, seed);
-    let bytes: Vec<u8> = t.as_f32()?.iter().flat_map(|f| f.to_le_bytes()).collect();
-    let b = res.alloc_own(dev, bytes.len().max(4))?;
-    dev.upload(&res.bufs[b], 0, &bytes)?;
+    let b = res.alloc_own(dev, t.len().max(1) * 4)?;
+    res.overwrite(dev, b, &t, "random operand")?;
     Ok(b)
 }
 
 impl<D: GpuDevice + 'static> SparseConvOpTimer<D> {
-    pub(crate) fn new(dev: Arc<D>, graph: Arc<Graph>, node: usize, features: SparseConvFeatures) -> Result<SparseConvOpTimer<D>> {
+    pub(crate) fn new(
+        dev: Arc<D>,
+        graph: Arc<Graph>,
+        node: usize,
+        features: SparseConvFeatures,
+        precision: Precision,
+    ) -> Result<SparseConvOpTimer<D>> {
         let g = graph.clone();
         let n = &g.nodes[node];
         let (Op::Conv(p), Some(spec)) = (&n.op, n.sparse.as_ref()) else {
             return Err(Error::Other("not a sparse conv".into()));
         };
-        let mut res = Resources::<D>::new(g.values.len(), features);
+        let mut res = Resources::<D>::new(g.values.len(), features, precision);
         // Operands that are not constants get random values (timing on zeros or on whatever a
         // fresh buffer holds could take shortcuts real frames do not).
         for (i, v) in n.inputs.iter().enumerate() {
@@ -137,7 +143,7 @@ impl<D: GpuDevice + 'static> SparseConvOpTimer<D> {
         if self.loaded.as_ref().is_some_and(|(m, l)| *l == li && m == mask) {
             return Ok(());
         }
-        self.dev.upload(&self.res.bufs[self.mask_buf], 0, &mask_floats(mask))?;
+        self.dev.upload(&self.res.bufs[self.mask_buf], 0, &mask_floats(mask, self.res.precision)?)?;
         replay_launches(&*self.dev, &self.res.bufs, std::slice::from_ref(&self.lists[li].bitmask))?;
         self.dev.finish()?;
         self.loaded = Some((mask.clone(), li));

@@ -53,6 +53,7 @@ fn mask_plan<D: GpuDevice>(
         layout,
         bitmask: compaction,
         report: None,
+        precision: cx.res.precision,
     });
     Ok(frames.masks.len() - 1)
 }
@@ -124,8 +125,7 @@ fn calibrated<D: GpuDevice>(cx: &mut Ctx<D>, g: &TokenGemm, cfg: &SparseConfig) 
     }
     // The input holds nothing yet at compile time: random rows (zeros could take shortcuts).
     let x = random_tensor(DType::F32, &[g.images * g.t * g.k], 0x70c5);
-    let bytes: Vec<u8> = x.as_f32()?.iter().flat_map(|f| f.to_le_bytes()).collect();
-    cx.dev.upload(&cx.res.bufs[g.x], 0, &bytes)?;
+    cx.res.overwrite(cx.dev, g.x, &x, "random rows")?;
     // One scratch mask for every image, compacted into the op's own order buffer.
     let scratch = cx.scratch(g.t)?;
     let compact = compaction_launch(cx, scratch, g.meta, g.t, 0, g.images)?;
@@ -136,7 +136,7 @@ fn calibrated<D: GpuDevice>(cx: &mut Ctx<D>, g: &TokenGemm, cfg: &SparseConfig) 
         }
         dev.finish()
     };
-    let loader = MaskLoader::new(dev, bufs, scratch, &compact);
+    let loader = MaskLoader::new(dev, bufs, scratch, &compact, cx.res.precision);
     let half = blob_mask(1, g.t, 0.5, 11);
     let time_dense = || -> Result<()> {
         loader.load(&half)?;
@@ -157,7 +157,8 @@ fn calibrated<D: GpuDevice>(cx: &mut Ctx<D>, g: &TokenGemm, cfg: &SparseConfig) 
         time_sparse: &time_sparse,
         runs_per_call: RUNS_PER_CALL,
     };
-    let poly = calibrate::poly_kernel_on(&subject, &dev.info().fingerprint(), "gpu", cfg.cache_dir.as_deref())?;
+    let key = crate::gpu::dtype::fingerprint(dev.info(), cx.res.precision);
+    let poly = calibrate::poly_kernel_on(&subject, &key, "gpu", cfg.cache_dir.as_deref())?;
     tracing::debug!(node = %cx.node.name, "gpu token PolyKernel ready");
     // Calibration names its sparse member by granularity alone; it ran `tile`.
     let members = poly

@@ -9,6 +9,7 @@ use super::launches::{compaction_launch, TokenGemm};
 use super::select::TokenActs;
 use crate::cpu::sparse_exec::calibrate::random_tensor;
 use crate::gpu::device::GpuDevice;
+use crate::gpu::dtype::Precision;
 use crate::gpu::lower::ctx::{replay_launches, BufId, Ctx, Launch, Resources};
 use crate::gpu::sparse::bitmask::mask_floats;
 use crate::gpu::sparse::timer::{SparseOpTimer, RUNS_PER_CALL};
@@ -36,7 +37,7 @@ pub(crate) struct TokenTimer<D: GpuDevice> {
 
 impl<D: GpuDevice + 'static> TokenTimer<D> {
     /// The timer of token projection `node` of `graph` (the split graph, with `acts` folded).
-    pub(crate) fn new(dev: Arc<D>, graph: Arc<Graph>, acts: &TokenActs, node: usize) -> Result<TokenTimer<D>> {
+    pub(crate) fn new(dev: Arc<D>, graph: Arc<Graph>, acts: &TokenActs, node: usize, precision: Precision) -> Result<TokenTimer<D>> {
         let g = graph.clone();
         let n = &g.nodes[node];
         let shape = |i: usize| n.inputs.get(i).copied().flatten().map(|v| g.values[v].shape.clone());
@@ -48,14 +49,14 @@ impl<D: GpuDevice + 'static> TokenTimer<D> {
             return Err(Error::Other(format!("a token projection of {xs:?} and {ws:?}")));
         }
         let (images, t, k, nout) = (if r == 3 { xs[0] } else { 1 }, xs[r - 2], ws[0], ws[1]);
-        let mut res = Resources::<D>::new(g.values.len(), crate::gpu::sparse_conv::features::SparseConvFeatures::defaults(dev.info()));
+        let features = crate::gpu::sparse_conv::features::SparseConvFeatures::defaults(dev.info());
+        let mut res = Resources::<D>::new(g.values.len(), features, precision);
         let x_val = n.inputs[0].ok_or_else(|| Error::Other("no rows".into()))?;
         // Random rows: timing on zeros or on whatever a fresh buffer holds could take shortcuts
         // real frames do not.
         let xt = random_tensor(DType::F32, &xs, 0x70c5);
-        let bytes: Vec<u8> = xt.as_f32()?.iter().flat_map(|f| f.to_le_bytes()).collect();
-        let xb = res.alloc_own(&*dev, bytes.len().max(4))?;
-        dev.upload(&res.bufs[xb], 0, &bytes)?;
+        let xb = res.alloc_own(&*dev, xt.len().max(1) * 4)?;
+        res.overwrite(&*dev, xb, &xt, "random rows")?;
         res.slot[x_val] = Some(xb);
         let y = res.alloc_own(&*dev, images * t * nout * 4)?;
         res.slot[n.outputs[0]] = Some(y);
@@ -121,7 +122,7 @@ impl<D: GpuDevice + 'static> SparseOpTimer for TokenTimer<D> {
             Some(s) => (token_knobs::member_knobs(s, self.gemm.t, self.gemm.n, &self.limits).map_err(Error::Other)?, s.is_dense()),
         };
         if self.loaded.as_ref() != Some(mask) {
-            self.dev.upload(&self.res.bufs[self.mask_buf], 0, &mask_floats(mask))?;
+            self.dev.upload(&self.res.bufs[self.mask_buf], 0, &mask_floats(mask, self.res.precision)?)?;
             replay_launches(&*self.dev, &self.res.bufs, std::slice::from_ref(&self.compact))?;
             self.dev.finish()?;
             self.loaded = Some(mask.clone());
