@@ -4,8 +4,9 @@ engine a user would deploy instead, one table per machine.
 
     python3 benches/suite.py export [--only M,...] [--dynconv-repo DIR]
     python3 benches/suite.py cpu [--only M,...] [--threads 1,2,all] [--frames 16] [--rounds 5]
-    python3 benches/suite.py gpu [--only M,...] [--batch 1,8] [--backends cuda,opencl] [--frames 10]
-                                 [--rounds 5] [--compile] [--torch-device cuda|cpu] [--dynconv-repo DIR]
+    python3 benches/suite.py gpu [--only M,...] [--batch 1,8] [--backends cuda,opencl] [--precision f32,f16]
+                                 [--frames 10] [--rounds 5] [--compile] [--torch-device cuda|cpu]
+                                 [--dynconv-repo DIR]
 
 export  builds and calibrates every suite model (benches/suite_models.py lists them), saves its
         state_dict (<name>.pt) and its ONNX export from that same module (<name>.onnx; the
@@ -24,9 +25,12 @@ cpu     per model and thread count T: ONNX Runtime (CPUExecutionProvider, ORT_EN
 gpu     per model, batch size and backend: `dynaspa bench --backend B --batch N` on --frames runs
         of N consecutive frames, then PyTorch on the same tensors (stacked to the batch, resident on
         the GPU): eager, replayed as one CUDA graph (captured as benches/models.py does) and, with
-        --compile, torch.compile(mode="reduce-overhead"); fp32, TF32 off, cudnn.benchmark on; CUDA
-        events, medians as above after warm-up. --torch-device cpu runs the PyTorch side on the
-        CPU (no CUDA graph; --compile compiles for the CPU), for trying the harness without a GPU.
+        --compile, torch.compile(mode="reduce-overhead"); TF32 off, cudnn.benchmark on; CUDA
+        events, medians as above after warm-up. Per --precision: f32 as is; f16 runs `dynaspa bench
+        --precision f16` and PyTorch's model and inputs in half, channels-last (its fp16
+        deployment), with every f16 row's error taken against PyTorch eager in fp32.
+        --torch-device cpu runs the PyTorch side on the CPU (no CUDA graph; --compile compiles for
+        the CPU), for trying the harness without a GPU.
 
 Every row also gives the largest relative L2 between dynaspa's sparse outputs and the reference
 engine's (ONNX Runtime on the CPU, PyTorch eager on the GPU) over the frames. The PyTorch side
@@ -220,11 +224,11 @@ def cmd_export(a):
 # ------------------------------------------------------------------------------------------------
 # dynaspa bench
 # ------------------------------------------------------------------------------------------------
-def run_bench(a, meta, backend, batch, runs, out_dir, threads=None):
+def run_bench(a, meta, backend, batch, runs, out_dir, threads=None, precision="f32"):
     path = onnx_file(meta, batch)
     cmd = [a.dynaspa, "bench", path, "--frames", frame_dir(meta["w"], meta["h"]), "--backend", backend,
            "--rounds", str(a.rounds), "--max-frames", str(runs * batch), "--batch", str(batch),
-           "--output-dir", out_dir]
+           "--output-dir", out_dir, "--precision", precision]
     for k, (_, p) in extra_feeds(meta, batch).items():
         cmd += ["--input", f"{k}={p}"]
     if threads:
@@ -344,7 +348,7 @@ def markdown(head, cells, rows):
 
 
 CPU_WIDTHS = [18, 3, 7, 6, 10, 10, 10, 12, 10, 10, 12]
-GPU_WIDTHS = [18, 5, 7, 6, 6, 9, 9, 13, 12, 12, 9, 9, 11, 10, 12, 15, 11, 14]
+GPU_WIDTHS = [18, 5, 7, 5, 6, 6, 9, 9, 13, 12, 12, 9, 9, 11, 10, 12, 15, 11, 14]
 CPU_HEAD = ["model", "T", "mask d", "op d", "sparse ms", "dense ms", "ORT ms", "dense/sparse", "dense/ORT",
             "ORT/sparse", "relL2 vs ORT"]
 
@@ -375,28 +379,36 @@ def cmd_gpu(a):
         for b in [int(v) for v in a.batch.split(",")]:
             xs = batches(meta, a.frames, b)
             extra = extra_feeds(meta, b)
-            benches = {}
-            for backend in a.backends.split(","):
-                log(f"{name} batch {b}: dynaspa bench --backend {backend}, {a.frames} runs x {a.rounds} rounds")
-                out_dir = os.path.join(OUT, "out", f"gpu_{name}_b{b}_{backend}")
-                benches[backend] = (run_bench(a, meta, backend, b, a.frames, out_dir), out_dir)
-            log(f"{name} batch {b}: PyTorch on {device.type}")
-            tr, refs = suite_torch.torch_side(a, meta, name, xs, extra, device)
-            for backend, (bench, out_dir) in benches.items():
-                row = {"target": "gpu", "model": name, "batch": b, "backend": backend, "runs": a.frames,
-                       "rounds": a.rounds, "mask_density": meta["density"], "device": dev_name,
-                       "torch": torch.__version__, "torch_device": device.type, "date": str(datetime.date.today()), **tr}
-                if device.type == "cuda":
-                    row["cudnn"] = torch.backends.cudnn.version()
-                if bench:
-                    row.update(bench)
-                    row["sparse_vs_torch_rel_l2"] = ours_vs(out_dir, refs, meta["outputs"][0])
-                rows.append(row)
-                emit(a, row)
-                print_table(GPU_HEAD, GPU_WIDTHS, gpu_cells, rows[-1:], header=len(rows) == 1)
+            refs = None
+            for prec in a.precision.split(","):
+                benches = {}
+                for backend in a.backends.split(","):
+                    log(f"{name} batch {b} {prec}: dynaspa bench --backend {backend}, {a.frames} runs x {a.rounds} rounds")
+                    out_dir = os.path.join(OUT, "out", f"gpu_{name}_b{b}_{backend}_{prec}")
+                    benches[backend] = (run_bench(a, meta, backend, b, a.frames, out_dir, precision=prec), out_dir)
+                log(f"{name} batch {b} {prec}: PyTorch on {device.type}")
+                tr, fp32_refs = suite_torch.torch_side(a, meta, name, xs, extra, device, half=prec == "f16")
+                refs = refs or fp32_refs
+                gpu_rows(a, rows, name, meta, b, prec, benches, tr, refs, dev_name, device, torch)
     print()
     print_table(GPU_HEAD, GPU_WIDTHS, gpu_cells, rows, header=True)
     write_md(a, "gpu", markdown(GPU_HEAD, gpu_cells, rows))
+
+
+def gpu_rows(a, rows, name, meta, b, prec, benches, tr, refs, dev_name, device, torch):
+    """One row per backend of one model, batch and precision, printed and appended to --json."""
+    for backend, (bench, out_dir) in benches.items():
+        row = {"target": "gpu", "model": name, "batch": b, "backend": backend, "precision": prec, "runs": a.frames,
+               "rounds": a.rounds, "mask_density": meta["density"], "device": dev_name,
+               "torch": torch.__version__, "torch_device": device.type, "date": str(datetime.date.today()), **tr}
+        if device.type == "cuda":
+            row["cudnn"] = torch.backends.cudnn.version()
+        if bench:
+            row.update(bench)
+            row["sparse_vs_torch_rel_l2"] = ours_vs(out_dir, refs, meta["outputs"][0])
+        rows.append(row)
+        emit(a, row)
+        print_table(GPU_HEAD, GPU_WIDTHS, gpu_cells, rows[-1:], header=len(rows) == 1)
 
 
 def cmd_profile(a):
@@ -421,13 +433,13 @@ def cmd_profile(a):
         suite_torch.kernel_table(meta, name, xs, extra_feeds(meta, 1), a.top)
 
 
-GPU_HEAD = ["model", "batch", "backend", "mask d", "op d", "sparse ms", "dense ms", "sparse dev ms", "dense dev ms", "sparse/dense", "eager ms",
+GPU_HEAD = ["model", "batch", "backend", "prec", "mask d", "op d", "sparse ms", "dense ms", "sparse dev ms", "dense dev ms", "sparse/dense", "eager ms",
             "graph ms", "graph+io ms", "compile ms", "graph/sparse", "graph+io/sparse", "graph/dense", "relL2 vs torch"]
 
 
 def gpu_cells(r):
     s, d, g, gio = r.get("sparse_ms"), r.get("dense_ms"), r.get("graph_ms"), r.get("graph_io_ms")
-    return [r["model"], str(r["batch"]), r["backend"], fmt(r["mask_density"], ".3f"), fmt(r.get("op_density"), ".3f"),
+    return [r["model"], str(r["batch"]), r["backend"], r.get("precision", "f32"), fmt(r["mask_density"], ".3f"), fmt(r.get("op_density"), ".3f"),
             fmt(s, ".3f"), fmt(d, ".3f"), fmt(r.get("sparse_device_ms"), ".3f"), fmt(r.get("dense_device_ms"), ".3f"),
             fmt(s / d if s and d else None), fmt(r.get("eager_ms"), ".3f"),
             fmt(g, ".3f"), fmt(gio, ".3f"), fmt(r.get("compile_ms"), ".3f"), fmt(g / s if g and s else None),
@@ -469,6 +481,7 @@ def main():
     cpu.add_argument("--threads", default="1,2,all", help="thread counts, 'all' = every core")
     gpu.add_argument("--batch", default="1,8")
     gpu.add_argument("--backends", default="cuda", help="dynaspa backends: cuda, opencl (cpu for a dry run)")
+    gpu.add_argument("--precision", default="f32", help="f32, f16 or both (f32,f16)")
     gpu.add_argument("--compile", action="store_true", help='also torch.compile(mode="reduce-overhead")')
     gpu.add_argument("--torch-device", default="cuda", choices=["cuda", "cpu"])
     prof.add_argument("--backend", default="cuda")

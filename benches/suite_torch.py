@@ -1,11 +1,14 @@
 """The PyTorch side of `benches/suite.py gpu`: each suite model rebuilt from its architecture and
 the state_dict `suite.py export` saved, timed eager, replayed as one CUDA graph and compiled with
 torch.compile(mode="reduce-overhead"), on inputs already on the device; CUDA events on a GPU."""
+import copy
 import os
 import time
 
 import statistics
 import sys
+
+import numpy as np
 
 import suite_models as sm
 
@@ -123,8 +126,38 @@ def cuda_graph(a, torch, model, ins, name):
         return {"graph_ms": None, "graph_note": note}
 
 
-def torch_side(a, meta, name, xs, extra, device):
-    """PyTorch eager, CUDA graph and compiled timings; eager's first output per input."""
+def half_channels_last(torch, model, ins):
+    """The model and its inputs as PyTorch deploys fp16 on a GPU: channels-last, half weights and
+    float inputs; a module whose forward casts to float itself (a mask's `.float()` meeting half
+    weights) runs in fp32 weights under autocast to fp16 instead. Returns (module, inputs, how)."""
+
+    def layout(t):
+        return t.contiguous(memory_format=torch.channels_last) if t.dim() == 4 else t
+
+    ins_cl = [[layout(t) for t in i] for i in ins]
+    half = copy.deepcopy(model).half().to(memory_format=torch.channels_last)
+    half_ins = [[t.half() if t.is_floating_point() else t for t in i] for i in ins_cl]
+    try:
+        half(*half_ins[0])
+        return half, half_ins, "half"
+    except RuntimeError as e:
+        log(f"half weights: {str(e).splitlines()[0][:120]}; autocast to fp16 instead")
+
+    class Autocast(torch.nn.Module):
+        def __init__(self, inner):
+            super().__init__()
+            self.inner = inner
+
+        def forward(self, *xs):
+            # No weight-cast cache: a CUDA graph captures the casts too.
+            with torch.autocast(ins[0][0].device.type, dtype=torch.float16, cache_enabled=False):
+                return self.inner(*xs)
+    return Autocast(model.to(memory_format=torch.channels_last)), ins_cl, "autocast"
+
+
+def torch_side(a, meta, name, xs, extra, device, half=False):
+    """PyTorch eager, CUDA graph and compiled timings (in half and channels-last with `half`);
+    eager's first output per input in fp32, the reference either way."""
     import torch
     cuda = device.type == "cuda"
     res = {}
@@ -134,6 +167,11 @@ def torch_side(a, meta, name, xs, extra, device):
     first = lambda o: o if isinstance(o, torch.Tensor) else o[0]  # noqa: E731
     with torch.no_grad():
         refs = [first(model(*i)).float().cpu().numpy() for i in ins]
+        if half:
+            model, ins, res["torch_fp16"] = half_channels_last(torch, model, ins)
+            res["torch_vs_fp32_rel_l2"] = max(
+                float(np.linalg.norm(first(model(*i)).float().cpu().numpy() - r) / max(np.linalg.norm(r), 1e-30))
+                for i, r in zip(ins, refs))
         res["eager_ms"] = time_torch(torch, lambda i: model(*ins[i]), ins, a.rounds, 2, cuda)
         if cuda:
             res.update(cuda_graph(a, torch, model, ins, name))

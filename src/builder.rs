@@ -176,9 +176,18 @@ impl SessionBuilder {
             _ => None,
         };
         let backend = self.backend.name();
-        let (line, checked) = match delta {
-            Some(_) => ("none (delta mode); calibrating".to_string(), None),
-            None => profiles::choose(&self.profile, model, &g, || profiles::this_device(backend, self.threads, self.device.as_deref()))?,
+        let (line, checked) = match (&delta, self.precision) {
+            (Some(_), _) => ("none (delta mode); calibrating".to_string(), None),
+            // Profiles hold f32 measurements; tuning in f16 is not offered yet.
+            (None, Precision::F16) => match &self.profile {
+                ProfileChoice::File(_) | ProfileChoice::Loaded { .. } => {
+                    return Err(Error::Other("profiles are tuned in f32; at f16 the sparse ops calibrate (drop the profile)".into()))
+                }
+                _ => ("none (f16: profiles are tuned in f32); calibrating".to_string(), None),
+            },
+            (None, Precision::F32) => {
+                profiles::choose(&self.profile, model, &g, || profiles::this_device(backend, self.threads, self.device.as_deref()))?
+            }
         };
         let mut sparse = backends::SparseConfig::from_env();
         if let Some(dir) = &self.cache_dir {

@@ -123,9 +123,6 @@ typedef unsigned long long ulong;
 // STF, LDF4, STF2, STF4 and MOVE_T). With DSP_HALF an element is an IEEE half inside a struct,
 // so a bare p[i] in arithmetic does not compile and no access slips past the macros; the
 // conversions are PTX's cvt (round to nearest even), with no header.
-#if DSP_HALF
-struct dsp_half { unsigned short b; };
-#define FLT dsp_half
 __device__ __forceinline__ float dsp_h2f(unsigned short h) {
     float f;
     asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
@@ -136,6 +133,11 @@ __device__ __forceinline__ unsigned short dsp_f2h(float f) {
     asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
     return h;
 }
+#define HALF_LOAD(p, i) dsp_h2f((p)[i])
+#define HALF_STORE(p, i, v) ((p)[i] = dsp_f2h(v))
+#if DSP_HALF
+struct dsp_half { unsigned short b; };
+#define FLT dsp_half
 #define LDF(p, i) dsp_h2f((p)[i].b)
 #define STF(p, i, v) ((p)[i].b = dsp_f2h(v))
 #define LDF4(d, p)                                                                                     \

@@ -125,13 +125,14 @@ struct Step<K> {
     node: String,
     op: &'static str,
     launches: Vec<Launch<K>>,
-    writes: Vec<(BufId, usize, DType)>,
+    /// Buffer, elements, and whether they are 16-bit.
+    writes: Vec<(BufId, usize, bool)>,
     /// Index of the node's sparse op in `Frames::ops`.
     sparse: Option<usize>,
 }
 
 enum Output {
-    Device { buf: BufId, dtype: DType, shape: Vec<usize> },
+    Device { buf: BufId, dtype: DType, shape: Vec<usize>, precision: Precision },
     Host(Arc<Tensor>),
 }
 
@@ -213,8 +214,15 @@ impl<D: GpuDevice> GpuExecutable<D> {
             res.slot[v] = Some(b);
             inputs.push(Some((b, val.name.clone())));
         }
+        // At fp16 precision, the values that decide masks keep f32 storage (gpu/wide.rs).
+        let wide = if opts.precision == Precision::F16 { super::wide::wide_values(g) } else { vec![false; g.values.len()] };
+        if wide.iter().any(|&w| w) {
+            let names: Vec<&str> = (0..wide.len()).filter(|&v| wide[v]).map(|v| g.values[v].name.as_str()).collect();
+            tracing::debug!(values = names.len(), "kept in f32 at fp16 precision: {}", names.join(", "));
+        }
         let mut steps = Vec::new();
         for (i, node) in g.nodes.iter().enumerate() {
+            res.precision = opts.precision;
             let op = node.op.name();
             let wrap = |e: Error| Error::node(&node.name, op, e.to_string());
             if is_view(&node.op) {
@@ -230,7 +238,8 @@ impl<D: GpuDevice> GpuExecutable<D> {
                 res.slot[dst] = res.slot[*src];
             } else if let Some(outs) = compile_time_outputs(g, node) {
                 for (&o, t) in node.outputs.iter().zip(outs.map_err(wrap)?) {
-                    let b = res.upload(&*dev, &t, &g.values[o].name).map_err(wrap)?;
+                    let p = if wide[o] { Precision::F32 } else { opts.precision };
+                    let b = res.upload_at(&*dev, &t, &g.values[o].name, p).map_err(wrap)?;
                     mark(&mut pooled, b, false);
                     res.slot[o] = Some(b);
                 }
@@ -246,13 +255,17 @@ impl<D: GpuDevice> GpuExecutable<D> {
                     mark(&mut pooled, b, !cached);
                     res.slot[o] = Some(b);
                     if !cached {
-                        writes.push((b, words(&val.shape), val.dtype));
+                        writes.push((b, words(&val.shape), opts.precision.narrow_words(val.dtype) && !wide[o]));
                     }
                 }
                 let before = res.bufs.len();
+                if opts.precision == Precision::F16 && super::wide::node_is_wide(g, i, &wide) {
+                    res.precision = Precision::F32;
+                }
                 let mut cx = Ctx { dev: &*dev, graph: g, node, res: &mut res, launches: Vec::new(), scratch: Vec::new() };
                 let mut sparse = None;
                 let ops_before = frames.ops.len();
+                let restore = cx.convert_inputs(&wide).map_err(wrap)?;
                 let lowered = match (&node.op, &node.sparse) {
                     (Op::Conv(p), Some(spec)) if runs_sparse(g, node) => {
                         build::lower_sparse_conv(&mut cx, &mut frames, spec, p, &opts.sparse, tuned.polys.get(&node.name))
@@ -263,6 +276,9 @@ impl<D: GpuDevice> GpuExecutable<D> {
                     (_, Some(spec)) => build::lower_cached_dense(&mut cx, &mut frames, spec, |cx| lower(cx)),
                     _ => lower(&mut cx),
                 };
+                for (v, slot) in restore {
+                    cx.res.slot[v] = slot;
+                }
                 // Sparse convs, cached ops and token projections run as PolyKernel ops.
                 if lowered.is_ok() && frames.ops.len() > ops_before {
                     sparse = Some(frames.ops.len() - 1);
@@ -318,7 +334,10 @@ impl<D: GpuDevice> GpuExecutable<D> {
             let val = &g.values[o];
             match (&val.constant, res.slot[o]) {
                 (Some(c), _) => outputs.push(Output::Host(c.clone())),
-                (None, Some(buf)) => outputs.push(Output::Device { buf, dtype: val.dtype, shape: val.shape.clone() }),
+                (None, Some(buf)) => {
+                    let precision = if wide[o] { Precision::F32 } else { opts.precision };
+                    outputs.push(Output::Device { buf, dtype: val.dtype, shape: val.shape.clone(), precision })
+                }
                 (None, None) => problems.push(format!("output '{}' is computed by no node", val.name)),
             }
         }
@@ -380,8 +399,8 @@ impl<D: GpuDevice> GpuExecutable<D> {
                 self.frames.settle(&*self.dev, m).map_err(wrap)?;
             }
             if let Some([words, halves]) = &self.poison {
-                for &(b, n, dt) in step.writes.iter().filter(|w| w.1 > 0) {
-                    let (fill, bits) = match self.precision.narrow_words(dt) {
+                for &(b, n, narrow) in step.writes.iter().filter(|w| w.1 > 0) {
+                    let (fill, bits) = match narrow {
                         true => (halves, self.precision.float_bits(f32::NAN)),
                         false => (words, f32::NAN.to_bits() as i32),
                     };
@@ -483,10 +502,10 @@ impl<D: GpuDevice> GpuExecutable<D> {
         match self.outputs.get(i) {
             None => Err(Error::Other(format!("output {i}: the graph has {}", self.outputs.len()))),
             Some(Output::Host(t)) => Ok((**t).clone()),
-            Some(Output::Device { buf, dtype, shape }) => {
-                let mut bytes = vec![0u8; words(shape) * self.precision.elem_bytes(*dtype)];
+            Some(Output::Device { buf, dtype, shape, precision }) => {
+                let mut bytes = vec![0u8; words(shape) * precision.elem_bytes(*dtype)];
                 self.dev.download(&self.bufs[*buf], 0, &mut bytes)?;
-                dtype::from_words(&bytes, *dtype, shape.clone(), self.precision)
+                dtype::from_words(&bytes, *dtype, shape.clone(), *precision)
             }
         }
     }

@@ -10,6 +10,7 @@ mod plan;
 pub(crate) mod sparse;
 pub(crate) mod sparse_conv;
 pub(crate) mod token;
+mod wide;
 
 pub use device::{Arg, DeviceInfo, GpuDevice, KernelDialect, KernelSpec, VendorConv, VendorConvDesc, VendorFused, VendorPolicy};
 pub use dtype::Precision;

@@ -9,6 +9,20 @@ KERNEL fill_words(GLOBAL MOVE_T* y, int off, int n, int bits) {
     if (i < n) y[off + i] = (MOVE_T)bits;
 }
 
+/* fp16 precision: a float tensor from half storage into f32 storage and back, between the nodes
+ * that keep a value in f32 and the others (gpu/wide.rs). */
+KERNEL half_to_f32(GLOBAL const ushort* x, GLOBAL float* y, int n) {
+    PDL_ENTRY();
+    int i = GLOBAL_ID(0);
+    if (i < n) y[i] = HALF_LOAD(x, i);
+}
+
+KERNEL f32_to_half(GLOBAL const float* x, GLOBAL ushort* y, int n) {
+    PDL_ENTRY();
+    int i = GLOBAL_ID(0);
+    if (i < n) HALF_STORE(y, i, x[i]);
+}
+
 KERNEL unary_f32(GLOBAL const FLT* x, GLOBAL FLT* y, int n, int code, float p0, float p1) {
     PDL_ENTRY();
     int i = GLOBAL_ID(0);

@@ -111,6 +111,10 @@
 #define STF2(p, a, b) GLOBAL_STORE_VEC2(p, a, b)
 #define STF4(p, a, b, c, d) GLOBAL_STORE_VEC4(p, a, b, c, d)
 #endif
+/* A half element of a ushort buffer as float, and back (round to nearest even), whatever
+ * DSP_HALF says: the conversions between half storage and the values kept in f32 (gpu/wide.rs). */
+#define HALF_LOAD(p, i) vload_half((i), (__global const half*)(p))
+#define HALF_STORE(p, i, v) vstore_half_rte((v), (i), (__global half*)(p))
 #if MOVE16
 #define MOVE_T ushort
 #else

@@ -133,9 +133,14 @@ pub(crate) struct Resources<D: GpuDevice> {
     /// How dense convs use the device's vendor library (`GpuOptions::vendor_convs` resolved for
     /// the device).
     pub vendor_policy: VendorPolicy,
-    /// How float tensors are stored: every kernel is compiled for it (`DSP_HALF`), every
-    /// float upload converted to it.
+    /// How the node being lowered stores float tensors: every kernel is compiled for it
+    /// (`DSP_HALF`), every float upload converted to it. `storage` but for the nodes that keep
+    /// f32 at fp16 precision (`gpu/wide.rs`).
     pub precision: Precision,
+    /// How the executable stores float tensors.
+    pub storage: Precision,
+    /// Float constants uploaded in f32 for nodes that run on f32 storage while `storage` is half.
+    wide_consts: HashMap<usize, BufId>,
     /// Buffers the launches queued just ahead of the node being lowered may write: the outputs
     /// of the steps since the last one that launches anything, that one's included (none before
     /// the first step, nor in a timer's own executable). A programmatic launch may start while
@@ -158,6 +163,8 @@ impl<D: GpuDevice> Resources<D> {
             convt_gemm: false,
             vendor_policy: VendorPolicy::Never,
             precision,
+            storage: precision,
+            wide_consts: HashMap::new(),
             written_last: Vec::new(),
         }
     }
@@ -323,6 +330,14 @@ impl<'a, D: GpuDevice> Ctx<'a, D> {
     /// The buffer of input `i` (uploading it first if it is a constant).
     pub(crate) fn x(&mut self, i: usize) -> Result<BufId> {
         let v = self.in_value(i)?;
+        if let (Some(t), true) = (&self.graph.values[v].constant, self.res.precision != self.res.storage) {
+            if let Some(&b) = self.res.wide_consts.get(&v) {
+                return Ok(b);
+            }
+            let b = self.res.upload(self.dev, t, &self.graph.values[v].name)?;
+            self.res.wide_consts.insert(v, b);
+            return Ok(b);
+        }
         if let Some(b) = self.res.slot[v] {
             return Ok(b);
         }
@@ -391,6 +406,32 @@ impl<'a, D: GpuDevice> Ctx<'a, D> {
         } else {
             self.kernel(src, entry, &[])
         }
+    }
+
+    /// Converts the float inputs this node reads in the other storage (half values into a wide
+    /// node, wide values into a half one: `gpu/wide.rs`) into scratch buffers, which stand in
+    /// for them while the node is lowered. Returns the slots to put back afterwards.
+    pub(crate) fn convert_inputs(&mut self, wide: &[bool]) -> Result<Vec<(usize, Option<BufId>)>> {
+        let mut restore = Vec::new();
+        if wide.is_empty() {
+            return Ok(restore);
+        }
+        let node_wide = self.res.precision != self.res.storage;
+        for v in self.node.inputs.iter().flatten().copied() {
+            let val = &self.graph.values[v];
+            if val.dtype != DType::F32 || val.constant.is_some() || wide[v] == node_wide || restore.iter().any(|r| r.0 == v) {
+                continue;
+            }
+            let Some(src) = self.res.slot[v] else { continue };
+            let n: usize = val.shape.iter().product();
+            let dst = self.scratch(n)?;
+            let entry = if node_wide { "half_to_f32" } else { "f32_to_half" };
+            let kern = self.kernel(Src::Elementwise, entry, &[])?;
+            self.launch_linear(kern, n, vec![LArg::Buf(src), LArg::Buf(dst), LArg::I32(int(n, "elements")?)])?;
+            restore.push((v, self.res.slot[v]));
+            self.res.slot[v] = Some(dst);
+        }
+        Ok(restore)
     }
 
     /// Output 0 = input 0, element for element, `n` of them of type `dt`.
