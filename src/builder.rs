@@ -176,18 +176,12 @@ impl SessionBuilder {
             _ => None,
         };
         let backend = self.backend.name();
-        let (line, checked) = match (&delta, self.precision) {
-            (Some(_), _) => ("none (delta mode); calibrating".to_string(), None),
-            // Profiles hold f32 measurements; tuning in f16 is not offered yet.
-            (None, Precision::F16) => match &self.profile {
-                ProfileChoice::File(_) | ProfileChoice::Loaded { .. } => {
-                    return Err(Error::Other("profiles are tuned in f32; at f16 the sparse ops calibrate (drop the profile)".into()))
-                }
-                _ => ("none (f16: profiles are tuned in f32); calibrating".to_string(), None),
-            },
-            (None, Precision::F32) => {
-                profiles::choose(&self.profile, model, &g, || profiles::this_device(backend, self.threads, self.device.as_deref()))?
-            }
+        let precision = self.precision.storage();
+        let (line, checked) = match delta {
+            Some(_) => ("none (delta mode); calibrating".to_string(), None),
+            None => profiles::choose(&self.profile, model, &g, || {
+                profiles::this_device(backend, self.threads, self.device.as_deref(), precision)
+            })?,
         };
         let mut sparse = backends::SparseConfig::from_env();
         if let Some(dir) = &self.cache_dir {
@@ -206,10 +200,7 @@ impl SessionBuilder {
             frame_graphs: self.frame_graphs,
             sparse_conv: self.sparse_conv,
             vendor_convs: self.vendor_convs,
-            precision: match self.precision {
-                Precision::F32 => backends::gpu::Precision::F32,
-                Precision::F16 => backends::gpu::Precision::F16,
-            },
+            precision,
             ..Default::default()
         };
         let b = backends::create_configured(backend, &opts)?;

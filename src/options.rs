@@ -65,6 +65,14 @@ pub enum Precision {
 }
 
 impl Precision {
+    /// The GPU backends' storage for this precision.
+    pub fn storage(self) -> crate::backends::gpu::Precision {
+        match self {
+            Precision::F32 => crate::backends::gpu::Precision::F32,
+            Precision::F16 => crate::backends::gpu::Precision::F16,
+        }
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             Precision::F32 => "f32",

@@ -15,8 +15,9 @@ use std::path::{Path, PathBuf};
 
 /// The device a session on `backend` ("auto", "cpu", "opencl", ...) would run on, with the
 /// fingerprint profiles are matched by. The CPU's includes the worker count (`threads`, `None`:
-/// every core); a GPU backend is opened once to ask (`device` selects as `--device` does).
-pub fn this_device(backend: &str, threads: Option<usize>, device: Option<&str>) -> Result<DeviceId> {
+/// every core); a GPU backend is opened once to ask (`device` selects as `--device` does), and its
+/// fingerprint names the precision past f32 (profiles of one precision say nothing of another).
+pub fn this_device(backend: &str, threads: Option<usize>, device: Option<&str>, precision: backends::gpu::Precision) -> Result<DeviceId> {
     let opts = backends::BackendOptions { threads, device: device.map(String::from), ..Default::default() };
     let name = match backend {
         "opencl" | "cuda" | "wgpu" | "cpu" => backend.to_string(),
@@ -28,7 +29,7 @@ pub fn this_device(backend: &str, threads: Option<usize>, device: Option<&str>) 
         return Ok(backends::cpu::cpu_device_id(cpu.threads()));
     }
     let (info, _) = backends::gpu_sparse_op_timers(&name, &opts, &Graph::default())?;
-    Ok(DeviceId { backend: info.backend.clone(), name: info.name.clone(), fingerprint: info.fingerprint() })
+    Ok(DeviceId { backend: info.backend.clone(), name: info.name.clone(), fingerprint: backends::gpu::fingerprint_at(&info, precision) })
 }
 
 /// A profile that passed every check.

@@ -11,7 +11,7 @@ mod common;
 #[allow(dead_code)]
 mod onnx_build;
 
-use dynaspa::backends::gpu::{DeviceInfo, GpuDevice, GpuExecutable, GpuOptions};
+use dynaspa::backends::gpu::{fingerprint_at, DeviceInfo, GpuDevice, GpuExecutable, GpuOptions, Precision};
 use dynaspa::backends::SparseConfig;
 use dynaspa::runtime::backend::Executable;
 use dynaspa::runtime::dispatch::{DispatchTable, Member, PolyKernel, Schedule};
@@ -70,8 +70,19 @@ fn compile<D: GpuDevice + 'static>(
     p: Option<Profile>,
     cache: &std::path::Path,
 ) -> GpuExecutable<D> {
+    compile_at(dev, backend, g, p, cache, Precision::F32)
+}
+
+fn compile_at<D: GpuDevice + 'static>(
+    dev: &Arc<D>,
+    backend: &str,
+    g: &Graph,
+    p: Option<Profile>,
+    cache: &std::path::Path,
+    precision: Precision,
+) -> GpuExecutable<D> {
     let sparse = SparseConfig { cache_dir: Some(cache.to_path_buf()), force: None, profile: p.map(Arc::new) };
-    GpuExecutable::compile(dev.clone(), backend, g, &GpuOptions { poison: true, sparse, ..Default::default() }).unwrap()
+    GpuExecutable::compile(dev.clone(), backend, g, &GpuOptions { poison: true, sparse, precision, ..Default::default() }).unwrap()
 }
 
 /// A random image and a mask of two blocks (about a fifth of the map), in graph input order.
@@ -154,6 +165,18 @@ fn check<D: GpuDevice + 'static>(dev: Arc<D>, backend: &str) {
     let wrong_backend = DeviceId { backend: if backend == "wgpu" { "opencl".into() } else { "wgpu".into() }, ..this_device(&info) };
     let exe = compile(&dev, backend, &g, Some(profile(&g, wrong_backend, &BTreeMap::new())), &cache);
     assert!(exe.profile_refused().is_some_and(|w| w.contains("backend")));
+
+    // Precisions: an f32 profile says nothing of half kernels and is refused at f16; one filed
+    // under the f16 fingerprint (`dynaspa tune --precision f16`) is used there.
+    if backend != "wgpu" {
+        let exe = compile_at(&dev, backend, &g, Some(profile(&g, this_device(&info), &BTreeMap::new())), &cache, Precision::F16);
+        let why = exe.profile_refused().expect("an f32 profile is refused at f16");
+        assert!(why.contains("|f16"), "{why}");
+        let at_f16 = DeviceId { fingerprint: fingerprint_at(&info, Precision::F16), ..this_device(&info) };
+        let exe = compile_at(&dev, backend, &g, Some(profile(&g, at_f16, &BTreeMap::new())), &cache, Precision::F16);
+        assert!(exe.profile_refused().is_none(), "{:?}", exe.profile_refused());
+        assert!(exe.sparse_ops().iter().all(|o| o.from_profile), "{:?}", exe.sparse_ops());
+    }
 
     // Members this device cannot run: their ops are calibrated, the others keep the profile.
     let mut bad = BTreeMap::new();

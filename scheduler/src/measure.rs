@@ -147,6 +147,13 @@ impl GpuMeasurer {
         let device = DeviceId { backend: info.backend.clone(), name: info.name.clone(), fingerprint: info.fingerprint() };
         Ok(GpuMeasurer { timers, ops, device, reps: reps.max(1), failures: 0 })
     }
+
+    /// The fingerprint the measurements are filed under, where the timers run at another
+    /// precision than f32 (`dynaspa_backends::gpu::fingerprint_at`).
+    pub fn with_fingerprint(mut self, fingerprint: String) -> GpuMeasurer {
+        self.device.fingerprint = fingerprint;
+        self
+    }
 }
 
 impl Measurer for GpuMeasurer {

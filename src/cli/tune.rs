@@ -44,6 +44,10 @@ pub struct TuneArgs {
     /// GPU backends: which device (a number from `dynaspa devices`, or part of its name).
     #[arg(long, value_name = "SEL")]
     device: Option<String>,
+    /// GPU backends: the precision the kernels are tuned at; a profile is used only at its own
+    /// (f16: half storage, as `run --precision f16`).
+    #[arg(long, default_value = "f32")]
+    precision: dynaspa::Precision,
     /// A mask dataset (.dsm), or a directory holding one made for this model.
     #[arg(long, value_name = "FILE|DIR", conflicts_with = "frames", required_unless_present = "frames")]
     masks: Option<PathBuf>,
@@ -286,6 +290,9 @@ pub fn tune(a: TuneArgs) -> Result<()> {
         return Ok(());
     }
     let (mut measurer, mut dev, threads): (Box<dyn Measurer>, _, _) = match a.backend {
+        Backend::Cpu if a.precision != dynaspa::Precision::F32 => {
+            return Err(Error::Other(format!("--precision {}: the CPU backend computes in f32 only; tune it at f32", a.precision)))
+        }
         Backend::Cpu => {
             let threads = a.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
             let backend = dynaspa::backends::cpu::CpuBackend::new(Some(threads))?
@@ -294,7 +301,9 @@ pub fn tune(a: TuneArgs) -> Result<()> {
             (Box::new(m), devices::cpu(threads), Some(threads))
         }
         Backend::OpenCl | Backend::Cuda | Backend::Wgpu => {
+            let precision = a.precision.storage();
             let opts = dynaspa::backends::BackendOptions {
+                precision,
                 device: a.device.clone(),
                 sparse: Some(dynaspa::backends::SparseConfig { cache_dir: dynaspa::backends::cache_dir::cache_root(), force: None, profile: None }),
                 ..Default::default()
@@ -307,7 +316,7 @@ pub fn tune(a: TuneArgs) -> Result<()> {
                     a.backend
                 )));
             }
-            let m = GpuMeasurer::new(&info, &g, timers, 3)?;
+            let m = GpuMeasurer::new(&info, &g, timers, 3)?.with_fingerprint(dynaspa::backends::gpu::fingerprint_at(&info, precision));
             (Box::new(m), devices::from_device_info(&info), None)
         }
         Backend::Auto => {

@@ -44,7 +44,7 @@ impl Precision {
 
 /// The identity calibration caches and profiles key on: the device's fingerprint, and the
 /// precision past f32 (times and winners measured in f32 say nothing of half kernels).
-pub(crate) fn fingerprint(info: &crate::gpu::DeviceInfo, p: Precision) -> String {
+pub fn fingerprint_at(info: &crate::gpu::DeviceInfo, p: Precision) -> String {
     match p {
         Precision::F32 => info.fingerprint(),
         Precision::F16 => format!("{}|f16", info.fingerprint()),

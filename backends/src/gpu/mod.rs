@@ -13,7 +13,7 @@ pub(crate) mod token;
 mod wide;
 
 pub use device::{Arg, DeviceInfo, GpuDevice, KernelDialect, KernelSpec, VendorConv, VendorConvDesc, VendorFused, VendorPolicy};
-pub use dtype::Precision;
+pub use dtype::{fingerprint_at, Precision};
 pub use executor::{FrameGraphStats, GpuBackend, GpuExecutable, GpuOptions, NodePart, SparseOpInfo, TokenOpInfo};
 pub use sparse::step::CountsSync;
 pub use sparse::timer::{SparseOpTimer, RUNS_PER_CALL};

@@ -34,7 +34,7 @@ pub(crate) fn profile_polys(info: &DeviceInfo, backend: &str, g: &Graph, cfg: &S
         tracing::info!("a member is forced: the profile's PolyKernels are not used");
         return out;
     }
-    if let Err(e) = p.check_device(backend, &crate::gpu::dtype::fingerprint(info, precision), &info.name) {
+    if let Err(e) = p.check_device(backend, &crate::gpu::dtype::fingerprint_at(info, precision), &info.name) {
         tracing::warn!("{e}; ignoring the profile and calibrating instead");
         out.refused = Some(e.to_string());
         return out;

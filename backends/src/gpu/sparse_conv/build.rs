@@ -334,7 +334,7 @@ fn poly_kernel<D: GpuDevice>(
         runs_per_call: RUNS_PER_CALL,
     };
     let t0 = std::time::Instant::now();
-    let key = crate::gpu::dtype::fingerprint(dev.info(), cx.res.precision);
+    let key = crate::gpu::dtype::fingerprint_at(dev.info(), cx.res.precision);
     let poly = calibrate::poly_kernel_on(&subject, &key, "gpu", cfg.cache_dir.as_deref())?;
     tracing::debug!(node = %cx.node.name, ms = t0.elapsed().as_secs_f64() * 1e3, "gpu sparse PolyKernel ready");
     Ok(poly)

@@ -157,7 +157,7 @@ fn calibrated<D: GpuDevice>(cx: &mut Ctx<D>, g: &TokenGemm, cfg: &SparseConfig) 
         time_sparse: &time_sparse,
         runs_per_call: RUNS_PER_CALL,
     };
-    let key = crate::gpu::dtype::fingerprint(dev.info(), cx.res.precision);
+    let key = crate::gpu::dtype::fingerprint_at(dev.info(), cx.res.precision);
     let poly = calibrate::poly_kernel_on(&subject, &key, "gpu", cfg.cache_dir.as_deref())?;
     tracing::debug!(node = %cx.node.name, "gpu token PolyKernel ready");
     // Calibration names its sparse member by granularity alone; it ran `tile`.
