@@ -12,7 +12,7 @@
 //! them) are exact in half and are walked through, not kept wide. (2) Forwards, a node whose
 //! float inputs are all wide or constant, one at least, makes its float outputs wide (1 - sum).
 //! (3) Graph inputs, the masks, values a PolyKernel op (a node with a sparse spec) reads, and
-//! values a view aliases with a half one are half.
+//! values a view aliases with a half one are half; a node's float outputs share one storage.
 
 use super::plan::is_view;
 use dynaspa_runtime::graph::{Graph, Op};
@@ -105,14 +105,26 @@ pub(crate) fn wide_values(g: &Graph) -> Vec<bool> {
             }
         }
     }
-    // (3) A view and what it aliases share a buffer: both wide or both half.
+    // (3) A view and what it aliases share a buffer: both wide or both half. A node writes all its
+    // float outputs in one storage: all wide or all half.
     loop {
         let mut changed = false;
+        for node in g.nodes.iter().filter(|nd| !is_view(&nd.op)) {
+            let outs: Vec<usize> = node.outputs.iter().copied().filter(|&v| float(v)).collect();
+            if outs.iter().any(|&v| wide[v]) && !outs.iter().all(|&v| wide[v]) {
+                let all = !outs.iter().any(|&v| pinned[v]);
+                for &v in &outs {
+                    changed |= std::mem::replace(&mut wide[v], all) != all;
+                }
+            }
+        }
         for node in g.nodes.iter().filter(|nd| is_view(&nd.op)) {
             let vs: Vec<usize> = node.inputs.iter().take(1).flatten().chain(node.outputs.iter()).copied().collect();
             if vs.iter().any(|&v| wide[v]) && !vs.iter().all(|&v| wide[v] && !pinned[v]) {
+                // Half for good: pinned only grows, so the two rules settle.
                 for &v in &vs {
                     changed |= std::mem::replace(&mut wide[v], false);
+                    pinned[v] = true;
                 }
             }
         }
@@ -202,5 +214,57 @@ mod tests {
         assert_eq!(names, ["h", "c", "r"]);
         let nodes: Vec<&str> = (0..g.nodes.len()).filter(|&i| node_is_wide(&g, i, &wide)).map(|i| g.nodes[i].name.as_str()).collect();
         assert_eq!(nodes, ["sig", "acc", "lt", "rem"]);
+    }
+
+    /// A node writes its float outputs in one storage: a Split whose first part makes a mask
+    /// logit makes its second part wide too, and both go half once a PolyKernel op reads the
+    /// second.
+    #[test]
+    fn the_outputs_of_one_node_share_a_storage() {
+        let mut g = Graph::default();
+        let x = value(&mut g, "x", DType::F32);
+        let (a, b) = (value(&mut g, "a", DType::F32), value(&mut g, "b", DType::F32));
+        let (h, less, mask) = (value(&mut g, "h", DType::F32), value(&mut g, "less", DType::Bool), value(&mut g, "mask", DType::F32));
+        let zero = value(&mut g, "zero", DType::F32);
+        g.values[zero].constant = Some(std::sync::Arc::new(dynaspa_runtime::Tensor::from_f32(vec![1], vec![0.0]).unwrap()));
+        let y = value(&mut g, "y", DType::F32);
+        g.inputs = vec![x];
+        let node = |name: &str, op: Op, ins: Vec<usize>, outs: Vec<usize>| Node {
+            name: name.into(),
+            op,
+            inputs: ins.into_iter().map(Some).collect(),
+            outputs: outs,
+            sparse: None,
+        };
+        g.nodes = vec![
+            node("split", Op::Split { axis: 1, split: None, num_outputs: Some(2) }, vec![x], vec![a, b]),
+            node("sig", Op::Unary(UnaryKind::Sigmoid), vec![a], vec![h]),
+            node("gt", Op::Binary(BinaryKind::Greater), vec![h, zero], vec![less]),
+            node("cast", Op::Cast { to: DType::F32 }, vec![less], vec![mask]),
+            node("use", Op::Binary(BinaryKind::Mul), vec![b, mask], vec![y]),
+        ];
+        g.outputs = vec![y];
+        let spec = SparseSpec {
+            mask,
+            kind: MaskKind::Token,
+            source: MaskSource::InGraph { node: "gt".into() },
+            dilation: [0, 0],
+            fill: FillPolicy::Zero,
+            fused_mul: false,
+        };
+        let names = |g: &Graph| {
+            let wide = wide_values(g);
+            (0..g.values.len()).filter(|&v| wide[v]).map(|v| g.values[v].name.clone()).collect::<Vec<_>>()
+        };
+        let p = value(&mut g, "p", DType::F32);
+        let mut masked = node("proj", Op::MatMul, vec![x, x], vec![p]);
+        masked.sparse = Some(spec.clone());
+        g.nodes.push(masked);
+        assert_eq!(names(&g), ["a", "b", "h"]);
+        let q = value(&mut g, "q", DType::F32);
+        let mut reader = node("proj_b", Op::MatMul, vec![b, b], vec![q]);
+        reader.sparse = Some(spec);
+        g.nodes.push(reader);
+        assert_eq!(names(&g), ["h"]);
     }
 }
