@@ -120,7 +120,7 @@ typedef unsigned long long ulong;
 #endif
 
 // Storage of float tensors in global memory (prelude_opencl.h says how kernels use FLT, LDF,
-// STF, LDF4, STF2, STF4 and MOVE_T). With DSP_HALF an element is an IEEE half inside a struct,
+// STF, LDF4, STF2, STF4; common.h the f32 ones). With DSP_HALF an element is an IEEE half inside a struct,
 // so a bare p[i] in arithmetic does not compile and no access slips past the macros; the
 // conversions are PTX's cvt (round to nearest even), with no header.
 __device__ __forceinline__ float dsp_h2f(unsigned short h) {
@@ -154,16 +154,4 @@ struct dsp_half { unsigned short b; };
         u_.y = (uint)dsp_f2h(c) | ((uint)dsp_f2h(d) << 16);                                            \
         *(uint2*)(p) = u_;                                                                             \
     } while (0)
-#else
-#define FLT float
-#define LDF(p, i) ((p)[i])
-#define STF(p, i, v) ((p)[i] = (v))
-#define LDF4(d, p) GLOBAL_LOAD_VEC4(d, p)
-#define STF2(p, a, b) GLOBAL_STORE_VEC2(p, a, b)
-#define STF4(p, a, b, c, d) GLOBAL_STORE_VEC4(p, a, b, c, d)
-#endif
-#if MOVE16
-#define MOVE_T ushort
-#else
-#define MOVE_T int
 #endif

@@ -161,6 +161,27 @@ mod tests {
         g.values.len() - 1
     }
 
+    fn constant(g: &mut Graph, name: &str, v: f32) -> usize {
+        let c = value(g, name, DType::F32);
+        g.values[c].constant = Some(std::sync::Arc::new(dynaspa_runtime::Tensor::from_f32(vec![1], vec![v]).unwrap()));
+        c
+    }
+
+    fn node(name: &str, op: Op, ins: Vec<usize>, outs: Vec<usize>) -> Node {
+        Node { name: name.into(), op, inputs: ins.into_iter().map(Some).collect(), outputs: outs, sparse: None }
+    }
+
+    fn spec(mask: usize) -> SparseSpec {
+        SparseSpec {
+            mask,
+            kind: MaskKind::Token,
+            source: MaskSource::InGraph { node: "compare".into() },
+            dilation: [0, 0],
+            fill: FillPolicy::Zero,
+            fused_mul: false,
+        }
+    }
+
     /// A halting chain: h = sigmoid(x), c = c0 + h, mask = Cast(Less(c, t)), r = 1 - c, y = r * x.
     /// c and h decide the mask (wide), the comparison runs wide, r follows c forwards, and y
     /// (half activations times r) stays half, as do the input and the mask.
@@ -171,23 +192,14 @@ mod tests {
         let c0 = value(&mut g, "c0", DType::F32);
         let h = value(&mut g, "h", DType::F32);
         let c = value(&mut g, "c", DType::F32);
-        let t = value(&mut g, "t", DType::F32);
-        g.values[t].constant = Some(std::sync::Arc::new(dynaspa_runtime::Tensor::from_f32(vec![1], vec![0.99]).unwrap()));
+        let t = constant(&mut g, "t", 0.99);
         let less = value(&mut g, "less", DType::Bool);
         let mask = value(&mut g, "mask", DType::F32);
-        let one = value(&mut g, "one", DType::F32);
-        g.values[one].constant = Some(std::sync::Arc::new(dynaspa_runtime::Tensor::from_f32(vec![1], vec![1.0]).unwrap()));
+        let one = constant(&mut g, "one", 1.0);
         let r = value(&mut g, "r", DType::F32);
         let y = value(&mut g, "y", DType::F32);
         let z = value(&mut g, "z", DType::F32);
         g.inputs = vec![x, c0];
-        let node = |name: &str, op: Op, ins: Vec<usize>, outs: Vec<usize>| Node {
-            name: name.into(),
-            op,
-            inputs: ins.into_iter().map(Some).collect(),
-            outputs: outs,
-            sparse: None,
-        };
         g.nodes = vec![
             node("sig", Op::Unary(UnaryKind::Sigmoid), vec![x], vec![h]),
             node("acc", Op::Binary(BinaryKind::Add), vec![c0, h], vec![c]),
@@ -199,14 +211,7 @@ mod tests {
         ];
         // A PolyKernel op reading x under the mask.
         let mut sparse_node = node("proj", Op::MatMul, vec![x, x], vec![value(&mut g, "p", DType::F32)]);
-        sparse_node.sparse = Some(SparseSpec {
-            mask,
-            kind: MaskKind::Token,
-            source: MaskSource::Halting { node: "lt".into() },
-            dilation: [0, 0],
-            fill: FillPolicy::Zero,
-            fused_mul: false,
-        });
+        sparse_node.sparse = Some(spec(mask));
         g.nodes.push(sparse_node);
         g.outputs = vec![z];
         let wide = wide_values(&g);
@@ -225,17 +230,9 @@ mod tests {
         let x = value(&mut g, "x", DType::F32);
         let (a, b) = (value(&mut g, "a", DType::F32), value(&mut g, "b", DType::F32));
         let (h, less, mask) = (value(&mut g, "h", DType::F32), value(&mut g, "less", DType::Bool), value(&mut g, "mask", DType::F32));
-        let zero = value(&mut g, "zero", DType::F32);
-        g.values[zero].constant = Some(std::sync::Arc::new(dynaspa_runtime::Tensor::from_f32(vec![1], vec![0.0]).unwrap()));
+        let zero = constant(&mut g, "zero", 0.0);
         let y = value(&mut g, "y", DType::F32);
         g.inputs = vec![x];
-        let node = |name: &str, op: Op, ins: Vec<usize>, outs: Vec<usize>| Node {
-            name: name.into(),
-            op,
-            inputs: ins.into_iter().map(Some).collect(),
-            outputs: outs,
-            sparse: None,
-        };
         g.nodes = vec![
             node("split", Op::Split { axis: 1, split: None, num_outputs: Some(2) }, vec![x], vec![a, b]),
             node("sig", Op::Unary(UnaryKind::Sigmoid), vec![a], vec![h]),
@@ -244,26 +241,18 @@ mod tests {
             node("use", Op::Binary(BinaryKind::Mul), vec![b, mask], vec![y]),
         ];
         g.outputs = vec![y];
-        let spec = SparseSpec {
-            mask,
-            kind: MaskKind::Token,
-            source: MaskSource::InGraph { node: "gt".into() },
-            dilation: [0, 0],
-            fill: FillPolicy::Zero,
-            fused_mul: false,
-        };
         let names = |g: &Graph| {
             let wide = wide_values(g);
             (0..g.values.len()).filter(|&v| wide[v]).map(|v| g.values[v].name.clone()).collect::<Vec<_>>()
         };
         let p = value(&mut g, "p", DType::F32);
         let mut masked = node("proj", Op::MatMul, vec![x, x], vec![p]);
-        masked.sparse = Some(spec.clone());
+        masked.sparse = Some(spec(mask));
         g.nodes.push(masked);
         assert_eq!(names(&g), ["a", "b", "h"]);
         let q = value(&mut g, "q", DType::F32);
         let mut reader = node("proj_b", Op::MatMul, vec![b, b], vec![q]);
-        reader.sparse = Some(spec);
+        reader.sparse = Some(spec(mask));
         g.nodes.push(reader);
         assert_eq!(names(&g), ["h"]);
     }

@@ -6,6 +6,22 @@
  * arithmetic is float; offsets and sizes are in elements; `meta` buffers hold int index tables
  * made at compile time. */
 
+/* f32 storage: the float-tensor access macros of the preludes' DSP_HALF branch, as plain
+ * accesses. MOVE_T: the data-movement kernels' word, 16 bits for half tensors (MOVE16). */
+#if !DSP_HALF
+#define FLT float
+#define LDF(p, i) ((p)[i])
+#define STF(p, i, v) ((p)[i] = (v))
+#define LDF4(d, p) GLOBAL_LOAD_VEC4(d, p)
+#define STF2(p, a, b) GLOBAL_STORE_VEC2(p, a, b)
+#define STF4(p, a, b, c, d) GLOBAL_STORE_VEC4(p, a, b, c, d)
+#endif
+#if MOVE16
+#define MOVE_T ushort
+#else
+#define MOVE_T int
+#endif
+
 /* Offset of row-major element `i` of a tensor with `rank` dims `dims`, in a tensor laid out with
  * `strides` (0 for broadcast dims). */
 FUNC int strided_offset(int i, int rank, GLOBAL const int* dims, GLOBAL const int* strides) {

@@ -91,7 +91,7 @@
  * precision) FLT is IEEE half: vload_half/vstore_half are core OpenCL C and need no cl_khr_fp16,
  * and without that extension a bare p[i] does not compile, so no access slips past the macros.
  * Arithmetic is float either way. Tables the host makes (tap weights, partial sums) stay float.
- * MOVE_T is the word the data-movement kernels copy: 16 bits with MOVE16 (a half tensor). */
+ * common.h defines them for f32 storage, and MOVE_T, the data-movement kernels' word. */
 #if DSP_HALF
 #define FLT half
 #define LDF(p, i) vload_half((i), (p))
@@ -103,20 +103,8 @@
     } while (0)
 #define STF2(p, a, b) vstore_half2_rte((float2)((a), (b)), 0, (p))
 #define STF4(p, a, b, c, d) vstore_half4_rte((float4)((a), (b), (c), (d)), 0, (p))
-#else
-#define FLT float
-#define LDF(p, i) ((p)[i])
-#define STF(p, i, v) ((p)[i] = (v))
-#define LDF4(d, p) GLOBAL_LOAD_VEC4(d, p)
-#define STF2(p, a, b) GLOBAL_STORE_VEC2(p, a, b)
-#define STF4(p, a, b, c, d) GLOBAL_STORE_VEC4(p, a, b, c, d)
 #endif
 /* A half element of a ushort buffer as float, and back (round to nearest even), whatever
  * DSP_HALF says: the conversions between half storage and the values kept in f32 (gpu/wide.rs). */
 #define HALF_LOAD(p, i) vload_half((i), (__global const half*)(p))
 #define HALF_STORE(p, i, v) vstore_half_rte((v), (i), (__global half*)(p))
-#if MOVE16
-#define MOVE_T ushort
-#else
-#define MOVE_T int
-#endif
