@@ -3,9 +3,10 @@
 
 use crate::backends::{self, gpu::SparseConvOverrides, gpu::VendorPolicy, BackendOptions};
 use crate::delta::{DeltaOptions, DeltaState};
-use crate::options::{Backend, DebugOptions, Precision, ProfileChoice};
+use crate::options::{Backend, DebugOptions, ProfileChoice};
 use crate::profiles;
 use crate::session::Session;
+use crate::Precision;
 use dynaspa_runtime::graph::sparse_detect::{detect_sparse_regions, SparseOptions};
 use dynaspa_runtime::graph::Graph;
 use dynaspa_runtime::onnx::LoadOptions;
@@ -176,7 +177,7 @@ impl SessionBuilder {
             _ => None,
         };
         let backend = self.backend.name();
-        let precision = self.precision.storage();
+        let precision = self.precision;
         let (line, checked) = match delta {
             Some(_) => ("none (delta mode); calibrating".to_string(), None),
             None => profiles::choose(&self.profile, model, &g, || {

@@ -19,10 +19,11 @@ mod session;
 pub use builder::SessionBuilder;
 pub use delta::DeltaOptions;
 pub use dynaspa_backends as backends;
+pub use dynaspa_backends::Precision;
 pub use dynaspa_runtime as runtime;
 pub use dynaspa_runtime::onnx::LoadOptions;
 pub use dynaspa_runtime::{DType, Error, Result, Tensor, TensorData};
-pub use options::{Backend, DebugOptions, Precision, ProfileChoice};
+pub use options::{Backend, DebugOptions, ProfileChoice};
 pub use session::Session;
 
 use dynaspa_runtime::graph::Graph;

@@ -53,51 +53,6 @@ impl FromStr for Backend {
     }
 }
 
-/// The element type activations and weights are computed in.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub enum Precision {
-    #[default]
-    F32,
-    /// Half precision on the GPU backends (cuda, opencl): weights and activations stored as
-    /// IEEE half, arithmetic in f32 (cuDNN's convs on tensor cores). The CPU backend and wgpu
-    /// refuse it.
-    F16,
-}
-
-impl Precision {
-    /// The GPU backends' storage for this precision.
-    pub fn storage(self) -> crate::backends::gpu::Precision {
-        match self {
-            Precision::F32 => crate::backends::gpu::Precision::F32,
-            Precision::F16 => crate::backends::gpu::Precision::F16,
-        }
-    }
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Precision::F32 => "f32",
-            Precision::F16 => "f16",
-        }
-    }
-}
-
-impl fmt::Display for Precision {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl FromStr for Precision {
-    type Err = Error;
-    fn from_str(s: &str) -> Result<Precision, Error> {
-        match s.trim().to_ascii_lowercase().as_str() {
-            "f32" | "fp32" | "float32" => Ok(Precision::F32),
-            "f16" | "fp16" | "float16" => Ok(Precision::F16),
-            _ => Err(Error::Other(format!("unknown precision '{s}'; the precisions are f32, f16"))),
-        }
-    }
-}
-
 /// Which tuned profile the sparse ops use.
 #[derive(Clone, Debug, Default)]
 pub enum ProfileChoice {
@@ -132,15 +87,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn backends_and_precisions_parse_from_their_names_and_refuse_others() {
+    fn backends_parse_from_their_names_and_refuse_others() {
         for b in Backend::ALL {
             assert_eq!(b.name().parse::<Backend>().unwrap(), b);
             assert_eq!(b.to_string().to_uppercase().parse::<Backend>().unwrap(), b);
         }
         let e = "tpu".parse::<Backend>().unwrap_err().to_string();
         assert!(e.contains("unknown backend 'tpu'") && e.contains("opencl"), "{e}");
-        assert_eq!("fp16".parse::<Precision>().unwrap(), Precision::F16);
-        assert_eq!(Precision::F32.to_string(), "f32");
-        assert!("int8".parse::<Precision>().unwrap_err().to_string().contains("'int8'"));
     }
 }

@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 /// fingerprint profiles are matched by. The CPU's includes the worker count (`threads`, `None`:
 /// every core); a GPU backend is opened once to ask (`device` selects as `--device` does), and its
 /// fingerprint names the precision past f32 (profiles of one precision say nothing of another).
-pub fn this_device(backend: &str, threads: Option<usize>, device: Option<&str>, precision: backends::gpu::Precision) -> Result<DeviceId> {
+pub fn this_device(backend: &str, threads: Option<usize>, device: Option<&str>, precision: backends::Precision) -> Result<DeviceId> {
     let opts = backends::BackendOptions { threads, device: device.map(String::from), ..Default::default() };
     let name = match backend {
         "opencl" | "cuda" | "wgpu" | "cpu" => backend.to_string(),

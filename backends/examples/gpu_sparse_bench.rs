@@ -364,7 +364,7 @@ fn bench<D: GpuDevice + 'static>(dev: Arc<D>, a: &Args) -> Result<()> {
         // The benched graphs have no ConvTranspose.
         convt_gemm: None,
         vendor_convs: a.cudnn,
-        precision: dynaspa_backends::gpu::Precision::F32,
+        precision: dynaspa_backends::Precision::F32,
     };
     for cc in CASES.iter().filter(|c| a.only.as_deref().is_none_or(|o| c.name.contains(o))) {
         for &n in &a.batches {

@@ -14,6 +14,7 @@ mod sparse_config;
 #[cfg(feature = "wgpu")]
 pub mod wgpu;
 
+pub use gpu::Precision;
 pub use sparse_config::{ForceMember, SparseConfig};
 
 use dynaspa_runtime::backend::Backend;
@@ -70,7 +71,7 @@ pub struct BackendOptions {
     pub vendor_convs: Option<gpu::VendorPolicy>,
     /// GPU backends (CUDA, OpenCL): how float tensors are stored (`GpuOptions::precision`). The
     /// CPU backend computes in f32 only and refuses `F16`.
-    pub precision: gpu::Precision,
+    pub precision: Precision,
 }
 
 /// `auto` picks the best backend present; today that is the CPU (the GPU backends run sparse
@@ -104,7 +105,7 @@ fn gpu_options(o: &BackendOptions) -> gpu::GpuOptions {
 pub fn create_configured(name: &str, o: &BackendOptions) -> Result<Box<dyn Backend>> {
     let sparse = o.sparse.clone().unwrap_or_else(SparseConfig::from_env);
     match name {
-        "auto" | "cpu" if o.precision == gpu::Precision::F16 => {
+        "auto" | "cpu" if o.precision == Precision::F16 => {
             Err(unavailable_error("cpu", "the CPU backend computes in f32 only; fp16 runs on the cuda and opencl backends"))
         }
         "auto" | "cpu" => Ok(Box::new(cpu::CpuBackend::new(o.threads)?.with_sparse_config(sparse))),

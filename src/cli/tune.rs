@@ -301,7 +301,7 @@ pub fn tune(a: TuneArgs) -> Result<()> {
             (Box::new(m), devices::cpu(threads), Some(threads))
         }
         Backend::OpenCl | Backend::Cuda | Backend::Wgpu => {
-            let precision = a.precision.storage();
+            let precision = a.precision;
             let opts = dynaspa::backends::BackendOptions {
                 precision,
                 device: a.device.clone(),

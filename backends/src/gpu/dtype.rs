@@ -4,11 +4,15 @@
 //! values must fit in 32 bits, checked on upload; INT8/UINT8/BOOL results are wrapped back into
 //! their range by the kernels (`narrow` codes). DOUBLE is not supported on the GPU backends.
 
+use std::fmt;
+use std::str::FromStr;
+
 use dynaspa_runtime::{DType, Error, Result, Tensor, TensorData};
 
-/// How float tensors are stored on the device: f32, or IEEE half (fp16: weights and activations
-/// in 16 bits, every kernel's arithmetic in f32, the kernels compiled with `DSP_HALF`). Integer
-/// tensors are i32 words either way.
+/// The precision float tensors are stored in: f32, or IEEE half (fp16: weights and activations
+/// in 16 bits, every kernel's arithmetic in f32, the kernels compiled with `DSP_HALF`; cuDNN's
+/// convs on tensor cores). Only the GPU backends with half storage (cuda, opencl) take F16; the
+/// CPU backend and wgpu refuse it. Integer tensors are i32 words either way.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum Precision {
     #[default]
@@ -17,6 +21,13 @@ pub enum Precision {
 }
 
 impl Precision {
+    pub fn name(self) -> &'static str {
+        match self {
+            Precision::F32 => "f32",
+            Precision::F16 => "f16",
+        }
+    }
+
     /// Bytes of one element of `dt` on the device.
     pub(crate) fn elem_bytes(self, dt: DType) -> usize {
         if self == Precision::F16 && dt == DType::F32 {
@@ -38,6 +49,23 @@ impl Precision {
         match self {
             Precision::F32 => v.to_bits() as i32,
             Precision::F16 => half::f16::from_f32(v).to_bits() as i32,
+        }
+    }
+}
+
+impl fmt::Display for Precision {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Precision {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Precision> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "f32" | "fp32" | "float32" => Ok(Precision::F32),
+            "f16" | "fp16" | "float16" => Ok(Precision::F16),
+            _ => Err(Error::Other(format!("unknown precision '{s}'; the precisions are f32, f16"))),
         }
     }
 }
@@ -153,6 +181,15 @@ pub(crate) fn from_words(bytes: &[u8], dtype: DType, shape: Vec<usize>, p: Preci
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn precisions_parse_from_their_names_and_refuse_others() {
+        for p in [Precision::F32, Precision::F16] {
+            assert_eq!(p.to_string().to_uppercase().parse::<Precision>().unwrap(), p);
+        }
+        assert_eq!("fp16".parse::<Precision>().unwrap(), Precision::F16);
+        assert!("int8".parse::<Precision>().unwrap_err().to_string().contains("'int8'"));
+    }
 
     #[test]
     fn words_round_trip_every_type() {
