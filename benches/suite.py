@@ -262,7 +262,10 @@ def ours_vs(out_dir, refs, out_name):
         p = os.path.join(out_dir, str(i), fname)
         if not os.path.exists(p):
             return None
-        worst = max(worst, common.rel_l2(np.load(p), ref))
+        err = common.rel_l2(np.load(p), ref)
+        if not np.isfinite(err):
+            return float("nan")  # max() would keep 0.0 over a NaN
+        worst = max(worst, err)
     return worst
 
 
