@@ -482,6 +482,26 @@ fn never_asks_no_library() {
     assert_eq!(exe.sparse_ops()[0].dense_vendor, None);
 }
 
+/// At f16 the library is not asked unless the caller says so (cuDNN on HALF tensors computed
+/// wrong outputs on hardware): a device offering it everywhere plans nothing, and the f16
+/// outputs still follow the CPU's.
+#[test]
+fn half_precision_asks_no_library_unless_told() {
+    let mut rng = Rng(0x1357_9bdf_2468_ace0);
+    let Some(shim) = Shim::new("half", VendorPolicy::Always) else { return };
+    let shim = Arc::new(shim);
+    let g = graph(1, 8, &[L], Some(FillPolicy::Zero), &mut rng);
+    let f = inputs(&g, &mut rng, 0.5);
+    let o = GpuOptions { precision: crate::gpu::Precision::F16, ..opts(true) };
+    let mut exe = GpuExecutable::compile(shim.clone(), "shim", &g, &o).unwrap();
+    let got = exe.run(&f).unwrap();
+    let want = CpuBackend::new(Some(2)).unwrap().compile(Arc::new(g.clone())).unwrap().run(&f).unwrap();
+    let e = rel_l2(got[0].as_f32().unwrap(), want[0].as_f32().unwrap());
+    assert!(e < 1e-2, "f16 against the CPU's f32: relative L2 {e:.2e}");
+    assert_eq!(shim.plans.load(Ordering::Relaxed), 0, "the library was planned at f16");
+    assert_eq!(exe.sparse_ops()[0].dense_vendor, None);
+}
+
 /// A profile whose sparse member needs 512 work-items per group, on a device whose compiled
 /// GEMM allows 256: the op falls back to calibration (a warning, not a failed compile or a
 /// failing frame) and its outputs still match the CPU; where 512 are allowed the profile runs.
