@@ -13,15 +13,19 @@ A model stored in FLOAT16 is widened to f32 first (its weights are then exactly 
 Inputs: the golden cases of --goldens (tests/goldens/<model>/meta.json), else --sets uniform
 draws in [-1, 1). Prints the relative L2 of the first output per input set, and how many mask
 positions flipped (outputs named mask*) where any did: a flipped set measures the mask, not the
-rounding. Needs onnx, onnxruntime and numpy.
+rounding. Needs onnx, onnxruntime, numpy and pillow (models/common.py).
 """
 import argparse
 import json
 import os
+import sys
 
 import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "models"))
 import onnx
 import onnxruntime as ort
+from common import rel_l2  # noqa: E402  (models/common.py)
 from onnx import TensorProto, helper, numpy_helper
 
 
@@ -77,10 +81,6 @@ def session(model):
     # No fusion: every rounding placed above must happen.
     opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     return ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
-
-
-def rel_l2(got, want):
-    return float(np.linalg.norm((got - want).ravel()) / max(np.linalg.norm(want.ravel()), 1e-30))
 
 
 def input_sets(model, goldens, sets, seed):

@@ -10,7 +10,7 @@ configuration is compared with the first, op by op in graph order.
 A --run is `dynaspa run` options, after any NAME=VALUE environment settings. Prints per
 configuration its first rows, every row whose relative L2 against the reference passes --bad or
 that holds NaN (up to --rows of them), and the model's outputs. Inputs: standard normal draws,
-binary (density 0.3) for inputs named *mask*. Needs onnx and numpy.
+binary (density 0.3) for inputs named *mask*. Needs onnx, numpy and pillow (models/common.py).
 """
 import argparse
 import os
@@ -20,7 +20,10 @@ import sys
 import tempfile
 
 import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "models"))
 import onnx
+from common import rel_l2  # noqa: E402  (models/common.py)
 from onnx import TensorProto
 
 DYNASPA = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "target", "release", "dynaspa")
@@ -47,10 +50,6 @@ def exposed(src, dst):
 def file_name(value):
     """The .npy file `dynaspa run --output-dir` writes a value to."""
     return re.sub(r"[^A-Za-z0-9._-]", "_", value) + ".npy"
-
-
-def rel_l2(got, want):
-    return float(np.linalg.norm((got - want).ravel()) / max(np.linalg.norm(want.ravel()), 1e-30))
 
 
 def main():

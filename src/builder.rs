@@ -177,11 +177,10 @@ impl SessionBuilder {
             _ => None,
         };
         let backend = self.backend.name();
-        let precision = self.precision;
         let (line, checked) = match delta {
             Some(_) => ("none (delta mode); calibrating".to_string(), None),
             None => profiles::choose(&self.profile, model, &g, || {
-                profiles::this_device(backend, self.threads, self.device.as_deref(), precision)
+                profiles::this_device(backend, self.threads, self.device.as_deref(), self.precision)
             })?,
         };
         let mut sparse = backends::SparseConfig::from_env();
@@ -201,7 +200,7 @@ impl SessionBuilder {
             frame_graphs: self.frame_graphs,
             sparse_conv: self.sparse_conv,
             vendor_convs: self.vendor_convs,
-            precision,
+            precision: self.precision,
             ..Default::default()
         };
         let b = backends::create_configured(backend, &opts)?;

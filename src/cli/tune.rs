@@ -301,9 +301,8 @@ pub fn tune(a: TuneArgs) -> Result<()> {
             (Box::new(m), devices::cpu(threads), Some(threads))
         }
         Backend::OpenCl | Backend::Cuda | Backend::Wgpu => {
-            let precision = a.precision;
             let opts = dynaspa::backends::BackendOptions {
-                precision,
+                precision: a.precision,
                 device: a.device.clone(),
                 sparse: Some(dynaspa::backends::SparseConfig { cache_dir: dynaspa::backends::cache_dir::cache_root(), force: None, profile: None }),
                 ..Default::default()
@@ -316,7 +315,7 @@ pub fn tune(a: TuneArgs) -> Result<()> {
                     a.backend
                 )));
             }
-            let m = GpuMeasurer::new(&info, &g, timers, 3)?.with_fingerprint(dynaspa::backends::gpu::fingerprint_at(&info, precision));
+            let m = GpuMeasurer::new(&info, &g, timers, 3)?.with_fingerprint(dynaspa::backends::gpu::fingerprint_at(&info, a.precision));
             (Box::new(m), devices::from_device_info(&info), None)
         }
         Backend::Auto => {

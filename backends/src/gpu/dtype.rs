@@ -10,8 +10,9 @@ use std::str::FromStr;
 use dynaspa_runtime::{DType, Error, Result, Tensor, TensorData};
 
 /// The precision float tensors are stored in: f32, or IEEE half (fp16: weights and activations
-/// in 16 bits, every kernel's arithmetic in f32, the kernels compiled with `DSP_HALF`). Only the GPU backends with half storage (cuda, opencl) take F16; the
-/// CPU backend and wgpu refuse it. Integer tensors are i32 words either way.
+/// in 16 bits, every kernel's arithmetic in f32, the kernels compiled with `DSP_HALF`). Only the
+/// GPU backends with half storage (cuda, opencl) take F16; the CPU backend and wgpu refuse it.
+/// Integer tensors are i32 words either way.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum Precision {
     #[default]
