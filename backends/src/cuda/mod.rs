@@ -35,6 +35,7 @@ pub(crate) mod pdl;
 pub mod probe;
 pub mod selfcheck;
 pub mod selfcheck_cudnn;
+mod selfcheck_cudnn_half;
 mod selfcheck_kit;
 mod staging;
 mod upload_ring;

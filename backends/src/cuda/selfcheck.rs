@@ -509,5 +509,6 @@ pub fn run_all(ordinal: usize, seed: u64, report: &mut dyn FnMut(&str, &Outcome)
     note("bitmask kernel", check_bitmask(&dev, &mut rng));
     note("errors", check_errors(&dev));
     note("cudnn conv", super::selfcheck_cudnn::check_cudnn_conv(ordinal, &mut rng));
+    note("cudnn conv at f16", super::selfcheck_cudnn_half::check_cudnn_half(ordinal, &mut rng));
     failures
 }

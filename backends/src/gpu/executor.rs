@@ -190,13 +190,9 @@ impl<D: GpuDevice> GpuExecutable<D> {
         let features = SparseConvFeatures::for_device(dev.info(), &opts.sparse_conv);
         let mut res = Resources::<D>::new(g.values.len(), features, opts.precision);
         res.convt_gemm = opts.convt_gemm.unwrap_or(dev.info().kind != "cpu");
-        res.vendor_policy = match (dev.vendor_policy(), opts.precision) {
-            (VendorPolicy::Never, _) => VendorPolicy::Never,
-            // cuDNN's convs on HALF tensors gave wrong outputs on an H100 (zeros from ResNet-18's
-            // first conv, then NaN; RESULTS.md "fp16 on the GPU backends") while our kernels at
-            // f16 agree with the CPU: at f16 the vendor runs only where a caller asks for it.
-            (_, Precision::F16) => opts.vendor_convs.unwrap_or(VendorPolicy::Never),
-            (offered, Precision::F32) => opts.vendor_convs.unwrap_or(offered),
+        res.vendor_policy = match dev.vendor_policy() {
+            VendorPolicy::Never => VendorPolicy::Never,
+            offered => opts.vendor_convs.unwrap_or(offered),
         };
         // Buffers that came from (and may return to) the pool.
         let mut pooled: Vec<bool> = Vec::new();

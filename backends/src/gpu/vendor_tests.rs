@@ -8,6 +8,7 @@
 
 use super::device::{Arg, DeviceInfo, GpuDevice, KernelSpec, VendorConv, VendorConvDesc, VendorPolicy};
 use super::test_compare::rel_l2;
+use super::Precision;
 use super::{GpuExecutable, GpuOptions};
 use crate::cpu::CpuBackend;
 use crate::opencl::{ClBuffer, ClEvent, ClKernel, ClStaging, OpenClDevice};
@@ -92,18 +93,20 @@ impl Shim {
                 Ok(())
             }
         };
-        need(x, 4 * d.n * d.cin * d.h * d.w, "x")?;
-        need(w, 4 * d.cout * d.cin / d.groups * d.kernel[0] * d.kernel[1], "w")?;
-        need(y, 4 * d.n * d.cout * d.oh * d.ow, "y")?;
+        // Float tensors as the executable stores them: 2 bytes at f16.
+        let e = d.precision.elem_bytes(DType::F32);
+        need(x, e * d.n * d.cin * d.h * d.w, "x")?;
+        need(w, e * d.cout * d.cin / d.groups * d.kernel[0] * d.kernel[1], "w")?;
+        need(y, e * d.n * d.cout * d.oh * d.ow, "y")?;
         need(ws, workspace, "workspace")?;
         self.last_workspace.store(ws.bytes, Ordering::Relaxed);
         if let Some(f) = d.fused {
             if self.refuse_fused {
                 return Err(Error::Other("the shim refuses the fused form".into()));
             }
-            need(bias, 4 * d.cout, "bias")?;
+            need(bias, e * d.cout, "bias")?;
             if f.residual {
-                need(z, 4 * d.n * d.cout * d.oh * d.ow, "z")?;
+                need(z, e * d.n * d.cout * d.oh * d.ow, "z")?;
             }
         }
         let (cin_g, cout_g) = (d.cin / d.groups, d.cout / d.groups);
@@ -145,7 +148,9 @@ impl Shim {
             Arg::F32(0.0),
             Arg::I32(total as i32),
         ]);
-        let k = self.inner.kernel(&super::kernels::spec(super::kernels::Src::Conv, "conv_direct_f32", &[]))?;
+        // A library reads and writes the tensors' stored type: half at f16.
+        let half: &[(&str, i64)] = if d.precision == Precision::F16 { &[("DSP_HALF", 1)] } else { &[] };
+        let k = self.inner.kernel(&super::kernels::spec(super::kernels::Src::Conv, "conv_direct_f32", half))?;
         let repeat = if alt { 40 } else { self.repeat[d.fused.is_some() as usize] };
         for _ in 0..repeat {
             self.inner.launch(&k, [total.div_ceil(64) as u32, 1, 1], [64, 1, 1], &a)?;
@@ -482,24 +487,38 @@ fn never_asks_no_library() {
     assert_eq!(exe.sparse_ops()[0].dense_vendor, None);
 }
 
-/// At f16 the library is not asked unless the caller says so (cuDNN on HALF tensors computed
-/// wrong outputs on hardware): a device offering it everywhere plans nothing, and the f16
-/// outputs still follow the CPU's.
+/// At f16 the library reads and writes half tensors: its bare conv's output goes through our
+/// epilogue (bias, residual, activation, a dense member's masked store) read as half, and the
+/// fused form takes a half bias. Every form against the CPU's f32, within half's rounding.
 #[test]
-fn half_precision_asks_no_library_unless_told() {
+fn half_precision_vendor_convs_match_the_cpu_with_every_epilogue() {
     let mut rng = Rng(0x1357_9bdf_2468_ace0);
-    let Some(shim) = Shim::new("half", VendorPolicy::Always) else { return };
-    let shim = Arc::new(shim);
-    let g = graph(1, 8, &[L], Some(FillPolicy::Zero), &mut rng);
-    let f = inputs(&g, &mut rng, 0.5);
-    let o = GpuOptions { precision: crate::gpu::Precision::F16, ..opts(true) };
-    let mut exe = GpuExecutable::compile(shim.clone(), "shim", &g, &o).unwrap();
-    let got = exe.run(&f).unwrap();
-    let want = CpuBackend::new(Some(2)).unwrap().compile(Arc::new(g.clone())).unwrap().run(&f).unwrap();
-    let e = rel_l2(got[0].as_f32().unwrap(), want[0].as_f32().unwrap());
-    assert!(e < 1e-2, "f16 against the CPU's f32: relative L2 {e:.2e}");
-    assert_eq!(shim.plans.load(Ordering::Relaxed), 0, "the library was planned at f16");
-    assert_eq!(exe.sparse_ops()[0].dense_vendor, None);
+    let cases = [
+        ("3x3 bias relu", L, None),
+        ("1x1 bias residual relu", Layer { k: 1, residual: true, ..L }, None),
+        ("3x3 leaky relu", Layer { act: Some(Activation::LeakyRelu(0.1)), ..L }, None),
+        ("dense member, zero fill", L, Some(FillPolicy::Zero)),
+    ];
+    for (what, l, fill) in cases {
+        for slow in [0usize, 1] {
+            let tag = format!("f16 {what}, slow {}", ["bare", "fused"][slow]);
+            let Some(mut shim) = Shim::new(&tag, VendorPolicy::Always) else { return };
+            shim.repeat[slow] = 40;
+            let shim = Arc::new(shim);
+            let g = graph(1, 9, &[l], fill, &mut rng);
+            let f = inputs(&g, &mut rng, 0.5);
+            let o = GpuOptions { precision: Precision::F16, ..opts(true) };
+            let mut exe = GpuExecutable::compile(shim.clone(), "shim", &g, &o).unwrap_or_else(|e| panic!("{tag}: {e}"));
+            let runs = shim.launches.load(Ordering::Relaxed);
+            let got = exe.run(&f).unwrap_or_else(|e| panic!("{tag}: {e}"));
+            assert_eq!(shim.launches.load(Ordering::Relaxed), runs + 1, "{tag}: the vendor conv did not run once per frame");
+            let want = CpuBackend::new(Some(2)).unwrap().compile(Arc::new(g.clone())).unwrap().run(&f).unwrap();
+            let (a, b) = (got[0].as_f32().unwrap(), want[0].as_f32().unwrap());
+            assert!(a.iter().all(|v| v.is_finite()), "{tag}: unwritten (NaN) outputs");
+            let e = rel_l2(a, b);
+            assert!(e < 3e-3, "{tag}: f16 against the CPU's f32: relative L2 {e:.2e}");
+        }
+    }
 }
 
 /// A profile whose sparse member needs 512 work-items per group, on a device whose compiled

@@ -17,11 +17,21 @@ FUNC int sparse_conv_acc_c(int a, int tid) {
     return (j / VWN) * (TX * VWN) + (tid % TX) * VWN + j % VWN;
 }
 
+/* VENDOR_RAW = 1 (the vendor epilogue, KS = 1): `part` is a vendor library's bare conv output,
+ * stored as the model's float tensors are (FLT), not the f32 partial sums of our GEMM. */
+#ifndef VENDOR_RAW
+#define VENDOR_RAW 0
+#endif
+
 /* Sum of the KS partial sums of a split reduction for (channel m, column c) of image n. */
 FUNC float sparse_conv_split_sum(GLOBAL const float* part, int n, int m, int c, int cout, int cap) {
+#if VENDOR_RAW
+    return LDF((GLOBAL const FLT*)part, (n * cout + m) * cap + c);
+#else
     float v = 0.0f;
     for (int s = 0; s < KS; ++s) v += part[((n * KS + s) * cout + m) * cap + c];
     return v;
+#endif
 }
 
 /* Stores output (channel m, position p) of image n from its reduction v as the unsplit GEMM

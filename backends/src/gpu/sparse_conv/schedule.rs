@@ -212,7 +212,9 @@ impl SparseConvSchedule {
     /// library's): one split over every position, adding bias and residual, activating, and
     /// storing only active positions when masked.
     pub(crate) fn epilogue_defines() -> Vec<(&'static str, i64)> {
-        SparseConvSchedule { tile: GEMM_LARGE, ks: 1, gran: None, self_list: false, wk: 1, et: false }.finish_defines(false)
+        let mut d = SparseConvSchedule { tile: GEMM_LARGE, ks: 1, gran: None, self_list: false, wk: 1, et: false }.finish_defines(false);
+        d.push(("VENDOR_RAW", 1));
+        d
     }
 
     pub(crate) fn dw_defines(gran: Option<Granularity>) -> Vec<(&'static str, i64)> {
