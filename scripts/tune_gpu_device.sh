@@ -9,6 +9,7 @@
 #   cargo build --release && mkdir -p dist && cp target/release/dynaspa dist/
 #   bash scripts/tune_gpu_device.sh cuda      # ~4 minutes
 #   bash scripts/tune_gpu_device.sh opencl    # ~4 minutes (NVIDIA's OpenCL platform)
+#   PRECISION=f16 bash scripts/tune_gpu_device.sh cuda   # half precision: <backend>-<device>-f16/
 #
 # (each is one command within a 10-minute limit; `all` runs both in turn; MODELS="..." tunes a
 # subset.) A-ViT's PolyKernel ops on a GPU are its token projections. Budget per model: the
@@ -21,6 +22,7 @@ BIN=${DYNASPA:-dist/dynaspa}
 OUT=${OUT:-out/tune_gpu}
 SEARCH_S=${SEARCH_S:-45}
 TRIALS=${TRIALS:-16}
+PRECISION=${PRECISION:-f32}
 export DYNASPA_CACHE_DIR=${DYNASPA_CACHE_DIR:-/tmp/dynaspa-tune-cache}
 
 [ -x "$BIN" ] || { echo "no dynaspa binary at $BIN (build it and copy it there, or set DYNASPA)" >&2; exit 2; }
@@ -56,12 +58,14 @@ for d in json.load(sys.stdin):
         continue
     fi
     dir="$OUT/profiles/$be-$(printf '%s' "$name" | slug)"
+    # A profile holds at its own precision only: f16 ones live beside the f32 ones.
+    [ "$PRECISION" = f32 ] || dir="$dir-$PRECISION"
     mkdir -p "$dir"
     for m in ${MODELS:-dynconv_small_d30 sige_small avit_small_d30}; do
-        echo "== $be $name $m ($(date -u +%FT%TZ))"
+        echo "== $be $name $m $PRECISION ($(date -u +%FT%TZ))"
         start=$SECONDS
         timeout 200 "$BIN" tune "models/$m.onnx" --masks models/masks --backend "$be" "${dev_args[@]}" \
-            --trials "$TRIALS" --time-budget "$SEARCH_S" -o "$dir/$m.json" > "$dir/$m.summary.txt" 2> "$dir/$m.stderr.txt"
+            --precision "$PRECISION" --trials "$TRIALS" --time-budget "$SEARCH_S" -o "$dir/$m.json" > "$dir/$m.summary.txt" 2> "$dir/$m.stderr.txt"
         rc=$?
         tail -n 16 "$dir/$m.summary.txt"
         grep -v '^tune \[' "$dir/$m.stderr.txt" | tail -n 4
