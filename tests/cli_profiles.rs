@@ -202,3 +202,33 @@ fn a_profile_for_older_kernels_is_refused_naming_what_changed() {
     let (code, _, _) = dynaspa(&run_args(&model, &frames, &["--no-profile", "--profile", path.to_str().unwrap()]));
     assert_eq!(code, 2);
 }
+
+/// Every profile shipped under `profiles/` reads, names only schedules this build's kernels
+/// run, and has a PolyKernel for every sparse op of its model (a profile left behind by a
+/// kernel or model change fails here, not on the device that would have used it).
+#[test]
+fn every_shipped_profile_fits_this_build_and_its_model() {
+    let root = common::repo_path("profiles");
+    let mut checked = 0;
+    for dir in std::fs::read_dir(&root).unwrap() {
+        let dir = dir.unwrap().path();
+        if !dir.is_dir() {
+            continue;
+        }
+        for f in std::fs::read_dir(&dir).unwrap() {
+            let path = f.unwrap().path();
+            if path.extension().is_none_or(|e| e != "json") {
+                continue;
+            }
+            let what = path.display().to_string();
+            let p = dynaspa::profiles::read(&path).unwrap_or_else(|e| panic!("{what}: {e}"));
+            dynaspa::profiles::check_kernels(&p).unwrap_or_else(|e| panic!("{what}: {e}"));
+            let model = common::repo_path(&format!("models/{}.onnx", path.file_stem().unwrap().to_string_lossy()));
+            let g = dynaspa::Session::builder().load(&model).unwrap_or_else(|e| panic!("{what}: model {}: {e}", model.display()));
+            let (covered, sparse) = dynaspa::profiles::coverage(&p, &g);
+            assert!(sparse > 0 && covered > 0, "{what}: PolyKernels for {covered} of the model's {sparse} sparse ops");
+            checked += 1;
+        }
+    }
+    assert!(checked >= 20, "{checked} shipped profiles found under {}", root.display());
+}
