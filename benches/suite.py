@@ -351,7 +351,7 @@ def markdown(head, cells, rows):
 
 
 CPU_WIDTHS = [18, 3, 7, 6, 10, 10, 10, 12, 10, 10, 12]
-GPU_WIDTHS = [18, 5, 7, 5, 6, 6, 9, 9, 13, 12, 12, 9, 9, 11, 10, 12, 15, 11, 14]
+GPU_WIDTHS = [18, 5, 7, 5, 6, 6, 9, 9, 13, 12, 12, 9, 9, 11, 10, 12, 15, 11, 14, 17]
 CPU_HEAD = ["model", "T", "mask d", "op d", "sparse ms", "dense ms", "ORT ms", "dense/sparse", "dense/ORT",
             "ORT/sparse", "relL2 vs ORT"]
 
@@ -437,7 +437,8 @@ def cmd_profile(a):
 
 
 GPU_HEAD = ["model", "batch", "backend", "prec", "mask d", "op d", "sparse ms", "dense ms", "sparse dev ms", "dense dev ms", "sparse/dense", "eager ms",
-            "graph ms", "graph+io ms", "compile ms", "graph/sparse", "graph+io/sparse", "graph/dense", "relL2 vs torch"]
+            "graph ms", "graph+io ms", "compile ms", "graph/sparse", "graph+io/sparse", "graph/dense", "relL2 vs torch",
+            "torch f16 vs fp32"]
 
 
 def gpu_cells(r):
@@ -446,7 +447,8 @@ def gpu_cells(r):
             fmt(s, ".3f"), fmt(d, ".3f"), fmt(r.get("sparse_device_ms"), ".3f"), fmt(r.get("dense_device_ms"), ".3f"),
             fmt(s / d if s and d else None), fmt(r.get("eager_ms"), ".3f"),
             fmt(g, ".3f"), fmt(gio, ".3f"), fmt(r.get("compile_ms"), ".3f"), fmt(g / s if g and s else None),
-            fmt(gio / s if gio and s else None), fmt(g / d if g and d else None), fmt(r.get("sparse_vs_torch_rel_l2"), ".1e")]
+            fmt(gio / s if gio and s else None), fmt(g / d if g and d else None), fmt(r.get("sparse_vs_torch_rel_l2"), ".1e"),
+            fmt(r.get("torch_vs_fp32_rel_l2"), ".1e")]
 
 
 # ------------------------------------------------------------------------------------------------
