@@ -7,6 +7,7 @@ pub mod cache_dir;
 pub mod cpu;
 #[cfg(feature = "cuda")]
 pub mod cuda;
+mod disk_memo;
 pub mod gpu;
 #[cfg(feature = "opencl")]
 pub mod opencl;

@@ -357,8 +357,15 @@ pub(crate) fn plan(
     let found = match known {
         Some(f) => f,
         None => {
-            let [xd, wd, yd, cd] = &first;
-            let f = search(h, d, (xd, wd, cd, yd), (x, w, y), device_mem_bytes)?;
+            let f = match h.recall(MEMO_LEGACY, &geometry).and_then(|a| parse_found(&a)) {
+                Some(f) => f,
+                None => {
+                    let [xd, wd, yd, cd] = &first;
+                    let f = search(h, d, (xd, wd, cd, yd), (x, w, y), device_mem_bytes)?;
+                    h.keep(MEMO_LEGACY, &geometry, &show_found(&f));
+                    f
+                }
+            };
             if let Ok(mut m) = h.found.lock() {
                 m.insert(geometry, f.clone());
             }
@@ -382,6 +389,34 @@ pub(crate) fn plan(
         out.extend(legacy_plan(h, d, descs, algo, workspace)?);
     }
     Ok(out)
+}
+
+/// The disk memo's kinds: the legacy API's search, the backend API's engine choice.
+const MEMO_LEGACY: &str = "cudnn-legacy";
+const MEMO_ENGINE: &str = "cudnn-engine";
+
+/// A search's result as the disk memo keeps it: `algo:workspace` pairs, or `none`.
+fn show_found(f: &Found) -> String {
+    if f.is_empty() {
+        "none".into()
+    } else {
+        f.iter().map(|(a, w)| format!("{a}:{w}")).collect::<Vec<_>>().join(",")
+    }
+}
+
+/// `show_found`'s text read back; `None` for text it does not write (then the search runs).
+fn parse_found(s: &str) -> Option<Found> {
+    if s == "none" {
+        return Some(Vec::new());
+    }
+    s.split(',')
+        .map(|p| {
+            let (a, w) = p.split_once(':')?;
+            let a: c_int = a.parse().ok()?;
+            (0..lib::ALGO_COUNT).contains(&a).then_some(())?;
+            Some((a, w.parse().ok()?))
+        })
+        .collect()
 }
 
 /// One legacy plan: the bare conv on `algo`, or the fused form (the identity moves it to
@@ -454,12 +489,20 @@ pub(crate) fn plan_engine(
     let plan = match known {
         Some(p) => p,
         None => {
-            SEARCHES.fetch_add(1, Ordering::Relaxed);
-            let p = match cudnn_graph::search(h, d, x, w, y) {
-                Ok(p) => p.map(Arc::new),
-                Err(e) => {
-                    h.note_engine(format!("engine search failed: {e}"));
-                    return Err(e);
+            let p = match recall_engine(h, d, &geometry)? {
+                Some(p) => p,
+                None => {
+                    SEARCHES.fetch_add(1, Ordering::Relaxed);
+                    let p = match cudnn_graph::search(h, d, x, w, y) {
+                        Ok(p) => p,
+                        Err(e) => {
+                            h.note_engine(format!("engine search failed: {e}"));
+                            return Err(e);
+                        }
+                    };
+                    let answer = p.as_ref().map_or_else(|| "none".to_string(), |p| p.origin.to_string());
+                    h.keep(MEMO_ENGINE, &geometry, &answer);
+                    p.map(Arc::new)
                 }
             };
             if let Ok(mut e) = h.engines.lock() {
@@ -473,6 +516,18 @@ pub(crate) fn plan_engine(
     ENGINE_PLANS.fetch_add(1, Ordering::Relaxed);
     let (workspace, label) = (plan.workspace, plan.label.clone());
     Ok(Some(CudnnConv { h: h.clone(), kind: Kind::Engine { plan, pack: Mutex::new(None) }, workspace, bytes, label }))
+}
+
+/// The engine an earlier process's search chose for `geometry`, rebuilt without a search:
+/// `Some(None)` where it found none, `None` where nothing was kept or the choice no longer
+/// builds (another cuDNN's heuristics), so the search runs.
+fn recall_engine(h: &Arc<CudnnHandle>, d: &VendorConvDesc, geometry: &str) -> Result<Option<Option<Arc<EnginePlan>>>> {
+    let Some(answer) = h.recall(MEMO_ENGINE, geometry) else { return Ok(None) };
+    if answer == "none" {
+        return Ok(Some(None));
+    }
+    let Some(origin) = answer.parse().ok() else { return Ok(None) };
+    Ok(cudnn_graph::rebuild(h, d, origin)?.map(|p| Some(Arc::new(p))))
 }
 
 /// cuDNN's timed search over its algorithms on the real buffers, with a workspace as large as

@@ -8,7 +8,7 @@
 use super::buffer::CudaBuffer;
 use super::cudnn_handle::CudnnHandle;
 use super::cudnn_lib::{graph as g, Desc};
-use super::cudnn_plan::EnginePlan;
+use super::cudnn_plan::{EngineOrigin, EnginePlan};
 use crate::gpu::{Precision, VendorConvDesc};
 use dynaspa_runtime::{Error, Result};
 use std::ffi::c_void;
@@ -196,10 +196,13 @@ pub(crate) fn search(h: &CudnnHandle, d: &VendorConvDesc, x: &CudaBuffer, w: &Cu
     // What each stage kept or why it dropped a candidate: logged, and the reason when none is left.
     let mut notes: Vec<String> = Vec::new();
     let mut cfgs = Vec::new();
+    // Per configuration: the heuristics mode and its position in that mode's answer.
+    let mut origins: Vec<(std::ffi::c_int, usize)> = Vec::new();
     for (mode, name) in [(g::HEUR_MODE_A, "A"), (g::HEUR_MODE_FALLBACK, "fallback")] {
         match configs(h, &graph, mode) {
             Ok(c) => {
                 notes.push(format!("{} configs from heuristics {name}", c.len()));
+                origins.extend((0..c.len()).map(|i| (mode, i)));
                 cfgs.extend(c);
             }
             Err(e) => notes.push(format!("heuristics {name}: {e}")),
@@ -234,21 +237,12 @@ pub(crate) fn search(h: &CudnnHandle, d: &VendorConvDesc, x: &CudaBuffer, w: &Cu
             continue;
         }
         seen.push(index);
-        let plan = BackendDesc::new(h, g::EXECUTION_PLAN_DESCRIPTOR)?;
-        plan.set(g::EXECUTION_PLAN_HANDLE, g::TYPE_HANDLE, &[raw])?;
-        plan.set(g::EXECUTION_PLAN_ENGINE_CONFIG, g::TYPE_BACKEND_DESCRIPTOR, &[cfg.p])?;
-        if let Err(e) = plan.finalize("execution plan") {
-            notes.push(format!("engine {index}: {e}"));
-            continue;
-        }
-        let mut ws = [0i64];
-        plan.get(g::EXECUTION_PLAN_WORKSPACE_SIZE, g::TYPE_INT64, &mut ws)?;
-        let ws = ws[0].max(0) as usize;
-        if ws <= WORKSPACE_CAP {
-            plans.push((plan, index, ws));
-            plans_cfg.push(ci);
-        } else {
-            notes.push(format!("engine {index}: workspace {ws} B"));
+        match build_plan(h, cfg, raw)? {
+            Ok((plan, ws)) => {
+                plans.push((plan, index, ws));
+                plans_cfg.push(ci);
+            }
+            Err(why) => notes.push(format!("engine {index}: {why}")),
         }
     }
     notes.push(format!("{not_fp32} configs not fp32 (tensor cores, down-converted inputs or reduced-precision reductions)"));
@@ -292,10 +286,62 @@ pub(crate) fn search(h: &CudnnHandle, d: &VendorConvDesc, x: &CudaBuffer, w: &Cu
         return Ok(None);
     };
     let (plan, index, workspace) = plans.swap_remove(i);
+    let (mode, position) = origins[plans_cfg[i]];
     let cfg = cfgs.swap_remove(plans_cfg[i]);
     drop(pack);
+    Ok(Some(keep(parts, graph, cfg, plan, workspace, EngineOrigin { mode, position, engine: index })))
+}
+
+/// The execution plan of `cfg`, finalized, and its workspace bytes; `Err(why)` where it does
+/// not build or wants more workspace than the cap.
+fn build_plan<'h>(
+    h: &'h CudnnHandle,
+    cfg: &BackendDesc<'h>,
+    raw: super::cudnn_lib::Handle,
+) -> Result<std::result::Result<(BackendDesc<'h>, usize), String>> {
+    let plan = BackendDesc::new(h, g::EXECUTION_PLAN_DESCRIPTOR)?;
+    plan.set(g::EXECUTION_PLAN_HANDLE, g::TYPE_HANDLE, &[raw])?;
+    plan.set(g::EXECUTION_PLAN_ENGINE_CONFIG, g::TYPE_BACKEND_DESCRIPTOR, &[cfg.p])?;
+    if let Err(e) = plan.finalize("execution plan") {
+        return Ok(Err(e.to_string()));
+    }
+    let mut ws = [0i64];
+    plan.get(g::EXECUTION_PLAN_WORKSPACE_SIZE, g::TYPE_INT64, &mut ws)?;
+    let ws = ws[0].max(0) as usize;
+    Ok(if ws <= WORKSPACE_CAP { Ok((plan, ws)) } else { Err(format!("workspace {ws} B")) })
+}
+
+/// The plan and every descriptor it refers to, handed to an `EnginePlan` that destroys them.
+fn keep(
+    parts: Vec<BackendDesc>,
+    graph: BackendDesc,
+    cfg: BackendDesc,
+    plan: BackendDesc,
+    workspace: usize,
+    origin: EngineOrigin,
+) -> EnginePlan {
     let mut kept: Vec<Desc> = parts.into_iter().map(BackendDesc::into_raw).collect();
     kept.push(graph.into_raw());
     kept.push(cfg.into_raw());
-    Ok(Some(EnginePlan { plan: plan.into_raw(), parts: kept, workspace, label: format!("cudnn engine {index}") }))
+    EnginePlan { plan: plan.into_raw(), parts: kept, workspace, label: format!("cudnn engine {}", origin.engine), origin }
+}
+
+/// The plan a search chose in an earlier process, rebuilt from where its configuration came
+/// from without timing anything; `None` where this cuDNN's heuristics no longer answer with
+/// that engine there, or it no longer builds (the caller then searches).
+pub(crate) fn rebuild(h: &CudnnHandle, d: &VendorConvDesc, origin: EngineOrigin) -> Result<Option<EnginePlan>> {
+    let Some(mut parts) = op_graph(h, d)? else { return Ok(None) };
+    let graph = parts.pop().ok_or_else(|| Error::Other("cuDNN operation graph: no graph descriptor".into()))?;
+    let mut cfgs = configs(h, &graph, origin.mode)?;
+    if origin.position >= cfgs.len() {
+        return Ok(None);
+    }
+    let cfg = cfgs.swap_remove(origin.position);
+    drop(cfgs);
+    let (index, keeps) = engine_of(h, &cfg, d.precision)?;
+    if index != origin.engine || !keeps {
+        return Ok(None);
+    }
+    let Ok((plan, workspace)) = build_plan(h, &cfg, h.raw_handle()?)? else { return Ok(None) };
+    Ok(Some(keep(parts, graph, cfg, plan, workspace, origin)))
 }

@@ -1,6 +1,7 @@
 //! The device's cuDNN handle: cuDNN loaded, one handle bound to a context and its main stream,
 //! calls serialised and queued on a recording stream where asked, and what the convs planned on
-//! it found per geometry. A leaf under the device: it takes a context and a stream.
+//! it found per geometry, in memory and on disk for the next start (`disk_memo`, keyed on the
+//! device and cuDNN's version). A leaf under the device: it takes a context and a stream.
 
 use super::buffer::CudaBuffer;
 use super::context::Context;
@@ -35,10 +36,13 @@ pub(crate) struct CudnnHandle {
     pub(crate) engines: Mutex<HashMap<String, Option<Arc<EnginePlan>>>>,
     /// Why the last engine search found no plan (self-checks report it).
     engine_note: Mutex<Option<String>>,
+    /// The device's fingerprint, which with cuDNN's version keys what searches leave on disk.
+    device: String,
 }
 
 impl CudnnHandle {
-    pub(crate) fn new(ctx: Arc<Context>, stream: CUstream) -> std::result::Result<CudnnHandle, String> {
+    /// The handle of the device `device` (its fingerprint) on `ctx`, queueing on `stream`.
+    pub(crate) fn new(ctx: Arc<Context>, stream: CUstream, device: String) -> std::result::Result<CudnnHandle, String> {
         let lib = lib::load()?;
         ctx.bind().map_err(|e| e.to_string())?;
         let api = &lib.api;
@@ -64,7 +68,25 @@ impl CudnnHandle {
             found: Mutex::new(HashMap::new()),
             engines: Mutex::new(HashMap::new()),
             engine_note: Mutex::new(None),
+            device,
         })
+    }
+
+    fn memo_key(&self, geometry: &str) -> String {
+        let (a, b, c) = self.lib.version;
+        format!("{}|cuDNN {a}.{b}.{c}|{geometry}", self.device)
+    }
+
+    /// What a search of `kind` found for `geometry` in an earlier process, if it was kept.
+    pub(crate) fn recall(&self, kind: &str, geometry: &str) -> Option<String> {
+        crate::disk_memo::read(&crate::cache_dir::cache_root()?, kind, &self.memo_key(geometry))
+    }
+
+    /// Keeps what a search of `kind` found for `geometry` for later processes.
+    pub(crate) fn keep(&self, kind: &str, geometry: &str, answer: &str) {
+        if let Some(root) = crate::cache_dir::cache_root() {
+            crate::disk_memo::write(&root, kind, &self.memo_key(geometry), answer);
+        }
     }
 
     pub(crate) fn version(&self) -> (usize, usize, usize) {

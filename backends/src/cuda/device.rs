@@ -213,7 +213,7 @@ impl CudaDevice {
     pub(crate) fn cudnn(&self) -> std::result::Result<&Arc<CudnnHandle>, &str> {
         self.cudnn
             .get_or_init(|| {
-                let h = CudnnHandle::new(self.ctx.clone(), self.main).map(Arc::new);
+                let h = CudnnHandle::new(self.ctx.clone(), self.main, self.info.fingerprint()).map(Arc::new);
                 if let Err(e) = &h {
                     tracing::warn!(device = %self.info.name, "cuDNN not used: {e}");
                 }
@@ -690,6 +690,11 @@ impl GpuDevice for CudaDevice {
         } else {
             VendorPolicy::Never
         }
+    }
+
+    fn vendor_library(&self) -> Option<String> {
+        let (a, b, c) = cudnn_lib::load().ok()?.version;
+        Some(format!("cuDNN {a}.{b}.{c}"))
     }
 
     /// cuDNN's fastest fp32 engine of the backend API (bare convs) and its legacy API's fastest

@@ -248,6 +248,11 @@ pub trait GpuDevice: Send + Sync {
     fn vendor_policy(&self) -> VendorPolicy {
         VendorPolicy::Never
     }
+    /// The vendor library and its version ("cuDNN 9.14.0"), part of what a remembered race
+    /// between it and our kernels is keyed on; `None` where there is none.
+    fn vendor_library(&self) -> Option<String> {
+        None
+    }
     /// The vendor library's ways to compute `desc` (none where it has none or cannot run this
     /// conv), each timed by the lowering against the others and our kernels. `x`, `w` and `y`
     /// are buffers of the conv's shapes the device may run it on to choose algorithms (`y` is

@@ -194,6 +194,7 @@ impl<D: GpuDevice> GpuExecutable<D> {
             VendorPolicy::Never => VendorPolicy::Never,
             offered => opts.vendor_convs.unwrap_or(offered),
         };
+        res.memo_dir = opts.sparse.cache_dir.clone();
         // Buffers that came from (and may return to) the pool.
         let mut pooled: Vec<bool> = Vec::new();
         let mut problems: Vec<String> = Vec::new();

@@ -475,6 +475,58 @@ fn timing_keeps_our_kernels_against_a_slow_library_and_remembers_it() {
     assert_eq!(shim.launches.load(Ordering::Relaxed), before, "a library 100x slower was chosen");
 }
 
+/// With a cache directory the race's decision outlives the process: a later start (this
+/// process's memory forgotten) asks the library nothing where our kernels won, and where the
+/// library won it plans its convs but times nothing; another directory races again.
+#[test]
+fn the_race_is_remembered_on_disk_for_the_next_start() {
+    let mut rng = Rng(0x2468_1357_aaaa_5555);
+    let dir = std::env::temp_dir().join(format!("dynaspa-vendor-memo-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let with_dir = |d: &std::path::Path| GpuOptions {
+        sparse: SparseConfig { cache_dir: Some(d.to_path_buf()), force: Some(ForceMember::Dense), profile: None },
+        ..opts(true)
+    };
+    // Our kernels win against a library 100x slower.
+    let Some(mut shim) = Shim::new("memo slow", VendorPolicy::Timed) else { return };
+    shim.repeat = [100, 100];
+    let shim = Arc::new(shim);
+    let g = graph(1, 12, &[L], None, &mut rng);
+    let f = inputs(&g, &mut rng, 1.0);
+    GpuExecutable::compile(shim.clone(), "shim", &g, &with_dir(&dir)).unwrap().run(&f).unwrap();
+    let plans = shim.plans.load(Ordering::Relaxed);
+    assert!(plans >= 1, "the library was never asked");
+    super::lower::vendor_conv::forget_in_memory(&shim.info().fingerprint());
+    let mut exe = GpuExecutable::compile(shim.clone(), "shim", &g, &with_dir(&dir)).unwrap();
+    assert_eq!(shim.plans.load(Ordering::Relaxed), plans, "a later start asked the library again");
+    let want = CpuBackend::new(Some(2)).unwrap().compile(Arc::new(g.clone())).unwrap().run(&f).unwrap();
+    assert!(rel_l2(exe.run(&f).unwrap()[0].as_f32().unwrap(), want[0].as_f32().unwrap()) < 1e-5);
+    super::lower::vendor_conv::forget_in_memory(&shim.info().fingerprint());
+    GpuExecutable::compile(shim.clone(), "shim", &g, &with_dir(&dir.join("other"))).unwrap();
+    assert!(shim.plans.load(Ordering::Relaxed) > plans, "an empty cache directory did not race");
+
+    // The library wins (forced) as a sparse op's dense member: the next start plans its convs
+    // and times none of them.
+    let Some(shim) = Shim::new("memo vendor", VendorPolicy::Always) else { return };
+    let shim = Arc::new(shim);
+    let g = graph(1, 12, &[L], Some(FillPolicy::Zero), &mut rng);
+    let f = inputs(&g, &mut rng, 0.5);
+    let first = shim.launches.load(Ordering::Relaxed);
+    let exe = GpuExecutable::compile(shim.clone(), "shim", &g, &with_dir(&dir)).unwrap();
+    let raced = shim.launches.load(Ordering::Relaxed) - first;
+    let label = exe.sparse_ops()[0].dense_vendor.clone();
+    assert!(label.is_some(), "the dense member is not the library's");
+    super::lower::vendor_conv::forget_in_memory(&shim.info().fingerprint());
+    let before = shim.launches.load(Ordering::Relaxed);
+    let mut exe = GpuExecutable::compile(shim.clone(), "shim", &g, &with_dir(&dir)).unwrap();
+    let again = shim.launches.load(Ordering::Relaxed) - before;
+    assert!(again < raced, "the remembered start launched the library {again} times, the racing one {raced}");
+    assert_eq!(exe.sparse_ops()[0].dense_vendor, label);
+    let want = CpuBackend::new(Some(2)).unwrap().compile(Arc::new(g.clone())).unwrap().run(&f).unwrap();
+    assert!(rel_l2(exe.run(&f).unwrap()[0].as_f32().unwrap(), want[0].as_f32().unwrap()) < 1e-5);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn never_asks_no_library() {
     let mut rng = Rng(0x4444_5555_6666_7777);

@@ -133,6 +133,9 @@ pub(crate) struct Resources<D: GpuDevice> {
     /// How dense convs use the device's vendor library (`GpuOptions::vendor_convs` resolved for
     /// the device).
     pub vendor_policy: VendorPolicy,
+    /// Where the race between the vendor's convs and ours remembers its decisions across
+    /// processes (`SparseConfig::cache_dir`; `None`: in this process only).
+    pub memo_dir: Option<std::path::PathBuf>,
     /// How the node being lowered stores float tensors: every kernel is compiled for it
     /// (`DSP_HALF`), every float upload converted to it. `storage` but for the nodes that keep
     /// f32 at fp16 precision (`gpu/wide.rs`).
@@ -162,6 +165,7 @@ impl<D: GpuDevice> Resources<D> {
             features,
             convt_gemm: false,
             vendor_policy: VendorPolicy::Never,
+            memo_dir: None,
             precision,
             storage: precision,
             wide_consts: HashMap::new(),

@@ -1,7 +1,9 @@
 //! Dense convs through the device's vendor library (cuDNN on CUDA) where it is faster than our
 //! kernels. Per conv shape and device the two are timed once at compile time (interleaved,
 //! median of several samples) and the decision is remembered for the process, so a model with
-//! repeated shapes (ResNet-50) times each shape once. `VendorPolicy::Always` skips the race.
+//! repeated shapes (ResNet-50) times each shape once; with a cache directory
+//! (`SparseConfig::cache_dir`) it is remembered on disk too, so a later start neither races
+//! nor, where our kernels won, plans the vendor's convs. `VendorPolicy::Always` skips the race.
 //!
 //! The vendor computes either the whole op (bias, residual and ReLU fused, where it fuses them)
 //! or the bare conv into a scratch buffer, after which `sparse_conv_finish_f32` as a one-split pass
@@ -36,13 +38,41 @@ pub(crate) type Mask<'a> = Option<(BufId, &'a MetaLayout)>;
 /// Per (device, conv, policy): the label of the vendor candidate that won, or `None` for ours.
 static DECISIONS: Mutex<Option<HashMap<String, Option<String>>>> = Mutex::new(None);
 
-fn remembered(key: &str) -> Option<Option<String>> {
-    DECISIONS.lock().ok()?.as_ref()?.get(key).cloned()
+/// The disk memo's kind for these decisions (`disk_memo`).
+const MEMO: &str = "vendor-race";
+
+/// The decision for `key`: this process's, else one an earlier process left in `dir`.
+fn remembered(key: &str, dir: Option<&std::path::Path>) -> Option<Option<String>> {
+    if let Some(d) = DECISIONS.lock().ok().and_then(|d| d.as_ref()?.get(key).cloned()) {
+        return Some(d);
+    }
+    let answer = crate::disk_memo::read(dir?, MEMO, key)?;
+    let choice = match answer.as_str() {
+        "ours" => None,
+        other => Some(other.strip_prefix("vendor ")?.to_string()),
+    };
+    if let Ok(mut d) = DECISIONS.lock() {
+        d.get_or_insert_with(HashMap::new).insert(key.to_string(), choice.clone());
+    }
+    Some(choice)
 }
 
-fn remember(key: String, choice: Option<String>) {
+fn remember(key: String, choice: Option<String>, dir: Option<&std::path::Path>) {
+    if let Some(dir) = dir {
+        let answer = choice.as_ref().map_or_else(|| "ours".to_string(), |l| format!("vendor {l}"));
+        crate::disk_memo::write(dir, MEMO, &key, &answer);
+    }
     if let Ok(mut d) = DECISIONS.lock() {
         d.get_or_insert_with(HashMap::new).insert(key, choice);
+    }
+}
+
+/// Forgets this process's decisions for the device of `fingerprint`, as a new process would
+/// not know them (tests of the disk memo; other devices' decisions stay for tests beside).
+#[cfg(test)]
+pub(crate) fn forget_in_memory(fingerprint: &str) {
+    if let Some(d) = DECISIONS.lock().ok().as_mut().and_then(|d| d.as_mut()) {
+        d.retain(|k, _| !k.starts_with(fingerprint));
     }
 }
 
@@ -74,14 +104,16 @@ pub(crate) fn lower_dense<D: GpuDevice>(
     };
     let (act, _, _) = activation_code(p.activation);
     let key = format!(
-        "{}|{desc:?}|bias {}|residual {}|act {act}|masked {}|{policy:?}",
+        "{}|{}|{desc:?}|bias {}|residual {}|act {act}|masked {}|{policy:?}",
         cx.dev.info().fingerprint(),
+        cx.dev.vendor_library().unwrap_or_default(),
         cx.has_input(2),
         p.fused_add,
         mask.is_some()
     );
     let before = cx.launches.len();
-    let known = remembered(&key);
+    let memo = cx.res.memo_dir.clone();
+    let known = remembered(&key, memo.as_deref());
     if let Some(None) = known {
         ours(cx)?;
         return Ok(None);
@@ -106,14 +138,14 @@ pub(crate) fn lower_dense<D: GpuDevice>(
         }
     }
     if cands.is_empty() {
-        remember(key, None);
+        remember(key, None, memo.as_deref());
         ours(cx)?;
         return Ok(None);
     }
     let pick = if cands.len() == 1 { 0 } else { fastest(cx, p, mask, &cands)? };
     let c = cands.swap_remove(pick);
     tracing::debug!(node = %cx.node.name, choice = c.label.as_deref().unwrap_or("ours"), "dense conv implementation chosen");
-    remember(key, c.label.clone());
+    remember(key, c.label.clone(), memo.as_deref());
     cx.res.need_workspace(c.workspace);
     cx.launches.extend(c.launches);
     Ok(c.label)
