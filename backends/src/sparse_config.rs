@@ -27,7 +27,8 @@ impl ForceMember {
 /// a member pinned for debugging, and the tuned profile to use (checked by the caller).
 #[derive(Clone, Debug, Default)]
 pub struct SparseConfig {
-    /// Where calibrated PolyKernels are cached (`None`: calibrate on every start).
+    /// Where calibrated PolyKernels and the GPU's vendor-conv race outcomes are cached (`None`:
+    /// calibrate and race on every start).
     pub cache_dir: Option<std::path::PathBuf>,
     pub force: Option<ForceMember>,
     /// Tuned PolyKernels (`dynaspa tune`): used for the ops they cover, instead of calibrating,
