@@ -67,6 +67,16 @@ fn remember(key: String, choice: Option<String>, dir: Option<&std::path::Path>) 
     }
 }
 
+/// Our kernels' sources as one hash, part of a race's key: a race remembered on disk is void
+/// once they change (a build with faster kernels races again).
+fn kernels_hash() -> u64 {
+    static HASH: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *HASH.get_or_init(|| {
+        use crate::cache_dir::{fnv1a, FNV_OFFSET};
+        Src::ALL.iter().fold(FNV_OFFSET, |h, s| fnv1a(h, s.source().as_bytes()))
+    })
+}
+
 /// Forgets this process's decisions for the device of `fingerprint`, as a new process would
 /// not know them (tests of the disk memo; other devices' decisions stay for tests beside).
 #[cfg(test)]
@@ -104,9 +114,10 @@ pub(crate) fn lower_dense<D: GpuDevice>(
     };
     let (act, _, _) = activation_code(p.activation);
     let key = format!(
-        "{}|{}|{desc:?}|bias {}|residual {}|act {act}|masked {}|{policy:?}",
+        "{}|{}|kernels {:016x}|{desc:?}|bias {}|residual {}|act {act}|masked {}|{policy:?}",
         cx.dev.info().fingerprint(),
         cx.dev.vendor_library().unwrap_or_default(),
+        kernels_hash(),
         cx.has_input(2),
         p.fused_add,
         mask.is_some()
