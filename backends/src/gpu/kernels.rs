@@ -54,7 +54,6 @@ macro_rules! program {
 }
 
 impl Src {
-    #[cfg(test)]
     pub(crate) const ALL: [Src; 12] = [
         Src::Elementwise,
         Src::Movement,
