@@ -7,7 +7,7 @@
 use super::cudnn::stats;
 use super::cudnn_lib;
 use super::device::CudaDevice;
-use super::selfcheck_kit::{Outcome, Rng};
+use super::selfcheck_kit::{rel_l2, Outcome, Rng};
 use crate::cpu::CpuBackend;
 use crate::gpu::{GpuExecutable, GpuOptions, VendorPolicy};
 use crate::{ForceMember, SparseConfig};
@@ -155,12 +155,6 @@ fn build(c: &Case, n: usize, rng: &mut Rng) -> dynaspa_runtime::Result<(Graph, V
         feeds.push(Tensor::from_f32(shape, data)?);
     }
     Ok((g, feeds))
-}
-
-fn rel_l2(a: &[f32], b: &[f32]) -> f64 {
-    let num: f64 = a.iter().zip(b).map(|(x, y)| (*x as f64 - *y as f64).powi(2)).sum();
-    let den: f64 = b.iter().map(|y| (*y as f64).powi(2)).sum();
-    (num / den.max(1e-30)).sqrt()
 }
 
 /// Output of `g` on the device under `policy` (poisoned outputs, dense member forced), and the

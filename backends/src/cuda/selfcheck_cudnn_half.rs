@@ -7,7 +7,7 @@
 use super::buffer::CudaBuffer;
 use super::cudnn_lib;
 use super::device::CudaDevice;
-use super::selfcheck_kit::{Outcome, Rng};
+use super::selfcheck_kit::{rel_l2, Outcome, Rng};
 use crate::gpu::{Arg, GpuDevice, Precision, VendorConvDesc, VendorFused};
 use half::f16;
 
@@ -90,12 +90,6 @@ fn upload(dev: &CudaDevice, bytes: &[u8]) -> Result<CudaBuffer, String> {
     let b = dev.alloc(bytes.len().max(256)).map_err(|e| e.to_string())?;
     dev.upload(&b, 0, bytes).map_err(|e| e.to_string())?;
     Ok(b)
-}
-
-fn rel_l2(a: &[f32], b: &[f32]) -> f64 {
-    let num: f64 = a.iter().zip(b).map(|(x, y)| (*x as f64 - *y as f64).powi(2)).sum();
-    let den: f64 = b.iter().map(|y| (*y as f64).powi(2)).sum();
-    (num / den.max(1e-30)).sqrt()
 }
 
 /// One case: every candidate cuDNN offers, each checked; the lines of those that ran.

@@ -4,6 +4,13 @@
 /// One check's verdict: `Ok(detail)` or `Err(what went wrong)`.
 pub type Outcome = std::result::Result<String, String>;
 
+/// Relative L2 distance of `a` from the reference `b`.
+pub fn rel_l2(a: &[f32], b: &[f32]) -> f64 {
+    let num: f64 = a.iter().zip(b).map(|(x, y)| (*x as f64 - *y as f64).powi(2)).sum();
+    let den: f64 = b.iter().map(|y| (*y as f64).powi(2)).sum();
+    (num / den.max(1e-30)).sqrt()
+}
+
 /// SplitMix64: enough to draw test inputs without a dependency.
 pub struct Rng(u64);
 
