@@ -170,7 +170,7 @@ impl SessionBuilder {
                     None => dynaspa_runtime::graph::delta::default_frame_input(&g).map_err(Error::Other)?,
                 };
                 let plan =
-                    dynaspa_runtime::graph::delta::add_change_map(&mut g, &input).map_err(|e| Error::Other(format!("delta mode: {e}")))?;
+                    dynaspa_runtime::graph::delta::add_change_map(&mut g, &input, d.spread).map_err(|e| Error::Other(format!("delta mode: {e}")))?;
                 tracing::info!(convs = plan.convs.len(), map = %plan.map_input, "delta mode");
                 Some(DeltaState::new(plan, d.clone()))
             }

@@ -2,7 +2,7 @@
 //! change map the rewritten graph takes (runtime/src/graph/delta.rs), and when to compute a
 //! whole frame instead.
 
-use dynaspa_runtime::graph::delta::DeltaPlan;
+use dynaspa_runtime::graph::delta::{DeltaPlan, Spread};
 use dynaspa_runtime::{Error, Result, Tensor};
 
 /// How delta mode decides what changed (`SessionBuilder::delta`).
@@ -19,11 +19,15 @@ pub struct DeltaOptions {
     pub max_changed: f32,
     /// The frame input (default: the model's only 4-D FLOAT input).
     pub input: Option<String>,
+    /// How far a change reaches through convs and pools: `Window` recomputes everything it
+    /// reaches (results equal dense at threshold 0), `Stride` only the changed positions at each
+    /// resolution (SIGE's approximation: faster, inexact beside a change).
+    pub spread: Spread,
 }
 
 impl DeltaOptions {
     pub fn new(threshold: f32) -> DeltaOptions {
-        DeltaOptions { threshold, block: 1, refresh_every: 0, max_changed: 0.5, input: None }
+        DeltaOptions { threshold, block: 1, refresh_every: 0, max_changed: 0.5, input: None, spread: Spread::Window }
     }
 
     pub(crate) fn check(&self) -> Result<()> {

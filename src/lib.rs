@@ -18,6 +18,7 @@ mod session;
 
 pub use builder::SessionBuilder;
 pub use delta::DeltaOptions;
+pub use dynaspa_runtime::graph::delta::Spread;
 pub use dynaspa_backends as backends;
 pub use dynaspa_backends::Precision;
 pub use dynaspa_runtime as runtime;

@@ -177,3 +177,66 @@ fn gaugan_edit_equals_dense(backend: &str) {
 backend_test!(gaugan_edit_at_threshold_zero_equals_dense_and_onnx_runtime, [cpu], |backend| {
     gaugan_edit_equals_dense(backend);
 });
+
+/// The change map of frame `f` of the clip at threshold 0 (every changed position was taken
+/// into the reference, so it is where `f` differs from `f - 1`), max-pooled to an `h` x `w`
+/// plane by whole cells: the fraction of cells holding a change.
+fn pooled_change(prev: &Tensor, cur: &Tensor, h: usize, w: usize) -> f64 {
+    let (a, b) = (prev.as_f32().unwrap(), cur.as_f32().unwrap());
+    let (sy, sx) = (224_usize.div_ceil(h), 224_usize.div_ceil(w));
+    let mut cells = vec![false; h * w];
+    for c in 0..3 {
+        for y in 0..224 {
+            for x in 0..224 {
+                let i = (c * 224 + y) * 224 + x;
+                if a[i] != b[i] {
+                    cells[(y / sy) * w + x / sx] = true;
+                }
+            }
+        }
+    }
+    cells.iter().filter(|&&v| v).count() as f64 / cells.len() as f64
+}
+
+/// `Spread::Stride` (SIGE's way): every conv recomputes exactly the changed positions brought to
+/// its resolution, not what its window widens them to; the deep convs do much less than with
+/// `Spread::Window`, and a frame computed whole still equals dense.
+#[test]
+fn stride_spread_recomputes_the_changed_positions_at_each_resolution_only() {
+    use dynaspa::Spread;
+    let p = classic::prepare("resnet18", "torchscript17.onnx", true);
+    let open = |spread| {
+        let opts = DeltaOptions { max_changed: 1.0, spread, ..DeltaOptions::new(0.0) };
+        Session::builder().threads(2).delta(Some(opts)).open(&p.model).unwrap()
+    };
+    let (mut stride, mut window) = (open(Spread::Stride), open(Spread::Window));
+    let mut dense = Session::builder().threads(2).dense(true).open(&p.model).unwrap();
+    let input = p.export["input"].as_str().unwrap().to_string();
+    let frames = clip(3);
+    let mut widened = 0;
+    for (f, x) in frames.iter().enumerate() {
+        let got = stride.run(vec![(input.clone(), x.clone())]).unwrap().remove(0).1;
+        window.run(vec![(input.clone(), x.clone())]).unwrap();
+        let want = dense.run(vec![(input.clone(), x.clone())]).unwrap().remove(0).1;
+        let err = common::rel_l2(got.as_f32().unwrap(), want.as_f32().unwrap());
+        if f == 0 {
+            assert!(err <= 1e-5, "a whole frame equals dense: {err:.2e}");
+            continue;
+        }
+        assert!(err.is_finite(), "frame {f}: {err}");
+        let (rs, rw) = (stride.last_report().unwrap(), window.last_report().unwrap());
+        let g = stride.graph();
+        assert_eq!(rs.sparse_ops.len(), 20, "every conv reports its map");
+        for op in &rs.sparse_ops {
+            let n = g.nodes.iter().find(|n| n.name == op.node).unwrap();
+            let s = &g.values[n.outputs[0]].shape;
+            let want = pooled_change(&frames[f - 1], x, s[2], s[3]);
+            assert!((op.density - want).abs() < 1e-9, "frame {f}, {}: density {} against {want} changed cells", op.node, op.density);
+            let wide = rw.sparse_ops.iter().find(|o| o.node == op.node).unwrap().density;
+            assert!(op.density <= wide, "{}: {} > {wide}", op.node, op.density);
+            widened += usize::from(op.density < wide);
+        }
+        println!("frame {f}: changed {:.4}, rel L2 against dense {err:.2e}", stride.last_changed_fraction().unwrap());
+    }
+    assert!(widened >= 20, "the window spread widens the maps of most convs ({widened})");
+}

@@ -1,6 +1,6 @@
 //! `--delta T` and its companions: delta mode's options as `run` and `bench` take them.
 
-use dynaspa::DeltaOptions;
+use dynaspa::{DeltaOptions, Spread};
 
 #[derive(clap::Args, Clone, Debug, Default)]
 pub struct DeltaOpts {
@@ -18,6 +18,20 @@ pub struct DeltaOpts {
     /// Delta mode: compute a whole frame when more than this fraction of positions changed.
     #[arg(long, value_name = "F", default_value_t = 0.5, requires = "delta")]
     pub delta_max_changed: f32,
+    /// Delta mode: how far a change reaches. `window`: every output whose conv or pool window
+    /// read a changed position is recomputed (results equal dense at T = 0); `stride`: only the
+    /// changed positions at each resolution, neighbours keep their last values (SIGE's way with
+    /// an edit: much less work, small errors beside the change; --check shows them).
+    #[arg(long, value_name = "HOW", default_value = "window", value_parser = parse_spread)]
+    pub delta_spread: Spread,
+}
+
+fn parse_spread(s: &str) -> Result<Spread, String> {
+    match s {
+        "window" => Ok(Spread::Window),
+        "stride" => Ok(Spread::Stride),
+        _ => Err(format!("'{s}' is not a spread: window or stride")),
+    }
 }
 
 impl DeltaOpts {
@@ -30,6 +44,7 @@ impl DeltaOpts {
             refresh_every: self.delta_refresh as usize,
             max_changed: self.delta_max_changed,
             input: frame_input.map(str::to_string),
+            spread: self.delta_spread,
         })
     }
 }

@@ -43,6 +43,7 @@ pub fn run_edit(a: &RunArgs, reference: &Path, g: Graph, builder: SessionBuilder
         refresh_every: 0,
         max_changed: 1.0,
         input: Some(frame.clone()),
+        spread: a.delta.delta_spread,
     };
     let mut dense = if a.check { Some(builder.clone().dense(true).open_graph(g.clone(), Some(&a.model))?) } else { None };
     let mut session = open_session::open(builder.delta(Some(opts)), &a.profiles, g, &a.model)?;
@@ -50,6 +51,7 @@ pub fn run_edit(a: &RunArgs, reference: &Path, g: Graph, builder: SessionBuilder
     // Each repeat computes the original whole, then the edit against it; the edit is timed.
     let (mut whole, mut edit) = (Vec::new(), Vec::new());
     let mut outs: Vec<(String, Tensor)> = Vec::new();
+    let mut reports = Vec::new();
     for _ in 0..a.repeat.max(1) {
         session.refresh();
         let t = Instant::now();
@@ -58,6 +60,7 @@ pub fn run_edit(a: &RunArgs, reference: &Path, g: Graph, builder: SessionBuilder
         let t = Instant::now();
         outs = session.run(edited.clone())?;
         edit.push(t.elapsed().as_secs_f64() * 1e3);
+        reports.extend(session.last_report().cloned());
     }
     let changed = session.last_changed_fraction().unwrap_or(1.0);
     if let Some(dir) = &a.output_dir {
@@ -88,5 +91,8 @@ pub fn run_edit(a: &RunArgs, reference: &Path, g: Graph, builder: SessionBuilder
         stats::median(&edit).unwrap_or(0.0),
         edit.len(),
     );
+    if let Some(n) = a.nodes {
+        super::node_table::print_nodes(session.graph(), &reports, n);
+    }
     Ok(())
 }

@@ -21,7 +21,7 @@ pub fn inspect(a: InspectArgs) -> dynaspa::Result<()> {
                 Some(name) => name.clone(),
                 None => delta::default_frame_input(&g).map_err(dynaspa::Error::Other)?,
             };
-            let plan = delta::add_change_map(&mut g, &input).map_err(|e| dynaspa::Error::Other(format!("delta mode: {e}")))?;
+            let plan = delta::add_change_map(&mut g, &input, delta::Spread::Window).map_err(|e| dynaspa::Error::Other(format!("delta mode: {e}")))?;
             let reaches = |n: &dynaspa::runtime::graph::Node| n.sparse.is_some() || !sparse_detect::is_compute_op(&n.op);
             let dense = g
                 .nodes

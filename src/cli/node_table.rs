@@ -116,7 +116,13 @@ pub fn print_nodes(g: &Graph, reports: &[FrameReport], limit: usize) {
     for r in rows.iter().take(limit) {
         let n = &g.nodes[r.index];
         let op = n.op.name();
-        let sparse = if n.sparse.is_some() { "yes" } else { "" };
+        let densities: Vec<f64> =
+            reports.iter().flat_map(|f| f.sparse_ops.iter().filter(|s| s.node == n.name).map(|s| s.density)).collect();
+        let sparse = match stats::median(&densities) {
+            Some(d) => format!("{d:.3}"),
+            None if n.sparse.is_some() => "yes".to_string(),
+            None => String::new(),
+        };
         println!("{:<w$}  {:<22} {:>6} {:>9.1} {:>6.1}%", n.name, op, sparse, r.median_us, r.share * 100.0);
     }
     if rows.len() > limit {

@@ -97,6 +97,10 @@ pub struct RunArgs {
     /// than --delta T, default 0), keeping the reference's activations elsewhere.
     #[arg(long, value_name = "PATH", conflicts_with = "frames")]
     pub reference: Option<PathBuf>,
+    /// With --reference: also print the N slowest nodes of the edit (dense and sparse, with the
+    /// density each sparse op ran at) by median time over the repeats.
+    #[arg(long, value_name = "N", num_args = 0..=1, default_missing_value = "25", requires = "reference")]
+    pub nodes: Option<usize>,
 }
 
 /// Output names become file names: anything outside [A-Za-z0-9._-] turns into '_'.

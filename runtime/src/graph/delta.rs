@@ -9,6 +9,11 @@
 //! a conv's fused addend and channel concatenations join maps by their maximum. Anything else
 //! (global pooling, reshapes, matrix products, resampling) ends the map: its result and
 //! everything computed from it count as changed everywhere and run densely.
+//!
+//! With `Spread::Stride` the map only follows strides and resampling, not windows: a conv
+//! recomputes the outputs at changed positions and keeps its cached outputs next to them, as
+//! SIGE does with an edit's mask (one map per resolution). Outputs then differ from dense near
+//! the border of a change; with `Spread::Window` they equal dense.
 
 use super::op::{AutoPad, BinaryKind, CoordTransform, KeepAspect, NearestMode, Op, Pool, Resize, ResizeMode, Window};
 use super::sparse::{FillPolicy, MaskKind, MaskSource, SparseSpec};
@@ -27,6 +32,17 @@ pub struct DeltaPlan {
     pub convs: Vec<String>,
 }
 
+/// How far a change reaches through windowed ops (convs, pools, resampling).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Spread {
+    /// Every output whose window read a changed position is recomputed: results equal dense.
+    #[default]
+    Window,
+    /// Only the outputs at changed positions (the map brought to each op's resolution) are
+    /// recomputed; outputs beside a change keep their cached values (SIGE's approximation).
+    Stride,
+}
+
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Change {
     None,
@@ -38,7 +54,7 @@ enum Change {
 /// map input and its max-pools, and marks every conv the map reaches as sparse with cached fill.
 /// Nodes that already run sparse keep their own masks. Fails, leaving `g` unchanged, when the
 /// input is not a 4-D graph input.
-pub fn add_change_map(g: &mut Graph, frame_input: &str) -> Result<DeltaPlan, String> {
+pub fn add_change_map(g: &mut Graph, frame_input: &str, spread: Spread) -> Result<DeltaPlan, String> {
     let x = g
         .inputs
         .iter()
@@ -58,7 +74,7 @@ pub fn add_change_map(g: &mut Graph, frame_input: &str) -> Result<DeltaPlan, Str
     for &i in &g.inputs {
         change[i] = if i == x { Change::Map(map) } else { Change::All };
     }
-    let mut b = Builder { g: &mut out, source: map_name.clone(), convs: Vec::new(), pools: Vec::new(), count: 0 };
+    let mut b = Builder { g: &mut out, source: map_name.clone(), spread, convs: Vec::new(), pools: Vec::new(), count: 0 };
     let nodes = b.g.nodes.len();
     for ni in 0..nodes {
         let ins: Vec<Change> =
@@ -100,6 +116,7 @@ fn unique(g: &Graph, base: &str) -> String {
 struct Builder<'a> {
     g: &'a mut Graph,
     source: String,
+    spread: Spread,
     convs: Vec<String>,
     /// Max-pools made so far: (map, pool, result).
     pools: Vec<(ValueId, Pool, ValueId)>,
@@ -185,7 +202,36 @@ impl Builder<'_> {
             return self.same_plane(m, o);
         }
         let shape = vec![self.g.values[m].shape[0], 1, os[2], os[3]];
+        // An op whose output plane is not the input's by a stride (a valid-padded window) reads
+        // its window in either spread.
+        if let Some(v) = (self.spread == Spread::Stride).then(|| self.by_stride(m, shape.clone())).flatten() {
+            return Some(v);
+        }
         self.through_pool(m, w.clone(), ceil_mode, shape)
+    }
+
+    /// `m` brought to the plane `shape` by its stride alone (`Spread::Stride`): output `o` of a
+    /// stride-`s` op covers input positions `[o s, o s + s)`, a max-pool of `s` at stride `s`
+    /// (padded at the end where the op's output reaches past the input).
+    fn by_stride(&mut self, m: ValueId, shape: Vec<usize>) -> Option<ValueId> {
+        let ms = self.g.values[m].shape.clone();
+        if ms[2..] == shape[2..] {
+            return Some(m);
+        }
+        let stride = |i: usize, o: usize| {
+            let s = if o == 0 || o > i { return None } else { i.div_ceil(o) };
+            (i.div_ceil(s) == o).then_some(s)
+        };
+        let (sy, sx) = (stride(ms[2], shape[2])?, stride(ms[3], shape[3])?);
+        let pad = |i: usize, o: usize, s: usize| (o * s).saturating_sub(i);
+        let w = Window {
+            kernel_shape: vec![sy, sx],
+            strides: vec![sy, sx],
+            pads: vec![0, 0, pad(ms[2], shape[2], sy), pad(ms[3], shape[3], sx)],
+            dilations: vec![1, 1],
+            auto_pad: AutoPad::NotSet,
+        };
+        self.through_pool(m, w, false, shape)
     }
 
     /// The change map of a Resize's output `o` by whole factors: upsampling reads each output
@@ -210,7 +256,10 @@ impl Builder<'_> {
             return Some(m);
         }
         if oh >= h && ow >= w && whole(oh, h) && whole(ow, w) {
-            let wide = self.through_pool(m, pool(vec![3, 3], vec![1, 1]), false, vec![ms[0], 1, h, w])?;
+            let wide = match self.spread {
+                Spread::Window => self.through_pool(m, pool(vec![3, 3], vec![1, 1]), false, vec![ms[0], 1, h, w])?,
+                Spread::Stride => m,
+            };
             let sizes =
                 crate::tensor::Tensor::new(vec![4], crate::tensor::TensorData::I64(vec![ms[0] as i64, 1, oh as i64, ow as i64])).ok()?;
             let sizes = self.constant(sizes);
@@ -243,6 +292,9 @@ impl Builder<'_> {
         }
         if oh <= h && ow <= w && whole(h, oh) && whole(w, ow) {
             let (fy, fx) = (h / oh, w / ow);
+            if self.spread == Spread::Stride {
+                return self.by_stride(m, vec![ms[0], 1, oh, ow]);
+            }
             return self.through_pool(m, pool(vec![fy + 2, fx + 2], vec![fy, fx]), false, vec![ms[0], 1, oh, ow]);
         }
         None
