@@ -160,7 +160,7 @@ fn gaugan_edit_equals_dense(backend: &str) {
     let reached = delta.graph().nodes.iter().filter(|n| n.op.name() == "Conv" && n.sparse.is_some()).count();
     assert_eq!(reached, 74, "every conv of the generator is reached through its Resizes");
     let mut dense = common::open_on(backend).dense(true).open(&model).unwrap();
-    delta.run(vec![("input".into(), original)]).unwrap();
+    delta.run(vec![("input".into(), original.clone())]).unwrap();
     let got = delta.run(vec![("input".into(), edited.clone())]).unwrap().remove(0).1;
     let changed = delta.last_changed_fraction().unwrap();
     let base = dense.run(vec![("input".into(), edited)]).unwrap().remove(0).1;
@@ -172,6 +172,31 @@ fn gaugan_edit_equals_dense(backend: &str) {
     assert!(changed > 0.0 && changed < 0.5, "{changed}");
     assert!(e_dense <= 1e-5 && e_ort <= 1e-4, "{e_dense:.2e} / {e_ort:.2e}");
     assert!(delta.last_report().is_some_and(|r| r.sparse_ops.iter().any(|o| o.density < 1.0)), "no op computed part of the edit");
+    // A local edit (a rectangle of 3% of the map painted with one label): the SPADE blocks'
+    // normalisation, modulation and activations run on the changed positions too.
+    let mut local = original.as_f32().unwrap().to_vec();
+    let (h, w) = (64, 128);
+    for c in 0..36 {
+        for y in 20..32 {
+            for x in 40..60 {
+                local[(c * h + y) * w + x] = f32::from(c == 5);
+            }
+        }
+    }
+    let local = Tensor::from_f32(vec![1, 36, h, w], local).unwrap();
+    delta.refresh();
+    delta.run(vec![("input".into(), original)]).unwrap();
+    let got = delta.run(vec![("input".into(), local.clone())]).unwrap().remove(0).1;
+    let want = dense.run(vec![("input".into(), local)]).unwrap().remove(0).1;
+    let e = common::rel_l2(got.as_f32().unwrap(), want.as_f32().unwrap());
+    assert!(e <= 1e-5, "local edit on {backend}: rel L2 {e:.2e} against dense");
+    if backend == "cpu" {
+        let report = delta.last_report().unwrap();
+        let elementwise: Vec<_> = report.sparse_ops.iter().filter(|o| o.op != "Conv").collect();
+        let seen: Vec<_> = elementwise.iter().map(|o| (&o.member, o.density)).collect();
+        assert!(elementwise.len() >= 40, "{} elementwise ops by map", elementwise.len());
+        assert!(elementwise.iter().any(|o| o.member == "positions" && o.density < 0.5), "no elementwise op ran on the changed positions only: {seen:?}");
+    }
 }
 
 backend_test!(gaugan_edit_at_threshold_zero_equals_dense_and_onnx_runtime, [cpu], |backend| {

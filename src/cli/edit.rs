@@ -7,7 +7,7 @@ use super::run::{write_outputs, RunArgs};
 use super::stats;
 use dynaspa::runtime::graph::delta::default_frame_input;
 use dynaspa::runtime::graph::Graph;
-use dynaspa::{DeltaOptions, Error, Result, SessionBuilder, Tensor};
+use dynaspa::{DebugOptions, DeltaOptions, Error, Result, SessionBuilder, Tensor};
 use std::path::Path;
 use std::time::Instant;
 
@@ -46,7 +46,9 @@ pub fn run_edit(a: &RunArgs, reference: &Path, g: Graph, builder: SessionBuilder
         spread: a.delta.delta_spread,
     };
     let mut dense = if a.check { Some(builder.clone().dense(true).open_graph(g.clone(), Some(&a.model))?) } else { None };
-    let mut session = open_session::open(builder.delta(Some(opts)), &a.profiles, g, &a.model)?;
+    // Per-node times on a GPU backend wait for the device after every step (`--nodes`).
+    let builder = builder.delta(Some(opts)).debug(DebugOptions { step_times: a.nodes.is_some(), ..Default::default() });
+    let mut session = open_session::open(builder, &a.profiles, g, &a.model)?;
     let load_ms = t0.elapsed().as_secs_f64() * 1e3;
     // Each repeat computes the original whole, then the edit against it; the edit is timed.
     let (mut whole, mut edit) = (Vec::new(), Vec::new());

@@ -179,8 +179,11 @@ impl Executable for CpuExecutable {
                         let mask = vals[step.spec.mask]
                             .as_deref()
                             .ok_or_else(|| wrap(Error::Other(format!("mask '{}' was not computed before the op", step.mask_name))))?;
-                        let dense = |ins: &[Option<&Tensor>]| -> Result<Tensor> {
-                            let mut o = eval_node(&node.op, prepared[ni].as_ref(), ins, &specs[ni])?;
+                        let dense = |ins: &[Option<&Tensor>], spec: Option<&TensorSpec>| -> Result<Tensor> {
+                            let mut o = match spec {
+                                Some(s) => eval_node(&node.op, prepared[ni].as_ref(), ins, std::slice::from_ref(s))?,
+                                None => eval_node(&node.op, prepared[ni].as_ref(), ins, &specs[ni])?,
+                            };
                             Ok(o.swap_remove(0))
                         };
                         let out = step.run(&node.name, &node.op, &ins, mask, &specs[ni][0], zero, memo, &dense).map_err(wrap)?;

@@ -30,6 +30,16 @@ pub struct DeltaPlan {
     pub map_input: String,
     /// Convs that recompute only where their map says (the rest run densely).
     pub convs: Vec<String>,
+    /// Elementwise ops (activations, BatchNormalization, arithmetic) that recompute only where
+    /// their map says, on backends that run them so (the CPU); elsewhere they run whole.
+    pub elementwise: Vec<String>,
+}
+
+/// Whether `op` computes each output position from the same position of its inputs only, so
+/// that a backend can compute it on the changed positions alone and keep the rest: the
+/// elementwise ops delta mode carries a map through.
+pub fn region_elementwise(op: &Op) -> bool {
+    matches!(op, Op::Unary(_) | Op::Clip | Op::BatchNormalization { .. } | Op::Identity | Op::Binary(_))
 }
 
 /// How far a change reaches through windowed ops (convs, pools, resampling).
@@ -74,7 +84,7 @@ pub fn add_change_map(g: &mut Graph, frame_input: &str, spread: Spread) -> Resul
     for &i in &g.inputs {
         change[i] = if i == x { Change::Map(map) } else { Change::All };
     }
-    let mut b = Builder { g: &mut out, source: map_name.clone(), spread, convs: Vec::new(), pools: Vec::new(), count: 0 };
+    let mut b = Builder { g: &mut out, source: map_name.clone(), spread, convs: Vec::new(), elementwise: Vec::new(), pools: Vec::new(), count: 0 };
     let nodes = b.g.nodes.len();
     for ni in 0..nodes {
         let ins: Vec<Change> =
@@ -86,10 +96,10 @@ pub fn add_change_map(g: &mut Graph, frame_input: &str, spread: Spread) -> Resul
             change[o] = result;
         }
     }
-    let convs = std::mem::take(&mut b.convs);
+    let (convs, elementwise) = (std::mem::take(&mut b.convs), std::mem::take(&mut b.elementwise));
     order::restore_order(&mut out)?;
     *g = out;
-    Ok(DeltaPlan { frame_input: frame_input.to_string(), map_input: map_name, convs })
+    Ok(DeltaPlan { frame_input: frame_input.to_string(), map_input: map_name, convs, elementwise })
 }
 
 /// The input delta mode watches when none is named: the model's only `[N, C, H, W]` FLOAT input.
@@ -118,6 +128,7 @@ struct Builder<'a> {
     source: String,
     spread: Spread,
     convs: Vec<String>,
+    elementwise: Vec<String>,
     /// Max-pools made so far: (map, pool, result).
     pools: Vec<(ValueId, Pool, ValueId)>,
     count: usize,
@@ -181,7 +192,45 @@ impl Builder<'_> {
             }
             _ => None,
         };
+        if let Some(m) = result {
+            self.mark_elementwise(ni, m);
+        }
         result.map_or(Change::All, Change::Map)
+    }
+
+    /// Marks elementwise node `ni`, whose result changed on map `m`, to recompute only there
+    /// with its last results kept elsewhere: single images whose plane inputs are the map's plane
+    /// and whose other inputs are per-channel (BatchNormalization's parameters, `[C, 1, 1]`
+    /// operands) or scalars, so that the op can be computed on the gathered positions alone.
+    fn mark_elementwise(&mut self, ni: usize, m: ValueId) {
+        let n = &self.g.nodes[ni];
+        let [o] = n.outputs[..] else { return };
+        let os = &self.g.values[o].shape;
+        if !region_elementwise(&n.op) || n.sparse.is_some() || os.len() != 4 || os[0] != 1 || self.same_plane(m, o).is_none() {
+            return;
+        }
+        let bn = matches!(n.op, Op::BatchNormalization { .. });
+        let fits = n.inputs.iter().enumerate().all(|(i, v)| {
+            let Some(v) = *v else { return true };
+            let s = &self.g.values[v].shape;
+            let plane = s.len() == 4 && s[0] == 1 && s[2..] == os[2..];
+            // Right-aligned to four dimensions, a broadcast operand is 1 on the plane and the batch.
+            let per_channel = s.len() <= 4 && s.iter().rev().take(2).all(|&d| d == 1) && (s.len() < 4 || s[0] == 1);
+            plane || (if bn { i > 0 } else { per_channel })
+        });
+        if !fits {
+            return;
+        }
+        let name = n.name.clone();
+        self.g.nodes[ni].sparse = Some(SparseSpec {
+            mask: m,
+            kind: MaskKind::Spatial,
+            source: MaskSource::ModelInput { name: self.source.clone() },
+            dilation: [0, 0],
+            fill: FillPolicy::Cached,
+            fused_mul: false,
+        });
+        self.elementwise.push(name);
     }
 
     /// `m` when it is the change map of an `[N, C, H, W]` value `o` of the same plane.

@@ -7,6 +7,7 @@ pub(crate) mod calibrate;
 pub(crate) mod masks;
 mod memo;
 mod op_timer;
+mod region;
 mod residual;
 mod step_build;
 
@@ -38,6 +39,8 @@ pub(crate) enum Kernel {
     /// Token rows of `x [images, tokens, K]` times a constant `[K, N]`.
     Linear(SparseLinear),
     Attention(Attention),
+    /// An elementwise op over a change map: computed on the map's positions alone (`region`).
+    Elementwise,
     /// No sparse kernel for this op (yet): the dense member only, with the mask applied.
     DenseOnly,
 }
@@ -65,8 +68,9 @@ pub(crate) struct StepOutput {
     pub dirty: Option<Dirty>,
 }
 
-/// Evaluates the op densely (the dense member), with the executor's prepared kernels.
-pub(crate) type DenseEval<'a> = &'a dyn Fn(&[Option<&Tensor>]) -> Result<Tensor>;
+/// Evaluates the op densely (the dense member), with the executor's prepared kernels, into the
+/// node's output shape or the one given (inputs of other shapes than the graph's).
+pub(crate) type DenseEval<'a> = &'a dyn Fn(&[Option<&Tensor>], Option<&TensorSpec>) -> Result<Tensor>;
 
 impl SparseStep {
     pub fn run(
@@ -105,11 +109,12 @@ impl SparseStep {
 
         let ran_sparse = gran.is_some() && !first_cached_frame && !matches!(self.kernel, Kernel::DenseOnly);
         let (tensor, tiles, dirty) = match gran {
+            Some(_) if ran_sparse && matches!(self.kernel, Kernel::Elementwise) => self.run_region(ins, &masks, spec_out, dense, &mut ph)?,
             Some(g) if ran_sparse => self.run_sparse(op, ins, &masks, g, spec_out, pool, &mut ph)?,
             _ => {
                 let t = Instant::now();
                 let _s = tracing::trace_span!("kernel").entered();
-                let mut out = dense(ins)?;
+                let mut out = dense(ins, None)?;
                 // Whatever member runs, inactive outputs are what the fill policy says: zeros
                 // where the multiplication was folded in, the cache where the op is cached (the
                 // first cached frame has none yet and computes everything).
@@ -151,6 +156,27 @@ impl SparseStep {
         if self.spec.fill == FillPolicy::Cached {
             self.cache = Some(result.clone());
         }
+    }
+
+    /// An elementwise op on the mask's positions, into its last output (`Cached` fill).
+    fn run_region(
+        &mut self,
+        ins: &[Option<&Tensor>],
+        masks: &Arc<[BitMask]>,
+        spec_out: &TensorSpec,
+        dense: DenseEval,
+        ph: &mut PhaseTimes,
+    ) -> Result<(Tensor, usize, Option<Dirty>)> {
+        let t = Instant::now();
+        let cache = self.cache.take().ok_or_else(|| Error::Other("an elementwise op over a change map has no last output".into()))?;
+        // The value is freed by now unless it is a graph output: then copy.
+        let c = Arc::try_unwrap(cache).unwrap_or_else(|shared| (*shared).clone());
+        let mut buf = c.into_data().into_f32().map_err(|_| Error::Other("cached activations are not FLOAT".into()))?;
+        let [mask] = &masks[..] else { return Err(Error::Other("an elementwise op over a change map takes one image".into())) };
+        let runs = region::runs(mask);
+        region::eval_on_runs(ins, &runs, self.h * self.w, &mut buf, dense)?;
+        ph.compute = t.elapsed();
+        Ok((Tensor::from_f32(spec_out.shape.clone(), buf)?, mask.count_ones(), None))
     }
 
     fn choose(&self, info: &mut memo::MaskInfo, counting: &mut std::time::Duration) -> usize {
@@ -253,7 +279,7 @@ impl SparseStep {
                 tiles_total = masks.iter().map(BitMask::count_ones).sum();
                 buf = out.into_data().into_f32().map_err(|_| Error::Other("attention output is not FLOAT".into()))?;
             }
-            Kernel::DenseOnly => unreachable!("run_sparse is not called for dense-only ops"),
+            Kernel::DenseOnly | Kernel::Elementwise => unreachable!("run_sparse is not called for dense-only or elementwise ops"),
         }
         ph.compute = t.elapsed().saturating_sub(ph.tiles);
         let dirty = match (&self.kernel, reusable) {

@@ -84,7 +84,7 @@ pub(crate) fn run_sparse_member(
             let spec = TensorSpec { dtype: DType::F32, shape: g.values[n.outputs[0]].shape.clone() };
             crate::cpu::attention_node_active(a, &ai, &spec)?;
         }
-        Kernel::DenseOnly => {}
+        Kernel::DenseOnly | Kernel::Elementwise => {}
     }
     Ok(())
 }
@@ -96,6 +96,7 @@ pub(crate) fn kernel_supports(kernel: &Kernel, g: Granularity) -> bool {
     match kernel {
         Kernel::Conv(_) => g.h >= 1 && g.w >= 1,
         Kernel::Linear(_) | Kernel::Attention(_) => g == Granularity::new(1, 1),
+        Kernel::Elementwise => g == Granularity::new(1, 1),
         Kernel::DenseOnly => false,
     }
 }
@@ -166,7 +167,7 @@ impl SparseOpTimer {
     }
     /// `false` when the op has no sparse kernel (it runs dense, masked): nothing to tune.
     pub fn has_sparse_kernel(&self) -> bool {
-        !matches!(self.kernel, Kernel::DenseOnly)
+        !matches!(self.kernel, Kernel::DenseOnly | Kernel::Elementwise)
     }
     pub fn supports(&self, g: Granularity) -> bool {
         kernel_supports(&self.kernel, g)

@@ -6,6 +6,7 @@ use super::op_timer::{self, Operands};
 use super::{new_step, Kernel, SparseConfig, SparseStep};
 use crate::cpu::sparse::{SparseConv, SparseLinear};
 use dynaspa_runtime::dispatch::{DispatchTable, Member, PolyKernel, Schedule};
+use dynaspa_runtime::graph::delta::region_elementwise;
 use dynaspa_runtime::graph::{Graph, MaskKind, Node, Op, SparseSpec};
 use dynaspa_runtime::profile::OpSignature;
 use dynaspa_runtime::sparsity::{BitMask, Granularity};
@@ -87,6 +88,7 @@ pub(crate) fn kernel_for(g: &Graph, n: &Node, kind: MaskKind) -> Result<(Kernel,
             (k, (images, 1, out[out.len() - 2]))
         }
         (Op::Attention(a), MaskKind::Token) if out.len() == 4 => (Kernel::Attention(a.clone()), (out[0], 1, out[2])),
+        (op, MaskKind::Spatial) if out.len() == 4 && out[0] == 1 && region_elementwise(op) => (Kernel::Elementwise, (1, out[2], out[3])),
         (_, MaskKind::Spatial) if out.len() == 4 => (Kernel::DenseOnly, (out[0], out[2], out[3])),
         (_, MaskKind::Token) if out.len() >= 2 => (Kernel::DenseOnly, (if out.len() == 3 { out[0] } else { 1 }, 1, out[out.len() - 2])),
         _ => return Err(Error::Other(format!("sparse annotation on an output of shape {out:?} is not supported"))),
@@ -115,6 +117,15 @@ fn poly_for(
         Kernel::Linear(_) | Kernel::Attention(_) => vec![TOKEN_GRANULARITY],
         Kernel::DenseOnly => {
             return PolyKernel::new(vec![Member { schedule: Schedule::dense("dense"), table: DispatchTable::constant(1.0)? }]);
+        }
+        // Cost in positions: the whole plane densely, or each gathered position at a fixed weight.
+        Kernel::Elementwise => {
+            let plane = (h * w) as u32;
+            let at = |n: u32| (n, n as f64 * super::region::GATHERED_COST);
+            return PolyKernel::new(vec![
+                Member { schedule: Schedule::dense("dense"), table: DispatchTable::constant(plane as f64)? },
+                Member { schedule: Schedule::sparse("positions", Granularity::new(1, 1)), table: DispatchTable::new(vec![at(1), at(plane.max(2))])? },
+            ]);
         }
     };
     // With a member forced, the tables are never read: skip the measuring.

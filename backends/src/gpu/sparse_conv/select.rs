@@ -2,6 +2,7 @@
 //! densely with the last frame's activations kept where the mask is 0 (`Cached` fill); and the
 //! kind, output channels and reduction length of a conv it runs, read from the graph.
 
+use dynaspa_runtime::graph::delta::region_elementwise;
 use dynaspa_runtime::graph::{FillPolicy, Graph, MaskKind, Node, Op};
 use dynaspa_runtime::DType;
 
@@ -29,10 +30,11 @@ pub(crate) fn runs_sparse(g: &Graph, n: &Node) -> bool {
 
 /// Whether `n` is a `Cached` op without sparse kernels over a spatial mask: it runs densely and
 /// a blend keeps the last frame's activations where the mask is 0 (lowering it to dense ops
-/// would put zeros there).
+/// would put zeros there). Elementwise ops delta mode marks are not: computed whole, they give
+/// what the blend would keep (`graph::delta::region_elementwise`).
 pub(crate) fn runs_cached_dense(g: &Graph, n: &Node) -> bool {
     let Some(sp) = &n.sparse else { return false };
-    if sp.kind != MaskKind::Spatial || sp.fill != FillPolicy::Cached || n.outputs.len() != 1 || runs_sparse(g, n) {
+    if region_elementwise(&n.op) || sp.kind != MaskKind::Spatial || sp.fill != FillPolicy::Cached || n.outputs.len() != 1 || runs_sparse(g, n) {
         return false;
     }
     let (y, m) = (&g.values[n.outputs[0]], &g.values[sp.mask]);
