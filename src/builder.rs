@@ -201,6 +201,10 @@ impl SessionBuilder {
             sparse_conv: self.sparse_conv,
             vendor_convs: self.vendor_convs,
             precision: self.precision,
+            // Delta mode's maps alternate between whole frames and small changes (an edit after
+            // its original, a refresh among partial frames): the last frame's counts would pick
+            // the wrong members, so GPU ops wait for each frame's own.
+            counts: if delta.is_some() { backends::gpu::CountsSync::Exact } else { Default::default() },
             ..Default::default()
         };
         let b = backends::create_configured(backend, &opts)?;

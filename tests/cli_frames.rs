@@ -473,6 +473,16 @@ fn an_edit_runs_against_its_reference() {
     assert!(changed > 0.0 && changed < 1.0, "{last}");
     let e: f64 = last.rsplit("relative L2 against dense ").next().unwrap().trim().parse().expect(last);
     assert!(e <= 1e-5, "threshold 0: the edit equals its dense run: {last}");
+    // SIGE's spread, with the edit's slowest nodes and the members its sparse ops ran.
+    let args = ["run", &m, "--reference", &original, "-i", &edited, "--backend", "cpu", "--threads", "2"];
+    let o = dynaspa(&[&args[..], &["--delta-spread", "stride", "--nodes", "5", "--repeat", "2"]].concat());
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert!(o.stdout.contains("sparse ops of the edit by member:") && o.stdout.contains("per node"), "{}", o.stdout);
+    let rows = o.stdout.lines().skip_while(|l| !l.starts_with("node ")).skip(1).take_while(|l| !l.starts_with('(')).count();
+    assert_eq!(rows, 5, "{}", o.stdout);
+    let o = dynaspa(&[&args[..], &["--delta-spread", "nearest"]].concat());
+    assert_eq!(o.code, 2, "{}", o.stderr);
+    assert!(o.stderr.contains("window or stride"), "{}", o.stderr);
     let o = dynaspa(&["run", &m, "-i", &edited, "--backend", "cpu", "--check"]);
     assert_eq!(o.code, 1);
     assert!(o.stderr.contains("--check compares"), "{}", o.stderr);

@@ -94,6 +94,17 @@ pub fn run_edit(a: &RunArgs, reference: &Path, g: Graph, builder: SessionBuilder
         edit.len(),
     );
     if let Some(n) = a.nodes {
+        if let Some(r) = reports.last() {
+            let mut members: Vec<(String, usize)> = Vec::new();
+            for op in &r.sparse_ops {
+                match members.iter_mut().find(|(m, _)| *m == op.member) {
+                    Some((_, k)) => *k += 1,
+                    None => members.push((op.member.clone(), 1)),
+                }
+            }
+            let list: Vec<String> = members.iter().map(|(m, k)| format!("{m} {k}")).collect();
+            println!("sparse ops of the edit by member: {}", list.join(", "));
+        }
         super::node_table::print_nodes(session.graph(), &reports, n);
     }
     Ok(())
