@@ -56,11 +56,13 @@ pub fn run_edit(a: &RunArgs, reference: &Path, g: Graph, builder: SessionBuilder
     let mut reports = Vec::new();
     for _ in 0..a.repeat.max(1) {
         session.refresh();
+        let feed = original.clone();
         let t = Instant::now();
-        session.run(original.clone()).map_err(|e| Error::Other(format!("reference {}: {e}", reference.display())))?;
+        session.run(feed).map_err(|e| Error::Other(format!("reference {}: {e}", reference.display())))?;
         whole.push(t.elapsed().as_secs_f64() * 1e3);
+        let feed = edited.clone();
         let t = Instant::now();
-        outs = session.run(edited.clone())?;
+        outs = session.run(feed)?;
         edit.push(t.elapsed().as_secs_f64() * 1e3);
         reports.extend(session.last_report().cloned());
     }
@@ -76,8 +78,9 @@ pub fn run_edit(a: &RunArgs, reference: &Path, g: Graph, builder: SessionBuilder
             let mut times = Vec::new();
             let mut want = Vec::new();
             for _ in 0..a.repeat.max(1) {
+                let feed = edited.clone();
                 let t = Instant::now();
-                want = d.run(edited.clone())?;
+                want = d.run(feed)?;
                 times.push(t.elapsed().as_secs_f64() * 1e3);
             }
             let (e, _) = stats::compare(&outs, &want);
