@@ -65,13 +65,7 @@ def edited(seg, percent):
     y0, x0 = (H - h) // 2, (W - w) // 3
     lab = e[0, :sa.N_LABELS].argmax(0)
     lab[y0:y0 + h, x0:x0 + w] = 5
-    onehot = (lab[None] == np.arange(sa.N_LABELS)[:, None, None]).astype(np.float32)
-    edge = np.zeros(lab.shape, bool)
-    edge[:, 1:] |= lab[:, 1:] != lab[:, :-1]
-    edge[:, :-1] |= lab[:, 1:] != lab[:, :-1]
-    edge[1:] |= lab[1:] != lab[:-1]
-    edge[:-1] |= lab[1:] != lab[:-1]
-    return np.concatenate([onehot, edge[None].astype(np.float32)])[None]
+    return sa.label_map(lab).astype(np.float32)
 
 
 def main():

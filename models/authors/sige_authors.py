@@ -61,7 +61,11 @@ def palette(frames):
 
 def semantic_map(img, pal):
     """HxWx3 [0,1] -> [1, 36, H, W]: one-hot nearest palette colour + instance-edge channel."""
-    lab = ((img[:, :, None] - pal[None, None]) ** 2).sum(-1).argmin(-1)
+    return label_map(((img[:, :, None] - pal[None, None]) ** 2).sum(-1).argmin(-1))
+
+
+def label_map(lab):
+    """HxW labels -> [1, 36, H, W]: one-hot labels + instance-edge channel (a 4-neighbour differs)."""
     onehot = (lab[None] == np.arange(N_LABELS)[:, None, None]).astype(np.float32)
     e = np.zeros(lab.shape, bool)
     e[:, 1:] |= lab[:, 1:] != lab[:, :-1]

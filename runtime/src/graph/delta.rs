@@ -113,6 +113,19 @@ pub fn default_frame_input(g: &Graph) -> Result<String, String> {
     }
 }
 
+/// A node computed where map `mask` (fed as the model input `source`) says, its last results
+/// kept elsewhere.
+fn cached_by_map(source: &str, mask: ValueId, fused_mul: bool) -> SparseSpec {
+    SparseSpec {
+        mask,
+        kind: MaskKind::Spatial,
+        source: MaskSource::ModelInput { name: source.to_string() },
+        dilation: [0, 0],
+        fill: FillPolicy::Cached,
+        fused_mul,
+    }
+}
+
 fn unique(g: &Graph, base: &str) -> String {
     let mut name = base.to_string();
     let mut k = 1;
@@ -155,14 +168,7 @@ impl Builder<'_> {
                 }
                 let n = &mut self.g.nodes[ni];
                 if n.sparse.is_none() && window.kernel_shape.len() == 2 {
-                    n.sparse = Some(SparseSpec {
-                        mask: r,
-                        kind: MaskKind::Spatial,
-                        source: MaskSource::ModelInput { name: self.source.clone() },
-                        dilation: [0, 0],
-                        fill: FillPolicy::Cached,
-                        fused_mul: true,
-                    });
+                    n.sparse = Some(cached_by_map(&self.source, r, true));
                     self.convs.push(n.name.clone());
                 }
                 Some(r)
@@ -222,14 +228,7 @@ impl Builder<'_> {
             return;
         }
         let name = n.name.clone();
-        self.g.nodes[ni].sparse = Some(SparseSpec {
-            mask: m,
-            kind: MaskKind::Spatial,
-            source: MaskSource::ModelInput { name: self.source.clone() },
-            dilation: [0, 0],
-            fill: FillPolicy::Cached,
-            fused_mul: false,
-        });
+        self.g.nodes[ni].sparse = Some(cached_by_map(&self.source, m, false));
         self.elementwise.push(name);
     }
 
@@ -268,7 +267,10 @@ impl Builder<'_> {
             return Some(m);
         }
         let stride = |i: usize, o: usize| {
-            let s = if o == 0 || o > i { return None } else { i.div_ceil(o) };
+            if o == 0 || o > i {
+                return None;
+            }
+            let s = i.div_ceil(o);
             (i.div_ceil(s) == o).then_some(s)
         };
         let (sy, sx) = (stride(ms[2], shape[2])?, stride(ms[3], shape[3])?);
