@@ -148,7 +148,7 @@ mod tests {
     use super::*;
 
     fn plan() -> DeltaPlan {
-        DeltaPlan { frame_input: "x".into(), map_input: "x:changed".into(), convs: vec![], elementwise: vec![] }
+        DeltaPlan { frame_input: "x".into(), map_input: "x:changed".into(), convs: vec![], elementwise: vec![], held_norms: vec![] }
     }
 
     fn rng_frame(seed: &mut u64, n: usize) -> Vec<f32> {

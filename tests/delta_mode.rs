@@ -265,3 +265,92 @@ fn stride_spread_recomputes_the_changed_positions_at_each_resolution_only() {
     }
     assert!(widened >= 20, "the window spread widens the maps of most convs ({widened})");
 }
+
+/// `Spread::Stride` holds an InstanceNormalization's statistics from the last whole frame, as
+/// SIGE reuses the original's: the change map passes the norm (the conv after it recomputes
+/// only the changed positions), outputs away from a change stay as they were even when the
+/// change moved the plane's statistics, and a frame computed whole equals dense again. The
+/// model (1x1 conv, InstanceNorm, ReLU, 1x1 conv) computes each position from its own
+/// position, so a frame that only swaps two positions keeps every statistic and its delta
+/// result must equal dense.
+fn held_norm_statistics(backend: &str) {
+    use dynaspa::Spread;
+    use onnx_build::*;
+    let (c, h, w) = (8, 16, 16);
+    let mut rng = common::Rng(common::seed());
+    let bytes = model(
+        vec![
+            node("Conv", "conv1", &["x", "w1", "b1"], &["a"]),
+            node("InstanceNormalization", "norm", &["a", "gamma", "beta"], &["n"]),
+            node("Relu", "relu", &["n"], &["r"]),
+            node("Conv", "conv2", &["r", "w2", "b2"], &["y"]),
+        ],
+        vec![value_info("x", 1, &[1, c as i64, h as i64, w as i64])],
+        vec![value_info("y", 1, &[1, 4, h as i64, w as i64])],
+        vec![
+            f32_init("w1", &[c as i64, c as i64, 1, 1], &rng.vec(c * c)),
+            f32_init("b1", &[c as i64], &rng.vec(c)),
+            f32_init("gamma", &[c as i64], &rng.vec(c).iter().map(|v| 1.0 + 0.5 * v).collect::<Vec<_>>()),
+            f32_init("beta", &[c as i64], &rng.vec(c)),
+            f32_init("w2", &[4, c as i64, 1, 1], &rng.vec(4 * c)),
+            f32_init("b2", &[4], &rng.vec(4)),
+        ],
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("norm.onnx");
+    std::fs::write(&path, bytes).unwrap();
+    let opts = DeltaOptions { max_changed: 1.0, spread: Spread::Stride, ..DeltaOptions::new(0.0) };
+    let mut delta = common::poisoned(backend).delta(Some(opts)).open(&path).unwrap();
+    let held = delta.graph().nodes.iter().filter(|n| n.sparse.as_ref().is_some_and(|s| s.fill == FillPolicy::Held)).count();
+    assert_eq!(held, 1, "the norm's statistics are held");
+    let mut dense = common::open_on(backend).dense(true).open(&path).unwrap();
+    let run = |s: &mut Session, x: &[f32]| {
+        let t = Tensor::from_f32(vec![1, c, h, w], x.to_vec()).unwrap();
+        s.run(vec![("x".into(), t)]).unwrap().remove(0).1.as_f32().unwrap().to_vec()
+    };
+    let x0 = rng.vec(c * h * w);
+    let e = common::rel_l2(&run(&mut delta, &x0), &run(&mut dense, &x0));
+    assert!(e <= 1e-5, "{backend}: a whole frame equals dense: {e:.2e}");
+
+    // Two positions swapped: every statistic stays, so the result is dense's.
+    let (p, q) = (3 * w + 4, 11 * w + 9);
+    let mut x1 = x0.clone();
+    for ch in 0..c {
+        x1.swap(ch * h * w + p, ch * h * w + q);
+    }
+    let y1 = run(&mut delta, &x1);
+    let e = common::rel_l2(&y1, &run(&mut dense, &x1));
+    assert!(e <= 1e-5, "{backend}: swapped positions: {e:.2e} against dense");
+    let report = delta.last_report().unwrap();
+    let conv2 = report.sparse_ops.iter().find(|o| o.node == "conv2").expect("conv2 runs by the map");
+    assert!((conv2.density - 2.0 / (h * w) as f64).abs() < 1e-9, "{backend}: the map passes the norm: conv2 density {}", conv2.density);
+    let stats = report.sparse_ops.iter().find(|o| o.op == "NormScaleShift").expect("the held statistics report");
+    assert_eq!(stats.member, "held", "{backend}: statistics are not recomputed on a partial frame");
+
+    // A bright 4x4 block: the plane's statistics move, the held ones do not.
+    let mut x2 = x1.clone();
+    let inside = |i: usize| (4..8).contains(&(i / w)) && (8..12).contains(&(i % w));
+    for ch in 0..c {
+        for i in (0..h * w).filter(|&i| inside(i)) {
+            x2[ch * h * w + i] += 3.0;
+        }
+    }
+    let y2 = run(&mut delta, &x2);
+    let d2 = run(&mut dense, &x2);
+    let plane = h * w;
+    let outside: Vec<usize> = (0..4 * plane).filter(|&i| !inside(i % plane)).collect();
+    let kept = outside.iter().all(|&i| y2[i] == y1[i]);
+    assert!(kept, "{backend}: outputs away from the change keep their values");
+    let pick = |v: &[f32]| outside.iter().map(|&i| v[i]).collect::<Vec<f32>>();
+    let moved = common::rel_l2(&pick(&y1), &pick(&d2));
+    assert!(moved > 1e-3, "the block moves the statistics (dense outside it moved by {moved:.2e}), so holding them is visible");
+
+    // A whole frame recomputes the statistics: dense again.
+    delta.refresh();
+    let e = common::rel_l2(&run(&mut delta, &x2), &d2);
+    assert!(e <= 1e-5, "{backend}: a whole frame after the edit equals dense: {e:.2e}");
+}
+
+backend_test!(stride_spread_holds_norm_statistics_from_the_whole_frame, [cpu, opencl, wgpu], |backend| {
+    held_norm_statistics(backend);
+});

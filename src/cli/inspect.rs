@@ -135,6 +135,7 @@ fn fill_name(f: FillPolicy) -> &'static str {
         FillPolicy::Zero => "zero",
         FillPolicy::Cached => "cached",
         FillPolicy::Residual => "residual",
+        FillPolicy::Held => "held (whole frames)",
     }
 }
 

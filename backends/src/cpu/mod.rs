@@ -85,6 +85,9 @@ pub fn eval_op(op: &Op, ins: &[Option<&Tensor>], outs: &[TensorSpec]) -> Result<
         Op::GroupNormalization { num_groups, epsilon, per_channel_affine } => {
             one(norm::group_norm(*num_groups, *epsilon, *per_channel_affine, ins, &outs[0]))
         }
+        Op::NormScaleShift { num_groups, epsilon, per_channel_affine } => {
+            one(norm::norm_scale_shift(*num_groups, *epsilon, *per_channel_affine, ins, &outs[0]))
+        }
         Op::MaxPool(p) => one(pool::max_pool(p, ins, &outs[0])),
         Op::AveragePool(p) => one(pool::average_pool(p, ins, &outs[0])),
         Op::GlobalAveragePool => one(pool::global_average_pool(ins, &outs[0])),

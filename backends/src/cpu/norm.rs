@@ -157,22 +157,59 @@ pub(crate) fn group_norm(groups: usize, eps: f32, per_channel: bool, ins: &[Opti
     const OP: &str = "GroupNormalization";
     let x = input(ins, 0, OP)?;
     check_out(OP, x, out)?;
-    let xs = x.shape();
-    if xs.len() < 2 {
-        return err(format!("{OP}: X {xs:?} must be (N, C, ...)"));
-    }
-    let c = xs[1];
-    if groups == 0 || c % groups != 0 {
-        return err(format!("{OP}: num_groups {groups} must divide the {c} channels"));
-    }
-    let plen = if per_channel { c } else { groups };
-    let scale = param(OP, "scale", input(ins, 1, OP)?, plen)?;
-    let bias = param(OP, "bias", input(ins, 2, OP)?, plen)?;
-    let per_group = c / groups;
+    let (scale, bias) = group_params(OP, x, groups, per_channel, ins)?;
+    let per_group = x.shape()[1] / groups;
     grouped_norm(OP, x, groups, eps, |ch| {
         let i = if per_channel { ch } else { ch / per_group };
         (scale[i], bias[i])
     })
+}
+
+/// GroupNormalization's scale and bias for X, checked against its channels and groups.
+fn group_params<'a>(op: &str, x: &Tensor, groups: usize, per_channel: bool, ins: &[Option<&'a Tensor>]) -> Result<(&'a [f32], &'a [f32])> {
+    let xs = x.shape();
+    if xs.len() < 2 {
+        return err(format!("{op}: X {xs:?} must be (N, C, ...)"));
+    }
+    let c = xs[1];
+    if groups == 0 || c % groups != 0 {
+        return err(format!("{op}: num_groups {groups} must divide the {c} channels"));
+    }
+    let plen = if per_channel { c } else { groups };
+    Ok((param(op, "scale", input(ins, 1, op)?, plen)?, param(op, "bias", input(ins, 2, op)?, plen)?))
+}
+
+/// The factor and offset per image and channel that GroupNormalization applies to X, as
+/// `[2 N, C, 1, ...]` (factors, then offsets): `Op::NormScaleShift`.
+pub(crate) fn norm_scale_shift(groups: usize, eps: f32, per_channel: bool, ins: &[Option<&Tensor>], out: &TensorSpec) -> Result<Tensor> {
+    const OP: &str = "NormScaleShift";
+    let x = input(ins, 0, OP)?;
+    let (scale, bias) = group_params(OP, x, groups, per_channel, ins)?;
+    let xd = f32_data(x, OP, "X")?;
+    let xs = x.shape();
+    let (n, c) = (xs[0], xs[1]);
+    let mut want = vec![1; xs.len()];
+    (want[0], want[1]) = (2 * n, c);
+    if out.shape != want {
+        return err(format!("{OP}: output {:?}, expected {want:?}", out.shape));
+    }
+    let (per_group, plane) = (c / groups, xs[2..].iter().product::<usize>());
+    let block = per_group * plane;
+    let mut y = vec![0.0; 2 * n * c];
+    let (factors, offsets) = y.split_at_mut(n * c);
+    if block > 0 {
+        let stats: Vec<(f32, f32)> = xd.par_chunks(block).map(|b| stats(b, eps)).collect();
+        for (i, (mean, inv)) in stats.into_iter().enumerate() {
+            for j in 0..per_group {
+                let ch = (i % groups) * per_group + j;
+                let p = if per_channel { ch } else { i % groups };
+                let a = inv * scale[p];
+                factors[(i / groups) * c + ch] = a;
+                offsets[(i / groups) * c + ch] = bias[p] - mean * a;
+            }
+        }
+    }
+    Tensor::from_f32(want, y)
 }
 
 /// Normalises each of the `groups` contiguous channel blocks of every image on its own, then
@@ -294,6 +331,14 @@ mod tests {
             }
         }
         assert_close(got.as_f32().unwrap(), &want, 1e-4, &format!("grouped {xs:?} g={groups} pc={per_channel}"));
+        // The same norm as a factor and an offset per image and channel (NormScaleShift).
+        let n = xs[0];
+        let mut fs = vec![1; xs.len()];
+        (fs[0], fs[1]) = (2 * n, c);
+        let f = norm_scale_shift(groups, 1e-5, per_channel, &[Some(&x), Some(&s), Some(&b)], &spec(&fs)).unwrap();
+        let f = f.as_f32().unwrap();
+        let applied: Vec<f32> = x.as_f32().unwrap().iter().enumerate().map(|(i, &v)| v * f[i / plane] + f[n * c + i / plane]).collect();
+        assert_close(&applied, &want, 1e-4, &format!("factors {xs:?} g={groups} pc={per_channel}"));
     }
 
     #[test]

@@ -248,7 +248,7 @@ impl<D: GpuDevice> GpuExecutable<D> {
                 let mut writes = Vec::new();
                 let bad_output = node.outputs.iter().map(|&o| g.values[o].dtype).find(|&d| dtype::word(d).is_none());
                 // Cached activations outlive the frame: a buffer of their own, never poisoned.
-                let cached = node.sparse.as_ref().is_some_and(|s| s.fill == FillPolicy::Cached);
+                let cached = node.sparse.as_ref().is_some_and(|s| matches!(s.fill, FillPolicy::Cached | FillPolicy::Held));
                 for &o in &node.outputs {
                     let val = &g.values[o];
                     let bytes = words(&val.shape).max(1) * 4;
@@ -274,6 +274,7 @@ impl<D: GpuDevice> GpuExecutable<D> {
                     (_, Some(spec)) if spec.kind == MaskKind::Token => {
                         lower_token(&mut cx, &mut tokens, &mut frames, spec, &opts.sparse, tuned.polys.get(&node.name))
                     }
+                    (_, Some(spec)) if spec.fill == FillPolicy::Held => build::lower_held(&mut cx, &mut frames, spec, |cx| lower(cx)),
                     (_, Some(spec)) => build::lower_cached_dense(&mut cx, &mut frames, spec, |cx| lower(cx)),
                     _ => lower(&mut cx),
                 };

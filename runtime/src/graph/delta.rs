@@ -12,8 +12,10 @@
 //!
 //! With `Spread::Stride` the map only follows strides and resampling, not windows: a conv
 //! recomputes the outputs at changed positions and keeps its cached outputs next to them, as
-//! SIGE does with an edit's mask (one map per resolution). Outputs then differ from dense near
-//! the border of a change; with `Spread::Window` they equal dense.
+//! SIGE does with an edit's mask (one map per resolution), and Instance- and
+//! GroupNormalization normalise with the statistics of the last whole frame (SIGE reuses the
+//! original's), so the map passes them. Outputs then differ from dense near the border of a
+//! change and wherever statistics moved; with `Spread::Window` they equal dense.
 
 use super::op::{AutoPad, BinaryKind, CoordTransform, KeepAspect, NearestMode, Op, Pool, Resize, ResizeMode, Window};
 use super::sparse::{FillPolicy, MaskKind, MaskSource, SparseSpec};
@@ -33,6 +35,8 @@ pub struct DeltaPlan {
     /// Elementwise ops (activations, BatchNormalization, arithmetic) that recompute only where
     /// their map says, on backends that run them so (the CPU); elsewhere they run whole.
     pub elementwise: Vec<String>,
+    /// Norms over the plane whose statistics come from the last whole frame (`Spread::Stride`).
+    pub held_norms: Vec<String>,
 }
 
 /// Whether `op` computes each output position from the same position of its inputs only, so
@@ -49,7 +53,8 @@ pub enum Spread {
     #[default]
     Window,
     /// Only the outputs at changed positions (the map brought to each op's resolution) are
-    /// recomputed; outputs beside a change keep their cached values (SIGE's approximation).
+    /// recomputed; outputs beside a change keep their cached values, and norms over the plane
+    /// keep the last whole frame's statistics (SIGE's approximation).
     Stride,
 }
 
@@ -84,7 +89,7 @@ pub fn add_change_map(g: &mut Graph, frame_input: &str, spread: Spread) -> Resul
     for &i in &g.inputs {
         change[i] = if i == x { Change::Map(map) } else { Change::All };
     }
-    let mut b = Builder { g: &mut out, source: map_name.clone(), spread, convs: Vec::new(), elementwise: Vec::new(), pools: Vec::new(), count: 0 };
+    let mut b = Builder { g: &mut out, source: map_name.clone(), spread, convs: Vec::new(), elementwise: Vec::new(), held: Vec::new(), pools: Vec::new(), count: 0 };
     let nodes = b.g.nodes.len();
     for ni in 0..nodes {
         let ins: Vec<Change> =
@@ -96,10 +101,10 @@ pub fn add_change_map(g: &mut Graph, frame_input: &str, spread: Spread) -> Resul
             change[o] = result;
         }
     }
-    let (convs, elementwise) = (std::mem::take(&mut b.convs), std::mem::take(&mut b.elementwise));
+    let (convs, elementwise, held_norms) = (std::mem::take(&mut b.convs), std::mem::take(&mut b.elementwise), std::mem::take(&mut b.held));
     order::restore_order(&mut out)?;
     *g = out;
-    Ok(DeltaPlan { frame_input: frame_input.to_string(), map_input: map_name, convs, elementwise })
+    Ok(DeltaPlan { frame_input: frame_input.to_string(), map_input: map_name, convs, elementwise, held_norms })
 }
 
 /// The input delta mode watches when none is named: the model's only `[N, C, H, W]` FLOAT input.
@@ -142,6 +147,7 @@ struct Builder<'a> {
     spread: Spread,
     convs: Vec<String>,
     elementwise: Vec<String>,
+    held: Vec<String>,
     /// Max-pools made so far: (map, pool, result).
     pools: Vec<(ValueId, Pool, ValueId)>,
     count: usize,
@@ -182,6 +188,12 @@ impl Builder<'_> {
                 Change::Map(m) if ins[1..].iter().all(|c| *c == Change::None) => self.through_resize(m, o),
                 _ => None,
             },
+            (Op::InstanceNormalization { .. } | Op::GroupNormalization { .. }, Some(o)) if self.spread == Spread::Stride => {
+                match ins[0] {
+                    Change::Map(m) if ins[1..].iter().all(|c| *c == Change::None) => self.held_norm(ni, m, o),
+                    _ => None,
+                }
+            }
             (Op::Unary(_) | Op::Clip | Op::BatchNormalization { .. } | Op::Identity, Some(o)) => match ins[0] {
                 Change::Map(m) if ins[1..].iter().all(|c| *c == Change::None) => self.same_plane(m, o),
                 _ => None,
@@ -230,6 +242,50 @@ impl Builder<'_> {
         let name = n.name.clone();
         self.g.nodes[ni].sparse = Some(cached_by_map(&self.source, m, false));
         self.elementwise.push(name);
+    }
+
+    /// Rewrites norm `ni` (Instance- or GroupNormalization of `x [1, C, H, W]`, changed on map
+    /// `m`, into `o`) as `x * factor + offset` with the factor and offset of its statistics
+    /// computed on whole frames only (`FillPolicy::Held`), as SIGE reuses the original's
+    /// statistics in an edit: its result then changes where `x` does, on map `m`.
+    fn held_norm(&mut self, ni: usize, m: ValueId, o: ValueId) -> Option<ValueId> {
+        let n = &self.g.nodes[ni];
+        let (num_groups, epsilon, per_channel_affine) = match n.op {
+            Op::InstanceNormalization { epsilon } => (self.g.values[o].shape.get(1).copied()?, epsilon, true),
+            Op::GroupNormalization { num_groups, epsilon, per_channel_affine } => (num_groups, epsilon, per_channel_affine),
+            _ => return None,
+        };
+        let (Some(Some(x)), Some(&scale), Some(&bias)) = (n.inputs.first().copied(), n.inputs.get(1), n.inputs.get(2)) else {
+            return None;
+        };
+        let xs = self.g.values[x].shape.clone();
+        if xs.len() != 4 || xs[0] != 1 || self.same_plane(m, o).is_none() {
+            return None;
+        }
+        let name = n.name.clone();
+        let c = xs[1];
+        let op = Op::NormScaleShift { num_groups, epsilon, per_channel_affine };
+        let stats = self.push(op, vec![Some(x), scale, bias], vec![2, c, 1, 1]);
+        let held = self.g.nodes.len() - 1;
+        self.g.nodes[held].sparse = Some(SparseSpec { fill: FillPolicy::Held, ..cached_by_map(&self.source, m, false) });
+        let [factor, offset] = [0, 1].map(|k| {
+            self.g.values.push(Value { name: unique(self.g, &format!("{name}/{}", ["factor", "offset"][k])), dtype: DType::F32, shape: vec![1, c, 1, 1], constant: None });
+            self.g.values.len() - 1
+        });
+        self.g.nodes.push(Node {
+            name: unique(self.g, &format!("{name}/split")),
+            op: Op::Split { axis: 0, split: None, num_outputs: Some(2) },
+            inputs: vec![Some(stats)],
+            outputs: vec![factor, offset],
+            sparse: None,
+        });
+        let scaled = self.push(Op::Binary(BinaryKind::Mul), vec![Some(x), Some(factor)], xs);
+        let mul = self.g.nodes.len() - 1;
+        let n = &mut self.g.nodes[ni];
+        (n.op, n.inputs) = (Op::Binary(BinaryKind::Add), vec![Some(scaled), Some(offset)]);
+        self.mark_elementwise(mul, m);
+        self.held.push(name);
+        Some(m)
     }
 
     /// `m` when it is the change map of an `[N, C, H, W]` value `o` of the same plane.

@@ -331,6 +331,15 @@ pub enum Op {
         epsilon: f32,
         per_channel_affine: bool,
     },
+    /// X, scale, bias: the per-channel factor and offset GroupNormalization with the same
+    /// attributes applies to X (`y = x * factor + offset`), as `[2 N, C, 1, ...]`: rows `0..N`
+    /// the factors `scale / sigma`, rows `N..2N` the offsets `bias - mean * scale / sigma`.
+    /// Delta mode holds a norm's statistics with it (graph/delta.rs); not an ONNX op.
+    NormScaleShift {
+        num_groups: usize,
+        epsilon: f32,
+        per_channel_affine: bool,
+    },
     MaxPool(Pool),
     AveragePool(Pool),
     GlobalAveragePool,
@@ -460,6 +469,7 @@ impl Op {
             Op::LayerNormalization { .. } => "LayerNormalization",
             Op::InstanceNormalization { .. } => "InstanceNormalization",
             Op::GroupNormalization { .. } => "GroupNormalization",
+            Op::NormScaleShift { .. } => "NormScaleShift",
             Op::MaxPool(_) => "MaxPool",
             Op::AveragePool(_) => "AveragePool",
             Op::GlobalAveragePool => "GlobalAveragePool",

@@ -115,7 +115,7 @@ pub fn infer(op: &mut Op, ins: &[Option<In>], n_out: usize) -> Result<Vec<Tensor
             }
             one(x.dtype, x.shape.to_vec())
         }
-        Op::InstanceNormalization { .. } | Op::GroupNormalization { .. } => {
+        Op::InstanceNormalization { .. } | Op::GroupNormalization { .. } | Op::NormScaleShift { .. } => {
             let x = x()?;
             float_only(x.dtype)?;
             if x.shape.len() < 3 {
@@ -123,8 +123,9 @@ pub fn infer(op: &mut Op, ins: &[Option<In>], n_out: usize) -> Result<Vec<Tensor
             }
             let c = x.shape[1];
             let want = match op {
-                Op::GroupNormalization { num_groups, per_channel_affine, .. } => {
-                    if c % *num_groups != 0 {
+                Op::GroupNormalization { num_groups, per_channel_affine, .. }
+                | Op::NormScaleShift { num_groups, per_channel_affine, .. } => {
+                    if *num_groups == 0 || c % *num_groups != 0 {
                         return Err(err(format!("{c} channels do not split into {num_groups} groups")));
                     }
                     if *per_channel_affine {
@@ -139,6 +140,11 @@ pub fn infer(op: &mut Op, ins: &[Option<In>], n_out: usize) -> Result<Vec<Tensor
                 if req(ins, i)?.shape != [want] {
                     return Err(err(format!("input {i} must have shape [{want}], has {:?}", req(ins, i)?.shape)));
                 }
+            }
+            if matches!(op, Op::NormScaleShift { .. }) {
+                let mut s = vec![1; x.shape.len()];
+                (s[0], s[1]) = (2 * x.shape[0], c);
+                return one(x.dtype, s);
             }
             one(x.dtype, x.shape.to_vec())
         }

@@ -38,6 +38,10 @@ pub enum FillPolicy {
     /// The conv's fused residual input (input 3) through the conv's activation: a residual
     /// join `act(Mul(conv, M) + r)` folded into the conv (graph/sparse_residual.rs).
     Residual,
+    /// The whole result is computed on frames whose mask is full (every position changed) and
+    /// kept as it is on the others: a norm's statistics held from the last whole frame (delta
+    /// mode, `Spread::Stride`). The mask is the plane of the node's input, not of its result.
+    Held,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]

@@ -27,7 +27,8 @@ pub fn lower_to_dense(g: &Graph, poison: Option<f32>) -> Graph {
         // An attention's token axis is not the one its mask broadcasts along, and its skipped
         // rows are never multiplied by the mask (the next MatMul skips them): it stays as is;
         // tests/sparse_exec.rs checks the rows it computes.
-        if (!spec.fused_mul && poison.is_none()) || matches!(node.op, Op::Attention(_)) {
+        // Held statistics lowered are computed every frame: no mask applies to them.
+        if (!spec.fused_mul && poison.is_none()) || matches!(node.op, Op::Attention(_)) || spec.fill == FillPolicy::Held {
             out.nodes.push(node);
             continue;
         }

@@ -106,6 +106,14 @@ impl SparseStep {
         let schedule = &self.poly.members()[member].schedule;
         let (member_name, gran) = (schedule.name.clone(), schedule.granularity);
         let first_cached_frame = self.spec.fill == FillPolicy::Cached && self.cache.is_none();
+        // Held results are recomputed on whole frames only.
+        let whole = info.ones == masks.iter().map(BitMask::len).sum::<usize>();
+        if let Some(held) = self.cache.as_ref().filter(|_| self.spec.fill == FillPolicy::Held && !whole) {
+            let tensor = (**held).clone();
+            let record =
+                SparseOpRecord { node: node.to_string(), op: op.name().to_string(), density, member: "held".into(), granularity: None, tiles: 0, phases: ph };
+            return Ok(StepOutput { tensor, record, dirty: None });
+        }
 
         let ran_sparse = gran.is_some() && !first_cached_frame && !matches!(self.kernel, Kernel::DenseOnly);
         let (tensor, tiles, dirty) = match gran {
@@ -153,7 +161,7 @@ impl SparseStep {
     /// Keeps the op's result (`Cached` fill) for the next frame; the executor's value and the
     /// cache share it.
     pub fn keep(&mut self, result: &Arc<Tensor>) {
-        if self.spec.fill == FillPolicy::Cached {
+        if matches!(self.spec.fill, FillPolicy::Cached | FillPolicy::Held) {
             self.cache = Some(result.clone());
         }
     }

@@ -69,6 +69,8 @@ pub(crate) fn kernel_for(g: &Graph, n: &Node, kind: MaskKind) -> Result<(Kernel,
     let in_shape = |i: usize| n.inputs.get(i).copied().flatten().map(|v| g.values[v].shape.clone());
     let x_shape = in_shape(0).ok_or_else(|| Error::Other("sparse op without an input".into()))?;
     Ok(match (&n.op, kind) {
+        // Held statistics: the mask is the plane of their input.
+        (Op::NormScaleShift { .. }, MaskKind::Spatial) if x_shape.len() == 4 => (Kernel::DenseOnly, (x_shape[0], x_shape[2], x_shape[3])),
         (Op::Conv(p), MaskKind::Spatial) if out.len() == 4 => {
             let k = match constant(g, n, 1) {
                 Some(w) => SparseConv::new(p, &x_shape, w, constant(g, n, 2)).map(Kernel::Conv).unwrap_or_else(|e| {

@@ -157,9 +157,10 @@ KERNEL layer_norm(GLOBAL const FLT* x, GLOBAL const FLT* scale, GLOBAL const FLT
 }
 
 /* GroupNormalization over [N, groups, cpg * plane] blocks; scale/bias per channel
- * (per_channel) or per group. */
+ * (per_channel) or per group. shift_at > 0: y is [2 N, C] instead, the factor per image and
+ * channel at n C + ch and the offset at shift_at + n C + ch (NormScaleShift). */
 KERNEL group_norm(GLOBAL const FLT* x, GLOBAL const FLT* scale, GLOBAL const FLT* bias, GLOBAL FLT* y,
-                  int groups, int cpg, int plane, float eps, int per_channel) {
+                  int groups, int cpg, int plane, float eps, int per_channel, int shift_at) {
     PDL_ENTRY();
     LOCAL float s[WG];
     int blk = GROUP_ID(0), t = LOCAL_ID(0);
@@ -168,6 +169,17 @@ KERNEL group_norm(GLOBAL const FLT* x, GLOBAL const FLT* scale, GLOBAL const FLT
     float mean, inv;
     wg_stats(s, xb, len, eps, &mean, &inv);
     int g = blk % groups;
+    if (shift_at > 0) {
+        int at = (blk / groups) * groups * cpg;
+        for (int j = t; j < cpg; j += WG) {
+            int ch = g * cpg + j;
+            int p = per_channel ? ch : g;
+            float a = inv * LDF(scale, p);
+            STF(y, at + ch, a);
+            STF(y, shift_at + at + ch, LDF(bias, p) - mean * a);
+        }
+        return;
+    }
     for (int i = t; i < len; i += WG) {
         int ch = g * cpg + i / plane;
         int p = per_channel ? ch : g;

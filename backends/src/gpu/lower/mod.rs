@@ -39,10 +39,13 @@ pub(crate) fn lower<D: GpuDevice>(cx: &mut Ctx<D>) -> Result<()> {
         Op::LayerNormalization { axis, epsilon } => reduce::layer_norm(cx, *axis, *epsilon),
         Op::InstanceNormalization { epsilon } => {
             let c = cx.in_shape(0)?.get(1).copied().unwrap_or(0);
-            reduce::group_norm(cx, c, *epsilon, true)
+            reduce::group_norm(cx, c, *epsilon, true, false)
         }
         Op::GroupNormalization { num_groups, epsilon, per_channel_affine } => {
-            reduce::group_norm(cx, *num_groups, *epsilon, *per_channel_affine)
+            reduce::group_norm(cx, *num_groups, *epsilon, *per_channel_affine, false)
+        }
+        Op::NormScaleShift { num_groups, epsilon, per_channel_affine } => {
+            reduce::group_norm(cx, *num_groups, *epsilon, *per_channel_affine, true)
         }
         Op::GlobalAveragePool => reduce::global_average_pool(cx),
         Op::Reduce(r) => reduce::reduce(cx, r),

@@ -193,8 +193,9 @@ pub(crate) fn layer_norm<D: GpuDevice>(cx: &mut Ctx<D>, ax: i64, eps: f32) -> Re
     cx.launch(kern, [rows, 1, 1], [REDUCE_WG, 1, 1], args)
 }
 
-/// GroupNormalization; InstanceNormalization is the case of one channel per group.
-pub(crate) fn group_norm<D: GpuDevice>(cx: &mut Ctx<D>, groups: usize, eps: f32, per_channel: bool) -> Result<()> {
+/// GroupNormalization; InstanceNormalization is the case of one channel per group. `factors`:
+/// NormScaleShift, the factor and offset per image and channel instead of the normalised X.
+pub(crate) fn group_norm<D: GpuDevice>(cx: &mut Ctx<D>, groups: usize, eps: f32, per_channel: bool, factors: bool) -> Result<()> {
     float_only(cx)?;
     let xs = cx.in_shape(0)?;
     if xs.len() < 2 || groups == 0 || xs[1] % groups != 0 {
@@ -224,6 +225,7 @@ pub(crate) fn group_norm<D: GpuDevice>(cx: &mut Ctx<D>, groups: usize, eps: f32,
         LArg::I32(int(plane, "plane")?),
         LArg::F32(eps),
         LArg::I32(per_channel as i32),
+        LArg::I32(if factors { int(xs[0] * c, "images x channels")? } else { 0 }),
     ];
     cx.launch(kern, [blocks, 1, 1], [REDUCE_WG, 1, 1], args)
 }

@@ -425,7 +425,8 @@ impl<D: GpuDevice> Frames<D> {
         let fresh = self.counts[m].select.is_none();
         // The first reader selects with last frame's counts before the bitmask launch, so a
         // member reading no metadata need not wait for it (see the module docs).
-        let deferred = fresh && self.lagged(m);
+        // Held results need this frame's counts: whether the frame is whole.
+        let deferred = fresh && self.lagged(m) && self.ops[i].fill != FillPolicy::Held;
         // Everything but a member that lists its own columns beside a new bitmask launch
         // reads or writes the metadata on the main queue: the last one must be done.
         if !deferred {
@@ -439,6 +440,7 @@ impl<D: GpuDevice> Frames<D> {
         let layout = &self.masks[m].layout;
         let ones = layout.index(Granularity::new(1, 1)).map_or(0, |k| counts[k]);
         let density = ones as f64 / (layout.images * layout.h * layout.w) as f64;
+        let whole = ones == layout.images * layout.h * layout.w;
         let expect = expected_columns(layout, &counts);
         let op = &self.ops[i];
         let pick = choose(op, layout, &counts)?;
@@ -478,13 +480,17 @@ impl<D: GpuDevice> Frames<D> {
         let t3 = Instant::now();
         let op = &mut self.ops[i];
         replay_launches(dev, bufs, &op.residual_fill)?;
-        let (member, granularity, tiles) = if first_cached {
+        let held = op.fill == FillPolicy::Held && op.cached_ready && !whole;
+        let (member, granularity, tiles) = if held {
+            ("held".to_string(), None, 0)
+        } else if first_cached {
             replay_launches(dev, bufs, &op.cached_first)?;
             op.cached_ready = true;
             ("dense (first cached frame)".to_string(), None, 0)
         } else {
             replay_expecting(dev, bufs, &op.members[pick], expect)?;
             op.last_pick = Some(pick);
+            op.cached_ready = true;
             let s = &op.poly.members()[pick].schedule;
             (s.name.clone(), s.granularity, tiles)
         };

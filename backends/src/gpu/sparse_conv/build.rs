@@ -243,6 +243,21 @@ pub(crate) fn lower_cached_dense<D: GpuDevice>(
     Ok(())
 }
 
+/// A node whose result is computed on whole frames only and kept on the others
+/// (`FillPolicy::Held`: a norm's statistics), over the mask of its input's plane.
+pub(crate) fn lower_held<D: GpuDevice>(cx: &mut Ctx<D>, frames: &mut Frames<D>, spec: &SparseSpec, dense: impl Fn(&mut Ctx<D>) -> Result<()>) -> Result<()> {
+    let xs = cx.in_shape(0)?.to_vec();
+    let [n, _, h, w] = xs[..] else {
+        return Err(Error::Other(format!("held statistics of an input of shape {xs:?}, not [N, C, H, W]")));
+    };
+    let m = mask_plan(cx, frames, spec, (n, h, w))?;
+    dense(cx)?;
+    let compute = std::mem::take(&mut cx.launches);
+    let poly = PolyKernel::new(vec![Member { schedule: Schedule::dense("dense"), table: DispatchTable::constant(1.0)? }])?;
+    frames.ops.push(SparseOp::new(cx.node, m, FillPolicy::Held, poly, vec![compute]));
+    Ok(())
+}
+
 fn member_name(g: Option<Granularity>) -> String {
     g.map_or_else(|| "dense".to_string(), |g| format!("tiles{g}"))
 }

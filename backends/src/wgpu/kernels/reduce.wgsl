@@ -222,8 +222,9 @@ fn layer_norm(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_i
 }
 
 // GroupNormalization over [N, groups, cpg * plane] blocks; scale/bias per channel
-// (per_channel) or per group.
-struct GroupNormP { groups: i32, cpg: i32, plane: i32, eps: f32, per_channel: i32 }
+// (per_channel) or per group. shift_at > 0: y is [2 N, C] instead, the factor per image and
+// channel at n C + ch and the offset at shift_at + n C + ch (NormScaleShift).
+struct GroupNormP { groups: i32, cpg: i32, plane: i32, eps: f32, per_channel: i32, shift_at: i32 }
 @group(0) @binding(8) var<uniform> group_norm_p: GroupNormP;
 
 @compute @workgroup_size(WG_X, WG_Y, WG_Z)
@@ -234,6 +235,17 @@ fn group_norm(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_i
     let base = blk * len;
     let st = wg_stats(lid.x, base, len, p.eps);
     let g = blk % p.groups;
+    if (p.shift_at > 0) {
+        let at = (blk / p.groups) * p.groups * p.cpg;
+        for (var j = i32(lid.x); j < p.cpg; j += i32(WG)) {
+            let ch = g * p.cpg + j;
+            let k = select(g, ch, p.per_channel != 0);
+            let a = st.y * nscale[k];
+            ny[at + ch] = a;
+            ny[p.shift_at + at + ch] = nbias[k] - st.x * a;
+        }
+        return;
+    }
     for (var i = i32(lid.x); i < len; i += i32(WG)) {
         let ch = g * p.cpg + i / p.plane;
         let k = select(g, ch, p.per_channel != 0);
