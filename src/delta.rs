@@ -21,7 +21,8 @@ pub struct DeltaOptions {
     pub input: Option<String>,
     /// How far a change reaches through convs and pools: `Window` recomputes everything it
     /// reaches (results equal dense at threshold 0), `Stride` only the changed positions at each
-    /// resolution (SIGE's approximation: faster, inexact beside a change).
+    /// resolution, with norms over the plane normalising by the last whole frame's statistics
+    /// (SIGE's approximation: faster, inexact beside a change).
     pub spread: Spread,
 }
 

@@ -20,8 +20,9 @@ pub struct DeltaOpts {
     pub delta_max_changed: f32,
     /// Delta mode: how far a change reaches. `window`: every output whose conv or pool window
     /// read a changed position is recomputed (results equal dense at T = 0); `stride`: only the
-    /// changed positions at each resolution, neighbours keep their last values (SIGE's way with
-    /// an edit: much less work, small errors beside the change; --check shows them).
+    /// changed positions at each resolution, neighbours keep their last values and norms over
+    /// the plane the last whole frame's statistics (SIGE's way with an edit: much less work,
+    /// small errors beside the change; --check shows them).
     #[arg(long, value_name = "HOW", default_value = "window", value_parser = parse_spread)]
     pub delta_spread: Spread,
 }
