@@ -90,12 +90,24 @@ fn print_steps(reports: &[FrameReport], limit: usize) {
         println!("per step (host time, a queue sync after each; median µs per frame, slowest first; sum {total:.1} µs):");
     }
     let w = rows.iter().take(limit).map(|r| r.node.len()).max().unwrap_or(4).clamp(4, 48);
-    println!("{:<w$}  {:<22} {:>9} {:>7} {:>9}", "node", "op", "µs", "share", if on_device { "host µs" } else { "" });
+    println!(
+        "{:<w$}  {:<22} {:>9} {:>7} {:>9}  {:>6} member",
+        "node",
+        "op",
+        "µs",
+        "share",
+        if on_device { "host µs" } else { "" },
+        "sparse"
+    );
     for r in rows.iter().take(limit) {
         let us = r.us();
         let share = if total > 0.0 { us / total * 100.0 } else { 0.0 };
         let host = if on_device { format!("{:>9.1}", r.host_us) } else { String::new() };
-        println!("{:<w$}  {:<22} {us:>9.1} {share:>6.1}% {host}", r.node, r.op);
+        // A sparse op's density (median over the frames) and the member its last frame ran.
+        let ops: Vec<_> = reports.iter().flat_map(|f| f.sparse_ops.iter().filter(|s| s.node == r.node)).collect();
+        let density = stats::median(&ops.iter().map(|s| s.density).collect::<Vec<_>>()).map_or(String::new(), |d| format!("{d:.3}"));
+        let member = ops.last().map_or("", |s| s.member.as_str());
+        println!("{:<w$}  {:<22} {us:>9.1} {share:>6.1}% {host}  {density:>6} {member}", r.node, r.op);
     }
     if rows.len() > limit {
         let rest: f64 = rows[limit..].iter().map(StepRow::us).sum();
