@@ -171,7 +171,13 @@ impl SessionBuilder {
                 };
                 let plan =
                     dynaspa_runtime::graph::delta::add_change_map(&mut g, &input, d.spread).map_err(|e| Error::Other(format!("delta mode: {e}")))?;
-                tracing::info!(convs = plan.convs.len(), map = %plan.map_input, "delta mode");
+                tracing::info!(
+                    convs = plan.convs.len(),
+                    elementwise = plan.elementwise.len(),
+                    held_norms = plan.held_norms.len(),
+                    map = %plan.map_input,
+                    "delta mode"
+                );
                 Some(DeltaState::new(plan, d.clone()))
             }
             _ => None,

@@ -136,21 +136,25 @@ fn mark(x: &[f32], r: &[f32], (n, c, h, w): (usize, usize, usize, usize), t: f32
                     }
                 }
             }
-            if block > 1 {
-                let rows = m.len() / w;
-                for by in (0..rows).step_by(block) {
-                    for bx in (0..w).step_by(block) {
-                        let (y1, x1) = ((by + block).min(rows), (bx + block).min(w));
-                        let any = (by..y1).any(|y| m[y * w + bx..y * w + x1].iter().any(|&v| v != 0.0));
-                        if any {
-                            for y in by..y1 {
-                                m[y * w + bx..y * w + x1].fill(1.0);
-                            }
-                        }
-                    }
-                }
-            }
+            widen_to_blocks(m, w, block);
         });
+    }
+}
+
+/// Sets every `block` x `block` block of the rows `m` (`w` wide, blocks from its first row)
+/// that holds a mark to 1 entirely.
+fn widen_to_blocks(m: &mut [f32], w: usize, block: usize) {
+    if block <= 1 {
+        return;
+    }
+    let rows = m.len() / w;
+    for by in (0..rows).step_by(block) {
+        for bx in (0..w).step_by(block) {
+            let (y1, x1) = ((by + block).min(rows), (bx + block).min(w));
+            if (by..y1).any(|y| m[y * w + bx..y * w + x1].iter().any(|&v| v != 0.0)) {
+                (by..y1).for_each(|y| m[y * w + bx..y * w + x1].fill(1.0));
+            }
+        }
     }
 }
 

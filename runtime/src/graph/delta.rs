@@ -268,8 +268,8 @@ impl Builder<'_> {
         let stats = self.push(op, vec![Some(x), scale, bias], vec![2, c, 1, 1]);
         let held = self.g.nodes.len() - 1;
         self.g.nodes[held].sparse = Some(SparseSpec { fill: FillPolicy::Held, ..cached_by_map(&self.source, m, false) });
-        let [factor, offset] = [0, 1].map(|k| {
-            self.g.values.push(Value { name: unique(self.g, &format!("{name}/{}", ["factor", "offset"][k])), dtype: DType::F32, shape: vec![1, c, 1, 1], constant: None });
+        let [factor, offset] = ["factor", "offset"].map(|part| {
+            self.g.values.push(Value { name: unique(self.g, &format!("{name}/{part}")), dtype: DType::F32, shape: vec![1, c, 1, 1], constant: None });
             self.g.values.len() - 1
         });
         self.g.nodes.push(Node {

@@ -93,6 +93,15 @@ impl SparseStep {
             memo.get(self.spec.mask, (kind, images, h, w), &masks::Reading { mask, name: &self.mask_name, kind, images, h, w })?
         };
         let (masks, density) = (info.masks.clone(), info.density);
+        // Held results are recomputed on whole frames only: nothing to select on the others.
+        let partial = |ones: usize| ones < masks.iter().map(BitMask::len).sum::<usize>();
+        if let Some(held) = self.cache.as_ref().filter(|_| self.spec.fill == FillPolicy::Held && partial(info.ones)) {
+            let tensor = (**held).clone();
+            ph.bitmask = t0.elapsed();
+            let record =
+                SparseOpRecord { node: node.to_string(), op: op.name().to_string(), density, member: "held".into(), granularity: None, tiles: 0, phases: ph };
+            return Ok(StepOutput { tensor, record, dirty: None });
+        }
         let t1 = Instant::now();
         // Selection asks for DISTile counts only where they could change its choice; the time
         // spent counting them is the `tiles` phase, the rest of the selection `select`.
@@ -106,14 +115,6 @@ impl SparseStep {
         let schedule = &self.poly.members()[member].schedule;
         let (member_name, gran) = (schedule.name.clone(), schedule.granularity);
         let first_cached_frame = self.spec.fill == FillPolicy::Cached && self.cache.is_none();
-        // Held results are recomputed on whole frames only.
-        let whole = info.ones == masks.iter().map(BitMask::len).sum::<usize>();
-        if let Some(held) = self.cache.as_ref().filter(|_| self.spec.fill == FillPolicy::Held && !whole) {
-            let tensor = (**held).clone();
-            let record =
-                SparseOpRecord { node: node.to_string(), op: op.name().to_string(), density, member: "held".into(), granularity: None, tiles: 0, phases: ph };
-            return Ok(StepOutput { tensor, record, dirty: None });
-        }
 
         let ran_sparse = gran.is_some() && !first_cached_frame && !matches!(self.kernel, Kernel::DenseOnly);
         let (tensor, tiles, dirty) = match gran {
@@ -128,7 +129,7 @@ impl SparseStep {
                 // first cached frame has none yet and computes everything).
                 match (self.spec.fill, self.cache.take()) {
                     (FillPolicy::Zero, _) if self.spec.fused_mul => apply_mask(&mut out, &masks, self.spec.kind, None)?,
-                    (FillPolicy::Cached, Some(c)) if info.ones < masks.iter().map(BitMask::len).sum::<usize>() => {
+                    (FillPolicy::Cached, Some(c)) if partial(info.ones) => {
                         apply_mask(&mut out, &masks, self.spec.kind, Some(&c))?
                     }
                     (FillPolicy::Residual, _) => {
